@@ -1,0 +1,31 @@
+/**
+ * Builds dist/local-shell-mcp: native helpers first (they are embedded), then one compiled executable.
+ * Usage: bun scripts/build.ts [--outfile PATH]
+ */
+import { $ } from "bun";
+import { mkdirSync } from "node:fs";
+import { join, resolve } from "node:path";
+
+const root = resolve(import.meta.dir, "..");
+const outfile = process.argv.includes("--outfile") ? resolve(process.argv[process.argv.indexOf("--outfile") + 1]!) : join(root, "dist", "local-shell-mcp");
+mkdirSync(join(root, "build", "native"), { recursive: true });
+mkdirSync(join(root, "dist"), { recursive: true });
+
+const t0 = performance.now();
+await $`bash ${join(root, "scripts", "build-native.sh")} ${join(root, "build", "native", "lsm-runner")}`;
+const t1 = performance.now();
+
+const result = await Bun.build({
+  entrypoints: [join(root, "src", "main.ts")],
+  compile: { outfile },
+  bytecode: true,
+  format: "esm",
+  minify: true,
+  sourcemap: "none",
+  target: "bun",
+});
+if (!result.success) {
+  for (const m of result.logs) console.error(m);
+  process.exit(1);
+}
+console.error(`built ${outfile} (native ${Math.round(t1 - t0)} ms, compile ${Math.round(performance.now() - t1)} ms)`);

@@ -1,0 +1,12 @@
+/** A JSON response that is never cached. */
+export function jsonResponse(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json", "cache-control": "no-store", ...headers },
+  });
+}
+
+/** The stable error envelope of every HTTP route we own. */
+export function errorResponse(status: number, error: string, message: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): Response {
+  return jsonResponse(status, { ok: false, error, message, ...extra }, headers);
+}

@@ -1,0 +1,120 @@
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
+import { log } from "../core/log.ts";
+import type { App } from "../server/app.ts";
+import { createMcpServer } from "../server/mcp.ts";
+import { errorResponse, jsonResponse } from "./json.ts";
+
+interface Entry {
+  transport: WebStandardStreamableHTTPServerTransport;
+  server: Server;
+  lastSeen: number;
+  inFlight: number;
+  /** Identity of the principal that opened the session ("" without auth). */
+  owner: string;
+}
+
+export interface McpSessionOptions {
+  maxSessions: number;
+  idleTimeoutMs: number;
+  maxBodyBytes: number;
+}
+
+/** Key identifying a principal for session binding. */
+export function ownerKey(auth: AuthInfo | undefined): string {
+  if (!auth) return "";
+  return `${auth.clientId}\u0000${typeof auth.extra?.sub === "string" ? auth.extra.sub : ""}`;
+}
+
+/**
+ * Stateful Streamable HTTP sessions: one SDK transport and server per MCP session, a capacity limit
+ * (429 when full, reserved before initialize runs), and idle expiry that spares sessions with calls
+ * in flight.
+ */
+export class McpSessions {
+  private readonly sessions = new Map<string, Entry>();
+  private pending = 0;
+  private readonly sweeper: Timer;
+
+  constructor(
+    private readonly app: App,
+    private readonly options: McpSessionOptions,
+  ) {
+    const every = Math.max(200, Math.min(options.idleTimeoutMs / 2, 5000));
+    this.sweeper = setInterval(() => this.sweep(), every);
+    this.sweeper.unref();
+  }
+
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  private sweep(): void {
+    const t = Date.now();
+    for (const [id, e] of this.sessions) {
+      if (e.inFlight === 0 && t - e.lastSeen > this.options.idleTimeoutMs) {
+        log.debug(`MCP session ${id.slice(0, 8)}… idle, closing`);
+        this.sessions.delete(id);
+        void e.transport.close().catch(() => undefined);
+      }
+    }
+  }
+
+  async handle(req: Request, auth?: AuthInfo): Promise<Response> {
+    const sid = req.headers.get("mcp-session-id");
+    if (sid) {
+      const entry = this.sessions.get(sid);
+      if (!entry) return jsonResponse(404, { jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null });
+      if (entry.owner !== ownerKey(auth)) {
+        return errorResponse(403, "session_owner_mismatch", "this MCP session belongs to another principal");
+      }
+      entry.lastSeen = Date.now();
+      return entry.transport.handleRequest(req, { authInfo: auth });
+    }
+    if (req.method !== "POST") return jsonResponse(400, { jsonrpc: "2.0", error: { code: -32000, message: "Bad Request: Mcp-Session-Id header is required" }, id: null });
+    if (this.sessions.size + this.pending >= this.options.maxSessions) {
+      log.warn(`MCP session limit reached (${this.options.maxSessions})`);
+      return errorResponse(429, "mcp_session_limit", `MCP session limit reached: ${this.options.maxSessions}`, { limit: this.options.maxSessions });
+    }
+    this.pending++;
+    let entry: Entry | undefined;
+    try {
+      const owner = ownerKey(auth);
+      const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => crypto.randomUUID(),
+        maxRequestBodySize: this.options.maxBodyBytes,
+        onsessioninitialized: (id) => {
+          if (entry) this.sessions.set(id, entry);
+        },
+        onsessionclosed: (id) => {
+          this.sessions.delete(id);
+        },
+      });
+      const server = createMcpServer(this.app, "mcp", {
+        onCallStart: () => {
+          if (entry) entry.inFlight++;
+        },
+        onCallEnd: () => {
+          if (!entry) return;
+          entry.inFlight--;
+          entry.lastSeen = Date.now();
+        },
+      });
+      entry = { transport, server, lastSeen: Date.now(), inFlight: 0, owner };
+      await server.connect(transport);
+      const res = await transport.handleRequest(req, { authInfo: auth });
+      if (!transport.sessionId) await server.close();
+      return res;
+    } finally {
+      this.pending--;
+    }
+  }
+
+  async closeAll(): Promise<void> {
+    clearInterval(this.sweeper);
+    const all = [...this.sessions.values()];
+    this.sessions.clear();
+    await Promise.allSettled(all.map((e) => e.server.close()));
+  }
+}

@@ -1,0 +1,52 @@
+import type { Settings } from "../config/schema.ts";
+import { Semaphore } from "../exec/semaphore.ts";
+import { canonicalRoot } from "../fs/paths.ts";
+import { containmentRunner } from "../native/helpers.ts";
+import { baseCapabilities, probeSpecs } from "../sessions/orientation.ts";
+import { ProbeCache } from "../sessions/probes.ts";
+import { SessionStore } from "../sessions/store.ts";
+import { ensurePrivateDir } from "../store/atomic.ts";
+import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
+import { builtinTools } from "../tools/index.ts";
+import { ToolRegistry } from "../tools/registry.ts";
+
+export interface App {
+  services: AppServices;
+  registry: ToolRegistry;
+  /** Builds the per-call context a transport hands to the registry. */
+  context(options: { signal: AbortSignal; principal?: Principal; transport: Transport }): ToolContext;
+}
+
+/** Wires settings into the services and the tool registry; shared by every transport. */
+export function createApp(settings: Settings): App {
+  ensurePrivateDir(settings.state_dir);
+  const sessions = new SessionStore(settings.state_dir, { maxSessions: settings.max_agent_sessions, retentionS: settings.agent_session_retention_s });
+  const services: AppServices = {
+    settings,
+    workspaceRoot: canonicalRoot(settings.workspace_root),
+    sessions,
+    commandSlots: new Semaphore(settings.max_concurrent_commands),
+    probes: new ProbeCache(),
+    capabilities: baseCapabilities(),
+    runner: containmentRunner,
+    busySessions: new Map(),
+    sessionTeardowns: [],
+  };
+  const registry = new ToolRegistry(settings, builtinTools());
+  // Warm the helper extraction and, once the client handshake is likely over, the probe cache, so the
+  // first session_start is quick without competing with initialize for the CPU.
+  void services.runner().catch(() => undefined);
+  setTimeout(() => void services.probes.probeAll(probeSpecs(settings)), 750).unref();
+  return {
+    services,
+    registry,
+    context: ({ signal, principal, transport }) => ({
+      app: services,
+      signal,
+      principal,
+      transport,
+      callId: crypto.randomUUID().replaceAll("-", ""),
+      requireSession: (sid) => sessions.touch(sessions.require(sid)),
+    }),
+  };
+}

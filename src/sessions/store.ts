@@ -1,0 +1,170 @@
+import { existsSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import { ToolError } from "../core/errors.ts";
+import { ensurePrivateDir, readJsonWithBackup, writeJsonWithBackup } from "../store/atomic.ts";
+import { withFileLock } from "../store/lock.ts";
+import { newSessionId, SESSION_ID_PATTERN } from "./ids.ts";
+
+export const SessionRecordSchema = z.object({
+  session_id: z.string().regex(SESSION_ID_PATTERN),
+  target: z.enum(["local", "remote"]),
+  workdir: z.string(),
+  machine: z.string().nullable().default(null),
+  worker_session_id: z.string().nullable().default(null),
+  created_at: z.number(),
+  updated_at: z.number(),
+  expires_at: z.number().nullable().default(null),
+  label: z.string().nullable().default(null),
+  termination_requested_at: z.number().nullable().default(null),
+  persistent_shell_ids: z.array(z.string()).default([]),
+});
+export type SessionRecord = z.infer<typeof SessionRecordSchema>;
+
+export interface SessionLimits {
+  maxSessions: number;
+  retentionS: number;
+}
+
+/** Touches closer together than this are not written: the retention clock is coarse. */
+const TOUCH_WRITE_INTERVAL_S = 10;
+/** Overflow eviction only considers sessions idle at least this long. */
+const ACTIVE_WINDOW_S = 5 * 3600;
+
+const now = () => Date.now() / 1000;
+
+/**
+ * Agent sessions on disk: `<state>/sessions/<sid>/session.json` (+ .bak), written atomically.
+ * Several server processes may share one state dir, so creation and removal run under a file lock.
+ */
+export class SessionStore {
+  readonly root: string;
+  private readonly locks: string;
+
+  constructor(
+    stateDir: string,
+    private readonly limits: SessionLimits,
+  ) {
+    this.root = join(stateDir, "sessions");
+    this.locks = join(stateDir, "locks");
+    ensurePrivateDir(this.root);
+    ensurePrivateDir(this.locks);
+  }
+
+  private file(sid: string): string {
+    return join(this.root, sid, "session.json");
+  }
+
+  /** Lock file serialising lifecycle changes of one session across processes. */
+  lifecyclePath(sid: string): string {
+    return join(this.locks, `session-${sid}.lock`);
+  }
+
+  private read(sid: string): SessionRecord | undefined {
+    if (!SESSION_ID_PATTERN.test(sid)) return undefined;
+    const r = readJsonWithBackup(this.file(sid), (v) => SessionRecordSchema.parse(v), 256_000);
+    return r.status === "ok" ? r.value : undefined;
+  }
+
+  private write(rec: SessionRecord): void {
+    ensurePrivateDir(join(this.root, rec.session_id));
+    writeJsonWithBackup(this.file(rec.session_id), rec);
+  }
+
+  private isExpired(rec: SessionRecord, at: number): boolean {
+    return this.limits.retentionS > 0 && at - rec.updated_at > this.limits.retentionS;
+  }
+
+  ids(): string[] {
+    if (!existsSync(this.root)) return [];
+    return readdirSync(this.root).filter((n) => SESSION_ID_PATTERN.test(n)).sort();
+  }
+
+  list(): SessionRecord[] {
+    return this.ids()
+      .map((id) => this.read(id))
+      .filter((r): r is SessionRecord => r !== undefined);
+  }
+
+  /** The session, or a `session_not_found` / `session_expired` error the model can act on. */
+  require(sid: string): SessionRecord {
+    const rec = this.read(sid);
+    if (!rec) throw new ToolError("session_not_found", `unknown session_id '${sid}'; call session_start first`, { session_id: sid });
+    if (this.isExpired(rec, now())) throw new ToolError("session_expired", `expired session_id '${sid}'; call session_start again`, { session_id: sid });
+    return rec;
+  }
+
+  /** Marks the session used; writes only when the stored time is stale, to spare the disk. */
+  touch(rec: SessionRecord): SessionRecord {
+    const t = now();
+    if (t - rec.updated_at < TOUCH_WRITE_INTERVAL_S) return rec;
+    const next = { ...rec, updated_at: t };
+    this.write(next);
+    return next;
+  }
+
+  async create(input: { workdir: string; label: string | null }, isBusy: (sid: string) => boolean = () => false): Promise<SessionRecord> {
+    return withFileLock(join(this.locks, "sessions.lock"), () => {
+      this.prune(isBusy);
+      const existing = this.ids();
+      if (existing.length >= this.limits.maxSessions) {
+        throw new ToolError("session_limit_reached", `agent session limit reached: ${this.limits.maxSessions}; end an active session or wait for retention cleanup`, {
+          limit: this.limits.maxSessions,
+        });
+      }
+      const taken = new Set(existing);
+      let sid = newSessionId();
+      for (let i = 0; taken.has(sid); i++) {
+        if (i >= 16) throw new ToolError("internal_error", "failed to allocate a unique session_id");
+        sid = newSessionId();
+      }
+      const t = now();
+      const rec: SessionRecord = {
+        session_id: sid,
+        target: "local",
+        workdir: input.workdir,
+        machine: null,
+        worker_session_id: null,
+        created_at: t,
+        updated_at: t,
+        expires_at: null,
+        label: input.label,
+        termination_requested_at: null,
+        persistent_shell_ids: [],
+      };
+      this.write(rec);
+      return rec;
+    });
+  }
+
+  update(rec: SessionRecord, patch: Partial<SessionRecord>): SessionRecord {
+    const next = { ...rec, ...patch, updated_at: now() };
+    this.write(next);
+    return next;
+  }
+
+  remove(sid: string): void {
+    rmSync(join(this.root, sid), { recursive: true, force: true });
+    rmSync(this.lifecyclePath(sid), { force: true });
+  }
+
+  /**
+   * Drops expired sessions, then the least recently used idle ones while over capacity. Sessions
+   * that `isBusy` reports (running work) are never removed.
+   */
+  prune(isBusy: (sid: string) => boolean): void {
+    const t = now();
+    const live: SessionRecord[] = [];
+    for (const rec of this.list()) {
+      if (rec.target === "local" && this.isExpired(rec, t) && !isBusy(rec.session_id)) this.remove(rec.session_id);
+      else live.push(rec);
+    }
+    const over = live.length - (this.limits.maxSessions - 1);
+    if (over <= 0) return;
+    const evictable = live
+      .filter((r) => r.target === "local" && t - r.updated_at > ACTIVE_WINDOW_S && !isBusy(r.session_id))
+      .sort((a, b) => a.updated_at - b.updated_at)
+      .slice(0, over);
+    for (const r of evictable) this.remove(r.session_id);
+  }
+}

@@ -1,0 +1,47 @@
+import type { Settings } from "../config/schema.ts";
+import type { Semaphore } from "../exec/semaphore.ts";
+import type { Capabilities } from "../sessions/orientation.ts";
+import type { ProbeCache } from "../sessions/probes.ts";
+import type { SessionRecord, SessionStore } from "../sessions/store.ts";
+
+export const SCOPES = ["shell:read", "shell:write", "shell:execute", "git:write", "file:share", "remote:use", "audit:read", "audit:full"] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** Who is calling, when the transport authenticated the caller. */
+export interface Principal {
+  clientId: string;
+  subject: string;
+  scopes: readonly string[];
+}
+
+/** A hook other capabilities (jobs, shells) add to stop a session's work before it is deleted. */
+export type SessionTeardown = (sessionId: string) => Promise<{ stopped_jobs?: string[]; stopped_shells?: string[] }>;
+
+/** Long-lived services shared by every tool call of one server process. */
+export interface AppServices {
+  settings: Settings;
+  /** The workspace root with symlinks resolved. */
+  workspaceRoot: string;
+  sessions: SessionStore;
+  commandSlots: Semaphore;
+  probes: ProbeCache;
+  capabilities: Capabilities;
+  /** Path of the extracted containment runner. */
+  runner: () => Promise<string>;
+  /** Sessions with work in flight in this process; pruning must skip them. */
+  busySessions: Map<string, number>;
+  sessionTeardowns: SessionTeardown[];
+}
+
+export type Transport = "stdio" | "mcp" | "http" | "worker";
+
+/** Per-call context handed to every tool handler. */
+export interface ToolContext {
+  app: AppServices;
+  signal: AbortSignal;
+  principal: Principal | undefined;
+  transport: Transport;
+  callId: string;
+  /** Looks up, validates and touches a session; throws session_not_found / session_expired. */
+  requireSession(sessionId: string): SessionRecord;
+}

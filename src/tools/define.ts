@@ -1,0 +1,43 @@
+import { z } from "zod";
+import type { Settings } from "../config/schema.ts";
+import type { Scope, ToolContext } from "./context.ts";
+
+export interface ToolAnnotations {
+  readOnlyHint: boolean;
+  destructiveHint: boolean;
+  idempotentHint: boolean;
+  openWorldHint: boolean;
+}
+
+export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z.ZodObject = z.ZodObject> {
+  name: string;
+  title: string;
+  /** Model-facing text; `{{setting_name}}` placeholders are filled with live limits. */
+  description: string;
+  scopes: readonly Scope[];
+  annotations: ToolAnnotations;
+  input: I;
+  output: O;
+  /** Watchdog for one call; defaults to tool_timeout_s. */
+  timeoutS?: (settings: Settings) => number;
+  /** One compact text block for text-only clients; defaults to compact JSON. */
+  text?: (output: z.output<O>) => string;
+  /** Whether the tool is offered under these settings (default: always). */
+  enabled?: (settings: Settings) => boolean;
+  run: (ctx: ToolContext, input: z.output<I>) => Promise<z.input<O>>;
+}
+
+/** Declares a tool; the identity function exists for type inference of input and output. */
+export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(def: ToolDefinition<I, O>): ToolDefinition<I, O> {
+  return def;
+}
+
+/** Annotation presets matching the compatibility matrix. */
+export const READ_ONLY: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+
+export function fillDescription(text: string, settings: Settings): string {
+  return text.trim().replace(/\{\{(\w+)\}\}/g, (m, name: string) => {
+    const v = (settings as Record<string, unknown>)[name];
+    return v === undefined ? m : String(v);
+  });
+}

@@ -1,0 +1,11 @@
+import type { ToolDefinition } from "./define.ts";
+import { version } from "./meta/version.ts";
+import { sessionChangeCwd } from "./sessions/session-change-cwd.ts";
+import { sessionEnd } from "./sessions/session-end.ts";
+import { sessionStart } from "./sessions/session-start.ts";
+import { bash } from "./shell/bash.ts";
+
+/** Every built-in tool. Capabilities add theirs here. */
+export function builtinTools(): ToolDefinition[] {
+  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version] as unknown as ToolDefinition[];
+}

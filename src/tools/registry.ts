@@ -1,0 +1,158 @@
+import { z } from "zod";
+import type { Settings } from "../config/schema.ts";
+import { ToolError, toToolError } from "../core/errors.ts";
+import type { ToolContext } from "./context.ts";
+import { fillDescription, type ToolAnnotations, type ToolDefinition } from "./define.ts";
+
+/** Largest text block sent beside structured content. */
+const MAX_TEXT_BYTES = 1_000_000;
+
+export interface ToolListing {
+  name: string;
+  title: string;
+  description: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema: Record<string, unknown>;
+  annotations: ToolAnnotations;
+  scopes: readonly string[];
+}
+
+export type ToolOutcome = { ok: true; structured: Record<string, unknown>; text: string } | { ok: false; error: ToolError };
+
+/** Observes calls (the audit log plugs in here). */
+export interface CallObserver {
+  start(info: { callId: string; tool: string; transport: string; input: unknown }): void;
+  end(info: { callId: string; tool: string; ok: boolean; durationMs: number; output?: unknown; error?: ToolError }): void;
+}
+
+function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {
+  const out = z.toJSONSchema(schema, { io, unrepresentable: "any" }) as Record<string, unknown>;
+  delete out.$schema;
+  return out;
+}
+
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .slice(0, 5)
+    .map((i) => {
+      const where = i.path.length > 0 ? i.path.join(".") : "arguments";
+      return `${where}: ${i.message}`;
+    })
+    .join("; ");
+}
+
+function clipText(text: string): string {
+  if (Buffer.byteLength(text) <= MAX_TEXT_BYTES) return text;
+  return `${Buffer.from(text).subarray(0, MAX_TEXT_BYTES).toString("utf8")}\n[text truncated; the structured result has the fields]`;
+}
+
+/**
+ * The one registry every transport consumes. It owns argument validation, scope checks, the
+ * watchdog, output validation and the text rendering; handlers only do their work.
+ */
+export class ToolRegistry {
+  private readonly tools = new Map<string, ToolDefinition>();
+  private readonly listings = new Map<string, ToolListing>();
+  observer: CallObserver | undefined;
+
+  constructor(
+    private readonly settings: Settings,
+    definitions: ToolDefinition[],
+  ) {
+    for (const def of definitions) {
+      if (def.enabled && !def.enabled(settings)) continue;
+      if (this.tools.has(def.name)) throw new Error(`duplicate tool ${def.name}`);
+      this.tools.set(def.name, def);
+    }
+  }
+
+  has(name: string): boolean {
+    return this.tools.has(name);
+  }
+
+  list(): ToolListing[] {
+    return [...this.tools.values()].map((def) => this.listing(def));
+  }
+
+  private listing(def: ToolDefinition): ToolListing {
+    let l = this.listings.get(def.name);
+    if (!l) {
+      l = {
+        name: def.name,
+        title: def.title,
+        description: fillDescription(def.description, this.settings),
+        inputSchema: jsonSchema(def.input, "input"),
+        outputSchema: jsonSchema(def.output, "output"),
+        annotations: def.annotations,
+        scopes: def.scopes,
+      };
+      this.listings.set(def.name, l);
+    }
+    return l;
+  }
+
+  timeoutMs(def: ToolDefinition): number {
+    return Math.round((def.timeoutS ? def.timeoutS(this.settings) : this.settings.tool_timeout_s) * 1000);
+  }
+
+  /** Maximum serialized size of one call's arguments. */
+  private argumentLimit(): number {
+    return this.settings.max_file_write_bytes + 1_048_576;
+  }
+
+  async call(ctx: ToolContext, name: string, args: unknown): Promise<ToolOutcome> {
+    const def = this.tools.get(name);
+    if (!def) return { ok: false, error: new ToolError("unknown_tool", `Unknown tool: ${name}`) };
+    const started = performance.now();
+    this.observer?.start({ callId: ctx.callId, tool: name, transport: ctx.transport, input: args });
+    const outcome = await this.invoke(def, ctx, args);
+    this.observer?.end({
+      callId: ctx.callId,
+      tool: name,
+      ok: outcome.ok,
+      durationMs: Math.round(performance.now() - started),
+      ...(outcome.ok ? { output: outcome.structured } : { error: outcome.error }),
+    });
+    return outcome;
+  }
+
+  private async invoke(def: ToolDefinition, ctx: ToolContext, args: unknown): Promise<ToolOutcome> {
+    try {
+      const missing = def.scopes.find((s) => ctx.principal && !ctx.principal.scopes.includes(s));
+      if (missing) throw new ToolError("insufficient_scope", `Missing required OAuth scope: ${missing}`, { scope: missing });
+      const raw = args ?? {};
+      if (JSON.stringify(raw).length > this.argumentLimit()) {
+        throw new ToolError("arguments_too_large", `arguments exceed ${this.argumentLimit()} bytes`);
+      }
+      const parsed = def.input.safeParse(raw);
+      if (!parsed.success) throw new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${describeIssues(parsed.error)}`);
+      const result = await this.withWatchdog(def, ctx, parsed.data);
+      const structured = def.output.parse(result) as Record<string, unknown>;
+      const text = def.text ? def.text(structured as never) : JSON.stringify(structured);
+      return { ok: true, structured, text: clipText(text) };
+    } catch (e) {
+      if (e instanceof z.ZodError) return { ok: false, error: new ToolError("internal_error", `${def.name} produced a result outside its schema`) };
+      return { ok: false, error: toToolError(e) };
+    }
+  }
+
+  private async withWatchdog(def: ToolDefinition, ctx: ToolContext, input: unknown): Promise<unknown> {
+    const limitMs = this.timeoutMs(def);
+    const watchdog = new AbortController();
+    const onOuterAbort = () => watchdog.abort();
+    ctx.signal.addEventListener("abort", onOuterAbort, { once: true });
+    let timer: Timer | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        watchdog.abort();
+        reject(new ToolError("tool_timeout", `${def.name} exceeded ${limitMs / 1000} second tool timeout`));
+      }, limitMs);
+    });
+    try {
+      return await Promise.race([def.run({ ...ctx, signal: watchdog.signal }, input as never), expired]);
+    } finally {
+      clearTimeout(timer);
+      ctx.signal.removeEventListener("abort", onOuterAbort);
+    }
+  }
+}

@@ -1,0 +1,42 @@
+import { z } from "zod";
+import { withFileLock } from "../../store/lock.ts";
+import { SessionId } from "../common.ts";
+import { defineTool } from "../define.ts";
+import description from "./session-end.md" with { type: "text" };
+
+export const sessionEnd = defineTool({
+  name: "session_end",
+  title: "End session",
+  description,
+  scopes: ["shell:execute"],
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
+  input: z.object({
+    session_id: SessionId,
+    force: z.boolean().default(false),
+  }),
+  output: z.object({
+    session_id: z.string(),
+    target: z.enum(["local", "remote"]),
+    machine: z.string().nullable().default(null),
+    ended: z.boolean(),
+    stopped_jobs: z.array(z.string()).default([]),
+    stopped_shells: z.array(z.string()).default([]),
+    remote_cleanup_succeeded: z.boolean().nullable().default(null),
+    force_released: z.boolean().default(false),
+  }),
+  async run(ctx, input) {
+    const rec = ctx.app.sessions.require(input.session_id);
+    return withFileLock(ctx.app.sessions.lifecyclePath(rec.session_id), async () => {
+      const stopped_jobs: string[] = [];
+      const stopped_shells: string[] = [];
+      for (const teardown of ctx.app.sessionTeardowns) {
+        const r = await teardown(rec.session_id);
+        stopped_jobs.push(...(r.stopped_jobs ?? []));
+        stopped_shells.push(...(r.stopped_shells ?? []));
+      }
+      ctx.app.sessions.remove(rec.session_id);
+      return { session_id: rec.session_id, target: rec.target, machine: rec.machine, ended: true, stopped_jobs, stopped_shells };
+    });
+  },
+  text: (o) => `session ${o.session_id} ended${o.stopped_jobs.length ? `; stopped jobs: ${o.stopped_jobs.join(", ")}` : ""}${o.stopped_shells.length ? `; stopped shells: ${o.stopped_shells.join(", ")}` : ""}`,
+});

@@ -1,0 +1,44 @@
+import { z } from "zod";
+import { ToolError } from "../../core/errors.ts";
+import { resolveWorkdir } from "../../fs/paths.ts";
+import { defineTool } from "../define.ts";
+import description from "./session-start.md" with { type: "text" };
+import { SessionOrientation } from "./orientation-schema.ts";
+import { dirPolicy, orient } from "./orient.ts";
+
+export const sessionStart = defineTool({
+  name: "session_start",
+  title: "Start session",
+  description,
+  scopes: ["shell:read"],
+  annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
+  input: z.object({
+    workdir: z.string().min(1).max(4096),
+    target: z.enum(["local", "remote"]).default("local"),
+    machine: z.string().max(128).nullable().default(null),
+    label: z.string().min(1).max(80).nullable().default(null),
+  }),
+  output: SessionOrientation,
+  async run(ctx, input) {
+    if (input.target === "remote") {
+      if (!input.machine) throw new ToolError("invalid_arguments", "machine is required when target='remote'");
+      throw new ToolError("remote_unavailable", "remote workers are not available on this server");
+    }
+    const workdir = resolveWorkdir(input.workdir, dirPolicy(ctx.app));
+    const rec = await ctx.app.sessions.create({ workdir, label: input.label }, (sid) => (ctx.app.busySessions.get(sid) ?? 0) > 0);
+    return orient(ctx.app, rec, "Use this session_id in subsequent workspace tool calls.");
+  },
+  text: (o) =>
+    [
+      `session_id: ${o.session_id}`,
+      `workdir: ${o.workdir}`,
+      o.git.is_repo ? `git: ${o.git.branch ?? "?"}${o.git.dirty ? " (dirty)" : ""}` : "git: not a repository",
+      o.instruction_files.length > 0 ? `read first: ${o.instruction_files.join(", ")}` : "instruction files: none",
+      `tools: ${Object.entries(o.environment.tools)
+        .filter(([, p]) => p.available)
+        .map(([n, p]) => `${n} ${p.version ?? ""}`.trim())
+        .join(", ")}`,
+      `limits: bash timeout ${o.environment.policy.shell_default_timeout_s}s (max ${o.environment.policy.shell_max_timeout_s}s), output ${o.environment.policy.max_output_bytes} bytes`,
+      o.message,
+    ].join("\n"),
+});

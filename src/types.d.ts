@@ -1,0 +1,10 @@
+// Text files imported with `with { type: "text" }` (tool descriptions, server instructions).
+declare module "*.md" {
+  const text: string;
+  export default text;
+}
+// Native helpers embedded with `with { type: "file" }`: the import is the embedded file's path.
+declare module "*/lsm-runner" {
+  const path: string;
+  export default path;
+}

@@ -1,0 +1,188 @@
+/**
+ * Test harness: temp dirs, the compiled binary, and real MCP clients over stdio and HTTP.
+ * Every helper returns something to close; tests call it in afterEach/afterAll or with `await using`.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+export const ROOT = resolve(import.meta.dir, "..", "..");
+/** LSM_TEST_BINARY lets parallel work test its own build without clobbering dist/. */
+export const BINARY = process.env.LSM_TEST_BINARY ?? join(ROOT, "dist", "local-shell-mcp");
+
+/** The compiled binary; the test command builds it before `bun test` runs. */
+export function binary(): string {
+  if (!existsSync(BINARY)) throw new Error(`missing ${BINARY}: run the build (bun scripts/build.ts) before the tests`);
+  return BINARY;
+}
+
+export interface TempDir {
+  path: string;
+  [Symbol.dispose](): void;
+}
+
+/** A fresh private temp dir (symlinks resolved), removed on dispose. */
+export function tempDir(prefix = "lsm-test-"): TempDir {
+  const path = realpathSync(mkdtempSync(join(tmpdir(), prefix)));
+  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
+}
+
+export interface ServerEnv {
+  workspace: string;
+  state: string;
+  /** Extra environment for the server process. */
+  env?: Record<string, string>;
+  /** Extra CLI arguments after `serve`. */
+  args?: string[];
+}
+
+/** Environment a server under test gets: ours minus LOCAL_SHELL_MCP_* and helper caches redirected. */
+export function serverEnv(extra: Record<string, string> = {}): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("LOCAL_SHELL_MCP_")) env[k] = v;
+  return { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "1", ...extra };
+}
+
+export interface McpHandle {
+  client: Client;
+  /** Calls a tool and returns the raw result. */
+  call(name: string, args?: Record<string, unknown>): Promise<CallToolResult>;
+  /** Calls a tool that must succeed and returns its structured content. */
+  ok<T = Record<string, unknown>>(name: string, args?: Record<string, unknown>): Promise<T>;
+  /** Calls a tool that must fail and returns its stable error code. */
+  fails(name: string, args?: Record<string, unknown>): Promise<string>;
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+function handle(client: Client, close: () => Promise<void>): McpHandle {
+  const call = async (name: string, args: Record<string, unknown> = {}) => (await client.callTool({ name, arguments: args })) as CallToolResult;
+  return {
+    client,
+    call,
+    async ok<T>(name: string, args: Record<string, unknown> = {}) {
+      const r = await call(name, args);
+      if (r.isError) throw new Error(`${name} failed: ${JSON.stringify(r.content)}`);
+      return r.structuredContent as T;
+    },
+    async fails(name: string, args: Record<string, unknown> = {}) {
+      const r = await call(name, args);
+      if (!r.isError) throw new Error(`${name} unexpectedly succeeded: ${JSON.stringify(r.structuredContent)}`);
+      return errorCode(r);
+    },
+    close,
+    [Symbol.asyncDispose]: close,
+  };
+}
+
+/** The stable error code of a failed tool result. */
+export function errorCode(r: CallToolResult): string {
+  const meta = r._meta?.["local-shell-mcp/error"] as { code?: string } | undefined;
+  if (meta?.code) return meta.code;
+  const text = (r.content[0] as { text?: string } | undefined)?.text ?? "";
+  return /^\[([a-z0-9_]+)\]/.exec(text)?.[1] ?? "unknown";
+}
+
+function serveArgs(mode: string, s: ServerEnv): string[] {
+  return ["serve", "--mode", mode, "--workspace-root", s.workspace, "--state-dir", s.state, ...(s.args ?? [])];
+}
+
+/** Spawns `serve --mode stdio` and connects the official MCP client to it. */
+export async function connectStdio(s: ServerEnv): Promise<McpHandle & { pid: () => number | null }> {
+  const transport = new StdioClientTransport({ command: binary(), args: serveArgs("stdio", s), env: serverEnv(s.env), stderr: "pipe" });
+  const client = new Client({ name: "lsm-test", version: "0" });
+  await client.connect(transport);
+  const h = handle(client, async () => {
+    await client.close().catch(() => undefined);
+  });
+  return Object.assign(h, { pid: () => transport.pid });
+}
+
+export interface HttpServer {
+  url: string;
+  proc: Bun.Subprocess;
+  stderr: () => string;
+  stop(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** Spawns `serve --mode mcp` on a free loopback port and waits for it to listen. */
+export async function startHttp(s: ServerEnv): Promise<HttpServer> {
+  const proc = Bun.spawn([binary(), ...serveArgs("mcp", s), "--auth-mode", "none", "--host", "127.0.0.1", "--port", "0"], {
+    env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...s.env }),
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let text = "";
+  const reader = proc.stderr.getReader();
+  const decoder = new TextDecoder();
+  const deadline = Date.now() + 15_000;
+  let url: string | undefined;
+  while (!url) {
+    if (Date.now() > deadline) throw new Error(`server did not start: ${text}`);
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`server exited before listening: ${text}`);
+    text += decoder.decode(value);
+    url = /listening on (http:\/\/[^\s]+)\/mcp/.exec(text)?.[1];
+  }
+  void (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value);
+    }
+  })();
+  const stop = async () => {
+    if (proc.exitCode === null) {
+      proc.kill("SIGTERM");
+      await proc.exited;
+    }
+  };
+  return { url, proc, stderr: () => text, stop, [Symbol.asyncDispose]: stop };
+}
+
+/** Connects the official MCP client over Streamable HTTP. */
+export async function connectHttp(url: string, headers: Record<string, string> = {}): Promise<McpHandle> {
+  const transport = new StreamableHTTPClientTransport(new URL(`${url}/mcp`), { requestInit: { headers } });
+  const client = new Client({ name: "lsm-test", version: "0" });
+  await client.connect(transport);
+  return handle(client, async () => {
+    await transport.terminateSession().catch(() => undefined);
+    await client.close().catch(() => undefined);
+  });
+}
+
+/** Pids of live processes whose command line contains `needle` (zombies excluded). */
+export function processesMatching(needle: string): number[] {
+  const out: number[] = [];
+  for (const entry of new Bun.Glob("[0-9]*").scanSync({ cwd: "/proc", onlyFiles: false })) {
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, "utf8").replaceAll("\0", " ");
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+      if (cmd.includes(needle) && state !== "Z") out.push(Number(entry));
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return out;
+}
+
+/** Waits until `fn` returns true or the timeout passes; returns the last value. */
+export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs = 5000, stepMs = 50): Promise<boolean> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    if (await fn()) return true;
+    if (Date.now() > end) return false;
+    await Bun.sleep(stepMs);
+  }
+}
+
+export function removeDir(path: string): void {
+  rmSync(path, { recursive: true, force: true });
+}
