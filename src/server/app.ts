@@ -9,6 +9,9 @@ import { ensurePrivateDir } from "../store/atomic.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { builtinTools } from "../tools/index.ts";
 import { ToolRegistry } from "../tools/registry.ts";
+import { builtinToolSchemas } from "../tools/schemas.macro.ts" with { type: "macro" };
+
+const PRECOMPUTED_SCHEMAS = builtinToolSchemas();
 
 export interface App {
   services: AppServices;
@@ -32,7 +35,7 @@ export function createApp(settings: Settings): App {
     busySessions: new Map(),
     sessionTeardowns: [],
   };
-  const registry = new ToolRegistry(settings, builtinTools());
+  const registry = new ToolRegistry(settings, builtinTools(), PRECOMPUTED_SCHEMAS);
   // Warm the helper extraction and, once the client handshake is likely over, the probe cache, so the
   // first session_start is quick without competing with initialize for the CPU.
   void services.runner().catch(() => undefined);

@@ -25,6 +25,9 @@ export interface CallObserver {
   end(info: { callId: string; tool: string; ok: boolean; durationMs: number; output?: unknown; error?: ToolError }): void;
 }
 
+/** JSON Schemas computed at bundle time for the built-in tools (see schemas.macro.ts). */
+export type PrecomputedSchemas = Record<string, { input: Record<string, unknown>; output: Record<string, unknown> }>;
+
 function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {
   const out = z.toJSONSchema(schema, { io, unrepresentable: "any" }) as Record<string, unknown>;
   delete out.$schema;
@@ -58,6 +61,7 @@ export class ToolRegistry {
   constructor(
     private readonly settings: Settings,
     definitions: ToolDefinition[],
+    private readonly precomputed: PrecomputedSchemas = {},
   ) {
     for (const def of definitions) {
       if (def.enabled && !def.enabled(settings)) continue;
@@ -81,8 +85,8 @@ export class ToolRegistry {
         name: def.name,
         title: def.title,
         description: fillDescription(def.description, this.settings),
-        inputSchema: jsonSchema(def.input, "input"),
-        outputSchema: jsonSchema(def.output, "output"),
+        inputSchema: this.precomputed[def.name]?.input ?? jsonSchema(def.input, "input"),
+        outputSchema: this.precomputed[def.name]?.output ?? jsonSchema(def.output, "output"),
         annotations: def.annotations,
         scopes: def.scopes,
       };
