@@ -1,0 +1,672 @@
+/*
+ * lsm-runner: run one command and make sure that, once it is over (or the
+ * runner is told to stop), nothing it started is left running.
+ *
+ *   lsm-runner [--grace-ms N] [--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]
+ *
+ * The runner marks itself a child subreaper, so every orphan in the tree
+ * (setsid, double fork, nohup...) is re-parented to it rather than to init.
+ * "Everything it started" is therefore exactly "every descendant of the
+ * runner", which it enumerates from procfs, signals, and reaps until an
+ * authoritative enumeration comes back empty.  Whenever that cannot be
+ * established it fails closed with exit status 125.  See README.md.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_CONTAIN 125
+#define PID_LIMIT (1 << 22)      /* PID_MAX_LIMIT on 64-bit kernels */
+#define MAX_ROOT_LEN 1024
+#define MAX_GRACE_MS 3600000L
+#define EXTRA_CLEANUP_MS 5000L   /* SIGKILL phase budget on top of the grace */
+#define TICK_MS 20L              /* re-enumeration period when no SIGCHLD comes */
+
+struct pids {
+	pid_t *v;
+	size_t n, cap;
+};
+
+static const char *proc_root = "/proc";
+static pid_t self_pid;
+static pid_t main_pid = -1;
+static int main_status, main_reaped;
+static int use_children_file = 1;
+
+/* Set by doubt(): the current enumeration is not authoritative, and why. */
+static int unsure;
+static char reason[512];
+
+/* One bit per pid.  'seen' is scratch space for a single enumeration;
+ * 'termed' remembers who already got SIGTERM so handlers only run once. */
+static unsigned char seen[PID_LIMIT / 8], termed[PID_LIMIT / 8];
+
+static int bit_get(const unsigned char *m, pid_t p) { return (m[p >> 3] >> (p & 7)) & 1; }
+static void bit_set(unsigned char *m, pid_t p) { m[p >> 3] |= (unsigned char)(1u << (p & 7)); }
+static void bit_clr(unsigned char *m, pid_t p) { m[p >> 3] &= (unsigned char)~(1u << (p & 7)); }
+
+static void say(const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof buf - 2)
+		n = (int)sizeof buf - 2;
+	buf[n++] = '\n';
+	for (char *p = buf; n > 0;) {
+		ssize_t w = write(STDERR_FILENO, p, (size_t)n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		p += w;
+		n -= (int)w;
+	}
+}
+
+static void doubt(const char *fmt, ...)
+{
+	if (!unsure) { /* keep the first reason; later ones are usually fallout */
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(reason, sizeof reason, fmt, ap);
+		va_end(ap);
+	}
+	unsure = 1;
+}
+
+static void reset_doubt(void)
+{
+	unsure = 0;
+	reason[0] = '\0';
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+static int push(struct pids *s, pid_t p)
+{
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 256;
+		if (cap > 2 * (size_t)PID_LIMIT)
+			return -1;
+		pid_t *v = realloc(s->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		s->v = v;
+		s->cap = cap;
+	}
+	s->v[s->n++] = p;
+	return 0;
+}
+
+/* A decimal pid in (0, PID_LIMIT), or -1. */
+static pid_t parse_pid(const char *s)
+{
+	long v = 0;
+	if (!*s)
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			return -1;
+		v = v * 10 + (*s - '0');
+		if (v >= PID_LIMIT)
+			return -1;
+	}
+	return v > 0 ? (pid_t)v : -1;
+}
+
+static int vanished(int err) { return err == ENOENT || err == ESRCH; }
+
+/* A missing procfs entry only means "gone" if the kernel agrees: with
+ * hidepid= mounts, entries of live processes can be invisible too. */
+static int pid_gone(pid_t p) { return kill(p, 0) < 0 && errno == ESRCH; }
+
+static void add_descendant(struct pids *out, long p)
+{
+	if (p <= 0 || p >= PID_LIMIT) {
+		doubt("bad pid %ld in a children file", p);
+		return;
+	}
+	if (bit_get(seen, (pid_t)p))
+		return;
+	bit_set(seen, (pid_t)p);
+	if (push(out, (pid_t)p) < 0)
+		doubt("out of memory");
+}
+
+/* ---- method 1: <proc>/<pid>/task/<tid>/children, breadth first -------- */
+
+static void read_children_file(pid_t pid, pid_t tid, struct pids *out)
+{
+	char path[MAX_ROOT_LEN + 64], buf[4096];
+	snprintf(path, sizeof path, "%s/%d/task/%d/children", proc_root, (int)pid, (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+		if (vanished(err)) {
+			/* Thread exited (fine), or the kernel has no children file
+			 * (CONFIG_PROC_CHILDREN off): only the task dir tells them apart. */
+			char dir[MAX_ROOT_LEN + 64];
+			struct stat st;
+			snprintf(dir, sizeof dir, "%s/%d/task/%d", proc_root, (int)pid, (int)tid);
+			if (stat(dir, &st) < 0 && vanished(errno))
+				return;
+		}
+		doubt("cannot open %s: %s", path, strerror(err));
+		return;
+	}
+	long cur = -1; /* number being accumulated; may span two reads */
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof buf);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			if (!vanished(errno) || !pid_gone(pid))
+				doubt("cannot read %s: %s", path, strerror(errno));
+			cur = -1;
+			break;
+		}
+		if (r == 0)
+			break;
+		for (ssize_t i = 0; i < r; i++) {
+			char c = buf[i];
+			if (c >= '0' && c <= '9') {
+				cur = (cur < 0 ? 0 : cur) * 10 + (c - '0');
+				if (cur >= PID_LIMIT)
+					goto malformed;
+			} else if (c == ' ' || c == '\n') {
+				if (cur >= 0)
+					add_descendant(out, cur);
+				cur = -1;
+			} else {
+				goto malformed;
+			}
+		}
+	}
+	if (cur >= 0)
+		add_descendant(out, cur);
+	close(fd);
+	return;
+malformed:
+	doubt("malformed %s", path);
+	close(fd);
+}
+
+static void scan_tasks(pid_t pid, struct pids *out)
+{
+	char path[MAX_ROOT_LEN + 32];
+	snprintf(path, sizeof path, "%s/%d/task", proc_root, (int)pid);
+	DIR *d = opendir(path);
+	if (!d) {
+		int err = errno;
+		if (vanished(err) && pid != self_pid && pid_gone(pid))
+			return;
+		doubt("cannot open %s: %s", path, strerror(err));
+		return;
+	}
+	int saw_self = 0;
+	for (;;) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de) {
+			int err = errno;
+			if (err && !(vanished(err) && pid != self_pid && pid_gone(pid)))
+				doubt("cannot list %s: %s", path, strerror(err));
+			break;
+		}
+		pid_t tid = parse_pid(de->d_name);
+		if (tid < 0)
+			continue;
+		if (tid == self_pid)
+			saw_self = 1;
+		read_children_file(pid, tid, out);
+	}
+	closedir(d);
+	if (pid == self_pid && !saw_self)
+		doubt("%s does not list the runner itself", path);
+}
+
+static int enum_by_children(struct pids *out)
+{
+	reset_doubt();
+	out->n = 0;
+	bit_set(seen, self_pid);
+	scan_tasks(self_pid, out);
+	for (size_t i = 0; i < out->n; i++) /* out grows while we walk it */
+		scan_tasks(out->v[i], out);
+	bit_clr(seen, self_pid);
+	for (size_t i = 0; i < out->n; i++)
+		bit_clr(seen, out->v[i]);
+	return unsure ? -1 : 0;
+}
+
+/* ---- method 2: PPid: of every <proc>/<pid>/status ---------------------- */
+
+/* 0 and *ppid set on success; 1 if the process is gone; -1 after doubt(). */
+static int read_ppid(pid_t pid, pid_t *ppid)
+{
+	char path[MAX_ROOT_LEN + 32], buf[1024];
+	snprintf(path, sizeof path, "%s/%d/status", proc_root, (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		int err = errno;
+		if (vanished(err) && pid_gone(pid))
+			return 1;
+		doubt("cannot open %s: %s", path, strerror(err));
+		return -1;
+	}
+	/* PPid: is within the first few hundred bytes; a prefix is enough. */
+	size_t len = 0;
+	while (len < sizeof buf - 1) {
+		ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int err = errno;
+			close(fd);
+			if (vanished(err) && pid_gone(pid))
+				return 1;
+			doubt("cannot read %s: %s", path, strerror(err));
+			return -1;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+
+	/* Name: is escaped by the kernel, so "\nPPid:" cannot be forged by it. */
+	const char *p = strstr(buf, "\nPPid:");
+	if (!p)
+		goto malformed;
+	p += 6;
+	while (*p == ' ' || *p == '\t')
+		p++;
+	long v = 0;
+	const char *digits = p;
+	while (*p >= '0' && *p <= '9' && v < PID_LIMIT)
+		v = v * 10 + (*p++ - '0');
+	if (p == digits || *p != '\n' || v >= PID_LIMIT)
+		goto malformed;
+	*ppid = (pid_t)v;
+	return 0;
+malformed:
+	doubt("malformed %s", path);
+	return -1;
+}
+
+static int enum_by_ppid(struct pids *out)
+{
+	static struct pids pairs; /* pid, ppid, pid, ppid, ... */
+	reset_doubt();
+	out->n = 0;
+	pairs.n = 0;
+
+	DIR *d = opendir(proc_root);
+	if (!d) {
+		doubt("cannot open %s: %s", proc_root, strerror(errno));
+		return -1;
+	}
+	int saw_self = 0;
+	for (;;) {
+		errno = 0;
+		struct dirent *de = readdir(d);
+		if (!de) {
+			if (errno)
+				doubt("cannot list %s: %s", proc_root, strerror(errno));
+			break;
+		}
+		pid_t pid = parse_pid(de->d_name), ppid;
+		if (pid < 0 || read_ppid(pid, &ppid) != 0)
+			continue;
+		if (pid == self_pid)
+			saw_self = 1;
+		if (push(&pairs, pid) < 0 || push(&pairs, ppid) < 0) {
+			doubt("out of memory");
+			break;
+		}
+	}
+	closedir(d);
+	/* An empty or foreign directory would otherwise look like "no descendants". */
+	if (!saw_self)
+		doubt("runner (pid %d) not found in %s", (int)self_pid, proc_root);
+
+	/* Propagate "descends from the runner" until a fixed point; one pass per
+	 * tree level at most, which is cheap next to the procfs reads above. */
+	bit_set(seen, self_pid);
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (size_t i = 0; i + 1 < pairs.n; i += 2) {
+			pid_t pid = pairs.v[i], ppid = pairs.v[i + 1];
+			if (bit_get(seen, ppid) && !bit_get(seen, pid)) {
+				bit_set(seen, pid);
+				if (push(out, pid) < 0)
+					doubt("out of memory");
+				changed = 1;
+			}
+		}
+	}
+	bit_clr(seen, self_pid);
+	for (size_t i = 0; i < out->n; i++)
+		bit_clr(seen, out->v[i]);
+	return unsure ? -1 : 0;
+}
+
+/* Fill 'out' with the runner's descendants.  Returns 0 if the answer is
+ * authoritative.  On -1, 'out' still holds every pid that was observed, so
+ * the caller can keep killing while it retries. */
+static int enumerate(struct pids *out)
+{
+	static struct pids extra;
+	char first[sizeof reason];
+
+	if (!use_children_file)
+		return enum_by_ppid(out);
+	if (enum_by_children(out) == 0)
+		return 0;
+	memcpy(first, reason, sizeof first);
+	int rc = enum_by_ppid(&extra);
+	for (size_t i = 0; i < extra.n; i++)
+		if (push(out, extra.v[i]) < 0)
+			break;
+	if (rc == 0)
+		return 0;
+	char second[sizeof reason];
+	memcpy(second, reason, sizeof second);
+	snprintf(reason, sizeof reason, "%.240s; ppid scan: %.240s", first, second);
+	return -1;
+}
+
+/* ---- process management ------------------------------------------------ */
+
+static void reap_all(void)
+{
+	for (;;) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p <= 0) /* 0: children remain but none has exited; ECHILD: none */
+			return;
+		if (p == main_pid) {
+			main_status = st;
+			main_reaped = 1;
+		}
+	}
+}
+
+/* Sleep until SIGCHLD (blocked, so it stays pending) or the timeout. */
+static void wait_chld(long ms)
+{
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGCHLD);
+	if (ms < 1)
+		ms = 1;
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	sigtimedwait(&s, NULL, &ts); /* timeout (EAGAIN) and EINTR are both fine */
+}
+
+static void signal_one(pid_t p, int sig)
+{
+	if (sig == SIGTERM) {
+		if (bit_get(termed, p))
+			return;
+		bit_set(termed, p);
+		kill(p, SIGTERM);
+		kill(p, SIGCONT); /* a stopped process could not act on SIGTERM */
+	} else {
+		kill(p, sig);
+	}
+}
+
+/* Terminate every descendant: SIGTERM until the grace period is over, then
+ * SIGKILL, re-enumerating each round so late forks are caught.  Returns 0
+ * once two consecutive authoritative enumerations were empty (one readdir
+ * is not atomic and can miss a just re-parented child). */
+static int cleanup(long grace_ms, pid_t pgid)
+{
+	static struct pids found;
+	long start = now_ms(), term_until = start + grace_ms;
+	long give_up = term_until + EXTRA_CLEANUP_MS;
+	int empties = 0, group_termed = 0, group_gone = 0;
+
+	for (;;) {
+		reap_all();
+		int sure = enumerate(&found) == 0;
+		if (sure && found.n == 0) {
+			if (++empties >= 2)
+				return 0;
+		} else {
+			empties = 0;
+		}
+		long t = now_ms();
+		int sig = t < term_until ? SIGTERM : SIGKILL;
+
+		/* The main child's group may hold members that are not our
+		 * descendants.  Stop using the pgid once it is gone, as the number
+		 * could then be reused by an unrelated group. */
+		if (!group_gone && !(sure && found.n == 0) && (sig == SIGKILL || !group_termed)) {
+			if (kill(-pgid, sig) < 0 && errno == ESRCH)
+				group_gone = 1;
+			else if (sig == SIGTERM)
+				kill(-pgid, SIGCONT);
+			group_termed = 1;
+		}
+		for (size_t i = 0; i < found.n; i++)
+			signal_one(found.v[i], sig);
+
+		if (t >= give_up) {
+			if (sure)
+				snprintf(reason, sizeof reason, "%zu descendant(s) still alive after %ld ms",
+					 found.n, t - start);
+			return -1;
+		}
+		long nap = empties ? 2 : TICK_MS;
+		if (sig == SIGTERM && term_until - t < nap)
+			nap = term_until - t;
+		wait_chld(nap);
+	}
+}
+
+static void set_disposition(int sig, void (*handler)(int))
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = handler;
+	sigemptyset(&sa.sa_mask);
+	sigaction(sig, &sa, NULL);
+}
+
+static void run_child(char **cmd, int take_tty)
+{
+	setpgid(0, 0);
+	/* Our own process group would otherwise be "background" on a terminal
+	 * and get SIGTTIN on read.  SIGTTOU is ignored (inherited), so this
+	 * call cannot stop us. */
+	if (take_tty)
+		tcsetpgrp(STDIN_FILENO, getpid());
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			set_disposition(s, SIG_DFL); /* EINVAL for libc-reserved ones: fine */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+
+	execvp(cmd[0], cmd);
+	int err = errno;
+	say("lsm-runner: cannot execute %s: %s", cmd[0], strerror(err));
+	_exit(err == ENOENT ? 127 : 126);
+}
+
+static void unavailable(const char *fmt, ...)
+{
+	char buf[600];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	say("lsm-runner: containment unavailable: %s", buf);
+	exit(EXIT_CONTAIN);
+}
+
+static void usage(const char *why)
+{
+	say("lsm-runner: %s", why);
+	say("usage: lsm-runner [--grace-ms N] [--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]");
+	exit(EXIT_CONTAIN);
+}
+
+/* Value of option 'name' given as "name VALUE" or "name=VALUE", else NULL. */
+static const char *opt_value(const char *name, int argc, char **argv, int *i)
+{
+	size_t len = strlen(name);
+	if (strncmp(argv[*i], name, len) != 0)
+		return NULL;
+	if (argv[*i][len] == '=')
+		return argv[*i] + len + 1;
+	if (argv[*i][len] != '\0')
+		return NULL;
+	if (*i + 1 >= argc)
+		usage("missing option value");
+	return argv[++*i];
+}
+
+int main(int argc, char **argv)
+{
+	pid_t parent = getppid();
+	long grace_ms = 2000;
+	int force_ppid = 0, i;
+	const char *v;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			break;
+		if ((v = opt_value("--grace-ms", argc, argv, &i))) {
+			char *end;
+			errno = 0;
+			grace_ms = strtol(v, &end, 10);
+			if (errno || end == v || *end || grace_ms < 0 || grace_ms > MAX_GRACE_MS)
+				usage("--grace-ms needs a number of milliseconds (0..3600000)");
+		} else if ((v = opt_value("--proc-root", argc, argv, &i))) {
+			if (!*v || strlen(v) > MAX_ROOT_LEN)
+				usage("--proc-root needs a directory path");
+			proc_root = v;
+		} else if (strcmp(argv[i], "--force-ppid-scan") == 0) {
+			force_ppid = 1;
+		} else {
+			usage(argv[i][0] == '-' ? "unknown option" : "expected -- before PROGRAM");
+		}
+	}
+	if (i + 1 >= argc)
+		usage("missing -- PROGRAM");
+	char **cmd = argv + i + 1;
+	self_pid = getpid();
+
+	/* A dead stderr reader must not kill us mid-cleanup, and terminal
+	 * handover (tcsetpgrp) must not stop us.  The child resets both. */
+	set_disposition(SIGPIPE, SIG_IGN);
+	set_disposition(SIGTTOU, SIG_IGN);
+
+	/* Blocked before anything can send them: they stay pending and are
+	 * collected synchronously with sigwaitinfo/sigtimedwait. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		unavailable("sigprocmask: %s", strerror(errno));
+
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		unavailable("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0)
+		unavailable("PR_SET_PDEATHSIG: %s", strerror(errno));
+	if (getppid() != parent) /* it died before PDEATHSIG was armed */
+		unavailable("parent exited during startup");
+
+	/* Only fall back for good if the kernel lacks the children file; any
+	 * other failure keeps both methods in play so errors get reported. */
+	if (force_ppid) {
+		use_children_file = 0;
+	} else {
+		char path[MAX_ROOT_LEN + 64];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%d/task/%d", proc_root, (int)self_pid, (int)self_pid);
+		if (stat(path, &st) == 0) {
+			snprintf(path, sizeof path, "%s/%d/task/%d/children", proc_root, (int)self_pid,
+				 (int)self_pid);
+			if (stat(path, &st) < 0 && errno == ENOENT)
+				use_children_file = 0;
+		}
+	}
+	struct pids probe = { 0 };
+	if (enumerate(&probe) != 0)
+		unavailable("cannot enumerate processes: %s", reason);
+	free(probe.v);
+
+	int take_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
+	pid_t child = fork();
+	if (child < 0)
+		unavailable("fork: %s", strerror(errno));
+	if (child == 0)
+		run_child(cmd, take_tty);
+	main_pid = child;
+	/* Also done in the child; doing it here too closes the window in which
+	 * a kill(-pgid) during cleanup would miss a child not yet in its group. */
+	setpgid(child, child);
+	if (take_tty)
+		tcsetpgrp(STDIN_FILENO, child);
+
+	int runner_sig = 0;
+	while (!main_reaped) {
+		int s = sigwaitinfo(&set, NULL);
+		if (s < 0) /* EINTR, e.g. after SIGSTOP/SIGCONT */
+			continue;
+		if (s == SIGCHLD)
+			reap_all(); /* adopted orphans included */
+		else {
+			runner_sig = s;
+			break;
+		}
+	}
+	if (take_tty)
+		tcsetpgrp(STDIN_FILENO, getpgrp());
+
+	if (cleanup(grace_ms, child) != 0) {
+		say("lsm-runner: containment cleanup failed: %s", reason);
+		return EXIT_CONTAIN;
+	}
+	if (runner_sig)
+		return 128 + runner_sig;
+	if (WIFEXITED(main_status))
+		return WEXITSTATUS(main_status);
+	if (WIFSIGNALED(main_status))
+		return 128 + WTERMSIG(main_status);
+	return EXIT_CONTAIN;
+}

@@ -1,0 +1,338 @@
+// End-to-end tests for the lsm-runner containment helper (native/runner).
+// They build the real static binary once and run real process trees under it;
+// "contained" is checked by scanning /proc for the marker sleepers afterwards.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const ROOT = resolve(import.meta.dir, "../..");
+let dir = "";
+let runner = "";
+
+// Sleep durations double as process markers. Derive them from our pid so
+// concurrent test runs (and the tests within this file) never share one.
+const BASE = 200_000 + (process.pid % 40_000) * 25;
+let nextTag = 0;
+const usedTags: string[] = [];
+function tag(): string {
+  const t = String(BASE + nextTag++);
+  usedTags.push(t);
+  return t;
+}
+
+const QUIET = "</dev/null >/dev/null 2>&1"; // sleepers must not hold our pipes
+
+function cmdlines(): Array<{ pid: number; argv: string[] }> {
+  const out: Array<{ pid: number; argv: string[] }> = [];
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const raw = readFileSync(`/proc/${name}/cmdline`, "utf8");
+      if (raw) out.push({ pid: Number(name), argv: raw.split("\0").filter((s, i, a) => s || i < a.length - 1) });
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out;
+}
+
+/** Live `sleep TAG` processes for any of the given tags. */
+function sleepers(...tags: string[]): number[] {
+  return cmdlines()
+    .filter((p) => p.argv.length === 2 && p.argv[0]!.endsWith("sleep") && tags.includes(p.argv[1]!))
+    .map((p) => p.pid);
+}
+
+/** Any process (sleeper, or a shell loop that mentions it) carrying one of the tags. */
+function tagged(...tags: string[]): number[] {
+  return cmdlines()
+    .filter((p) => p.pid !== process.pid && tags.some((t) => p.argv.join(" ").includes(`sleep ${t}`)))
+    .map((p) => p.pid);
+}
+
+const live = new Set<ReturnType<typeof Bun.spawn>>();
+
+function start(args: string[], stdin: "ignore" | Blob = "ignore") {
+  const proc = Bun.spawn([runner, ...args], { stdin, stdout: "pipe", stderr: "pipe" });
+  live.add(proc);
+  return { proc, t0: performance.now() };
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms: ${what}`)), ms);
+  });
+  return Promise.race([p, limit]).finally(() => clearTimeout(timer));
+}
+
+async function finish(proc: ReturnType<typeof Bun.spawn>, t0: number, limitMs = 10_000) {
+  const stdout = new Response(proc.stdout as ReadableStream).text();
+  const stderr = new Response(proc.stderr as ReadableStream).text();
+  const code = await withTimeout(proc.exited, limitMs, "runner exit");
+  const ms = performance.now() - t0;
+  return {
+    code,
+    ms,
+    stdout: await withTimeout(stdout, 2_000, "stdout EOF"),
+    stderr: await withTimeout(stderr, 2_000, "stderr EOF"),
+  };
+}
+
+async function run(args: string[], stdin: "ignore" | Blob = "ignore", limitMs?: number) {
+  const { proc, t0 } = start(args, stdin);
+  return finish(proc, t0, limitMs);
+}
+
+async function waitFor(cond: () => boolean, ms: number, what: string): Promise<void> {
+  const until = performance.now() + ms;
+  while (!cond()) {
+    if (performance.now() > until) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await Bun.sleep(10);
+  }
+}
+
+async function killTagged(): Promise<void> {
+  // A few passes: a leaked shell loop may still be spawning.
+  for (let pass = 0; pass < 3; pass++) {
+    const pids = tagged(...usedTags);
+    if (pids.length === 0) return;
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    await Bun.sleep(50);
+  }
+}
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "lsm-runner-test-"));
+  runner = join(dir, "lsm-runner");
+  const build = Bun.spawnSync(["sh", join(ROOT, "scripts/build-native.sh"), runner], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const noise = build.stdout.toString() + build.stderr.toString();
+  if (build.exitCode !== 0) throw new Error(`build-native.sh failed (${build.exitCode}):\n${noise}`);
+  expect(noise).toBe(""); // the script prints nothing on success
+  expect(existsSync(runner)).toBe(true);
+});
+
+afterEach(async () => {
+  for (const proc of live) if (proc.exitCode === null && proc.signalCode === null) proc.kill("SIGKILL");
+  live.clear();
+  await killTagged();
+});
+
+afterAll(async () => {
+  await killTagged();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("lsm-runner passthrough", () => {
+  test("exit code of the command", async () => {
+    const r = await run(["--", "sh", "-c", "exit 7"]);
+    expect(r.code).toBe(7);
+  });
+
+  test("death by signal becomes 128+signo", async () => {
+    const r = await run(["--", "sh", "-c", "kill -9 $$"]);
+    expect(r.code).toBe(137);
+  });
+
+  test("stdin, stdout and stderr are the caller's", async () => {
+    const r = await run(["--", "sh", "-c", "read line; echo \"out:$line\"; echo err >&2"], new Blob(["ping\n"]));
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("out:ping\n");
+    expect(r.stderr).toBe("err\n");
+  });
+
+  test("missing program exits 127 with a message", async () => {
+    const r = await run(["--", join(dir, "no-such-program")]);
+    expect(r.code).toBe(127);
+    expect(r.stderr).toBe(`lsm-runner: cannot execute ${join(dir, "no-such-program")}: No such file or directory\n`);
+  });
+
+  test("non-executable program exits 126", async () => {
+    const file = join(dir, "not-executable");
+    writeFileSync(file, "#!/bin/sh\n", { mode: 0o644 });
+    const r = await run(["--", file]);
+    expect(r.code).toBe(126);
+    expect(r.stderr).toStartWith(`lsm-runner: cannot execute ${file}: `);
+  });
+
+  test("usage errors exit 125 without running anything", async () => {
+    const marker = join(dir, "usage-marker");
+    const r = await run(["--grace-ms", "soon", "--", "touch", marker]);
+    expect(r.code).toBe(125);
+    expect(existsSync(marker)).toBe(false);
+  });
+});
+
+describe("lsm-runner containment", () => {
+  test("setsid, double-forked and nohup'd children die with the command", async () => {
+    const [a, b, c] = [tag(), tag(), tag()];
+    const script = `setsid sleep ${a} ${QUIET} & (sleep ${b} ${QUIET} &) ; nohup sleep ${c} ${QUIET} & sleep 0.2; echo started`;
+    const r = await run(["--", "bash", "-c", script]);
+    expect(r.stdout).toBe("started\n");
+    expect(r.code).toBe(0);
+    expect(r.ms).toBeLessThan(3_000);
+    expect(sleepers(a, b, c)).toEqual([]);
+  });
+
+  test("a child ignoring SIGTERM is SIGKILLed after the grace period", async () => {
+    const s = tag();
+    const script = `(trap '' TERM; exec sleep ${s}) ${QUIET} & sleep 0.2; echo started`;
+    const r = await run(["--grace-ms", "200", "--", "bash", "-c", script]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("started\n");
+    // 0.2 s of command plus ~0.2 s of grace: proves the grace was honoured
+    // (not an instant SIGKILL) and that SIGKILL followed promptly.
+    expect(r.ms).toBeGreaterThanOrEqual(380);
+    expect(r.ms).toBeLessThan(2_500);
+    expect(sleepers(s)).toEqual([]);
+  });
+
+  test("SIGTERM to the runner tears the tree down and exits 143", async () => {
+    const [a, b, c] = [tag(), tag(), tag()];
+    const script = `setsid sleep ${a} ${QUIET} & (sleep ${b} ${QUIET} &); sleep 0.2; echo started; exec sleep ${c}`;
+    const { proc } = start(["--", "bash", "-c", script]);
+    const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
+    let seen = "";
+    await withTimeout(
+      (async () => {
+        while (!seen.includes("started")) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          seen += new TextDecoder().decode(value);
+        }
+      })(),
+      5_000,
+      "started line",
+    );
+    expect(seen).toBe("started\n");
+    // The tree really is up (`exec sleep` may still be in flight after the echo).
+    await waitFor(() => sleepers(a, b, c).length === 3, 3_000, "sleepers to start");
+    const killedAt = performance.now();
+    proc.kill("SIGTERM");
+    const code = await withTimeout(proc.exited, 10_000, "runner exit");
+    expect(code).toBe(143);
+    expect(performance.now() - killedAt).toBeLessThan(2_000);
+    // EOF on stdout: nothing that inherited it (e.g. `sleep ${c}`) survived.
+    await withTimeout(
+      (async () => {
+        while (!(await reader.read()).done);
+      })(),
+      2_000,
+      "stdout EOF",
+    );
+    expect(sleepers(a, b, c)).toEqual([]);
+  });
+
+  test("the runner cleans up when its parent dies (PDEATHSIG)", async () => {
+    const [a, b] = [tag(), tag()];
+    const inner = `sleep ${a} ${QUIET} & exec sleep ${b} ${QUIET}`;
+    // The shell is the runner's parent; SIGKILLing it must still end the tree.
+    const parent = Bun.spawn(["sh", "-c", `'${runner}' -- sh -c '${inner}' & wait`], { stdout: "ignore", stderr: "ignore" });
+    live.add(parent);
+    await waitFor(() => sleepers(a, b).length === 2, 3_000, "sleepers to start");
+    parent.kill("SIGKILL");
+    await parent.exited;
+    await waitFor(() => sleepers(a, b).length === 0, 3_000, "sleepers to be cleaned up");
+  });
+
+  test("--force-ppid-scan also cleans double-forked and setsid sleepers", async () => {
+    const [a, b] = [tag(), tag()];
+    const script = `(sleep ${a} ${QUIET} &); setsid sleep ${b} ${QUIET} & sleep 0.2; echo started`;
+    const r = await run(["--force-ppid-scan", "--", "bash", "-c", script]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("started\n");
+    expect(sleepers(a, b)).toEqual([]);
+  });
+
+  test("a background fork loop that ignores SIGTERM is fully cleaned", async () => {
+    const s = tag();
+    // ~1 s of spawning (200 x 5 ms) that keeps going through the TERM phase.
+    const loop = `trap '' TERM; i=0; while [ $i -lt 200 ]; do sleep ${s} ${QUIET} & i=$((i+1)); sleep 0.005; done`;
+    const script = `(${loop}) ${QUIET} & sleep 0.3; echo started`;
+    const r = await run(["--grace-ms", "300", "--", "bash", "-c", script]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("started\n");
+    expect(tagged(s)).toEqual([]);
+    // Had the loop survived, it would still be producing sleepers now.
+    await Bun.sleep(1_200);
+    expect(tagged(s)).toEqual([]);
+  });
+});
+
+describe("lsm-runner fails closed", () => {
+  test("--proc-root on an empty directory exits 125 before launching", async () => {
+    const fake = join(dir, "empty-proc");
+    mkdirSync(fake, { recursive: true });
+    const marker = join(dir, "empty-proc-marker");
+    for (const extra of [[], ["--force-ppid-scan"]]) {
+      const r = await run([...extra, "--proc-root", fake, "--", "touch", marker]);
+      expect(r.code).toBe(125);
+      expect(r.stderr).toStartWith("lsm-runner: containment unavailable: ");
+      expect(r.stderr.trim().split("\n").length).toBe(1);
+      expect(existsSync(marker)).toBe(false);
+    }
+  });
+
+  test("--proc-root on a missing directory exits 125 before launching", async () => {
+    const marker = join(dir, "missing-proc-marker");
+    const r = await run(["--proc-root", join(dir, "does-not-exist"), "--", "touch", marker]);
+    expect(r.code).toBe(125);
+    expect(r.stderr).toStartWith("lsm-runner: containment unavailable: ");
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  // `exec` keeps the shell's pid, so a shell can plant entries for the
+  // runner's own pid in a fake procfs before becoming the runner.
+  function viaFakeProc(fake: string, plant: string, runnerArgs: string) {
+    rmSync(fake, { recursive: true, force: true });
+    mkdirSync(fake);
+    const script = `F='${fake}'; P=$$; ${plant}; exec '${runner}' --proc-root "$F" ${runnerArgs}`;
+    const proc = Bun.spawn(["sh", "-c", script], { stdout: "pipe", stderr: "pipe" });
+    live.add(proc);
+    return finish(proc, performance.now());
+  }
+  const STATUS = (ppid: string) => `printf 'Name:\\tx\\nPid:\\t%s\\nPPid:\\t%s\\n' $P ${ppid} > "$F/$P/status"`;
+
+  test("a malformed children file is uncertain, not empty", async () => {
+    const fake = join(dir, "fake-children");
+    const marker = join(dir, "fake-children-marker");
+    // No status file either, so the PPid fallback cannot rescue it.
+    const r = await viaFakeProc(fake, `mkdir -p "$F/$P/task/$P"; echo 'abc' > "$F/$P/task/$P/children"`, `-- touch '${marker}'`);
+    expect(r.code).toBe(125);
+    expect(r.stderr).toMatch(/^lsm-runner: containment unavailable: .*malformed [^ ]*\/task\/\d+\/children/);
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  test("a malformed status file is uncertain in the PPid scan", async () => {
+    const fake = join(dir, "fake-status");
+    const marker = join(dir, "fake-status-marker");
+    const r = await viaFakeProc(fake, `mkdir -p "$F/$P"; ${STATUS("one")}`, `--force-ppid-scan -- touch '${marker}'`);
+    expect(r.code).toBe(125);
+    expect(r.stderr).toMatch(/^lsm-runner: containment unavailable: .*malformed [^ ]*\/status/);
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  test("enumeration turning uncertain during cleanup exits 125", async () => {
+    const fake = join(dir, "fake-late");
+    const marker = join(dir, "fake-late-marker");
+    // A well-formed fake entry for the runner lets it start; the command then
+    // corrupts it (its $PPID is the runner), so cleanup can never be sure.
+    const plant = `mkdir -p "$F/$P/task/$P"; : > "$F/$P/task/$P/children"; ${STATUS("$PPID")}`;
+    const corrupt = `touch '${marker}'; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
+    const r = await viaFakeProc(fake, plant, `--grace-ms 100 -- sh -c '${corrupt.replaceAll("'", "'\\''")}'`);
+    expect(existsSync(marker)).toBe(true); // it did launch
+    expect(r.code).toBe(125);
+    expect(r.stderr).toStartWith("lsm-runner: containment cleanup failed: ");
+    expect(r.ms).toBeLessThan(8_000); // bounded: grace + 5 s
+  }, 15_000);
+});
