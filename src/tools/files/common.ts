@@ -1,0 +1,108 @@
+import { z } from "zod";
+import { ToolError } from "../../core/errors.ts";
+import { type LineDoc, splitDoc, decodeUtf8 } from "../../fs/lines.ts";
+import { assertRegular, hashlineText, type Row, rangeHash, sha256 } from "../../fs/read.ts";
+import { type FilePolicy, openChecked, resolveInWorkdir, type Resolved } from "../../fs/resolve.ts";
+import type { SessionRecord } from "../../sessions/store.ts";
+import { closeSync, fstatSync, readSync } from "node:fs";
+import type { ToolContext } from "../context.ts";
+
+export const LineRangeOut = z.object({ start: z.number().int(), end: z.number().int() });
+
+export const ReadFileMetadata = z.object({
+  path: z.string(),
+  bytes: z.number().int(),
+  bytes_read: z.number().int().nullable(),
+  truncated_bytes: z.number().int().nullable(),
+  total_lines: z.number().int().nullable(),
+  start_line: z.number().int().nullable(),
+  end_line: z.number().int().nullable(),
+  line_count: z.number().int(),
+  session_id: z.string().nullable(),
+  snapshot_id: z.string().nullable(),
+  file_sha256: z.string().nullable(),
+  seen_ranges: z.array(LineRangeOut),
+  truncated: z.boolean(),
+});
+export type ReadFileMetadata = z.infer<typeof ReadFileMetadata>;
+
+/** An edit's fresh context: the metadata plus the hashline text (lean: no duplicated line arrays). */
+export const ReadFileOutput = ReadFileMetadata.extend({ content: z.string() });
+export type ReadFileOutput = z.infer<typeof ReadFileOutput>;
+
+/** The confinement policy of one session. */
+export function policyFor(ctx: ToolContext, session: SessionRecord): FilePolicy {
+  const { settings } = ctx.app;
+  return {
+    root: ctx.app.workspaceRoot,
+    workdir: session.workdir,
+    stateDir: ctx.app.files.stateDir,
+    denylist: settings.allow_full_control ? [] : settings.path_denylist,
+  };
+}
+
+export interface LoadedText {
+  res: Resolved;
+  doc: LineDoc;
+  sha: string;
+  bytes: number;
+  mode: number;
+}
+
+/** Reads a whole UTF-8 file for editing, within the write size limit. */
+export function loadForEdit(ctx: ToolContext, policy: FilePolicy, input: string): LoadedText {
+  const res = resolveInWorkdir(policy, input, { mustExist: true });
+  const fd = openChecked(policy, res.real, input);
+  try {
+    const st = fstatSync(fd);
+    assertRegular(st, input);
+    const max = ctx.app.settings.max_file_write_bytes;
+    if (st.size > max) throw new ToolError("file_too_large", `Refusing to edit ${st.size} bytes; max is ${max}`, { bytes: st.size, max });
+    const buf = Buffer.allocUnsafe(st.size);
+    let off = 0;
+    while (off < st.size) {
+      const n = readSync(fd, buf, off, st.size - off, off);
+      if (n === 0) break;
+      off += n;
+    }
+    const bytes = buf.subarray(0, off);
+    return { res, doc: splitDoc(decodeUtf8(bytes, input)), sha: sha256(bytes), bytes: off, mode: st.mode };
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Records a snapshot of lines `start..end` of an in-memory document and renders it as context. */
+export function contextFor(ctx: ToolContext, sid: string, rel: string, doc: LineDoc, sha: string, bytes: number, start: number, end: number): ReadFileOutput {
+  const total = doc.lines.length;
+  const s = Math.max(1, start);
+  const e = Math.min(total, end);
+  const rows: Row[] = [];
+  for (let l = s; l <= e; l++) rows.push({ line: l, text: doc.lines[l - 1]! });
+  const ranges = rows.length ? [{ start: s, end: e, h: rangeHash(rows.map((r) => r.text)) }] : [];
+  const [snap] = ctx.app.files.snapshots.record(sid, [{ path: rel, sha, total, ranges }]);
+  return {
+    path: rel,
+    bytes,
+    bytes_read: null,
+    truncated_bytes: null,
+    total_lines: total,
+    start_line: rows.length ? s : null,
+    end_line: rows.length ? e : null,
+    line_count: rows.length,
+    session_id: sid,
+    snapshot_id: snap!.id,
+    file_sha256: sha,
+    seen_ranges: ranges.map(({ start: a, end: b }) => ({ start: a, end: b })),
+    truncated: false,
+    content: hashlineText(rel, snap!.id, rows),
+  };
+}
+
+/** A small unified diff of one replaced block (line numbers of the old file). */
+export function blockDiff(rel: string, oldLines: readonly string[], newLines: readonly string[], start: number, before: readonly string[], after: readonly string[]): string {
+  const oldStart = start - before.length;
+  const head = `@@ -${oldStart},${before.length + oldLines.length + after.length} +${oldStart},${before.length + newLines.length + after.length} @@`;
+  const body = [...before.map((l) => ` ${l}`), ...oldLines.map((l) => `-${l}`), ...newLines.map((l) => `+${l}`), ...after.map((l) => ` ${l}`)];
+  return `--- ${rel}\n+++ ${rel}\n${head}\n${body.join("\n")}\n`;
+}

@@ -1,0 +1,145 @@
+import { z } from "zod";
+import { ToolError } from "../../core/errors.ts";
+import { commitChanges, type FileChange } from "../../fs/commit.ts";
+import { type Hunk, hunkSpan, parseHashline } from "../../fs/hashline.ts";
+import { joinDoc, type LineDoc, replaceLines } from "../../fs/lines.ts";
+import { sha256 } from "../../fs/read.ts";
+import { resolveInWorkdir } from "../../fs/resolve.ts";
+import { SessionId } from "../common.ts";
+import { defineTool } from "../define.ts";
+import { blockDiff, contextFor, loadForEdit, policyFor, ReadFileOutput } from "./common.ts";
+import { checkGrounded, type Grounding, requireSnapshot, withFreshContext } from "./grounding.ts";
+import description from "./hashline-edit.md" with { type: "text" };
+
+export const EDIT_ANNOTATIONS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false };
+
+const HunkOutput = z.object({
+  path: z.string(),
+  start_line: z.number().int(),
+  end_line: z.number().int(),
+  replacement_line_count: z.number().int(),
+  context: ReadFileOutput,
+});
+
+interface PlannedHunk {
+  hunk: Hunk;
+  /** Original lines replaced: start..end (end = start - 1 for a pure insert). */
+  start: number;
+  end: number;
+  order: number;
+}
+
+function plan(h: Hunk, order: number): PlannedHunk {
+  if (h.kind === "insert") {
+    const at = h.after ? h.anchor + 1 : h.anchor;
+    return { hunk: h, start: at, end: at - 1, order };
+  }
+  return { hunk: h, start: h.start, end: h.end, order };
+}
+
+export const hashlineEdit = defineTool({
+  name: "hashline_edit",
+  title: "Edit lines by hashline",
+  description,
+  scopes: ["shell:read", "shell:write"],
+  annotations: EDIT_ANNOTATIONS,
+  input: z.object({ session_id: SessionId, input: z.string().min(1) }),
+  output: z.object({
+    path: z.string(),
+    start_line: z.number().int(),
+    end_line: z.number().int(),
+    replacement_line_count: z.number().int(),
+    diff: z.string(),
+    context: ReadFileOutput,
+    hunk_count: z.number().int(),
+    hunks: z.array(HunkOutput),
+  }),
+  async run(ctx, input) {
+    const session = ctx.requireSession(input.session_id);
+    const sid = session.session_id;
+    const policy = policyFor(ctx, session);
+    const blocks = parseHashline(input.input);
+    // Group hunks by file (headers may repeat a file); resolve each header path.
+    const files = new Map<string, { shown: string; snapshotHunks: Array<{ snapshot: string; hunk: Hunk; order: number }> }>();
+    let order = 0;
+    for (const b of blocks) {
+      const snap = ctx.app.files.snapshots.get(sid, b.snapshot);
+      const pathInput = snap && snap.path === b.path ? `${ctx.app.workspaceRoot}/${b.path}` : b.path;
+      const res = resolveInWorkdir(policy, pathInput, { mustExist: true });
+      const entry = files.get(res.real) ?? { shown: b.path, snapshotHunks: [] };
+      for (const h of b.hunks) entry.snapshotHunks.push({ snapshot: b.snapshot, hunk: h, order: order++ });
+      files.set(res.real, entry);
+    }
+    return ctx.app.files.withPathLocks([...files.keys()], () => {
+      const changes: FileChange[] = [];
+      const results: Array<z.input<typeof HunkOutput> & { order: number }> = [];
+      const diffs: string[] = [];
+      for (const [real, f] of files) {
+        const loaded = loadForEdit(ctx, policy, real);
+        const g: Grounding = { ctx, sid, rel: loaded.res.rel, doc: loaded.doc, sha: loaded.sha, bytes: loaded.bytes };
+        const total = loaded.doc.lines.length;
+        const planned: PlannedHunk[] = [];
+        for (const { snapshot, hunk, order: o } of f.snapshotHunks) {
+          const snap = requireSnapshot(g, snapshot);
+          const span = hunkSpan(hunk);
+          const appendAt = hunk.kind === "insert" && !hunk.after && hunk.anchor === total + 1;
+          if (!appendAt && span.end > total) throw withFreshContext(g, "line_out_of_range", `line ${span.end} is beyond file line count ${total}`, total, total);
+          checkGrounded(g, snap, span.start, span.end, appendAt);
+          if (hunk.kind === "replace") {
+            for (let i = 0; i < hunk.old.length; i++) {
+              if (loaded.doc.lines[hunk.start - 1 + i] !== hunk.old[i]) {
+                throw withFreshContext(g, "old_text_mismatch", `hashline old text does not match current file at line ${hunk.start + i}; re-read before editing`, hunk.start, hunk.end);
+              }
+            }
+          }
+          planned.push(plan(hunk, o));
+        }
+        planned.sort((a, b) => a.start - b.start || a.end - b.end);
+        for (let i = 1; i < planned.length; i++) {
+          const a = hunkSpan(planned[i - 1]!.hunk);
+          const b = hunkSpan(planned[i]!.hunk);
+          if (b.start <= a.end) throw new ToolError("hunks_overlap", "hashline edit hunks overlap; use non-overlapping original line ranges");
+        }
+        let doc: LineDoc = loaded.doc;
+        for (const p of [...planned].reverse()) doc = replaceLines(doc, p.start, p.end, p.hunk.plus);
+        const text = joinDoc(doc);
+        const bytes = Buffer.from(text);
+        const max = ctx.app.settings.max_file_write_bytes;
+        if (bytes.length > max) throw new ToolError("file_too_large", `Refusing to write ${bytes.length} bytes; max is ${max}`);
+        const newSha = sha256(bytes);
+        let delta = 0;
+        for (const p of planned) {
+          const newStart = p.start + delta;
+          const n = p.hunk.plus.length;
+          delta += n - (p.end - p.start + 1);
+          const old = loaded.doc.lines.slice(p.start - 1, p.end);
+          const before = loaded.doc.lines.slice(Math.max(0, p.start - 4), p.start - 1);
+          const after = loaded.doc.lines.slice(p.end, p.end + 3);
+          diffs[p.order] = blockDiff(loaded.res.rel, old, p.hunk.plus, p.start, before, after);
+          const context = contextFor(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, newStart - 3, newStart + Math.max(n, 1) + 2);
+          results.push({ path: loaded.res.rel, start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: n, context, order: p.order });
+        }
+        changes.push({ real, shown: f.shown, next: bytes, prev: Buffer.from(joinDoc(loaded.doc)) });
+      }
+      commitChanges(policy, changes);
+      results.sort((a, b) => a.order - b.order);
+      const hunks = results.map(({ order: _o, ...h }) => h);
+      const first = hunks[0]!;
+      const sameFile = hunks.every((h) => h.path === first.path);
+      return {
+        path: first.path,
+        start_line: sameFile ? Math.min(...hunks.map((h) => h.start_line)) : first.start_line,
+        end_line: sameFile ? Math.max(...hunks.map((h) => h.end_line)) : first.end_line,
+        replacement_line_count: hunks.reduce((n, h) => n + h.replacement_line_count, 0),
+        diff: diffs.filter(Boolean).join(""),
+        context: first.context,
+        hunk_count: hunks.length,
+        hunks,
+      };
+    });
+  },
+  text: (o) => {
+    const ctxs = o.hunks.map((h) => h.context.content);
+    return `edited ${o.hunk_count} hunk(s)\n${o.diff}\nfresh context:\n${[...new Set(ctxs)].join("\n\n")}`;
+  },
+});
