@@ -7,4 +7,4 @@ cd "$ROOT"
 BUN=$(scripts/bootstrap.sh)
 export PATH="$(dirname "$BUN"):$PATH"
 "$BUN" scripts/build.ts
-exec "$BUN" test --reporter=junit --reporter-outfile=junit.xml "$@"
+exec "$BUN" test --timeout 60000 --reporter=junit --reporter-outfile=junit.xml "$@"

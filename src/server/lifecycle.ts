@@ -19,6 +19,8 @@ export function shutdown(reason: string, code = 0): Promise<never> {
   log.info(`shutting down (${reason})`);
   stopping = (async () => {
     const hardStop = setTimeout(() => process.exit(code || 1), 8000);
+    // Stop running command trees first so in-flight calls finish and listeners can close.
+    await stopAllBounded();
     for (const fn of closers.reverse()) {
       try {
         await fn();
@@ -26,7 +28,6 @@ export function shutdown(reason: string, code = 0): Promise<never> {
         log.warn(`shutdown step failed: ${(e as Error).message}`);
       }
     }
-    await stopAllBounded();
     clearTimeout(hardStop);
     process.exit(code);
   })();

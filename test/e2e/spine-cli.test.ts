@@ -1,0 +1,93 @@
+import { describe, expect, test } from "bun:test";
+import { mkdirSync, readdirSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { binary, connectStdio, processesMatching, serverEnv, startHttp, tempDir } from "../helpers/harness.ts";
+
+function run(args: string[], env: Record<string, string> = {}) {
+  const p = Bun.spawnSync([binary(), ...args], { env: serverEnv(env), stdin: "ignore" });
+  return { code: p.exitCode, out: p.stdout.toString(), err: p.stderr.toString() };
+}
+
+describe("command line", () => {
+  test("--version, version and --help", () => {
+    expect(run(["--version"]).out).toMatch(/^local-shell-mcp \d+\.\d+\.\d+\n$/);
+    expect(run(["version"]).out).toMatch(/^local-shell-mcp \d+\.\d+\.\d+\n$/);
+    const help = run(["serve", "--help"]);
+    expect(help.code).toBe(0);
+    expect(help.out + help.err).toContain("--max-output-bytes");
+  });
+
+  test("a bad setting names it and exits 2 before starting", () => {
+    const r = run(["serve", "--port", "70000"]);
+    expect(r.code).toBe(2);
+    expect(r.err).toContain("port");
+    const env = run(["serve", "--mode", "stdio"], { LOCAL_SHELL_MCP_ALLOW_FULL_CONTROL: "maybe" });
+    expect(env.code).toBe(2);
+    expect(env.err).toContain("allow_full_control");
+  });
+
+  test("unsafe or unavailable combinations are refused at start-up", () => {
+    using ws = tempDir();
+    const base = ["serve", "--workspace-root", ws.path, "--state-dir", join(ws.path, "..", `${ws.path.split("/").pop()}-st`)];
+    const oauth = run(base);
+    expect(oauth.code).toBe(2);
+    expect(oauth.err).toContain("OAuth");
+    const open = run([...base, "--auth-mode", "none", "--host", "0.0.0.0"]);
+    expect(open.code).toBe(2);
+    expect(open.err).toContain("loopback");
+    expect(run([...base, "--mode", "both"]).code).toBe(2);
+  });
+
+  test("state dir is private (0700) and stdout carries only MCP frames", async () => {
+    using ws = tempDir();
+    using st = tempDir();
+    const state = join(st.path, "state");
+    await using mcp = await connectStdio({ workspace: ws.path, state, env: { LOCAL_SHELL_MCP_LOG_LEVEL: "5" } });
+    await mcp.ok("session_start", { workdir: "." });
+    expect(statSync(state).mode & 0o777).toBe(0o700);
+    for (const name of readdirSync(join(state, "sessions"))) {
+      expect(statSync(join(state, "sessions", name)).mode & 0o777).toBe(0o700);
+      expect(statSync(join(state, "sessions", name, "session.json")).mode & 0o777).toBe(0o600);
+    }
+  });
+
+  test("sessions survive a restart", async () => {
+    using ws = tempDir();
+    using st = tempDir();
+    mkdirSync(join(ws.path, "p"));
+    const first = await connectStdio({ workspace: ws.path, state: st.path });
+    const { session_id } = await first.ok<{ session_id: string }>("session_start", { workdir: "p" });
+    await first.close();
+    await using second = await connectStdio({ workspace: ws.path, state: st.path });
+    const r = await second.ok<{ result: { stdout: string } }>("bash", { session_id, command: "pwd" });
+    expect(r.result.stdout.trim()).toBe(join(ws.path, "p"));
+  });
+
+  test("SIGTERM during a command stops the server and leaves no descendants", async () => {
+    using ws = tempDir();
+    using st = tempDir();
+    const server = await startHttp({ workspace: ws.path, state: st.path });
+    const { connectHttp } = await import("../helpers/harness.ts");
+    const mcp = await connectHttp(server.url);
+    const { session_id } = await mcp.ok<{ session_id: string }>("session_start", { workdir: "." });
+    const tag = `88${Date.now() % 1000000}`;
+    const pending = mcp.call("bash", { session_id, command: `setsid sleep ${tag} >/dev/null 2>&1 & sleep ${tag}1`, timeout_s: 60 }).catch(() => undefined);
+    await Bun.sleep(400);
+    expect(processesMatching(`sleep ${tag}`).length).toBeGreaterThan(0);
+    server.proc.kill("SIGTERM");
+    expect(await server.proc.exited).toBe(0);
+    expect(processesMatching(`sleep ${tag}`)).toEqual([]);
+    // The in-flight call lost its server; do not wait for the client's own request timeout.
+    void pending;
+    await mcp.client.close().catch(() => undefined);
+  });
+
+  test("stdin EOF ends a stdio server", async () => {
+    using ws = tempDir();
+    using st = tempDir();
+    const p = Bun.spawn([binary(), "serve", "--mode", "stdio", "--workspace-root", ws.path, "--state-dir", st.path], { env: serverEnv(), stdin: "pipe", stdout: "pipe", stderr: "ignore" });
+    p.stdin.end();
+    const code = await Promise.race([p.exited, Bun.sleep(5000).then(() => "hung")]);
+    expect(code).toBe(0);
+  });
+});
