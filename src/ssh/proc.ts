@@ -1,0 +1,106 @@
+/**
+ * Process plumbing for the ssh server: every child runs in its own session (setsid), is tracked
+ * while it lives, and is stopped by signalling only its own process group.
+ */
+import type { Subprocess } from "bun";
+
+const live = new Set<Subprocess>();
+
+export interface SpawnOptions {
+  env?: Record<string, string | undefined>;
+  stdin?: "ignore" | "pipe";
+  stdout?: "ignore" | "pipe";
+  stderr?: "ignore" | "pipe";
+}
+
+/** Spawns `argv` in a new session; the returned process is tracked until it exits. */
+export function spawnGroup(argv: string[], opts: SpawnOptions = {}): Subprocess<"pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"> {
+  const proc = Bun.spawn(argv, {
+    env: opts.env ?? (process.env as Record<string, string>),
+    stdin: opts.stdin ?? "ignore",
+    stdout: opts.stdout ?? "ignore",
+    stderr: opts.stderr ?? "ignore",
+    detached: true,
+  });
+  live.add(proc);
+  void proc.exited.then(() => live.delete(proc));
+  return proc;
+}
+
+function signalGroup(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    // the group is already gone
+  }
+}
+
+/** SIGTERM to the child's group, SIGKILL after `graceMs`; resolves once the child is reaped. */
+export async function stopGroup(proc: Subprocess, graceMs: number): Promise<void> {
+  signalGroup(proc.pid, "SIGTERM");
+  const done = await Promise.race([proc.exited.then(() => true), Bun.sleep(graceMs).then(() => false)]);
+  // The leader may be gone while members linger; a final KILL to the group is harmless either way.
+  signalGroup(proc.pid, "SIGKILL");
+  if (!done) await proc.exited;
+}
+
+/** Stops every tracked child (shutdown path). */
+export async function stopAll(graceMs: number): Promise<void> {
+  await Promise.all([...live].map((p) => stopGroup(p, graceMs)));
+}
+
+export function liveCount(): number {
+  return live.size;
+}
+
+/** Reads a stream to its end keeping only the last `limit` bytes (diagnostic tails that are never shown). */
+export async function drainTail(stream: ReadableStream<Uint8Array> | null | undefined, limit: number): Promise<Uint8Array> {
+  if (!stream) return new Uint8Array();
+  let tail = new Uint8Array();
+  for await (const chunk of stream) {
+    const joined = new Uint8Array(tail.length + chunk.length);
+    joined.set(tail);
+    joined.set(chunk, tail.length);
+    tail = joined.length > limit ? joined.slice(joined.length - limit) : joined;
+  }
+  return tail;
+}
+
+export interface Captured {
+  bytes: Uint8Array;
+  total: number;
+  truncated: boolean;
+}
+
+/**
+ * Reads a stream to EOF, keeping its first `limit` bytes and counting the rest.
+ * `onChunk` sees every byte (used for spool files and progress parsing).
+ */
+export async function capture(stream: ReadableStream<Uint8Array> | null | undefined, limit: number, onChunk?: (chunk: Uint8Array) => void): Promise<Captured> {
+  const parts: Uint8Array[] = [];
+  let kept = 0;
+  let total = 0;
+  if (stream) {
+    for await (const chunk of stream) {
+      total += chunk.length;
+      onChunk?.(chunk);
+      if (kept < limit) {
+        const take = chunk.subarray(0, limit - kept);
+        parts.push(take);
+        kept += take.length;
+      }
+    }
+  }
+  return { bytes: Buffer.concat(parts), total, truncated: total > kept };
+}
+
+/** Shell-quotes one word for POSIX sh. */
+export function shq(word: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(word)) return word;
+  return `'${word.replaceAll("'", `'\\''`)}'`;
+}
+
+/** Finds an executable on PATH (absolute result) or undefined. */
+export function which(name: string, path = process.env.PATH ?? ""): string | undefined {
+  return Bun.which(name, { PATH: path }) ?? undefined;
+}

@@ -1,0 +1,376 @@
+/**
+ * Background single-file transfers with rsync over the session's mux. Partials are deterministic
+ * and staged beside the destination (so publication is a same-directory rename or link), both
+ * sides are hashed before publication, and cancellation keeps the partial for a later resume.
+ */
+import { createHash, randomBytes } from "node:crypto";
+import { linkSync, lstatSync, renameSync, rmSync, statfsSync, unlinkSync } from "node:fs";
+import { dirname } from "node:path";
+import { posix } from "node:path";
+import type { Subprocess } from "bun";
+import { ToolError, toToolError } from "../core/errors.ts";
+import { log } from "../core/log.ts";
+import { destination, rsyncHost, type Target } from "./master.ts";
+import { remoteHash, remoteScript, statPath } from "./ops.ts";
+import { drainTail, shq, spawnGroup, stopGroup } from "./proc.ts";
+import type { Session } from "./sessions.ts";
+import type { SshSettings } from "./settings.ts";
+
+const RSYNC_STOP_GRACE_MS = 5000;
+const RETENTION_MS = 3600 * 1000;
+const PROGRESS_RE = /(?:^|[\r\n])\s*([0-9][0-9,]*)\s+[0-9]+%/g;
+
+export type TransferState = "pending" | "running" | "verifying" | "completed" | "failed" | "cancelled";
+const FINAL = new Set<TransferState>(["completed", "failed", "cancelled"]);
+
+export interface TransferData {
+  operation_id: string;
+  direction: "download" | "upload";
+  state: TransferState;
+  local_path: string;
+  remote_path: string;
+  overwrite: boolean;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  bytes_transferred: number;
+  total_bytes: number | null;
+  resumed_from: number;
+  rate_bytes_per_s: number | null;
+  eta_s: number | null;
+  sha256: string | null;
+  exit_code: number | null;
+  error: { code: string; message: string } | null;
+}
+
+interface Op {
+  data: TransferData;
+  finishedMs: number | null;
+  reservation: string;
+  abort: AbortController;
+  proc: Subprocess | undefined;
+  task: Promise<void> | undefined;
+  startedMs: number;
+}
+
+/** Destinations claimed by an active transfer, across all sessions. */
+const reservations = new Set<string>();
+
+function iso(): string {
+  return new Date().toISOString().replace("Z", "+00:00");
+}
+
+function cacheKey(t: Target): string {
+  return t.mode === "alias" ? `alias:${t.alias}` : `direct:${t.user}@${t.host}:${t.port}`;
+}
+
+function token(fields: string[]): string {
+  const h = createHash("sha256");
+  for (const f of fields) h.update(`${f}\0`);
+  return h.digest("hex").slice(0, 32);
+}
+
+const RSYNC_MEANINGS: Record<number, string> = {
+  5: "error starting the client-server protocol",
+  10: "socket I/O error",
+  11: "file I/O error",
+  12: "protocol data stream error",
+  23: "partial transfer because of an error",
+  24: "source files vanished",
+  30: "timeout in data send or receive",
+  35: "timeout waiting for the daemon connection",
+  255: "the remote shell failed",
+};
+
+/** Streams a local file through SHA-256 in chunks; stops when `signal` aborts. */
+export async function hashLocalFile(path: string, signal: AbortSignal): Promise<string> {
+  const h = new Bun.CryptoHasher("sha256");
+  for await (const chunk of Bun.file(path).stream()) {
+    if (signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+    h.update(chunk);
+  }
+  return h.digest("hex");
+}
+
+export class TransferManager {
+  private readonly ops = new Map<string, Op>();
+  private closed = false;
+
+  constructor(
+    private readonly session: Session,
+    private readonly settings: SshSettings,
+  ) {}
+
+  activeCount(): number {
+    let n = 0;
+    for (const op of this.ops.values()) if (!FINAL.has(op.data.state)) n++;
+    return n;
+  }
+
+  private prune(): void {
+    const now = Date.now();
+    for (const [id, op] of this.ops) if (op.finishedMs !== null && now - op.finishedMs > RETENTION_MS) this.ops.delete(id);
+  }
+
+  private register(direction: "download" | "upload", reservation: string, local: string, remote: string, overwrite: boolean): Op {
+    if (this.closed) throw new ToolError("transfer_manager_closed", "the session's transfers are closed");
+    if (this.activeCount() >= this.settings.maxTransfers) throw new ToolError("transfer_limit_reached", `at most ${this.settings.maxTransfers} transfers may run per session`);
+    if (reservations.has(reservation)) throw new ToolError("transfer_conflict", "another active transfer already targets this destination");
+    reservations.add(reservation);
+    let id = randomBytes(16).toString("hex");
+    while (this.ops.has(id)) id = randomBytes(16).toString("hex");
+    const op: Op = {
+      data: {
+        operation_id: id, direction, state: "pending", local_path: local, remote_path: remote, overwrite, created_at: iso(), started_at: null, finished_at: null,
+        bytes_transferred: 0, total_bytes: null, resumed_from: 0, rate_bytes_per_s: null, eta_s: null, sha256: null, exit_code: null, error: null,
+      },
+      finishedMs: null,
+      reservation,
+      abort: new AbortController(),
+      proc: undefined,
+      task: undefined,
+      startedMs: Date.now(),
+    };
+    this.ops.set(id, op);
+    return op;
+  }
+
+  async startDownload(remote: string, local: string, overwrite: boolean): Promise<TransferData> {
+    this.prune();
+    await this.session.master.ensureReady();
+    const dest = this.settings.localRoot.destination(local, overwrite);
+    const op = this.register("download", `download\0${dest.display}`, dest.display, remote, overwrite);
+    op.task = this.run(op, () => this.download(op, remote, local, overwrite));
+    return this.view(op);
+  }
+
+  async startUpload(local: string, remote: string, overwrite: boolean): Promise<TransferData> {
+    this.prune();
+    if (remote.includes("\0") || remote.endsWith("/") || [".", ".."].includes(posix.basename(remote))) {
+      throw new ToolError("invalid_remote_path", "remote destination must name a file");
+    }
+    await this.session.master.ensureReady();
+    const src = this.settings.localRoot.source(local);
+    const op = this.register("upload", `upload\0${cacheKey(this.session.target)}\0${remote}`, src.display, remote, overwrite);
+    op.task = this.run(op, () => this.upload(op, src.abs, src.display, remote, overwrite));
+    return this.view(op);
+  }
+
+  private async run(op: Op, body: () => Promise<void>): Promise<void> {
+    await Promise.resolve();
+    op.data.state = "running";
+    op.data.started_at = iso();
+    op.startedMs = Date.now();
+    try {
+      await body();
+      op.data.state = "completed";
+    } catch (e) {
+      if (op.abort.signal.aborted) op.data.state = "cancelled";
+      else {
+        const err = e instanceof ToolError ? e : new ToolError("transfer_internal_error", "the transfer failed internally");
+        if (!(e instanceof ToolError)) log.warn(`transfer ${op.data.operation_id} failed: ${(e as Error)?.name ?? "error"}`);
+        op.data.state = "failed";
+        op.data.error = { code: err.code, message: err.message };
+      }
+    } finally {
+      op.data.finished_at = iso();
+      op.finishedMs = Date.now();
+      op.data.eta_s = null;
+      reservations.delete(op.reservation);
+    }
+  }
+
+  private checkCancelled(op: Op): void {
+    if (op.abort.signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+  }
+
+  /** Runs rsync over the mux; resolves on success, throws a mapped error otherwise. */
+  private async rsync(op: Op, src: string, dst: string, onProgress: (parsed: number) => void): Promise<void> {
+    this.checkCancelled(op);
+    const master = this.session.master;
+    await master.ensureReady();
+    const { args } = destination(this.session.target);
+    const shell = [...master.transport(), ...args].map(shq).join(" ");
+    const argv = [this.settings.bin.rsync, "--partial", "--append-verify", "--protect-args", "--info=progress2", "--no-motd"];
+    if (this.settings.transferBwlimitKiB > 0) argv.push(`--bwlimit=${this.settings.transferBwlimitKiB}`);
+    argv.push("-e", shell, "--", src, dst);
+    const proc = spawnGroup(argv, { env: { ...process.env, LC_ALL: "C" }, stdout: "pipe", stderr: "pipe" });
+    op.proc = proc;
+    const stderr = drainTail(proc.stderr as ReadableStream<Uint8Array>, 65_536);
+    const decoder = new TextDecoder();
+    let carry = "";
+    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) {
+      const text = carry + decoder.decode(chunk, { stream: true });
+      let last: number | undefined;
+      for (const m of text.matchAll(PROGRESS_RE)) last = Number(m[1]!.replaceAll(",", ""));
+      if (last !== undefined) onProgress(last);
+      carry = text.slice(-64);
+    }
+    const code = await proc.exited;
+    await stderr; // drained and dropped: rsync stderr can carry OpenSSH diagnostics
+    op.proc = undefined;
+    op.data.exit_code = code;
+    this.checkCancelled(op);
+    if (code === 0) return;
+    await master.ensureReady(true);
+    const meaning = RSYNC_MEANINGS[code];
+    throw new ToolError("transfer_failed", `rsync exited with status ${code}${meaning ? ` (${meaning})` : ""}`);
+  }
+
+  private progress(op: Op, done: number): void {
+    op.data.bytes_transferred = done;
+    const elapsed = (Date.now() - op.startedMs) / 1000;
+    const moved = done - op.data.resumed_from;
+    if (elapsed > 0.2 && moved > 0) {
+      op.data.rate_bytes_per_s = Math.round(moved / elapsed);
+      op.data.eta_s = op.data.total_bytes !== null ? Math.max(0, Math.round((op.data.total_bytes - done) / (moved / elapsed))) : null;
+    }
+  }
+
+  private async download(op: Op, remote: string, local: string, overwrite: boolean): Promise<void> {
+    const root = this.settings.localRoot;
+    const st = await statPath(this.session, this.settings, remote, op.abort.signal);
+    if (st.type !== "regular") throw new ToolError("invalid_remote_type", "remote source is not a regular file");
+    op.data.total_bytes = st.size;
+    const dest = root.destination(local, overwrite);
+    const partial = root.partialFor(dest.abs, token(["download", cacheKey(this.session.target), remote, dest.display]));
+    let have = 0;
+    try {
+      const pst = lstatSync(partial);
+      if (!pst.isFile() || pst.uid !== process.getuid!()) throw new ToolError("invalid_transfer_partial", "the transfer partial is not a regular file we own");
+      if (pst.size > st.size) rmSync(partial, { force: true });
+      else have = pst.size;
+    } catch (e) {
+      if (e instanceof ToolError) throw e;
+    }
+    op.data.resumed_from = have;
+    op.data.bytes_transferred = have;
+    const fs = statfsSync(dirname(partial));
+    if (fs.bavail * fs.bsize < st.size - have) throw new ToolError("insufficient_local_space", "not enough free local space for the download");
+    root.rememberPartial(partial);
+    const poll = setInterval(() => {
+      try {
+        this.progress(op, lstatSync(partial).size);
+      } catch {
+        // not created yet
+      }
+    }, 250);
+    try {
+      await this.rsync(op, `${rsyncHost(this.session.target)}:${remote}`, partial, () => undefined);
+    } finally {
+      clearInterval(poll);
+    }
+    this.progress(op, lstatSync(partial).size);
+    op.data.state = "verifying";
+    const [remoteSum, localSum] = await Promise.all([remoteHash(this.session, this.settings, remote, op.abort.signal), hashLocalFile(partial, op.abort.signal)]);
+    this.checkCancelled(op);
+    if (remoteSum !== localSum) throw new ToolError("verification_failed", "the downloaded partial does not match the remote file's SHA-256; the partial was kept");
+    // overwrite is decided now, at commit time, against what exists now
+    const final = root.destination(local, overwrite);
+    try {
+      if (overwrite) renameSync(partial, final.abs);
+      else {
+        linkSync(partial, final.abs);
+        unlinkSync(partial);
+      }
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      if (code === "EEXIST") throw new ToolError("local_path_exists", "local destination appeared during the transfer and overwrite is false");
+      throw new ToolError("transfer_publish_failed", `the download could not be published (${code ?? "error"})`);
+    }
+    root.forgetPartial(partial);
+    op.data.sha256 = localSum;
+  }
+
+  private async upload(op: Op, srcAbs: string, srcDisplay: string, remote: string, overwrite: boolean): Promise<void> {
+    const size = lstatSync(srcAbs).size;
+    op.data.total_bytes = size;
+    const dir = posix.dirname(remote);
+    const partial = posix.join(dir, `.${posix.basename(remote)}.${token(["upload", cacheKey(this.session.target), srcDisplay, remote])}.lsm-partial`);
+    const prep = await remoteScript(
+      this.session,
+      `f=${shq(remote)}; p=${shq(partial)}; d=${shq(dir)}
+[ -d "$d" ] || exit 81
+if [ ${overwrite ? 1 : 0} = 0 ]; then if [ -e "$f" ] || [ -L "$f" ]; then exit 80; fi; fi
+if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then exit 82; fi
+if [ -L "$p" ]; then exit 74; fi
+s=0
+if [ -e "$p" ]; then [ -f "$p" ] || exit 75; s=$(stat -c %s -- "$p") || exit 76; if [ "$s" -gt ${size} ]; then rm -f -- "$p" || exit 77; s=0; fi; fi
+a=$(df -Pk -- "$d" 2>/dev/null | awk 'NR==2 {print $4}')
+printf '%s %s\\n' "$s" "\${a:-unknown}"
+`,
+      op.abort.signal,
+    );
+    this.checkCancelled(op);
+    if (prep.code === 80) throw new ToolError("remote_path_exists", "remote destination exists and overwrite is false");
+    if (prep.code === 81) throw new ToolError("remote_path_not_found", "remote destination directory does not exist");
+    if (prep.code === 82) throw new ToolError("invalid_remote_type", "remote destination is not a regular file");
+    if (prep.code !== 0) throw new ToolError("invalid_transfer_partial", "the remote transfer partial cannot be used");
+    const [haveText, freeText] = prep.stdout.trim().split(" ");
+    const have = Number(haveText) || 0;
+    op.data.resumed_from = have;
+    op.data.bytes_transferred = have;
+    if (freeText && /^\d+$/.test(freeText) && Number(freeText) * 1024 < size - have) {
+      throw new ToolError("insufficient_remote_space", "not enough free space on the remote filesystem");
+    }
+    const localSum = await hashLocalFile(srcAbs, op.abort.signal);
+    await this.rsync(op, srcAbs, `${rsyncHost(this.session.target)}:${partial}`, (n) => this.progress(op, Math.min(size, n)));
+    this.progress(op, size);
+    op.data.state = "verifying";
+    const remoteSum = await remoteHash(this.session, this.settings, partial, op.abort.signal);
+    this.checkCancelled(op);
+    if (remoteSum !== localSum) throw new ToolError("verification_failed", "the uploaded partial does not match the local file's SHA-256; the partial was kept");
+    const publish = await remoteScript(
+      this.session,
+      `f=${shq(remote)}; p=${shq(partial)}
+if [ ${overwrite ? 1 : 0} = 1 ]; then
+  if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then exit 82; fi
+  mv -fT -- "$p" "$f" || exit 81
+else
+  if ln -- "$p" "$f" 2>/dev/null; then rm -f -- "$p"; exit 0; fi
+  if [ -e "$f" ] || [ -L "$f" ]; then rm -f -- "$p"; exit 80; fi
+  exit 81
+fi
+`,
+    );
+    if (publish.code === 80) throw new ToolError("remote_path_exists", "remote destination appeared during the transfer and overwrite is false");
+    if (publish.code === 82) throw new ToolError("invalid_remote_type", "remote destination is not a regular file");
+    if (publish.code !== 0) throw new ToolError("transfer_publish_failed", "the upload could not be published on the remote host");
+    op.data.sha256 = localSum;
+  }
+
+  private view(op: Op): TransferData {
+    return { ...op.data };
+  }
+
+  private find(id: string): Op {
+    this.prune();
+    const op = this.ops.get(id);
+    if (!op) throw new ToolError("transfer_not_found", "no transfer with that id in this session");
+    return op;
+  }
+
+  status(id: string): TransferData {
+    return this.view(this.find(id));
+  }
+
+  list(state?: TransferState): TransferData[] {
+    this.prune();
+    return [...this.ops.values()].filter((o) => !state || o.data.state === state).map((o) => this.view(o));
+  }
+
+  async cancel(id: string): Promise<TransferData> {
+    const op = this.find(id);
+    if (FINAL.has(op.data.state)) return this.view(op);
+    op.abort.abort();
+    if (op.proc) await stopGroup(op.proc, RSYNC_STOP_GRACE_MS);
+    await op.task?.catch(() => undefined);
+    return this.view(op);
+  }
+
+  /** Cancels every active transfer (partials are kept) and refuses new ones. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.ops.values()].filter((o) => !FINAL.has(o.data.state)).map((o) => this.cancel(o.data.operation_id).catch((e) => toToolError(e))));
+  }
+}
