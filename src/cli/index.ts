@@ -7,5 +7,6 @@ export const mainCommand = defineCommand({
   subCommands: {
     serve: () => import("./serve.ts").then((m) => m.default),
     version: () => import("./version.ts").then((m) => m.default),
+    ssh: () => import("./ssh.ts").then((m) => m.default),
   },
 });
