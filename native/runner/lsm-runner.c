@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -460,9 +461,12 @@ static int cleanup(long grace_ms, pid_t pgid)
 		if (sure && found.n == 0) {
 			if (++empties >= 2)
 				return 0;
-		} else {
-			empties = 0;
+			/* The second scan only has to outlast a reparenting in
+			 * flight; yielding is enough and costs no fixed delay. */
+			sched_yield();
+			continue;
 		}
+		empties = 0;
 		long t = now_ms();
 		int sig = t < term_until ? SIGTERM : SIGKILL;
 
@@ -485,7 +489,7 @@ static int cleanup(long grace_ms, pid_t pgid)
 					 found.n, t - start);
 			return -1;
 		}
-		long nap = empties ? 2 : TICK_MS;
+		long nap = TICK_MS;
 		if (sig == SIGTERM && term_until - t < nap)
 			nap = term_until - t;
 		wait_chld(nap);
