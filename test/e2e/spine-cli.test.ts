@@ -82,6 +82,17 @@ describe("command line", () => {
     await mcp.client.close().catch(() => undefined);
   });
 
+  test("max_concurrent_commands queues commands across sessions", async () => {
+    using ws = tempDir();
+    using st = tempDir();
+    await using mcp = await connectStdio({ workspace: ws.path, state: st.path, args: ["--max-concurrent-commands", "1"] });
+    const a = await mcp.ok<{ session_id: string }>("session_start", { workdir: "." });
+    const b = await mcp.ok<{ session_id: string }>("session_start", { workdir: "." });
+    const t0 = Date.now();
+    await Promise.all([a, b].map((s) => mcp.ok("bash", { session_id: s.session_id, command: "sleep 0.5" })));
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1000);
+  });
+
   test("stdin EOF ends a stdio server", async () => {
     using ws = tempDir();
     using st = tempDir();

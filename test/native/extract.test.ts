@@ -1,0 +1,56 @@
+import { describe, expect, test } from "bun:test";
+import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { extractHelper } from "../../src/native/extract.ts";
+import { tempDir } from "../helpers/harness.ts";
+
+const EXTRACT = join(import.meta.dir, "..", "..", "src", "native", "extract.ts");
+
+/** Extracts in a fresh process, as a new server start would (no in-memory result to reuse). */
+async function extractFresh(name: string, source: string, dir: string): Promise<string> {
+  const p = Bun.spawn([process.execPath, "-e", `const { extractHelper } = await import(${JSON.stringify(EXTRACT)}); console.log(await extractHelper(${JSON.stringify(name)}, ${JSON.stringify(source)}, ${JSON.stringify(dir)}));`], { stdout: "pipe", stderr: "pipe" });
+  const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
+  if (code !== 0) throw new Error(`extraction failed: ${await new Response(p.stderr).text()}`);
+  return out.trim();
+}
+
+function sha(path: string): string {
+  return new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex");
+}
+
+describe("embedded helper extraction", () => {
+  test("writes an owner-private executable copy whose digest matches", async () => {
+    using dir = tempDir();
+    const source = join(dir.path, "payload");
+    writeFileSync(source, "#!/bin/sh\necho extracted\n");
+    const target = await extractHelper("demo", source, join(dir.path, "helpers", "v1"));
+    expect(sha(target)).toBe(sha(source));
+    expect(statSync(target).mode & 0o777).toBe(0o700);
+    expect(statSync(join(dir.path, "helpers", "v1")).mode & 0o777).toBe(0o700);
+    expect(Bun.spawnSync([target]).stdout.toString()).toBe("extracted\n");
+  });
+
+  test("a tampered or loosened copy is replaced, not trusted", async () => {
+    using dir = tempDir();
+    const source = join(dir.path, "payload");
+    writeFileSync(source, "#!/bin/sh\necho genuine\n");
+    const helpers = join(dir.path, "h");
+    const first = await extractFresh("tamper", source, helpers);
+    writeFileSync(first, "#!/bin/sh\necho evil\n");
+    const again = await extractFresh("tamper", source, helpers);
+    expect(again).toBe(first);
+    expect(Bun.spawnSync([again]).stdout.toString()).toBe("genuine\n");
+    chmodSync(again, 0o777);
+    const third = await extractFresh("tamper", source, helpers);
+    expect(statSync(third).mode & 0o777).toBe(0o700);
+  });
+
+  test("concurrent extractions in several processes agree", async () => {
+    using dir = tempDir();
+    const source = join(dir.path, "payload");
+    writeFileSync(source, Buffer.alloc(512 * 1024, 7));
+    const helpers = join(dir.path, "shared");
+    const outs = await Promise.all(Array.from({ length: 4 }, () => extractFresh("big", source, helpers)));
+    for (const out of outs) expect(sha(out)).toBe(sha(source));
+  });
+});
