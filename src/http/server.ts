@@ -2,23 +2,43 @@ import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { PRODUCT, VERSION } from "../core/version.ts";
 import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
+import { isLoopbackName } from "../oauth/urls.ts";
+import { limitBody } from "./body-limit.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
+import { handleRest, isRestPath } from "./rest.ts";
 import { checkOrigin, originPolicy } from "./origin-guard.ts";
 
+/** Facts about the request that only the listener knows. */
+export interface RequestFacts {
+  /** Transport peer address (forwarded headers are never trusted). */
+  peer: string;
+}
+
 /** A route handler: returns a response, or undefined to let the next route try. */
-export type Route = (req: Request, url: URL) => Promise<Response | undefined> | Response | undefined;
+export type Route = (req: Request, url: URL, facts: RequestFacts) => Promise<Response | undefined> | Response | undefined;
+
+/** What authenticates protected routes: auth info, or a refusal response. */
+export type Authenticate = (req: Request, url: URL, facts: RequestFacts) => Promise<AuthInfo | Response | undefined>;
 
 export interface HttpServerOptions {
   /** Extra routes (OAuth, UI, downloads…) tried before /mcp. */
   routes?: Route[];
-  /** Authenticates a protected request; returns auth info or a refusal response. */
-  authenticate?: (req: Request, url: URL) => Promise<AuthInfo | Response | undefined>;
+  /** Authenticates a protected request (/mcp and the REST tools); returns auth info or a refusal. */
+  authenticate?: Authenticate;
+  /** Builds a 403 step-up response when the caller's token lacks a scope a tool needs. */
+  insufficientScope?: (scope: string) => Response;
+  /** Serve the REST debug API at /tools (mode http). */
+  rest?: boolean;
+  /** Runs once the listener knows its origin, before the first request is served. */
+  prepare?: (origin: string) => Promise<Pick<HttpServerOptions, "routes" | "authenticate" | "insufficientScope">>;
 }
 
 export interface RunningHttpServer {
   url: string;
   port: number;
+  /** Resolves when `prepare` finished (rejects when it failed). */
+  ready: Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -36,37 +56,72 @@ function healthRoutes(): Route {
   };
 }
 
-/** Starts Bun.serve with the Host/Origin guard on every route, health routes and /mcp. */
+/** The scope a single `tools/call` message needs that the caller lacks, if any. */
+function missingScope(app: App, body: unknown, auth: AuthInfo): string | undefined {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return undefined;
+  const msg = body as { method?: unknown; params?: { name?: unknown } };
+  if (msg.method !== "tools/call" || typeof msg.params?.name !== "string") return undefined;
+  const tool = app.registry.list().find((t) => t.name === msg.params!.name);
+  return tool?.scopes.find((s) => !auth.scopes.includes(s));
+}
+
+/**
+ * Starts Bun.serve. Every request passes, in order: the Host/Origin guard (DNS rebinding), then for
+ * protected routes (/mcp, /tools) authentication before any body byte is read, then the body limit
+ * (declared and observed sizes), then the routes.
+ */
 export function startHttpServer(app: App, options: HttpServerOptions = {}): RunningHttpServer {
-  const { settings } = app.services;
+  const { settings, audit } = app.services;
   const policy = originPolicy(settings.base_url);
+  const bodyLimit = settings.max_http_request_bytes;
   const sessions = new McpSessions(app, {
     maxSessions: settings.mcp_max_sessions,
     idleTimeoutMs: settings.mcp_session_idle_timeout_s * 1000,
-    maxBodyBytes: settings.max_http_request_bytes > 0 ? settings.max_http_request_bytes : UNLIMITED_BODY,
+    maxBodyBytes: bodyLimit > 0 ? bodyLimit : UNLIMITED_BODY,
   });
-  const routes = [healthRoutes(), ...(options.routes ?? [])];
+  let routes = [healthRoutes(), ...(options.routes ?? [])];
+  let authenticate = options.authenticate;
+  let insufficientScope = options.insufficientScope;
+  let ready: Promise<void> = Promise.resolve();
 
   const server = Bun.serve({
     hostname: settings.host,
     port: settings.port,
     idleTimeout: 0,
-    async fetch(req) {
+    // Our own limiter answers with the stable 413; Bun's guard must never fire first.
+    maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+    async fetch(req, srv) {
+      await ready;
       const url = new URL(req.url);
       const refused = checkOrigin(policy, req);
       if (refused) return refused;
-      for (const route of routes) {
-        const res = await route(req, url);
-        if (res) return res;
-      }
-      if (url.pathname === "/mcp") {
-        let auth: AuthInfo | undefined;
-        if (options.authenticate) {
-          const result = await options.authenticate(req, url);
+      const facts: RequestFacts = { peer: srv.requestIP(req)?.address ?? "" };
+      const isMcp = url.pathname === "/mcp";
+      const isRest = options.rest === true && isRestPath(url.pathname);
+      let auth: AuthInfo | undefined;
+      if ((isMcp || isRest) && authenticate) {
+        const bypass = isRest && settings.auth_bypass_localhost && settings.mode === "http" && isLoopbackName(facts.peer.replace(/^::ffff:/, ""));
+        if (!bypass) {
+          const result = await authenticate(req, url, facts);
           if (result instanceof Response) return result;
           auth = result;
         }
+      }
+      const limited = await limitBody(req, url, bodyLimit, audit);
+      if (!limited.ok) return limited.response;
+      req = limited.request;
+      if (isMcp) {
+        if (auth && insufficientScope && req.method === "POST") {
+          const body = await req.clone().json().catch(() => undefined);
+          const scope = missingScope(app, body, auth);
+          if (scope) return insufficientScope(scope);
+        }
         return sessions.handle(req, auth);
+      }
+      if (isRest) return handleRest(app, req, url, auth, insufficientScope);
+      for (const route of routes) {
+        const res = await route(req, url, facts);
+        if (res) return res;
       }
       return errorResponse(404, "not_found", "no such route");
     },
@@ -77,12 +132,22 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   });
   const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host;
   const url = `http://${host}:${server.port}`;
+  if (options.prepare) {
+    const prepare = options.prepare;
+    ready = prepare(url).then((extra) => {
+      routes = [healthRoutes(), ...(extra.routes ?? []), ...(options.routes ?? [])];
+      authenticate = extra.authenticate ?? authenticate;
+      insufficientScope = extra.insufficientScope ?? insufficientScope;
+    });
+  }
   return {
     url,
     port: server.port ?? settings.port,
+    ready,
     async stop() {
       await sessions.closeAll();
       await server.stop(true);
+      await audit.flush();
     },
   };
 }

@@ -1,0 +1,190 @@
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, rmSync, statSync, utimesSync } from "node:fs";
+import { join } from "node:path";
+import { gunzipSync, gzipSync } from "node:zlib";
+import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
+import { preview, TRUNCATED_KEY } from "./redact.ts";
+
+export const PAYLOAD_KEY = "$local_shell_mcp_audit_payload";
+
+export interface PayloadRef {
+  version: 1;
+  sha256: string;
+  json_bytes: number;
+  created_at: number;
+  preview: unknown;
+}
+
+export type ResolvedPayload = { status: "ok"; value: unknown } | { status: "expired" | "missing" | "corrupt" };
+
+export interface PayloadLimits {
+  enabled: boolean;
+  inlineBytes: number;
+  maxBytes: number;
+  storeBytes: number;
+  retentionS: number;
+}
+
+const DIGEST = /^[0-9a-f]{64}$/;
+
+/** JSON with sorted keys, compact: the content address is taken over these bytes. */
+export function canonicalJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => {
+    if (x === null || typeof x !== "object" || Array.isArray(x)) return x;
+    const sorted: Record<string, unknown> = {};
+    for (const k of Object.keys(x).sort()) sorted[k] = (x as Record<string, unknown>)[k];
+    return sorted;
+  });
+}
+
+/** Returns the reference object when `v` is exactly one payload reference. */
+export function asPayloadRef(v: unknown): PayloadRef | undefined {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) return undefined;
+  const keys = Object.keys(v);
+  if (keys.length !== 1 || keys[0] !== PAYLOAD_KEY) return undefined;
+  const ref = (v as Record<string, unknown>)[PAYLOAD_KEY] as Partial<PayloadRef> | undefined;
+  if (!ref || ref.version !== 1 || typeof ref.sha256 !== "string" || !DIGEST.test(ref.sha256)) return undefined;
+  if (typeof ref.json_bytes !== "number" || typeof ref.created_at !== "number") return undefined;
+  return ref as PayloadRef;
+}
+
+/**
+ * Content-addressed store of large audit values: deterministic gzip of canonical JSON at
+ * `payloads/<sha256>.json.gz`, written privately and atomically, read through no-follow handles.
+ */
+export class PayloadStore {
+  readonly dir: string;
+
+  constructor(
+    auditDir: string,
+    private readonly limits: PayloadLimits,
+  ) {
+    this.dir = join(auditDir, "payloads");
+  }
+
+  /** Keeps a small value inline; stores a large one and returns its reference, or a truncation marker. */
+  externalize(value: unknown, now: number): { value: unknown; stored: boolean } {
+    const canonical = canonicalJson(value);
+    const bytes = Buffer.byteLength(canonical);
+    if (bytes <= this.limits.inlineBytes) return { value, stored: false };
+    if (!this.limits.enabled || bytes > this.limits.maxBytes) {
+      return { value: { [TRUNCATED_KEY]: { reason: "payload_byte_limit", original_bytes: bytes, max_bytes: this.limits.enabled ? this.limits.maxBytes : this.limits.inlineBytes, preview: preview(value) } }, stored: false };
+    }
+    const body = Buffer.from(canonical);
+    const sha256 = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+    try {
+      const gz = gzipSync(body, { level: 9 });
+      if (gz.byteLength > this.limits.storeBytes) {
+        return { value: { [TRUNCATED_KEY]: { reason: "payload_store_object_limit", original_bytes: bytes, compressed_bytes: gz.byteLength, max_store_bytes: this.limits.storeBytes, preview: preview(value) } }, stored: false };
+      }
+      ensurePrivateDir(this.dir);
+      const path = join(this.dir, `${sha256}.json.gz`);
+      let exists = false;
+      try {
+        const st = lstatSync(path);
+        if (!st.isFile()) throw new Error("not a regular file");
+        exists = true;
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+      }
+      // A reused object gets a fresh mtime so retention counts from its newest reference.
+      if (exists) utimesSync(path, new Date(), new Date());
+      else writeFileAtomic(path, gz);
+    } catch {
+      return { value: { [TRUNCATED_KEY]: { reason: "payload_store_error", original_bytes: bytes, preview: preview(value) } }, stored: false };
+    }
+    const ref: PayloadRef = { version: 1, sha256, json_bytes: bytes, created_at: now, preview: preview(value) };
+    return { value: { [PAYLOAD_KEY]: ref }, stored: true };
+  }
+
+  /** Reads a referenced value back, verifying bounds, digest and JSON; never exposes paths. */
+  resolve(ref: PayloadRef, now: number): ResolvedPayload {
+    if (this.limits.retentionS === 0 || now - ref.created_at > this.limits.retentionS) return { status: "expired" };
+    if (ref.json_bytes < 0 || ref.json_bytes > this.limits.maxBytes) return { status: "corrupt" };
+    const path = join(this.dir, `${ref.sha256}.json.gz`);
+    let fd: number;
+    try {
+      fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch (e) {
+      return { status: (e as NodeJS.ErrnoException).code === "ENOENT" ? "missing" : "corrupt" };
+    }
+    try {
+      const st = fstatSync(fd);
+      if (!st.isFile() || st.size > this.limits.maxBytes + 1_048_576) return { status: "corrupt" };
+      const buf = Buffer.alloc(st.size);
+      let off = 0;
+      while (off < buf.length) {
+        const n = readSync(fd, buf, off, buf.length - off, off);
+        if (n === 0) break;
+        off += n;
+      }
+      const raw = gunzipSync(buf.subarray(0, off), { maxOutputLength: this.limits.maxBytes });
+      if (raw.byteLength !== ref.json_bytes) return { status: "corrupt" };
+      if (new Bun.CryptoHasher("sha256").update(raw).digest("hex") !== ref.sha256) return { status: "corrupt" };
+      return { status: "ok", value: JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(raw)) };
+    } catch {
+      return { status: "corrupt" };
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /**
+   * Garbage collection: drops files past retention and unreferenced ones, then the oldest files
+   * until the store fits its quota. `referenced` are digests still named by the log.
+   */
+  collect(referenced: Set<string>, now: number): void {
+    let names: string[];
+    try {
+      names = readdirSync(this.dir);
+    } catch {
+      return;
+    }
+    const files: Array<{ name: string; digest: string; size: number; mtime: number }> = [];
+    for (const name of names) {
+      const path = join(this.dir, name);
+      const m = /^([0-9a-f]{64})\.json\.gz$/.exec(name);
+      let st;
+      try {
+        st = lstatSync(path);
+      } catch {
+        continue;
+      }
+      if (!m || !st.isFile()) {
+        if (!name.startsWith(".")) rmSync(path, { force: true, recursive: false });
+        continue;
+      }
+      const ageS = now - st.mtimeMs / 1000;
+      if (!referenced.has(m[1]!) || ageS > this.limits.retentionS) {
+        // Unreferenced files are only removed once they are old enough not to be mid-write.
+        if (referenced.has(m[1]!) || ageS > 60) {
+          rmSync(path, { force: true });
+          continue;
+        }
+      }
+      files.push({ name, digest: m[1]!, size: st.size, mtime: st.mtimeMs });
+    }
+    let total = files.reduce((a, f) => a + f.size, 0);
+    if (total <= this.limits.storeBytes) return;
+    files.sort((a, b) => Number(referenced.has(a.digest)) - Number(referenced.has(b.digest)) || a.mtime - b.mtime);
+    for (const f of files) {
+      if (total <= this.limits.storeBytes) break;
+      rmSync(join(this.dir, f.name), { force: true });
+      total -= f.size;
+    }
+  }
+
+  /** Total bytes of stored payload files. */
+  size(): number {
+    try {
+      return readdirSync(this.dir).reduce((a, n) => {
+        try {
+          return a + statSync(join(this.dir, n)).size;
+        } catch {
+          return a;
+        }
+      }, 0);
+    } catch {
+      return 0;
+    }
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * Best-effort sanitising of audit values before they are stored: credential-like keys, bearer
+ * tokens, well-known token formats, URL queries and userinfo, tokenized download links and the
+ * configured admin PIN are replaced; structures are bounded in depth, width and string length.
+ */
+
+export const REDACTED = "<redacted>";
+export const TRUNCATED_KEY = "$local_shell_mcp_audit_truncated";
+export const BINARY_KEY = "$local_shell_mcp_audit_binary";
+export const CYCLE_KEY = "$local_shell_mcp_audit_cycle";
+
+const SENSITIVE = "authorization|cookie|credentials?|api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd|(?<![a-z])pin(?![a-z])";
+const SENSITIVE_KEY = new RegExp(SENSITIVE, "i");
+const KEPT_KEY = /(_sha256|_fingerprint|_token_id)$/i;
+const FLAG = new RegExp(`^--?[\\w.-]*(${SENSITIVE})[\\w.-]*$`, "i");
+
+const MAX_DEPTH = 12;
+const MAX_ITEMS = 200;
+const MAX_KEY_CHARS = 256;
+
+/** True when a field or map key names a credential. */
+export function isSensitiveKey(key: string): boolean {
+  if (KEPT_KEY.test(key)) return false;
+  return SENSITIVE_KEY.test(key);
+}
+
+export interface Redactor {
+  /** Sanitises any JSON-ish value. */
+  value(v: unknown): unknown;
+  /** Scrubs one free-text string. */
+  text(s: string): string;
+}
+
+const TEXT_RULES: Array<[RegExp, string | ((...m: string[]) => string)]> = [
+  // --token=V, --password=V
+  [new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)=(\\S+)`, "gi"), (_m, k) => `${k}=${REDACTED}`],
+  // --password V
+  [new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)\\s+(?!-)(\\S+)`, "gi"), (_m, k) => `${k} ${REDACTED}`],
+  // Authorization header lines and bearer/basic credentials
+  [/\b(authorization|proxy-authorization|cookie|set-cookie)\s*:\s*[^\r\n]*/gi, (_m, k) => `${k}: ${REDACTED}`],
+  [/\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi, (_m, k) => `${k} ${REDACTED}`],
+  // High-confidence token formats
+  [/\bgh[pousr]_[A-Za-z0-9]{8,}/g, REDACTED],
+  [/\bgithub_pat_[A-Za-z0-9_]{20,}/g, REDACTED],
+  [/\bsk-[A-Za-z0-9_-]{16,}/g, REDACTED],
+  [/\bAKIA[0-9A-Z]{16}\b/g, REDACTED],
+  [/\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, REDACTED],
+  // URL userinfo and query strings
+  [/(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/@:]+:[^\s/@]+@/gi, (_m, s) => `${s}${REDACTED}@`],
+  [/(\b[a-z][a-z0-9+.-]*:\/\/[^\s?#"'<>]+)\?[^\s#"'<>]*/gi, (_m, u) => `${u}?${REDACTED}`],
+  // Tokenized download links
+  [/(\/download\/)[A-Za-z0-9_-]{8,}/g, (_m, p) => `${p}${REDACTED}`],
+  // key=value and "key": "value" pairs with a sensitive key
+  [new RegExp(`(["']?[\\w.-]*(?:${SENSITIVE}|\\bkey\\b)[\\w.-]*["']?\\s*[:=]\\s*)("[^"]*"|'[^']*'|[^\\s,;&}]+)`, "gi"), (_m, k) => `${k}${REDACTED}`],
+];
+
+function jsonQuoted(s: string): string {
+  return JSON.stringify(s).slice(1, -1);
+}
+
+/**
+ * Builds a redactor. `secrets` are exact values (the admin PIN) scrubbed from every string;
+ * `maxChars` bounds each string.
+ */
+export function createRedactor(secrets: readonly string[], maxChars: number): Redactor {
+  const exact = secrets.filter((s) => s.length > 0).flatMap((s) => [s, jsonQuoted(s)]);
+  exact.sort((a, b) => b.length - a.length);
+
+  const text = (input: string): string => {
+    let s = input;
+    for (const secret of exact) if (s.includes(secret)) s = s.split(secret).join(REDACTED);
+    for (const [re, rep] of TEXT_RULES) s = s.replace(re, rep as string);
+    if (s.length > maxChars) s = `${s.slice(0, maxChars)}…<truncated ${s.length - maxChars} chars>`;
+    return s;
+  };
+
+  const walk = (v: unknown, depth: number, seen: Set<object>): unknown => {
+    if (v === null || typeof v === "boolean") return v;
+    if (typeof v === "number") return Number.isFinite(v) ? v : String(v);
+    if (typeof v === "bigint") return v.toString();
+    if (typeof v === "string") return text(v);
+    if (typeof v === "undefined" || typeof v === "function" || typeof v === "symbol") return null;
+    if (v instanceof Uint8Array) {
+      return { [BINARY_KEY]: { bytes: v.byteLength, sha256: new Bun.CryptoHasher("sha256").update(v).digest("hex") } };
+    }
+    if (v instanceof Error) return { type: v.name, message: text(v.message) };
+    const obj = v as object;
+    if (seen.has(obj)) return { [CYCLE_KEY]: Array.isArray(obj) ? "array" : "object" };
+    if (depth >= MAX_DEPTH) return { [TRUNCATED_KEY]: { reason: "depth_limit", max_depth: MAX_DEPTH, type: Array.isArray(obj) ? "array" : "object" } };
+    seen.add(obj);
+    try {
+      if (Array.isArray(obj)) {
+        const out: unknown[] = [];
+        let redactNext = false;
+        for (const item of obj.slice(0, MAX_ITEMS)) {
+          if (redactNext) {
+            out.push(REDACTED);
+            redactNext = false;
+            continue;
+          }
+          if (typeof item === "string" && FLAG.test(item)) redactNext = true;
+          out.push(walk(item, depth + 1, seen));
+        }
+        if (obj.length > MAX_ITEMS) out.push({ [TRUNCATED_KEY]: { reason: "item_limit", retained: MAX_ITEMS, omitted: obj.length - MAX_ITEMS } });
+        return out;
+      }
+      const entries = Object.entries(obj);
+      const out: Record<string, unknown> = {};
+      for (const [rawKey, item] of entries.slice(0, MAX_ITEMS)) {
+        let key = rawKey.length > MAX_KEY_CHARS ? rawKey.slice(0, MAX_KEY_CHARS) : rawKey;
+        for (let n = 2; key in out; n++) key = `${rawKey.slice(0, MAX_KEY_CHARS)}#${n}`;
+        out[key] = isSensitiveKey(rawKey) && item !== null && item !== undefined && item !== "" ? REDACTED : walk(item, depth + 1, seen);
+      }
+      if (entries.length > MAX_ITEMS) out[TRUNCATED_KEY] = { reason: "item_limit", retained: MAX_ITEMS, omitted: entries.length - MAX_ITEMS };
+      return out;
+    } finally {
+      seen.delete(obj);
+    }
+  };
+
+  return { text, value: (v) => walk(v, 0, new Set()) };
+}
+
+/** A small preview of a sanitised value: depth 4, 20 items, 512 chars per string. */
+export function preview(v: unknown, depth = 0): unknown {
+  if (typeof v === "string") return v.length > 512 ? `${v.slice(0, 512)}…` : v;
+  if (v === null || typeof v !== "object") return v;
+  if (depth >= 4) return Array.isArray(v) ? `[${v.length} items]` : "{…}";
+  if (Array.isArray(v)) return v.slice(0, 20).map((x) => preview(x, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, x] of Object.entries(v).slice(0, 20)) out[k] = preview(x, depth + 1);
+  return out;
+}

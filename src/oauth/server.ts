@@ -1,0 +1,408 @@
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+import { jwtVerify, SignJWT } from "jose";
+import { timingSafeEqual } from "node:crypto";
+import type { AuditSink } from "../audit/log.ts";
+import type { Settings } from "../config/schema.ts";
+import { jsonResponse } from "../http/json.ts";
+import { ClientRegistry, type OAuthClient, RegistrationError } from "./clients.ts";
+import { approvalPage, errorPage, pageHeaders } from "./page.ts";
+import { PinThrottle } from "./pin-throttle.ts";
+import { SigningKey } from "./secret.ts";
+import { normalizeScopes, type OAuthUrls, sameResource, SUPPORTED_SCOPES } from "./urls.ts";
+
+/** Extra request facts the HTTP edge hands to routes. */
+export interface RequestFacts {
+  peer: string;
+}
+
+interface AuthCode {
+  clientId: string;
+  redirectUri: string;
+  scopes: string[];
+  resource: string;
+  challenge: string;
+  method: "S256" | "plain";
+  createdMs: number;
+  failures: number;
+}
+
+const PKCE_VALUE = /^[A-Za-z0-9\-._~]{43,128}$/;
+/** A code is burnt after this many failed exchanges (wrong verifier, mismatches). */
+const MAX_CODE_FAILURES = 3;
+const VERIFIED_CACHE_MAX = 1024;
+
+export const SUBJECT = "local-user";
+
+function randomToken(bytes: number): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
+}
+
+function sha256(s: string): Buffer {
+  return Buffer.from(new Bun.CryptoHasher("sha256").update(s).digest());
+}
+
+/** Compares two secrets in constant time (over fixed-length digests, so any input is safe). */
+export function secretsEqual(a: string, b: string): boolean {
+  return timingSafeEqual(sha256(a), sha256(b));
+}
+
+function oauthError(status: number, error: string, description?: string): Response {
+  return jsonResponse(status, description ? { error, error_description: description } : { error });
+}
+
+class AuthorizeError extends Error {}
+
+/** The query/form parameters of an authorization request that passed validation. */
+interface ValidRequest {
+  client: OAuthClient;
+  redirectUri: string;
+  resource: string;
+  scopes: string[];
+  state: string | null;
+  challenge: string;
+  method: "S256" | "plain";
+  params: Record<string, string>;
+}
+
+/**
+ * The co-hosted OAuth 2.1 authorization server (metadata, dynamic registration, approval form,
+ * token endpoint) and the bearer check of the protected resource. Single operator: whoever knows
+ * the admin PIN approves; every token's subject is `local-user`.
+ */
+export class OAuthServer {
+  readonly clients: ClientRegistry;
+  readonly key: SigningKey;
+  private readonly codes = new Map<string, AuthCode>();
+  private readonly throttle = new PinThrottle();
+  private readonly verified = new Map<string, { auth: AuthInfo; expMs: number; generation: number }>();
+
+  constructor(
+    private readonly settings: Settings,
+    readonly urls: OAuthUrls,
+    private readonly audit: AuditSink,
+  ) {
+    this.clients = new ClientRegistry(settings);
+    this.key = new SigningKey(settings.state_dir);
+  }
+
+  async init(): Promise<void> {
+    await this.key.init();
+  }
+
+  /** The RFC 6750 challenge: where to find the metadata, and the error when a token failed. */
+  challenge(error?: string, scope?: string): string {
+    let v = `Bearer resource_metadata="${this.urls.resourceMetadataUrl}"`;
+    if (error) v += `, error="${error}"`;
+    if (scope) v += `, scope="${scope}"`;
+    return v;
+  }
+
+  protectedResourceMetadata(): Record<string, unknown> {
+    return {
+      resource: this.urls.resource,
+      authorization_servers: [this.urls.issuer],
+      scopes_supported: SUPPORTED_SCOPES,
+      bearer_methods_supported: ["header"],
+      resource_name: "local-shell-mcp",
+    };
+  }
+
+  authorizationServerMetadata(): Record<string, unknown> {
+    return {
+      issuer: this.urls.issuer,
+      authorization_endpoint: this.urls.authorizationEndpoint,
+      token_endpoint: this.urls.tokenEndpoint,
+      registration_endpoint: this.urls.registrationEndpoint,
+      response_types_supported: ["code"],
+      response_modes_supported: ["query"],
+      grant_types_supported: ["authorization_code"],
+      code_challenge_methods_supported: ["S256", "plain"],
+      token_endpoint_auth_methods_supported: ["none"],
+      scopes_supported: SUPPORTED_SCOPES,
+      authorization_response_iss_parameter_supported: true,
+      resource_parameter_supported: true,
+    };
+  }
+
+  /** Public metadata routes and the authorization-server endpoints. */
+  async route(req: Request, url: URL, facts: RequestFacts): Promise<Response | undefined> {
+    const p = url.pathname;
+    if (p.startsWith("/.well-known/")) {
+      if (req.method !== "GET" && req.method !== "HEAD") return undefined;
+      if (p === this.urls.resourceMetadataPath || p === "/.well-known/oauth-protected-resource") return jsonResponse(200, this.protectedResourceMetadata());
+      const issuerPath = new URL(this.urls.issuer).pathname.replace(/\/$/, "");
+      if (p === "/.well-known/oauth-authorization-server" || p === `/.well-known/oauth-authorization-server${issuerPath}` || p === "/.well-known/openid-configuration") {
+        return jsonResponse(200, this.authorizationServerMetadata());
+      }
+      return undefined;
+    }
+    const prefix = new URL(this.urls.issuer).pathname.replace(/\/$/, "");
+    if (p === `${prefix}/oauth/register` && req.method === "POST") return this.register(req);
+    if (p === `${prefix}/oauth/authorize` && req.method === "GET") return this.authorizeGet(url);
+    if (p === `${prefix}/oauth/authorize` && req.method === "POST") return this.authorizePost(req, facts);
+    if (p === `${prefix}/oauth/token` && req.method === "POST") return this.token(req);
+    return undefined;
+  }
+
+  /** Whether a path is the registration endpoint (it has its own smaller body limit). */
+  isRegistration(pathname: string): boolean {
+    return pathname === `${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/register`;
+  }
+
+  private async register(req: Request): Promise<Response> {
+    const limit = this.settings.oauth_registration_max_body_bytes;
+    const tooBig = () => oauthError(400, "invalid_request", `Registration payload must be at most ${limit} bytes`);
+    const declared = Number(req.headers.get("content-length"));
+    if (limit > 0 && Number.isFinite(declared) && declared > limit) return tooBig();
+    const bytes = new Uint8Array(await req.arrayBuffer());
+    if (limit > 0 && bytes.byteLength > limit) return tooBig();
+    let body: unknown = {};
+    try {
+      body = JSON.parse(new TextDecoder().decode(bytes));
+    } catch {
+      body = {};
+    }
+    let result: ReturnType<ClientRegistry["register"]>;
+    try {
+      result = this.clients.register(body);
+    } catch (e) {
+      if (e instanceof RegistrationError) return oauthError(400, "invalid_request", e.message);
+      throw e;
+    }
+    const { client, reused } = result;
+    if (reused) this.audit.record("oauth_client_reused", { client_id: client.client_id, approved: client.approved_at !== null, redirect_uri_count: client.redirect_uris.length });
+    else this.audit.record("oauth_client_registered", { client_id: client.client_id, redirect_uris: client.redirect_uris, client_name: client.client_name });
+    return jsonResponse(reused ? 200 : 201, {
+      client_id: client.client_id,
+      client_id_issued_at: client.created_at,
+      client_name: client.client_name ?? "ChatGPT",
+      redirect_uris: client.redirect_uris,
+      grant_types: ["authorization_code"],
+      response_types: ["code"],
+      token_endpoint_auth_method: "none",
+      reused,
+    });
+  }
+
+  /** Validates an authorization request (RFC 6749 + PKCE + RFC 8707). */
+  private validate(params: Record<string, string>): ValidRequest {
+    if (params.response_type !== "code") throw new AuthorizeError("Only response_type=code is supported");
+    for (const name of ["client_id", "redirect_uri", "resource"]) if (!params[name]) throw new AuthorizeError(`Missing ${name}`);
+    if (!sameResource(params.resource!, this.urls.resource)) throw new AuthorizeError("resource does not match this MCP server");
+    const client = this.clients.get(params.client_id!);
+    if (!client) throw new AuthorizeError("Unknown client_id");
+    if (!client.redirect_uris.includes(params.redirect_uri!)) throw new AuthorizeError("redirect_uri is not registered for this client");
+    const scopes = normalizeScopes(params.scope);
+    if (!scopes.ok) throw new AuthorizeError(`Unsupported scope: ${scopes.bad}`);
+    const challenge = params.code_challenge;
+    if (!challenge) throw new AuthorizeError("Missing code_challenge");
+    if (!PKCE_VALUE.test(challenge)) throw new AuthorizeError("Invalid code_challenge");
+    const method = params.code_challenge_method;
+    if (!method) throw new AuthorizeError("Missing code_challenge_method");
+    if (method !== "S256" && method !== "plain") throw new AuthorizeError("Only code_challenge_method=S256 (or plain) is supported");
+    return { client, redirectUri: params.redirect_uri!, resource: this.urls.resource, scopes: scopes.scopes, state: params.state ?? null, challenge, method, params };
+  }
+
+  private formAction(): string {
+    return `${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/authorize`;
+  }
+
+  private redirectSource(redirectUri: string): string {
+    const u = new URL(redirectUri);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.origin : u.protocol;
+  }
+
+  private page(v: ValidRequest, status: number, error?: string): Response {
+    const html = approvalPage({
+      action: this.formAction(),
+      clientName: v.client.client_name,
+      clientId: v.client.client_id,
+      redirectUri: v.redirectUri,
+      resource: v.resource,
+      scopes: v.scopes,
+      params: v.params,
+      pinConfigured: Boolean(this.settings.oauth_admin_pin),
+      ...(error ? { error } : {}),
+    });
+    return new Response(html, { status, headers: pageHeaders(this.redirectSource(v.redirectUri)) });
+  }
+
+  private rejectPage(message: string, status = 400): Response {
+    return new Response(errorPage(message), { status, headers: pageHeaders() });
+  }
+
+  private authorizeGet(url: URL): Response {
+    const params: Record<string, string> = {};
+    for (const [k, v] of url.searchParams) if (!(k in params)) params[k] = v;
+    try {
+      return this.page(this.validate(params), 200);
+    } catch (e) {
+      if (e instanceof AuthorizeError) return this.rejectPage(e.message);
+      throw e;
+    }
+  }
+
+  private redirect(v: ValidRequest, add: Record<string, string>): Response {
+    const target = new URL(v.redirectUri);
+    for (const [k, val] of Object.entries(add)) target.searchParams.set(k, val);
+    if (v.state !== null) target.searchParams.set("state", v.state);
+    target.searchParams.set("iss", this.urls.issuer);
+    return new Response(null, { status: 302, headers: { location: target.toString(), "cache-control": "no-store", "referrer-policy": "no-referrer" } });
+  }
+
+  private async authorizePost(req: Request, facts: RequestFacts): Promise<Response> {
+    let form: URLSearchParams;
+    try {
+      form = new URLSearchParams(await req.text());
+    } catch {
+      return this.rejectPage("The approval form could not be read");
+    }
+    const params: Record<string, string> = {};
+    let pin = "";
+    let decision = "approve";
+    for (const [k, v] of form) {
+      if (k === "pin") pin = v;
+      else if (k === "decision") decision = v;
+      else if (!(k in params)) params[k] = v;
+    }
+    let v: ValidRequest;
+    try {
+      v = this.validate(params);
+    } catch (e) {
+      if (e instanceof AuthorizeError) return this.rejectPage(e.message);
+      throw e;
+    }
+    if (decision === "deny") {
+      this.audit.record("oauth_authorization_denied", { client_id: v.client.client_id, ip: facts.peer });
+      return this.redirect(v, { error: "access_denied", error_description: "The operator denied the request" });
+    }
+    const configured = this.settings.oauth_admin_pin;
+    if (!configured) {
+      this.audit.record("oauth_pin_missing", { client_id: v.client.client_id });
+      return this.page(v, 403, "Admin PIN is required before OAuth approval can continue");
+    }
+    const verdict = await this.throttle.check(() => secretsEqual(pin, configured));
+    if (verdict === "locked") {
+      this.audit.record("oauth_pin_locked", { client_id: v.client.client_id, ip: facts.peer, retry_after_s: this.throttle.retryAfterS() });
+      return this.page(v, 429, "Too many failed PIN attempts; approval is locked for a while");
+    }
+    if (verdict === "failed") {
+      this.audit.record("oauth_pin_failed", { client_id: v.client.client_id, ip: facts.peer, consecutive_failures: this.throttle.failures });
+      if (this.throttle.isLocked()) this.audit.record("oauth_pin_lockout", { client_id: v.client.client_id, ip: facts.peer, retry_after_s: this.throttle.retryAfterS() });
+      return this.page(v, 403, "Invalid admin PIN");
+    }
+    this.pruneCodes();
+    const cap = this.settings.oauth_max_pending_codes;
+    if (cap > 0 && this.codes.size >= cap) {
+      this.audit.record("oauth_code_capacity_exhausted", { pending_codes: this.codes.size, max_pending_codes: cap });
+      return this.page(v, 503, "Too many pending authorization requests; try again later");
+    }
+    if (await this.clients.approve(v.client)) this.audit.record("oauth_client_approved", { client_id: v.client.client_id });
+    let code: string;
+    do code = randomToken(32);
+    while (this.codes.has(code));
+    this.codes.set(code, {
+      clientId: v.client.client_id,
+      redirectUri: v.redirectUri,
+      scopes: v.scopes,
+      resource: v.resource,
+      challenge: v.challenge,
+      method: v.method,
+      createdMs: Date.now(),
+      failures: 0,
+    });
+    this.audit.record("oauth_code_issued", { client_id: v.client.client_id, resource: v.resource, scope: v.scopes.join(" ") });
+    return this.redirect(v, { code });
+  }
+
+  private pruneCodes(): void {
+    const ttlMs = this.settings.oauth_code_ttl_s * 1000;
+    const t = Date.now();
+    for (const [c, rec] of this.codes) if (t - rec.createdMs > ttlMs) this.codes.delete(c);
+  }
+
+  private async token(req: Request): Promise<Response> {
+    const form = new URLSearchParams(await req.text());
+    const get = (k: string) => form.get(k) ?? "";
+    if (get("grant_type") !== "authorization_code") return oauthError(400, "unsupported_grant_type", "Only grant_type=authorization_code is supported");
+    if (!get("resource")) return oauthError(400, "invalid_request", "Missing resource");
+    this.pruneCodes();
+    const code = get("code");
+    const rec = this.codes.get(code);
+    if (!rec) return oauthError(400, "invalid_grant", "Unknown or used code");
+    const fail = (description: string) => {
+      rec.failures++;
+      if (rec.failures >= MAX_CODE_FAILURES) this.codes.delete(code);
+      return oauthError(400, "invalid_grant", description);
+    };
+    if (get("client_id") !== rec.clientId || get("redirect_uri") !== rec.redirectUri) return fail("Client or redirect mismatch");
+    if (!sameResource(get("resource"), rec.resource)) return fail("Resource mismatch");
+    const verifier = get("code_verifier");
+    const derived = rec.method === "S256" ? new Bun.CryptoHasher("sha256").update(verifier).digest("base64url") : verifier;
+    if (!PKCE_VALUE.test(verifier) || !secretsEqual(derived, rec.challenge)) return fail("PKCE verification failed");
+    this.codes.delete(code);
+    const ttl = this.settings.oauth_access_token_ttl_s;
+    const iat = Math.floor(Date.now() / 1000);
+    const token = await new SignJWT({ client_id: rec.clientId, scope: rec.scopes.join(" ") })
+      .setProtectedHeader({ alg: "HS256", typ: "at+jwt" })
+      .setIssuer(this.urls.issuer)
+      .setAudience(rec.resource)
+      .setSubject(SUBJECT)
+      .setIssuedAt(iat)
+      .setExpirationTime(iat + ttl)
+      .setJti(randomToken(16))
+      .sign(this.key.current());
+    this.audit.record("oauth_token_issued", { client_id: rec.clientId, resource: rec.resource, scope: rec.scopes.join(" "), expires_in: ttl });
+    return jsonResponse(200, { access_token: token, token_type: "Bearer", scope: rec.scopes.join(" "), expires_in: ttl });
+  }
+
+  /**
+   * Checks the `Authorization: Bearer` header (never the query string or body). Returns the auth
+   * info or a 401 response carrying the RFC 9728 challenge.
+   */
+  async authenticate(req: Request, url: URL, facts: RequestFacts): Promise<AuthInfo | Response> {
+    const header = req.headers.get("authorization");
+    if (!header) {
+      return jsonResponse(401, { ok: false, error: "missing_token", message: "Missing OAuth bearer token", detail: "Missing OAuth bearer token" }, { "www-authenticate": this.challenge() });
+    }
+    const m = /^Bearer[ ]+([A-Za-z0-9\-._~+/]+=*)$/i.exec(header.trim());
+    const auth = m ? await this.verify(m[1]!) : undefined;
+    if (!auth) {
+      this.audit.record("oauth_auth_failed", { error: m ? "invalid_token" : "unsupported_scheme", path: url.pathname, ip: facts.peer });
+      return jsonResponse(401, { ok: false, error: "invalid_token", message: "Invalid OAuth bearer token", detail: "Invalid OAuth bearer token" }, { "www-authenticate": this.challenge("invalid_token") });
+    }
+    this.audit.record("auth_ok", { subject: auth.extra?.sub, client_id: auth.clientId, path: url.pathname, ip: facts.peer });
+    return auth;
+  }
+
+  /** Verifies a JWT (HS256, iss, aud, iat, exp); verified tokens are cached until they expire. */
+  async verify(token: string): Promise<AuthInfo | undefined> {
+    const key = this.key.current();
+    const now = Date.now();
+    const hit = this.verified.get(token);
+    if (hit && hit.generation === this.key.generation && hit.expMs > now) return hit.auth;
+    try {
+      const { payload } = await jwtVerify(token, key, {
+        algorithms: ["HS256"],
+        issuer: this.urls.issuer,
+        audience: this.urls.resource,
+        requiredClaims: ["iat", "exp", "iss", "aud"],
+      });
+      if (typeof payload.client_id !== "string" || typeof payload.exp !== "number") return undefined;
+      const scopes = typeof payload.scope === "string" ? payload.scope.split(" ").filter((s) => s.length > 0) : [];
+      const auth: AuthInfo = {
+        token,
+        clientId: payload.client_id,
+        scopes,
+        expiresAt: payload.exp,
+        resource: new URL(this.urls.resource),
+        extra: { sub: typeof payload.sub === "string" ? payload.sub : SUBJECT },
+      };
+      if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.clear();
+      this.verified.set(token, { auth, expMs: payload.exp * 1000, generation: this.key.generation });
+      return auth;
+    } catch {
+      return undefined;
+    }
+  }
+}
