@@ -1,3 +1,5 @@
+import { AuditLog } from "../audit/log.ts";
+import { auditObserver } from "../audit/observer.ts";
 import type { Settings } from "../config/schema.ts";
 import { Semaphore } from "../exec/semaphore.ts";
 import { canonicalRoot } from "../fs/paths.ts";
@@ -34,8 +36,10 @@ export function createApp(settings: Settings): App {
     runner: containmentRunner,
     busySessions: new Map(),
     sessionTeardowns: [],
+    audit: new AuditLog(settings),
   };
   const registry = new ToolRegistry(settings, builtinTools(), PRECOMPUTED_SCHEMAS);
+  registry.observer = auditObserver(services.audit);
   // Warm the helper extraction and, once the client handshake is likely over, the probe cache, so the
   // first session_start is quick without competing with initialize for the CPU.
   void services.runner().catch(() => undefined);

@@ -1,3 +1,4 @@
+import type { AuditLog } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
 import type { Semaphore } from "../exec/semaphore.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
@@ -31,6 +32,8 @@ export interface AppServices {
   /** Sessions with work in flight in this process; pruning must skip them. */
   busySessions: Map<string, number>;
   sessionTeardowns: SessionTeardown[];
+  /** The JSONL audit log of this state dir. */
+  audit: AuditLog;
 }
 
 export type Transport = "stdio" | "mcp" | "http" | "worker";

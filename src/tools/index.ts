@@ -1,3 +1,4 @@
+import { auditTail } from "./audit/audit-tail.ts";
 import type { ToolDefinition } from "./define.ts";
 import { version } from "./meta/version.ts";
 import { sessionChangeCwd } from "./sessions/session-change-cwd.ts";
@@ -7,5 +8,5 @@ import { bash } from "./shell/bash.ts";
 
 /** Every built-in tool. Capabilities add theirs here. */
 export function builtinTools(): ToolDefinition[] {
-  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version] as unknown as ToolDefinition[];
+  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail] as unknown as ToolDefinition[];
 }
