@@ -1,7 +1,9 @@
 import { defineCommand } from "citty";
 import { SettingsError } from "../config/load.ts";
 import type { Settings } from "../config/schema.ts";
+import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
+import { baseUrlProblem } from "../oauth/urls.ts";
 import { settingsArgs, settingsFromArgs } from "./settings-args.ts";
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "::1", "[::1]"]);
@@ -10,13 +12,34 @@ export function isLoopbackHost(host: string): boolean {
   return LOOPBACK_HOSTS.has(host.toLowerCase()) || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
+const PIN_PLACEHOLDERS = new Set(["", "change-me", "change-me-long-random-pin"]);
+
+/** The admin PIN rule for public OAuth deployments: a non-placeholder of at least 8 characters. */
+export function adminPinAcceptable(pin: string | null): boolean {
+  if (pin === null) return false;
+  const t = pin.trim();
+  return t.length >= 8 && !PIN_PLACEHOLDERS.has(t.toLowerCase());
+}
+
 /** Start-up rules that refuse unsafe or not-yet-available combinations before anything listens. */
 export function startupProblem(s: Settings): string | undefined {
   if (s.mode === "both") return "mode=both is reserved; run separate processes for mcp and http";
-  if (s.mode === "http") return "mode=http (the REST debug API) is not available in this build yet; use --mode mcp or --mode stdio";
   if (s.mode === "stdio") return undefined;
+  if (s.base_url !== null) {
+    const bad = baseUrlProblem(s.base_url);
+    if (bad) return bad;
+  }
+  for (const [name, value] of [["oauth_issuer", s.oauth_issuer], ["oauth_resource", s.oauth_resource]] as const) {
+    if (value !== null && !/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/i.test(value)) return `${name} must be an absolute http(s) URL without query or fragment`;
+  }
   if (s.auth_mode === "oauth") {
-    return "auth_mode=oauth needs the built-in OAuth authorization server, which this build does not include yet; for local testing use --auth-mode none on a loopback host";
+    if (s.base_url === null && !isLoopbackHost(s.host)) {
+      return `auth_mode=oauth on the non-loopback host ${s.host} needs base_url (the externally visible https origin) so issuer and resource are stable`;
+    }
+    if (s.base_url !== null && !adminPinAcceptable(s.oauth_admin_pin)) {
+      return "LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN must be set to a non-placeholder value of at least 8 characters when LOCAL_SHELL_MCP_BASE_URL is configured for OAuth";
+    }
+    return undefined;
   }
   if (!isLoopbackHost(s.host)) {
     return `auth_mode=none is only allowed on a loopback host, not ${s.host}; keep --host 127.0.0.1 or enable OAuth`;
@@ -54,8 +77,21 @@ export default defineCommand({
       return;
     }
     const { startHttpServer } = await import("../http/server.ts");
-    const http = startHttpServer(app);
+    const oauth = settings.auth_mode === "oauth" ? await import("../oauth/index.ts") : undefined;
+    const http = startHttpServer(app, {
+      rest: settings.mode === "http",
+      ...(oauth ? { prepare: async (origin: string) => (await oauth.setupOAuth(app, origin)).options } : {}),
+    });
     onShutdown(() => http.stop());
-    log.info(`listening on ${http.url}/mcp (workspace ${settings.workspace_root}, auth ${settings.auth_mode})`);
+    try {
+      await http.ready;
+    } catch (e) {
+      const message = e instanceof ToolError ? e.message : "the OAuth state could not be initialised";
+      process.stderr.write(`local-shell-mcp: refusing to start: ${message}\n`);
+      await http.stop().catch(() => undefined);
+      process.exit(2);
+    }
+    const endpoint = settings.mode === "http" ? "/tools" : "/mcp";
+    log.info(`listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`);
   },
 });

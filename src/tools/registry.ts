@@ -21,7 +21,7 @@ export type ToolOutcome = { ok: true; structured: Record<string, unknown>; text:
 
 /** Observes calls (the audit log plugs in here). */
 export interface CallObserver {
-  start(info: { callId: string; tool: string; transport: string; input: unknown }): void;
+  start(info: { callId: string; tool: string; transport: string; input: unknown; principal?: { clientId: string; subject: string; scopes: readonly string[] } }): void;
   end(info: { callId: string; tool: string; ok: boolean; durationMs: number; output?: unknown; error?: ToolError }): void;
 }
 
@@ -108,7 +108,7 @@ export class ToolRegistry {
     const def = this.tools.get(name);
     if (!def) return { ok: false, error: new ToolError("unknown_tool", `Unknown tool: ${name}`) };
     const started = performance.now();
-    this.observer?.start({ callId: ctx.callId, tool: name, transport: ctx.transport, input: args });
+    this.observer?.start({ callId: ctx.callId, tool: name, transport: ctx.transport, input: args, principal: ctx.principal });
     const outcome = await this.invoke(def, ctx, args);
     this.observer?.end({
       callId: ctx.callId,

@@ -112,7 +112,21 @@ export interface HttpServer {
 
 /** Spawns `serve --mode mcp` on a free loopback port and waits for it to listen. */
 export async function startHttp(s: ServerEnv): Promise<HttpServer> {
-  const proc = Bun.spawn([binary(), ...serveArgs("mcp", s), "--auth-mode", "none", "--host", "127.0.0.1", "--port", "0"], {
+  return startHttpServer(s, { mode: "mcp", auth: "none" });
+}
+
+export interface HttpServerKind {
+  /** mcp (Streamable HTTP at /mcp) or http (REST debug API at /tools). */
+  mode: "mcp" | "http";
+  auth: "none" | "oauth";
+  /** Admin PIN for the approval form (oauth). */
+  pin?: string;
+}
+
+/** Spawns an HTTP-mode server (MCP or REST, with or without OAuth) on a free loopback port. */
+export async function startHttpServer(s: ServerEnv, kind: HttpServerKind): Promise<HttpServer> {
+  const extra = kind.pin === undefined ? [] : ["--oauth-admin-pin", kind.pin];
+  const proc = Bun.spawn([binary(), ...serveArgs(kind.mode, s), "--auth-mode", kind.auth, "--host", "127.0.0.1", "--port", "0", ...extra], {
     env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...s.env }),
     stdin: "ignore",
     stdout: "pipe",
@@ -128,7 +142,7 @@ export async function startHttp(s: ServerEnv): Promise<HttpServer> {
     const { value, done } = await reader.read();
     if (done) throw new Error(`server exited before listening: ${text}`);
     text += decoder.decode(value);
-    url = /listening on (http:\/\/[^\s]+)\/mcp/.exec(text)?.[1];
+    url = /listening on (http:\/\/[^\s]+)\/(?:mcp|tools)/.exec(text)?.[1];
   }
   void (async () => {
     for (;;) {
