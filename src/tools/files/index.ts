@@ -1,5 +1,8 @@
 import type { ToolDefinition } from "../define.ts";
+import { applyPatch } from "./apply-patch.ts";
 import { deleteFileOrDir } from "./delete.ts";
+import { globSearch, listFiles, treeView } from "./discovery.ts";
+import { search } from "../search/search.ts";
 import { editLines } from "./edit-lines.ts";
 import { hashlineEdit } from "./hashline-edit.ts";
 import { read } from "./read.ts";
@@ -7,5 +10,5 @@ import { writeFile } from "./write-file.ts";
 
 /** The workspace file tools (issue 3). */
 export function fileTools(): ToolDefinition[] {
-  return [read, hashlineEdit, editLines, writeFile, deleteFileOrDir] as unknown as ToolDefinition[];
+  return [read, hashlineEdit, editLines, applyPatch, writeFile, deleteFileOrDir, listFiles, treeView, globSearch, search] as unknown as ToolDefinition[];
 }
