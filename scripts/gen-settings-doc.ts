@@ -5,7 +5,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import { settingInfos } from "../src/config/load.ts";
+import { settingDefault, settingInfos } from "../src/config/load.ts";
 import { SettingsSchema } from "../src/config/schema.ts";
 
 function range(name: string): string {
@@ -41,7 +41,7 @@ export function renderSettingsDoc(): string {
       lines.push(`## ${section}`, "", "| setting | env / flag | type | default | range | meaning |", "|---|---|---|---|---|---|");
     }
     const type = i.kind === "enum" ? i.choices.join(" \\| ") : i.kind;
-    lines.push(`| \`${i.name}\` | \`${i.env}\`<br>\`--${i.flag}\` | ${type}${i.nullable ? " (nullable)" : ""} | ${fmt(i.defaultValue)} | ${range(i.name)} | ${i.help} |`);
+    lines.push(`| \`${i.name}\` | \`${i.env}\`<br>\`--${i.flag}\` | ${type}${i.nullable ? " (nullable)" : ""} | ${fmt(settingDefault(i.name))} | ${range(i.name)} | ${i.help} |`);
   }
   lines.push("");
   return `${lines.join("\n")}\n`;

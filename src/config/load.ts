@@ -26,7 +26,6 @@ export interface SettingInfo {
   choices: string[];
   section: string;
   help: string;
-  defaultValue: unknown;
 }
 
 interface ZodDefLike {
@@ -40,7 +39,6 @@ interface ZodDefLike {
 function describeField(name: SettingName, field: z.ZodType): SettingInfo {
   let def = (field as unknown as { _zod: { def: ZodDefLike } })._zod.def;
   let nullable = false;
-  const defaultValue = (SettingsSchema.shape[name] as z.ZodType).parse(undefined);
   for (;;) {
     if (def.type === "default" || def.type === "optional") def = def.innerType!._zod.def;
     else if (def.type === "nullable") {
@@ -67,12 +65,16 @@ function describeField(name: SettingName, field: z.ZodType): SettingInfo {
     choices,
     section: meta.section,
     help: meta.help,
-    defaultValue,
   };
 }
 
 function isIntegerSchema(def: ZodDefLike): boolean {
   return (def.checks ?? []).some((c) => c._zod.def.format === "safeint" || c._zod.def.check === "number_format");
+}
+
+/** The default of one setting (before path resolution). */
+export function settingDefault(name: SettingName): unknown {
+  return (SettingsSchema.shape[name] as z.ZodType).parse(undefined);
 }
 
 let cachedInfo: SettingInfo[] | undefined;
