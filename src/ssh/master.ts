@@ -162,7 +162,7 @@ export class Master {
     const { bin, connectTimeoutS } = this.opts;
     const proxy = shq(bin.false).replaceAll("%", "%%");
     return [
-      bin.ssh, "-T", "-S", this.ctlArg(), "-o", "ControlMaster=no", "-o", "ControlPersist=no", "-o", "BatchMode=yes",
+      bin.ssh, "-T", "-E", "/dev/null", "-o", "LogLevel=QUIET", "-S", this.ctlArg(), "-o", "ControlMaster=no", "-o", "ControlPersist=no", "-o", "BatchMode=yes",
       "-o", "NumberOfPasswordPrompts=0", ...isolation(connectTimeoutS), "-o", `ProxyCommand=${proxy}`, "-o", "StdinNull=no",
       "-o", "PubkeyAuthentication=no", "-o", "PasswordAuthentication=no", "-o", "KbdInteractiveAuthentication=no",
       "-o", "GSSAPIAuthentication=no", "-o", "HostbasedAuthentication=no",
