@@ -1,0 +1,97 @@
+import { describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { binary, connectHttp, serverEnv, startHttpServer, tempDir } from "../helpers/harness.ts";
+import { authorizeRequest, discover, obtainToken, register, submitApproval } from "../oauth/flow.ts";
+
+const PIN = "lockout-pin-7319";
+
+/** Runs `serve` expecting a refusal; returns exit code and stderr. */
+async function refused(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stderr: string }> {
+  const proc = Bun.spawn([binary(), "serve", ...args], { env: serverEnv(env), stdout: "ignore", stderr: "pipe", stdin: "ignore" });
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+  const code = await proc.exited;
+  clearTimeout(timer);
+  return { code, stderr: await new Response(proc.stderr).text() };
+}
+
+describe("OAuth limits and start-up rules", () => {
+  test("bad PINs are refused with back-off, then approval locks out even for the right PIN (audited)", async () => {
+    using dir = tempDir();
+    const server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "mcp", auth: "oauth", pin: PIN });
+    try {
+      const d = await discover(server.url);
+      const client = await register(d);
+      const req = await authorizeRequest(d, client);
+      const started = Date.now();
+      for (let i = 0; i < 5; i++) {
+        const r = await submitApproval(d, req, `wrong-${i}`);
+        expect(r.status).toBe(403);
+        expect(await r.text()).toContain("Invalid admin PIN");
+      }
+      expect(Date.now() - started).toBeGreaterThanOrEqual(2500);
+      const locked = await submitApproval(d, req, PIN);
+      expect(locked.status).toBe(429);
+      expect(locked.headers.get("location")).toBeNull();
+      await server.stop();
+      const log = readFileSync(join(dir.path, "state", "audit_log", "audit.jsonl"), "utf8");
+      expect(log.match(/"event":"oauth_pin_failed"/g)?.length).toBe(5);
+      expect(log).toContain('"event":"oauth_pin_lockout"');
+      expect(log).toContain('"event":"oauth_pin_locked"');
+      expect(log).not.toContain(PIN);
+      expect(log).not.toContain("wrong-0");
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test("an expired token is refused with invalid_token", async () => {
+    using dir = tempDir();
+    const server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state"), args: ["--oauth-access-token-ttl-s", "1"] },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
+    try {
+      const { token } = await obtainToken(server.url, PIN, "shell:read");
+      const mcp = await connectHttp(server.url, { authorization: `Bearer ${token}` });
+      await mcp.ok("version");
+      await mcp.close();
+      await Bun.sleep(2100);
+      const r = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
+      expect(r.status).toBe(401);
+      expect(r.headers.get("www-authenticate")).toContain('error="invalid_token"');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test("start-up refuses a weak PIN with base_url (before creating the secret), bad base_url, weak secret files", async () => {
+    using dir = tempDir();
+    const state = join(dir.path, "state");
+    const base = ["--workspace-root", dir.path, "--state-dir", state, "--port", "0"];
+    const weak = await refused([...base, "--base-url", "https://shell.example.com", "--oauth-admin-pin", "change-me"]);
+    expect(weak.code).toBe(2);
+    expect(weak.stderr).toContain("OAUTH_ADMIN_PIN");
+    expect(existsSync(join(state, "oauth-jwt-secret"))).toBe(false);
+    for (const url of ["http://shell.example.com", "https://shell.example.com/mcp", "ftp://x", "https://u:p@shell.example.com"]) {
+      const r = await refused([...base, "--base-url", url, "--oauth-admin-pin", PIN]);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain("base_url");
+    }
+    const open = await refused([...base, "--host", "0.0.0.0"]);
+    expect(open.code).toBe(2);
+    expect(open.stderr).toContain("base_url");
+    mkdirSync(state, { recursive: true, mode: 0o700 });
+    for (const secret of ["short-secret\n", "change-me\n"]) {
+      writeFileSync(join(state, "oauth-jwt-secret"), secret, { mode: 0o600 });
+      const r = await refused(base);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain("32 UTF-8 bytes");
+      expect(readFileSync(join(state, "oauth-jwt-secret"), "utf8")).toBe(secret);
+    }
+    writeFileSync(join(state, "oauth-jwt-secret"), "");
+    writeFileSync(join(state, "oauth-clients.json"), "{not json");
+    const corrupt = await refused(base);
+    expect(corrupt.code).toBe(2);
+  });
+});

@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { connect } from "node:net";
+import { join } from "node:path";
+import { eventually, type HttpServer, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import { obtainToken } from "../oauth/flow.ts";
+
+const PIN = "rest-api-pin-4821";
+const LIMIT = 4096;
+
+let dir: TempDir;
+let server: HttpServer;
+let token: string;
+let readOnly: string;
+
+/** Sends raw bytes over one TCP connection and returns everything the server answers before closing. */
+function raw(url: string, parts: Array<string | Uint8Array>, waitMs = 700): Promise<string> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve) => {
+    let out = "";
+    const sock = connect({ host: hostname, port: Number(port) }, async () => {
+      for (const p of parts) {
+        if (sock.destroyed) break;
+        sock.write(p);
+        await Bun.sleep(5);
+      }
+    });
+    const done = () => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(out);
+    };
+    const timer = setTimeout(done, waitMs);
+    sock.on("data", (d) => {
+      out += d.toString("latin1");
+    });
+    sock.on("error", done);
+    sock.on("close", done);
+  });
+}
+
+function statusLines(text: string): number[] {
+  return [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => Number(m[1]));
+}
+
+beforeAll(async () => {
+  dir = tempDir();
+  server = await startHttpServer(
+    { workspace: dir.path, state: join(dir.path, "state"), args: ["--max-http-request-bytes", String(LIMIT)] },
+    { mode: "http", auth: "oauth", pin: PIN },
+  );
+  token = (await obtainToken(server.url, PIN, "shell:read shell:execute audit:read")).token;
+  readOnly = (await obtainToken(server.url, PIN, "audit:read")).token;
+});
+
+afterAll(async () => {
+  await server?.stop();
+  dir?.[Symbol.dispose]();
+});
+
+describe("REST debug API (serve --mode http)", () => {
+  test("tools answer over POST and GET with the bearer token; the JSON error envelope otherwise", async () => {
+    const auth = { authorization: `Bearer ${token}` };
+    const post = await fetch(`${server.url}/tools/version`, { method: "POST", headers: auth });
+    expect(post.status).toBe(200);
+    expect(((await post.json()) as { version: string }).version).toBeTruthy();
+    const get = await fetch(`${server.url}/tools/version`, { headers: auth });
+    expect(get.status).toBe(200);
+    expect(get.headers.get("cache-control")).toBe("no-store");
+    const start = await fetch(`${server.url}/tools/session_start`, { method: "POST", headers: auth, body: JSON.stringify({ workdir: "." }) });
+    expect(start.status).toBe(200);
+    const sid = ((await start.json()) as { session_id: string }).session_id;
+    const bash = await fetch(`${server.url}/tools/bash`, { method: "POST", headers: auth, body: JSON.stringify({ session_id: sid, command: "echo rest-ok" }) });
+    expect(JSON.stringify(await bash.json())).toContain("rest-ok");
+    const unknown = await fetch(`${server.url}/tools/nope`, { method: "POST", headers: auth });
+    expect(unknown.status).toBe(404);
+    expect(((await unknown.json()) as { error: string }).error).toBe("unknown_tool");
+    const invalid = await fetch(`${server.url}/tools/bash`, { method: "POST", headers: auth, body: JSON.stringify({ session_id: 5 }) });
+    expect(invalid.status).toBe(400);
+    expect(((await invalid.json()) as { error: string }).error).toBe("invalid_arguments");
+    const tail = await fetch(`${server.url}/tools/audit_tail?session_id=${sid}&limit=5`, { headers: auth });
+    expect(tail.status).toBe(200);
+    expect(((await tail.json()) as { count: number }).count).toBeGreaterThan(0);
+  });
+
+  test("401 without a token, 403 insufficient_scope with the needed scope", async () => {
+    const none = await fetch(`${server.url}/tools/version`, { method: "POST" });
+    expect(none.status).toBe(401);
+    expect(none.headers.get("www-authenticate")).toContain("resource_metadata=");
+    const weak = await fetch(`${server.url}/tools/version`, { method: "POST", headers: { authorization: `Bearer ${readOnly}` } });
+    expect(weak.status).toBe(403);
+    expect(weak.headers.get("www-authenticate")).toContain('error="insufficient_scope"');
+    expect(weak.headers.get("www-authenticate")).toContain('scope="shell:read"');
+    expect(((await weak.json()) as { scope: string }).scope).toBe("shell:read");
+  });
+
+  test("oversize bodies in all four shapes get the stable 413; protected routes authenticate first", async () => {
+    const big = "x".repeat(LIMIT * 3);
+    const host = new URL(server.url).host;
+    // 1. Declared: an oversize Content-Length is refused without sending (or reading) the body.
+    const declared = await raw(server.url, [`POST /oauth/token HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${LIMIT * 3}\r\n\r\n`]);
+    expect(statusLines(declared)[0]).toBe(413);
+    expect(declared).toContain('"error":"request_too_large"');
+    expect(declared).toContain(`"limit_bytes":${LIMIT}`);
+    // 2. Chunked: counted as it arrives.
+    const chunk = (s: string) => `${s.length.toString(16)}\r\n${s}\r\n`;
+    const chunked = await raw(server.url, [
+      `POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      chunk(big.slice(0, LIMIT)),
+      chunk(big.slice(LIMIT)),
+      "0\r\n\r\n",
+    ]);
+    expect(statusLines(chunked)[0]).toBe(413);
+    // 3. Missing length: a streamed body with no Content-Length.
+    const stream = new ReadableStream({
+      start(c) {
+        c.enqueue(new TextEncoder().encode(big));
+        c.close();
+      },
+    });
+    const missing = await fetch(`${server.url}/mcp`, { method: "POST", body: stream, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } });
+    expect(missing.status).toBe(413);
+    expect(((await missing.json()) as { error: string }).error).toBe("request_too_large");
+    // 4. Understated: the declared length bounds what is read as this request's body; the rest is
+    // never taken as body bytes (it is a malformed next request and refused).
+    const understated = await raw(server.url, [`POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}${big}`]);
+    const codes = statusLines(understated);
+    expect(codes[0]).toBe(200);
+    expect(codes.slice(1).every((c) => c >= 400)).toBe(true);
+    // Auth before body: no token and an oversize body is a 401, not a 413.
+    const unauth = await raw(server.url, [`POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${LIMIT * 3}\r\n\r\n`]);
+    expect(statusLines(unauth)[0]).toBe(401);
+    // Exactly at the limit is accepted.
+    const atLimit = await fetch(`${server.url}/tools/version`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: `{"pad":"${"y".repeat(LIMIT - 10)}"}` });
+    expect(atLimit.status).toBe(200);
+    // Rejections are audited with sizes, never with bodies.
+    const log = join(dir.path, "state", "audit_log", "audit.jsonl");
+    expect(await eventually(() => readFileSync(log, "utf8").includes("http_request_rejected"))).toBe(true);
+    const text = readFileSync(log, "utf8");
+    expect(text).toContain(`"declared_bytes":${LIMIT * 3}`);
+    expect(text).not.toContain("xxxxxxxxxxxxxxxx");
+  });
+});
