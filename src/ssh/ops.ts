@@ -58,12 +58,34 @@ export function sudoFailure(r: ChannelResult): ToolError {
   return new ToolError("sudo_refused", `sudo refused to start the shell (exit status ${r.code ?? "none"})`);
 }
 
+/** Streams a spool file into a sibling without bytes [offset, offset+length), then renames it over. */
 async function removeFromSpool(path: string, offset: number, length: number): Promise<void> {
-  const f = Bun.file(path);
+  const { closeSync, constants, fsyncSync, openSync, readSync, renameSync, writeSync } = await import("node:fs");
   const tmp = `${path}.rewrite`;
-  await Bun.write(tmp, new Blob([f.slice(0, offset), f.slice(offset + length)]));
-  const { renameSync, chmodSync } = await import("node:fs");
-  chmodSync(tmp, 0o600);
+  const src = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  const dst = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    const buf = Buffer.alloc(1 << 20);
+    let pos = 0;
+    for (;;) {
+      const n = readSync(src, buf, 0, buf.length, pos);
+      if (n === 0) break;
+      const start = pos;
+      const end = pos + n;
+      pos = end;
+      const cutFrom = Math.max(start, offset);
+      const cutTo = Math.min(end, offset + length);
+      if (cutFrom >= cutTo) writeSync(dst, buf, 0, n);
+      else {
+        if (cutFrom > start) writeSync(dst, buf, 0, cutFrom - start);
+        if (end > cutTo) writeSync(dst, buf, cutTo - start, end - cutTo);
+      }
+    }
+    fsyncSync(dst);
+  } finally {
+    closeSync(src);
+    closeSync(dst);
+  }
   renameSync(tmp, path);
 }
 
