@@ -1,0 +1,86 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import { ToolError } from "../../core/errors.ts";
+import { readJsonWithBackup, writeJsonWithBackup } from "../../store/atomic.ts";
+import { withFileLock } from "../../store/lock.ts";
+import { SessionId } from "../common.ts";
+import type { ToolContext } from "../context.ts";
+import { defineTool, READ_ONLY } from "../define.ts";
+import readDescription from "./read-todos.md" with { type: "text" };
+import writeDescription from "./write-todos.md" with { type: "text" };
+
+export const TODO_STATUSES = ["pending", "in_progress", "completed", "cancelled"] as const;
+export const TODO_PRIORITIES = ["high", "medium", "low"] as const;
+
+const TodoItem = z.object({ id: z.string(), content: z.string(), status: z.enum(TODO_STATUSES), priority: z.enum(TODO_PRIORITIES) });
+const TodoList = z.object({ revision: z.number().int().min(0), updated_at: z.number().nullable(), todos: z.array(TodoItem) });
+type TodoList = z.infer<typeof TodoList>;
+
+function todoFile(ctx: ToolContext, sid: string): string {
+  return join(ctx.app.sessions.root, sid, "todos.json");
+}
+
+function load(ctx: ToolContext, sid: string): TodoList {
+  const r = readJsonWithBackup(todoFile(ctx, sid), (v) => TodoList.parse(v), ctx.app.settings.max_todo_bytes * 2 + 1024);
+  return r.status === "ok" ? r.value : { revision: 0, updated_at: null, todos: [] };
+}
+
+export const readTodos = defineTool({
+  name: "read_todos",
+  title: "Read todo list",
+  description: readDescription,
+  scopes: ["shell:read"],
+  annotations: READ_ONLY,
+  input: z.object({ session_id: SessionId }),
+  output: TodoList,
+  async run(ctx, input) {
+    const session = ctx.requireSession(input.session_id);
+    return load(ctx, session.session_id);
+  },
+  text: (o) => (o.todos.length ? o.todos.map((t) => `[${t.status}] (${t.priority}) ${t.id}: ${t.content}`).join("\n") : "(no todos)") + `\nrevision ${o.revision}`,
+});
+
+const InputItem = z.looseObject({
+  id: z.union([z.string().max(200), z.number().int()]).optional(),
+  content: z.string().max(10_000).optional(),
+  status: z.enum(TODO_STATUSES).optional(),
+  priority: z.enum(TODO_PRIORITIES).optional(),
+});
+
+export const writeTodos = defineTool({
+  name: "write_todos",
+  title: "Replace todo list",
+  description: writeDescription,
+  scopes: ["shell:read", "shell:write"],
+  annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+  input: z.object({ session_id: SessionId, todos: z.array(InputItem), expected_revision: z.number().int().min(0).nullable().default(null) }),
+  output: TodoList,
+  async run(ctx, input) {
+    const session = ctx.requireSession(input.session_id);
+    const { settings } = ctx.app;
+    if (input.todos.length > settings.max_todos) throw new ToolError("too_many_todos", `Refusing to write ${input.todos.length} todos; max is ${settings.max_todos}`);
+    const todos = input.todos.map((t, i) => ({
+      id: t.id === undefined ? String(i + 1) : String(t.id),
+      content: t.content ?? "",
+      status: t.status ?? "pending",
+      priority: t.priority ?? "medium",
+    }));
+    const ids = new Set(todos.map((t) => t.id));
+    if (ids.size !== todos.length) throw new ToolError("invalid_arguments", "todo ids must be unique");
+    const dir = join(ctx.app.sessions.root, session.session_id);
+    if (!existsSync(dir)) throw new ToolError("session_not_found", "session state is gone; call session_start again");
+    return withFileLock(join(dir, ".todos.lock"), () => {
+      const cur = load(ctx, session.session_id);
+      if (input.expected_revision !== null && input.expected_revision !== cur.revision) {
+        throw new ToolError("todo_conflict", `Todo list changed from revision ${input.expected_revision} to ${cur.revision}; reload before saving`, { revision: cur.revision });
+      }
+      const next: TodoList = { revision: cur.revision + 1, updated_at: Date.now() / 1000, todos };
+      const bytes = Buffer.byteLength(JSON.stringify(next));
+      if (bytes > settings.max_todo_bytes) throw new ToolError("todos_too_large", `Refusing to write ${bytes} todo bytes; max is ${settings.max_todo_bytes}`);
+      writeJsonWithBackup(todoFile(ctx, session.session_id), next);
+      return next;
+    });
+  },
+  text: (o) => `saved ${o.todos.length} todo(s), revision ${o.revision}`,
+});
