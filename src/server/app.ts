@@ -3,6 +3,7 @@ import { auditObserver } from "../audit/observer.ts";
 import type { Settings } from "../config/schema.ts";
 import { Semaphore } from "../exec/semaphore.ts";
 import { canonicalRoot } from "../fs/paths.ts";
+import { FileServices } from "../fs/services.ts";
 import { containmentRunner } from "../native/helpers.ts";
 import { baseCapabilities, probeSpecs } from "../sessions/orientation.ts";
 import { ProbeCache } from "../sessions/probes.ts";
@@ -36,8 +37,13 @@ export function createApp(settings: Settings): App {
     runner: containmentRunner,
     busySessions: new Map(),
     sessionTeardowns: [],
+    files: new FileServices(settings),
     audit: new AuditLog(settings),
   };
+  services.sessionTeardowns.push(async (sid) => {
+    services.files.snapshots.drop(sid);
+    return {};
+  });
   const registry = new ToolRegistry(settings, builtinTools(), PRECOMPUTED_SCHEMAS);
   registry.observer = auditObserver(services.audit);
   // Warm the helper extraction and, once the client handshake is likely over, the probe cache, so the
@@ -53,6 +59,7 @@ export function createApp(settings: Settings): App {
       principal,
       transport,
       callId: crypto.randomUUID().replaceAll("-", ""),
+      media: [],
       requireSession: (sid) => sessions.touch(sessions.require(sid)),
     }),
   };

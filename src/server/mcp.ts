@@ -2,14 +2,14 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { PRODUCT, VERSION } from "../core/version.ts";
-import type { Principal, Transport } from "../tools/context.ts";
+import type { MediaBlock, Principal, Transport } from "../tools/context.ts";
 import type { ToolOutcome } from "../tools/registry.ts";
 import type { App } from "./app.ts";
 import instructions from "./instructions.md" with { type: "text" };
 
 /** MCP result for one outcome: structured content plus one compact text block, or a typed error. */
-export function toCallToolResult(outcome: ToolOutcome): CallToolResult {
-  if (outcome.ok) return { content: [{ type: "text", text: outcome.text }], structuredContent: outcome.structured };
+export function toCallToolResult(outcome: ToolOutcome, media: readonly MediaBlock[] = []): CallToolResult {
+  if (outcome.ok) return { content: [...media, { type: "text", text: outcome.text }], structuredContent: outcome.structured };
   const { error } = outcome;
   return {
     isError: true,
@@ -48,7 +48,8 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
     const ctx = app.context({ signal: extra.signal, principal: principalFrom(extra.authInfo), transport });
     hooks.onCallStart?.();
     try {
-      return toCallToolResult(await app.registry.call(ctx, request.params.name, request.params.arguments ?? {}));
+      const outcome = await app.registry.call(ctx, request.params.name, request.params.arguments ?? {});
+      return toCallToolResult(outcome, ctx.media);
     } finally {
       hooks.onCallEnd?.();
     }

@@ -1,6 +1,7 @@
 import type { AuditLog } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
 import type { Semaphore } from "../exec/semaphore.ts";
+import type { FileServices } from "../fs/services.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
 import type { ProbeCache } from "../sessions/probes.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
@@ -32,8 +33,17 @@ export interface AppServices {
   /** Sessions with work in flight in this process; pruning must skip them. */
   busySessions: Map<string, number>;
   sessionTeardowns: SessionTeardown[];
+  /** Snapshots, line index and path locks of the workspace file tools. */
+  files: FileServices;
   /** The JSONL audit log of this state dir. */
   audit: AuditLog;
+}
+
+/** Non-text content a tool adds to its MCP result (view_image). */
+export interface MediaBlock {
+  type: "image";
+  data: string;
+  mimeType: string;
 }
 
 export type Transport = "stdio" | "mcp" | "http" | "worker";
@@ -47,4 +57,6 @@ export interface ToolContext {
   callId: string;
   /** Looks up, validates and touches a session; throws session_not_found / session_expired. */
   requireSession(sessionId: string): SessionRecord;
+  /** Image blocks the MCP edge puts before the text block; absent where a transport cannot carry them. */
+  media?: MediaBlock[];
 }
