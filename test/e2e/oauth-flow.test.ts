@@ -81,7 +81,8 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
   test("authorize rejects missing or mismatched resource and unregistered redirect URIs; never redirects", async () => {
     const d = await discover(server.url);
     const client = await register(d);
-    for (const extra of [{ resource: null }, { resource: "http://127.0.0.1:1/mcp" }, { redirect_uri: "http://127.0.0.1:9/other" }, { code_challenge: null }]) {
+    const cases: Array<Record<string, string | null>> = [{ resource: null }, { resource: "http://127.0.0.1:1/mcp" }, { redirect_uri: "http://127.0.0.1:9/other" }, { code_challenge: null }];
+    for (const extra of cases) {
       const req = await authorizeRequest(d, client, extra);
       const page = await approvalPage(d, req);
       expect(page.status).toBe(400);
