@@ -13,6 +13,8 @@ mkdirSync(join(root, "dist"), { recursive: true });
 
 const t0 = performance.now();
 await $`bash ${join(root, "scripts", "build-native.sh")} ${join(root, "build", "native", "lsm-runner")}`;
+// Static tmux for persistent shells (cached by content, so repeated builds only copy it).
+await $`bash ${join(root, "native", "tmux", "build.sh")} ${join(root, "build", "native", "tmux")}`;
 const t1 = performance.now();
 
 const result = await Bun.build({

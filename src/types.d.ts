@@ -8,3 +8,7 @@ declare module "*/lsm-runner" {
   const path: string;
   export default path;
 }
+declare module "*/tmux" {
+  const path: string;
+  export default path;
+}

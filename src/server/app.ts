@@ -2,6 +2,7 @@ import { AuditLog } from "../audit/log.ts";
 import { auditObserver } from "../audit/observer.ts";
 import type { Settings } from "../config/schema.ts";
 import { Semaphore } from "../exec/semaphore.ts";
+import { createShellServices } from "../exec/shells-services.ts";
 import { canonicalRoot } from "../fs/paths.ts";
 import { FileServices } from "../fs/services.ts";
 import { containmentRunner } from "../native/helpers.ts";
@@ -27,16 +28,21 @@ export interface App {
 export function createApp(settings: Settings): App {
   ensurePrivateDir(settings.state_dir);
   const sessions = new SessionStore(settings.state_dir, { maxSessions: settings.max_agent_sessions, retentionS: settings.agent_session_retention_s });
+  const capabilities = baseCapabilities();
+  const probes = new ProbeCache();
+  const sessionTeardowns: AppServices["sessionTeardowns"] = [];
+  const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, teardowns: sessionTeardowns, capabilities, probes });
   const services: AppServices = {
     settings,
     workspaceRoot: canonicalRoot(settings.workspace_root),
     sessions,
     commandSlots: new Semaphore(settings.max_concurrent_commands),
-    probes: new ProbeCache(),
-    capabilities: baseCapabilities(),
+    probes,
+    capabilities,
     runner: containmentRunner,
     busySessions: new Map(),
-    sessionTeardowns: [],
+    sessionTeardowns,
+    ...shellServices,
     files: new FileServices(settings),
     audit: new AuditLog(settings),
   };

@@ -51,6 +51,38 @@ export class SessionStore {
     ensurePrivateDir(this.locks);
   }
 
+  /**
+   * Checks that capabilities add (jobs, shells): true means the session has live or undecidable work
+   * and must not be pruned. A check that throws protects the session too.
+   */
+  readonly guards: Array<(rec: SessionRecord) => boolean> = [];
+  /** Non-blocking attempt at a session's lifecycle lock for pruning; undefined = someone holds or wants it. */
+  pruneLock: ((sid: string) => { release(): void } | undefined) | undefined;
+
+  private protectedFromPruning(rec: SessionRecord): boolean {
+    if (rec.persistent_shell_ids.length > 0) return true;
+    return this.guards.some((g) => {
+      try {
+        return g(rec);
+      } catch {
+        return true;
+      }
+    });
+  }
+
+  /** Removes a prune candidate only if its lifecycle lock is free and it is still idle under it. */
+  private pruneOne(rec: SessionRecord, stillEligible: (r: SessionRecord) => boolean): void {
+    const lock = this.pruneLock?.(rec.session_id);
+    if (this.pruneLock && !lock) return;
+    try {
+      const fresh = this.read(rec.session_id);
+      if (!fresh || !stillEligible(fresh) || this.protectedFromPruning(fresh)) return;
+      this.remove(rec.session_id);
+    } finally {
+      lock?.release();
+    }
+  }
+
   private file(sid: string): string {
     return join(this.root, sid, "session.json");
   }
@@ -156,15 +188,18 @@ export class SessionStore {
     const t = now();
     const live: SessionRecord[] = [];
     for (const rec of this.list()) {
-      if (rec.target === "local" && this.isExpired(rec, t) && !isBusy(rec.session_id)) this.remove(rec.session_id);
-      else live.push(rec);
+      if (rec.target === "local" && this.isExpired(rec, t) && !isBusy(rec.session_id) && !this.protectedFromPruning(rec)) {
+        this.pruneOne(rec, (r) => this.isExpired(r, t));
+        if (!existsSync(join(this.root, rec.session_id))) continue;
+      }
+      live.push(rec);
     }
     const over = live.length - (this.limits.maxSessions - 1);
     if (over <= 0) return;
     const evictable = live
-      .filter((r) => r.target === "local" && t - r.updated_at > ACTIVE_WINDOW_S && !isBusy(r.session_id))
+      .filter((r) => r.target === "local" && t - r.updated_at > ACTIVE_WINDOW_S && !isBusy(r.session_id) && !this.protectedFromPruning(r))
       .sort((a, b) => a.updated_at - b.updated_at)
       .slice(0, over);
-    for (const r of evictable) this.remove(r.session_id);
+    for (const r of evictable) this.pruneOne(r, (x) => t - x.updated_at > ACTIVE_WINDOW_S);
   }
 }

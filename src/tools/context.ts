@@ -1,10 +1,13 @@
 import type { AuditLog } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
+import type { JobManager } from "../exec/jobs.ts";
+import type { ShellManager } from "../exec/shells.ts";
 import type { Semaphore } from "../exec/semaphore.ts";
 import type { FileServices } from "../fs/services.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
 import type { ProbeCache } from "../sessions/probes.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
+import type { LifecycleLocks } from "../store/lifecycle.ts";
 
 export const SCOPES = ["shell:read", "shell:write", "shell:execute", "git:write", "file:share", "remote:use", "audit:read", "audit:full"] as const;
 export type Scope = (typeof SCOPES)[number];
@@ -33,6 +36,12 @@ export interface AppServices {
   /** Sessions with work in flight in this process; pruning must skip them. */
   busySessions: Map<string, number>;
   sessionTeardowns: SessionTeardown[];
+  /** Per-session lifecycle locks shared across server processes (shared = work, exclusive = teardown). */
+  lifecycle: LifecycleLocks;
+  /** Persistent tmux shells on the private socket. */
+  shells: ShellManager;
+  /** Durable background jobs. */
+  jobs: JobManager;
   /** Snapshots, line index and path locks of the workspace file tools. */
   files: FileServices;
   /** The JSONL audit log of this state dir. */

@@ -5,9 +5,11 @@ import { sessionChangeCwd } from "./sessions/session-change-cwd.ts";
 import { sessionEnd } from "./sessions/session-end.ts";
 import { sessionStart } from "./sessions/session-start.ts";
 import { bash } from "./shell/bash.ts";
+import { job } from "./shell/job.ts";
+import { killPersistentShell, listPersistentShells, readPersistentShellOutput, resizePersistentShell, sendPersistentShellInput } from "./shell/persistent-shells.ts";
 import { fileTools } from "./files/index.ts";
 
 /** Every built-in tool. Capabilities add theirs here. */
 export function builtinTools(): ToolDefinition[] {
-  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail, ...fileTools()] as unknown as ToolDefinition[];
+  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail, ...fileTools(), job, listPersistentShells, readPersistentShellOutput, sendPersistentShellInput, resizePersistentShell, killPersistentShell] as unknown as ToolDefinition[];
 }

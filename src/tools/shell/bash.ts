@@ -1,10 +1,11 @@
 import { z } from "zod";
-import { ToolError } from "../../core/errors.ts";
 import { runBounded } from "../../exec/bounded.ts";
 import { validateEnv } from "../../exec/env.ts";
 import { assertCommandAllowed } from "../../exec/policy.ts";
 import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
+import type { ToolContext } from "../context.ts";
+import { jobInfo } from "./job.ts";
 import { defineTool } from "../define.ts";
 import description from "./bash.md" with { type: "text" };
 
@@ -65,65 +66,94 @@ export const bash = defineTool({
   }),
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
-    if (input.pty || input.async_) {
-      throw new ToolError("unsupported_mode", `${input.pty ? "pty" : "async_"} mode is not available on this server yet; run a bounded command instead`);
-    }
     const { settings } = ctx.app;
     const cwd = resolveDirInWorkdir(session.workdir, input.cwd);
     const env = validateEnv(input.env);
     assertCommandAllowed(input.command, settings.command_denylist);
-    const timeout = effectiveTimeout(input.timeout_s, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
-    const maxOutput = Math.max(1, Math.min(input.max_output_bytes ?? settings.max_output_bytes, settings.max_output_bytes));
-    const busy = ctx.app.busySessions;
-    busy.set(session.session_id, (busy.get(session.session_id) ?? 0) + 1);
-    try {
-      const r = await runBounded({
-        runner: await ctx.app.runner(),
-        shell: settings.shell_executable,
-        command: input.command,
-        cwd,
-        env,
-        timeoutMs: timeout.seconds * 1000,
-        maxOutputBytes: maxOutput,
-        semaphore: ctx.app.commandSlots,
-        signal: ctx.signal,
-      });
-      const notes = timeout.note ? [timeout.note] : [];
-      if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the command and everything it started were stopped`);
-      if (r.cancelled) notes.push("cancelled; the command and everything it started were stopped");
-      if (r.containment_failed) notes.push("process containment failed; the command was not run or its cleanup was not confirmed");
-      const result = CommandResult.parse({
-        ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
-        exit_code: r.exit_code,
-        timed_out: r.timed_out,
-        duration_ms: r.duration_ms,
-        cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd),
-        command: input.command,
-        stdout: r.stdout,
-        stderr: r.stderr,
-        truncated: r.truncated,
-        stdout_bytes: r.stdout_bytes,
-        stderr_bytes: r.stderr_bytes,
-        stdout_lossy: r.stdout_lossy,
-        stderr_lossy: r.stderr_lossy,
-        timeout_s: timeout.seconds,
-        notes,
-      });
-      return { mode: "command" as const, command: input.command, cwd, result };
-    } finally {
-      const n = (busy.get(session.session_id) ?? 1) - 1;
-      if (n <= 0) busy.delete(session.session_id);
-      else busy.set(session.session_id, n);
-    }
+    // Work in a session holds its lifecycle lock shared (concurrent with other work); teardown and
+    // workdir changes hold it exclusive, in this process or any other sharing the state dir.
+    type Out = { mode: "command" | "job" | "pty"; command: string; cwd: string; result: Record<string, unknown> };
+    return ctx.app.lifecycle.hold<Out>(session.session_id, "shared", () => {
+      // Re-validated under the lock: a teardown that won the race has removed the session.
+      ctx.app.sessions.require(session.session_id);
+      if (input.pty) return startPty(ctx, input, cwd, env);
+      if (input.async_) return startJob(ctx, input, cwd, env);
+      return runCommand(ctx, input, session.session_id, cwd, env);
+    }, { signal: ctx.signal });
   },
-  text: (o) => {
-    if (o.mode !== "command") return JSON.stringify(o.result);
-    const r = CommandResult.parse(o.result);
-    const head = `exit ${r.exit_code ?? "none"}${r.timed_out ? " (timed out)" : ""} in ${r.duration_ms} ms${r.truncated ? ", output truncated" : ""}`;
-    const parts = [head];
-    if (r.stdout) parts.push(r.stdout.replace(/\n$/, ""));
-    if (r.stderr) parts.push(`[stderr]\n${r.stderr.replace(/\n$/, "")}`);
-    for (const n of r.notes) parts.push(`[note] ${n}`);
-    return parts.join("\n");
-  },
+  text: bashText,
 });
+
+type BashInput = { session_id: string; command: string; name: string | null; timeout_s: number | null; max_output_bytes: number | null };
+
+async function startPty(ctx: ToolContext, input: BashInput, cwd: string, env: Record<string, string>) {
+  const session = ctx.app.sessions.require(input.session_id);
+  const r = await ctx.app.shells.start({ session, command: input.command, cwd, env, name: input.name });
+  const result = { shell_id: r.shell_id, cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd), command: input.command, backend: r.backend, session_id: session.session_id };
+  return { mode: "pty" as const, command: input.command, cwd, result };
+}
+
+async function startJob(ctx: ToolContext, input: BashInput, cwd: string, env: Record<string, string>) {
+  const j = await ctx.app.jobs.start({ sessionId: input.session_id, command: input.command, cwd, env, name: input.name });
+  return { mode: "job" as const, command: input.command, cwd, result: jobInfo(j) };
+}
+
+async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: string, env: Record<string, string>) {
+  const session = { session_id: sid };
+  const { settings } = ctx.app;
+  const timeout = effectiveTimeout(input.timeout_s, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
+  const maxOutput = Math.max(1, Math.min(input.max_output_bytes ?? settings.max_output_bytes, settings.max_output_bytes));
+  const busy = ctx.app.busySessions;
+  busy.set(session.session_id, (busy.get(session.session_id) ?? 0) + 1);
+  try {
+    const r = await runBounded({
+      runner: await ctx.app.runner(),
+      shell: settings.shell_executable,
+      command: input.command,
+      cwd,
+      env,
+      timeoutMs: timeout.seconds * 1000,
+      maxOutputBytes: maxOutput,
+      semaphore: ctx.app.commandSlots,
+      signal: ctx.signal,
+    });
+    const notes = timeout.note ? [timeout.note] : [];
+    if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the command and everything it started were stopped`);
+    if (r.cancelled) notes.push("cancelled; the command and everything it started were stopped");
+    if (r.containment_failed) notes.push("process containment failed; the command was not run or its cleanup was not confirmed");
+    const result = CommandResult.parse({
+      ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
+      exit_code: r.exit_code,
+      timed_out: r.timed_out,
+      duration_ms: r.duration_ms,
+      cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd),
+      command: input.command,
+      stdout: r.stdout,
+      stderr: r.stderr,
+      truncated: r.truncated,
+      stdout_bytes: r.stdout_bytes,
+      stderr_bytes: r.stderr_bytes,
+      stdout_lossy: r.stdout_lossy,
+      stderr_lossy: r.stderr_lossy,
+      timeout_s: timeout.seconds,
+      notes,
+    });
+    return { mode: "command" as const, command: input.command, cwd, result };
+  } finally {
+    const n = (busy.get(session.session_id) ?? 1) - 1;
+    if (n <= 0) busy.delete(session.session_id);
+    else busy.set(session.session_id, n);
+  }
+}
+
+function bashText(o: { mode: string; result: Record<string, unknown> }): string {
+  if (o.mode !== "command") return JSON.stringify(o.result);
+  const r = CommandResult.parse(o.result);
+  const head = `exit ${r.exit_code ?? "none"}${r.timed_out ? " (timed out)" : ""} in ${r.duration_ms} ms${r.truncated ? ", output truncated" : ""}`;
+  const parts = [head];
+  if (r.stdout) parts.push(r.stdout.replace(/\n$/, ""));
+  if (r.stderr) parts.push(`[stderr]\n${r.stderr.replace(/\n$/, "")}`);
+  for (const n of r.notes) parts.push(`[note] ${n}`);
+  return parts.join("\n");
+}
+

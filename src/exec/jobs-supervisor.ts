@@ -1,0 +1,154 @@
+/**
+ * The job supervisor: one detached process per job attempt. It is self-contained (node built-ins
+ * only) because it is extracted beside the other helpers and run by the server binary itself
+ * (`BUN_BE_BUN=1 <server> <this file> <spec>`), outliving the server that started it.
+ *
+ * It inherits the job's liveness lease as fd 3 and keeps it until it exits, after the terminal
+ * status is durable; it runs the command under the containment runner with stdout and stderr
+ * merged into a log bounded to `max_log_bytes` (compacted to the tail at twice that), and forwards
+ * SIGTERM/SIGINT/SIGHUP to the runner, which stops the whole process tree.
+ */
+import { closeSync, constants, fstatSync, fsyncSync, openSync, readFileSync, readSync, renameSync, writeSync } from "node:fs";
+import { dirname } from "node:path";
+
+interface Spec {
+  job_id: string;
+  attempt: number;
+  runner: string;
+  grace_ms: number;
+  shell: string;
+  command: string;
+  cwd: string;
+  env: Record<string, string>;
+  log: string;
+  status: string;
+  progress: string;
+  max_log_bytes: number;
+}
+
+const spec = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as Spec;
+const now = () => Date.now() / 1000;
+
+function writeAtomic(path: string, body: string): void {
+  const tmp = `${path}.tmp-${process.pid}`;
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
+  try {
+    writeSync(fd, body);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
+  const dfd = openSync(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    fsyncSync(dfd);
+  } finally {
+    closeSync(dfd);
+  }
+}
+
+let logFd = openSync(spec.log, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o600);
+let logSize = fstatSync(logFd).size;
+let total = 0;
+let dropped = 0;
+let progressDirty = false;
+
+function compact(): void {
+  const keep = spec.max_log_bytes;
+  const rfd = openSync(spec.log, constants.O_RDONLY);
+  const buf = Buffer.alloc(keep);
+  let n = 0;
+  try {
+    while (n < keep) {
+      const r = readSync(rfd, buf, n, keep - n, logSize - keep + n);
+      if (r <= 0) break;
+      n += r;
+    }
+  } finally {
+    closeSync(rfd);
+  }
+  const tmp = `${spec.log}.compact-${process.pid}`;
+  const wfd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+  writeSync(wfd, buf, 0, n);
+  closeSync(wfd);
+  renameSync(tmp, spec.log);
+  closeSync(logFd);
+  logFd = openSync(spec.log, constants.O_WRONLY | constants.O_APPEND, 0o600);
+  dropped += logSize - n;
+  logSize = n;
+  progressDirty = true;
+}
+
+function append(chunk: Uint8Array): void {
+  let off = 0;
+  while (off < chunk.length) off += writeSync(logFd, chunk, off, chunk.length - off);
+  logSize += chunk.length;
+  total += chunk.length;
+  progressDirty = true;
+  if (logSize > 2 * spec.max_log_bytes) compact();
+}
+
+function saveProgress(): void {
+  if (!progressDirty) return;
+  progressDirty = false;
+  try {
+    writeAtomic(spec.progress, JSON.stringify({ attempt: spec.attempt, output_bytes: total, dropped_bytes: dropped, updated_at: now() }));
+  } catch {
+    // Progress is advisory; the terminal status is what matters.
+  }
+}
+
+const startedAt = now();
+let cancelled = false;
+let child: Bun.Subprocess<"ignore", "pipe", "pipe"> | undefined;
+for (const sig of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
+  process.on(sig, () => {
+    cancelled = true;
+    child?.kill("SIGTERM");
+  });
+}
+
+let exitCode: number | null = null;
+let error: string | null = null;
+try {
+  child = Bun.spawn([spec.runner, "--grace-ms", String(spec.grace_ms), "--", spec.shell, "-c", spec.command], {
+    cwd: spec.cwd,
+    env: spec.env,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const timer = setInterval(saveProgress, 1000);
+  const pump = async (s: ReadableStream<Uint8Array>) => {
+    for await (const chunk of s) append(chunk);
+  };
+  await Promise.all([pump(child.stdout), pump(child.stderr)]);
+  const code = await child.exited;
+  clearInterval(timer);
+  exitCode = child.signalCode ? 128 + (({ SIGTERM: 15, SIGKILL: 9, SIGINT: 2, SIGHUP: 1 }) as Record<string, number>)[child.signalCode]! : code;
+  if (exitCode === 125 && !cancelled) error = "the containment runner could not establish or confirm containment (exit 125)";
+} catch (e) {
+  error = `the job could not be started: ${(e as NodeJS.ErrnoException).code ?? "spawn failed"}`;
+}
+closeSync(logFd);
+progressDirty = true;
+saveProgress();
+writeAtomic(
+  spec.status,
+  JSON.stringify({
+    job_id: spec.job_id,
+    attempt: spec.attempt,
+    exit_code: exitCode,
+    cancelled,
+    started_at: startedAt,
+    completed_at: now(),
+    output_bytes: total,
+    log_truncated: dropped > 0,
+    error,
+  }),
+);
+// Exiting closes fd 3 and so releases the liveness lease, strictly after the status is durable.
+process.exit(0);
+
+/** The path of this script (an embedded asset path when imported with `{ type: "file" }`). */
+export default import.meta.path;

@@ -1,0 +1,493 @@
+import { randomBytes } from "node:crypto";
+import { closeSync, constants, openSync, readFileSync, readSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { z } from "zod";
+import { ToolError } from "../core/errors.ts";
+import { log } from "../core/log.ts";
+import { extractHelper } from "../native/extract.ts";
+import { isCompiledBinary } from "../sessions/orientation.ts";
+import { ensurePrivateDir, readJsonWithBackup, writeFileAtomic, writeJsonWithBackup } from "../store/atomic.ts";
+import { DeferredJournal, type DeferredUpdate } from "../store/journal.ts";
+import { acquireLease, leaseState, type LeaseState } from "../store/lease.ts";
+import { jobsLockPath } from "../store/lifecycle.ts";
+import { FileLock } from "../store/lock.ts";
+import { childEnv } from "./env.ts";
+import supervisorScript from "./jobs-supervisor.ts" with { type: "file" };
+
+export const JOB_STATUSES = ["starting", "running", "stopping", "retrying", "succeeded", "failed", "exited", "stopped", "lost", "unknown"] as const;
+export type JobStatus = (typeof JOB_STATUSES)[number];
+const ACTIVE = new Set<JobStatus>(["starting", "running", "stopping", "retrying"]);
+export const isActive = (s: JobStatus) => ACTIVE.has(s);
+
+/** Lock budget for the job registry; past it, terminal updates go to the deferred journal. */
+export const JOBS_LOCK_MS = 2000;
+const JOB_GRACE_MS = 1500;
+const STOP_WAIT_MS = JOB_GRACE_MS + 8000;
+const MAX_APPLIED_IDS = 64;
+
+const JobRow = z.object({
+  job_id: z.string().regex(/^job_[0-9a-f]{12}$/),
+  kind: z.literal("shell"),
+  name: z.string().nullable(),
+  status: z.enum(JOB_STATUSES),
+  command: z.string(),
+  cwd: z.string(),
+  session_id: z.string(),
+  env_keys: z.array(z.string()).default([]),
+  created_at: z.number(),
+  updated_at: z.number(),
+  last_started_at: z.number().nullable().default(null),
+  completed_at: z.number().nullable().default(null),
+  exit_code: z.number().int().nullable().default(null),
+  error: z.string().nullable().default(null),
+  log_truncated: z.boolean().default(false),
+  output_bytes: z.number().int().default(0),
+  attempts: z.number().int().min(1),
+  supervisor_pid: z.number().int().nullable().default(null),
+  lease_version: z.number().int().nullable().default(null),
+  applied_updates: z.array(z.string()).default([]),
+});
+export type JobRow = z.infer<typeof JobRow>;
+const JobFile = z.object({ version: z.literal(2), jobs: z.array(JobRow) });
+
+const StatusFile = z.object({
+  attempt: z.number().int(),
+  exit_code: z.number().int().nullable(),
+  cancelled: z.boolean(),
+  started_at: z.number(),
+  completed_at: z.number(),
+  output_bytes: z.number().int(),
+  log_truncated: z.boolean(),
+  error: z.string().nullable(),
+});
+const ProgressFile = z.object({ attempt: z.number().int(), output_bytes: z.number().int(), dropped_bytes: z.number().int() });
+
+export interface JobView extends Omit<JobRow, "supervisor_pid" | "lease_version" | "applied_updates" | "env_keys"> {
+  env_keys: string[];
+  /** True when liveness could not be decided (lease unreadable): the job is kept as it was. */
+  uncertain: boolean;
+}
+
+const now = () => Date.now() / 1000;
+
+export interface JobSettings {
+  stateDir: string;
+  shell: string;
+  maxJobs: number;
+  maxLogBytes: number;
+  runner: () => Promise<string>;
+}
+
+/**
+ * Durable background jobs. Each attempt runs in a detached supervisor process (see
+ * jobs-supervisor.ts) that holds the job's liveness lease; any server process sharing the state dir
+ * reconciles a job from that lease and the attempt's durable status file: held = running,
+ * unlocked with a status = finished, unlocked without one = lost, undecidable = left as is.
+ */
+export class JobManager {
+  readonly dir: string;
+  private readonly file: string;
+  readonly journal: DeferredJournal;
+
+  constructor(private readonly cfg: JobSettings) {
+    this.dir = join(cfg.stateDir, "jobs");
+    this.file = join(cfg.stateDir, "jobs.json");
+    this.journal = new DeferredJournal(join(this.dir, "deferred"), ["complete", "lost"]);
+    ensurePrivateDir(this.dir);
+  }
+
+  private jobDir(id: string) {
+    return join(this.dir, id);
+  }
+  private leasePath(id: string) {
+    return join(this.jobDir(id), "lease");
+  }
+  private attemptFile(id: string, attempt: number, kind: "log" | "status.json" | "progress.json" | "spec.json") {
+    return join(this.jobDir(id), `attempt-${attempt}.${kind}`);
+  }
+
+  /** Reads the registry (primary, then backup); both bad → `state_corrupt`. */
+  readRows(): JobRow[] {
+    const r = readJsonWithBackup(this.file, (v) => JobFile.parse(v));
+    return r.status === "ok" ? r.value.jobs : [];
+  }
+
+  /** Runs `fn` on the registry under its cross-process lock, replaying deferred updates first. */
+  async mutate<T>(fn: (rows: JobRow[]) => T, timeoutMs = JOBS_LOCK_MS): Promise<T> {
+    ensurePrivateDir(join(this.cfg.stateDir, "locks"));
+    let lock: FileLock;
+    try {
+      lock = await FileLock.acquire(jobsLockPath(this.cfg.stateDir), timeoutMs);
+    } catch (e) {
+      if (e instanceof ToolError && e.code === "lock_timeout") throw new ToolError("job_store_busy", "job store is busy; try again");
+      throw e;
+    }
+    try {
+      const rows = this.readRows();
+      const pending = this.journal.pending();
+      const applied = pending.updates.filter((u) => this.applyDeferred(rows, u));
+      const result = fn(rows);
+      this.prune(rows);
+      writeJsonWithBackup(this.file, { version: 2, jobs: rows });
+      for (const u of pending.updates) this.journal.remove(u.id);
+      if (applied.length) log.info(`replayed ${applied.length} deferred job update(s)`);
+      return result;
+    } finally {
+      lock.release();
+    }
+  }
+
+  private applyDeferred(rows: JobRow[], u: DeferredUpdate): boolean {
+    const row = rows.find((r) => r.job_id === u.job_id);
+    if (!row || row.session_id !== u.session_id) {
+      log.warn(`deferred job update ${u.id} rejected: no matching job`);
+      return false;
+    }
+    if (row.applied_updates.includes(u.id)) return false;
+    row.applied_updates = [...row.applied_updates, u.id].slice(-MAX_APPLIED_IDS);
+    const attempt = Number(u.data.attempt);
+    if (attempt !== row.attempts || !isActive(row.status)) return true;
+    const parsed = TerminalPatch.safeParse(u.data.patch);
+    if (parsed.success) Object.assign(row, parsed.data, { updated_at: now() });
+    return true;
+  }
+
+  /** Keeps every active job and the newest finished ones up to max_jobs; drops the rest with their logs. */
+  private prune(rows: JobRow[]): void {
+    const finished = rows.filter((r) => !isActive(r.status)).sort((a, b) => b.created_at - a.created_at);
+    const room = Math.max(0, this.cfg.maxJobs - (rows.length - finished.length));
+    for (const r of finished.slice(room)) {
+      rows.splice(rows.indexOf(r), 1);
+      rmSync(this.jobDir(r.job_id), { recursive: true, force: true });
+    }
+  }
+
+  private async supervisorPath(): Promise<string> {
+    return extractHelper("job-supervisor.ts", supervisorScript);
+  }
+
+  /** Starts attempt `attempt` of a job whose lease we hold; hands the lease to the supervisor. */
+  private async launch(row: JobRow, lease: FileLock, env: Record<string, string>): Promise<number> {
+    const attempt = row.attempts;
+    for (const k of ["log", "status.json", "progress.json"] as const) rmSync(this.attemptFile(row.job_id, attempt, k), { force: true });
+    const spec = {
+      job_id: row.job_id,
+      attempt,
+      runner: await this.cfg.runner(),
+      grace_ms: JOB_GRACE_MS,
+      shell: this.cfg.shell,
+      command: row.command,
+      cwd: row.cwd,
+      env: childEnv(env),
+      log: this.attemptFile(row.job_id, attempt, "log"),
+      status: this.attemptFile(row.job_id, attempt, "status.json"),
+      progress: this.attemptFile(row.job_id, attempt, "progress.json"),
+      max_log_bytes: this.cfg.maxLogBytes,
+    };
+    const specPath = this.attemptFile(row.job_id, attempt, "spec.json");
+    writeFileAtomic(specPath, JSON.stringify(spec));
+    const script = await this.supervisorPath();
+    const supEnv: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/" };
+    if (isCompiledBinary()) supEnv.BUN_BE_BUN = "1";
+    const proc = Bun.spawn([process.execPath, script, specPath], {
+      stdio: ["ignore", "ignore", "ignore", lease.descriptor!],
+      env: supEnv,
+      detached: true,
+    });
+    proc.unref();
+    // The supervisor now holds the lease through its own descriptor.
+    lease.detach();
+    return proc.pid;
+  }
+
+  async start(input: { sessionId: string; command: string; cwd: string; env: Record<string, string>; name: string | null }): Promise<JobView> {
+    const id = `job_${randomBytes(6).toString("hex")}`;
+    ensurePrivateDir(this.jobDir(id));
+    writeFileAtomic(join(this.jobDir(id), "env.json"), JSON.stringify(input.env));
+    const lease = acquireLease(this.leasePath(id), { job_id: id, pid: process.pid });
+    const t = now();
+    const row: JobRow = JobRow.parse({
+      job_id: id,
+      kind: "shell",
+      name: input.name,
+      status: "starting",
+      command: input.command,
+      cwd: input.cwd,
+      session_id: input.sessionId,
+      env_keys: Object.keys(input.env).sort(),
+      created_at: t,
+      updated_at: t,
+      attempts: 1,
+      lease_version: 1,
+    });
+    try {
+      await this.mutate((rows) => void rows.push(row));
+    } catch (e) {
+      lease.release();
+      rmSync(this.jobDir(id), { recursive: true, force: true });
+      throw e;
+    }
+    return this.finishLaunch(row, lease, input.env);
+  }
+
+  private async finishLaunch(row: JobRow, lease: FileLock, env: Record<string, string>): Promise<JobView> {
+    let pid: number;
+    try {
+      pid = await this.launch(row, lease, env);
+    } catch {
+      lease.release();
+      const failed = { status: "failed" as const, error: "the job supervisor could not be started", completed_at: now(), exit_code: null };
+      await this.mutate((rows) => Object.assign(rows.find((r) => r.job_id === row.job_id) ?? {}, failed, { updated_at: now() })).catch(() => undefined);
+      throw new ToolError("job_start_failed", "the background job could not be started");
+    }
+    const started = await this.mutate((rows) => {
+      const r = rows.find((x) => x.job_id === row.job_id);
+      if (!r) throw new ToolError("job_not_found", `job not found in session: ${row.job_id}`);
+      Object.assign(r, { status: "running", supervisor_pid: pid, last_started_at: now(), updated_at: now() });
+      return { ...r };
+    });
+    return this.view(started, false);
+  }
+
+  private view(r: JobRow, uncertain: boolean): JobView {
+    const { supervisor_pid: _p, lease_version: _l, applied_updates: _a, ...rest } = r;
+    return { ...rest, uncertain };
+  }
+
+  private readStatus(id: string, attempt: number): z.infer<typeof StatusFile> | undefined {
+    try {
+      const s = StatusFile.parse(JSON.parse(readFileSync(this.attemptFile(id, attempt, "status.json"), "utf8")));
+      return s.attempt === attempt ? s : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  private liveness(r: JobRow): LeaseState {
+    return r.lease_version === 1 ? leaseState(this.leasePath(r.job_id)) : "unlocked";
+  }
+
+  /** What an active row should become now, from its lease and status file; undefined = unchanged. */
+  private terminalPatch(r: JobRow): { patch: z.infer<typeof TerminalPatch> | undefined; uncertain: boolean } {
+    if (!isActive(r.status)) return { patch: undefined, uncertain: false };
+    const lease = this.liveness(r);
+    if (lease === "held") return { patch: undefined, uncertain: false };
+    if (lease === "uncertain") return { patch: undefined, uncertain: true };
+    const s = this.readStatus(r.job_id, r.attempts);
+    if (s) {
+      return {
+        patch: {
+          status: s.cancelled ? "stopped" : s.exit_code === 0 ? "succeeded" : "failed",
+          exit_code: s.exit_code,
+          completed_at: s.completed_at,
+          error: s.error,
+          output_bytes: s.output_bytes,
+          log_truncated: s.log_truncated,
+        },
+        uncertain: false,
+      };
+    }
+    return {
+      patch: {
+        status: "lost",
+        exit_code: null,
+        completed_at: now(),
+        error: r.lease_version === 1 ? "job supervisor ended without a durable completion record; retry it to run the command again" : "job predates liveness leases; retry it to run the command again",
+        output_bytes: r.output_bytes,
+        log_truncated: r.log_truncated,
+      },
+      uncertain: false,
+    };
+  }
+
+  private withProgress(r: JobRow): JobRow {
+    if (!isActive(r.status)) return r;
+    try {
+      const p = ProgressFile.parse(JSON.parse(readFileSync(this.attemptFile(r.job_id, r.attempts, "progress.json"), "utf8")));
+      if (p.attempt === r.attempts) return { ...r, output_bytes: p.output_bytes, log_truncated: p.dropped_bytes > 0 };
+    } catch {
+      // No progress yet.
+    }
+    return r;
+  }
+
+  /**
+   * Reconciles the session's jobs and commits terminal transitions. When the registry lock is busy
+   * the transition is written to the deferred journal and the caller still sees the new state.
+   */
+  async reconcile(sessionId: string): Promise<JobView[]> {
+    const rows = this.readRows().filter((r) => r.session_id === sessionId);
+    const views: JobView[] = [];
+    const changes: Array<{ row: JobRow; patch: z.infer<typeof TerminalPatch> }> = [];
+    for (const r of rows) {
+      const { patch, uncertain } = this.terminalPatch(r);
+      if (patch) changes.push({ row: r, patch });
+      views.push(this.view(patch ? { ...r, ...patch, updated_at: now() } : this.withProgress(r), uncertain));
+    }
+    if (changes.length) await this.commit(changes);
+    return views.sort((a, b) => b.created_at - a.created_at);
+  }
+
+  private async commit(changes: Array<{ row: JobRow; patch: z.infer<typeof TerminalPatch> }>): Promise<void> {
+    try {
+      await this.mutate((rows) => {
+        for (const { row, patch } of changes) {
+          const r = rows.find((x) => x.job_id === row.job_id);
+          if (!r || r.attempts !== row.attempts || !isActive(r.status)) continue;
+          // Recheck under the lock: another process may have retried or finished it meanwhile.
+          const fresh = this.terminalPatch(r).patch;
+          if (fresh) Object.assign(r, fresh, { updated_at: now() });
+        }
+      });
+    } catch (e) {
+      if (!(e instanceof ToolError && e.code === "job_store_busy")) throw e;
+      for (const { row, patch } of changes) {
+        this.journal.write({ session_id: row.session_id, job_id: row.job_id, op: patch.status === "lost" ? "lost" : "complete", data: { attempt: row.attempts, patch } });
+      }
+    }
+  }
+
+  private async find(sessionId: string, ids: string[]): Promise<JobView[]> {
+    const all = await this.reconcile(sessionId);
+    return ids.map((id) => {
+      const v = all.find((j) => j.job_id === id);
+      if (!v) throw new ToolError("job_not_found", `job not found in session: ${id}`, { job_id: id });
+      return v;
+    });
+  }
+
+  /** The last `lines` lines of the attempt's log, at most `maxBytes` from its end. */
+  output(job: JobView, lines: number, maxBytes: number): { text: string; truncated: boolean } {
+    const path = this.attemptFile(job.job_id, job.attempts, "log");
+    let fd: number;
+    try {
+      fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    } catch {
+      return { text: "", truncated: false };
+    }
+    try {
+      const size = statSync(path).size;
+      const n = Math.min(size, maxBytes);
+      const buf = Buffer.alloc(n);
+      let got = 0;
+      while (got < n) {
+        const r = readSync(fd, buf, got, n - got, size - n + got);
+        if (r <= 0) break;
+        got += r;
+      }
+      let text = buf.subarray(0, got).toString("utf8");
+      const all = text.split("\n");
+      if (all.at(-1) === "") all.pop();
+      const kept = all.slice(-lines);
+      text = kept.join("\n");
+      return { text, truncated: n < size || kept.length < all.length || job.log_truncated };
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  async poll(sessionId: string, ids: string[], waitMs: number, signal?: AbortSignal): Promise<JobView[]> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const jobs = await this.find(sessionId, ids);
+      if (waitMs <= 0 || jobs.every((j) => !isActive(j.status)) || Date.now() >= deadline || signal?.aborted) return jobs;
+      await Bun.sleep(Math.min(100, Math.max(1, deadline - Date.now())));
+    }
+  }
+
+  private supervisorMatches(pid: number, id: string): boolean {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(`/jobs/${id}/attempt-`);
+    } catch {
+      return false;
+    }
+  }
+
+  /** Stops a job's attempt and waits until its lease is released; returns whether it was running. */
+  async cancelOne(sessionId: string, id: string): Promise<{ job: JobView; killed: boolean; stderr: string }> {
+    const [job] = await this.find(sessionId, [id]);
+    if (!job || !isActive(job.status)) return { job: job!, killed: false, stderr: "job is not running" };
+    const row = this.readRows().find((r) => r.job_id === id)!;
+    const pid = row.supervisor_pid;
+    if (!pid || !this.supervisorMatches(pid, id)) {
+      const [again] = await this.find(sessionId, [id]);
+      if (again && !isActive(again.status)) return { job: again, killed: false, stderr: "job had already finished" };
+      throw new ToolError("job_stop_unconfirmed", `tracked job could not be confirmed stopped: ${id}: status=${job.status}`, { job_id: id });
+    }
+    await this.mutate((rows) => {
+      const r = rows.find((x) => x.job_id === id);
+      if (r && isActive(r.status)) Object.assign(r, { status: "stopping", updated_at: now() });
+    }).catch(() => undefined);
+    process.kill(pid, "SIGTERM");
+    const until = Date.now() + STOP_WAIT_MS;
+    while (leaseState(this.leasePath(id)) === "held" && Date.now() < until) await Bun.sleep(50);
+    const [after] = await this.find(sessionId, [id]);
+    if (!after || isActive(after.status)) throw new ToolError("job_stop_unconfirmed", `tracked job could not be confirmed stopped: ${id}: status=${after?.status ?? "unknown"}`, { job_id: id });
+    return { job: after, killed: true, stderr: "" };
+  }
+
+  async retryOne(sessionId: string, id: string): Promise<JobView> {
+    const [job] = await this.find(sessionId, [id]);
+    if (!job) throw new ToolError("job_not_found", `job not found in session: ${id}`);
+    if (isActive(job.status)) throw new ToolError("job_still_active", `job is still active: ${id}`, { job_id: id });
+    const lease = acquireLease(this.leasePath(id), { job_id: id, pid: process.pid });
+    let env: Record<string, string> = {};
+    try {
+      env = z.record(z.string(), z.string()).parse(JSON.parse(readFileSync(join(this.jobDir(id), "env.json"), "utf8")));
+    } catch {
+      // No stored overrides.
+    }
+    let row: JobRow;
+    try {
+      row = await this.mutate((rows) => {
+        const r = rows.find((x) => x.job_id === id);
+        if (!r || isActive(r.status)) throw new ToolError("job_still_active", `job is still active: ${id}`, { job_id: id });
+        Object.assign(r, { status: "retrying", attempts: r.attempts + 1, exit_code: null, error: null, completed_at: null, output_bytes: 0, log_truncated: false, lease_version: 1, updated_at: now() });
+        return { ...r };
+      });
+    } catch (e) {
+      lease.release();
+      throw e;
+    }
+    return this.finishLaunch(row, lease, env);
+  }
+
+  /** Session teardown: stops every active job of the session, or fails closed. */
+  async teardown(sessionId: string): Promise<string[]> {
+    const stopped: string[] = [];
+    for (const j of await this.reconcile(sessionId)) {
+      if (j.uncertain) throw new ToolError("job_stop_unconfirmed", `tracked job could not be confirmed stopped: ${j.job_id}: status=${j.status}`);
+      if (!isActive(j.status)) continue;
+      const r = await this.cancelOne(sessionId, j.job_id);
+      if (r.killed) stopped.push(j.job_id);
+    }
+    return stopped;
+  }
+
+  /** Work that protects a session from pruning: live or undecidable jobs. Unreadable registry → uncertain. */
+  sessionGuard(sessionId: string): "none" | "live" | "uncertain" {
+    let rows: JobRow[];
+    try {
+      rows = this.readRows();
+    } catch {
+      return "uncertain";
+    }
+    let out: "none" | "live" | "uncertain" = "none";
+    for (const r of rows) {
+      if (r.session_id !== sessionId || !isActive(r.status)) continue;
+      const lease = this.liveness(r);
+      if (lease === "held") return "live";
+      if (lease === "uncertain") out = "uncertain";
+    }
+    return out;
+  }
+}
+
+const TerminalPatch = z.object({
+  status: z.enum(JOB_STATUSES),
+  exit_code: z.number().int().nullable(),
+  completed_at: z.number().nullable(),
+  error: z.string().nullable(),
+  output_bytes: z.number().int(),
+  log_truncated: z.boolean(),
+});

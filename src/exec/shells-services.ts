@@ -1,0 +1,56 @@
+import type { Settings } from "../config/schema.ts";
+import { embeddedProbe, resolveTmux } from "../native/tmux.ts";
+import type { ProbeCache } from "../sessions/probes.ts";
+import type { SessionStore } from "../sessions/store.ts";
+import { LifecycleLocks } from "../store/lifecycle.ts";
+import type { SessionTeardown } from "../tools/context.ts";
+import type { Capabilities } from "../sessions/orientation.ts";
+import { JobManager } from "./jobs.ts";
+import { ShellManager } from "./shells.ts";
+import { TmuxServer } from "./tmux.ts";
+
+export interface ShellServices {
+  lifecycle: LifecycleLocks;
+  shells: ShellManager;
+  jobs: JobManager;
+}
+
+/**
+ * Builds persistent shells, jobs and lifecycle locks for one server process and hooks them into
+ * the session store (pruning guards), session teardown, capabilities and the tmux probe.
+ */
+export function createShellServices(input: {
+  settings: Settings;
+  sessions: SessionStore;
+  runner: () => Promise<string>;
+  teardowns: SessionTeardown[];
+  capabilities: Capabilities;
+  probes: ProbeCache;
+}): ShellServices {
+  const { settings, sessions } = input;
+  const lifecycle = new LifecycleLocks((sid) => sessions.lifecyclePath(sid));
+  const tmux = new TmuxServer(settings.state_dir, () => resolveTmux(settings.tmux_bin), settings.shell_executable);
+  const shells = new ShellManager(settings.state_dir, tmux, sessions, input.runner, settings.shell_executable, settings.max_tmux_sessions);
+  const jobs = new JobManager({
+    stateDir: settings.state_dir,
+    shell: settings.shell_executable,
+    maxJobs: settings.max_jobs,
+    maxLogBytes: settings.max_job_log_bytes,
+    runner: input.runner,
+  });
+  sessions.guards.push((rec) => jobs.sessionGuard(rec.session_id) !== "none");
+  sessions.pruneLock = (sid) => lifecycle.tryExclusive(sid);
+  input.teardowns.push(async (sid) => ({ stopped_jobs: await jobs.teardown(sid), stopped_shells: await shells.teardown(sid) }));
+  void tmux.binary().then((r) => {
+    input.capabilities.raw_pty = r !== undefined;
+  });
+  // The orientation's tmux probe looks for `tmux_bin` on PATH; report the tmux we really use.
+  const probeAll = input.probes.probeAll.bind(input.probes);
+  input.probes.probeAll = async (specs) => {
+    const out = await probeAll(specs);
+    const r = await tmux.binary();
+    if ("tmux" in out && (!r || r.source === "embedded")) Object.assign(out, { tmux: embeddedProbe(r) });
+    return out;
+  };
+  return { lifecycle, shells, jobs };
+}

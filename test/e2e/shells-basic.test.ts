@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+
+type Read = { output: string; current_line: string; next_offset: number; matched: boolean | null; timed_out: boolean; status: string; exit_code: number | null };
+
+let dir: TempDir;
+let mcp: McpHandle;
+let sid: string;
+
+beforeAll(async () => {
+  dir = tempDir("lsm-shells-");
+  mkdirSync(join(dir.path, "ws"));
+  mcp = await connectStdio({ workspace: join(dir.path, "ws"), state: join(dir.path, "state") });
+  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+});
+
+afterAll(async () => {
+  await mcp.close();
+  dir[Symbol.dispose]();
+});
+
+async function pty(command: string, name?: string, session = sid): Promise<string> {
+  const r = await mcp.ok<{ mode: string; result: { shell_id: string; backend: string } }>("bash", { session_id: session, command, pty: true, ...(name ? { name } : {}) });
+  expect(r.mode).toBe("pty");
+  expect(r.result.backend).toBe("tmux");
+  return r.result.shell_id;
+}
+
+describe("persistent shells through the binary", () => {
+  test("python3 REPL driven by send and read with offsets and wait_for", async () => {
+    const id = await pty("python3 -q", "repl");
+    expect(id).toBe("repl");
+    let r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: ">>> $", timeout_s: 15 });
+    expect(r.matched).toBe(true);
+    expect(r.current_line).toBe(">>> ");
+    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "print(6 * 7)" });
+    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: r.next_offset, wait_for: "^42$", timeout_s: 10 });
+    expect(r.matched).toBe(true);
+    expect(r.output).toContain(">>> print(6 * 7)\n42");
+    const offset = r.next_offset;
+    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "x = 'abc' * 2; print(x)" });
+    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset, wait_for: "abcabc", timeout_s: 10 });
+    // Only the new lines come back, not the earlier 42.
+    expect(r.output).not.toContain("42");
+    expect(r.output).toContain("abcabc");
+    // The program exits; its output stays readable.
+    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "", keys: ["Ctrl-D"], enter: false });
+    expect(await eventually(async () => (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited", 5000)).toBe(true);
+    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id });
+    expect(r.output).toContain("abcabc");
+    expect(r.exit_code).toBe(0);
+    const killed = await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id });
+    expect(killed.killed).toBe(true);
+  }, 30_000);
+
+  test("Ctrl-C interrupts sleep; kill leaves no descendants", async () => {
+    const marker = `lsm-marker-${process.pid}`;
+    const id = await pty("bash --norc --noprofile -i");
+    let r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for_idle_ms: 300, timeout_s: 10 });
+    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "sleep 100; echo after-sleep" });
+    expect(await eventually(() => processesMatching("sleep 100").length > 0, 5000)).toBe(true);
+    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "", keys: ["Ctrl-C"], enter: false });
+    expect(await eventually(() => processesMatching("sleep 100").length === 0, 5000)).toBe(true);
+    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: r.next_offset, wait_for_idle_ms: 200, timeout_s: 5 });
+    expect(`${r.output}\n${r.current_line}`.split("\n")).not.toContain("after-sleep");
+    // A background daemon started in the shell must not survive kill_persistent_shell.
+    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: `setsid nohup bash -c 'exec -a ${marker} sleep 300' >/dev/null 2>&1 &` });
+    expect(await eventually(() => processesMatching(marker).length > 0, 5000)).toBe(true);
+    const list = await mcp.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", { session_id: sid });
+    expect(list.shells.map((s) => s.shell_id)).toContain(id);
+    await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: id });
+    expect(await eventually(() => processesMatching(marker).length === 0, 5000)).toBe(true);
+    const after = await mcp.ok<{ shells: unknown[] }>("list_persistent_shells", { session_id: sid });
+    expect(after.shells).toEqual([]);
+  }, 30_000);
+
+  test("another session's shell is refused", async () => {
+    const other = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    const id = await pty("sleep 60", "mine");
+    expect(await mcp.fails("send_persistent_shell_input", { session_id: other, shell_id: id, input_text: "x" })).toBe("shell_not_owned");
+    expect(await mcp.fails("kill_persistent_shell", { session_id: other, shell_id: id })).toBe("shell_not_owned");
+    expect(await mcp.fails("read_persistent_shell_output", { session_id: other, shell_id: id })).toBe("shell_not_owned");
+    expect((await mcp.ok<{ shells: unknown[] }>("list_persistent_shells", { session_id: other })).shells).toEqual([]);
+    expect(await mcp.fails("bash", { session_id: other, command: "true", pty: true, name: "mine" })).toBe("shell_exists");
+    expect(await mcp.fails("send_persistent_shell_input", { session_id: sid, shell_id: "min", input_text: "x" })).toBe("shell_not_found");
+    const resized = await mcp.ok<{ resized: boolean }>("resize_persistent_shell", { session_id: sid, shell_id: id, cols: 100, rows: 30 });
+    expect(resized.resized).toBe(true);
+    const l = await mcp.ok<{ shells: Array<{ shell_id: string; cols: number; rows: number }> }>("list_persistent_shells", { session_id: sid });
+    expect(l.shells.find((s) => s.shell_id === id)).toMatchObject({ cols: 100, rows: 30 });
+    // Ending the owning session kills its shells.
+    const end = await mcp.ok<{ stopped_shells: string[] }>("session_end", { session_id: sid });
+    expect(end.stopped_shells).toEqual([id]);
+    sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  }, 30_000);
+});
