@@ -273,7 +273,7 @@ describe("todos, images, python, secrets, connector", () => {
 
   test("workspace_search and fetch", async () => {
     put("docs/guide.md", "# Guide\nThe Frobnicator manual\n");
-    const s = await mcp.ok<{ results: Array<{ id: string; url: string }> }>("workspace_search", { query: "frobnicator" });
+    const s = await mcp.ok<{ results: Array<{ id: string; title: string; url: string }> }>("workspace_search", { query: "frobnicator" });
     expect(s.results).toEqual([{ id: "proj/docs/guide.md", title: "proj/docs/guide.md:2 The Frobnicator manual", url: "file:///workspace/proj/docs/guide.md" }]);
     const f = await mcp.ok<{ text: string; metadata: { source: string } }>("fetch", { id: "proj/docs/guide.md" });
     expect(f.text).toBe("# Guide\nThe Frobnicator manual\n");
