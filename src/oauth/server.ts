@@ -349,7 +349,8 @@ export class OAuthServer {
       .setAudience(rec.resource)
       .setSubject(SUBJECT)
       .setIssuedAt(iat)
-      .setExpirationTime(iat + ttl)
+      // Rounded up so a token always lives at least the configured number of seconds.
+      .setExpirationTime(Math.ceil(Date.now() / 1000 + ttl))
       .setJti(randomToken(16))
       .sign(this.key.current());
     this.audit.record("oauth_token_issued", { client_id: rec.clientId, resource: rec.resource, scope: rec.scopes.join(" "), expires_in: ttl });

@@ -48,7 +48,7 @@ describe("OAuth limits and start-up rules", () => {
   test("an expired token is refused with invalid_token", async () => {
     using dir = tempDir();
     const server = await startHttpServer(
-      { workspace: dir.path, state: join(dir.path, "state"), args: ["--oauth-access-token-ttl-s", "1"] },
+      { workspace: dir.path, state: join(dir.path, "state"), args: ["--oauth-access-token-ttl-s", "2"] },
       { mode: "mcp", auth: "oauth", pin: PIN },
     );
     try {
@@ -56,7 +56,7 @@ describe("OAuth limits and start-up rules", () => {
       const mcp = await connectHttp(server.url, { authorization: `Bearer ${token}` });
       await mcp.ok("version");
       await mcp.close();
-      await Bun.sleep(2100);
+      await Bun.sleep(3100);
       const r = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
       expect(r.status).toBe(401);
       expect(r.headers.get("www-authenticate")).toContain('error="invalid_token"');
@@ -93,5 +93,17 @@ describe("OAuth limits and start-up rules", () => {
     writeFileSync(join(state, "oauth-clients.json"), "{not json");
     const corrupt = await refused(base);
     expect(corrupt.code).toBe(2);
+  });
+  test("auth_bypass_localhost lets loopback peers use the REST API only; /mcp still needs a token", async () => {
+    using dir = tempDir();
+    const server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state"), args: ["--auth-bypass-localhost", "true"] }, { mode: "http", auth: "oauth", pin: PIN });
+    try {
+      const rest = await fetch(`${server.url}/tools/version`, { method: "POST" });
+      expect(rest.status).toBe(200);
+      const mcp = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } });
+      expect(mcp.status).toBe(401);
+    } finally {
+      await server.stop();
+    }
   });
 });
