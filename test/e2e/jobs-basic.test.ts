@@ -1,0 +1,85 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+
+type Job = { job_id: string; status: string; exit_code: number | null; attempts: number; output_bytes: number };
+type JobOut = { operation: string; jobs: Job[]; outputs: Array<{ job: Job; output: string; message: string | null }>; cancelled: Array<{ job: Job; killed: boolean }>; retried: Job[] };
+
+let dir: TempDir;
+let server: ServerParts;
+interface ServerParts {
+  workspace: string;
+  state: string;
+}
+
+beforeAll(() => {
+  dir = tempDir("lsm-jobs-");
+  server = { workspace: join(dir.path, "ws"), state: join(dir.path, "state") };
+  mkdirSync(server.workspace);
+});
+afterAll(() => dir[Symbol.dispose]());
+
+async function startJob(mcp: McpHandle, sid: string, command: string, env?: Record<string, string>): Promise<Job> {
+  const r = await mcp.ok<{ mode: string; result: Job }>("bash", { session_id: sid, command, async_: true, ...(env ? { env } : {}) });
+  expect(r.mode).toBe("job");
+  return r.result;
+}
+
+describe("background jobs through the binary", () => {
+  test("a dev server started async is polled and cancelled with nothing left behind", async () => {
+    await using mcp = await connectStdio(server);
+    const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    const marker = `lsm-devserver-${process.pid}`;
+    // The marker is split in the command text so only the started process carries it whole.
+    const job = await startJob(mcp, sid, `echo starting; bash -c 'exec -a "$0" sleep 300' "lsm-devserver-""${process.pid}" & echo "listening on \${PORT_HINT}"; wait`, { PORT_HINT: "4242" });
+    expect(job.status).toBe("running");
+    const polled = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 1 });
+    expect(polled.outputs[0]!.output).toContain("listening on 4242");
+    expect(polled.outputs[0]!.job.status).toBe("running");
+    expect(processesMatching(marker).length).toBe(1);
+    const cancelled = await mcp.ok<JobOut>("job", { session_id: sid, cancel: [job.job_id] });
+    expect(cancelled.cancelled[0]!.killed).toBe(true);
+    expect(cancelled.cancelled[0]!.job.status).toBe("stopped");
+    expect(await eventually(() => processesMatching(marker).length === 0, 3000)).toBe(true);
+    const list = await mcp.ok<JobOut & { counts: Record<string, number> }>("job", { session_id: sid });
+    expect(list.counts).toEqual({ stopped: 1 });
+  }, 30_000);
+
+  test("a job survives a server restart, finishes, and can be retried", async () => {
+    let sid: string;
+    let job: Job;
+    {
+      await using mcp = await connectStdio(server);
+      sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+      job = await startJob(mcp, sid, 'sleep 2; echo "done $RUN_TAG"; exit 3', { RUN_TAG: "tag1" });
+    }
+    // The first server is gone; a new one sees the job still running, then finished.
+    await using mcp = await connectStdio(server);
+    const running = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id] });
+    expect(running.jobs[0]!.status).toBe("running");
+    const done = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 20 });
+    expect(done.jobs[0]).toMatchObject({ status: "failed", exit_code: 3 });
+    expect(done.outputs[0]!.output).toBe("done tag1");
+    expect(done.outputs[0]!.message).toBe("job completed with exit code 3");
+    expect(await mcp.fails("job", { session_id: sid, retry: [job.job_id], cancel: [job.job_id] })).toBe("invalid_arguments");
+    const retried = await mcp.ok<JobOut>("job", { session_id: sid, retry: [job.job_id] });
+    expect(retried.retried[0]).toMatchObject({ job_id: job.job_id, attempts: 2 });
+    expect(await mcp.fails("job", { session_id: sid, retry: [job.job_id] })).toBe("job_still_active");
+    const again = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 20 });
+    expect(again.jobs[0]).toMatchObject({ status: "failed", exit_code: 3, attempts: 2 });
+    expect(again.outputs[0]!.output).toBe("done tag1");
+    expect(await mcp.fails("job", { session_id: sid, poll: ["job_000000000000"] })).toBe("job_not_found");
+  }, 40_000);
+
+  test("session_end stops the session's jobs", async () => {
+    await using mcp = await connectStdio(server);
+    const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    const marker = `lsm-endjob-${process.pid}`;
+    const job = await startJob(mcp, sid, `exec -a "lsm-endjob-""${process.pid}" sleep 300`);
+    expect(await eventually(() => processesMatching(marker).length === 1, 3000)).toBe(true);
+    const end = await mcp.ok<{ stopped_jobs: string[] }>("session_end", { session_id: sid });
+    expect(end.stopped_jobs).toEqual([job.job_id]);
+    expect(processesMatching(marker).length).toBe(0);
+  }, 30_000);
+});
