@@ -77,7 +77,7 @@ export class DeferredJournal {
       } catch (e) {
         if (e instanceof InvalidRecord) {
           log.warn(`deferred job update ${id} rejected: ${e.message}`);
-          rmSync(path, { force: true });
+          discard(path);
         } else {
           unreadable++;
         }
@@ -86,7 +86,7 @@ export class DeferredJournal {
       const parsed = RecordSchema.safeParse(safeJson(text));
       if (!parsed.success || parsed.data.id !== id || !this.ops.includes(parsed.data.op)) {
         log.warn(`deferred job update ${id} rejected: malformed record`);
-        rmSync(path, { force: true });
+        discard(path);
         continue;
       }
       updates.push(parsed.data);
@@ -101,6 +101,15 @@ export class DeferredJournal {
 }
 
 class InvalidRecord extends Error {}
+
+/** Removes a rejected entry; a directory or other oddity is removed as a directory entry only. */
+function discard(path: string): void {
+  try {
+    rmSync(path, { force: true, recursive: lstatSync(path).isDirectory() });
+  } catch {
+    // Left for the next replay to report again.
+  }
+}
 
 function safeJson(text: string): unknown {
   try {
