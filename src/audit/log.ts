@@ -15,6 +15,8 @@ const MAX_QUEUE = 20_000;
 const GC_INTERVAL_MS = 60_000;
 
 export type AuditRecord = Record<string, unknown> & { id: string; ts: number; event: string };
+/** An event as recorded, before redaction. */
+type PendingRecord = { id: string; ts: number; event: string; fields: Record<string, unknown> };
 
 /** Where events go; tests and transports depend on this small surface only. */
 export interface AuditSink {
@@ -40,7 +42,7 @@ export class AuditLog implements AuditSink {
   private readonly redactor: Redactor;
   private readonly eventLimit: number;
   private readonly logLimit: number;
-  private queue: AuditRecord[] = [];
+  private queue: PendingRecord[] = [];
   private dropped = 0;
   private writer: Promise<void> | undefined;
   private lastGc = 0;
@@ -74,23 +76,30 @@ export class AuditLog implements AuditSink {
 
   record(event: string, fields: Record<string, unknown> = {}): string {
     const id = newAuditId();
+    // Sanitising large values costs real time; it happens in the writer, after the caller's reply.
+    if (event === "tool_call_start" && typeof fields.call_id === "string") this.openCalls.add(fields.call_id);
+    if (this.queue.length >= MAX_QUEUE) {
+      this.queue.shift();
+      this.dropped++;
+    }
+    this.queue.push({ id, ts: Date.now() / 1000, event, fields });
+    this.kick();
+    return id;
+  }
+
+  /** Redacts and bounds one queued event into the record that is stored. */
+  private sanitize(entry: PendingRecord): AuditRecord | undefined {
     try {
-      const rec: AuditRecord = { id, ts: Date.now() / 1000, event: this.redactor.text(event).slice(0, 256) };
-      for (const [k, v] of Object.entries(fields)) {
+      const rec: AuditRecord = { id: entry.id, ts: entry.ts, event: this.redactor.text(entry.event).slice(0, 256) };
+      for (const [k, v] of Object.entries(entry.fields)) {
         if (k === "id" || k === "ts" || k === "event" || v === undefined) continue;
         rec[k] = (this.redactor.value({ [k]: v }) as Record<string, unknown>)[k];
       }
-      if (event === "tool_call_start" && typeof rec.call_id === "string") this.openCalls.add(rec.call_id);
-      if (this.queue.length >= MAX_QUEUE) {
-        this.queue.shift();
-        this.dropped++;
-      }
-      this.queue.push(rec);
-      this.kick();
+      return rec;
     } catch (e) {
       log.warn(`audit record failed: ${(e as Error).message}`);
+      return undefined;
     }
-    return id;
   }
 
   /** Resolves once everything recorded so far is on disk (or failed to get there). */
@@ -104,7 +113,8 @@ export class AuditLog implements AuditSink {
   private kick(): void {
     if (this.writer) return;
     this.writer = (async () => {
-      await Promise.resolve();
+      // A macrotask, so a tool result is sent before its audit record is sanitised and written.
+      await new Promise((resolve) => setImmediate(resolve));
       while (this.queue.length > 0) {
         const batch = this.queue;
         this.queue = [];
@@ -158,7 +168,8 @@ export class AuditLog implements AuditSink {
     return JSON.stringify({ id: String(rec.id).slice(0, 32), ts: rec.ts, event: String(rec.event).slice(0, 64), marker: "event exceeded configured byte limit" });
   }
 
-  private async writeBatch(batch: AuditRecord[]): Promise<void> {
+  private async writeBatch(pending: PendingRecord[]): Promise<void> {
+    const batch = pending.map((p) => this.sanitize(p)).filter((r): r is AuditRecord => r !== undefined);
     if (this.dropped > 0) {
       batch.unshift({ id: newAuditId(), ts: Date.now() / 1000, event: "audit_records_dropped", count: this.dropped });
       this.dropped = 0;

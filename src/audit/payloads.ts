@@ -72,10 +72,6 @@ export class PayloadStore {
     const body = Buffer.from(canonical);
     const sha256 = new Bun.CryptoHasher("sha256").update(body).digest("hex");
     try {
-      const gz = gzipSync(body, { level: 9 });
-      if (gz.byteLength > this.limits.storeBytes) {
-        return { value: { [TRUNCATED_KEY]: { reason: "payload_store_object_limit", original_bytes: bytes, compressed_bytes: gz.byteLength, max_store_bytes: this.limits.storeBytes, preview: preview(value) } }, stored: false };
-      }
       ensurePrivateDir(this.dir);
       const path = join(this.dir, `${sha256}.json.gz`);
       let exists = false;
@@ -86,9 +82,18 @@ export class PayloadStore {
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
       }
-      // A reused object gets a fresh mtime so retention counts from its newest reference.
-      if (exists) utimesSync(path, new Date(), new Date());
-      else writeFileAtomic(path, gz);
+      if (exists) {
+        // A reused object gets a fresh mtime so retention counts from its newest reference; it is
+        // content-addressed, so there is nothing to compress again.
+        utimesSync(path, new Date(), new Date());
+      } else {
+        // Level 6: close to level 9 on JSON text at a fraction of the time, and still deterministic.
+        const gz = gzipSync(body, { level: 6 });
+        if (gz.byteLength > this.limits.storeBytes) {
+          return { value: { [TRUNCATED_KEY]: { reason: "payload_store_object_limit", original_bytes: bytes, compressed_bytes: gz.byteLength, max_store_bytes: this.limits.storeBytes, preview: preview(value) } }, stored: false };
+        }
+        writeFileAtomic(path, gz);
+      }
     } catch {
       return { value: { [TRUNCATED_KEY]: { reason: "payload_store_error", original_bytes: bytes, preview: preview(value) } }, stored: false };
     }

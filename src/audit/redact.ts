@@ -31,28 +31,71 @@ export interface Redactor {
   text(s: string): string;
 }
 
-const TEXT_RULES: Array<[RegExp, string | ((...m: string[]) => string)]> = [
+type Rule = { re: RegExp; rep: string | ((...m: string[]) => string); needle?: string };
+
+// Each rule names a substring it cannot match without, so large values (file contents, command
+// output) skip the regexes that cannot apply; the regexes themselves scan from many start positions.
+const TEXT_RULES: Rule[] = [
   // --token=V, --password=V
-  [new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)=(\\S+)`, "gi"), (_m, k) => `${k}=${REDACTED}`],
+  { re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)=(\\S+)`, "gi"), rep: (_m, k) => `${k}=${REDACTED}`, needle: "-" },
   // --password V
-  [new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)\\s+(?!-)(\\S+)`, "gi"), (_m, k) => `${k} ${REDACTED}`],
+  { re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)\\s+(?!-)(\\S+)`, "gi"), rep: (_m, k) => `${k} ${REDACTED}`, needle: "-" },
   // Authorization header lines and bearer/basic credentials
-  [/\b(authorization|proxy-authorization|cookie|set-cookie)\s*:\s*[^\r\n]*/gi, (_m, k) => `${k}: ${REDACTED}`],
-  [/\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi, (_m, k) => `${k} ${REDACTED}`],
+  { re: /\b(authorization|proxy-authorization|cookie|set-cookie)\s*:\s*[^\r\n]*/gi, rep: (_m, k) => `${k}: ${REDACTED}` },
+  { re: /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi, rep: (_m, k) => `${k} ${REDACTED}` },
   // High-confidence token formats
-  [/\bgh[pousr]_[A-Za-z0-9]{8,}/g, REDACTED],
-  [/\bgithub_pat_[A-Za-z0-9_]{20,}/g, REDACTED],
-  [/\bsk-[A-Za-z0-9_-]{16,}/g, REDACTED],
-  [/\bAKIA[0-9A-Z]{16}\b/g, REDACTED],
-  [/\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, REDACTED],
+  { re: /\bgh[pousr]_[A-Za-z0-9]{8,}/g, rep: REDACTED, needle: "_" },
+  { re: /\bgithub_pat_[A-Za-z0-9_]{20,}/g, rep: REDACTED, needle: "github_pat_" },
+  { re: /\bsk-[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: "sk-" },
+  { re: /\bAKIA[0-9A-Z]{16}\b/g, rep: REDACTED, needle: "AKIA" },
+  { re: /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, rep: REDACTED, needle: "eyJ" },
   // URL userinfo and query strings
-  [/(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/@:]+:[^\s/@]+@/gi, (_m, s) => `${s}${REDACTED}@`],
-  [/(\b[a-z][a-z0-9+.-]*:\/\/[^\s?#"'<>]+)\?[^\s#"'<>]*/gi, (_m, u) => `${u}?${REDACTED}`],
+  { re: /(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/@:]+:[^\s/@]+@/gi, rep: (_m, s) => `${s}${REDACTED}@`, needle: "://" },
+  { re: /(\b[a-z][a-z0-9+.-]*:\/\/[^\s?#"'<>]+)\?[^\s#"'<>]*/gi, rep: (_m, u) => `${u}?${REDACTED}`, needle: "://" },
   // Tokenized download links
-  [/(\/download\/)[A-Za-z0-9_-]{8,}/g, (_m, p) => `${p}${REDACTED}`],
-  // key=value and "key": "value" pairs with a sensitive key
-  [new RegExp(`(["']?[\\w.-]*(?:${SENSITIVE}|\\bkey\\b)[\\w.-]*["']?\\s*[:=]\\s*)("[^"]*"|'[^']*'|[^\\s,;&}]+)`, "gi"), (_m, k) => `${k}${REDACTED}`],
+  { re: /(\/download\/)[A-Za-z0-9_-]{8,}/g, rep: (_m, p) => `${p}${REDACTED}`, needle: "/download/" },
 ];
+
+const PAIR_KEYWORD = new RegExp(`${SENSITIVE}|\\bkey\\b`, "gi");
+const WORD_CHAR = /[\w.-]/;
+const SPACE = /\s/;
+
+/**
+ * Redacts the value of `key=value` and `"key": "value"` pairs whose key names a credential. A
+ * linear scan from each keyword hit: a single regex with a free-form key prefix backtracks over
+ * every word of a large text.
+ */
+function redactPairs(s: string): string {
+  let out = "";
+  let last = 0;
+  PAIR_KEYWORD.lastIndex = 0;
+  for (let m = PAIR_KEYWORD.exec(s); m !== null; m = PAIR_KEYWORD.exec(s)) {
+    let j = m.index + m[0].length;
+    while (j < s.length && WORD_CHAR.test(s[j]!)) j++;
+    const keyEnd = j;
+    if (s[j] === '"' || s[j] === "'") j++;
+    while (j < s.length && SPACE.test(s[j]!)) j++;
+    if (s[j] !== ":" && s[j] !== "=") {
+      PAIR_KEYWORD.lastIndex = keyEnd;
+      continue;
+    }
+    j++;
+    while (j < s.length && SPACE.test(s[j]!)) j++;
+    let end = j;
+    const quote = s[j];
+    const close = quote === '"' || quote === "'" ? s.indexOf(quote, j + 1) : -1;
+    if (close >= 0) end = close + 1;
+    else while (end < s.length && !/[\s,;&}]/.test(s[end]!)) end++;
+    if (end === j) {
+      PAIR_KEYWORD.lastIndex = keyEnd;
+      continue;
+    }
+    out += s.slice(last, j) + REDACTED;
+    last = end;
+    PAIR_KEYWORD.lastIndex = end;
+  }
+  return last === 0 ? s : out + s.slice(last);
+}
 
 function jsonQuoted(s: string): string {
   return JSON.stringify(s).slice(1, -1);
@@ -69,7 +112,8 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
   const text = (input: string): string => {
     let s = input;
     for (const secret of exact) if (s.includes(secret)) s = s.split(secret).join(REDACTED);
-    for (const [re, rep] of TEXT_RULES) s = s.replace(re, rep as string);
+    for (const rule of TEXT_RULES) if (!rule.needle || s.includes(rule.needle)) s = s.replace(rule.re, rule.rep as string);
+    s = redactPairs(s);
     if (s.length > maxChars) s = `${s.slice(0, maxChars)}…<truncated ${s.length - maxChars} chars>`;
     return s;
   };

@@ -70,6 +70,8 @@ export default defineCommand({
     const { installSignalHandlers, onShutdown } = await import("../server/lifecycle.ts");
     installSignalHandlers();
     const app = createApp(settings);
+    // Registered first, so it runs last: records of the final calls reach the disk.
+    onShutdown(() => app.services.audit.flush());
     if (settings.mode === "stdio") {
       const { serveStdio } = await import("../server/stdio.ts");
       await serveStdio(app);
