@@ -41,7 +41,7 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       inputSchema: t.inputSchema as { type: "object" },
       outputSchema: t.outputSchema as { type: "object" },
       annotations: { title: t.title, ...t.annotations },
-      _meta: { securitySchemes: [{ type: "oauth2", scopes: [...t.scopes] }] },
+      _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
     })),
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {

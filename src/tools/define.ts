@@ -22,6 +22,11 @@ export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z
   timeoutS?: (settings: Settings) => number;
   /** One compact text block for text-only clients; defaults to compact JSON. */
   text?: (output: z.output<O>) => string;
+  /**
+   * Advertise `noauth` ahead of oauth2 in the security schemes (the ChatGPT connector pair). Only a
+   * hint for clients: the scopes are still enforced whenever the caller is authenticated.
+   */
+  noauthHint?: boolean;
   /** Whether the tool is offered under these settings (default: always). */
   enabled?: (settings: Settings) => boolean;
   run: (ctx: ToolContext, input: z.output<I>) => Promise<z.input<O>>;

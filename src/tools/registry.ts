@@ -15,6 +15,7 @@ export interface ToolListing {
   outputSchema: Record<string, unknown>;
   annotations: ToolAnnotations;
   scopes: readonly string[];
+  noauthHint: boolean;
 }
 
 export type ToolOutcome = { ok: true; structured: Record<string, unknown>; text: string } | { ok: false; error: ToolError };
@@ -89,6 +90,7 @@ export class ToolRegistry {
         outputSchema: this.precomputed[def.name]?.output ?? jsonSchema(def.output, "output"),
         annotations: def.annotations,
         scopes: def.scopes,
+        noauthHint: def.noauthHint ?? false,
       };
       this.listings.set(def.name, l);
     }

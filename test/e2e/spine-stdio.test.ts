@@ -51,6 +51,20 @@ describe("tools/list", () => {
       expect(tool.description?.length ?? 0).toBeGreaterThan(20);
     }
   });
+
+  test("security schemes: the connector pair hints noauth first, every tool names its scopes", async () => {
+    const { tools } = await mcp.client.listTools();
+    for (const tool of tools) {
+      const schemes = (tool._meta as { securitySchemes: Array<{ type: string; scopes?: string[] }> }).securitySchemes;
+      if (tool.name === "workspace_search" || tool.name === "fetch") {
+        expect(schemes[0]).toEqual({ type: "noauth" });
+        expect(schemes[1]).toEqual({ type: "oauth2", scopes: ["shell:read"] });
+      } else {
+        expect(schemes[0]!.type, tool.name).toBe("oauth2");
+        expect(schemes[0]!.scopes!.length, tool.name).toBeGreaterThan(0);
+      }
+    }
+  });
 });
 
 describe("sessions", () => {
@@ -110,7 +124,6 @@ describe("sessions", () => {
     expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "../.." })).toBe("path_outside_workdir");
     expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "escape" })).toBe("path_outside_workdir");
     expect(await mcp.fails("bash", { session_id: sid, command: "true", env: { "BAD-NAME": "1" } })).toBe("invalid_env_name");
-    expect(await mcp.fails("bash", { session_id: sid, command: "sleep 1", async_: true })).toBe("unsupported_mode");
   });
 
   test("version", async () => {

@@ -25,6 +25,7 @@ function docUrl(id: string): string {
 
 export const workspaceSearch = defineTool({
   name: "workspace_search",
+  noauthHint: true,
   title: "Search workspace documents",
   description: searchDescription,
   scopes: ["shell:read"],
@@ -75,6 +76,7 @@ export const workspaceSearch = defineTool({
 
 export const fetchDocument = defineTool({
   name: "fetch",
+  noauthHint: true,
   title: "Fetch workspace document",
   description: fetchDescription,
   scopes: ["shell:read"],
