@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectHttp, connectStdio, eventually, type McpHandle, processesMatching, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
 
 type Read = { output: string; current_line: string; next_offset: number; matched: boolean | null; timed_out: boolean; status: string; exit_code: number | null };
 
@@ -93,5 +93,24 @@ describe("persistent shells through the binary", () => {
     const end = await mcp.ok<{ stopped_shells: string[] }>("session_end", { session_id: sid });
     expect(end.stopped_shells).toEqual([id]);
     sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  }, 30_000);
+});
+
+describe("persistent shells and jobs over Streamable HTTP", () => {
+  test("pty and async work through the HTTP transport", async () => {
+    using d = tempDir("lsm-shells-http-");
+    mkdirSync(join(d.path, "ws"));
+    await using server = await startHttp({ workspace: join(d.path, "ws"), state: join(d.path, "state") });
+    await using http = await connectHttp(server.url);
+    const s = (await http.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    const shell = (await http.ok<{ result: { shell_id: string } }>("bash", { session_id: s, command: "cat", pty: true })).result.shell_id;
+    await http.ok("send_persistent_shell_input", { session_id: s, shell_id: shell, input_text: "over-http" });
+    const r = await http.ok<Read>("read_persistent_shell_output", { session_id: s, shell_id: shell, offset: 0, wait_for: "^over-http$", timeout_s: 10 });
+    expect(r.matched).toBe(true);
+    const job = (await http.ok<{ result: { job_id: string } }>("bash", { session_id: s, command: "echo via-job", async_: true })).result.job_id;
+    const polled = await http.ok<{ outputs: Array<{ output: string; job: { status: string } }> }>("job", { session_id: s, poll: [job], wait_s: 10 });
+    expect(polled.outputs[0]).toMatchObject({ output: "via-job", job: { status: "succeeded" } });
+    const end = await http.ok<{ stopped_shells: string[] }>("session_end", { session_id: s });
+    expect(end.stopped_shells).toEqual([shell]);
   }, 30_000);
 });
