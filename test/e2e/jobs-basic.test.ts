@@ -1,7 +1,21 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+import { ROOT, connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+
+/** Stops what servers left in a state dir after a failed test: the private tmux server and job supervisors. */
+function stopLeftovers(state: string): void {
+  Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "kill-server"], { stderr: "ignore" });
+  try {
+    for (const j of JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")).jobs as Array<{ supervisor_pid: number | null }>) {
+      const pid = j.supervisor_pid;
+      if (pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(state)) process.kill(pid, "SIGTERM");
+    }
+  } catch {
+    // No registry, or the supervisor is already gone.
+  }
+}
+
 
 type Job = { job_id: string; status: string; exit_code: number | null; attempts: number; output_bytes: number };
 type JobOut = { operation: string; jobs: Job[]; outputs: Array<{ job: Job; output: string; message: string | null }>; cancelled: Array<{ job: Job; killed: boolean }>; retried: Job[] };
@@ -18,7 +32,10 @@ beforeAll(() => {
   server = { workspace: join(dir.path, "ws"), state: join(dir.path, "state") };
   mkdirSync(server.workspace);
 });
-afterAll(() => dir[Symbol.dispose]());
+afterAll(() => {
+  stopLeftovers(server.state);
+  dir[Symbol.dispose]();
+});
 
 async function startJob(mcp: McpHandle, sid: string, command: string, env?: Record<string, string>): Promise<Job> {
   const r = await mcp.ok<{ mode: string; result: Job }>("bash", { session_id: sid, command, async_: true, ...(env ? { env } : {}) });

@@ -1,7 +1,21 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, connectStdio, eventually, type McpHandle, processesMatching, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
+import { ROOT, connectHttp, connectStdio, eventually, type McpHandle, processesMatching, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
+
+/** Stops what servers left in a state dir after a failed test: the private tmux server and job supervisors. */
+function stopLeftovers(state: string): void {
+  Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "kill-server"], { stderr: "ignore" });
+  try {
+    for (const j of JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")).jobs as Array<{ supervisor_pid: number | null }>) {
+      const pid = j.supervisor_pid;
+      if (pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(state)) process.kill(pid, "SIGTERM");
+    }
+  } catch {
+    // No registry, or the supervisor is already gone.
+  }
+}
+
 
 type Read = { output: string; current_line: string; next_offset: number; matched: boolean | null; timed_out: boolean; status: string; exit_code: number | null };
 
@@ -16,9 +30,13 @@ beforeAll(async () => {
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
 });
 
+const extraDirs: TempDir[] = [];
 afterAll(async () => {
   await mcp.close();
-  dir[Symbol.dispose]();
+  for (const d of [dir, ...extraDirs]) {
+    stopLeftovers(join(d.path, "state"));
+    d[Symbol.dispose]();
+  }
 });
 
 async function pty(command: string, name?: string, session = sid): Promise<string> {
@@ -98,7 +116,8 @@ describe("persistent shells through the binary", () => {
 
 describe("persistent shells and jobs over Streamable HTTP", () => {
   test("pty and async work through the HTTP transport", async () => {
-    using d = tempDir("lsm-shells-http-");
+    const d = tempDir("lsm-shells-http-");
+    extraDirs.push(d);
     mkdirSync(join(d.path, "ws"));
     await using server = await startHttp({ workspace: join(d.path, "ws"), state: join(d.path, "state") });
     await using http = await connectHttp(server.url);

@@ -1,7 +1,21 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, readlinkSync, symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+import { ROOT, connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+
+/** Stops what servers left in a state dir after a failed test: the private tmux server and job supervisors. */
+function stopLeftovers(state: string): void {
+  Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "kill-server"], { stderr: "ignore" });
+  try {
+    for (const j of JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")).jobs as Array<{ supervisor_pid: number | null }>) {
+      const pid = j.supervisor_pid;
+      if (pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(state)) process.kill(pid, "SIGTERM");
+    }
+  } catch {
+    // No registry, or the supervisor is already gone.
+  }
+}
+
 
 type Job = { job_id: string; status: string; exit_code: number | null; error: string | null };
 type JobOut = { jobs: Job[]; outputs: Array<{ output: string }> };
@@ -11,12 +25,17 @@ let n = 0;
 beforeAll(() => {
   dir = tempDir("lsm-multi-");
 });
-afterAll(() => dir[Symbol.dispose]());
+const states: string[] = [];
+afterAll(() => {
+  for (const st of states) stopLeftovers(st);
+  dir[Symbol.dispose]();
+});
 
 /** A fresh workspace + state dir shared by the servers of one test. */
 function shared(env: Record<string, string> = {}) {
   const base = join(dir.path, `t${++n}`);
   mkdirSync(join(base, "ws"), { recursive: true });
+  states.push(join(base, "state"));
   return { workspace: join(base, "ws"), state: join(base, "state"), env };
 }
 
