@@ -137,7 +137,7 @@ export const SettingsSchema = z
     max_transfer_archive_entries: int(100_000, 1, 100_000_000, limits("Most entries in a directory transfer archive.")),
     max_transfer_unpacked_bytes: int(10_000_000_000, 1, 10_000_000_000_000, limits("Most bytes a directory transfer may unpack.")),
     max_concurrent_commands: int(4, 1, 1024, limits("Bounded commands that may run at once across all sessions.")),
-    max_tmux_sessions: int(16, 1, 4096, limits("Most persistent shells and job windows at once.")),
+    max_tmux_sessions: int(16, 1, 4096, limits("Most persistent shells at once across every server sharing the state dir (background jobs do not count).")),
     file_download_enabled: bool(true, limits("Offer tokenized download links for workspace files.")),
     file_download_default_ttl_s: int(3600, 1, 366 * DAY, limits("Default lifetime of a download link.")),
     file_download_max_ttl_s: int(7 * DAY, 1, 366 * DAY, limits("Longest lifetime a download link may ask for.")),
@@ -171,7 +171,7 @@ export const SettingsSchema = z
     agent_dynamic_skill_tools: bool(true, bridge("Expose Skills as their own tools.")),
 
     shell_executable: str("/bin/bash", exe("Shell that runs commands.")),
-    tmux_bin: str("tmux", exe("tmux to use instead of the embedded static one (the default name means: embedded unless tmux is on PATH).")),
+    tmux_bin: str("tmux", exe("tmux for persistent shells; the default name uses the embedded static tmux 3.5a, any other value is used as given.")),
     rg_bin: str("rg", exe("ripgrep executable for search.")),
     git_bin: str("git", exe("git executable for orientation.")),
     python_bin: str("python3", exe("Python interpreter for run_python_code.")),

@@ -1,6 +1,7 @@
 import { AuditLog } from "../audit/log.ts";
 import { auditObserver } from "../audit/observer.ts";
 import type { Settings } from "../config/schema.ts";
+import { ForegroundWork } from "../exec/foreground.ts";
 import { Semaphore } from "../exec/semaphore.ts";
 import { createShellServices } from "../exec/shells-services.ts";
 import { canonicalRoot } from "../fs/paths.ts";
@@ -40,7 +41,7 @@ export function createApp(settings: Settings): App {
     probes,
     capabilities,
     runner: containmentRunner,
-    busySessions: new Map(),
+    foreground: new ForegroundWork(),
     sessionTeardowns,
     ...shellServices,
     files: new FileServices(settings),

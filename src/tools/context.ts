@@ -1,3 +1,4 @@
+import type { ForegroundWork } from "../exec/foreground.ts";
 import type { AuditLog } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
 import type { JobManager } from "../exec/jobs.ts";
@@ -33,8 +34,8 @@ export interface AppServices {
   capabilities: Capabilities;
   /** Path of the extracted containment runner. */
   runner: () => Promise<string>;
-  /** Sessions with work in flight in this process; pruning must skip them. */
-  busySessions: Map<string, number>;
+  /** Foreground commands in flight in this process: teardown aborts them, pruning skips them. */
+  foreground: ForegroundWork;
   sessionTeardowns: SessionTeardown[];
   /** Per-session lifecycle locks shared across server processes (shared = work, exclusive = teardown). */
   lifecycle: LifecycleLocks;

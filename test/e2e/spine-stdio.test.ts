@@ -211,6 +211,19 @@ describe("bash bounded mode", () => {
     expect(r.result.stdout).toBe("none\n");
   });
 
+  test("session_end stops the session's running command instead of waiting for it", async () => {
+    const sid = await session();
+    const tag = `66${Date.now() % 1000000}`;
+    const running = mcp.call("bash", { session_id: sid, command: `sleep ${tag}`, timeout_s: 5 });
+    await Bun.sleep(300);
+    const t0 = Date.now();
+    await mcp.ok("session_end", { session_id: sid });
+    expect(Date.now() - t0).toBeLessThan(3000);
+    const r = await running;
+    expect((r.structuredContent as Cmd).result.timed_out).toBe(false);
+    expect(processesMatching(`sleep ${tag}`)).toEqual([]);
+  });
+
   test("concurrent commands in one session overlap", async () => {
     const sid = await session();
     const t0 = Date.now();

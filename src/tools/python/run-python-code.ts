@@ -53,47 +53,44 @@ export const runPythonCode = defineTool({
     const script = join(dir, name);
     writeFileAtomic(script, input.code);
     const command = `${shellQuote(settings.python_bin)} ${shellQuote(script)}`;
-    const busy = ctx.app.busySessions;
-    busy.set(session.session_id, (busy.get(session.session_id) ?? 0) + 1);
     try {
-      const r = await runBounded({
-        runner: await ctx.app.runner(),
-        shell: settings.shell_executable,
-        command,
-        cwd,
-        env,
-        timeoutMs: timeout.seconds * 1000,
-        maxOutputBytes: maxOutput,
-        semaphore: ctx.app.commandSlots,
-        signal: ctx.signal,
+      return await ctx.app.foreground.run(session.session_id, ctx.signal, async (signal) => {
+        const r = await runBounded({
+          runner: await ctx.app.runner(),
+          shell: settings.shell_executable,
+          command,
+          cwd,
+          env,
+          timeoutMs: timeout.seconds * 1000,
+          maxOutputBytes: maxOutput,
+          semaphore: ctx.app.commandSlots,
+          signal,
+        });
+        const notes = timeout.note ? [timeout.note] : [];
+        if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the script and everything it started were stopped`);
+        if (r.containment_failed) notes.push("process containment failed; the script was not run or its cleanup was not confirmed");
+        const shown = `${settings.python_bin} <script>`;
+        const result = CommandResult.parse({
+          ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
+          exit_code: r.exit_code,
+          timed_out: r.timed_out,
+          duration_ms: r.duration_ms,
+          cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd),
+          command: shown,
+          stdout: r.stdout,
+          stderr: r.stderr.replaceAll(script, "<script>"),
+          truncated: r.truncated,
+          stdout_bytes: r.stdout_bytes,
+          stderr_bytes: r.stderr_bytes,
+          stdout_lossy: r.stdout_lossy,
+          stderr_lossy: r.stderr_lossy,
+          timeout_s: timeout.seconds,
+          notes,
+        });
+        return { mode: "command" as const, command: shown, cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd), result, script_path: "<script>" };
       });
-      const notes = timeout.note ? [timeout.note] : [];
-      if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the script and everything it started were stopped`);
-      if (r.containment_failed) notes.push("process containment failed; the script was not run or its cleanup was not confirmed");
-      const shown = `${settings.python_bin} <script>`;
-      const result = CommandResult.parse({
-        ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
-        exit_code: r.exit_code,
-        timed_out: r.timed_out,
-        duration_ms: r.duration_ms,
-        cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd),
-        command: shown,
-        stdout: r.stdout,
-        stderr: r.stderr.replaceAll(script, "<script>"),
-        truncated: r.truncated,
-        stdout_bytes: r.stdout_bytes,
-        stderr_bytes: r.stderr_bytes,
-        stdout_lossy: r.stdout_lossy,
-        stderr_lossy: r.stderr_lossy,
-        timeout_s: timeout.seconds,
-        notes,
-      });
-      return { mode: "command" as const, command: shown, cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd), result, script_path: "<script>" };
     } finally {
       rmSync(script, { force: true });
-      const n = (busy.get(session.session_id) ?? 1) - 1;
-      if (n <= 0) busy.delete(session.session_id);
-      else busy.set(session.session_id, n);
     }
   },
   text: (o) => {

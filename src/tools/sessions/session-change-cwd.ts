@@ -1,6 +1,5 @@
 import { z } from "zod";
 import { resolveWorkdir } from "../../fs/paths.ts";
-import { withFileLock } from "../../store/lock.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
 import description from "./session-change-cwd.md" with { type: "text" };
@@ -21,7 +20,7 @@ export const sessionChangeCwd = defineTool({
   async run(ctx, input) {
     ctx.requireSession(input.session_id);
     const workdir = resolveWorkdir(input.workdir, dirPolicy(ctx.app));
-    const rec = await withFileLock(ctx.app.sessions.lifecyclePath(input.session_id), () => {
+    const rec = await ctx.app.lifecycle.hold(input.session_id, "exclusive", () => {
       const current = ctx.app.sessions.require(input.session_id);
       return ctx.app.sessions.update(current, { workdir });
     });

@@ -1,5 +1,4 @@
 import { z } from "zod";
-import { withFileLock } from "../../store/lock.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
 import description from "./session-end.md" with { type: "text" };
@@ -26,7 +25,10 @@ export const sessionEnd = defineTool({
   }),
   async run(ctx, input) {
     const rec = ctx.app.sessions.require(input.session_id);
-    return withFileLock(ctx.app.sessions.lifecyclePath(rec.session_id), async () => {
+    // Foreground commands of this session in this process are stopped, not waited for; teardown
+    // then takes the lifecycle lock exclusively, so no new work is admitted anywhere.
+    ctx.app.foreground.abortSession(rec.session_id);
+    return ctx.app.lifecycle.hold(rec.session_id, "exclusive", async () => {
       const stopped_jobs: string[] = [];
       const stopped_shells: string[] = [];
       for (const teardown of ctx.app.sessionTeardowns) {

@@ -25,7 +25,7 @@ export const sessionStart = defineTool({
       throw new ToolError("remote_unavailable", "remote workers are not available on this server");
     }
     const workdir = resolveWorkdir(input.workdir, dirPolicy(ctx.app));
-    const rec = await ctx.app.sessions.create({ workdir, label: input.label }, (sid) => (ctx.app.busySessions.get(sid) ?? 0) > 0);
+    const rec = await ctx.app.sessions.create({ workdir, label: input.label }, (sid) => ctx.app.foreground.isBusy(sid));
     return orient(ctx.app, rec, "Use this session_id in subsequent workspace tool calls.");
   },
   text: (o) =>

@@ -103,9 +103,7 @@ async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: 
   const { settings } = ctx.app;
   const timeout = effectiveTimeout(input.timeout_s, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
   const maxOutput = Math.max(1, Math.min(input.max_output_bytes ?? settings.max_output_bytes, settings.max_output_bytes));
-  const busy = ctx.app.busySessions;
-  busy.set(session.session_id, (busy.get(session.session_id) ?? 0) + 1);
-  try {
+  return ctx.app.foreground.run(session.session_id, ctx.signal, async (signal) => {
     const r = await runBounded({
       runner: await ctx.app.runner(),
       shell: settings.shell_executable,
@@ -115,7 +113,7 @@ async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: 
       timeoutMs: timeout.seconds * 1000,
       maxOutputBytes: maxOutput,
       semaphore: ctx.app.commandSlots,
-      signal: ctx.signal,
+      signal,
     });
     const notes = timeout.note ? [timeout.note] : [];
     if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the command and everything it started were stopped`);
@@ -139,11 +137,7 @@ async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: 
       notes,
     });
     return { mode: "command" as const, command: input.command, cwd, result };
-  } finally {
-    const n = (busy.get(session.session_id) ?? 1) - 1;
-    if (n <= 0) busy.delete(session.session_id);
-    else busy.set(session.session_id, n);
-  }
+  });
 }
 
 function bashText(o: { mode: string; result: Record<string, unknown> }): string {
