@@ -66,6 +66,12 @@ export default defineCommand({
       process.stderr.write(`local-shell-mcp: refusing to start: ${problem}\n`);
       process.exit(2);
     }
+    if (settings.mode !== "stdio" && settings.auth_mode === "oauth" && settings.base_url === null && settings.oauth_admin_pin === null) {
+      const { ensureLocalAdminPin } = await import("../oauth/local-pin.ts");
+      const generated = await ensureLocalAdminPin(settings.state_dir);
+      settings.oauth_admin_pin = generated.pin;
+      log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
+    }
     const { createApp } = await import("../server/app.ts");
     const { installSignalHandlers, onShutdown } = await import("../server/lifecycle.ts");
     installSignalHandlers();
