@@ -1,10 +1,13 @@
 /**
- * Supervised remote commands over the mux. The remote side receives `<length>\n<script>` on the
- * channel's stdin, stores the script in a private temp dir, runs it in its own process group with
- * stdin from /dev/null (so a command reading stdin can never consume the script), and watches the
- * channel: when it reaches EOF (timeout, cancel, disconnect, lost transport) the group is killed.
+ * Supervised remote commands over the mux. The channel's remote program is one fixed `/bin/sh -c`
+ * supervisor; the script travels on the channel's stdin as `<length>\n<script><end marker>\n` and is
+ * read completely (the marker proves it is whole) before anything runs. The command itself gets
+ * /dev/null as stdin, so it can never consume the script, and the channel's stdin then only serves
+ * as a lifeline: when it reaches EOF (timeout, cancel, disconnect, lost transport) the command's
+ * process group is killed. No temporary files are created on the remote host.
  */
 import { closeSync, constants, fsyncSync, openSync, writeSync } from "node:fs";
+import { randomBytes } from "node:crypto";
 import type { Subprocess } from "bun";
 import { ToolError } from "../core/errors.ts";
 import type { Master } from "./master.ts";
@@ -13,33 +16,83 @@ import { capture, type Captured, shq, spawnGroup, stopGroup } from "./proc.ts";
 /** Local grace between SIGTERM and SIGKILL for a command channel. */
 const COMMAND_STOP_GRACE_MS = 3000;
 
+/** Scripts up to this many bytes are read with the shell's own `read` (no extra process). */
+const INLINE_READ_LIMIT = 4096;
+
 /**
- * Exit statuses of the supervisor itself (before the command ran):
- * 70 no length line, 71 bad length, 72 no temp dir, 74 short script.
+ * The remote supervisor. `$1` is the kind (sh | sudo), `$2` the end marker of this call.
+ *
+ * Exit statuses of the supervisor itself (before the command ran): 70 no length line, 71 bad
+ * length, 74 the script arrived incomplete. 125 comes from the `cwd` line of the script.
+ *
+ * Fast path (the usual case: the login shell exec'd us, so we lead the channel's process group,
+ * which sshd created for this channel alone): the command runs in a forked subshell (sh: `eval`,
+ * sudo: the fixed sudo program fed by a pipe) and a forked watcher blocks on the channel. When the
+ * command ends, TERM goes to the whole group (leftover background jobs, the watcher) while we ignore
+ * it; when the channel ends first, the watcher TERMs the group, waits a second and KILLs it.
+ * Fallback (we do not lead our group, e.g. a login shell that forks): the command gets its own
+ * group through `setsid` and reads the script from a pipe before running it with stdin /dev/null.
  */
-const SUPERVISOR = `umask 077
-exec 3<&0
+export const SUPERVISOR = `exec 3<&0
 IFS= read -r n || exit 70
 case $n in ''|*[!0-9]*) exit 71;; esac
-d=$(mktemp -d "\${TMPDIR:-/tmp}/lsm-ssh.XXXXXXXXXX") || exit 72
-c=
-trap 'rm -rf "$d"' EXIT
-trap '[ -n "$c" ] && kill -s KILL -- -"$c" 2>/dev/null; exit 129' HUP INT TERM
-head -c "$n" <&3 >"$d/s" || exit 74
-[ "$(wc -c <"$d/s")" -eq "$n" ] || exit 74
-if [ "$1" = sudo ]; then
-  setsid env LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s <"$d/s" &
+t=
+if [ "$n" -le ${INLINE_READ_LIMIT} ]; then
+  while :; do
+    IFS= read -r l || exit 74
+    [ "$l" = "$2" ] && break
+    t="$t$l
+"
+  done
 else
-  setsid /bin/sh "$d/s" </dev/null &
+  t=$(head -c "$n") || exit 74
+  l=\${t%"$2"}
+  [ "$l" != "$t" ] || exit 74
+  t=$l
+fi
+trap 'exit 129' HUP INT TERM
+if kill -s 0 -- -$$ 2>/dev/null; then
+  { while IFS= read -r _; do :; done; trap '' TERM; kill -s TERM 0; sleep 1; kill -s KILL 0; } <&3 >/dev/null 2>&1 &
+  if [ "$1" = sudo ]; then
+    ( trap - HUP INT TERM; printf '%s' "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
+  else
+    ( trap - HUP INT TERM; set --; unset -v n l; eval "unset -v t; $t" ) </dev/null 3<&- &
+  fi
+  wait $!
+  r=$?
+  trap '' TERM
+  kill -s TERM 0
+  exit "$r"
+fi
+if [ "$1" = sudo ]; then
+  printf '%s' "$t" | LC_ALL=C setsid sudo -n -k -- /bin/bash --noprofile --norc -s 3<&- &
+else
+  printf '%s' "$t" | setsid /bin/sh -c 't=$(cat) && exec </dev/null && eval "unset -v t; $t"' lsm-ssh 3<&- &
 fi
 c=$!
+trap 'kill -s KILL -- -"$c" 2>/dev/null; exit 129' HUP INT TERM
 { while IFS= read -r _; do :; done; kill -s TERM -- -"$c"; sleep 1; kill -s KILL -- -"$c"; } <&3 >/dev/null 2>&1 &
 w=$!
 wait "$c"
-rc=$?
+r=$?
 kill -s TERM "$w" 2>/dev/null
 kill -s TERM -- -"$c" 2>/dev/null
-exit "$rc"`;
+exit "$r"`;
+
+/** The bytes written to the channel's stdin for `script` (which must end with a newline). */
+export function framedScript(script: string, marker: string): Buffer {
+  const body = Buffer.from(`${script}${marker}\n`);
+  return Buffer.concat([Buffer.from(`${body.length}\n`), body]);
+}
+
+/** The remote program string of a channel (exported for the unit tests of the supervisor). */
+export function supervisorProgram(kind: ChannelKind, marker: string): string {
+  return `/bin/sh -c ${shq(SUPERVISOR)} lsm-ssh ${kind} ${marker}`;
+}
+
+export function newMarker(): string {
+  return `__LSM_SSH_END_${randomBytes(16).toString("hex")}__`;
+}
 
 export type ChannelKind = "sh" | "sudo";
 
@@ -94,7 +147,9 @@ function openSpool(path: string): number {
 export async function runChannel(master: Master, channels: ChannelSet, req: ChannelRequest): Promise<ChannelResult> {
   await master.ensureReady();
   if (req.signal?.aborted) throw new ToolError("cancelled", "the request was cancelled");
-  const program = `/bin/sh -c ${shq(SUPERVISOR)} lsm-ssh ${req.kind}`;
+  const marker = newMarker();
+  const program = supervisorProgram(req.kind, marker);
+  const framed = framedScript(req.script.endsWith("\n") ? req.script : `${req.script}\n`, marker);
   const started = performance.now();
   const fds = req.spool ? { out: openSpool(req.spool.stdout), err: openSpool(req.spool.stderr) } : undefined;
   let proc: Subprocess<"pipe", "pipe", "pipe">;
@@ -108,10 +163,8 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     throw new ToolError("connection_lost", "cannot start an SSH channel");
   }
   channels.add(proc);
-  const body = Buffer.from(req.script);
   try {
-    proc.stdin.write(`${body.length}\n`);
-    proc.stdin.write(body);
+    proc.stdin.write(framed);
     void Promise.resolve(proc.stdin.flush()).catch(() => undefined);
   } catch {
     // the channel already failed; its exit status tells the story

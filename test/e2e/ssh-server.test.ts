@@ -186,6 +186,8 @@ describe("ssh server", () => {
     expect((await srv.ok("exec", { ...k(), command: "pwd", cwd: "/nonexistent-dir" })).exit_code).toBe(125);
     const stdin = await srv.ok("exec", { ...k(), command: "cat; echo after-cat\necho second-line" });
     expect(stdin.stdout.data).toBe("after-cat\nsecond-line\n");
+    const long = await srv.ok("exec", { ...k(), command: `x=${"a".repeat(200_000)}\necho \${#x}` });
+    expect(long.stdout.data).toBe("200000\n");
     const bin = await srv.ok("exec", { ...k(), command: "printf '\\377\\376bin\\000x'" });
     expect(bin.stdout.encoding).toBe("base64");
     expect(Buffer.from(bin.stdout.data, "base64")).toEqual(Buffer.from([0xff, 0xfe, 0x62, 0x69, 0x6e, 0, 0x78]));

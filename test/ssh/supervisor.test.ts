@@ -1,0 +1,112 @@
+/**
+ * The remote supervisor run locally with /bin/sh, the way sshd runs it: in a fresh session (fast
+ * path, we lead the group) and under a login shell that forks (fallback path through setsid).
+ */
+import { describe, expect, test } from "bun:test";
+import { $ } from "bun";
+import { readdirSync } from "node:fs";
+import { framedScript, newMarker, SUPERVISOR } from "../../src/ssh/channel.ts";
+import { tempDir } from "../helpers/harness.ts";
+
+interface Run {
+  code: number | null;
+  out: string;
+  err: string;
+}
+
+async function run(script: string, opts: { leader: boolean; kind?: "sh" | "sudo"; cut?: number; closeAfterMs?: number; tmp?: string; path?: string }): Promise<Run> {
+  const marker = newMarker();
+  const kind = opts.kind ?? "sh";
+  // A forking login shell keeps the supervisor out of the group lead, as fish or tcsh would.
+  const argv = opts.leader
+    ? ["/bin/sh", "-c", SUPERVISOR, "lsm-ssh", kind, marker]
+    : ["/bin/sh", "-c", '/bin/sh -c "$0" "$@"; exit $?', SUPERVISOR, "lsm-ssh", kind, marker];
+  const env = { PATH: opts.path ?? process.env.PATH ?? "/usr/bin:/bin", TMPDIR: opts.tmp ?? "/tmp" };
+  const p = Bun.spawn(argv, { stdin: "pipe", stdout: "pipe", stderr: "pipe", detached: true, env });
+  let framed = framedScript(script, marker);
+  if (opts.cut !== undefined) framed = framed.subarray(0, opts.cut);
+  try {
+    p.stdin.write(framed);
+    await p.stdin.flush();
+  } catch {
+    // the supervisor may already have exited
+  }
+  if (opts.cut !== undefined) void p.stdin.end();
+  const timer = opts.closeAfterMs === undefined ? undefined : setTimeout(() => void p.stdin.end(), opts.closeAfterMs);
+  const [out, err] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  await p.exited;
+  clearTimeout(timer);
+  try {
+    void p.stdin.end();
+  } catch {
+    // already closed
+  }
+  return { code: p.exitCode, out, err };
+}
+
+async function leftovers(tag: string): Promise<string> {
+  return (await $`ps -eo args=`.text())
+    .split("\n")
+    .filter((l) => l.includes(tag) && !l.includes("ps -eo"))
+    .join("\n");
+}
+
+for (const leader of [true, false]) {
+  describe(`supervisor (${leader ? "group leader" : "forked by the login shell"})`, () => {
+    test("runs the script with stdin /dev/null, a clean $0 and no supervisor variables", async () => {
+      const r = await run('echo "$0|$#|$t|$n|$l"; cat; echo after\nexit 3\n', { leader });
+      expect(r).toEqual({ code: 3, out: "lsm-ssh|0|||\nafter\n", err: "" });
+    });
+
+    test("a script larger than the inline limit and than one argv string arrives whole", async () => {
+      const r = await run(`x=${"a".repeat(300_000)}\necho \${#x}\n`, { leader });
+      expect(r).toEqual({ code: 0, out: "300000\n", err: "" });
+    });
+
+    test("an incomplete script never runs (exit 74)", async () => {
+      using d = tempDir();
+      const small = await run(`touch ${d.path}/ran\necho b\n`, { leader, cut: 12 });
+      expect(small.code).toBe(74);
+      const big = await run(`touch ${d.path}/ran\n${"#".repeat(10_000)}\n`, { leader, cut: 6000 });
+      expect(big.code).toBe(74);
+      expect(readdirSync(d.path)).toEqual([]);
+    });
+
+    test("leftover background jobs are stopped when the command ends; nothing is written to TMPDIR", async () => {
+      using d = tempDir();
+      const tag = `${leader ? 41 : 42}${Date.now() % 100_000}`;
+      const r = await run(`sleep ${tag} >/dev/null 2>&1 &\necho started\n`, { leader, tmp: d.path });
+      expect(r).toMatchObject({ code: 0, out: "started\n" });
+      await Bun.sleep(100);
+      expect(await leftovers(`sleep ${tag}`)).toBe("");
+      expect(readdirSync(d.path)).toEqual([]);
+    });
+
+    test("channel EOF stops the whole command group (TERM, then KILL)", async () => {
+      const tag = `${leader ? 43 : 44}${Date.now() % 100_000}`;
+      const t0 = Date.now();
+      const r = await run(`trap '' TERM; sleep ${tag} & sleep 1${tag}; echo never\n`, { leader, closeAfterMs: 300 });
+      expect(r.out).toBe("");
+      expect(Date.now() - t0).toBeLessThan(5000);
+      // the TERM-ignoring job survives the TERM and is killed a second later
+      const deadline = Date.now() + 4000;
+      while ((await leftovers(`sleep ${tag}`)) !== "" && Date.now() < deadline) await Bun.sleep(100);
+      expect(await leftovers(`sleep ${tag}`)).toBe("");
+      expect(await leftovers(`sleep 1${tag}`)).toBe("");
+    });
+  });
+}
+
+for (const leader of [true, false]) {
+  test(`the sudo kind feeds the script on stdin to exactly the fixed sudo program (${leader ? "leader" : "fallback"})`, async () => {
+    using d = tempDir();
+    // A stand-in sudo that insists on the fixed argv and LC_ALL=C, then runs the shell as sudo would.
+    await Bun.write(
+      `${d.path}/sudo`,
+      `#!/bin/sh\n[ "$*" = "-n -k -- /bin/bash --noprofile --norc -s" ] || exit 99\n[ "$LC_ALL" = C ] || exit 98\nexec /bin/bash --noprofile --norc -s\n`,
+    );
+    await $`chmod 0755 ${d.path}/sudo`;
+    const r = await run("{\necho from-bash $BASH_VERSION | cut -c1-9; cat\n} </dev/null\necho after\n", { leader, kind: "sudo", path: `${d.path}:${process.env.PATH}` });
+    expect(r).toMatchObject({ code: 0, out: "from-bash\nafter\n" });
+  });
+}
