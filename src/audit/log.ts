@@ -13,6 +13,8 @@ const MINIMAL = ["id", "ts", "event", "call_id", "tool", "session", "ok"] as con
 /** Records kept in memory while the file is busy; beyond this the oldest are counted and dropped. */
 const MAX_QUEUE = 20_000;
 const GC_INTERVAL_MS = 60_000;
+/** How long a record may wait so that records of nearby calls share one append. */
+const BATCH_DELAY_MS = 20;
 
 export type AuditRecord = Record<string, unknown> & { id: string; ts: number; event: string };
 /** An event as recorded, before redaction. */
@@ -45,6 +47,7 @@ export class AuditLog implements AuditSink {
   private queue: PendingRecord[] = [];
   private dropped = 0;
   private writer: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
   private lastGc = 0;
   private payloadWritten = false;
   /** Calls started in this process whose end record is not written yet: retention keeps them. */
@@ -106,6 +109,7 @@ export class AuditLog implements AuditSink {
   async flush(): Promise<void> {
     while (this.writer || this.queue.length > 0) {
       this.kick();
+      this.wake?.();
       await this.writer;
     }
   }
@@ -113,8 +117,16 @@ export class AuditLog implements AuditSink {
   private kick(): void {
     if (this.writer) return;
     this.writer = (async () => {
-      // A macrotask, so a tool result is sent before its audit record is sanitised and written.
-      await new Promise((resolve) => setImmediate(resolve));
+      // Wait briefly: the tool result goes out first, and records of calls made close together
+      // share one locked append. flush() cuts the wait short.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, BATCH_DELAY_MS);
+        this.wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wake = undefined;
       while (this.queue.length > 0) {
         const batch = this.queue;
         this.queue = [];

@@ -14,12 +14,22 @@ export function validateEnv(env: Record<string, string> | null | undefined): Rec
   return out;
 }
 
-/** The child environment: ours minus internal variables, plus the caller's overrides. */
-export function childEnv(overrides: Record<string, string>, base: Record<string, string | undefined> = process.env): Record<string, string> {
+function filtered(base: Record<string, string | undefined>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(base)) {
     if (v === undefined || HIDDEN.some((re) => re.test(k))) continue;
     out[k] = v;
   }
-  return { ...out, ...overrides };
+  return out;
+}
+
+let inherited: Record<string, string> | undefined;
+
+/**
+ * The child environment: ours minus internal variables, plus the caller's overrides. Our own
+ * environment is filtered once per process (it does not change while we run).
+ */
+export function childEnv(overrides: Record<string, string>, base?: Record<string, string | undefined>): Record<string, string> {
+  const kept = base ? filtered(base) : (inherited ??= filtered(process.env));
+  return { ...kept, ...overrides };
 }

@@ -98,27 +98,22 @@ function pathComponents(word: string): string[] {
 export function deniedCommand(command: string, denylist: readonly string[]): string | undefined {
   if (denylist.length === 0) return undefined;
   const commands = shellCommands(command);
+  // Split once: every word (and every `x=value` right-hand side) into lower-cased path components,
+  // and every simple command into its command-position names.
+  const wordParts = commands.flatMap((words) => words.flatMap((w) => [w, ...w.split("=").slice(1)].map(pathComponents)));
+  const names = commands.flatMap(commandWords);
   for (const entry of denylist) {
     const e = entry.toLowerCase().trim();
     if (!e) continue;
     if (e.includes("/") || e.includes(".")) {
       const want = pathComponents(e);
-      for (const words of commands) {
-        for (const w of words) {
-          for (const candidate of [w, ...w.split("=").slice(1)]) {
-            const parts = pathComponents(candidate);
-            for (let i = 0; i + want.length <= parts.length; i++) {
-              if (want.every((x, j) => parts[i + j] === x)) return entry;
-            }
-          }
+      for (const parts of wordParts) {
+        for (let i = 0; i + want.length <= parts.length; i++) {
+          if (want.every((x, j) => parts[i + j] === x)) return entry;
         }
       }
-    } else {
-      for (const words of commands) {
-        for (const name of commandWords(words)) {
-          if (name === e || name.startsWith(`${e}.`)) return entry;
-        }
-      }
+    } else if (names.some((name) => name === e || name.startsWith(`${e}.`))) {
+      return entry;
     }
   }
   return undefined;

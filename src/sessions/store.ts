@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, readdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
@@ -92,10 +92,31 @@ export class SessionStore {
     return join(this.locks, `session-${sid}.lock`);
   }
 
+  /**
+   * Parsed records keyed by the primary file's identity (inode, size, mtime): another process's
+   * atomic rename changes the inode, so a hit is always the current content, at the cost of a stat.
+   */
+  private readonly cache = new Map<string, { key: string; rec: SessionRecord }>();
+
   private read(sid: string): SessionRecord | undefined {
     if (!SESSION_ID_PATTERN.test(sid)) return undefined;
-    const r = readJsonWithBackup(this.file(sid), (v) => SessionRecordSchema.parse(v), 256_000);
-    return r.status === "ok" ? r.value : undefined;
+    const file = this.file(sid);
+    let key: string | undefined;
+    try {
+      const st = statSync(file);
+      key = `${st.ino}:${st.size}:${st.mtimeMs}`;
+      const hit = this.cache.get(sid);
+      if (hit && hit.key === key) return { ...hit.rec };
+    } catch {
+      // Missing or unreadable primary: the backup logic below decides.
+    }
+    const r = readJsonWithBackup(file, (v) => SessionRecordSchema.parse(v), 256_000);
+    if (r.status !== "ok") {
+      this.cache.delete(sid);
+      return undefined;
+    }
+    if (key && r.source === "primary") this.cache.set(sid, { key, rec: r.value });
+    return { ...r.value };
   }
 
   private write(rec: SessionRecord): void {
@@ -176,6 +197,7 @@ export class SessionStore {
   }
 
   remove(sid: string): void {
+    this.cache.delete(sid);
     rmSync(join(this.root, sid), { recursive: true, force: true });
     rmSync(this.lifecyclePath(sid), { force: true });
   }
