@@ -1,7 +1,10 @@
 /**
  * File tool latency over stdio against the compiled binary: read of a 256 KiB file, search for a
  * token across 2,000 files, hashline_edit on a 10,000-line file, apply_patch touching 20 files.
- * Usage: bun scripts/bench/files.ts [--binary dist/x/local-shell-mcp] [--runs 50]
+ * Usage: bun scripts/bench/files.ts [--binary dist/x/local-shell-mcp] [--runs 50] [--only read|search|edit|patch]
+ * [--gap-ms N] (idle time between timed calls, outside the measurement: lets the server finish the
+ * previous call's audit record first, as between a model's real calls).
+ * (--only runs one group, handy with BUN_OPTIONS="--cpu-prof" on the server).
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -12,6 +15,8 @@ import { join, resolve } from "node:path";
 const arg = (name: string, def: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1]! : def);
 const binary = resolve(arg("--binary", process.env.LSM_TEST_BINARY ?? "dist/local-shell-mcp"));
 const runs = Number(arg("--runs", "50"));
+const only = arg("--only", "");
+const gapMs = Number(arg("--gap-ms", "0"));
 
 const ws = realpathSync(mkdtempSync(join(tmpdir(), "lsm-bench-files-")));
 const state = realpathSync(mkdtempSync(join(tmpdir(), "lsm-bench-state-")));
@@ -38,9 +43,12 @@ const call = async (name: string, args: Record<string, unknown>) => {
 const sid = (await call("session_start", { workdir: "." })).session_id as string;
 
 async function measure(label: string, fn: (i: number) => Promise<void>): Promise<void> {
+  const group = label.startsWith("read") ? "read" : label.startsWith("search") ? "search" : label.startsWith("hashline") ? "edit" : "patch";
+  if (only && only !== group) return;
   for (let i = 0; i < 3; i++) await fn(-1 - i);
   const times: number[] = [];
   for (let i = 0; i < runs; i++) {
+    if (gapMs > 0) await Bun.sleep(gapMs);
     const t = performance.now();
     await fn(i);
     times.push(performance.now() - t);

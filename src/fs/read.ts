@@ -19,7 +19,14 @@ export interface FileRead {
   size: number;
   sha: string;
   total: number;
+  /** The selected lines; empty when `body` already holds them (whole-file reads). */
   rows: Row[];
+  /** Selected line numbers: first, last and how many. */
+  first: number | null;
+  last: number | null;
+  count: number;
+  /** The selected lines rendered as hashline rows (`\nN:text` each), without the header. */
+  body: string;
   /** Exact bytes of the selected lines (line endings included), for `:raw`. */
   raw: string;
   bytesRead: number;
@@ -192,6 +199,10 @@ export function readLines(fd: number, st: Stats, ranges: readonly LineRange[], b
   const col = new Collector(budget, shown);
   if (st.size <= budget) {
     const buf = readAll(fd, st.size);
+    if (ranges.length === 0) {
+      const whole = readWhole(buf, shown);
+      if (whole) return whole;
+    }
     const text = decodeUtf8(buf, shown);
     const doc = splitDoc(text);
     const total = doc.lines.length;
@@ -204,7 +215,7 @@ export function readLines(fd: number, st: Stats, ranges: readonly LineRange[], b
       }
     }
     const raw = ranges.length ? col.raw.join("") : text;
-    return { size: buf.length, sha: sha256(buf), total, rows: col.rows, raw, bytesRead: Buffer.byteLength(raw), truncated: false, ranges: shownRanges(col.rows) };
+    return withRows({ size: buf.length, sha: sha256(buf), total, rows: col.rows, raw, bytesRead: Buffer.byteLength(raw), truncated: false, ranges: shownRanges(col.rows) });
   }
   const wanted = ranges.length ? ranges : [{ start: 1, end: null }];
   const inWanted = (l: number) => !col.truncated && wanted.some((r) => l >= r.start && (r.end === null || l <= r.end));
@@ -224,10 +235,44 @@ export function readLines(fd: number, st: Stats, ranges: readonly LineRange[], b
       scan(fd, entry.marks[k] ?? 0, k * MARK_EVERY + 1, { stopAfter: stop, want: (l) => l >= r.start && l <= stop && !col.truncated, take });
     }
   }
-  return { size: st.size, sha: entry.sha, total: entry.total, rows: col.rows, raw: col.raw.join(""), bytesRead: col.bytes, truncated: col.truncated, ranges: shownRanges(col.rows) };
+  return withRows({ size: st.size, sha: entry.sha, total: entry.total, rows: col.rows, raw: col.raw.join(""), bytesRead: col.bytes, truncated: col.truncated, ranges: shownRanges(col.rows) });
 }
 
-/** `[path#snapshot]` header plus `N:text` rows. */
+function withRows(r: Omit<FileRead, "first" | "last" | "count" | "body">): FileRead {
+  let body = "";
+  for (const row of r.rows) body += `\n${row.line}:${row.text}`;
+  return { ...r, first: r.rows[0]?.line ?? null, last: r.rows[r.rows.length - 1]?.line ?? null, count: r.rows.length, body };
+}
+
+/**
+ * The whole of a file without carriage returns, in one pass: the file hash and the shown range's
+ * hash share one SHA-256 run (the range hash covers the same bytes minus the final newline), and the
+ * hashline rows are built straight from the text. Files with `\r` take the general path.
+ */
+function readWhole(buf: Buffer, shown: string): FileRead | undefined {
+  if (buf.indexOf(13) >= 0) return undefined;
+  const text = decodeUtf8(buf, shown);
+  const size = buf.length;
+  const hash = createHash("sha256");
+  if (size === 0) return { size, sha: hash.digest("hex"), total: 0, rows: [], first: null, last: null, count: 0, body: "", raw: text, bytesRead: 0, truncated: false, ranges: [] };
+  const terminated = buf[size - 1] === 10;
+  hash.update(terminated ? buf.subarray(0, size - 1) : buf);
+  const h = hash.copy().digest("hex").slice(0, 16);
+  if (terminated) hash.update(buf.subarray(size - 1));
+  const end = terminated ? text.length - 1 : text.length;
+  let body = "";
+  let total = 0;
+  for (let start = 0; ; ) {
+    const nl = text.indexOf("\n", start);
+    const stop = nl < 0 || nl >= end ? end : nl;
+    body += `\n${++total}:${text.slice(start, stop)}`;
+    if (stop === end) break;
+    start = stop + 1;
+  }
+  return { size, sha: hash.digest("hex"), total, rows: [], first: 1, last: total, count: total, body, raw: text, bytesRead: size, truncated: false, ranges: [{ start: 1, end: total, h }] };
+}
+
+/** `[path#snapshot]` header plus `N:text` rows (see `FileRead.body` for a pre-rendered form). */
 export function hashlineText(rel: string, snapshotId: string, rows: readonly Row[]): string {
   let out = `[${rel}#${snapshotId}]`;
   for (const r of rows) out += `\n${r.line}:${r.text}`;

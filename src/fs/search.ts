@@ -1,6 +1,6 @@
-import { closeSync, openSync, readSync, statSync } from "node:fs";
-import { join, relative, sep } from "node:path";
-import { walk } from "./walk.ts";
+import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { ignoreBoundary, walk } from "./walk.ts";
 
 export interface RawMatch {
   /** Absolute path of the file. */
@@ -26,6 +26,8 @@ export interface SearchRequest {
   /** Stop after this many matches. */
   limit: number;
   rgBin: string;
+  /** The workspace root, which bounds the .gitignore files read above `cwd` (see `ignoreBoundary`). */
+  workspaceRoot?: string;
   signal: AbortSignal;
   timeoutMs: number;
 }
@@ -45,15 +47,58 @@ function rgPath(bin: string): string | undefined {
 
 const MAX_STDERR = 20_000;
 
-/** Content search: ripgrep when present (sorted by path, JSON output), else the built-in walker. */
+/** Orders paths as a sorted depth-first walk does: segment by segment. */
+export function comparePaths(a: string, b: string): number {
+  if (a === b) return 0;
+  const x = a.split("/");
+  const y = b.split("/");
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    if (x[i] !== y[i]) return x[i]! < y[i]! ? -1 : 1;
+  }
+  return x.length - y.length;
+}
+
+/** Ignore files above `dir` that ripgrep would read but git (bounded as we bound it) would not. */
+function ignoreFilesAbove(dir: string): boolean {
+  const repoRoot = existsSync(join(dir, ".git"));
+  for (let d = dirname(dir); ; d = dirname(d)) {
+    if (existsSync(join(d, ".gitignore")) || existsSync(join(d, ".ignore")) || existsSync(join(d, ".rgignore"))) return true;
+    if (!repoRoot && existsSync(join(d, ".git", "info", "exclude"))) return true;
+    if (dirname(d) === d) return false;
+  }
+}
+
+/**
+ * Whether ripgrep reads exactly the ignore files git would, bounded by the workspace root. Given
+ * absolute paths it reads those of every folder above them (stopping .gitignore at a repository
+ * root), so it is only used when nothing above the boundary would add rules; otherwise the built-in
+ * walk, which stops at the boundary, answers.
+ */
+function rgExact(req: SearchRequest): boolean {
+  if (!req.gitignore || !req.workspaceRoot) return true;
+  const boundary = ignoreBoundary(req.cwd, req.workspaceRoot) ?? req.cwd;
+  return !ignoreFilesAbove(boundary);
+}
+
+/** Content search: ripgrep when present (JSON output, sorted here), else the built-in walker. */
 export async function searchFiles(req: SearchRequest): Promise<SearchOutcome> {
   const rg = rgPath(req.rgBin);
-  if (rg) return ripgrep(rg, req);
+  if (rg && rgExact(req)) {
+    // Unsorted (parallel) first; only a result set too large to sort in memory is searched again
+    // sorted, which keeps paging stable either way.
+    const fast = await ripgrep(rg, req, false);
+    if (fast) return fast;
+    return (await ripgrep(rg, req, true))!;
+  }
   return builtin(req);
 }
 
-async function ripgrep(rg: string, req: SearchRequest): Promise<SearchOutcome> {
-  const args = [rg, "--json", "--line-number", "--column", "--sort", "path", "--no-config"];
+/** Most matches collected from an unsorted ripgrep run before falling back to a sorted one. */
+const UNSORTED_CAP = 20_000;
+
+async function ripgrep(rg: string, req: SearchRequest, sorted: boolean): Promise<SearchOutcome | undefined> {
+  const args = [rg, "--json", "--line-number", "--column", "--no-config", "--no-require-git"];
+  if (sorted) args.push("--sort", "path");
   if (!req.gitignore) args.push("--no-ignore");
   if (req.hidden) args.push("--hidden", "--glob", "!.git");
   if (!req.regex) args.push("--fixed-strings");
@@ -64,7 +109,9 @@ async function ripgrep(rg: string, req: SearchRequest): Promise<SearchOutcome> {
     if (!rel.startsWith("..")) args.push("--glob", `!/${rel.split(sep).join("/")}`, "--glob", `!/${rel.split(sep).join("/")}/**`);
   }
   args.push("-e", req.pattern, "--");
-  args.push(...(req.roots.length ? req.roots.map((r) => relative(req.cwd, r) || ".") : ["."]));
+  // Absolute roots: ripgrep applies anchored rules of ignore files above a relative root wrongly.
+  args.push(...(req.roots.length ? req.roots : [req.cwd]));
+  const cap = sorted ? req.limit : Math.max(req.limit, UNSORTED_CAP);
   const proc = Bun.spawn(args, { cwd: req.cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
   const kill = () => proc.kill("SIGKILL");
   req.signal.addEventListener("abort", kill, { once: true });
@@ -87,7 +134,7 @@ async function ripgrep(rg: string, req: SearchRequest): Promise<SearchOutcome> {
         const ev = JSON.parse(line) as { data: { path: { text?: string }; lines: { text?: string; bytes?: string }; line_number: number; submatches: Array<{ start: number }> } };
         const d = ev.data;
         if (d.path.text === undefined) continue;
-        if (matches.length >= req.limit) {
+        if (matches.length >= cap) {
           more = true;
           stopped = true;
           kill();
@@ -96,7 +143,7 @@ async function ripgrep(rg: string, req: SearchRequest): Promise<SearchOutcome> {
         const text = (d.lines.text ?? Buffer.from(d.lines.bytes ?? "", "base64").toString("utf8")).replace(/\r?\n$/, "");
         const startByte = d.submatches[0]?.start ?? 0;
         const column = Buffer.from(d.lines.text ?? "").subarray(0, startByte).toString("utf8").length + 1;
-        matches.push({ abs: join(req.cwd, d.path.text), line: d.line_number, column, text });
+        matches.push({ abs: resolve(req.cwd, d.path.text), line: d.line_number, column, text });
       }
     }
   } finally {
@@ -105,7 +152,15 @@ async function ripgrep(rg: string, req: SearchRequest): Promise<SearchOutcome> {
   }
   const code = await proc.exited;
   const stderr = (await stderrP).slice(0, MAX_STDERR);
+  if (!sorted && more) return undefined;
   const timedOut = !stopped && code !== 0 && code !== 1 && code !== 2 && proc.signalCode !== null;
+  if (!sorted) {
+    matches.sort((a, b) => comparePaths(a.abs, b.abs) || a.line - b.line);
+    if (matches.length > req.limit) {
+      matches.length = req.limit;
+      more = true;
+    }
+  }
   return { matches, more, stderr: timedOut ? `${stderr}search timed out`.trim() : stderr, ok: stopped || code === 0 || code === 1, engine: "ripgrep" };
 }
 
@@ -147,7 +202,7 @@ function builtin(req: SearchRequest): SearchOutcome {
       files.push(root);
       continue;
     }
-    walk(root, { gitignore: req.gitignore, hidden: req.hidden, skipIgnored: req.gitignore, maxDepth: 1_000, exclude: req.exclude, signal: req.signal }, (e) => {
+    walk(root, { gitignore: req.gitignore, hidden: req.hidden, skipIgnored: req.gitignore, maxDepth: 1_000, exclude: req.exclude, workspaceRoot: req.workspaceRoot, signal: req.signal }, (e) => {
       if (e.dirent.isFile() && wanted(relative(req.cwd, e.abs).split(sep).join("/"))) files.push(e.abs);
       if (!req.gitignore && e.dirent.name === ".git") return "skip";
     });

@@ -1,5 +1,5 @@
-import { type Dirent, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { type Dirent, existsSync, readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, sep } from "node:path";
 import { isWithin } from "./paths.ts";
 
 /** Folders skipped by discovery tools unless the caller asks for ignored entries. */
@@ -78,31 +78,70 @@ function parseRules(text: string): Rule[] {
   return rules;
 }
 
+/**
+ * Where .gitignore files stop counting for a walk rooted at `root`: the nearest folder at or above it
+ * that holds `.git` (the repository root), or the workspace root, whichever is nearer. Undefined when
+ * `root` is not inside `workspaceRoot`.
+ */
+export function ignoreBoundary(root: string, workspaceRoot: string): string | undefined {
+  if (!isWithin(workspaceRoot, root)) return undefined;
+  for (let dir = root; ; dir = dirname(dir)) {
+    if (dir === workspaceRoot || existsSync(join(dir, ".git"))) return dir;
+    if (dirname(dir) === dir) return undefined;
+  }
+}
+
+interface Layer {
+  /** Path of the layer's folder from the walk root ("" = the root itself). */
+  base: string;
+  /** For a folder above the walk root: the path from that folder down to the root. */
+  up: string;
+  rules: Rule[];
+}
+
+function readRules(dir: string): Rule[] {
+  try {
+    return parseRules(readFileSync(join(dir, ".gitignore"), "utf8"));
+  } catch {
+    return [];
+  }
+}
+
 /** The .gitignore rules in effect for one directory: its own plus those of its ancestors. */
 export class IgnoreStack {
-  private constructor(private readonly layers: ReadonlyArray<{ base: string; rules: Rule[] }>) {}
+  private constructor(private readonly layers: readonly Layer[]) {}
 
   static empty(): IgnoreStack {
     return new IgnoreStack([]);
   }
 
+  /**
+   * The rules of the folders above `root` up to `boundary` (inclusive), outermost first, as git
+   * applies them: a deeper .gitignore overrides a shallower one.
+   */
+  static above(root: string, boundary: string | undefined): IgnoreStack {
+    if (!boundary || root === boundary || !isWithin(boundary, root)) return IgnoreStack.empty();
+    const layers: Layer[] = [];
+    for (let dir = dirname(root); ; dir = dirname(dir)) {
+      const rules = readRules(dir);
+      if (rules.length) layers.unshift({ base: "", up: relative(dir, root).split(sep).join("/"), rules });
+      if (dir === boundary || dirname(dir) === dir) break;
+    }
+    return new IgnoreStack(layers);
+  }
+
   /** Adds the directory's own .gitignore (if any); `rel` is its path from the walk root. */
   enter(abs: string, rel: string): IgnoreStack {
-    let text: string;
-    try {
-      text = readFileSync(join(abs, ".gitignore"), "utf8");
-    } catch {
-      return this;
-    }
-    const rules = parseRules(text);
-    return rules.length ? new IgnoreStack([...this.layers, { base: rel, rules }]) : this;
+    const rules = readRules(abs);
+    return rules.length ? new IgnoreStack([...this.layers, { base: rel, up: "", rules }]) : this;
   }
 
   ignored(rel: string, isDir: boolean): boolean {
     let result = false;
     for (const layer of this.layers) {
-      const sub = layer.base === "" ? rel : rel.startsWith(`${layer.base}/`) ? rel.slice(layer.base.length + 1) : undefined;
+      let sub = layer.base === "" ? rel : rel.startsWith(`${layer.base}/`) ? rel.slice(layer.base.length + 1) : undefined;
       if (sub === undefined) continue;
+      if (layer.up) sub = `${layer.up}/${sub}`;
       for (const r of layer.rules) {
         if (r.dirOnly && !isDir) continue;
         if (r.re.test(sub)) result = !r.negate;
@@ -129,6 +168,11 @@ export interface WalkOptions {
   maxDepth: number;
   /** Never listed nor entered (the private state dir). */
   exclude: string | undefined;
+  /**
+   * The workspace root: .gitignore files in the folders above the walk root count too, up to the
+   * workspace root or the repository root, whichever is nearer (see `ignoreBoundary`).
+   */
+  workspaceRoot?: string;
   signal?: AbortSignal;
 }
 
@@ -167,5 +211,6 @@ export function walk(root: string, opts: WalkOptions, visit: (e: WalkEntry) => b
     }
     return true;
   };
-  recurse(root, "", 0, IgnoreStack.empty());
+  const start = opts.gitignore && opts.skipIgnored && opts.workspaceRoot ? IgnoreStack.above(root, ignoreBoundary(root, opts.workspaceRoot)) : IgnoreStack.empty();
+  recurse(root, "", 0, start);
 }

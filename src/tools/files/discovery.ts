@@ -109,7 +109,7 @@ export const treeView = defineTool({
     const entries: string[] = [];
     let truncated = false;
     if (depth > 0) {
-      walk(res.real, { gitignore: !input.include_ignored, hidden: true, skipIgnored: !input.include_ignored, maxDepth: depth, exclude: policy.stateDir, signal: ctx.signal }, (e) => {
+      walk(res.real, { gitignore: !input.include_ignored, hidden: true, skipIgnored: !input.include_ignored, maxDepth: depth, exclude: policy.stateDir, workspaceRoot: ctx.app.workspaceRoot, signal: ctx.signal }, (e) => {
         if (entries.length >= limit) {
           truncated = true;
           return false;
@@ -149,7 +149,7 @@ export const globSearch = defineTool({
     const byName = !input.pattern.includes("/");
     const found: string[] = [];
     let truncated = false;
-    walk(res.real, { gitignore: !input.include_ignored, hidden: true, skipIgnored: !input.include_ignored, maxDepth: 1_000, exclude: policy.stateDir, signal: ctx.signal }, (e) => {
+    walk(res.real, { gitignore: !input.include_ignored, hidden: true, skipIgnored: !input.include_ignored, maxDepth: 1_000, exclude: policy.stateDir, workspaceRoot: ctx.app.workspaceRoot, signal: ctx.signal }, (e) => {
       if (!(re.test(e.rel) || (byName && re.test(e.dirent.name)))) return;
       if (found.length >= limit) {
         truncated = true;

@@ -59,6 +59,7 @@ export function listDirectory(root: string, dir: string, opts: { recursive: bool
       skipIgnored: opts.recursive && !opts.includeIgnored,
       maxDepth: opts.recursive ? 1_000 : 1,
       exclude: opts.exclude,
+      workspaceRoot: root,
     },
     (e) => {
       if (entries.length >= opts.limit) {

@@ -1,7 +1,7 @@
 import { closeSync, fstatSync } from "node:fs";
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
-import { assertRegular, hashlineText, readLines } from "../../fs/read.ts";
+import { assertRegular, readLines } from "../../fs/read.ts";
 import { openChecked, resolveInWorkdir } from "../../fs/resolve.ts";
 import { parseReadTarget } from "../../fs/selectors.ts";
 import { SessionId } from "../common.ts";
@@ -49,24 +49,22 @@ export const read = defineTool({
       const budget = ctx.app.settings.max_file_read_bytes;
       const r = readLines(fd, st, target.ranges, budget, ctx.app.files.lineIndex, target.path);
       const [snap] = ctx.app.files.snapshots.record(session.session_id, [{ path: res.rel, sha: r.sha, total: r.total, ranges: r.ranges }]);
-      const first = r.rows[0];
-      const last = r.rows[r.rows.length - 1];
       const file = {
         path: res.rel,
         bytes: r.size,
         bytes_read: r.bytesRead,
         truncated_bytes: r.truncated ? Math.max(0, r.size - r.bytesRead) : 0,
         total_lines: r.total,
-        start_line: first?.line ?? null,
-        end_line: last?.line ?? null,
-        line_count: r.rows.length,
+        start_line: r.first,
+        end_line: r.last,
+        line_count: r.count,
         session_id: session.session_id,
         snapshot_id: snap!.id,
         file_sha256: r.sha,
         seen_ranges: r.ranges.map(({ start, end }) => ({ start, end })),
         truncated: r.truncated,
       };
-      const content = target.raw ? r.raw : hashlineText(res.rel, snap!.id, r.rows);
+      const content = target.raw ? r.raw : `[${res.rel}#${snap!.id}]${r.body}`;
       return { kind: "file" as const, path: res.rel, raw: target.raw, content, file, directory: null };
     } finally {
       closeSync(fd);

@@ -79,7 +79,7 @@ export const secretScan = defineTool({
     let truncatedFiles = 0;
     let scanned = 0;
     const files: string[] = [];
-    walk(base.real, { gitignore: true, hidden: true, skipIgnored: true, maxDepth: 1_000, exclude: policy.stateDir, signal: ctx.signal }, (e) => {
+    walk(base.real, { gitignore: true, hidden: true, skipIgnored: true, maxDepth: 1_000, exclude: policy.stateDir, workspaceRoot: ctx.app.workspaceRoot, signal: ctx.signal }, (e) => {
       if (!e.dirent.isFile()) return;
       if (globRe && !globRe.test(e.rel)) return;
       files.push(e.abs);

@@ -133,6 +133,7 @@ export const search = defineTool({
       exclude: policy.stateDir,
       limit: input.skip + max + (scopes.size ? 100_000 : 0),
       rgBin: settings.rg_bin,
+      workspaceRoot: ctx.app.workspaceRoot,
       signal: ctx.signal,
       timeoutMs: settings.tool_timeout_s * 1000 - 2000,
     });
