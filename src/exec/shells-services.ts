@@ -41,14 +41,18 @@ export function createShellServices(input: {
   sessions.guards.push((rec) => jobs.sessionGuard(rec.session_id) !== "none");
   sessions.pruneLock = (sid) => lifecycle.tryExclusive(sid);
   input.teardowns.push(async (sid) => ({ stopped_jobs: await jobs.teardown(sid), stopped_shells: await shells.teardown(sid) }));
-  void tmux.binary().then((r) => {
-    input.capabilities.raw_pty = r !== undefined;
-  });
+  const resolveTmuxBinary = () =>
+    tmux.binary().then((r) => {
+      input.capabilities.raw_pty = r !== undefined;
+      return r;
+    });
+  // Extracting the 1 MB tmux costs a cold start ~10 ms: do it once the client handshake is over.
+  setTimeout(() => void resolveTmuxBinary().catch(() => undefined), 750).unref();
   // The orientation's tmux probe looks for `tmux_bin` on PATH; report the tmux we really use.
   const probeAll = input.probes.probeAll.bind(input.probes);
   input.probes.probeAll = async (specs) => {
     const out = await probeAll(specs);
-    const r = await tmux.binary();
+    const r = await resolveTmuxBinary();
     if ("tmux" in out && (!r || r.source === "embedded")) Object.assign(out, { tmux: embeddedProbe(r) });
     return out;
   };
