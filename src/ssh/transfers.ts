@@ -92,6 +92,77 @@ export async function hashLocalFile(path: string, signal: AbortSignal): Promise<
   return h.digest("hex");
 }
 
+const FOLLOW_CHUNK = 1 << 20;
+const FOLLOW_IDLE_MS = 25;
+
+/**
+ * Hashes a file while another process appends to it (rsync writes download partials in place,
+ * append-only), so the local SHA-256 is ready when rsync ends instead of needing a second full read.
+ * `finish()` reads the rest and returns the digest, or null when the file was replaced or is not the
+ * length that was hashed (the caller then hashes it again in full).
+ */
+export class FollowingHasher {
+  private readonly h = new Bun.CryptoHasher("sha256");
+  private pos = 0;
+  private done = false;
+  private ino: number | undefined;
+  private readonly loop: Promise<void>;
+
+  constructor(
+    private readonly path: string,
+    private readonly signal: AbortSignal,
+  ) {
+    this.loop = this.run();
+    this.loop.catch(() => undefined);
+  }
+
+  private async run(): Promise<void> {
+    const { open } = await import("node:fs/promises");
+    let fh: Awaited<ReturnType<typeof open>> | undefined;
+    const buf = Buffer.alloc(FOLLOW_CHUNK);
+    try {
+      while (!fh) {
+        if (this.signal.aborted) return;
+        try {
+          fh = await open(this.path, "r");
+          this.ino = (await fh.stat()).ino;
+        } catch {
+          if (this.done) return;
+          await Bun.sleep(FOLLOW_IDLE_MS);
+        }
+      }
+      for (;;) {
+        if (this.signal.aborted) return;
+        const finishing = this.done;
+        const { bytesRead } = await fh.read(buf, 0, buf.length, this.pos);
+        if (bytesRead > 0) {
+          this.h.update(buf.subarray(0, bytesRead));
+          this.pos += bytesRead;
+          continue;
+        }
+        if (finishing) return;
+        await Bun.sleep(FOLLOW_IDLE_MS);
+      }
+    } finally {
+      await fh?.close();
+    }
+  }
+
+  /** Call once the writer has exited. */
+  async finish(): Promise<string | null> {
+    this.done = true;
+    await this.loop;
+    if (this.signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+    try {
+      const st = lstatSync(this.path);
+      if (this.ino === undefined || st.ino !== this.ino || st.size !== this.pos) return null;
+    } catch {
+      return null;
+    }
+    return this.h.digest("hex");
+  }
+}
+
 export class TransferManager {
   private readonly ops = new Map<string, Op>();
   private closed = false;
@@ -255,16 +326,33 @@ export class TransferManager {
         // not created yet
       }
     }, 250);
+    // Both SHA-256s run alongside rsync: the remote one over the source (a change of the source
+    // during the transfer then shows up as a mismatch, exactly as when hashed afterwards) and the
+    // local one following the partial as rsync appends to it.
+    const sideline = new AbortController();
+    const hashSignal = AbortSignal.any([op.abort.signal, sideline.signal]);
+    const remoteSum = remoteHash(this.session, this.settings, remote, hashSignal);
+    remoteSum.catch(() => undefined);
+    const follower = new FollowingHasher(partial, hashSignal);
+    let copied = false;
     try {
       await this.rsync(op, `${rsyncHost(this.session.target)}:${remote}`, partial, () => undefined);
+      copied = true;
     } finally {
       clearInterval(poll);
+      // a failed copy stops both hashes (the remote one is a channel of this session)
+      if (!copied) sideline.abort();
     }
     this.progress(op, lstatSync(partial).size);
     op.data.state = "verifying";
-    const [remoteSum, localSum] = await Promise.all([remoteHash(this.session, this.settings, remote, op.abort.signal), hashLocalFile(partial, op.abort.signal)]);
+    let localSum = (await follower.finish()) ?? (await hashLocalFile(partial, op.abort.signal));
+    const expected = await remoteSum;
     this.checkCancelled(op);
-    if (remoteSum !== localSum) throw new ToolError("verification_failed", "the downloaded partial does not match the remote file's SHA-256; the partial was kept");
+    // A mismatch is only declared after a fresh full read: the follower never re-reads bytes rsync
+    // might have rewritten in place when its own append check failed.
+    if (expected !== localSum) localSum = await hashLocalFile(partial, op.abort.signal);
+    this.checkCancelled(op);
+    if (expected !== localSum) throw new ToolError("verification_failed", "the downloaded partial does not match the remote file's SHA-256; the partial was kept");
     // overwrite is decided now, at commit time, against what exists now
     const final = root.destination(local, overwrite);
     try {
@@ -313,11 +401,20 @@ printf '%s %s\\n' "$s" "\${a:-unknown}"
     if (freeText && /^\d+$/.test(freeText) && Number(freeText) * 1024 < size - have) {
       throw new ToolError("insufficient_remote_space", "not enough free space on the remote filesystem");
     }
-    const localSum = await hashLocalFile(srcAbs, op.abort.signal);
-    await this.rsync(op, srcAbs, `${rsyncHost(this.session.target)}:${partial}`, (n) => this.progress(op, Math.min(size, n)));
+    // The source is hashed while rsync sends it (one read each, concurrently); the remote partial
+    // can only be hashed once rsync has finished writing it.
+    const sideline = new AbortController();
+    const localSumP = hashLocalFile(srcAbs, AbortSignal.any([op.abort.signal, sideline.signal]));
+    localSumP.catch(() => undefined);
+    try {
+      await this.rsync(op, srcAbs, `${rsyncHost(this.session.target)}:${partial}`, (n) => this.progress(op, Math.min(size, n)));
+    } catch (e) {
+      sideline.abort();
+      throw e;
+    }
     this.progress(op, size);
     op.data.state = "verifying";
-    const remoteSum = await remoteHash(this.session, this.settings, partial, op.abort.signal);
+    const [localSum, remoteSum] = await Promise.all([localSumP, remoteHash(this.session, this.settings, partial, op.abort.signal)]);
     this.checkCancelled(op);
     if (remoteSum !== localSum) throw new ToolError("verification_failed", "the uploaded partial does not match the local file's SHA-256; the partial was kept");
     const publish = await remoteScript(

@@ -50,3 +50,25 @@ test("local root rejects traversal, absolute, protected and partial paths, and s
   expect(root.destination("f", true).display).toBe("f");
   expect(root.source("./f").display).toBe("f");
 });
+
+test("the following hasher hashes a file while it grows and refuses a replaced file", async () => {
+  const { appendFileSync, renameSync } = await import("node:fs");
+  const { createHash, randomBytes } = await import("node:crypto");
+  const { FollowingHasher } = await import("../../src/ssh/transfers.ts");
+  using d = tempDir();
+  const path = join(d.path, "partial");
+  const all: Buffer[] = [];
+  const follower = new FollowingHasher(path, new AbortController().signal);
+  for (let i = 0; i < 20; i++) {
+    const chunk = randomBytes(300_000);
+    all.push(chunk);
+    appendFileSync(path, chunk);
+    await Bun.sleep(5);
+  }
+  expect(await follower.finish()).toBe(createHash("sha256").update(Buffer.concat(all)).digest("hex"));
+  const second = new FollowingHasher(path, new AbortController().signal);
+  await Bun.sleep(50);
+  writeFileSync(join(d.path, "other"), "replacement");
+  renameSync(join(d.path, "other"), path);
+  expect(await second.finish()).toBeNull();
+});
