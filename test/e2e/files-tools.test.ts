@@ -257,7 +257,6 @@ describe("todos, images, python, secrets, connector", () => {
     expect(existsSync(tmp) ? readdirSync(tmp) : []).toEqual([]);
     const bad = await mcp.ok<{ result: { exit_code: number; stderr: string } }>("run_python_code", { session_id: sid, code: "raise SystemExit(3)" });
     expect(bad.result.exit_code).toBe(3);
-    expect(await mcp.fails("run_python_code", { session_id: sid, code: "print(1)", async_: true })).toBe("unsupported_mode");
   });
 
   test("secret_scan finds masked credentials, includes dotenv, skips placeholders", async () => {

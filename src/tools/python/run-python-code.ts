@@ -1,18 +1,91 @@
-import { rmSync } from "node:fs";
-import { join } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { runBounded } from "../../exec/bounded.ts";
 import { validateEnv } from "../../exec/env.ts";
 import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
-import { ensurePrivateDir, writeFileAtomic } from "../../store/atomic.ts";
 import { SessionId } from "../common.ts";
+import type { ToolContext } from "../context.ts";
 import { defineTool } from "../define.ts";
 import { CommandResult, effectiveTimeout } from "../shell/bash.ts";
+import { jobInfo } from "../shell/job.ts";
+import { PythonScripts } from "./scripts.ts";
 import description from "./run-python-code.md" with { type: "text" };
 
 function shellQuote(s: string): string {
   return `'${s.replaceAll("'", "'\\''")}'`;
+}
+
+/** Names the script for the loader; the path itself never appears in the command text. */
+const SCRIPT_VAR = "LSM_PYTHON_SCRIPT";
+const SHOWN_SCRIPT = "<script>";
+
+/**
+ * Runs the script as `<script>` in a fresh `__main__` module (tracebacks show that name with the
+ * real source lines; `sys.argv[0]` and `__file__` are `<script>`), with the working folder first on
+ * `sys.path` as for `python -c`. The source is compiled from bytes, so a PEP 263 coding line is
+ * honoured. The variable naming the script is removed before the script runs.
+ */
+const LOADER = [
+  "import sys, os, linecache, types, traceback",
+  `p = os.environ.pop("${SCRIPT_VAR}")`,
+  "b = open(p, 'rb').read()",
+  "linecache.cache['<script>'] = (len(b), None, b.decode('utf-8', 'replace').splitlines(True), '<script>')",
+  "sys.argv[0] = '<script>'",
+  // The interpreter's own traceback printer reads source files from disk; this one uses linecache,
+  // and drops the loader's frame.
+  "sys.excepthook = lambda t, v, tb: traceback.print_exception(t, v, tb.tb_next if tb is not None and tb.tb_frame.f_code.co_filename == '<string>' else tb)",
+  "m = types.ModuleType('__main__')",
+  "m.__file__ = '<script>'",
+  "m.__builtins__ = __builtins__",
+  "sys.modules['__main__'] = m",
+  "exec(compile(b, '<script>', 'exec'), m.__dict__)",
+].join("; ");
+
+export function pythonCommand(pythonBin: string): string {
+  return `exec ${shellQuote(pythonBin)} -c ${shellQuote(LOADER)}`;
+}
+
+async function runScript(ctx: ToolContext, input: { timeout_s: number | null; max_output_bytes: number | null }, sid: string, cwd: string, env: Record<string, string>, command: string, script: string) {
+  const { settings } = ctx.app;
+  const timeout = effectiveTimeout(input.timeout_s, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
+  const maxOutput = Math.max(1, Math.min(input.max_output_bytes ?? settings.max_output_bytes, settings.max_output_bytes));
+  return ctx.app.foreground.run(sid, ctx.signal, async (signal) => {
+    const r = await runBounded({
+      runner: await ctx.app.runner(),
+      shell: settings.shell_executable,
+      command,
+      cwd,
+      env,
+      timeoutMs: timeout.seconds * 1000,
+      maxOutputBytes: maxOutput,
+      semaphore: ctx.app.commandSlots,
+      signal,
+    });
+    const notes = timeout.note ? [timeout.note] : [];
+    if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the script and everything it started were stopped`);
+    if (r.cancelled) notes.push("cancelled; the script and everything it started were stopped");
+    if (r.containment_failed) notes.push("process containment failed; the script was not run or its cleanup was not confirmed");
+    const shown = `${settings.python_bin} ${SHOWN_SCRIPT}`;
+    const shownCwd = toWorkspaceRelative(ctx.app.workspaceRoot, cwd);
+    const result = CommandResult.parse({
+      ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
+      exit_code: r.exit_code,
+      timed_out: r.timed_out,
+      duration_ms: r.duration_ms,
+      cwd: shownCwd,
+      command: shown,
+      stdout: r.stdout,
+      stderr: r.stderr.replaceAll(script, SHOWN_SCRIPT),
+      truncated: r.truncated,
+      stdout_bytes: r.stdout_bytes,
+      stderr_bytes: r.stderr_bytes,
+      stdout_lossy: r.stdout_lossy,
+      stderr_lossy: r.stderr_lossy,
+      timeout_s: timeout.seconds,
+      notes,
+    });
+    return { mode: "command" as const, command: shown, cwd: shownCwd, result, script_path: SHOWN_SCRIPT };
+  });
 }
 
 export const runPythonCode = defineTool({
@@ -37,63 +110,46 @@ export const runPythonCode = defineTool({
   output: z.object({ mode: z.enum(["command", "job", "pty"]), command: z.string(), cwd: z.string(), result: z.record(z.string(), z.unknown()), script_path: z.string() }),
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
-    if (input.pty || input.async_) throw new ToolError("unsupported_mode", `${input.pty ? "pty" : "async_"} mode is not available for run_python_code on this server; run a bounded script instead`);
     const { settings } = ctx.app;
     const size = Buffer.byteLength(input.code);
     if (size > settings.max_file_write_bytes) throw new ToolError("file_too_large", `Refusing to write ${size} bytes; max is ${settings.max_file_write_bytes}`);
     const cwd = resolveDirInWorkdir(session.workdir, input.cwd);
     const env = validateEnv(input.env);
-    const timeout = effectiveTimeout(input.timeout_s, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
-    const maxOutput = Math.max(1, Math.min(input.max_output_bytes ?? settings.max_output_bytes, settings.max_output_bytes));
-    // The script lives in an owner-private folder of the state dir, outside the agent's reach, and is
-    // removed after the run.
-    const dir = join(settings.state_dir, "tmp", "python");
-    ensurePrivateDir(dir);
-    const name = `script-${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex")}.py`;
-    const script = join(dir, name);
-    writeFileAtomic(script, input.code);
-    const command = `${shellQuote(settings.python_bin)} ${shellQuote(script)}`;
-    try {
-      return await ctx.app.foreground.run(session.session_id, ctx.signal, async (signal) => {
-        const r = await runBounded({
-          runner: await ctx.app.runner(),
-          shell: settings.shell_executable,
-          command,
-          cwd,
-          env,
-          timeoutMs: timeout.seconds * 1000,
-          maxOutputBytes: maxOutput,
-          semaphore: ctx.app.commandSlots,
-          signal,
-        });
-        const notes = timeout.note ? [timeout.note] : [];
-        if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the script and everything it started were stopped`);
-        if (r.containment_failed) notes.push("process containment failed; the script was not run or its cleanup was not confirmed");
-        const shown = `${settings.python_bin} <script>`;
-        const result = CommandResult.parse({
-          ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
-          exit_code: r.exit_code,
-          timed_out: r.timed_out,
-          duration_ms: r.duration_ms,
-          cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd),
-          command: shown,
-          stdout: r.stdout,
-          stderr: r.stderr.replaceAll(script, "<script>"),
-          truncated: r.truncated,
-          stdout_bytes: r.stdout_bytes,
-          stderr_bytes: r.stderr_bytes,
-          stdout_lossy: r.stdout_lossy,
-          stderr_lossy: r.stderr_lossy,
-          timeout_s: timeout.seconds,
-          notes,
-        });
-        return { mode: "command" as const, command: shown, cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd), result, script_path: "<script>" };
-      });
-    } finally {
-      rmSync(script, { force: true });
-    }
+    type Out = { mode: "command" | "job" | "pty"; command: string; cwd: string; result: Record<string, unknown>; script_path: string };
+    // Same admission as bash: the session's lifecycle lock held shared, the session re-read under it.
+    return ctx.app.lifecycle.hold<Out>(session.session_id, "shared", async () => {
+      ctx.app.sessions.require(session.session_id);
+      const scripts = new PythonScripts(ctx.app);
+      const { token, path } = await scripts.create(input.code);
+      const command = pythonCommand(settings.python_bin);
+      const scriptEnv = { ...env, [SCRIPT_VAR]: path };
+      const shownCwd = toWorkspaceRelative(ctx.app.workspaceRoot, cwd);
+      if (input.pty || input.async_) {
+        try {
+          if (input.pty) {
+            const current = ctx.app.sessions.require(session.session_id);
+            const r = await ctx.app.shells.start({ session: current, command, cwd, env: scriptEnv, name: input.name });
+            scripts.own(token, { kind: "pty", id: r.shell_id, session_id: session.session_id });
+            const result = { shell_id: r.shell_id, cwd: shownCwd, command, backend: r.backend, session_id: session.session_id };
+            return { mode: "pty" as const, command, cwd: shownCwd, result, script_path: SHOWN_SCRIPT };
+          }
+          const j = await ctx.app.jobs.start({ sessionId: session.session_id, command, cwd, env: scriptEnv, name: input.name });
+          scripts.own(token, { kind: "job", id: j.job_id, session_id: session.session_id });
+          return { mode: "job" as const, command, cwd: shownCwd, result: jobInfo(j), script_path: SHOWN_SCRIPT };
+        } catch (e) {
+          scripts.discard(token);
+          throw e;
+        }
+      }
+      try {
+        return await runScript(ctx, input, session.session_id, cwd, scriptEnv, command, path);
+      } finally {
+        scripts.discard(token);
+      }
+    }, { signal: ctx.signal });
   },
   text: (o) => {
+    if (o.mode !== "command") return JSON.stringify(o.result);
     const r = CommandResult.parse(o.result);
     const parts = [`exit ${r.exit_code ?? "none"}${r.timed_out ? " (timed out)" : ""} in ${r.duration_ms} ms${r.truncated ? ", output truncated" : ""}`];
     if (r.stdout) parts.push(r.stdout.replace(/\n$/, ""));
