@@ -21,16 +21,19 @@ function isWithin(root: string, path: string): boolean {
 }
 
 const partialIndexSchema = z.record(z.string(), z.number());
+const remoteIndexSchema = z.record(z.string(), z.record(z.string(), z.number()));
 
 export class LocalRoot {
   readonly stateDir: string;
   readonly spoolDir: string;
   private readonly indexPath: string;
+  private readonly remoteIndexPath: string;
 
   constructor(readonly root: string) {
     this.stateDir = join(root, STATE_DIR_NAME);
     this.spoolDir = join(this.stateDir, "spool");
     this.indexPath = join(this.stateDir, "partials.json");
+    this.remoteIndexPath = join(this.stateDir, "remote-partials.json");
     ensurePrivateDir(this.stateDir);
     ensurePrivateDir(this.spoolDir);
   }
@@ -157,6 +160,43 @@ export class LocalRoot {
     }
     if (changed) writeFileAtomic(this.indexPath, JSON.stringify(index));
     return { spools, partials };
+  }
+
+  private readRemoteIndex(): Record<string, Record<string, number>> {
+    try {
+      if (statSync(this.remoteIndexPath).size > 4_000_000) return {};
+      return remoteIndexSchema.parse(JSON.parse(readFileSync(this.remoteIndexPath, "utf8")));
+    } catch {
+      return {};
+    }
+  }
+
+  private writeRemoteIndex(index: Record<string, Record<string, number>>): void {
+    for (const [k, v] of Object.entries(index)) if (Object.keys(v).length === 0) delete index[k];
+    writeFileAtomic(this.remoteIndexPath, JSON.stringify(index));
+  }
+
+  /** Remembers an upload partial we created on a target (keyed like the transfer cache key). */
+  rememberRemotePartial(target: string, path: string): void {
+    const index = this.readRemoteIndex();
+    (index[target] ??= {})[path] = Date.now();
+    this.writeRemoteIndex(index);
+  }
+
+  forgetRemotePartials(target: string, paths: string[]): void {
+    const index = this.readRemoteIndex();
+    const entries = index[target];
+    if (!entries || !paths.some((p) => p in entries)) return;
+    for (const p of paths) delete entries[p];
+    this.writeRemoteIndex(index);
+  }
+
+  /** Recorded remote partials of a target whose record is older than the sweep age. */
+  staleRemotePartials(target: string, now = Date.now()): string[] {
+    const entries = this.readRemoteIndex()[target] ?? {};
+    return Object.entries(entries)
+      .filter(([p, at]) => now - at > SWEEP_AGE_MS && p.endsWith(PARTIAL_SUFFIX))
+      .map(([p]) => p);
   }
 
   exists(abs: string): boolean {

@@ -154,6 +154,10 @@ export class SessionManager {
         await session.master.start();
       });
       session.transfers = new TransferManager(session, this.settings);
+      void session.transfers.sweepRemote().then(
+        (n) => n > 0 && log.info(`ssh session ${session.id} removed ${n} stale upload partials`),
+        () => undefined,
+      );
       session.master.onLost = () => log.warn(`ssh session ${session.id} lost its master connection`);
       log.info(`ssh session ${session.id} connected to ${targetLabel(target)}`);
       return { session, key };

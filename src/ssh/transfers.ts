@@ -15,6 +15,7 @@ import { remoteHash, remoteScript, statPath } from "./ops.ts";
 import { drainTail, shq, spawnGroup, stopGroup } from "./proc.ts";
 import type { Session } from "./sessions.ts";
 import type { SshSettings } from "./settings.ts";
+import { SWEEP_AGE_MS } from "./localroot.ts";
 
 const RSYNC_STOP_GRACE_MS = 5000;
 const RETENTION_MS = 3600 * 1000;
@@ -404,6 +405,7 @@ printf '%s %s\\n' "$s" "\${a:-unknown}"
     // The source is hashed while rsync sends it (one read each, concurrently); the remote partial
     // can only be hashed once rsync has finished writing it.
     const sideline = new AbortController();
+    this.settings.localRoot.rememberRemotePartial(cacheKey(this.session.target), partial);
     const localSumP = hashLocalFile(srcAbs, AbortSignal.any([op.abort.signal, sideline.signal]));
     localSumP.catch(() => undefined);
     try {
@@ -433,7 +435,38 @@ fi
     if (publish.code === 80) throw new ToolError("remote_path_exists", "remote destination appeared during the transfer and overwrite is false");
     if (publish.code === 82) throw new ToolError("invalid_remote_type", "remote destination is not a regular file");
     if (publish.code !== 0) throw new ToolError("transfer_publish_failed", "the upload could not be published on the remote host");
+    this.settings.localRoot.forgetRemotePartials(cacheKey(this.session.target), [partial]);
     op.data.sha256 = localSum;
+  }
+
+  /**
+   * Removes this target's stale upload partials that we recorded creating: only regular files (not
+   * symlinks) owned by the remote account, with our suffix, whose record and mtime are both older than
+   * the sweep age. Records of partials that are gone or not ours are dropped; fresh ones are kept.
+   */
+  async sweepRemote(): Promise<number> {
+    const root = this.settings.localRoot;
+    const key = cacheKey(this.session.target);
+    const stale = root.staleRemotePartials(key);
+    if (stale.length === 0) return 0;
+    const minutes = Math.ceil(SWEEP_AGE_MS / 60_000);
+    const checks = stale
+      .map(
+        (p) => `p=${shq(p)}
+if [ -L "$p" ]; then echo other
+elif [ ! -e "$p" ]; then echo gone
+elif [ ! -f "$p" ] || [ ! -O "$p" ]; then echo other
+elif [ -n "$(find "$p" -maxdepth 0 -mmin +${minutes} -print 2>/dev/null)" ]; then rm -f -- "$p" && echo removed || echo kept
+else echo kept; fi
+`,
+      )
+      .join("");
+    const r = await remoteScript(this.session, checks);
+    if (r.code !== 0) return 0;
+    const verdicts = r.stdout.split("\n");
+    const settled = stale.filter((_, i) => ["gone", "removed", "other"].includes(verdicts[i] ?? ""));
+    root.forgetRemotePartials(key, settled);
+    return stale.filter((_, i) => verdicts[i] === "removed").length;
   }
 
   private view(op: Op): TransferData {
