@@ -44,7 +44,7 @@ function fail(code: string, message: string): Envelope {
 
 function fill(text: string, s: SshSettings): string {
   const values: Record<string, string> = { command_timeout: String(s.commandTimeoutS), max_output_bytes: String(s.maxOutputBytes) };
-  return text.replace(/\{\{(\w+)\}\}/g, (m, k: string) => values[k] ?? m);
+  return text.trim().replace(/\{\{(\w+)\}\}/g, (m, k: string) => values[k] ?? m);
 }
 
 function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {

@@ -10,6 +10,19 @@ import type { Target } from "./master.ts";
 import { listDirectory, readRange, runCommand, statPath } from "./ops.ts";
 import type { Session, SessionManager } from "./sessions.ts";
 import type { SshSettings } from "./settings.ts";
+import connectDescription from "./descriptions/connect.md" with { type: "text" };
+import disconnectDescription from "./descriptions/disconnect.md" with { type: "text" };
+import sessionListDescription from "./descriptions/session-list.md" with { type: "text" };
+import execDescription from "./descriptions/exec.md" with { type: "text" };
+import sudoExecDescription from "./descriptions/sudo-exec.md" with { type: "text" };
+import statDescription from "./descriptions/stat.md" with { type: "text" };
+import listDirectoryDescription from "./descriptions/list-directory.md" with { type: "text" };
+import readFileRangeDescription from "./descriptions/read-file-range.md" with { type: "text" };
+import downloadStartDescription from "./descriptions/download-start.md" with { type: "text" };
+import uploadStartDescription from "./descriptions/upload-start.md" with { type: "text" };
+import transferStatusDescription from "./descriptions/transfer-status.md" with { type: "text" };
+import transferCancelDescription from "./descriptions/transfer-cancel.md" with { type: "text" };
+import transferListDescription from "./descriptions/transfer-list.md" with { type: "text" };
 
 export interface SshContext {
   settings: SshSettings;
@@ -157,8 +170,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "connect",
     title: "Connect",
-    description:
-      "Open a new SSH session through the user's own OpenSSH: either `ssh_alias` alone (a Host from the user's ssh_config) or `host` + `user` (+ optional `port`, default 22). Returns session_id and a session_key that appears only here: keep it private and pass both to every other tool. One session per server (effective HostName and Port); a second connect to the same server fails with already_connected. Never pass passwords, keys or SSH options.",
+    description: connectDescription,
     annotations: CONNECTING,
     input: connectInput,
     inputExtra: { oneOf: [{ required: ["ssh_alias"] }, { required: ["host", "user"] }] },
@@ -179,8 +191,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "disconnect",
     title: "Disconnect",
-    description:
-      "Close a session by session_id (no key needed, so close only your own): cancels its transfers (partials are kept for resume), ends running commands, stops the SSH master and removes its private socket directory.",
+    description: disconnectDescription,
     annotations: CANCELLING,
     input: z.strictObject({ session_id: sessionId }),
     result: sessionData,
@@ -189,7 +200,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "session_list",
     title: "List sessions",
-    description: "List every open session with its target and state (never keys). Ready sessions are checked, so a dead master shows as lost.",
+    description: sessionListDescription,
     annotations: READ_ONLY,
     input: z.strictObject({}),
     result: z.object({ sessions: z.array(sessionData), count: z.number().int() }),
@@ -201,8 +212,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "exec",
     title: "Run a remote command",
-    description:
-      "Run a shell script on the remote host with /bin/sh, without a PTY, in a fresh shell (nothing persists between calls). stdin is /dev/null. Optional `cwd` (the script exits 125 if it cannot cd), `timeout` seconds (default {{command_timeout}}), `spool_output` to keep the full streams in files under the local root. Each stream is captured up to {{max_output_bytes}} bytes; non-UTF-8 output is base64. On timeout the remote process group is killed and timed_out is true.",
+    description: execDescription,
     annotations: MUTATING,
     input: commandInput,
     result: commandData,
@@ -211,8 +221,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "sudo_exec",
     title: "Run a remote command as root",
-    description:
-      "Like exec, but through `sudo -n -k -- /bin/bash --noprofile --norc -s` (never a password, never a cached timestamp): the remote account needs a NOPASSWD sudoers rule for exactly that command. Distinct errors: sudo_password_required, sudo_not_allowed, sudo_unavailable, sudo_refused, sudo_start_timeout; a non-zero exit of your own command is a normal result.",
+    description: sudoExecDescription,
     annotations: MUTATING,
     input: commandInput,
     result: commandData,
@@ -221,7 +230,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "stat",
     title: "Stat a remote path",
-    description: "Type (from mode bits: regular, directory, …), mode, permissions, size and mtime of a remote path, following symlinks.",
+    description: statDescription,
     annotations: READ_ONLY,
     input: z.strictObject({ ...keyed, remote_path: remotePath }),
     result: z.object({ path: z.string(), mode: z.number().int(), permissions: z.string(), size: z.number().int(), mtime: z.number().int(), type: z.string() }),
@@ -230,8 +239,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "list_directory",
     title: "List a remote directory",
-    description:
-      "One page of a remote directory's entries sorted by name (bytewise): name (UTF-8 or base64), type letter (f, d, l, …), size, mtime, permissions, symlink target. Use `offset`/`limit` (default 1000) to page; `total` counts all entries and `next_offset` is null on the last page.",
+    description: listDirectoryDescription,
     annotations: READ_ONLY,
     input: z.strictObject({ ...keyed, remote_path: remotePath, offset: z.number().int().min(0).default(0), limit: z.number().int().min(1).max(10_000).default(1000) }),
     result: z.object({
@@ -247,8 +255,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "read_file_range",
     title: "Read part of a remote file",
-    description:
-      "Read up to `max_bytes` (default min(65536, {{max_output_bytes}}); larger than {{max_output_bytes}} is invalid_range) of a remote regular file from byte `offset`. Returns UTF-8 text or base64, bytes_read, the file size and eof. Cost does not grow with the offset.",
+    description: readFileRangeDescription,
     annotations: READ_ONLY,
     input: z.strictObject({ ...keyed, remote_path: remotePath, offset: z.number().int().min(0).default(0), max_bytes: z.number().int().min(1).max(67_108_864).optional() }),
     result: z.object({ path: z.string(), offset: z.number().int(), bytes_read: z.number().int(), eof: z.boolean(), size: z.number().int(), data: z.string(), encoding: z.enum(["utf-8", "base64"]) }),
@@ -261,8 +268,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "download_start",
     title: "Start a download",
-    description:
-      "Start copying one remote regular file to `local_path` (relative to the local root) with rsync over the session. Returns at once; poll transfer_status. The partial is kept on cancel or failure and a repeated download_start resumes it. Both sides are SHA-256 verified before the file is published; `overwrite` (default false) is checked again at publish time.",
+    description: downloadStartDescription,
     annotations: MUTATING,
     input: z.strictObject({ ...keyed, remote_path: remotePath, local_path: localPath, overwrite: z.boolean().default(false) }),
     result: transferData,
@@ -271,8 +277,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "upload_start",
     title: "Start an upload",
-    description:
-      "Start copying one local regular file (`local_path`, relative to the local root) to `remote_path` with rsync over the session. Returns at once; poll transfer_status. Resumable partial beside the destination, SHA-256 verified before publication; `overwrite` (default false) is checked at start and at publish time.",
+    description: uploadStartDescription,
     annotations: MUTATING,
     input: z.strictObject({ ...keyed, local_path: localPath, remote_path: remotePath, overwrite: z.boolean().default(false) }),
     result: transferData,
@@ -281,7 +286,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "transfer_status",
     title: "Transfer status",
-    description: "State and progress (bytes_transferred, total_bytes, rate, ETA) of one transfer of this session.",
+    description: transferStatusDescription,
     annotations: READ_ONLY,
     input: z.strictObject({ ...keyed, operation_id: operationId }),
     result: transferData,
@@ -292,7 +297,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "transfer_cancel",
     title: "Cancel a transfer",
-    description: "Stop an active transfer of this session; the partial is kept so a new start resumes it. A finished transfer is returned unchanged.",
+    description: transferCancelDescription,
     annotations: CANCELLING,
     input: z.strictObject({ ...keyed, operation_id: operationId }),
     result: transferData,
@@ -301,7 +306,7 @@ export const sshTools: SshTool[] = [
   tool({
     name: "transfer_list",
     title: "List transfers",
-    description: "Transfers of this session (finished ones are kept for an hour), optionally filtered by state.",
+    description: transferListDescription,
     annotations: READ_ONLY,
     input: z.strictObject({ ...keyed, state: transferState.optional() }),
     result: z.object({ transfers: z.array(transferData), count: z.number().int() }),

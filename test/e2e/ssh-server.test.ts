@@ -143,6 +143,9 @@ describe("ssh server", () => {
       expect(Object.keys(t.outputSchema!.properties!)).toEqual(["ok", "result", "error"]);
     }
     const exec = tools.find((t) => t.name === "exec")!;
+    expect(exec.description).toContain("(default 20)");
+    expect(exec.description).toContain("1048576 bytes");
+    for (const t of tools) expect(t.description!.length).toBeGreaterThan(40);
     expect(exec.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true, openWorldHint: true });
     expect(tools.find((t) => t.name === "stat")!.annotations).toMatchObject({ readOnlyHint: true });
   });
