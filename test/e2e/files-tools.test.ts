@@ -250,6 +250,34 @@ describe("todos, images, python, secrets, connector", () => {
     expect(await mcp.fails("view_image", { session_id: sid, path: "img/empty.png" })).toBe("image_empty");
   });
 
+  test("view_image scales images past 1568 px down in their own format; smaller ones go unchanged", async () => {
+    const base = new Uint8Array(Buffer.from("89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082", "hex"));
+    put("img/wide.png", Buffer.from(await new Bun.Image(base).resize(3136, 1000, { fit: "fill" }).png().bytes()));
+    put("img/tall.jpg", Buffer.from(await new Bun.Image(base).resize(800, 2000, { fit: "fill" }).jpeg().bytes()));
+    type Out = { mime_type: string; bytes: number; width: number; height: number; original_width: number; original_height: number; original_bytes: number; resized: boolean; note: string | null };
+    const sent = async (path: string) => {
+      const r = await mcp.call("view_image", { session_id: sid, path });
+      expect(r.isError).toBeFalsy();
+      const img = r.content.find((c) => c.type === "image") as { data: string; mimeType: string };
+      const meta = await new Bun.Image(Buffer.from(img.data, "base64")).metadata();
+      return { out: r.structuredContent as Out, meta, mime: img.mimeType, text: (r.content.find((c) => c.type === "text") as { text: string }).text };
+    };
+    const wide = await sent("img/wide.png");
+    expect(wide.meta).toEqual({ width: 1568, height: 500, format: "png" });
+    expect(wide.out).toMatchObject({ mime_type: "image/png", width: 1568, height: 500, original_width: 3136, original_height: 1000, resized: true });
+    expect(wide.text).toContain("scaled down from 3136x1000 to 1568x500");
+    const tall = await sent("img/tall.jpg");
+    expect(tall.mime).toBe("image/jpeg");
+    expect(tall.meta).toEqual({ width: 627, height: 1568, format: "jpeg" });
+    const small = await sent("img/dot.png");
+    expect(small.out).toMatchObject({ width: 1, height: 1, resized: false, note: null, bytes: small.out.original_bytes });
+    put("img/broken.png", Buffer.concat([Buffer.from(base.subarray(0, 8)), Buffer.from("garbage")]));
+    const raw = await mcp.call("view_image", { session_id: sid, path: "img/broken.png" });
+    expect(raw.isError).toBeFalsy();
+    expect((raw.structuredContent as Out).note).toContain("could not be read");
+    expect((raw.content.find((c) => c.type === "image") as { data: string }).data).toBe(Buffer.concat([Buffer.from(base.subarray(0, 8)), Buffer.from("garbage")]).toString("base64"));
+  });
+
   test("run_python_code runs contained and removes its script", async () => {
     const r = await mcp.ok<{ result: { stdout: string; exit_code: number } }>("run_python_code", { session_id: sid, code: "import os\nprint(os.getcwd().endswith('proj'), 6*7)", env: { X: "1" } });
     expect(r.result.stdout.trim()).toBe("True 42");

@@ -18,6 +18,67 @@ export function sniffImage(b: Uint8Array): string | undefined {
   return undefined;
 }
 
+/** Longest edge models look at; larger images are scaled down to it before they are sent. */
+export const MAX_IMAGE_EDGE = 1568;
+/** Decoding a larger canvas is refused before any pixel memory is allocated (about 400 MB RGBA). */
+const MAX_DECODE_PIXELS = 100_000_000;
+
+interface Prepared {
+  data: Uint8Array;
+  mime: string;
+  width: number | null;
+  height: number | null;
+  original_width: number | null;
+  original_height: number | null;
+  resized: boolean;
+  note: string | null;
+}
+
+/**
+ * Scales an image whose long edge exceeds MAX_IMAGE_EDGE down to it (aspect kept, Lanczos-3) with
+ * Bun's built-in codecs (libjpeg-turbo, libspng, libwebp), re-encoded in its own format (JPEG and
+ * WebP at quality 90; GIF, which Bun cannot encode, becomes a PNG of its first frame). Images within the edge are sent byte for byte. An image whose header cannot be decoded
+ * is sent as it is, with a note.
+ */
+async function prepare(data: Uint8Array, mime: string): Promise<Prepared> {
+  let width: number;
+  let height: number;
+  try {
+    const meta = await new Bun.Image(data, { maxPixels: MAX_DECODE_PIXELS, autoOrient: false }).metadata();
+    width = meta.width;
+    height = meta.height;
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code === "ERR_IMAGE_TOO_MANY_PIXELS") throw new ToolError("image_too_large", `Refusing to decode an image of more than ${MAX_DECODE_PIXELS} pixels`);
+    return { data, mime, width: null, height: null, original_width: null, original_height: null, resized: false, note: "image dimensions could not be read; sent unchanged" };
+  }
+  const same = { data, mime, width, height, original_width: width, original_height: height, resized: false, note: null };
+  if (Math.max(width, height) <= MAX_IMAGE_EDGE) return same;
+  try {
+    let img = new Bun.Image(data, { maxPixels: MAX_DECODE_PIXELS }).resize(MAX_IMAGE_EDGE, MAX_IMAGE_EDGE, { fit: "inside", withoutEnlargement: true, filter: "lanczos3" });
+    let outMime = mime;
+    if (mime === "image/jpeg") img = img.jpeg({ quality: 90 });
+    else if (mime === "image/webp") img = img.webp({ quality: 90 });
+    else {
+      img = img.png();
+      outMime = "image/png";
+    }
+    const out = await img.bytes();
+    return {
+      data: out,
+      mime: outMime,
+      width: img.width,
+      height: img.height,
+      original_width: width,
+      original_height: height,
+      resized: true,
+      note: `scaled down from ${width}x${height} to ${img.width}x${img.height} (long edge ${MAX_IMAGE_EDGE} px)${outMime !== mime ? `; sent as ${outMime}` : ""}`,
+    };
+  } catch {
+    return { ...same, note: `the image could not be scaled down from ${width}x${height}; sent unchanged` };
+  }
+}
+
 export const viewImage = defineTool({
   name: "view_image",
   title: "View image",
@@ -32,6 +93,13 @@ export const viewImage = defineTool({
     path: z.string(),
     mime_type: z.string(),
     bytes: z.number().int(),
+    width: z.number().int().nullable(),
+    height: z.number().int().nullable(),
+    original_bytes: z.number().int(),
+    original_width: z.number().int().nullable(),
+    original_height: z.number().int().nullable(),
+    resized: z.boolean(),
+    note: z.string().nullable(),
   }),
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
@@ -44,7 +112,7 @@ export const viewImage = defineTool({
       assertRegular(st, input.path);
       const max = ctx.app.settings.max_view_image_bytes;
       if (st.size === 0) throw new ToolError("image_empty", "Image file is empty");
-      if (st.size > max) throw new ToolError("image_too_large", `Refusing image of ${st.size} bytes; max is ${max}`);
+      if (st.size > max) throw new ToolError("image_too_large", `Refusing image of ${st.size} bytes; max is ${max} (max_view_image_bytes)`);
       data = Buffer.allocUnsafe(st.size + 1);
       let off = 0;
       for (;;) {
@@ -60,8 +128,23 @@ export const viewImage = defineTool({
     }
     const mime = sniffImage(data);
     if (!mime) throw new ToolError("unsupported_image", "Unsupported image format; expected PNG, JPEG, GIF, or WebP");
-    ctx.media?.push({ type: "image", data: data.toString("base64"), mimeType: mime });
-    return { session_id: session.session_id, target: "local" as const, machine: null, path: res.rel, mime_type: mime, bytes: data.length };
+    const p = await prepare(data, mime);
+    ctx.media?.push({ type: "image", data: Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength).toString("base64"), mimeType: p.mime });
+    return {
+      session_id: session.session_id,
+      target: "local" as const,
+      machine: null,
+      path: res.rel,
+      mime_type: p.mime,
+      bytes: p.data.byteLength,
+      width: p.width,
+      height: p.height,
+      original_bytes: data.length,
+      original_width: p.original_width,
+      original_height: p.original_height,
+      resized: p.resized,
+      note: p.note,
+    };
   },
-  text: (o) => `${o.path} (${o.mime_type}, ${o.bytes} bytes)`,
+  text: (o) => `${o.path} (${o.mime_type}, ${o.bytes} bytes${o.width !== null ? `, ${o.width}x${o.height}` : ""})${o.note ? `; ${o.note}` : ""}`,
 });
