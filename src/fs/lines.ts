@@ -50,6 +50,13 @@ export function splitDoc(text: string): LineDoc {
 }
 
 export function joinDoc(doc: LineDoc): string {
+  const n = doc.lines.length;
+  if (n === 0) return "";
+  // Usual case: one ending throughout (the last line's may differ), so a native join does it.
+  const eol = doc.eols[0]!;
+  let uniform = eol !== "";
+  for (let i = 1; uniform && i < n - 1; i++) uniform = doc.eols[i] === eol;
+  if (uniform) return doc.lines.join(eol) + (doc.eols[n - 1] ?? "");
   let out = "";
   for (let i = 0; i < doc.lines.length; i++) out += `${doc.lines[i]}${doc.eols[i] ?? ""}`;
   return out;

@@ -9,7 +9,7 @@ import { IgnoreStack, globToRegex } from "../../src/fs/walk.ts";
 
 describe("line model", () => {
   test("splits on \\n only and round-trips", () => {
-    for (const t of ["", "a", "a\n", "a\r\nb", "a\fb\u2028c\n\n", "\r\n\r\n"]) expect(joinDoc(splitDoc(t))).toBe(t);
+    for (const t of ["", "a", "a\n", "a\r\nb", "a\fb\u2028c\n\n", "\r\n\r\n", "a\nb\r\nc\n", "a\r\nb\r\nc\n", "a\r\nb\nc\r\n", "x\n\n\ny"]) expect(joinDoc(splitDoc(t))).toBe(t);
     expect(splitDoc("a\fb\u2028c\rd\n").lines).toEqual(["a\fb\u2028c\rd"]);
   });
   test("replacements keep endings", () => {

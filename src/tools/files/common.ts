@@ -47,6 +47,8 @@ export interface LoadedText {
   sha: string;
   bytes: number;
   mode: number;
+  /** The file's bytes as loaded (the rollback copy of an edit). */
+  raw: Buffer;
 }
 
 /** Reads a whole UTF-8 file for editing, within the write size limit. */
@@ -66,7 +68,7 @@ export function loadForEdit(ctx: ToolContext, policy: FilePolicy, input: string)
       off += n;
     }
     const bytes = buf.subarray(0, off);
-    return { res, doc: splitDoc(decodeUtf8(bytes, input)), sha: sha256(bytes), bytes: off, mode: st.mode };
+    return { res, doc: splitDoc(decodeUtf8(bytes, input)), sha: sha256(bytes), bytes: off, mode: st.mode, raw: bytes };
   } finally {
     closeSync(fd);
   }

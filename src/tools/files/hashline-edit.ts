@@ -119,7 +119,7 @@ export const hashlineEdit = defineTool({
           const context = contextFor(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, newStart - 3, newStart + Math.max(n, 1) + 2);
           results.push({ path: loaded.res.rel, start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: n, context, order: p.order });
         }
-        changes.push({ real, shown: f.shown, next: bytes, prev: Buffer.from(joinDoc(loaded.doc)) });
+        changes.push({ real, shown: f.shown, next: bytes, prev: loaded.raw });
       }
       commitChanges(policy, changes);
       results.sort((a, b) => a.order - b.order);
