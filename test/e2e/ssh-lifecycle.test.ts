@@ -10,8 +10,11 @@ import { $ } from "bun";
 import { randomBytes } from "node:crypto";
 import { existsSync, lstatSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, serverEnv, tempDir, type TempDir } from "../helpers/harness.ts";
+import { binary, serverEnv, tempDir, type TempDir, tmpSnapshot } from "../helpers/harness.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
+
+/** Taken before this file's servers start: only /tmp entries they add are checked. */
+const tmp = tmpSnapshot();
 
 type Env = { ok: boolean; result: any; error: { code: string; message: string } | null };
 
@@ -176,7 +179,7 @@ describe("ssh server lifecycle", () => {
     expect(await Promise.race([proc.exited, Bun.sleep(15_000).then(() => "timeout")])).toBe(0);
     expect(await ourProcesses()).toEqual([]);
     await until(async () => ((await remoteMatches(`sleep ${tag}`)) === 0 ? true : undefined), 5000);
-    expect(readdirSync("/tmp").filter((n) => n.startsWith(`lsm-ssh-${process.getuid!()}-`))).toEqual([]);
+    expect(tmp.added(`lsm-ssh-${process.getuid!()}-`)).toEqual([]);
   }, 30_000);
 
   test("stale remote upload partials we recorded are swept on connect; others are left alone", async () => {

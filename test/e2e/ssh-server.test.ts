@@ -10,8 +10,11 @@ import { $ } from "bun";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, serverEnv, tempDir, type TempDir } from "../helpers/harness.ts";
+import { binary, serverEnv, tempDir, type TempDir, tmpSnapshot } from "../helpers/harness.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
+
+/** Taken before this file's servers start: only /tmp entries they add are checked. */
+const tmp = tmpSnapshot();
 
 type Env = { ok: boolean; result: any; error: { code: string; message: string } | null };
 
@@ -209,7 +212,7 @@ describe("ssh server", () => {
     expect(r).toMatchObject({ timed_out: true, exit_code: null });
     expect(Date.now() - t0).toBeLessThan(5000);
     await until(async () => ((await $`pgrep -u ${sshd.user} -f "sleep 30[01]"`.nothrow().text()).trim() === "" ? true : undefined), 5000);
-    expect(readdirSync("/tmp").filter((n) => n.startsWith("lsm-ssh.")).length).toBe(0);
+    expect(tmp.added("lsm-ssh.")).toEqual([]);
   });
 
   test("sudo_exec: success, command failure, password rule, no rule, no sudo", async () => {
@@ -372,7 +375,7 @@ describe("ssh server", () => {
     expect(r.error!.code).toBe("connection_lost");
     expect(await ourProcesses()).toEqual([]);
     await until(async () => ((await userProcesses(sshd.user)) === 0 ? true : undefined), 5000);
-    expect(readdirSync("/tmp").filter((n) => n.startsWith(`lsm-ssh-${process.getuid!()}-`))).toEqual([]);
+    expect(tmp.added(`lsm-ssh-${process.getuid!()}-`)).toEqual([]);
   });
 
   test("no raw OpenSSH or rsync stderr reaches responses or logs", async () => {

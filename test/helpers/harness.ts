@@ -6,7 +6,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -195,6 +195,12 @@ export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs
     if (Date.now() > end) return false;
     await Bun.sleep(stepMs);
   }
+}
+
+/** A snapshot of the temp dir; `added(prefix)` lists entries created since, ignoring older leftovers. */
+export function tmpSnapshot(): { added(prefix: string): string[] } {
+  const before = new Set(readdirSync(tmpdir()));
+  return { added: (prefix) => readdirSync(tmpdir()).filter((n) => n.startsWith(prefix) && !before.has(n)) };
 }
 
 export function removeDir(path: string): void {
