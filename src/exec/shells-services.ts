@@ -3,7 +3,7 @@ import { embeddedProbe, resolveTmux } from "../native/tmux.ts";
 import type { ProbeCache } from "../sessions/probes.ts";
 import type { SessionStore } from "../sessions/store.ts";
 import { LifecycleLocks } from "../store/lifecycle.ts";
-import type { SessionTeardown } from "../tools/context.ts";
+import type { SessionTeardown } from "../sessions/store.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
 import { JobManager } from "./jobs.ts";
 import { ShellManager } from "./shells.ts";

@@ -1,5 +1,5 @@
 import type { Settings } from "../config/schema.ts";
-import { SCOPES } from "../tools/context.ts";
+import { SCOPES } from "../core/scopes.ts";
 
 const LOOPBACK_NAMES = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
 

@@ -1,5 +1,5 @@
 import { AuditLog } from "../audit/log.ts";
-import { auditObserver } from "../audit/observer.ts";
+import { auditObserver } from "./audit-observer.ts";
 import type { Settings } from "../config/schema.ts";
 import { ForegroundWork } from "../exec/foreground.ts";
 import { Semaphore } from "../exec/semaphore.ts";

@@ -21,6 +21,9 @@ export const SessionRecordSchema = z.object({
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 
+/** A hook other capabilities (jobs, shells) add to stop a session's work before it is deleted. */
+export type SessionTeardown = (sessionId: string) => Promise<{ stopped_jobs?: string[]; stopped_shells?: string[] }>;
+
 export interface SessionLimits {
   maxSessions: number;
   retentionS: number;

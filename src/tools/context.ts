@@ -7,11 +7,10 @@ import type { Semaphore } from "../exec/semaphore.ts";
 import type { FileServices } from "../fs/services.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
 import type { ProbeCache } from "../sessions/probes.ts";
-import type { SessionRecord, SessionStore } from "../sessions/store.ts";
+import type { SessionRecord, SessionStore, SessionTeardown } from "../sessions/store.ts";
 import type { LifecycleLocks } from "../store/lifecycle.ts";
 
-export const SCOPES = ["shell:read", "shell:write", "shell:execute", "git:write", "file:share", "remote:use", "audit:read", "audit:full"] as const;
-export type Scope = (typeof SCOPES)[number];
+export { SCOPES, type Scope } from "../core/scopes.ts";
 
 /** Who is calling, when the transport authenticated the caller. */
 export interface Principal {
@@ -20,8 +19,7 @@ export interface Principal {
   scopes: readonly string[];
 }
 
-/** A hook other capabilities (jobs, shells) add to stop a session's work before it is deleted. */
-export type SessionTeardown = (sessionId: string) => Promise<{ stopped_jobs?: string[]; stopped_shells?: string[] }>;
+export type { SessionTeardown } from "../sessions/store.ts";
 
 /** Long-lived services shared by every tool call of one server process. */
 export interface AppServices {

@@ -1,5 +1,5 @@
 import type { CallObserver } from "../tools/registry.ts";
-import type { AuditSink } from "./log.ts";
+import type { AuditSink } from "../audit/log.ts";
 
 function sessionOf(input: unknown): string | undefined {
   if (input === null || typeof input !== "object") return undefined;
