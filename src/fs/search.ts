@@ -69,26 +69,29 @@ function ignoreFilesAbove(dir: string): boolean {
 }
 
 /**
- * Whether ripgrep reads exactly the ignore files git would, bounded by the workspace root. Given
+ * How ripgrep reads exactly the ignore files git would, bounded by the workspace root. Given
  * absolute paths it reads those of every folder above them (stopping .gitignore at a repository
- * root), so it is only used when nothing above the boundary would add rules; otherwise the built-in
- * walk, which stops at the boundary, answers.
+ * root): right when nothing above the boundary adds rules ("parents"). Otherwise, when every root is
+ * the boundary itself, `--no-ignore-parent` is exact ("own"); else undefined: the built-in walk,
+ * which stops at the boundary, answers.
  */
-function rgExact(req: SearchRequest): boolean {
-  if (!req.gitignore || !req.workspaceRoot) return true;
+function rgIgnoreMode(req: SearchRequest): "parents" | "own" | undefined {
+  if (!req.gitignore || !req.workspaceRoot) return "parents";
   const boundary = ignoreBoundary(req.cwd, req.workspaceRoot) ?? req.cwd;
-  return !ignoreFilesAbove(boundary);
+  if (!ignoreFilesAbove(boundary)) return "parents";
+  return (req.roots.length ? req.roots : [req.cwd]).every((r) => r === boundary) ? "own" : undefined;
 }
 
 /** Content search: ripgrep when present (JSON output, sorted here), else the built-in walker. */
 export async function searchFiles(req: SearchRequest): Promise<SearchOutcome> {
   const rg = rgPath(req.rgBin);
-  if (rg && rgExact(req)) {
+  const mode = rg ? rgIgnoreMode(req) : undefined;
+  if (rg && mode) {
     // Unsorted (parallel) first; only a result set too large to sort in memory is searched again
     // sorted, which keeps paging stable either way.
-    const fast = await ripgrep(rg, req, false);
+    const fast = await ripgrep(rg, req, mode, false);
     if (fast) return fast;
-    return (await ripgrep(rg, req, true))!;
+    return (await ripgrep(rg, req, mode, true))!;
   }
   return builtin(req);
 }
@@ -96,8 +99,9 @@ export async function searchFiles(req: SearchRequest): Promise<SearchOutcome> {
 /** Most matches collected from an unsorted ripgrep run before falling back to a sorted one. */
 const UNSORTED_CAP = 20_000;
 
-async function ripgrep(rg: string, req: SearchRequest, sorted: boolean): Promise<SearchOutcome | undefined> {
+async function ripgrep(rg: string, req: SearchRequest, mode: "parents" | "own", sorted: boolean): Promise<SearchOutcome | undefined> {
   const args = [rg, "--json", "--line-number", "--column", "--no-config", "--no-require-git"];
+  if (mode === "own") args.push("--no-ignore-parent");
   if (sorted) args.push("--sort", "path");
   if (!req.gitignore) args.push("--no-ignore");
   if (req.hidden) args.push("--hidden", "--glob", "!.git");

@@ -69,8 +69,7 @@ for (const engine of ["ripgrep", "builtin"] as const) {
   });
 }
 
-test("rules above the workspace root never apply (search falls back to the exact built-in walk)", async () => {
-  await using _d = { [Symbol.asyncDispose]: async () => undefined };
+test("rules above the workspace root never apply (ripgrep without parents at the root, the built-in walk below it)", async () => {
   using dir = tempDir("lsm-gi-up-");
   const ws = join(dir.path, "ws");
   mkdirSync(join(ws, "app"), { recursive: true });
@@ -79,9 +78,14 @@ test("rules above the workspace root never apply (search falls back to the exact
   mkdirSync(join(dir.path, "state"));
   const mcp = await connectStdio({ workspace: ws, state: join(dir.path, "state") });
   try {
+    const root = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    const top = await mcp.ok<{ engine: string; count: number }>("search", { session_id: root, pattern: "needle" });
+    expect(top).toMatchObject({ engine: "ripgrep", count: 1 });
     const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "app" })).session_id;
     const s = await mcp.ok<{ engine: string; count: number }>("search", { session_id: sid, pattern: "needle" });
     expect(s).toMatchObject({ engine: "builtin", count: 1 });
+    const found = await mcp.ok<{ results: Array<{ id: string }> }>("workspace_search", { query: "needle" });
+    expect(found.results.map((r) => r.id)).toEqual(["app/n.md"]);
     const glob = await mcp.ok<{ paths: string[] }>("glob_search", { session_id: sid, pattern: "*.md" });
     expect(glob.paths).toEqual(["app/n.md"]);
   } finally {

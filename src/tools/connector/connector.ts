@@ -48,6 +48,7 @@ export const workspaceSearch = defineTool({
         exclude: policy.stateDir,
         limit: 200,
         rgBin: ctx.app.settings.rg_bin,
+        workspaceRoot: ctx.app.workspaceRoot,
         signal: ctx.signal,
         timeoutMs: 20_000,
       });
