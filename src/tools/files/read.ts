@@ -77,7 +77,7 @@ export const read = defineTool({
     if (f.truncated && f.end_line !== null) notes.push(`[truncated at ${f.bytes_read} bytes after line ${f.end_line} of ${f.total_lines}; read ${o.path}:${f.end_line + 1}- for more]`);
     else if (f.truncated) notes.push(`[truncated: the first selected line exceeds the read budget]`);
     else if (f.line_count === 0) notes.push(`[no lines selected; the file has ${f.total_lines} lines]`);
-    if (o.raw) return [o.content, ...notes].join(notes.length ? "\n" : "");
-    return [o.content, ...notes].join("\n");
+    if (notes.length === 0) return o.content;
+    return [o.content, ...notes].join(o.raw ? "" : "\n");
   },
 });
