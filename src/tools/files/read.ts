@@ -78,6 +78,6 @@ export const read = defineTool({
     else if (f.truncated) notes.push(`[truncated: the first selected line exceeds the read budget]`);
     else if (f.line_count === 0) notes.push(`[no lines selected; the file has ${f.total_lines} lines]`);
     if (notes.length === 0) return o.content;
-    return [o.content, ...notes].join(o.raw ? "" : "\n");
+    return [o.content, ...notes].join("\n");
   },
 });
