@@ -259,16 +259,11 @@ function readWhole(buf: Buffer, shown: string): FileRead | undefined {
   hash.update(terminated ? buf.subarray(0, size - 1) : buf);
   const h = hash.copy().digest("hex").slice(0, 16);
   if (terminated) hash.update(buf.subarray(size - 1));
-  const end = terminated ? text.length - 1 : text.length;
-  let body = "";
-  let total = 0;
-  for (let start = 0; ; ) {
-    const nl = text.indexOf("\n", start);
-    const stop = nl < 0 || nl >= end ? end : nl;
-    body += `\n${++total}:${text.slice(start, stop)}`;
-    if (stop === end) break;
-    start = stop + 1;
-  }
+  const lines = (terminated ? text.slice(0, -1) : text).split("\n");
+  const total = lines.length;
+  const parts = new Array<string>(total);
+  for (let i = 0; i < total; i++) parts[i] = `${i + 1}:${lines[i]}`;
+  const body = `\n${parts.join("\n")}`;
   return { size, sha: hash.digest("hex"), total, rows: [], first: 1, last: total, count: total, body, raw: text, bytesRead: size, truncated: false, ranges: [{ start: 1, end: total, h }] };
 }
 
