@@ -125,4 +125,16 @@ describe("run_python_code modes", () => {
     expect(scripts()).toHaveLength(2);
     await mcp.ok("job", { session_id: sid, cancel: [b, c] });
   }, 60_000);
+
+  test("a finished job's script goes once its session has ended", async () => {
+    const other = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "proj" })).session_id;
+    const before = scripts();
+    const j = await mcp.ok<{ result: Job }>("run_python_code", { session_id: other, code: "print('done')", async_: true });
+    await mcp.ok<JobOut>("job", { session_id: other, poll: [j.result.job_id], wait_s: 20 });
+    expect(scripts()).toHaveLength(before.length + 1);
+    await mcp.ok("session_end", { session_id: other });
+    await mcp.ok("run_python_code", { session_id: sid, code: "pass" });
+    // The cancelled jobs of the live session keep theirs; the ended session's script is gone.
+    expect(scripts()).toEqual(before);
+  }, 40_000);
 });

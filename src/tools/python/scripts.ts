@@ -13,7 +13,8 @@ import type { AppServices } from "../context.ts";
  * - A bounded run removes its script itself when the run ends.
  * - A background job or a persistent shell runs after the call returns, so its script stays while
  *   the owner may still need it: a job's for as long as the job is listed (it can be retried), a
- *   shell's while the shell runs. `<token>.owner` beside the script names that owner.
+ *   shell's while the shell runs (a finished job's script goes with its session, since only that
+ *   session can retry it). `<token>.owner` beside the script names that owner.
  * - Every new script first sweeps the folder: scripts whose owner is gone (job pruned, shell
  *   exited or killed), scripts without an owner record older than the longest bounded run, and,
  *   when `max_tmp_files` / `max_tmp_bytes` would be passed, finished jobs' scripts, oldest first.
@@ -88,7 +89,10 @@ export class PythonScripts {
           }
         }
         if (jobs === null) out.set(e.token, "live");
-        else out.set(e.token, !jobs.has(e.owner.id) ? "gone" : jobs.get(e.owner.id) ? "live" : "done");
+        else if (!jobs.has(e.owner.id)) out.set(e.token, "gone");
+        else if (jobs.get(e.owner.id)) out.set(e.token, "live");
+        // A finished job can only be retried through its session: once that is gone, so is the need.
+        else out.set(e.token, this.sessionGone(e.owner.session_id) ? "gone" : "done");
         continue;
       }
       const sid = e.owner.session_id;
@@ -103,6 +107,15 @@ export class PythonScripts {
       out.set(e.token, running === null || running?.has(e.owner.id) ? "live" : "gone");
     }
     return out;
+  }
+
+  private sessionGone(sid: string): boolean {
+    try {
+      this.app.sessions.require(sid);
+      return false;
+    } catch (e) {
+      return e instanceof ToolError && (e.code === "session_not_found" || e.code === "session_expired");
+    }
   }
 
   /** Sweeps, then writes a new private script; returns its token and path. */
