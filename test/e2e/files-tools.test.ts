@@ -124,6 +124,21 @@ describe("search", () => {
     const glob = await mcp.ok<{ count: number }>("search", { session_id: sid, pattern: "needle", paths: ["s/f4*"], regex: false, case_sensitive: false });
     expect(glob.count).toBe(2);
   });
+
+  test("order is by path segment, then line, whether ripgrep ran unsorted or (past 20,000 matches) sorted", async () => {
+    // "a/b" sorts before "a-c" segment by segment, though "-" < "/" as plain strings.
+    put("o/a/b.txt", "hit\n");
+    put("o/a-c.txt", "hit\n");
+    put("o/a.txt", "hit\n");
+    put("o/z/many.txt", "hit\n".repeat(20_001));
+    const key = (m: { path: string; line: number }) => `${m.path}:${m.line}`;
+    const few = await mcp.ok<{ engine: string; matches: Array<{ path: string; line: number }>; truncated: boolean }>("search", { session_id: sid, pattern: "hit", paths: ["o/a", "o/a-c.txt", "o/a.txt"], context: 0 });
+    expect(few.engine).toBe("ripgrep");
+    expect(few.matches.map(key)).toEqual(["proj/o/a/b.txt:1", "proj/o/a-c.txt:1", "proj/o/a.txt:1"]);
+    const many = await mcp.ok<{ matches: Array<{ path: string; line: number }>; truncated: boolean }>("search", { session_id: sid, pattern: "hit", paths: "o", max_results: 5, skip: 2, context: 0 });
+    expect(many.truncated).toBe(true);
+    expect(many.matches.map(key)).toEqual(["proj/o/a.txt:1", "proj/o/z/many.txt:1", "proj/o/z/many.txt:2", "proj/o/z/many.txt:3", "proj/o/z/many.txt:4"]);
+  });
 });
 
 describe("apply_patch", () => {
