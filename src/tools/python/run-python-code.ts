@@ -1,12 +1,11 @@
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
-import { runBounded } from "../../exec/bounded.ts";
 import { validateEnv } from "../../exec/env.ts";
 import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
 import type { ToolContext } from "../context.ts";
 import { defineTool } from "../define.ts";
-import { CommandResult, effectiveTimeout } from "../shell/bash.ts";
+import { CommandResult, commandText, runForeground } from "../shell/foreground-command.ts";
 import { jobInfo } from "../shell/job.ts";
 import { PythonScripts } from "./scripts.ts";
 import description from "./run-python-code.md" with { type: "text" };
@@ -46,46 +45,19 @@ export function pythonCommand(pythonBin: string): string {
 }
 
 async function runScript(ctx: ToolContext, input: { timeout_s: number | null; max_output_bytes: number | null }, sid: string, cwd: string, env: Record<string, string>, command: string, script: string) {
-  const { settings } = ctx.app;
-  const timeout = effectiveTimeout(input.timeout_s, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
-  const maxOutput = Math.max(1, Math.min(input.max_output_bytes ?? settings.max_output_bytes, settings.max_output_bytes));
-  return ctx.app.foreground.run(sid, ctx.signal, async (signal) => {
-    const r = await runBounded({
-      runner: await ctx.app.runner(),
-      shell: settings.shell_executable,
-      command,
-      cwd,
-      env,
-      timeoutMs: timeout.seconds * 1000,
-      maxOutputBytes: maxOutput,
-      semaphore: ctx.app.commandSlots,
-      signal,
-    });
-    const notes = timeout.note ? [timeout.note] : [];
-    if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the script and everything it started were stopped`);
-    if (r.cancelled) notes.push("cancelled; the script and everything it started were stopped");
-    if (r.containment_failed) notes.push("process containment failed; the script was not run or its cleanup was not confirmed");
-    const shown = `${settings.python_bin} ${SHOWN_SCRIPT}`;
-    const shownCwd = toWorkspaceRelative(ctx.app.workspaceRoot, cwd);
-    const result = CommandResult.parse({
-      ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
-      exit_code: r.exit_code,
-      timed_out: r.timed_out,
-      duration_ms: r.duration_ms,
-      cwd: shownCwd,
-      command: shown,
-      stdout: r.stdout,
-      stderr: r.stderr.replaceAll(script, SHOWN_SCRIPT),
-      truncated: r.truncated,
-      stdout_bytes: r.stdout_bytes,
-      stderr_bytes: r.stderr_bytes,
-      stdout_lossy: r.stdout_lossy,
-      stderr_lossy: r.stderr_lossy,
-      timeout_s: timeout.seconds,
-      notes,
-    });
-    return { mode: "command" as const, command: shown, cwd: shownCwd, result, script_path: SHOWN_SCRIPT };
+  const shown = `${ctx.app.settings.python_bin} ${SHOWN_SCRIPT}`;
+  const result = await runForeground(ctx, {
+    sessionId: sid,
+    command,
+    shown,
+    cwd,
+    env,
+    timeoutS: input.timeout_s,
+    maxOutputBytes: input.max_output_bytes,
+    noun: "script",
+    scrubStderr: (text) => text.replaceAll(script, SHOWN_SCRIPT),
   });
+  return { mode: "command" as const, command: shown, cwd: result.cwd, result, script_path: SHOWN_SCRIPT };
 }
 
 export const runPythonCode = defineTool({
@@ -148,13 +120,5 @@ export const runPythonCode = defineTool({
       }
     }, { signal: ctx.signal });
   },
-  text: (o) => {
-    if (o.mode !== "command") return JSON.stringify(o.result);
-    const r = CommandResult.parse(o.result);
-    const parts = [`exit ${r.exit_code ?? "none"}${r.timed_out ? " (timed out)" : ""} in ${r.duration_ms} ms${r.truncated ? ", output truncated" : ""}`];
-    if (r.stdout) parts.push(r.stdout.replace(/\n$/, ""));
-    if (r.stderr) parts.push(`[stderr]\n${r.stderr.replace(/\n$/, "")}`);
-    for (const n of r.notes) parts.push(`[note] ${n}`);
-    return parts.join("\n");
-  },
+  text: (o) => (o.mode === "command" ? commandText(CommandResult.parse(o.result)) : JSON.stringify(o.result)),
 });
