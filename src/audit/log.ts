@@ -143,7 +143,7 @@ export class AuditLog implements AuditSink {
     });
   }
 
-  private encode(rec: AuditRecord): string {
+  private async encode(rec: AuditRecord): Promise<string> {
     const now = rec.ts;
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(rec)) {
@@ -151,7 +151,7 @@ export class AuditLog implements AuditSink {
         out[k] = v;
         continue;
       }
-      const ext = this.payloads.externalize(v, now);
+      const ext = await this.payloads.externalize(v, now);
       if (ext.stored) this.payloadWritten = true;
       out[k] = ext.value;
     }
@@ -186,7 +186,9 @@ export class AuditLog implements AuditSink {
       batch.unshift({ id: newAuditId(), ts: Date.now() / 1000, event: "audit_records_dropped", count: this.dropped });
       this.dropped = 0;
     }
-    const text = `${batch.map((r) => this.encode(r)).join("\n")}\n`;
+    const lines: string[] = [];
+    for (const r of batch) lines.push(await this.encode(r));
+    const text = `${lines.join("\n")}\n`;
     const lock = await FileLock.acquire(this.lockPath, 10_000);
     try {
       const fd = openSync(this.file, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);

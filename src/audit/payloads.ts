@@ -1,7 +1,11 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, rmSync, statSync, utimesSync } from "node:fs";
 import { join } from "node:path";
-import { gunzipSync, gzipSync } from "node:zlib";
-import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
+import { promisify } from "node:util";
+import { gunzipSync, gzip } from "node:zlib";
+import { ensurePrivateDir, writeFileAtomicAsync } from "../store/atomic.ts";
+
+/** Compression on the thread pool: the audit writer runs beside tool calls. */
+const gzipAsync = promisify(gzip);
 import { preview, TRUNCATED_KEY } from "./redact.ts";
 
 export const PAYLOAD_KEY = "$local_shell_mcp_audit_payload";
@@ -62,7 +66,7 @@ export class PayloadStore {
   }
 
   /** Keeps a small value inline; stores a large one and returns its reference, or a truncation marker. */
-  externalize(value: unknown, now: number): { value: unknown; stored: boolean } {
+  async externalize(value: unknown, now: number): Promise<{ value: unknown; stored: boolean }> {
     const canonical = canonicalJson(value);
     const bytes = Buffer.byteLength(canonical);
     if (bytes <= this.limits.inlineBytes) return { value, stored: false };
@@ -88,11 +92,11 @@ export class PayloadStore {
         utimesSync(path, new Date(), new Date());
       } else {
         // Level 6: close to level 9 on JSON text at a fraction of the time, and still deterministic.
-        const gz = gzipSync(body, { level: 6 });
+        const gz = await gzipAsync(body, { level: 6 });
         if (gz.byteLength > this.limits.storeBytes) {
           return { value: { [TRUNCATED_KEY]: { reason: "payload_store_object_limit", original_bytes: bytes, compressed_bytes: gz.byteLength, max_store_bytes: this.limits.storeBytes, preview: preview(value) } }, stored: false };
         }
-        writeFileAtomic(path, gz);
+        await writeFileAtomicAsync(path, gz);
       }
     } catch {
       return { value: { [TRUNCATED_KEY]: { reason: "payload_store_error", original_bytes: bytes, preview: preview(value) } }, stored: false };

@@ -1,4 +1,5 @@
 import { closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync, chmodSync } from "node:fs";
+import { open, rename, rm } from "node:fs/promises";
 import { dirname, basename, join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 
@@ -56,6 +57,37 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 
     throw e;
   }
   fsyncDir(dir);
+}
+
+/**
+ * The same replacement as writeFileAtomic with the file writes and fsyncs on libuv's thread pool,
+ * for background writers that must not stall the event loop (audit payloads).
+ */
+export async function writeFileAtomicAsync(path: string, data: Uint8Array, mode = PRIVATE_FILE_MODE): Promise<void> {
+  const dir = dirname(path);
+  const tmp = join(dir, `.${basename(path)}.tmp-${process.pid}-${++tmpCounter}-${Math.random().toString(36).slice(2, 8)}`);
+  const handle = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    await handle.writeFile(data);
+    await handle.sync();
+  } catch (e) {
+    await handle.close();
+    await rm(tmp, { force: true });
+    throw e;
+  }
+  await handle.close();
+  try {
+    await rename(tmp, path);
+  } catch (e) {
+    await rm(tmp, { force: true });
+    throw e;
+  }
+  const d = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await d.sync();
+  } finally {
+    await d.close();
+  }
 }
 
 export type JsonReadResult<T> = { status: "ok"; value: T; source: "primary" | "backup" } | { status: "missing" };
