@@ -159,7 +159,8 @@ export function loadSettings(sources: SettingsSources = {}): Settings {
     if (value === undefined) continue;
     merged[info.name] = value === null ? null : parseText(info, value, `--${info.flag}`);
   }
-  const result = SettingsSchema.safeParse(merged);
+  // Parsed once per process: zod's compiled fast path would cost more to build than it saves.
+  const result = SettingsSchema.safeParse(merged, { jitless: true });
   if (!result.success) {
     const first = result.error.issues[0]!;
     throw new SettingsError(`${first.path.join(".") || "settings"}: ${first.message}`);

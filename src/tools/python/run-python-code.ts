@@ -5,7 +5,7 @@ import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
 import type { ToolContext } from "../context.ts";
 import { defineTool } from "../define.ts";
-import { CommandResult, commandText, runForeground } from "../shell/foreground-command.ts";
+import { type CommandResult, commandText, runForeground } from "../shell/foreground-command.ts";
 import { jobInfo } from "../shell/job.ts";
 import { PythonScripts } from "./scripts.ts";
 import description from "./run-python-code.md" with { type: "text" };
@@ -120,5 +120,5 @@ export const runPythonCode = defineTool({
       }
     }, { signal: ctx.signal });
   },
-  text: (o) => (o.mode === "command" ? commandText(CommandResult.parse(o.result)) : JSON.stringify(o.result)),
+  text: (o) => (o.mode === "command" ? commandText(o.result as CommandResult) : JSON.stringify(o.result)),
 });

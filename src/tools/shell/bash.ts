@@ -7,7 +7,7 @@ import type { ToolContext } from "../context.ts";
 import { jobInfo } from "./job.ts";
 import { defineTool } from "../define.ts";
 import description from "./bash.md" with { type: "text" };
-import { CommandResult, commandText, runForeground } from "./foreground-command.ts";
+import { type CommandResult, commandText, runForeground } from "./foreground-command.ts";
 
 const MAX_COMMAND_CHARS = 1_000_000;
 
@@ -85,6 +85,7 @@ async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: 
 }
 
 function bashText(o: { mode: string; result: Record<string, unknown> }): string {
-  return o.mode === "command" ? commandText(CommandResult.parse(o.result)) : JSON.stringify(o.result);
+  // The registry has already validated the output against its schema.
+  return o.mode === "command" ? commandText(o.result as CommandResult) : JSON.stringify(o.result);
 }
 
