@@ -5,7 +5,7 @@ import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
 import type { ToolContext } from "../context.ts";
 import { defineTool } from "../define.ts";
-import { type CommandResult, commandText, runForeground } from "../shell/foreground-command.ts";
+import { type CommandResult, commandText, runForeground, shellRunOptions, shellToolTimeoutS } from "../shell/foreground-command.ts";
 import { jobInfo } from "../shell/job.ts";
 import { PythonScripts } from "./scripts.ts";
 import description from "./run-python-code.md" with { type: "text" };
@@ -66,18 +66,11 @@ export const runPythonCode = defineTool({
   description,
   scopes: ["shell:read", "shell:execute"],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
-  timeoutS: (s) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + 10),
+  timeoutS: shellToolTimeoutS,
   input: z.object({
     session_id: SessionId,
     code: z.string().min(1),
-    cwd: z.string().default("."),
-    timeout_s: z.number().int().nullable().default(null),
-    max_output_bytes: z.number().int().nullable().default(null),
-    env: z.record(z.string(), z.string()).nullable().default(null),
-    async_: z.boolean().default(false),
-    pty: z.boolean().default(false),
-    name: z.string().max(128).nullable().default(null),
-    purpose: z.string().max(500).nullable().default(null),
+    ...shellRunOptions,
   }),
   output: z.object({ mode: z.enum(["command", "job", "pty"]), command: z.string(), cwd: z.string(), result: z.record(z.string(), z.unknown()), script_path: z.string() }),
   async run(ctx, input) {

@@ -7,7 +7,7 @@ import type { ToolContext } from "../context.ts";
 import { jobInfo } from "./job.ts";
 import { defineTool } from "../define.ts";
 import description from "./bash.md" with { type: "text" };
-import { type CommandResult, commandText, runForeground } from "./foreground-command.ts";
+import { type CommandResult, commandText, runForeground, shellRunOptions, shellToolTimeoutS } from "./foreground-command.ts";
 
 const MAX_COMMAND_CHARS = 1_000_000;
 
@@ -17,18 +17,11 @@ export const bash = defineTool({
   description,
   scopes: ["shell:read", "shell:execute"],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
-  timeoutS: (s) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + 10),
+  timeoutS: shellToolTimeoutS,
   input: z.object({
     session_id: SessionId,
     command: z.string().min(1).max(MAX_COMMAND_CHARS),
-    cwd: z.string().default("."),
-    timeout_s: z.number().int().nullable().default(null),
-    max_output_bytes: z.number().int().nullable().default(null),
-    env: z.record(z.string(), z.string()).nullable().default(null),
-    async_: z.boolean().default(false),
-    pty: z.boolean().default(false),
-    name: z.string().max(128).nullable().default(null),
-    purpose: z.string().max(500).nullable().default(null),
+    ...shellRunOptions,
   }),
   output: z.object({
     mode: z.enum(["command", "job", "pty"]),

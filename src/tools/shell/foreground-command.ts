@@ -23,6 +23,21 @@ export const CommandResult = z.object({
 });
 export type CommandResult = z.infer<typeof CommandResult>;
 
+/** Arguments `bash` and `run_python_code` share, beside the session and what to run. */
+export const shellRunOptions = {
+  cwd: z.string().default("."),
+  timeout_s: z.number().int().nullable().default(null),
+  max_output_bytes: z.number().int().nullable().default(null),
+  env: z.record(z.string(), z.string()).nullable().default(null),
+  async_: z.boolean().default(false),
+  pty: z.boolean().default(false),
+  name: z.string().max(128).nullable().default(null),
+  purpose: z.string().max(500).nullable().default(null),
+};
+
+/** Watchdog of the shell tools: the longest bounded command plus time to stop its tree. */
+export const shellToolTimeoutS = (s: { tool_timeout_s: number; run_shell_max_timeout_s: number }) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + 10);
+
 /** Effective bounded timeout: null/0 → default, negative → 1, above the cap → clamped with a note. */
 export function effectiveTimeout(requested: number | null, def: number, max: number): { seconds: number; note?: string } {
   if (requested === null || requested === 0) return { seconds: def };
