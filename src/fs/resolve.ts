@@ -86,6 +86,10 @@ export function resolveInWorkdir(policy: FilePolicy, input: string, opts: { must
   if (st && !(opts.followFinal ?? true) && lexical === policy.workdir) {
     throw new ToolError("path_outside_workdir", "the session workdir itself cannot be the target", { path: input });
   }
+  // A directory holding the private state dir (when it lies inside the workspace) must not be deleted with it.
+  if (!(opts.followFinal ?? true) && policy.stateDir && isWithin(real, policy.stateDir)) {
+    throw new ToolError("path_denied", `path contains the server's private state directory: ${input}`, { path: input });
+  }
   return { lexical, real, rel: toWorkspaceRelative(policy.root, real), lstat: st };
 }
 

@@ -1,0 +1,37 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+
+// The workdir is the workspace root and the private state dir lies two levels inside it.
+let ws: TempDir;
+let mcp: McpHandle;
+let sid: string;
+let state: string;
+
+beforeAll(async () => {
+  ws = tempDir("lsm-rv-ws-");
+  state = join(ws.path, "var", ".lsm-state");
+  mcp = await connectStdio({ workspace: ws.path, state });
+  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+});
+afterAll(async () => {
+  await mcp.close();
+  ws[Symbol.dispose]();
+});
+
+describe("delete_file_or_dir and the state dir", () => {
+  test("a directory holding the state dir cannot be deleted", async () => {
+    writeFileSync(join(ws.path, "var", "other.txt"), "x\n");
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "var", recursive: true })).toBe("path_denied");
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "./var/", recursive: true })).toBe("path_denied");
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: join(ws.path, "var"), recursive: true })).toBe("path_denied");
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "var/.lsm-state", recursive: true })).toBe("path_denied");
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: ".", recursive: true })).toBe("path_outside_workdir");
+    expect(existsSync(join(state, "sessions"))).toBe(true);
+    // The session (kept in the state dir) survived, and siblings of the state dir stay deletable.
+    mkdirSync(join(ws.path, "var", "cache"));
+    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "var/cache", recursive: true })).toMatchObject({ deleted: "directory" });
+    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "var/other.txt" })).toMatchObject({ deleted: "file" });
+  });
+});
