@@ -5,7 +5,8 @@ import { ToolError } from "../core/errors.ts";
 /** True when `child` is `parent` or lies below it (both absolute, normalised). */
 export function isWithin(parent: string, child: string): boolean {
   const rel = relative(parent, child);
-  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+  // `..` as a whole component only: a name like `..notes` inside the parent is still within it.
+  return rel === "" || (rel !== ".." && !rel.startsWith(`..${sep}`) && !isAbsolute(rel));
 }
 
 /** Refuses strings no path should contain before any filesystem call sees them. */

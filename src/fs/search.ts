@@ -1,5 +1,6 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve, sep } from "node:path";
+import { isWithin } from "./paths.ts";
 import { ignoreBoundary, walk } from "./walk.ts";
 
 export interface RawMatch {
@@ -110,7 +111,7 @@ async function ripgrep(rg: string, req: SearchRequest, mode: "parents" | "own", 
   for (const g of req.globs) args.push("--glob", g);
   if (req.exclude) {
     const rel = relative(req.cwd, req.exclude);
-    if (!rel.startsWith("..")) args.push("--glob", `!/${rel.split(sep).join("/")}`, "--glob", `!/${rel.split(sep).join("/")}/**`);
+    if (isWithin(req.cwd, req.exclude)) args.push("--glob", `!/${rel.split(sep).join("/")}`, "--glob", `!/${rel.split(sep).join("/")}/**`);
   }
   args.push("-e", req.pattern, "--");
   // Absolute roots: ripgrep applies anchored rules of ignore files above a relative root wrongly.

@@ -35,3 +35,16 @@ describe("delete_file_or_dir and the state dir", () => {
     expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "var/other.txt" })).toMatchObject({ deleted: "file" });
   });
 });
+
+describe("names starting with two dots", () => {
+  test("are inside the workdir: read, write, search and delete work", async () => {
+    writeFileSync(join(ws.path, "..notes"), "dotdot needle\n");
+    expect(await mcp.ok("read", { session_id: sid, path: "..notes" })).toMatchObject({ kind: "file", path: "..notes" });
+    expect(await mcp.ok("write_file", { session_id: sid, path: "...more", content: "x\n" })).toMatchObject({ path: "...more", created: true });
+    const found = await mcp.ok<{ matches: Array<{ path: string }> }>("search", { session_id: sid, pattern: "dotdot needle", hidden: true });
+    expect(found.matches.map((m) => m.path)).toEqual(["..notes"]);
+    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "..notes" })).toMatchObject({ deleted: "file" });
+    // A real `..` still escapes.
+    expect(await mcp.fails("read", { session_id: sid, path: "../x" })).toBe("path_outside_workdir");
+  });
+});

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../../src/core/errors.ts";
-import { deniedBy, resolveDirInWorkdir, resolveWorkdir } from "../../src/fs/paths.ts";
+import { deniedBy, isWithin, resolveDirInWorkdir, resolveWorkdir } from "../../src/fs/paths.ts";
 import { tempDir } from "../helpers/harness.ts";
 
 function code(fn: () => unknown): string {
@@ -27,6 +27,22 @@ describe("path denylist on components", () => {
     ["/w/.git/configs", undefined],
   ])("%p → %p", (path, hit) => {
     expect(deniedBy(path, list)).toBe(hit);
+  });
+});
+
+describe("isWithin on whole components", () => {
+  test.each([
+    ["/w", "/w", true],
+    ["/w", "/w/a", true],
+    ["/w", "/w/..notes", true],
+    ["/w", "/w/...", true],
+    ["/w", "/w/a/..b/c", true],
+    ["/w", "/", false],
+    ["/w", "/wx", false],
+    ["/w/a", "/w/b", false],
+    ["/w/a", "/w/..a", false],
+  ])("%p contains %p: %p", (parent, child, want) => {
+    expect(isWithin(parent, child)).toBe(want);
   });
 });
 
