@@ -13,6 +13,7 @@ export function isWithin(parent: string, child: string): boolean {
 export function assertSanePath(input: string, what = "path"): void {
   if (input.includes("\0")) throw new ToolError("invalid_path", `${what} contains a NUL byte`);
   if (input.length > 4096) throw new ToolError("invalid_path", `${what} is longer than 4096 characters`);
+  if (input.split(sep).some((name) => Buffer.byteLength(name) > 255)) throw new ToolError("invalid_path", `${what} has a name longer than 255 bytes`);
 }
 
 /**
@@ -40,6 +41,7 @@ function realpathOrNotFound(p: string, shown: string): string {
     if (code === "ENOENT" || code === "ENOTDIR") throw new ToolError("path_not_found", `no such file or directory: ${shown}`, { path: shown });
     if (code === "EACCES") throw new ToolError("permission_denied", `permission denied: ${shown}`, { path: shown });
     if (code === "ELOOP") throw new ToolError("invalid_path", `too many symbolic links: ${shown}`, { path: shown });
+    if (code === "ENAMETOOLONG") throw new ToolError("invalid_path", `path is too long: ${shown}`, { path: shown });
     throw e;
   }
 }

@@ -36,6 +36,7 @@ function tryLstat(p: string): Stats | undefined {
     const code = errnoOf(e);
     if (code === "ENOENT" || code === "ENOTDIR") return undefined;
     if (code === "EACCES") throw new ToolError("permission_denied", "permission denied");
+    if (code === "ENAMETOOLONG") throw new ToolError("invalid_path", "path or one of its names is too long");
     throw e;
   }
 }
