@@ -14,6 +14,9 @@ const SENSITIVE_KEY = new RegExp(SENSITIVE, "i");
 const KEPT_KEY = /(_sha256|_fingerprint|_token_id)$/i;
 const FLAG = new RegExp(`^--?[\\w.-]*(${SENSITIVE})[\\w.-]*$`, "i");
 
+/** A flag's value: a quoted string (which may hold spaces) or one word. */
+const FLAG_VALUE = `"[^"\\n]{0,1024}"|'[^'\\n]{0,1024}'|\\S+`;
+
 const MAX_DEPTH = 12;
 const MAX_ITEMS = 200;
 const MAX_KEY_CHARS = 256;
@@ -36,10 +39,10 @@ type Rule = { re: RegExp; rep: string | ((...m: string[]) => string); needle?: s
 // Each rule names a substring it cannot match without, so large values (file contents, command
 // output) skip the regexes that cannot apply; the regexes themselves scan from many start positions.
 const TEXT_RULES: Rule[] = [
-  // --token=V, --password=V
-  { re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)=(\\S+)`, "gi"), rep: (_m, k) => `${k}=${REDACTED}`, needle: "-" },
+  // --token=V, --password=V (a quoted V may hold spaces)
+  { re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)=(${FLAG_VALUE})`, "gi"), rep: (_m, k) => `${k}=${REDACTED}`, needle: "-" },
   // --password V
-  { re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)\\s+(?!-)(\\S+)`, "gi"), rep: (_m, k) => `${k} ${REDACTED}`, needle: "-" },
+  { re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)\\s+(?!-)(${FLAG_VALUE})`, "gi"), rep: (_m, k) => `${k} ${REDACTED}`, needle: "-" },
   // Authorization header lines and bearer/basic credentials
   { re: /\b(authorization|proxy-authorization|cookie|set-cookie)\s*:\s*[^\r\n]*/gi, rep: (_m, k) => `${k}: ${REDACTED}` },
   { re: /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi, rep: (_m, k) => `${k} ${REDACTED}` },
@@ -50,7 +53,8 @@ const TEXT_RULES: Rule[] = [
   { re: /\bAKIA[0-9A-Z]{16}\b/g, rep: REDACTED, needle: "AKIA" },
   { re: /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, rep: REDACTED, needle: "eyJ" },
   // URL userinfo and query strings
-  { re: /(\b[a-z][a-z0-9+.-]*:\/\/)[^\s/@:]+:[^\s/@]+@/gi, rep: (_m, s) => `${s}${REDACTED}@`, needle: "://" },
+  // user:password@ (the user may be empty, the password may hold '@'), or a token-like user alone
+  { re: /(\b[a-z][a-z0-9+.-]*:\/\/)(?:[^\s/?#@:]*:[^\s/?#]*|[A-Za-z0-9._~%+-]{20,})@/gi, rep: (_m, s) => `${s}${REDACTED}@`, needle: "://" },
   { re: /(\b[a-z][a-z0-9+.-]*:\/\/[^\s?#"'<>]+)\?[^\s#"'<>]*/gi, rep: (_m, u) => `${u}?${REDACTED}`, needle: "://" },
   // Tokenized download links
   { re: /(\/download\/)[A-Za-z0-9_-]{8,}/g, rep: (_m, p) => `${p}${REDACTED}`, needle: "/download/" },
@@ -83,7 +87,7 @@ function redactPairs(s: string): string {
     while (j < s.length && SPACE.test(s[j]!)) j++;
     let end = j;
     const quote = s[j];
-    const close = quote === '"' || quote === "'" ? s.indexOf(quote, j + 1) : -1;
+    const close = quote === '"' || quote === "'" ? closingQuote(s, quote, j + 1) : -1;
     if (close >= 0) end = close + 1;
     else while (end < s.length && !/[\s,;&}]/.test(s[end]!)) end++;
     if (end === j) {
@@ -95,6 +99,15 @@ function redactPairs(s: string): string {
     PAIR_KEYWORD.lastIndex = end;
   }
   return last === 0 ? s : out + s.slice(last);
+}
+
+/** Index of the quote closing a string that opened before `from`, skipping backslash escapes. */
+function closingQuote(s: string, quote: string, from: number): number {
+  for (let i = from; i < s.length; i++) {
+    if (s[i] === "\\") i++;
+    else if (s[i] === quote) return i;
+  }
+  return -1;
 }
 
 function jsonQuoted(s: string): string {

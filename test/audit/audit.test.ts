@@ -25,6 +25,12 @@ describe("redaction", () => {
     ["the pin is pin-secret-1234 ok", "pin-secret-1234"],
     ["link http://h/download/AbCdEfGhIjKlMnOp", "AbCdEfGhIjKlMnOp"],
     ['{"client_secret": "abc-def-ghi"}', "abc-def-ghi"],
+    ["redis://:redispw9911@localhost:6379/0", "redispw9911"],
+    ["postgres://app:p@ssw0rd77@db.internal/app", "ssw0rd77"],
+    ["git clone https://abcdefghijklmnopqrstuvwxyz0123@git.example.com/r.git", "abcdefghijklmnopqrstuvwxyz0123"],
+    ["mysql --password 'two words99' -h db", "words99"],
+    ['tool --token="spaced tok3n" next', "tok3n"],
+    ['{"password": "a\\"escaped-tail77"}', "escaped-tail77"],
   ])("scrubs %s", (input, secret) => {
     expect(r.text(input)).not.toContain(secret);
   });
