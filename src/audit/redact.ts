@@ -163,10 +163,14 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
       }
       const entries = Object.entries(obj);
       const out: Record<string, unknown> = {};
+      // A credential split into a pair record: {"name": "API_TOKEN", "value": "..."} (env lists, headers).
+      const named = (obj as Record<string, unknown>).name ?? (obj as Record<string, unknown>).key;
+      const pairSecret = typeof named === "string" && isSensitiveKey(named);
       for (const [rawKey, item] of entries.slice(0, MAX_ITEMS)) {
         let key = rawKey.length > MAX_KEY_CHARS ? rawKey.slice(0, MAX_KEY_CHARS) : rawKey;
         for (let n = 2; key in out; n++) key = `${rawKey.slice(0, MAX_KEY_CHARS)}#${n}`;
-        out[key] = isSensitiveKey(rawKey) && item !== null && item !== undefined && item !== "" ? REDACTED : walk(item, depth + 1, seen);
+        const sensitive = isSensitiveKey(rawKey) || (pairSecret && rawKey === "value");
+        out[key] = sensitive && item !== null && item !== undefined && item !== "" ? REDACTED : walk(item, depth + 1, seen);
       }
       if (entries.length > MAX_ITEMS) out[TRUNCATED_KEY] = { reason: "item_limit", retained: MAX_ITEMS, omitted: entries.length - MAX_ITEMS };
       return out;

@@ -35,6 +35,19 @@ describe("redaction", () => {
     expect(r.text(input)).not.toContain(secret);
   });
 
+  test("name/value pair records whose name is a credential", () => {
+    const v = r.value({
+      env: [
+        { name: "DB_PASSWORD", value: "pairpw123" },
+        { name: "PORT", value: "5432" },
+      ],
+      headers: [{ key: "X-Api-Key", value: "hdrkey456" }],
+    });
+    expect(JSON.stringify(v)).not.toContain("pairpw123");
+    expect(JSON.stringify(v)).not.toContain("hdrkey456");
+    expect(JSON.stringify(v)).toContain("5432");
+  });
+
   test("keys, flag lists, bounds, binaries and cycles", () => {
     const cyclic: Record<string, unknown> = { a: 1 };
     cyclic.self = cyclic;
