@@ -69,6 +69,16 @@ interface ValidRequest {
  * token endpoint) and the bearer check of the protected resource. Single operator: whoever knows
  * the admin PIN approves; every token's subject is `local-user`.
  */
+/** RFC 6749 §3.1/§3.2: request parameters must not repeat; returns the first repeated name. */
+function repeatedParameter(params: URLSearchParams): string | undefined {
+  const seen = new Set<string>();
+  for (const k of params.keys()) {
+    if (seen.has(k)) return k;
+    seen.add(k);
+  }
+  return undefined;
+}
+
 export class OAuthServer {
   readonly clients: ClientRegistry;
   readonly key: SigningKey;
@@ -232,8 +242,9 @@ export class OAuthServer {
   }
 
   private authorizeGet(url: URL): Response {
-    const params: Record<string, string> = {};
-    for (const [k, v] of url.searchParams) if (!(k in params)) params[k] = v;
+    const dup = repeatedParameter(url.searchParams);
+    if (dup) return this.rejectPage(`The parameter ${dup} was sent more than once`);
+    const params = Object.fromEntries(url.searchParams);
     try {
       return this.page(this.validate(params), 200);
     } catch (e) {
@@ -257,13 +268,15 @@ export class OAuthServer {
     } catch {
       return this.rejectPage("The approval form could not be read");
     }
+    const dup = repeatedParameter(form);
+    if (dup) return this.rejectPage(`The parameter ${dup} was sent more than once`);
     const params: Record<string, string> = {};
     let pin = "";
     let decision = "approve";
     for (const [k, v] of form) {
       if (k === "pin") pin = v;
       else if (k === "decision") decision = v;
-      else if (!(k in params)) params[k] = v;
+      else params[k] = v;
     }
     let v: ValidRequest;
     try {
@@ -323,6 +336,8 @@ export class OAuthServer {
 
   private async token(req: Request): Promise<Response> {
     const form = new URLSearchParams(await req.text());
+    const dup = repeatedParameter(form);
+    if (dup) return oauthError(400, "invalid_request", `Parameter ${dup} was sent more than once`);
     const get = (k: string) => form.get(k) ?? "";
     if (get("grant_type") !== "authorization_code") return oauthError(400, "unsupported_grant_type", "Only grant_type=authorization_code is supported");
     if (!get("resource")) return oauthError(400, "invalid_request", "Missing resource");
