@@ -72,6 +72,8 @@ export default defineCommand({
       settings.oauth_admin_pin = generated.pin;
       log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
     }
+    const { makeNonDumpable } = await import("../native/harden.ts");
+    if (!makeNonDumpable()) log.warn("could not mark the server non-dumpable; same-user processes can read its memory");
     const { createApp } = await import("../server/app.ts");
     const { installSignalHandlers, onShutdown } = await import("../server/lifecycle.ts");
     installSignalHandlers();
