@@ -77,10 +77,12 @@ describe("persistent shells through the binary", () => {
     const marker = `lsm-marker-${process.pid}`;
     const id = await pty("bash --norc --noprofile -i");
     let r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for_idle_ms: 300, timeout_s: 10 });
-    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "sleep 100; echo after-sleep" });
-    expect(await eventually(() => processesMatching("sleep 100").length > 0, 5000)).toBe(true);
+    // A duration unique to this run, so another run's leftovers cannot match.
+    const nap = `sleep 8${process.pid % 1000}${Date.now() % 10000}`;
+    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: `${nap}; echo after-sleep` });
+    expect(await eventually(() => processesMatching(nap).length > 0, 5000)).toBe(true);
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "", keys: ["Ctrl-C"], enter: false });
-    expect(await eventually(() => processesMatching("sleep 100").length === 0, 5000)).toBe(true);
+    expect(await eventually(() => processesMatching(nap).length === 0, 5000)).toBe(true);
     r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: r.next_offset, wait_for_idle_ms: 200, timeout_s: 5 });
     expect(`${r.output}\n${r.current_line}`.split("\n")).not.toContain("after-sleep");
     // A background daemon started in the shell must not survive kill_persistent_shell.

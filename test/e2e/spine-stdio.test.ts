@@ -178,13 +178,14 @@ describe("bash bounded mode", () => {
 
   test("timeout kills the whole tree and is clamped to the maximum with a note", async () => {
     const sid = await session();
-    const marker = `lsmtimeout${Date.now()}`;
+    // Durations unique to this run: leftovers of another run can never be mistaken for ours.
+    const tag = `9${process.pid % 1000}${Date.now() % 100000}`;
     const started = Date.now();
-    const r = await mcp.ok<Cmd>("bash", { session_id: sid, command: `(sleep 1000 & sleep 1001; echo ${marker}) & sleep 999`, timeout_s: 1 });
+    const r = await mcp.ok<Cmd>("bash", { session_id: sid, command: `(sleep ${tag}1 & sleep ${tag}2; echo never) & sleep ${tag}3`, timeout_s: 1 });
     expect(r.result.timed_out).toBe(true);
     expect(r.result.ok).toBe(false);
     expect(Date.now() - started).toBeLessThan(5000);
-    expect(await eventually(() => processesMatching("sleep 100").length === 0 && processesMatching("sleep 999").length === 0)).toBe(true);
+    expect(await eventually(() => processesMatching(`sleep ${tag}`).length === 0)).toBe(true);
     const clamped = await mcp.ok<Cmd>("bash", { session_id: sid, command: "true", timeout_s: 10_000 });
     expect(clamped.result.timeout_s).toBe(5);
     expect(clamped.result.notes.join(" ")).toContain("clamped");
