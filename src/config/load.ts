@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { isAbsolute, join, resolve } from "node:path";
 import { z } from "zod";
-import { type RawSettings, type SettingName, SettingsSchema, type Settings } from "./schema.ts";
+import { metaOf, type RawSettings, type SettingName, SettingsSchema, type Settings } from "./schema.ts";
 
 export const ENV_PREFIX = "LOCAL_SHELL_MCP_";
 export const CONFIG_ENV = "LOCAL_SHELL_MCP_CONFIG";
@@ -33,6 +33,7 @@ interface ZodDefLike {
   innerType?: { _zod: { def: ZodDefLike } };
   in?: { _zod: { def: ZodDefLike } };
   entries?: Record<string, string>;
+  format?: string;
   checks?: Array<{ _zod: { def: { check: string; format?: string } } }>;
 }
 
@@ -55,7 +56,7 @@ function describeField(name: SettingName, field: z.ZodType): SettingInfo {
     kind = "enum";
     choices = Object.values(def.entries ?? {});
   } else if (def.type === "array") kind = "list";
-  const meta = (SettingsSchema.shape[name] as z.ZodType).meta() as { section: string; help: string };
+  const meta = metaOf(SettingsSchema.shape[name] as z.ZodType);
   return {
     name,
     env: ENV_PREFIX + name.toUpperCase(),
@@ -69,6 +70,7 @@ function describeField(name: SettingName, field: z.ZodType): SettingInfo {
 }
 
 function isIntegerSchema(def: ZodDefLike): boolean {
+  if (def.format === "safeint") return true;
   return (def.checks ?? []).some((c) => c._zod.def.format === "safeint" || c._zod.def.check === "number_format");
 }
 

@@ -16,28 +16,38 @@ export type Section =
   | "Agent capability bridge"
   | "Tool executables";
 
-type Meta = {
+export type SettingMeta = {
   section: Section;
   help: string;
-  [key: string]: unknown;
 };
+type Meta = SettingMeta;
+
+/**
+ * Section and help of each field, kept beside the schema rather than in zod's `.meta()` registry:
+ * registering 96 metadata clones cost a cold start ~5 ms.
+ */
+const META = new WeakMap<z.ZodType, Meta>();
+function described<T extends z.ZodType>(schema: T, meta: Meta): T {
+  META.set(schema, meta);
+  return schema;
+}
 
 const DAY = 86_400;
 
 function int(def: number, min: number, max: number, meta: Meta) {
-  return z.number().int().min(min).max(max).default(def).meta(meta);
+  return described(z.int().check(z.gte(min), z.lte(max)).default(def), meta);
 }
 function bool(def: boolean, meta: Meta) {
-  return z.boolean().default(def).meta(meta);
+  return described(z.boolean().default(def), meta);
 }
 function str(def: string, meta: Meta) {
-  return z.string().min(1).default(def).meta(meta);
+  return described(z.string().min(1).default(def), meta);
 }
 function optionalStr(meta: Meta) {
-  return z.string().nullable().default(null).meta(meta);
+  return described(z.string().nullable().default(null), meta);
 }
 function list(def: string[], meta: Meta) {
-  return z.array(z.string().min(1)).default(def).meta(meta);
+  return described(z.array(z.string().min(1)).default(def), meta);
 }
 
 const S = (section: Section, help: string): Meta => ({ section, help });
@@ -58,12 +68,12 @@ const uiPath = z
   .refine((v) => v.startsWith("/") && v !== "/" && !/[?#\\]/.test(v), "must be an absolute, non-root URL path without ?, # or \\")
   .refine((v) => v.split("/").slice(1).every((seg) => /^[A-Za-z0-9._~-]+$/.test(seg) && seg !== "." && seg !== ".."), "each segment must match [A-Za-z0-9._~-]+ and not be . or ..")
   .refine((v) => !UI_RESERVED.some((r) => v === r || v.startsWith(`${r}/`)), "collides with a reserved route")
-  .default("/ui")
-  .meta(ui("URL path of the browser Human UI."));
+  .default("/ui");
+described(uiPath, ui("URL path of the browser Human UI."));
 
 export const SettingsSchema = z
   .object({
-    mode: z.enum(["mcp", "http", "both", "stdio"]).default("mcp").meta(server("Transport: mcp (Streamable HTTP at /mcp), http (REST debug API), stdio; both is reserved.")),
+    mode: described(z.enum(["mcp", "http", "both", "stdio"]).default("mcp"), server("Transport: mcp (Streamable HTTP at /mcp), http (REST debug API), stdio; both is reserved.")),
     // Python binds 0.0.0.0; we bind loopback unless told otherwise.
     host: str("127.0.0.1", server("Address to bind the HTTP listener to.")),
     port: int(8765, 0, 65_535, server("TCP port of the HTTP listener (0 picks a free port).")),
@@ -73,14 +83,14 @@ export const SettingsSchema = z
     ui_tui_command: optionalStr(ui("Administrator-supplied OpenTUI executable to use instead of the embedded one.")),
     ui_terminal_idle_timeout_s: int(3600, 0, 366 * DAY, ui("Close idle browser terminal connections after this many seconds (0 = never).")),
     ui_terminal_max_connections: int(8, 1, 128, ui("Most browser terminal connections open at once.")),
-    ui_wallpaper: z.enum(["aurora", "grid", "none"]).default("aurora").meta(ui("Background of the Human UI.")),
+    ui_wallpaper: described(z.enum(["aurora", "grid", "none"]).default("aurora"), ui("Background of the Human UI.")),
 
     // Python defaults to /workspace; we default to the directory `serve` starts in (resolved later).
-    workspace_root: z.string().min(1).nullable().default(null).meta(paths("Root directory sessions may bind to; defaults to the directory serve is started in.")),
+    workspace_root: described(z.string().min(1).nullable().default(null), paths("Root directory sessions may bind to; defaults to the directory serve is started in.")),
     // Python keeps state inside the workspace; we keep it in an owner-private per-user folder (resolved later).
-    state_dir: z.string().min(1).nullable().default(null).meta(paths("Private runtime state; defaults to a 0700 per-user folder outside the workspace.")),
+    state_dir: described(z.string().min(1).nullable().default(null), paths("Private runtime state; defaults to a 0700 per-user folder outside the workspace.")),
 
-    auth_mode: z.enum(["none", "oauth"]).default("oauth").meta(auth("none (loopback testing only) or oauth (built-in authorization server).")),
+    auth_mode: described(z.enum(["none", "oauth"]).default("oauth"), auth("none (loopback testing only) or oauth (built-in authorization server).")),
     auth_bypass_localhost: bool(false, auth("Let loopback peers skip bearer auth on the REST debug API (mode=http only).")),
     mcp_session_idle_timeout_s: int(180, 1, 7 * DAY, auth("Drop Streamable HTTP sessions idle for this many seconds.")),
     mcp_max_sessions: int(1024, 1, 100_000, auth("Most Streamable HTTP sessions open at once; further initialize requests get 429.")),
@@ -99,7 +109,7 @@ export const SettingsSchema = z
     oauth_registration_max_client_name_chars: int(200, 0, 1_000_000, auth("Longest client_name accepted (0 = no cap).")),
 
     allow_full_control: bool(false, limits("Disable the command and path denylists. Annotations stay conservative.")),
-    tool_timeout_s: z.number().min(0.001).max(7 * DAY).default(60).meta(limits("Watchdog for one tool call in seconds; shell tools get their own timeout plus cleanup time.")),
+    tool_timeout_s: described(z.number().min(0.001).max(7 * DAY).default(60), limits("Watchdog for one tool call in seconds; shell tools get their own timeout plus cleanup time.")),
     run_shell_default_timeout_s: int(10, 1, DAY, limits("Timeout of a bounded shell command when the call gives none.")),
     run_shell_max_timeout_s: int(120, 1, DAY, limits("Largest timeout a bounded shell command may ask for; larger requests are clamped.")),
     max_output_bytes: int(200_000, 1, 100_000_000, limits("Output kept from one bounded command (stdout and stderr share it).")),
@@ -193,6 +203,13 @@ export const SettingsSchema = z
       ctx.addIssue({ code: "custom", path: ["remote_http_transfer_threshold_bytes"], message: "must not exceed remote_http_transfer_max_spool_bytes" });
     }
   });
+
+/** Section and help of one field of SettingsSchema.shape. */
+export function metaOf(field: z.ZodType): SettingMeta {
+  const meta = META.get(field);
+  if (!meta) throw new Error("setting without section and help");
+  return meta;
+}
 
 /** Settings as parsed, before paths are resolved. */
 export type RawSettings = z.output<typeof SettingsSchema>;
