@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto";
 import { closeSync, constants, openSync, readFileSync, readSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
@@ -13,6 +12,7 @@ import { jobsLockPath } from "../store/lifecycle.ts";
 import { FileLock } from "../store/lock.ts";
 import { childEnv } from "./env.ts";
 import supervisorScript from "./jobs-supervisor.ts" with { type: "file" };
+import { randomHex } from "../core/random.ts";
 
 export const JOB_STATUSES = ["starting", "running", "stopping", "retrying", "succeeded", "failed", "exited", "stopped", "lost", "unknown"] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
@@ -201,7 +201,7 @@ export class JobManager {
   }
 
   async start(input: { sessionId: string; command: string; cwd: string; env: Record<string, string>; name: string | null }): Promise<JobView> {
-    const id = `job_${randomBytes(6).toString("hex")}`;
+    const id = `job_${randomHex(6)}`;
     ensurePrivateDir(this.jobDir(id));
     writeFileAtomic(join(this.jobDir(id), "env.json"), JSON.stringify(input.env));
     const lease = acquireLease(this.leasePath(id), { job_id: id, pid: process.pid });

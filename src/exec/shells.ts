@@ -1,10 +1,10 @@
-import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
 import { tmuxAdmissionLockPath } from "../store/lifecycle.ts";
 import { withFileLock } from "../store/lock.ts";
 import { HISTORY_LIMIT, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
+import { randomHex } from "../core/random.ts";
 
 /** Time the containment runner gives a shell's processes between SIGTERM and SIGKILL. */
 const SHELL_GRACE_MS = 1000;
@@ -156,7 +156,7 @@ export class ShellManager {
       id = sanitizeShellName(input.name);
       if (!id) throw new ToolError("invalid_shell_name", "name must contain at least one letter, digit, '_' or '-'");
     } else {
-      id = `mcp-${randomBytes(4).toString("hex")}`;
+      id = `mcp-${randomHex(4)}`;
     }
     const runner = await this.runner();
     return this.admission(async () => {

@@ -1,4 +1,3 @@
-import { createHash, type Hash } from "node:crypto";
 import { readSync, type Stats } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import { decodeUtf8, splitDoc } from "./lines.ts";
@@ -74,11 +73,11 @@ export class LineIndexCache {
 
 /** Short hash of shown line texts, so an edit can tell whether the lines it saw are unchanged. */
 export function rangeHash(texts: readonly string[]): string {
-  return createHash("sha256").update(texts.join("\n")).digest("hex").slice(0, 16);
+  return new Bun.CryptoHasher("sha256").update(texts.join("\n")).digest("hex").slice(0, 16);
 }
 
 export function sha256(bytes: Uint8Array): string {
-  return createHash("sha256").update(bytes).digest("hex");
+  return new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 }
 
 /** Resolves open-ended ranges against the line count and clips them to EOF; empty ones vanish. */
@@ -151,7 +150,7 @@ function scan(
   fd: number,
   offset: number,
   line: number,
-  opts: { hash?: Hash; marks?: number[]; stopAfter: number; want: (line: number) => boolean; take: (line: number, bytes: Uint8Array) => void },
+  opts: { hash?: Bun.CryptoHasher; marks?: number[]; stopAfter: number; want: (line: number) => boolean; take: (line: number, bytes: Uint8Array) => void },
 ): number {
   const buf = Buffer.allocUnsafe(CHUNK);
   let pos = offset;
@@ -222,7 +221,7 @@ export function readLines(fd: number, st: Stats, ranges: readonly LineRange[], b
   const take = (l: number, b: Uint8Array) => void col.add(l, b);
   let entry = cache.get(st);
   if (!entry) {
-    const hash = createHash("sha256");
+    const hash = new Bun.CryptoHasher("sha256");
     const marks = [0];
     const total = scan(fd, 0, 1, { hash, marks, stopAfter: Number.POSITIVE_INFINITY, want: inWanted, take });
     entry = { key: LineIndexCache.key(st), sha: hash.digest("hex"), total, marks };
@@ -253,7 +252,7 @@ function readWhole(buf: Buffer, shown: string): FileRead | undefined {
   if (buf.indexOf(13) >= 0) return undefined;
   const text = decodeUtf8(buf, shown);
   const size = buf.length;
-  const hash = createHash("sha256");
+  const hash = new Bun.CryptoHasher("sha256");
   if (size === 0) return { size, sha: hash.digest("hex"), total: 0, rows: [], first: null, last: null, count: 0, body: "", raw: text, bytesRead: 0, truncated: false, ranges: [] };
   const terminated = buf[size - 1] === 10;
   hash.update(terminated ? buf.subarray(0, size - 1) : buf);

@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
@@ -39,7 +38,7 @@ export class FileServices {
     const sorted = [...new Set(paths)].sort();
     const run = (i: number): Promise<T> => {
       if (i >= sorted.length) return Promise.resolve(fn());
-      const name = createHash("sha256").update(sorted[i]!).digest("hex").slice(0, 32);
+      const name = new Bun.CryptoHasher("sha256").update(sorted[i]!).digest("hex").slice(0, 32);
       return withFileLock(join(this.lockDir, `file-${name}.lock`), () => run(i + 1), 30_000);
     };
     return run(0);

@@ -1,6 +1,5 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { jwtVerify, SignJWT } from "jose";
-import { timingSafeEqual } from "node:crypto";
 import type { AuditSink } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
 import { jsonResponse } from "../http/json.ts";
@@ -43,7 +42,11 @@ function sha256(s: string): Buffer {
 
 /** Compares two secrets in constant time (over fixed-length digests, so any input is safe). */
 export function secretsEqual(a: string, b: string): boolean {
-  return timingSafeEqual(sha256(a), sha256(b));
+  const x = sha256(a);
+  const y = sha256(b);
+  let diff = 0;
+  for (let i = 0; i < x.length; i++) diff |= x[i]! ^ y[i]!;
+  return diff === 0;
 }
 
 function oauthError(status: number, error: string, description?: string): Response {

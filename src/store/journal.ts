@@ -1,9 +1,9 @@
-import { randomBytes } from "node:crypto";
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { log } from "../core/log.ts";
 import { ensurePrivateDir, writeFileAtomic } from "./atomic.ts";
+import { randomHex } from "../core/random.ts";
 
 /** Largest journal record we write or read. */
 export const MAX_DEFERRED_BYTES = 64_000;
@@ -44,7 +44,7 @@ export class DeferredJournal {
   write(update: Omit<DeferredUpdate, "id" | "created_at">): string {
     if (!this.ops.includes(update.op)) throw new Error(`unsupported deferred operation ${update.op}`);
     ensurePrivateDir(this.dir);
-    const id = randomBytes(12).toString("hex");
+    const id = randomHex(12);
     const rec: DeferredUpdate = { id, created_at: Date.now() / 1000, ...update };
     const body = JSON.stringify(RecordSchema.parse(rec));
     if (Buffer.byteLength(body) > MAX_DEFERRED_BYTES) throw new Error("deferred update too large");
