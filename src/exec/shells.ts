@@ -183,16 +183,28 @@ export class ShellManager {
       // Reserve durably before creating, so pruning and peers see the shell even if we die now.
       const current = this.sessions.require(sid);
       if (!current.persistent_shell_ids.includes(id)) this.sessions.update(current, { persistent_shell_ids: [...current.persistent_shell_ids, id] });
-      const envArgs = Object.entries(input.env).flatMap(([k, v]) => ["-e", tmuxLiteral(`${k}=${v}`)]);
+      // Environment values never go on a tmux command line (world-readable in /proc, and kept as
+      // the tmux server's own argv when this client starts it): the client carries them and
+      // `update-environment` copies them into the new session only. A server this client would
+      // start is started first from a clean environment, so the values never become global.
+      const envKeys = Object.keys(input.env);
+      if (envKeys.length) {
+        const boot = await this.tmux.run(["start-server", ";", "set-option", "-s", "exit-empty", "off"]);
+        if (boot.code !== 0) throw new ToolError("shell_start_failed", `persistent shell could not be started: ${boot.stderr.slice(0, 300) || "tmux failed"}`, { shell_id: id });
+      }
+      const restore = ["set-option", "-gu", "update-environment", ";", "set-option", "-s", "exit-empty", "on"];
       const r = await this.tmux.run([
         "set-option", "-g", "history-limit", String(HISTORY_LIMIT), ";",
         "set-option", "-s", "escape-time", "0", ";",
-        "new-session", "-d", "-s", id, "-x", String(DEFAULT_COLS), "-y", String(DEFAULT_ROWS), "-c", input.cwd.replaceAll("#", "##"), ...envArgs,
+        ...envKeys.flatMap((k) => ["set-option", "-ga", "update-environment", k, ";"]),
+        "new-session", "-d", "-s", id, "-x", String(DEFAULT_COLS), "-y", String(DEFAULT_ROWS), "-c", input.cwd.replaceAll("#", "##"),
         runner, "--grace-ms", String(SHELL_GRACE_MS), "--", this.shell, "-c", tmuxLiteral(input.command), ";",
+        ...(envKeys.length ? [...restore, ";"] : []),
         "set-option", "-t", paneTarget(id), OWNER_OPTION, sid, ";",
         "set-option", "-t", paneTarget(id), KIND_OPTION, "shell", ";",
         "set-option", "-w", "-t", paneTarget(id), "remain-on-exit", "on",
-      ]);
+      ], undefined, input.env);
+      if (envKeys.length && r.code !== 0) await this.tmux.run(restore).catch(() => undefined);
       const info = r.code === 0 ? (await this.tmux.inventory()) : undefined;
       const created = info?.state === "ok" ? info.shells.find((s) => s.name === id) : undefined;
       if (created && created.owner === sid) return { shell_id: id, backend: "tmux" as const };

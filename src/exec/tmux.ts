@@ -129,10 +129,14 @@ export class TmuxServer {
     return r.path;
   }
 
-  /** Runs one tmux client command (or a `;`-separated sequence given as separate args). */
-  async run(args: string[], timeoutMs = COMMAND_TIMEOUT_MS): Promise<TmuxResult> {
+  /**
+   * Runs one tmux client command (or a `;`-separated sequence given as separate args). `clientEnv`
+   * is added to the client's environment only (never its arguments, which every local user can read
+   * in /proc); `update-environment` copies named variables from there into a new session.
+   */
+  async run(args: string[], timeoutMs = COMMAND_TIMEOUT_MS, clientEnv: Record<string, string> = {}): Promise<TmuxResult> {
     const bin = await this.bin();
-    const env = childEnv({ SHELL: this.shell, TERM: "xterm-256color" });
+    const env = childEnv({ SHELL: this.shell, TERM: "xterm-256color", ...clientEnv });
     delete env.TMUX;
     delete env.TMUX_PANE;
     const proc = Bun.spawn([bin, "-S", this.socket, "-f", "/dev/null", ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env });
