@@ -49,8 +49,10 @@ async function doExtract(name: string, embeddedPath: string, dir: string): Promi
   if (bytes.length === 0) throw new ToolError("helper_unavailable", `embedded helper ${name} is empty`);
   const digest = sha256(bytes);
   const target = join(dir, name);
-  if (matches(target, digest)) return target;
+  // The folder is checked (ours, a real directory, 0700) before a copy in it is trusted: a copy
+  // whose digest matched is only as safe as the directory that others could rename it in.
   ensurePrivateDir(dir);
+  if (matches(target, digest)) return target;
   return withFileLock(join(dir, `.${name}.lock`), () => {
     if (matches(target, digest)) return target;
     const staged = `${target}.new-${process.pid}`;

@@ -45,6 +45,18 @@ describe("embedded helper extraction", () => {
     expect(statSync(third).mode & 0o777).toBe(0o700);
   });
 
+  test("a valid copy in a loosened folder is trusted only after the folder is private again", async () => {
+    using dir = tempDir();
+    const source = join(dir.path, "payload");
+    writeFileSync(source, "#!/bin/sh\necho genuine\n");
+    const helpers = join(dir.path, "loose");
+    await extractFresh("loose", source, helpers);
+    chmodSync(helpers, 0o777);
+    const again = await extractFresh("loose", source, helpers);
+    expect(Bun.spawnSync([again]).stdout.toString()).toBe("genuine\n");
+    expect(statSync(helpers).mode & 0o777).toBe(0o700);
+  });
+
   test("concurrent extractions in several processes agree", async () => {
     using dir = tempDir();
     const source = join(dir.path, "payload");
