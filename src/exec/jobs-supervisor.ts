@@ -55,7 +55,7 @@ let progressDirty = false;
 
 function compact(): void {
   const keep = spec.max_log_bytes;
-  const rfd = openSync(spec.log, constants.O_RDONLY);
+  const rfd = openSync(spec.log, constants.O_RDONLY | constants.O_NOFOLLOW);
   const buf = Buffer.alloc(keep);
   let n = 0;
   try {
@@ -68,12 +68,12 @@ function compact(): void {
     closeSync(rfd);
   }
   const tmp = `${spec.log}.compact-${process.pid}`;
-  const wfd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC, 0o600);
+  const wfd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
   writeSync(wfd, buf, 0, n);
   closeSync(wfd);
   renameSync(tmp, spec.log);
   closeSync(logFd);
-  logFd = openSync(spec.log, constants.O_WRONLY | constants.O_APPEND, 0o600);
+  logFd = openSync(spec.log, constants.O_WRONLY | constants.O_APPEND | constants.O_NOFOLLOW, 0o600);
   dropped += logSize - n;
   logSize = n;
   progressDirty = true;

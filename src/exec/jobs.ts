@@ -1,4 +1,4 @@
-import { closeSync, constants, openSync, readFileSync, readSync, rmSync, statSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
@@ -366,7 +366,8 @@ export class JobManager {
       return { text: "", truncated: false };
     }
     try {
-      const size = statSync(path).size;
+      // The open file, not the path: a compaction may have replaced the log since we opened it.
+      const size = fstatSync(fd).size;
       const n = Math.min(size, maxBytes);
       const buf = Buffer.alloc(n);
       let got = 0;
@@ -418,7 +419,12 @@ export class JobManager {
       const r = rows.find((x) => x.job_id === id);
       if (r && isActive(r.status)) Object.assign(r, { status: "stopping", updated_at: now() });
     }).catch(() => undefined);
-    process.kill(pid, "SIGTERM");
+    try {
+      process.kill(pid, "SIGTERM");
+    } catch (e) {
+      // The supervisor finished between the check and the signal: the wait below confirms it.
+      if ((e as NodeJS.ErrnoException).code !== "ESRCH") throw e;
+    }
     const until = Date.now() + STOP_WAIT_MS;
     while (leaseState(this.leasePath(id)) === "held" && Date.now() < until) await Bun.sleep(50);
     const [after] = await this.find(sessionId, [id]);

@@ -328,7 +328,9 @@ export class ShellManager {
       if ((historySize !== guess || realHeight !== height) && attempt < 3) continue;
       const rows = start > historySize + realHeight - 1 ? [] : text.slice(nl + 1).split("\n");
       if (rows.at(-1) === "") rows.pop();
-      return { cursorX: Number(cx) || 0, historySize, cursorY: Number(cy) || 0, height: realHeight, dead: dead === "1", deadStatus: dead === "1" && status ? Number(status) : null, rows, firstRow: start };
+      return { cursorX: Number(cx) || 0, historySize, cursorY: Number(cy) || 0, height: realHeight, dead: dead === "1", deadStatus: dead === "1" && status ? Number(status) : null, rows,
+        // tmux captured from `historySize + (start - guess)`; equal to `start` once the guess held.
+        firstRow: Math.max(0, historySize + start - guess) };
     }
   }
 
