@@ -290,14 +290,14 @@ tail -c +${offset + 1} -- "$p" 2>/dev/null | head -c ${maxBytes + 1}
   return { path, offset, bytes_read: data.length, eof: body.length <= maxBytes, size: Number(sizeText), data: enc.data, encoding: enc.encoding };
 }
 
-/** SHA-256 of a remote regular file. */
+/** SHA-256 of a remote regular file (`--zero`: otherwise GNU escapes names holding a backslash or a newline). */
 export async function remoteHash(session: Session, settings: SshSettings, path: string, signal?: AbortSignal): Promise<string> {
   session.activeCommands++;
   let r: ChannelResult;
   try {
     r = await runChannel(session.master, session.channels, {
       kind: "sh",
-      script: `LC_ALL=C exec sha256sum -- ${shq(path)} 2>/dev/null\n`,
+      script: `LC_ALL=C exec sha256sum --zero -- ${shq(path)} 2>/dev/null\n`,
       timeoutMs: 24 * 3600 * 1000,
       maxBytes: 4096,
       signal,
