@@ -71,6 +71,24 @@ function token(fields: string[]): string {
   return h.digest("hex").slice(0, 32);
 }
 
+/**
+ * The rsync operand naming exactly the remote `path`: a relative path gets `./` (a leading `:`
+ * would select rsync's daemon mode), and since the remote rsync expands wildcards itself even with
+ * --protect-args, each component holding `*`, `?` or `[` has those escaped. rsync's own check of
+ * the names it receives cannot match such a component that also holds a backslash: refused.
+ */
+export function rsyncRemote(target: Target, path: string): string {
+  const exact = path
+    .split("/")
+    .map((c) => {
+      if (!/[*?[]/.test(c)) return c;
+      if (c.includes("\\")) throw new ToolError("invalid_remote_path", "rsync cannot name a remote path component holding both a wildcard character and a backslash");
+      return c.replace(/[*?[]/g, "\\$&");
+    })
+    .join("/");
+  return `${rsyncHost(target)}:${path.startsWith("/") ? exact : `./${exact}`}`;
+}
+
 const RSYNC_MEANINGS: Record<number, string> = {
   5: "error starting the client-server protocol",
   10: "socket I/O error",
@@ -337,7 +355,7 @@ export class TransferManager {
     const follower = new FollowingHasher(partial, hashSignal);
     let copied = false;
     try {
-      await this.rsync(op, `${rsyncHost(this.session.target)}:${remote}`, partial, () => undefined);
+      await this.rsync(op, rsyncRemote(this.session.target, remote), partial, () => undefined);
       copied = true;
     } finally {
       clearInterval(poll);
@@ -375,7 +393,9 @@ export class TransferManager {
     const size = lstatSync(srcAbs).size;
     op.data.total_bytes = size;
     const dir = posix.dirname(remote);
-    const partial = posix.join(dir, `.${posix.basename(remote)}.${token(["upload", cacheKey(this.session.target), srcDisplay, remote])}.lsm-partial`);
+    // no wildcard characters in the partial's own name: the receiving rsync would keep a pattern
+    // that matches nothing (a partial not yet created) verbatim, escapes included
+    const partial = posix.join(dir, `.${posix.basename(remote).replace(/[*?[]/g, "_")}.${token(["upload", cacheKey(this.session.target), srcDisplay, remote])}.lsm-partial`);
     const prep = await remoteScript(
       this.session,
       `f=${shq(remote)}; p=${shq(partial)}; d=${shq(dir)}
@@ -409,7 +429,7 @@ printf '%s %s\\n' "$s" "\${a:-unknown}"
     const localSumP = hashLocalFile(srcAbs, AbortSignal.any([op.abort.signal, sideline.signal]));
     localSumP.catch(() => undefined);
     try {
-      await this.rsync(op, srcAbs, `${rsyncHost(this.session.target)}:${partial}`, (n) => this.progress(op, Math.min(size, n)));
+      await this.rsync(op, srcAbs, rsyncRemote(this.session.target, partial), (n) => this.progress(op, Math.min(size, n)));
     } catch (e) {
       sideline.abort();
       throw e;

@@ -61,6 +61,11 @@ beforeAll(async () => {
   writeFileSync(join(h, "big.bin"), randomBytes(3 * 1024 * 1024));
   writeFileSync(join(h, "g[1].txt"), "literal-bracket");
   writeFileSync(join(h, "g1.txt"), "glob-match");
+  writeFileSync(join(h, "w*\\x?.txt"), "star-backslash");
+  writeFileSync(join(h, "w1\\x2.txt"), "star-match");
+  for (const d of ["d[1]", "d1", ":c"]) mkdirSync(join(h, d));
+  writeFileSync(join(h, "g[1].txt"), "literal-bracket");
+  writeFileSync(join(h, "g1.txt"), "glob-match");
   await $`chown -R ${sshd.user}: ${h}`.quiet();
   const transport = new StdioClientTransport({
     command: binary(),
@@ -97,5 +102,32 @@ describe("review3 transfers", () => {
       expect(readFileSync(join(h, `up-${name}`))).toEqual(readFileSync(join(h, name)));
     }
     expect(readdirSync(h).filter((n) => n.endsWith(".lsm-partial"))).toEqual([]);
+  }, 60_000);
+
+  test("rsync operands name the exact remote path: no daemon mode for a leading colon, no wildcards", async () => {
+    const h = sshd.home;
+    const cases: [string, string, string][] = [
+      [":colon.txt", "colon.txt", "colon-data"],
+      [`${h}/g[1].txt`, "g.txt", "literal-bracket"],
+      ["-dash.txt", "dash.txt", "dash-data"],
+    ];
+    for (const [remote, local, data] of cases) {
+      const d = await ok("download_start", { ...k(), remote_path: remote, local_path: local });
+      const s = await wait(d.operation_id);
+      expect(s.error).toBeNull();
+      expect(readFileSync(join(root.path, local), "utf8")).toBe(data);
+    }
+    for (const remote of [":c/up.txt", `${h}/d[1]/up.txt`, `${h}/d[1]/u[p].txt`]) {
+      const u = await ok("upload_start", { ...k(), local_path: "g.txt", remote_path: remote });
+      const s = await wait(u.operation_id);
+      expect(s.error).toBeNull();
+      expect(readFileSync(join(h, remote.startsWith("/") ? remote.slice(h.length + 1) : remote), "utf8")).toBe("literal-bracket");
+    }
+    expect(readdirSync(join(h, "d1"))).toEqual([]);
+    // a wildcard and a backslash in one component cannot be named exactly: refused, never another file
+    const w = await wait((await ok("download_start", { ...k(), remote_path: `${h}/w*\\x?.txt`, local_path: "w.txt" })).operation_id);
+    expect(w.error.code).toBe("invalid_remote_path");
+    expect(existsSync(join(root.path, "w.txt"))).toBe(false);
+    for (const d of [h, join(h, "d[1]"), join(h, ":c")]) expect(readdirSync(d).filter((n) => n.endsWith(".lsm-partial"))).toEqual([]);
   }, 60_000);
 });
