@@ -65,6 +65,7 @@ export class LocalRoot {
     }
     if (!isWithin(this.root, real)) throw new ToolError("invalid_local_path", "local path escapes the local root");
     if (isWithin(this.stateDir, real)) throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
+    if (basename(real).endsWith(PARTIAL_SUFFIX)) throw new ToolError("invalid_local_path", "local path names a transfer partial");
     if (!statSync(real).isFile()) throw new ToolError("invalid_local_path", "local source is not a regular file");
     return { abs: real, display: this.display(real) };
   }
