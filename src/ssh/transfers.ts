@@ -241,7 +241,8 @@ export class TransferManager {
     }
     await this.session.master.ensureReady();
     const src = this.settings.localRoot.source(local);
-    const op = this.register("upload", `upload\0${cacheKey(this.session.target)}\0${remote}`, src.display, remote, overwrite);
+    // one operation per destination however it is spelled (`a//b`, `./a`): the key is the normalised path
+    const op = this.register("upload", `upload\0${cacheKey(this.session.target)}\0${posix.normalize(remote)}`, src.display, remote, overwrite);
     op.task = this.run(op, () => this.upload(op, src.abs, src.display, remote, overwrite));
     return this.view(op);
   }

@@ -130,4 +130,16 @@ describe("review3 transfers", () => {
     expect(existsSync(join(root.path, "w.txt"))).toBe(false);
     for (const d of [h, join(h, "d[1]"), join(h, ":c")]) expect(readdirSync(d).filter((n) => n.endsWith(".lsm-partial"))).toEqual([]);
   }, 60_000);
+
+  test("one upload per remote destination however its path is spelled", async () => {
+    const h = sshd.home;
+    const big = await ok("download_start", { ...k(), remote_path: `${h}/big.bin`, local_path: "big.bin" });
+    expect((await wait(big.operation_id)).state).toBe("completed");
+    const u1 = await ok("upload_start", { ...k(), local_path: "big.bin", remote_path: `${h}/same.bin` });
+    for (const spelled of [`${h}//same.bin`, `${h}/./same.bin`, `${h}/d1/../same.bin`]) {
+      expect(await fails("upload_start", { ...k(), local_path: "dash.txt", remote_path: spelled })).toBe("transfer_conflict");
+    }
+    expect((await wait(u1.operation_id)).state).toBe("completed");
+    expect(sha(readFileSync(join(h, "same.bin")))).toBe(sha(readFileSync(join(h, "big.bin"))));
+  }, 60_000);
 });
