@@ -328,7 +328,8 @@ export class TransferManager {
     let have = 0;
     try {
       const pst = lstatSync(partial);
-      if (!pst.isFile() || pst.uid !== process.getuid!()) throw new ToolError("invalid_transfer_partial", "the transfer partial is not a regular file we own");
+      // rsync appends in place: a partial hard-linked to another file would write into that file
+      if (!pst.isFile() || pst.uid !== process.getuid!() || pst.nlink !== 1) throw new ToolError("invalid_transfer_partial", "the transfer partial is not a regular file we own");
       if (pst.size > st.size) rmSync(partial, { force: true });
       else have = pst.size;
     } catch (e) {

@@ -142,4 +142,18 @@ describe("review3 transfers", () => {
     expect((await wait(u1.operation_id)).state).toBe("completed");
     expect(sha(readFileSync(join(h, "same.bin")))).toBe(sha(readFileSync(join(h, "big.bin"))));
   }, 60_000);
+
+  test("a resumable download partial hard-linked to another file is refused, never appended to", async () => {
+    const h = sshd.home;
+    const remote = `${h}/g1.txt`;
+    const tok = createHash("sha256");
+    for (const f of ["download", `alias:${sshd.alias}`, remote, "hl.txt"]) tok.update(`${f}\0`);
+    const victim = join(outside.path, "victim.txt");
+    writeFileSync(victim, "glob");
+    linkSync(victim, join(root.path, `.hl.txt.${tok.digest("hex").slice(0, 32)}.lsm-partial`));
+    const d = await ok("download_start", { ...k(), remote_path: remote, local_path: "hl.txt" });
+    expect((await wait(d.operation_id)).error?.code).toBe("invalid_transfer_partial");
+    expect(readFileSync(victim, "utf8")).toBe("glob");
+    expect(existsSync(join(root.path, "hl.txt"))).toBe(false);
+  }, 60_000);
 });
