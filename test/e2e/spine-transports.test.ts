@@ -61,6 +61,13 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       }
     });
 
+    test("server instructions explain sessions, the edit workflow and the three handles", () => {
+      const text = mcp.client.getInstructions() ?? "";
+      for (const phrase of ["session_start(workdir=", "hashline_edit", "[path#snapshot_id]", "Body rows are final content only", "job_id", "shell_id", "secret_scan"]) {
+        expect(text).toContain(phrase);
+      }
+    });
+
     test("security schemes: the connector pair hints noauth first, every tool names its scopes", async () => {
       const { tools } = await mcp.client.listTools();
       for (const tool of tools) {
