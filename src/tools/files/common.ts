@@ -108,3 +108,16 @@ export function blockDiff(rel: string, oldLines: readonly string[], newLines: re
   const body = [...before.map((l) => ` ${l}`), ...oldLines.map((l) => `-${l}`), ...newLines.map((l) => `+${l}`), ...after.map((l) => ` ${l}`)];
   return `--- ${rel}\n+++ ${rel}\n${head}\n${body.join("\n")}\n`;
 }
+
+/** A SHA-256 guard against blind overwrites (`expected_sha256`). */
+export const ExpectedSha256 = z.string().regex(/^[0-9a-f]{64}$/).nullable().default(null);
+
+/** What a line edit returns: the range it replaced, a diff, and fresh context to continue from. */
+export const LineEditResult = z.object({
+  path: z.string(),
+  start_line: z.number().int(),
+  end_line: z.number().int(),
+  replacement_line_count: z.number().int(),
+  diff: z.string(),
+  context: ReadFileOutput,
+});

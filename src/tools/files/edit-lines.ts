@@ -5,7 +5,7 @@ import { joinDoc, replaceLines, textToLines } from "../../fs/lines.ts";
 import { sha256 } from "../../fs/read.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
-import { blockDiff, contextFor, loadForEdit, policyFor, ReadFileOutput } from "./common.ts";
+import { blockDiff, contextFor, ExpectedSha256, LineEditResult, loadForEdit, policyFor } from "./common.ts";
 import { checkGrounded, type Grounding, requireSnapshot, withFreshContext } from "./grounding.ts";
 import description from "./edit-lines.md" with { type: "text" };
 import { EDIT_ANNOTATIONS } from "./hashline-edit.ts";
@@ -23,16 +23,9 @@ export const editLines = defineTool({
     end_line: z.number().int(),
     replacement: z.string(),
     snapshot_id: z.string().max(64).nullable().default(null),
-    expected_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable().default(null),
+    expected_sha256: ExpectedSha256,
   }),
-  output: z.object({
-    path: z.string(),
-    start_line: z.number().int(),
-    end_line: z.number().int(),
-    replacement_line_count: z.number().int(),
-    diff: z.string(),
-    context: ReadFileOutput,
-  }),
+  output: LineEditResult,
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
     const policy = policyFor(ctx, session);

@@ -7,19 +7,13 @@ import { sha256 } from "../../fs/read.ts";
 import { resolveInWorkdir } from "../../fs/resolve.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
-import { blockDiff, contextFor, loadForEdit, policyFor, ReadFileOutput } from "./common.ts";
+import { blockDiff, contextFor, LineEditResult, loadForEdit, policyFor } from "./common.ts";
 import { checkGrounded, type Grounding, requireSnapshot, withFreshContext } from "./grounding.ts";
 import description from "./hashline-edit.md" with { type: "text" };
 
 export const EDIT_ANNOTATIONS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false };
 
-const HunkOutput = z.object({
-  path: z.string(),
-  start_line: z.number().int(),
-  end_line: z.number().int(),
-  replacement_line_count: z.number().int(),
-  context: ReadFileOutput,
-});
+const HunkOutput = LineEditResult.omit({ diff: true });
 
 interface PlannedHunk {
   hunk: Hunk;
@@ -44,13 +38,7 @@ export const hashlineEdit = defineTool({
   scopes: ["shell:read", "shell:write"],
   annotations: EDIT_ANNOTATIONS,
   input: z.object({ session_id: SessionId, input: z.string().min(1) }),
-  output: z.object({
-    path: z.string(),
-    start_line: z.number().int(),
-    end_line: z.number().int(),
-    replacement_line_count: z.number().int(),
-    diff: z.string(),
-    context: ReadFileOutput,
+  output: LineEditResult.extend({
     hunk_count: z.number().int(),
     hunks: z.array(HunkOutput),
   }),

@@ -5,7 +5,7 @@ import { resolveInWorkdir } from "../../fs/resolve.ts";
 import { writeAtomic } from "../../fs/write.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
-import { loadForEdit, policyFor } from "./common.ts";
+import { ExpectedSha256, loadForEdit, policyFor } from "./common.ts";
 import { EDIT_ANNOTATIONS } from "./hashline-edit.ts";
 import description from "./write-file.md" with { type: "text" };
 
@@ -20,7 +20,7 @@ export const writeFile = defineTool({
     path: z.string().min(1),
     content: z.string(),
     overwrite: z.boolean().default(true),
-    expected_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable().default(null),
+    expected_sha256: ExpectedSha256,
     snapshot_id: z.string().max(64).nullable().default(null),
   }),
   output: z.object({ path: z.string(), bytes: z.number().int(), created: z.boolean(), sha256: z.string().optional() }),
