@@ -73,7 +73,7 @@ export async function handleRest(app: App, req: Request, url: URL, auth: AuthInf
   if (!app.registry.has(name)) return errorResponse(404, "unknown_tool", `Unknown local tool: ${name}`);
   let args: unknown;
   if (req.method === "GET") {
-    const listing = app.registry.list().find((t) => t.name === name);
+    const listing = app.registry.listing(name);
     args = fromQuery(url.searchParams, listing?.inputSchema ?? {});
   } else {
     const text = await req.text();

@@ -61,7 +61,7 @@ function missingScope(app: App, body: unknown, auth: AuthInfo): string | undefin
   if (body === null || typeof body !== "object" || Array.isArray(body)) return undefined;
   const msg = body as { method?: unknown; params?: { name?: unknown } };
   if (msg.method !== "tools/call" || typeof msg.params?.name !== "string") return undefined;
-  const tool = app.registry.list().find((t) => t.name === msg.params!.name);
+  const tool = app.registry.listing(msg.params.name);
   return tool?.scopes.find((s) => !auth.scopes.includes(s));
 }
 

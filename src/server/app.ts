@@ -12,11 +12,11 @@ import { ProbeCache } from "../sessions/probes.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
-import { builtinTools } from "../tools/index.ts";
 import { ToolRegistry } from "../tools/registry.ts";
-import { builtinToolSchemas } from "../tools/schemas.macro.ts" with { type: "macro" };
+import { builtinToolManifest } from "../tools/schemas.macro.ts" with { type: "macro" };
 
-const PRECOMPUTED_SCHEMAS = builtinToolSchemas();
+/** The built-in tools as the bundler saw them; their modules load on the first call. */
+const BUILTIN_MANIFEST = builtinToolManifest();
 
 export interface App {
   services: AppServices;
@@ -51,7 +51,10 @@ export function createApp(settings: Settings): App {
     services.files.snapshots.drop(sid);
     return {};
   });
-  const registry = new ToolRegistry(settings, builtinTools(), PRECOMPUTED_SCHEMAS);
+  const registry = new ToolRegistry(settings, {
+    manifest: BUILTIN_MANIFEST,
+    load: () => import("../tools/index.ts").then((m) => m.builtinTools()),
+  });
   registry.observer = auditObserver(services.audit);
   // Warm the helper extraction and, once the client handshake is likely over, the probe cache, so the
   // first session_start is quick without competing with initialize for the CPU.

@@ -32,6 +32,19 @@ export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z
   run: (ctx: ToolContext, input: z.output<I>) => Promise<z.input<O>>;
 }
 
+/** What tools/list needs of a tool, without its zod schemas or handler (see schemas.macro.ts). */
+export interface ToolManifestEntry {
+  name: string;
+  title: string;
+  /** Raw description text; placeholders are filled at run time. */
+  description: string;
+  scopes: string[];
+  annotations: ToolAnnotations;
+  noauthHint: boolean;
+  inputSchema: Record<string, unknown>;
+  outputSchema: Record<string, unknown>;
+}
+
 /** Declares a tool; the identity function exists for type inference of input and output. */
 export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(def: ToolDefinition<I, O>): ToolDefinition<I, O> {
   return def;

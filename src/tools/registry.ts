@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { Settings } from "../config/schema.ts";
 import { ToolError, toToolError } from "../core/errors.ts";
 import type { ToolContext } from "./context.ts";
-import { fillDescription, type ToolAnnotations, type ToolDefinition } from "./define.ts";
+import { fillDescription, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
 
 /** Largest text block sent beside structured content. */
 const MAX_TEXT_BYTES = 1_000_000;
@@ -25,9 +25,6 @@ export interface CallObserver {
   start(info: { callId: string; tool: string; transport: string; input: unknown; principal?: { clientId: string; subject: string; scopes: readonly string[] } }): void;
   end(info: { callId: string; tool: string; ok: boolean; durationMs: number; output?: unknown; error?: ToolError }): void;
 }
-
-/** JSON Schemas computed at bundle time for the built-in tools (see schemas.macro.ts). */
-export type PrecomputedSchemas = Record<string, { input: Record<string, unknown>; output: Record<string, unknown> }>;
 
 function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {
   const out = z.toJSONSchema(schema, { io, unrepresentable: "any" }) as Record<string, unknown>;
@@ -54,47 +51,71 @@ function clipText(text: string): string {
  * The one registry every transport consumes. It owns argument validation, scope checks, the
  * watchdog, output validation and the text rendering; handlers only do their work.
  */
+/**
+ * Where a registry's tools come from: definitions at hand, or a bundle-time manifest plus a loader
+ * that imports the tool modules only when the first call needs them.
+ */
+export type ToolSource = ToolDefinition[] | { manifest: ToolManifestEntry[]; load: () => Promise<ToolDefinition[]> };
+
 export class ToolRegistry {
-  private readonly tools = new Map<string, ToolDefinition>();
-  private readonly listings = new Map<string, ToolListing>();
+  private readonly listings: ToolListing[];
+  private readonly byName = new Map<string, ToolListing>();
+  private loaded: Promise<Map<string, ToolDefinition>> | undefined;
   observer: CallObserver | undefined;
 
   constructor(
     private readonly settings: Settings,
-    definitions: ToolDefinition[],
-    private readonly precomputed: PrecomputedSchemas = {},
+    source: ToolSource,
   ) {
-    for (const def of definitions) {
-      if (def.enabled && !def.enabled(settings)) continue;
-      if (this.tools.has(def.name)) throw new Error(`duplicate tool ${def.name}`);
-      this.tools.set(def.name, def);
+    if (Array.isArray(source)) {
+      const defs = source.filter((def) => !def.enabled || def.enabled(settings));
+      this.listings = defs.map((def) => this.listingOf(def, jsonSchema(def.input, "input"), jsonSchema(def.output, "output")));
+      this.loaded = Promise.resolve(new Map(defs.map((d) => [d.name, d])));
+      this.load = async () => defs;
+    } else {
+      this.listings = source.manifest.map((m) => ({ ...m, description: fillDescription(m.description, settings) }));
+      this.load = source.load;
     }
+    for (const l of this.listings) {
+      if (this.byName.has(l.name)) throw new Error(`duplicate tool ${l.name}`);
+      this.byName.set(l.name, l);
+    }
+  }
+
+  private readonly load: () => Promise<ToolDefinition[]>;
+
+  private listingOf(def: ToolDefinition, inputSchema: Record<string, unknown>, outputSchema: Record<string, unknown>): ToolListing {
+    return {
+      name: def.name,
+      title: def.title,
+      description: fillDescription(def.description, this.settings),
+      inputSchema,
+      outputSchema,
+      annotations: def.annotations,
+      scopes: def.scopes,
+      noauthHint: def.noauthHint ?? false,
+    };
+  }
+
+  /** The tool definitions, imported on first use and shared by every later call. */
+  definitions(): Promise<Map<string, ToolDefinition>> {
+    this.loaded ??= this.load().then((defs) => new Map(defs.map((d) => [d.name, d])));
+    return this.loaded;
   }
 
   has(name: string): boolean {
-    return this.tools.has(name);
+    return this.byName.has(name);
   }
 
   list(): ToolListing[] {
-    return [...this.tools.values()].map((def) => this.listing(def));
+    // A client lists tools right before calling them: start importing the modules now, after this
+    // answer has gone out, so the first call does not wait for them.
+    if (!this.loaded) setTimeout(() => void this.definitions().catch(() => undefined), 0);
+    return this.listings;
   }
 
-  private listing(def: ToolDefinition): ToolListing {
-    let l = this.listings.get(def.name);
-    if (!l) {
-      l = {
-        name: def.name,
-        title: def.title,
-        description: fillDescription(def.description, this.settings),
-        inputSchema: this.precomputed[def.name]?.input ?? jsonSchema(def.input, "input"),
-        outputSchema: this.precomputed[def.name]?.output ?? jsonSchema(def.output, "output"),
-        annotations: def.annotations,
-        scopes: def.scopes,
-        noauthHint: def.noauthHint ?? false,
-      };
-      this.listings.set(def.name, l);
-    }
-    return l;
+  listing(name: string): ToolListing | undefined {
+    return this.byName.get(name);
   }
 
   timeoutMs(def: ToolDefinition): number {
@@ -107,7 +128,7 @@ export class ToolRegistry {
   }
 
   async call(ctx: ToolContext, name: string, args: unknown): Promise<ToolOutcome> {
-    const def = this.tools.get(name);
+    const def = this.byName.has(name) ? (await this.definitions()).get(name) : undefined;
     if (!def) return { ok: false, error: new ToolError("unknown_tool", `Unknown tool: ${name}`) };
     const started = performance.now();
     this.observer?.start({ callId: ctx.callId, tool: name, transport: ctx.transport, input: args, principal: ctx.principal });

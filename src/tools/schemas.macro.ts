@@ -1,18 +1,28 @@
 import { z } from "zod";
+import type { ToolManifestEntry } from "./define.ts";
 import { builtinTools } from "./index.ts";
 
 /**
- * Bun macro: evaluated at bundle time, it turns every built-in tool's zod input and output schema
- * into JSON Schema once, so a starting server does not spend its first tools/list doing it.
+ * Bun macro: evaluated at bundle time, it describes every built-in tool (name, title, raw
+ * description, scopes, annotations and the JSON Schemas of its zod input and output) so a starting
+ * server can answer tools/list without loading — or converting — any tool module.
  */
-export function builtinToolSchemas(): Record<string, { input: Record<string, unknown>; output: Record<string, unknown> }> {
-  const out: Record<string, { input: Record<string, unknown>; output: Record<string, unknown> }> = {};
-  for (const t of builtinTools()) {
+export function builtinToolManifest(): ToolManifestEntry[] {
+  return builtinTools().map((t) => {
+    if (t.enabled) throw new Error(`built-in tool ${t.name} uses enabled(), which the manifest cannot evaluate`);
     const input = z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
     const output = z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
     delete input.$schema;
     delete output.$schema;
-    out[t.name] = { input, output };
-  }
-  return out;
+    return {
+      name: t.name,
+      title: t.title,
+      description: t.description,
+      scopes: [...t.scopes],
+      annotations: t.annotations,
+      noauthHint: t.noauthHint ?? false,
+      inputSchema: input,
+      outputSchema: output,
+    };
+  });
 }
