@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, eventually, type McpHandle, ROOT, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectStdio, eventually, type McpHandle, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
 
 // run_python_code in all three modes, and the life of its private temp scripts.
 type Job = { job_id: string; status: string; exit_code: number | null; attempts: number };
@@ -13,18 +13,6 @@ let mcp: McpHandle;
 let sid: string;
 let state: string;
 
-/** Stops what a failed test may leave: the private tmux server and job supervisors of this state dir. */
-function stopLeftovers(): void {
-  Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "kill-server"], { stderr: "ignore" });
-  try {
-    for (const j of JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")).jobs as Array<{ supervisor_pid: number | null }>) {
-      const pid = j.supervisor_pid;
-      if (pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(state)) process.kill(pid, "SIGTERM");
-    }
-  } catch {
-    // No registry, or the supervisor is already gone.
-  }
-}
 
 const scriptsDir = () => join(state, "tmp", "python");
 const scripts = () => (existsSync(scriptsDir()) ? readdirSync(scriptsDir()).filter((n) => n.endsWith(".py")).sort() : []);
@@ -39,7 +27,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await mcp.close();
-  stopLeftovers();
+  stopStateLeftovers(state);
   dir[Symbol.dispose]();
 });
 

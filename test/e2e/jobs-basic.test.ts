@@ -1,20 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { ROOT, connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
 
-/** Stops what servers left in a state dir after a failed test: the private tmux server and job supervisors. */
-function stopLeftovers(state: string): void {
-  Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "kill-server"], { stderr: "ignore" });
-  try {
-    for (const j of JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")).jobs as Array<{ supervisor_pid: number | null }>) {
-      const pid = j.supervisor_pid;
-      if (pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(state)) process.kill(pid, "SIGTERM");
-    }
-  } catch {
-    // No registry, or the supervisor is already gone.
-  }
-}
 
 
 type Job = { job_id: string; status: string; exit_code: number | null; attempts: number; output_bytes: number };
@@ -33,7 +21,7 @@ beforeAll(() => {
   mkdirSync(server.workspace);
 });
 afterAll(() => {
-  stopLeftovers(server.state);
+  stopStateLeftovers(server.state);
   dir[Symbol.dispose]();
 });
 

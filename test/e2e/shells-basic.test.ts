@@ -1,20 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { ROOT, connectHttp, connectStdio, eventually, type McpHandle, processesMatching, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectHttp, connectStdio, eventually, type McpHandle, processesMatching, startHttp, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
 
-/** Stops what servers left in a state dir after a failed test: the private tmux server and job supervisors. */
-function stopLeftovers(state: string): void {
-  Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "kill-server"], { stderr: "ignore" });
-  try {
-    for (const j of JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")).jobs as Array<{ supervisor_pid: number | null }>) {
-      const pid = j.supervisor_pid;
-      if (pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(state)) process.kill(pid, "SIGTERM");
-    }
-  } catch {
-    // No registry, or the supervisor is already gone.
-  }
-}
 
 
 type Read = { output: string; current_line: string; next_offset: number; matched: boolean | null; timed_out: boolean; status: string; exit_code: number | null };
@@ -34,7 +22,7 @@ const extraDirs: TempDir[] = [];
 afterAll(async () => {
   await mcp.close();
   for (const d of [dir, ...extraDirs]) {
-    stopLeftovers(join(d.path, "state"));
+    stopStateLeftovers(join(d.path, "state"));
     d[Symbol.dispose]();
   }
 });

@@ -203,6 +203,22 @@ export function tmpSnapshot(): { added(prefix: string): string[] } {
   return { added: (prefix) => readdirSync(tmpdir()).filter((n) => n.startsWith(prefix) && !before.has(n)) };
 }
 
+/**
+ * Stops what a failed test may leave behind in a state dir: the private tmux server and the job
+ * supervisors of that dir (matched by the state path on their command line, never by name).
+ */
+export function stopStateLeftovers(state: string): void {
+  Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "kill-server"], { stderr: "ignore" });
+  try {
+    for (const j of JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")).jobs as Array<{ supervisor_pid: number | null }>) {
+      const pid = j.supervisor_pid;
+      if (pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(state)) process.kill(pid, "SIGTERM");
+    }
+  } catch {
+    // No registry, or the supervisor is already gone.
+  }
+}
+
 export function removeDir(path: string): void {
   rmSync(path, { recursive: true, force: true });
 }
