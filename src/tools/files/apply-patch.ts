@@ -10,6 +10,7 @@ import { defineTool } from "../define.ts";
 import description from "./apply-patch.md" with { type: "text" };
 import { loadForEdit, policyFor } from "./common.ts";
 import { EDIT_ANNOTATIONS } from "./hashline-edit.ts";
+import { CommandResult } from "../shell/foreground-command.ts";
 
 const FileResult = z.object({ path: z.string(), action: z.enum(["add", "delete", "update", "move"]), added: z.number().int(), removed: z.number().int(), moved_from: z.string().optional() });
 
@@ -36,16 +37,8 @@ export const applyPatch = defineTool({
   annotations: EDIT_ANNOTATIONS,
   timeoutS: (s) => Math.max(s.tool_timeout_s, 45),
   input: z.object({ session_id: SessionId, patch: z.string().min(1), cwd: z.string().default(".") }),
-  output: z.object({
-    ok: z.boolean(),
-    exit_code: z.number().int().nullable(),
-    timed_out: z.boolean(),
-    duration_ms: z.number().int(),
-    cwd: z.string(),
-    command: z.string(),
-    stdout: z.string(),
-    stderr: z.string(),
-    truncated: z.boolean(),
+  // The command-shaped fields the 4.3.0 contract kept from its `git apply` days, plus our own.
+  output: CommandResult.pick({ ok: true, exit_code: true, timed_out: true, duration_ms: true, cwd: true, command: true, stdout: true, stderr: true, truncated: true }).extend({
     patch_path: z.string(),
     checked: z.boolean(),
     applied: z.boolean(),
