@@ -66,6 +66,25 @@ export function originAllowed(policy: OriginPolicy, origin: string | null): bool
   return m !== null && policy.anyPortOrigins.has(m[1]!);
 }
 
+/** A registered name or IPv4 address: dot-separated labels of letters, digits and hyphens. */
+const NAME = /^(?=.{1,253}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*\.?$/i;
+/** An IPv6 literal in brackets (hex groups, colons, an optional embedded IPv4 tail). */
+const IPV6 = /^\[[0-9a-f:.]{2,45}\]$/i;
+
+/**
+ * True when `value` is a syntactically valid Host header: `host[:port]` with a port of 1–65535.
+ * Anything else (empty, userinfo, lists, out-of-range or non-numeric ports) is malformed and is
+ * answered with 400 before the URL is even parsed.
+ */
+export function hostWellFormed(value: string | null): boolean {
+  if (!value) return false;
+  const { host, port } = splitHostPort(value);
+  if (port !== null && (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)) return false;
+  // A colon left in the host means an unbracketed IPv6 literal or a stray separator.
+  if (value.toLowerCase() !== (port === null ? host : `${host}:${port}`)) return false;
+  return IPV6.test(host) || NAME.test(host);
+}
+
 /** Returns a refusal response, or undefined when the request may proceed. */
 export function checkOrigin(policy: OriginPolicy, req: Request): Response | undefined {
   if (!hostAllowed(policy, req.headers.get("host"))) return errorResponse(421, "invalid_host", "Invalid Host header");

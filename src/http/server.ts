@@ -7,7 +7,7 @@ import { limitBody } from "./body-limit.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
-import { checkOrigin, originPolicy } from "./origin-guard.ts";
+import { checkOrigin, hostWellFormed, originPolicy } from "./origin-guard.ts";
 
 /** Facts about the request that only the listener knows. */
 export interface RequestFacts {
@@ -65,6 +65,26 @@ function missingScope(app: App, body: unknown, auth: AuthInfo): string | undefin
   return tool?.scopes.find((s) => !auth.scopes.includes(s));
 }
 
+/** At most one debug line per this interval for malformed Host headers: anyone can send them. */
+const MALFORMED_HOST_LOG_INTERVAL_MS = 60_000;
+
+/** Refuses a request whose Host header is empty or malformed, logging rarely and only at debug. */
+function malformedHostRefusal(): () => Response {
+  let lastLog = 0;
+  let suppressed = 0;
+  return () => {
+    const now = Date.now();
+    if (now - lastLog >= MALFORMED_HOST_LOG_INTERVAL_MS) {
+      log.debug(`refused a request with an empty or malformed Host header${suppressed ? ` (and ${suppressed} more since the last note)` : ""}`);
+      lastLog = now;
+      suppressed = 0;
+    } else {
+      suppressed++;
+    }
+    return errorResponse(400, "invalid_host", "Missing or malformed Host header");
+  };
+}
+
 /**
  * Starts Bun.serve. Every request passes, in order: the Host/Origin guard (DNS rebinding), then for
  * protected routes (/mcp, /tools) authentication before any body byte is read, then the body limit
@@ -83,6 +103,7 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   let authenticate = options.authenticate;
   let insufficientScope = options.insufficientScope;
   let ready: Promise<void> = Promise.resolve();
+  const refuseMalformedHost = malformedHostRefusal();
 
   const server = Bun.serve({
     hostname: settings.host,
@@ -92,7 +113,14 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     async fetch(req, srv) {
       await ready;
-      const url = new URL(req.url);
+      // Checked before the URL is parsed: Bun builds req.url from the Host header.
+      if (!hostWellFormed(req.headers.get("host"))) return refuseMalformedHost();
+      let url: URL;
+      try {
+        url = new URL(req.url);
+      } catch {
+        return refuseMalformedHost();
+      }
       const refused = checkOrigin(policy, req);
       if (refused) return refused;
       const facts: RequestFacts = { peer: srv.requestIP(req)?.address ?? "" };
