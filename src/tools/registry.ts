@@ -1,5 +1,6 @@
 import { z } from "zod";
 import type { Settings } from "../config/schema.ts";
+import { argumentDepthProblem } from "./argument-depth.ts";
 import { ToolError, toToolError } from "../core/errors.ts";
 import type { ToolContext } from "./context.ts";
 import { fillDescription, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
@@ -131,8 +132,10 @@ export class ToolRegistry {
     const def = this.byName.has(name) ? (await this.definitions()).get(name) : undefined;
     if (!def) return { ok: false, error: new ToolError("unknown_tool", `Unknown tool: ${name}`) };
     const started = performance.now();
-    this.observer?.start({ callId: ctx.callId, tool: name, transport: ctx.transport, input: args, principal: ctx.principal });
-    const outcome = await this.invoke(def, ctx, args);
+    // Before anything recursive (audit redaction, size check, zod) walks the arguments.
+    const tooDeep = argumentDepthProblem(args);
+    this.observer?.start({ callId: ctx.callId, tool: name, transport: ctx.transport, input: tooDeep ? { omitted: tooDeep } : args, principal: ctx.principal });
+    const outcome: ToolOutcome = tooDeep ? { ok: false, error: new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${tooDeep}`) } : await this.invoke(def, ctx, args);
     this.observer?.end({
       callId: ctx.callId,
       tool: name,

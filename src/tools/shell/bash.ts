@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { validateEnv } from "../../exec/env.ts";
+import { MAX_ARG_STRING_BYTES, validateEnv } from "../../exec/env.ts";
 import { assertCommandAllowed } from "../../exec/policy.ts";
 import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
@@ -11,6 +11,21 @@ import { type CommandResult, commandText, runForeground, shellRunOptions, shellT
 
 const MAX_COMMAND_CHARS = 1_000_000;
 
+/** The command is one argv string of the shell: it must hold no NUL and fit the kernel's limit. */
+function commandReachesExec(command: string, issues: z.RefinementCtx): void {
+  if (command.includes("\0")) {
+    issues.addIssue({ code: "custom", message: "contains a NUL byte, which no shell command can hold; remove it (write binary data with write_file instead)" });
+    return;
+  }
+  const bytes = Buffer.byteLength(command) + 1;
+  if (bytes > MAX_ARG_STRING_BYTES) {
+    issues.addIssue({
+      code: "custom",
+      message: `is ${bytes} bytes; the kernel passes at most ${MAX_ARG_STRING_BYTES} bytes as one command. Save the script with write_file and run it by path`,
+    });
+  }
+}
+
 export const bash = defineTool({
   name: "bash",
   title: "Run shell command",
@@ -20,7 +35,7 @@ export const bash = defineTool({
   timeoutS: shellToolTimeoutS,
   input: z.object({
     session_id: SessionId,
-    command: z.string().min(1).max(MAX_COMMAND_CHARS),
+    command: z.string().min(1).max(MAX_COMMAND_CHARS).superRefine(commandReachesExec),
     ...shellRunOptions,
   }),
   output: z.object({

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { runBounded } from "../../exec/bounded.ts";
+import { envSizeProblem } from "../../exec/env.ts";
 import { toWorkspaceRelative } from "../../fs/paths.ts";
 import type { ToolContext } from "../context.ts";
 
@@ -26,9 +27,16 @@ export type CommandResult = z.infer<typeof CommandResult>;
 /** Arguments `bash` and `run_python_code` share, beside the session and what to run. */
 export const shellRunOptions = {
   cwd: z.string().default("."),
-  timeout_s: z.number().int().nullable().default(null),
+  timeout_s: z.number().int().min(0, "must be 0 or null for the default, or a positive number of seconds").nullable().default(null),
   max_output_bytes: z.number().int().nullable().default(null),
-  env: z.record(z.string(), z.string()).nullable().default(null),
+  env: z
+    .record(z.string(), z.string())
+    .superRefine((env, issues) => {
+      const problem = envSizeProblem(env);
+      if (problem) issues.addIssue({ code: "custom", message: problem });
+    })
+    .nullable()
+    .default(null),
   async_: z.boolean().default(false),
   pty: z.boolean().default(false),
   name: z.string().max(128).nullable().default(null),
@@ -38,10 +46,9 @@ export const shellRunOptions = {
 /** Watchdog of the shell tools: the longest bounded command plus time to stop its tree. */
 export const shellToolTimeoutS = (s: { tool_timeout_s: number; run_shell_max_timeout_s: number }) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + 10);
 
-/** Effective bounded timeout: null/0 → default, negative → 1, above the cap → clamped with a note. */
+/** Effective bounded timeout: null/0 → default, above the cap → clamped with a note (negative is refused by the schema). */
 export function effectiveTimeout(requested: number | null, def: number, max: number): { seconds: number; note?: string } {
-  if (requested === null || requested === 0) return { seconds: def };
-  if (requested < 0) return { seconds: 1 };
+  if (requested === null || requested <= 0) return { seconds: def };
   if (requested > max) {
     return { seconds: max, note: `timeout_s ${requested} was clamped to the ${max} s maximum for bounded commands; use async_=true for longer work` };
   }
