@@ -134,7 +134,7 @@ export const SettingsSchema = z
     max_read_many_total_bytes: int(5_000_000, 1, 1_000_000_000, limits("Most bytes one multi-file read returns.")),
     max_todos: int(1000, 1, 100_000, limits("Most todo items per session.")),
     max_todo_bytes: int(1_000_000, 1, 100_000_000, limits("Largest encoded todo list per session.")),
-    max_http_request_bytes: int(16_000_000, 0, 10_000_000_000, limits("Largest inbound HTTP body on any route (0 = no limit; only behind a trusted front end).")),
+    max_http_request_bytes: int(16_000_000, 0, 10_000_000_000, limits("Largest inbound HTTP body on any route, and largest JSON-RPC line on stdio (0 = no limit; only behind a trusted front end).")),
     max_audit_log_bytes: int(20_000_000, 0, 100_000_000_000, limits("Size of the active audit log before retention rewrites it (0 = no cap).")),
     max_audit_event_bytes: int(1_000_000, 512, 100_000_000, limits("Largest single audit record.")),
     audit_payloads_enabled: bool(true, limits("Store large audit values as compressed payload files instead of dropping them.")),

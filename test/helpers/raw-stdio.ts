@@ -56,7 +56,16 @@ export function startRawStdio(s: ServerEnv): RawStdio {
     proc,
     send: (message) => void sendLine(JSON.stringify(message)),
     sendLine,
-    answer: (id, timeoutMs = 30_000) => waitFor(() => answers.get(String(id)), { timeoutMs, what: `the answer to request ${id}` }),
+    answer: (id, timeoutMs = 30_000) =>
+      Promise.race([
+        waitFor(() => answers.get(String(id)), { timeoutMs, what: `the answer to request ${id}` }),
+        // A server that exits cannot answer: fail at once, saying so.
+        proc.exited.then(async (code) => {
+          await Bun.sleep(0);
+          if (answers.has(String(id))) return answers.get(String(id))!;
+          throw new Error(`the server exited (code ${code}) before answering request ${id}: ${errText}`);
+        }),
+      ]),
     async initialize() {
       raw.send({ jsonrpc: "2.0", id: "init", method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } });
       await raw.answer("init");

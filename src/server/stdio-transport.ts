@@ -1,0 +1,177 @@
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
+import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { log } from "../core/log.ts";
+
+/** JSON-RPC error codes we answer with when a line cannot become a message. */
+const PARSE_ERROR = -32700;
+const INVALID_REQUEST = -32600;
+/** How much of an oversized line is kept to find its id: the id sits near the start. */
+const ID_SNIFF_BYTES = 4096;
+
+type Id = string | number | null;
+
+/**
+ * MCP over newline-delimited JSON on stdin/stdout, with a bound on one line. The SDK's transport
+ * closes itself (and so the server) when its fixed 10 MiB buffer overflows; this one discards an
+ * oversized line as it streams in, keeping only its first bytes, answers it with a JSON-RPC error
+ * naming the limit, and goes on reading. Lines that are not JSON-RPC are answered too, instead of
+ * being dropped silently.
+ */
+export class BoundedStdioTransport implements Transport {
+  onclose?: () => void;
+  onerror?: (error: Error) => void;
+  onmessage?: (message: JSONRPCMessage) => void;
+
+  /** Chunks of the current line (none while discarding). */
+  private parts: Buffer[] = [];
+  private lineBytes = 0;
+  /** The start of an oversized line being discarded, or undefined when within the limit. */
+  private oversizedHead: Buffer | undefined;
+  private closed = false;
+
+  /** @param maxLineBytes largest accepted line in bytes; 0 means no limit. */
+  constructor(
+    private readonly maxLineBytes: number,
+    private readonly limitName: string,
+    private readonly stdin: NodeJS.ReadableStream = process.stdin,
+    private readonly stdout: NodeJS.WritableStream = process.stdout,
+  ) {}
+
+  private readonly onData = (chunk: Buffer) => {
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(10, start);
+      const piece = chunk.subarray(start, nl < 0 ? chunk.length : nl);
+      this.take(piece);
+      if (nl < 0) return;
+      this.endLine();
+      start = nl + 1;
+    }
+  };
+
+  private readonly onError = (e: Error) => this.onerror?.(e);
+
+  private take(piece: Buffer): void {
+    if (piece.length === 0) return;
+    this.lineBytes += piece.length;
+    if (this.oversizedHead) return;
+    if (this.maxLineBytes > 0 && this.lineBytes > this.maxLineBytes) {
+      // From here on the line is only counted; its head is kept to answer with the right id.
+      this.oversizedHead = headOf([...this.parts, piece], ID_SNIFF_BYTES);
+      this.parts = [];
+      return;
+    }
+    this.parts.push(piece);
+  }
+
+  private endLine(): void {
+    const bytes = this.lineBytes;
+    const head = this.oversizedHead;
+    const parts = this.parts;
+    this.parts = [];
+    this.lineBytes = 0;
+    this.oversizedHead = undefined;
+    if (head) {
+      const id = sniffId(head.toString("utf8"));
+      log.warn(`stdio: refused a ${bytes}-byte message above the ${this.maxLineBytes}-byte limit`);
+      this.reply(id, INVALID_REQUEST, `message of ${bytes} bytes exceeds the ${this.maxLineBytes}-byte limit (${this.limitName}); send smaller messages`, {
+        limit_bytes: this.maxLineBytes,
+        message_bytes: bytes,
+      });
+      return;
+    }
+    const line = Buffer.concat(parts).toString("utf8").replace(/\r$/, "");
+    if (line.trim() === "") return;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      this.reply(null, PARSE_ERROR, "the line is not valid JSON");
+      return;
+    }
+    const parsed = JSONRPCMessageSchema.safeParse(value);
+    if (!parsed.success) {
+      const id = value !== null && typeof value === "object" && "id" in value ? (value as { id: unknown }).id : null;
+      this.reply(typeof id === "string" || typeof id === "number" ? id : null, INVALID_REQUEST, "the line is not a JSON-RPC 2.0 message");
+      return;
+    }
+    this.onmessage?.(parsed.data);
+  }
+
+  private reply(id: Id, code: number, message: string, data?: Record<string, unknown>): void {
+    void this.send({ jsonrpc: "2.0", id, error: { code, message, ...(data ? { data } : {}) } } as unknown as JSONRPCMessage);
+  }
+
+  async start(): Promise<void> {
+    this.stdin.on("data", this.onData);
+    this.stdin.on("error", this.onError);
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    return new Promise((resolve) => {
+      if (this.closed) return resolve();
+      if (this.stdout.write(`${JSON.stringify(message)}\n`)) resolve();
+      else this.stdout.once("drain", resolve);
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.stdin.off("data", this.onData);
+    this.stdin.off("error", this.onError);
+    this.parts = [];
+    this.onclose?.();
+  }
+}
+
+/**
+ * The top-level `id` of a JSON-RPC message from the first bytes of its text, or null. Tracks
+ * nesting and strings so an `id` inside params is never mistaken for the request's.
+ */
+export function sniffId(head: string): Id {
+  let depth = 0;
+  let i = 0;
+  const n = head.length;
+  while (i < n) {
+    const c = head[i]!;
+    if (c === '"') {
+      const end = stringEnd(head, i);
+      if (end < 0) return null;
+      if (depth === 1 && head.slice(i, end + 1) === '"id"') {
+        const m = /^\s*:\s*(-?\d+(?:\.\d+)?|"(?:[^"\\]|\\.)*")/.exec(head.slice(end + 1));
+        if (m) {
+          const raw = m[1]!;
+          return raw.startsWith('"') ? (JSON.parse(raw) as string) : Number(raw);
+        }
+      }
+      i = end + 1;
+      continue;
+    }
+    if (c === "{" || c === "[") depth++;
+    else if (c === "}" || c === "]") depth--;
+    i++;
+  }
+  return null;
+}
+
+/** A copy of the first `bytes` bytes of `parts`, so the rest can be freed. */
+function headOf(parts: Buffer[], bytes: number): Buffer {
+  const kept: Buffer[] = [];
+  let size = 0;
+  for (const p of parts) {
+    if (size >= bytes) break;
+    kept.push(p.subarray(0, bytes - size));
+    size += Math.min(p.length, bytes - size);
+  }
+  return Buffer.concat(kept);
+}
+
+/** Index of the quote closing the string that opens at `start`, or -1 when the text ends first. */
+function stringEnd(text: string, start: number): number {
+  for (let i = start + 1; i < text.length; i++) {
+    if (text[i] === "\\") i++;
+    else if (text[i] === '"') return i;
+  }
+  return -1;
+}
