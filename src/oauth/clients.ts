@@ -44,7 +44,8 @@ export function redirectUriAllowed(value: string): boolean {
 }
 
 /**
- * Dynamically registered clients. Pending registrations live in memory with a TTL and a count cap;
+ * Dynamically registered clients. Pending registrations live in memory with a TTL and a count cap
+ * (the oldest give way to new ones);
  * a client is written to `<state>/oauth-clients.json` (primary + backup, under a cross-process lock)
  * only when the operator approves it the first time, and approved clients never expire.
  */
@@ -97,8 +98,8 @@ export class ClientRegistry {
     return n;
   }
 
-  /** Validates a registration body; returns the client and whether an existing one was reused. */
-  register(body: unknown): { client: OAuthClient; reused: boolean } {
+  /** The validated redirect URIs and name of a registration body (throws RegistrationError). */
+  private parseRegistration(body: unknown): { uris: string[]; name: string | null } {
     const s = this.settings;
     if (body === null || typeof body !== "object" || Array.isArray(body)) throw new RegistrationError("Registration payload must be a JSON object");
     const b = body as Record<string, unknown>;
@@ -121,22 +122,53 @@ export class ClientRegistry {
     if (name !== null && s.oauth_registration_max_client_name_chars > 0 && name.length > s.oauth_registration_max_client_name_chars) {
       throw new RegistrationError(`client_name must be at most ${s.oauth_registration_max_client_name_chars} characters`);
     }
+    return { uris, name };
+  }
+
+  /** Known clients registered with the same name and redirect URIs, approved and oldest first. */
+  private matching(uris: string[], name: string | null): OAuthClient[] {
     this.prune();
     const key = JSON.stringify([name, [...uris].sort()]);
     const matches = [...this.clients.values()].filter((c) => JSON.stringify([c.client_name, [...c.redirect_uris].sort()]) === key);
-    if (matches.length > 0) {
-      matches.sort((x, y) => Number(y.approved_at !== null) - Number(x.approved_at !== null) || x.created_at - y.created_at || x.client_id.localeCompare(y.client_id));
-      return { client: matches[0]!, reused: true };
+    return matches.sort((x, y) => Number(y.approved_at !== null) - Number(x.approved_at !== null) || x.created_at - y.created_at || x.client_id.localeCompare(y.client_id));
+  }
+
+  /** Whether registering `body` would add a new client (valid and not a known registration). */
+  wouldAdd(body: unknown): boolean {
+    try {
+      const { uris, name } = this.parseRegistration(body);
+      return this.matching(uris, name).length === 0;
+    } catch {
+      return false;
     }
-    if (s.oauth_max_dynamic_clients > 0 && this.pendingCount() >= s.oauth_max_dynamic_clients) {
-      throw new RegistrationError("Too many pending OAuth client registrations");
+  }
+
+  /**
+   * Validates a registration body; returns the client, whether an existing one was reused, and the
+   * unapproved registrations dropped to make room (approved clients are never dropped).
+   */
+  register(body: unknown): { client: OAuthClient; reused: boolean; evicted: OAuthClient[] } {
+    const s = this.settings;
+    const { uris, name } = this.parseRegistration(body);
+    const matches = this.matching(uris, name);
+    if (matches.length > 0) return { client: matches[0]!, reused: true, evicted: [] };
+    // A full pending table makes room by dropping its oldest unapproved entries: refusing instead
+    // let anyone who can reach the endpoint lock every new client out until the entries expire.
+    const evicted: OAuthClient[] = [];
+    if (s.oauth_max_dynamic_clients > 0) {
+      const pending = [...this.clients.values()].filter((c) => c.approved_at === null).sort((x, y) => x.created_at - y.created_at);
+      while (pending.length >= s.oauth_max_dynamic_clients) {
+        const oldest = pending.shift()!;
+        this.clients.delete(oldest.client_id);
+        evicted.push(oldest);
+      }
     }
     let clientId: string;
     do clientId = `local-shell-mcp-${Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("base64url")}`;
     while (this.clients.has(clientId));
     const client: OAuthClient = { client_id: clientId, redirect_uris: uris, client_name: name, created_at: nowS(), approved_at: null };
     this.clients.set(clientId, client);
-    return { client, reused: false };
+    return { client, reused: false, evicted };
   }
 
   /** Persists a client at its first approval; returns true when this call approved it. */

@@ -4,6 +4,7 @@ import type { AuditSink } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
 import { jsonResponse } from "../http/json.ts";
 import { ClientRegistry, type OAuthClient, RegistrationError } from "./clients.ts";
+import { RegistrationRateLimit } from "./registration-limit.ts";
 import { approvalPage, errorPage, pageHeaders } from "./page.ts";
 import { PinThrottle } from "./pin-throttle.ts";
 import { SigningKey } from "./secret.ts";
@@ -55,6 +56,9 @@ function oauthError(status: number, error: string, description?: string): Respon
 
 class AuthorizeError extends Error {}
 
+/** How far in the future a token's `iat` may lie (clock skew between processes sharing the key). */
+const IAT_FUTURE_SKEW_S = 60;
+
 /** The query/form parameters of an authorization request that passed validation. */
 interface ValidRequest {
   client: OAuthClient;
@@ -87,6 +91,7 @@ export class OAuthServer {
   readonly key: SigningKey;
   private readonly codes = new Map<string, AuthCode>();
   private readonly throttle = new PinThrottle();
+  private readonly registrationLimit: RegistrationRateLimit;
   private readonly verified = new Map<string, { auth: AuthInfo; expMs: number; generation: number }>();
 
   constructor(
@@ -95,6 +100,7 @@ export class OAuthServer {
     private readonly audit: AuditSink,
   ) {
     this.clients = new ClientRegistry(settings);
+    this.registrationLimit = new RegistrationRateLimit(settings.oauth_registration_rate_per_peer);
     this.key = new SigningKey(settings.state_dir);
   }
 
@@ -150,7 +156,7 @@ export class OAuthServer {
       return undefined;
     }
     const prefix = new URL(this.urls.issuer).pathname.replace(/\/$/, "");
-    if (p === `${prefix}/oauth/register` && req.method === "POST") return this.register(req);
+    if (p === `${prefix}/oauth/register` && req.method === "POST") return this.register(req, facts);
     if (p === `${prefix}/oauth/authorize` && req.method === "GET") return this.authorizeGet(url);
     if (p === `${prefix}/oauth/authorize` && req.method === "POST") return this.authorizePost(req, facts);
     if (p === `${prefix}/oauth/token` && req.method === "POST") return this.token(req);
@@ -162,7 +168,7 @@ export class OAuthServer {
     return pathname === `${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/register`;
   }
 
-  private async register(req: Request): Promise<Response> {
+  private async register(req: Request, facts: RequestFacts): Promise<Response> {
     const limit = this.settings.oauth_registration_max_body_bytes;
     const tooBig = () => oauthError(400, "invalid_request", `Registration payload must be at most ${limit} bytes`);
     const declared = Number(req.headers.get("content-length"));
@@ -177,12 +183,22 @@ export class OAuthServer {
     }
     let result: ReturnType<ClientRegistry["register"]>;
     try {
+      // Only registrations that would add a client count against the peer's allowance: reusing one
+      // or sending an invalid body cannot fill the pending table.
+      if (this.clients.wouldAdd(body)) {
+        const retryAfter = this.registrationLimit.take(facts.peer);
+        if (retryAfter > 0) {
+          this.audit.record("oauth_registration_rate_limited", { ip: facts.peer, retry_after_s: retryAfter });
+          return jsonResponse(429, { error: "too_many_requests", error_description: "Too many client registrations from this address; try again later" }, { "retry-after": String(retryAfter) });
+        }
+      }
       result = this.clients.register(body);
     } catch (e) {
       if (e instanceof RegistrationError) return oauthError(400, "invalid_request", e.message);
       throw e;
     }
-    const { client, reused } = result;
+    const { client, reused, evicted } = result;
+    for (const gone of evicted) this.audit.record("oauth_client_evicted", { client_id: gone.client_id, created_at: gone.created_at, reason: "pending_capacity" });
     if (reused) this.audit.record("oauth_client_reused", { client_id: client.client_id, approved: client.approved_at !== null, redirect_uri_count: client.redirect_uris.length });
     else this.audit.record("oauth_client_registered", { client_id: client.client_id, redirect_uris: client.redirect_uris, client_name: client.client_name });
     return jsonResponse(reused ? 200 : 201, {
@@ -408,6 +424,9 @@ export class OAuthServer {
         requiredClaims: ["iat", "exp", "iss", "aud"],
       });
       if (typeof payload.client_id !== "string" || typeof payload.exp !== "number") return undefined;
+      // jose checks iat only against a maximum age; a token "issued" in the future is forged or
+      // comes from a clock we must not trust, so it is refused beyond a small skew.
+      if (typeof payload.iat !== "number" || payload.iat > now / 1000 + IAT_FUTURE_SKEW_S) return undefined;
       const scopes = typeof payload.scope === "string" ? payload.scope.split(" ").filter((s) => s.length > 0) : [];
       const auth: AuthInfo = {
         token,
