@@ -70,7 +70,7 @@ export function createApp(settings: Settings): App {
       transport,
       callId: crypto.randomUUID().replaceAll("-", ""),
       media: [],
-      requireSession: (sid) => sessions.touch(sessions.require(sid)),
+      requireSession: (sid) => sessions.touch(sessions.requireFor(sid, principal)),
     }),
   };
 }

@@ -6,6 +6,10 @@ import { ensurePrivateDir, readJsonWithBackup, writeJsonWithBackup } from "../st
 import { withFileLock } from "../store/lock.ts";
 import { newSessionId, SESSION_ID_PATTERN } from "./ids.ts";
 
+/** Who started a session when the transport authenticated the caller (OAuth): client id and subject. */
+export const SessionOwnerSchema = z.object({ client_id: z.string(), subject: z.string() });
+export type SessionOwner = z.infer<typeof SessionOwnerSchema>;
+
 export const SessionRecordSchema = z.object({
   session_id: z.string().regex(SESSION_ID_PATTERN),
   target: z.enum(["local", "remote"]),
@@ -18,6 +22,8 @@ export const SessionRecordSchema = z.object({
   label: z.string().nullable().default(null),
   termination_requested_at: z.number().nullable().default(null),
   persistent_shell_ids: z.array(z.string()).default([]),
+  /** Null for sessions started without authentication (stdio, auth_mode=none): usable by anyone, as before. */
+  owner: SessionOwnerSchema.nullable().default(null),
 });
 export type SessionRecord = z.infer<typeof SessionRecordSchema>;
 
@@ -150,6 +156,19 @@ export class SessionStore {
     return rec;
   }
 
+  /**
+   * The session, refused with `session_owner_mismatch` when it was started by another
+   * authenticated principal. Unauthenticated callers (stdio, auth_mode=none) and sessions started
+   * without authentication keep the unbound behaviour.
+   */
+  requireFor(sid: string, caller: { clientId: string; subject: string } | undefined): SessionRecord {
+    const rec = this.require(sid);
+    if (caller && rec.owner && (rec.owner.client_id !== caller.clientId || rec.owner.subject !== caller.subject)) {
+      throw new ToolError("session_owner_mismatch", `session_id '${sid}' was started by another client; call session_start to get your own`, { session_id: sid });
+    }
+    return rec;
+  }
+
   /** Marks the session used; writes only when the stored time is stale, to spare the disk. */
   touch(rec: SessionRecord): SessionRecord {
     const t = now();
@@ -159,7 +178,7 @@ export class SessionStore {
     return next;
   }
 
-  async create(input: { workdir: string; label: string | null }, isBusy: (sid: string) => boolean = () => false): Promise<SessionRecord> {
+  async create(input: { workdir: string; label: string | null; owner?: SessionOwner | null }, isBusy: (sid: string) => boolean = () => false): Promise<SessionRecord> {
     return withFileLock(join(this.locks, "sessions.lock"), () => {
       this.prune(isBusy);
       const existing = this.ids();
@@ -187,6 +206,7 @@ export class SessionStore {
         label: input.label,
         termination_requested_at: null,
         persistent_shell_ids: [],
+        owner: input.owner ?? null,
       };
       this.write(rec);
       return rec;

@@ -24,7 +24,7 @@ export const sessionEnd = defineTool({
     force_released: z.boolean().default(false),
   }),
   async run(ctx, input) {
-    const rec = ctx.app.sessions.require(input.session_id);
+    const rec = ctx.app.sessions.requireFor(input.session_id, ctx.principal);
     // Foreground commands of this session in this process are stopped, not waited for; teardown
     // then takes the lifecycle lock exclusively, so no new work is admitted anywhere.
     ctx.app.foreground.abortSession(rec.session_id);

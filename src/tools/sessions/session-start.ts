@@ -25,7 +25,9 @@ export const sessionStart = defineTool({
       throw new ToolError("remote_unavailable", "remote workers are not available on this server");
     }
     const workdir = resolveWorkdir(input.workdir, dirPolicy(ctx.app));
-    const rec = await ctx.app.sessions.create({ workdir, label: input.label }, (sid) => ctx.app.foreground.isBusy(sid));
+    // With OAuth the session belongs to the principal that starts it (see SessionStore.requireFor).
+    const owner = ctx.principal ? { client_id: ctx.principal.clientId, subject: ctx.principal.subject } : null;
+    const rec = await ctx.app.sessions.create({ workdir, label: input.label, owner }, (sid) => ctx.app.foreground.isBusy(sid));
     return orient(ctx.app, rec, "Use this session_id in subsequent workspace tool calls.");
   },
   text: (o) =>
