@@ -1,4 +1,5 @@
-import { closeSync, existsSync, openSync, readSync, statSync } from "node:fs";
+import { closeSync, existsSync, openSync, readSync, realpathSync, statSync } from "node:fs";
+import { ToolError } from "../core/errors.ts";
 import { dirname, join, relative, resolve, sep } from "node:path";
 import { isWithin } from "./paths.ts";
 import { ignoreBoundary, walk } from "./walk.ts";
@@ -13,6 +14,7 @@ export interface RawMatch {
 }
 
 export interface SearchRequest {
+  /** The canonical directory searched by default; every root must still resolve inside it. */
   cwd: string;
   pattern: string;
   regex: boolean;
@@ -83,8 +85,29 @@ function rgIgnoreMode(req: SearchRequest): "parents" | "own" | undefined {
   return (req.roots.length ? req.roots : [req.cwd]).every((r) => r === boundary) ? "own" : undefined;
 }
 
+/**
+ * The roots to search (cwd when none), each resolved now, at the point of use, and required to lie
+ * inside `cwd` as it was checked: a workdir swapped for a symlink to elsewhere after the session
+ * started must not lead either engine outside. Missing roots are kept for the engines to report.
+ */
+function confinedRoots(req: SearchRequest): string[] {
+  return (req.roots.length ? req.roots : [req.cwd]).map((root) => {
+    let real: string;
+    try {
+      real = realpathSync(root);
+    } catch {
+      return root;
+    }
+    if (!isWithin(req.cwd, real)) {
+      throw new ToolError("path_outside_workdir", "the search path resolves outside the session workdir (was the workdir replaced by a symlink?); start a new session in a real directory");
+    }
+    return real;
+  });
+}
+
 /** Content search: ripgrep when present (JSON output, sorted here), else the built-in walker. */
-export async function searchFiles(req: SearchRequest): Promise<SearchOutcome> {
+export async function searchFiles(request: SearchRequest): Promise<SearchOutcome> {
+  const req = { ...request, roots: confinedRoots(request) };
   const rg = rgPath(req.rgBin);
   const mode = rg ? rgIgnoreMode(req) : undefined;
   if (rg && mode) {
