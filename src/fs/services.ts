@@ -5,6 +5,7 @@ import { SnapshotStore } from "../sessions/snapshots.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import { withFileLock } from "../store/lock.ts";
 import { LineIndexCache } from "./read.ts";
+import { sweepWorkdir } from "./temp-sweep.ts";
 
 /** Shared state of the workspace file tools, one per server process. */
 export class FileServices {
@@ -27,6 +28,16 @@ export class FileServices {
     }
     this.lockDir = join(settings.state_dir, "locks");
     this.tmpDir = join(settings.state_dir, "tmp");
+  }
+
+  /**
+   * Removes stale temp files of ours (from writers killed mid-write) in the given session workdirs;
+   * run once at start-up. Returns how many were removed.
+   */
+  sweepStaleTemps(workspaceRoot: string, workdirs: readonly string[], denylist: readonly string[]): number {
+    let removed = 0;
+    for (const workdir of new Set(workdirs)) removed += sweepWorkdir({ root: workspaceRoot, stateDir: this.stateDir, denylist }, workdir);
+    return removed;
   }
 
   /**

@@ -2,8 +2,7 @@ import { closeSync, constants, fchmodSync, fsyncSync, linkSync, lstatSync, mkdir
 import { basename, dirname } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { type FilePolicy, PinnedDir } from "./resolve.ts";
-
-let counter = 0;
+import { sweepAfterWrite, tempNameFor } from "./temp-sweep.ts";
 
 export interface WriteResult {
   created: boolean;
@@ -42,8 +41,7 @@ export function writeAtomic(policy: FilePolicy, real: string, shown: string, dat
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
     }
-    const tmpName = `.${name.slice(0, 100)}.lsm-${process.pid}-${++counter}-${Math.random().toString(36).slice(2, 8)}.tmp`;
-    const tmp = dir.path(tmpName);
+    const tmp = dir.path(tempNameFor(name));
     const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o666);
     try {
       let off = 0;
@@ -68,6 +66,12 @@ export function writeAtomic(policy: FilePolicy, real: string, shown: string, dat
       throw e;
     }
     fsyncSync(dir.fd);
+    try {
+      // Temp files a killed writer left beside this one; never a reason to fail the write.
+      sweepAfterWrite(dir, parent);
+    } catch {
+      // Best effort.
+    }
     return { created: mode === undefined, bytes: data.length };
   } finally {
     dir.close();

@@ -1,3 +1,4 @@
+import { log } from "../core/log.ts";
 import { AuditLog } from "../audit/log.ts";
 import { auditObserver } from "./audit-observer.ts";
 import type { Settings } from "../config/schema.ts";
@@ -60,6 +61,15 @@ export function createApp(settings: Settings): App {
   // first session_start is quick without competing with initialize for the CPU.
   void services.runner().catch(() => undefined);
   setTimeout(() => void services.probes.probeAll(probeSpecs(settings)), 750).unref();
+  // Temp files left by writers killed mid-write (ours, by name, owner and age) in session workdirs.
+  setTimeout(() => {
+    try {
+      const removed = services.files.sweepStaleTemps(services.workspaceRoot, sessions.list().map((s) => s.workdir), settings.path_denylist);
+      if (removed > 0) log.info(`removed ${removed} stale temp file(s) left by interrupted writes`);
+    } catch (e) {
+      log.warn(`stale temp file sweep failed: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }, 1000).unref();
   return {
     services,
     registry,
