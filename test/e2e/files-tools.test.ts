@@ -244,7 +244,8 @@ describe("todos, images, python, secrets, connector", () => {
     const w = await mcp.ok<{ revision: number; todos: Array<{ id: string; status: string }> }>("write_todos", { session_id: sid, todos: [{ content: "a" }, { content: "b", status: "in_progress" }] });
     expect(w.revision).toBe(1);
     expect(w.todos.map((t) => `${t.id}:${t.status}`)).toEqual(["1:pending", "2:in_progress"]);
-    expect(await mcp.fails("write_todos", { session_id: sid, todos: [{ content: "a", status: "bogus" }] })).toBe("invalid_arguments");
+    // Free-form items (issue 9): any status string is kept, but content is required.
+    expect(await mcp.fails("write_todos", { session_id: sid, todos: [{ status: "pending" }] })).toBe("invalid_arguments");
     expect(await mcp.fails("write_todos", { session_id: sid, todos: [], expected_revision: 0 })).toBe("todo_conflict");
     expect((await mcp.ok<{ revision: number }>("read_todos", { session_id: sid })).revision).toBe(1);
     const s2 = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "proj" })).session_id;

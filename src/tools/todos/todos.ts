@@ -10,10 +10,8 @@ import { defineTool, READ_ONLY } from "../define.ts";
 import readDescription from "./read-todos.md" with { type: "text" };
 import writeDescription from "./write-todos.md" with { type: "text" };
 
-export const TODO_STATUSES = ["pending", "in_progress", "completed", "cancelled"] as const;
-export const TODO_PRIORITIES = ["high", "medium", "low"] as const;
-
-const TodoItem = z.object({ id: z.string(), content: z.string(), status: z.enum(TODO_STATUSES), priority: z.enum(TODO_PRIORITIES) });
+/** A stored item: the four normalised fields plus whatever else the client sent, kept as is. */
+const TodoItem = z.looseObject({ id: z.string(), content: z.string(), status: z.string(), priority: z.string() });
 const TodoList = z.object({ revision: z.number().int().min(0), updated_at: z.number().nullable(), todos: z.array(TodoItem) });
 type TodoList = z.infer<typeof TodoList>;
 
@@ -41,11 +39,16 @@ export const readTodos = defineTool({
   text: (o) => (o.todos.length ? o.todos.map((t) => `[${t.status}] (${t.priority}) ${t.id}: ${t.content}`).join("\n") : "(no todos)") + `\nrevision ${o.revision}`,
 });
 
+/**
+ * A free-form item as the tool contract declares: `content` is required; `status` and `priority`
+ * are free strings (the usual values are suggested in the description, not enforced); any other
+ * field is kept and returned by read_todos.
+ */
 const InputItem = z.looseObject({
   id: z.union([z.string().max(200), z.number().int()]).optional(),
-  content: z.string().max(10_000).optional(),
-  status: z.enum(TODO_STATUSES).optional(),
-  priority: z.enum(TODO_PRIORITIES).optional(),
+  content: z.string().max(10_000),
+  status: z.string().max(100).optional(),
+  priority: z.string().max(100).optional(),
 });
 
 export const writeTodos = defineTool({
@@ -61,8 +64,9 @@ export const writeTodos = defineTool({
     const { settings } = ctx.app;
     if (input.todos.length > settings.max_todos) throw new ToolError("too_many_todos", `Refusing to write ${input.todos.length} todos; max is ${settings.max_todos}`);
     const todos = input.todos.map((t, i) => ({
+      ...t,
       id: t.id === undefined ? String(i + 1) : String(t.id),
-      content: t.content ?? "",
+      content: t.content,
       status: t.status ?? "pending",
       priority: t.priority ?? "medium",
     }));
