@@ -4,7 +4,11 @@ import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
 import { createMcpServer } from "../server/mcp.ts";
+import { BoundedEventStore } from "./event-store.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
+
+/** How long a client should wait before reconnecting a broken SSE stream (the `retry` field). */
+const SSE_RETRY_MS = 1000;
 
 interface Entry {
   transport: WebStandardStreamableHTTPServerTransport;
@@ -84,6 +88,9 @@ export class McpSessions {
       const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: () => crypto.randomUUID(),
         maxRequestBodySize: this.options.maxBodyBytes,
+        // SEP-1699: SSE responses start with a priming event (id + retry) so clients can resume.
+        eventStore: new BoundedEventStore(),
+        retryInterval: SSE_RETRY_MS,
         onsessioninitialized: (id) => {
           if (entry) this.sessions.set(id, entry);
         },
