@@ -1,7 +1,7 @@
 import { realpathSync } from "node:fs";
 import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
-import { SnapshotStore } from "../sessions/snapshots.ts";
+import { SnapshotStore } from "./snapshots.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import { withFileLock } from "../store/lock.ts";
 import { LineIndexCache } from "./read.ts";

@@ -2,7 +2,7 @@ import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { PRODUCT, VERSION } from "../core/version.ts";
 import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
-import { isLoopbackName } from "../oauth/urls.ts";
+import { isLoopbackName } from "../core/loopback.ts";
 import { limitBody } from "./body-limit.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";

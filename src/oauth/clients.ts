@@ -4,7 +4,7 @@ import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
 import { readJsonWithBackup, writeJsonWithBackup } from "../store/atomic.ts";
 import { withFileLock } from "../store/lock.ts";
-import { isLoopbackName } from "./urls.ts";
+import { isLoopbackName } from "../core/loopback.ts";
 
 const ClientSchema = z.object({
   client_id: z.string().min(1),

@@ -1,12 +1,6 @@
 import type { Settings } from "../config/schema.ts";
+import { isLoopbackName } from "../core/loopback.ts";
 import { SCOPES } from "../core/scopes.ts";
-
-const LOOPBACK_NAMES = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
-
-export function isLoopbackName(host: string): boolean {
-  const h = host.toLowerCase();
-  return LOOPBACK_NAMES.has(h) || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
-}
 
 /**
  * Checks `base_url`: an http(s) origin with no userinfo, path, query or fragment; https unless the

@@ -1,7 +1,7 @@
 import { ToolError } from "../../core/errors.ts";
 import type { LineDoc } from "../../fs/lines.ts";
 import { rangeHash } from "../../fs/read.ts";
-import type { Snapshot } from "../../sessions/snapshots.ts";
+import type { Snapshot } from "../../fs/snapshots.ts";
 import type { ToolContext } from "../context.ts";
 import { contextFor } from "./common.ts";
 
