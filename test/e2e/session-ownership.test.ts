@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, startHttp, startHttpServer, tempDir } from "../helpers/harness.ts";
+import { connectHttp, startHttp, startHttpServer, stopStateLeftovers, tempDir } from "../helpers/harness.ts";
 import { obtainToken } from "../oauth/flow.ts";
 
 const PIN = "owner-pin-4417";
@@ -37,6 +37,40 @@ describe("agent session ownership", () => {
       expect((await alice.ok<{ ended: boolean }>("session_end", { session_id: sid })).ended).toBe(true);
     } finally {
       await server.stop();
+    }
+  }, 60_000);
+
+  test("with OAuth, another client cannot reach a persistent shell by its id alone", async () => {
+    using dir = tempDir();
+    const state = join(dir.path, "state");
+    const server = await startHttpServer({ workspace: dir.path, state }, { mode: "mcp", auth: "oauth", pin: PIN });
+    try {
+      const a = await obtainToken(server.url, PIN);
+      const b = await obtainToken(server.url, PIN);
+      await using alice = await connectHttp(server.url, { authorization: `Bearer ${a.token}` });
+      await using bob = await connectHttp(server.url, { authorization: `Bearer ${b.token}` });
+      const sid = (await alice.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+      const shellId = (await alice.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "cat", pty: true })).result.shell_id;
+
+      // The compatible form (no session_id) must not let Bob act through Alice's session.
+      expect(await bob.fails("send_persistent_shell_input", { shell_id: shellId, input_text: "echo hijacked" })).toBe("session_owner_mismatch");
+      expect(await bob.fails("read_persistent_shell_output", { shell_id: shellId })).toBe("session_owner_mismatch");
+      expect(await bob.fails("resize_persistent_shell", { shell_id: shellId, cols: 100, rows: 30 })).toBe("session_owner_mismatch");
+      expect(await bob.fails("kill_persistent_shell", { shell_id: shellId })).toBe("session_owner_mismatch");
+      const bobSees = await bob.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", {});
+      expect(bobSees.shells.map((s) => s.shell_id)).not.toContain(shellId);
+
+      // Alice still uses the compatible form on her own shell.
+      const aliceSees = await alice.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", {});
+      expect(aliceSees.shells.map((s) => s.shell_id)).toContain(shellId);
+      await alice.ok("send_persistent_shell_input", { shell_id: shellId, input_text: "ping-from-alice" });
+      const out = await alice.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", { shell_id: shellId, wait_for: "ping-from-alice", timeout_s: 20 });
+      expect(out.matched).toBe(true);
+    } finally {
+      // The private tmux server goes with the state dir (kill_persistent_shell's own reliability
+      // is issue 9 item 3, tested elsewhere).
+      await server.stop();
+      stopStateLeftovers(state);
     }
   }, 60_000);
 

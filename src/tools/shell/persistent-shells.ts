@@ -14,10 +14,28 @@ const OwnerSession = SessionId.nullable().default(null).describe("The session th
 const MAX_WAIT_S = 60;
 const EXECUTE = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true } as const;
 
-/** Validates the optional owner session (touching it) and returns its id. */
-function owner(ctx: ToolContext, sid: string | null): string | null {
-  if (sid === null) return null;
-  return ctx.requireSession(sid).session_id;
+/**
+ * Validates the optional owner session (touching it) and returns its id. Without one, an
+ * authenticated (OAuth) caller still acts only through the shell's own session, which must be
+ * theirs (`session_owner_mismatch` otherwise); unauthenticated callers keep the compatible form.
+ */
+async function owner(ctx: ToolContext, sid: string | null, shellId: string): Promise<string | null> {
+  if (sid !== null) return ctx.requireSession(sid).session_id;
+  if (!ctx.principal) return null;
+  const shell = (await ctx.app.shells.list(null)).find((s) => s.shell_id === shellId);
+  // An unknown shell is left to the manager, which answers shell_not_found.
+  return shell?.session_id ? ctx.requireSession(shell.session_id).session_id : null;
+}
+
+/** Whether an authenticated caller started the session (never throws). */
+function ownsSession(ctx: ToolContext, sid: string | null): boolean {
+  if (sid === null) return false;
+  try {
+    ctx.app.sessions.requireFor(sid, ctx.principal);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 const ShellInfo = z.object({
@@ -44,7 +62,10 @@ export const listPersistentShells = defineTool({
   input: z.object({ session_id: OwnerSession }),
   output: z.object({ shells: z.array(ShellInfo) }),
   async run(ctx, input) {
-    return { shells: await ctx.app.shells.list(owner(ctx, input.session_id)) };
+    if (input.session_id !== null) return { shells: await ctx.app.shells.list(ctx.requireSession(input.session_id).session_id) };
+    const all = await ctx.app.shells.list(null);
+    // An authenticated caller sees only the shells of sessions it started.
+    return { shells: ctx.principal ? all.filter((s) => ownsSession(ctx, s.session_id)) : all };
   },
   text: (o) => (o.shells.length ? o.shells.map((s) => `${s.shell_id} [${s.status}${s.exit_code !== null ? ` ${s.exit_code}` : ""}] session ${s.session_id} ${s.cols}x${s.rows} ${s.command ?? ""}`).join("\n") : "no persistent shells"),
 });
@@ -91,7 +112,7 @@ export const readPersistentShellOutput = defineTool({
         throw new ToolError("invalid_regex", "wait_for is not a valid regular expression");
       }
     }
-    const r = await ctx.app.shells.read(input.shell_id, owner(ctx, input.session_id), {
+    const r = await ctx.app.shells.read(input.shell_id, await owner(ctx, input.session_id, input.shell_id), {
       lines: Math.min(Math.max(1, input.lines), 50_000),
       offset: input.offset,
       waitFor,
@@ -124,7 +145,7 @@ export const sendPersistentShellInput = defineTool({
   }),
   output: z.object({ shell_id: z.string(), sent_bytes: z.number().int(), enter: z.boolean(), keys: z.array(z.string()) }),
   async run(ctx, input) {
-    const r = await ctx.app.shells.send(input.shell_id, owner(ctx, input.session_id), input.input_text, input.keys, input.enter);
+    const r = await ctx.app.shells.send(input.shell_id, await owner(ctx, input.session_id, input.shell_id), input.input_text, input.keys, input.enter);
     return { shell_id: input.shell_id, enter: input.enter, ...r };
   },
   text: (o) => `sent ${o.sent_bytes} bytes${o.keys.length ? ` and ${o.keys.join(" ")}` : ""}${o.enter ? " + Enter" : ""} to ${o.shell_id}`,
@@ -144,7 +165,7 @@ export const resizePersistentShell = defineTool({
   }),
   output: z.object({ shell_id: z.string(), cols: z.number().int(), rows: z.number().int(), resized: z.boolean(), backend: z.string() }),
   async run(ctx, input) {
-    await ctx.app.shells.resize(input.shell_id, owner(ctx, input.session_id), input.cols, input.rows);
+    await ctx.app.shells.resize(input.shell_id, await owner(ctx, input.session_id, input.shell_id), input.cols, input.rows);
     return { shell_id: input.shell_id, cols: input.cols, rows: input.rows, resized: true, backend: "tmux" };
   },
 });
@@ -158,7 +179,7 @@ export const killPersistentShell = defineTool({
   input: z.object({ shell_id: ShellId, session_id: OwnerSession }),
   output: z.object({ shell_id: z.string(), killed: z.boolean(), stderr: z.string(), backend: z.string() }),
   async run(ctx, input) {
-    const r = await ctx.app.shells.kill(input.shell_id, owner(ctx, input.session_id));
+    const r = await ctx.app.shells.kill(input.shell_id, await owner(ctx, input.session_id, input.shell_id));
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
 });
