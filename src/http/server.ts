@@ -4,6 +4,7 @@ import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
 import { isLoopbackName } from "../oauth/urls.ts";
 import { limitBody } from "./body-limit.ts";
+import { downloadRoute } from "./download.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
@@ -79,7 +80,9 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
     idleTimeoutMs: settings.mcp_session_idle_timeout_s * 1000,
     maxBodyBytes: bodyLimit > 0 ? bodyLimit : UNLIMITED_BODY,
   });
-  let routes = [healthRoutes(), ...(options.routes ?? [])];
+  // Public routes come first: health, and the tokenized download links (the token is the capability).
+  const publicRoutes = [healthRoutes(), downloadRoute(settings, app.services.links, audit)];
+  let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;
   let insufficientScope = options.insufficientScope;
   let ready: Promise<void> = Promise.resolve();
@@ -132,10 +135,11 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   });
   const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host;
   const url = `http://${host}:${server.port}`;
+  app.services.links.useListenerOrigin(url);
   if (options.prepare) {
     const prepare = options.prepare;
     ready = prepare(url).then((extra) => {
-      routes = [healthRoutes(), ...(extra.routes ?? []), ...(options.routes ?? [])];
+      routes = [...publicRoutes, ...(extra.routes ?? []), ...(options.routes ?? [])];
       authenticate = extra.authenticate ?? authenticate;
       insufficientScope = extra.insufficientScope ?? insufficientScope;
     });
@@ -146,6 +150,7 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
     ready,
     async stop() {
       await sessions.closeAll();
+      app.services.links.close();
       await server.stop(true);
       await audit.flush();
     },
