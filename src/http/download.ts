@@ -26,7 +26,7 @@ function refuse(code: DownloadRefusal | "download_disabled"): Response {
 }
 
 /** Streams an open snapshot in 64 KiB chunks and closes it at the end or when the client goes away. */
-function streamOf(fd: number, size: number): ReadableStream<Uint8Array> {
+export function streamFile(fd: number, size: number): ReadableStream<Uint8Array> {
   let pos = 0;
   let closed = false;
   const close = () => {
@@ -88,6 +88,6 @@ export function downloadRoute(settings: Settings, links: FileLinks, audit: Audit
       return new Response(null, { status: 200, headers });
     }
     audit.record("download_link_served", { link_id: record.id, token_sha256: tokenFingerprint(record.token_sha256), bytes: record.bytes, downloads: record.downloads });
-    return new Response(streamOf(fd, record.bytes), { status: 200, headers });
+    return new Response(streamFile(fd, record.bytes), { status: 200, headers });
   };
 }
