@@ -43,9 +43,8 @@ beforeAll(async () => {
   // Root in CI: Chromium's sandbox needs a user namespace it cannot have there.
   browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ["--no-sandbox", "--disable-dev-shm-usage"] });
   page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
-  await page.addInitScript(() => {
-    document.addEventListener("securitypolicyviolation", (e) => console.error(`CSP violation: ${e.violatedDirective} ${e.blockedURI}`));
-  });
+  // Runs in the page (hence a string: the test's own TypeScript has no DOM types).
+  await page.addInitScript(`document.addEventListener("securitypolicyviolation", (e) => console.error("CSP violation: " + e.violatedDirective + " " + e.blockedURI));`);
   page.on("console", (m) => {
     if (/Content Security Policy|CSP violation/i.test(m.text())) cspProblems.push(m.text());
   });
