@@ -88,11 +88,25 @@ export default defineCommand({
     }
     const { startHttpServer } = await import("../http/server.ts");
     const oauth = settings.auth_mode === "oauth" ? await import("../oauth/index.ts") : undefined;
+    const ui = settings.ui_enabled ? await import("../ui/index.ts") : undefined;
+    let humanUi: import("../ui/index.ts").HumanUi | undefined;
     const http = startHttpServer(app, {
       rest: settings.mode === "http",
-      ...(oauth ? { prepare: async (origin: string) => (await oauth.setupOAuth(app, origin)).options } : {}),
+      ...(oauth
+        ? {
+            prepare: async (origin: string) => {
+              const { oauth: server, options } = await oauth.setupOAuth(app, origin);
+              humanUi = ui?.humanUi(app, server);
+              return { ...options, routes: [...(options.routes ?? []), ...(humanUi?.routes ?? [])] };
+            },
+          }
+        : { routes: (humanUi = ui?.humanUi(app, undefined))?.routes ?? [] }),
     });
     onShutdown(() => http.stop());
+    // Registered after the listener, so it runs before it: browser terminals detach first.
+    onShutdown(async () => {
+      await humanUi?.close();
+    });
     try {
       await http.ready;
     } catch (e) {

@@ -99,6 +99,7 @@ export const SettingsSchema = z
     oauth_resource: optionalStr(auth("Override of the protected resource identifier (default <base_url>/mcp).")),
     oauth_admin_pin: optionalStr(auth("Secret the operator types to approve a client; required with a public base_url.")),
     oauth_access_token_ttl_s: int(3600, 1, 30 * DAY, auth("Lifetime of issued access tokens in seconds.")),
+    oauth_refresh_token_ttl_s: int(30 * DAY, 0, 366 * DAY, auth("Lifetime of a refresh-token family: how long a client may renew its access without a new approval (0 = no refresh tokens).")),
     oauth_code_ttl_s: int(300, 1, 3600, auth("Lifetime of authorization codes in seconds.")),
     oauth_max_pending_codes: int(2048, 0, 1_000_000, auth("Most unused authorization codes kept (0 = no cap).")),
     oauth_client_ttl_s: int(86_400, 0, 366 * DAY, auth("How long an unapproved registered client is kept (0 = no expiry).")),

@@ -1,22 +1,36 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+import type { ServerWebSocket } from "bun";
 import { PRODUCT, VERSION } from "../core/version.ts";
 import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
 import { isLoopbackName } from "../core/loopback.ts";
 import { limitBody } from "./body-limit.ts";
+import { downloadRoute } from "./download.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
 import { checkOrigin, hostWellFormed, originPolicy } from "./origin-guard.ts";
 
+/** What one upgraded WebSocket does; it rides on the socket's data, so the listener needs no table. */
+export interface SocketHandler {
+  open(ws: ServerWebSocket<{ handler: SocketHandler }>): void | Promise<void>;
+  message(ws: ServerWebSocket<{ handler: SocketHandler }>, message: string | Buffer): void;
+  close(ws: ServerWebSocket<{ handler: SocketHandler }>, code: number, reason: string): void;
+}
+
 /** Facts about the request that only the listener knows. */
 export interface RequestFacts {
   /** Transport peer address (forwarded headers are never trusted). */
   peer: string;
+  /** Upgrades the request to a WebSocket served by `handler` (echoing `protocol` when given). */
+  upgrade?: (handler: SocketHandler, protocol?: string) => boolean;
 }
 
+/** What a route returns after it upgraded the request: the listener then answers nothing itself. */
+export const UPGRADED: unique symbol = Symbol("upgraded");
+
 /** A route handler: returns a response, or undefined to let the next route try. */
-export type Route = (req: Request, url: URL, facts: RequestFacts) => Promise<Response | undefined> | Response | undefined;
+export type Route = (req: Request, url: URL, facts: RequestFacts) => Promise<Response | typeof UPGRADED | undefined> | Response | typeof UPGRADED | undefined;
 
 /** What authenticates protected routes: auth info, or a refusal response. */
 export type Authenticate = (req: Request, url: URL, facts: RequestFacts) => Promise<AuthInfo | Response | undefined>;
@@ -99,13 +113,15 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
     idleTimeoutMs: settings.mcp_session_idle_timeout_s * 1000,
     maxBodyBytes: bodyLimit > 0 ? bodyLimit : UNLIMITED_BODY,
   });
-  let routes = [healthRoutes(), ...(options.routes ?? [])];
+  // Public routes come first: health, and the tokenized download links (the token is the capability).
+  const publicRoutes = [healthRoutes(), downloadRoute(settings, app.services.links, audit)];
+  let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;
   let insufficientScope = options.insufficientScope;
   let ready: Promise<void> = Promise.resolve();
   const refuseMalformedHost = malformedHostRefusal();
 
-  const server = Bun.serve({
+  const server = Bun.serve<{ handler: SocketHandler }>({
     hostname: settings.host,
     port: settings.port,
     idleTimeout: 0,
@@ -123,7 +139,10 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
       }
       const refused = checkOrigin(policy, req);
       if (refused) return refused;
-      const facts: RequestFacts = { peer: srv.requestIP(req)?.address ?? "" };
+      const facts: RequestFacts = {
+        peer: srv.requestIP(req)?.address ?? "",
+        upgrade: (handler, protocol) => srv.upgrade(req, { data: { handler }, ...(protocol ? { headers: { "sec-websocket-protocol": protocol } } : {}) }),
+      };
       const isMcp = url.pathname === "/mcp";
       const isRest = options.rest === true && isRestPath(url.pathname);
       let auth: AuthInfo | undefined;
@@ -149,9 +168,19 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
       if (isRest) return handleRest(app, req, url, auth, insufficientScope);
       for (const route of routes) {
         const res = await route(req, url, facts);
+        if (res === UPGRADED) return undefined;
         if (res) return res;
       }
       return errorResponse(404, "not_found", "no such route");
+    },
+    websocket: {
+      // Frames above our own 64 KiB control limit are refused by the handler with a close code it
+      // chooses; Bun's hard cap only stops floods far beyond it.
+      maxPayloadLength: 1 << 20,
+      idleTimeout: 0,
+      open: (ws) => ws.data.handler.open(ws),
+      message: (ws, message) => ws.data.handler.message(ws, message),
+      close: (ws, code, reason) => ws.data.handler.close(ws, code, reason),
     },
     error(e) {
       log.error(`HTTP handler failed: ${e.message}`);
@@ -160,10 +189,11 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   });
   const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host;
   const url = `http://${host}:${server.port}`;
+  app.services.links.useListenerOrigin(url);
   if (options.prepare) {
     const prepare = options.prepare;
     ready = prepare(url).then((extra) => {
-      routes = [healthRoutes(), ...(extra.routes ?? []), ...(options.routes ?? [])];
+      routes = [...publicRoutes, ...(extra.routes ?? []), ...(options.routes ?? [])];
       authenticate = extra.authenticate ?? authenticate;
       insufficientScope = extra.insufficientScope ?? insufficientScope;
     });
@@ -174,6 +204,7 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
     ready,
     async stop() {
       await sessions.closeAll();
+      app.services.links.close();
       await server.stop(true);
       await audit.flush();
     },

@@ -13,7 +13,10 @@ export function pageHeaders(formTarget?: string): Record<string, string> {
     pragma: "no-cache",
     "content-security-policy": `default-src 'none'; style-src 'unsafe-inline'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
     "x-frame-options": "DENY",
-    "referrer-policy": "no-referrer",
+    // Not no-referrer: under it browsers send `Origin: null` with the approval form's POST, which
+    // the Origin guard must refuse. same-origin sends our own origin to ourselves and nothing with
+    // the redirect to the client.
+    "referrer-policy": "same-origin",
     "x-content-type-options": "nosniff",
   };
 }

@@ -7,6 +7,7 @@ import { ClientRegistry, type OAuthClient, RegistrationError } from "./clients.t
 import { RegistrationRateLimit } from "./registration-limit.ts";
 import { approvalPage, errorPage, pageHeaders } from "./page.ts";
 import { PinThrottle } from "./pin-throttle.ts";
+import { RefreshTokens } from "./refresh.ts";
 import { SigningKey } from "./secret.ts";
 import { normalizeScopes, type OAuthUrls, sameResource, SUPPORTED_SCOPES } from "./urls.ts";
 
@@ -92,7 +93,8 @@ export class OAuthServer {
   private readonly codes = new Map<string, AuthCode>();
   private readonly throttle = new PinThrottle();
   private readonly registrationLimit: RegistrationRateLimit;
-  private readonly verified = new Map<string, { auth: AuthInfo; expMs: number; generation: number }>();
+  private readonly verified = new Map<string, { auth: AuthInfo; expMs: number; generation: number; jti: string }>();
+  private readonly refresh: RefreshTokens;
 
   constructor(
     private readonly settings: Settings,
@@ -102,6 +104,24 @@ export class OAuthServer {
     this.clients = new ClientRegistry(settings);
     this.registrationLimit = new RegistrationRateLimit(settings.oauth_registration_rate_per_peer);
     this.key = new SigningKey(settings.state_dir);
+    this.refresh = new RefreshTokens(settings.state_dir);
+  }
+
+  private get refreshEnabled(): boolean {
+    return this.settings.oauth_refresh_token_ttl_s > 0;
+  }
+
+  /** A fingerprint of the current signing secret (never the secret): refresh families are bound to it. */
+  private keyId(): string {
+    return new Bun.CryptoHasher("sha256").update("refresh-family-binding").update(this.key.current()).digest("hex").slice(0, 16);
+  }
+
+  private grantTypes(): string[] {
+    return this.refreshEnabled ? ["authorization_code", "refresh_token"] : ["authorization_code"];
+  }
+
+  private endpoint(name: string): string {
+    return `${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/${name}`;
   }
 
   async init(): Promise<void> {
@@ -134,7 +154,9 @@ export class OAuthServer {
       registration_endpoint: this.urls.registrationEndpoint,
       response_types_supported: ["code"],
       response_modes_supported: ["query"],
-      grant_types_supported: ["authorization_code"],
+      grant_types_supported: this.grantTypes(),
+      revocation_endpoint: new URL(this.endpoint("revoke"), this.urls.tokenEndpoint).toString(),
+      revocation_endpoint_auth_methods_supported: ["none"],
       code_challenge_methods_supported: ["S256", "plain"],
       token_endpoint_auth_methods_supported: ["none"],
       scopes_supported: SUPPORTED_SCOPES,
@@ -160,6 +182,7 @@ export class OAuthServer {
     if (p === `${prefix}/oauth/authorize` && req.method === "GET") return this.authorizeGet(url);
     if (p === `${prefix}/oauth/authorize` && req.method === "POST") return this.authorizePost(req, facts);
     if (p === `${prefix}/oauth/token` && req.method === "POST") return this.token(req);
+    if (p === `${prefix}/oauth/revoke` && req.method === "POST") return this.revoke(req);
     return undefined;
   }
 
@@ -206,7 +229,7 @@ export class OAuthServer {
       client_id_issued_at: client.created_at,
       client_name: client.client_name ?? "ChatGPT",
       redirect_uris: client.redirect_uris,
-      grant_types: ["authorization_code"],
+      grant_types: this.grantTypes(),
       response_types: ["code"],
       token_endpoint_auth_method: "none",
       reused,
@@ -358,7 +381,8 @@ export class OAuthServer {
     const dup = repeatedParameter(form);
     if (dup) return oauthError(400, "invalid_request", `Parameter ${dup} was sent more than once`);
     const get = (k: string) => form.get(k) ?? "";
-    if (get("grant_type") !== "authorization_code") return oauthError(400, "unsupported_grant_type", "Only grant_type=authorization_code is supported");
+    if (get("grant_type") === "refresh_token" && this.refreshEnabled) return this.refreshGrant(get);
+    if (get("grant_type") !== "authorization_code") return oauthError(400, "unsupported_grant_type", `Supported grant types: ${this.grantTypes().join(", ")}`);
     if (!get("resource")) return oauthError(400, "invalid_request", "Missing resource");
     this.pruneCodes();
     const code = get("code");
@@ -375,20 +399,86 @@ export class OAuthServer {
     const derived = rec.method === "S256" ? new Bun.CryptoHasher("sha256").update(verifier).digest("base64url") : verifier;
     if (!PKCE_VALUE.test(verifier) || !secretsEqual(derived, rec.challenge)) return fail("PKCE verification failed");
     this.codes.delete(code);
+    const grant = { client_id: rec.clientId, subject: SUBJECT, scopes: rec.scopes, resource: rec.resource, key_id: this.keyId() };
+    const refreshToken = this.refreshEnabled ? await this.refresh.issue(grant, this.settings.oauth_refresh_token_ttl_s) : undefined;
+    return this.tokenResponse(grant, grant.scopes, refreshToken, "oauth_token_issued");
+  }
+
+  /** Signs an access token for a grant and answers the token request (with the next refresh token, if any). */
+  private async tokenResponse(grant: { client_id: string; subject: string; resource: string }, scopes: string[], refreshToken: string | undefined, event: string): Promise<Response> {
     const ttl = this.settings.oauth_access_token_ttl_s;
     const iat = Math.floor(Date.now() / 1000);
-    const token = await new SignJWT({ client_id: rec.clientId, scope: rec.scopes.join(" ") })
+    const token = await new SignJWT({ client_id: grant.client_id, scope: scopes.join(" ") })
       .setProtectedHeader({ alg: "HS256", typ: "at+jwt" })
       .setIssuer(this.urls.issuer)
-      .setAudience(rec.resource)
-      .setSubject(SUBJECT)
+      .setAudience(grant.resource)
+      .setSubject(grant.subject)
       .setIssuedAt(iat)
       // Rounded up so a token always lives at least the configured number of seconds.
       .setExpirationTime(Math.ceil(Date.now() / 1000 + ttl))
       .setJti(randomToken(16))
       .sign(this.key.current());
-    this.audit.record("oauth_token_issued", { client_id: rec.clientId, resource: rec.resource, scope: rec.scopes.join(" "), expires_in: ttl });
-    return jsonResponse(200, { access_token: token, token_type: "Bearer", scope: rec.scopes.join(" "), expires_in: ttl });
+    this.audit.record(event, { client_id: grant.client_id, resource: grant.resource, scope: scopes.join(" "), expires_in: ttl, refresh: refreshToken !== undefined });
+    return jsonResponse(200, {
+      access_token: token,
+      token_type: "Bearer",
+      scope: scopes.join(" "),
+      expires_in: ttl,
+      ...(refreshToken ? { refresh_token: refreshToken } : {}),
+    });
+  }
+
+  /**
+   * grant_type=refresh_token for public clients: the presented token is retired and the next one of
+   * its family returned; a retired token presented again revokes the whole family. `scope` may only
+   * narrow, `resource` may only repeat the original.
+   */
+  private async refreshGrant(get: (k: string) => string): Promise<Response> {
+    const presented = get("refresh_token");
+    const clientId = get("client_id");
+    if (!presented || !clientId) return oauthError(400, "invalid_request", "refresh_token and client_id are required");
+    if (!this.clients.get(clientId)) return oauthError(401, "invalid_client", "Unknown client_id");
+    const outcome = await this.refresh.rotate(presented, clientId, this.keyId());
+    if (outcome.status === "reused") {
+      this.audit.record("oauth_refresh_reuse_detected", { client_id: outcome.client_id, family: outcome.family.slice(0, 8) });
+      return oauthError(400, "invalid_grant", "Refresh token was already used; the authorization is revoked, approve the client again");
+    }
+    if (outcome.status === "invalid") return oauthError(400, "invalid_grant", "Unknown, expired or revoked refresh token");
+    const rec = outcome.record;
+    if (get("resource") && !sameResource(get("resource"), rec.resource)) return oauthError(400, "invalid_target", "Resource mismatch");
+    let scopes = rec.scopes;
+    if (get("scope")) {
+      const asked = normalizeScopes(get("scope"));
+      if (!asked.ok || asked.scopes.some((s) => !rec.scopes.includes(s))) return oauthError(400, "invalid_scope", "A refresh may only narrow the granted scopes");
+      scopes = asked.scopes;
+    }
+    return this.tokenResponse(rec, scopes, outcome.token, "oauth_token_refreshed");
+  }
+
+  /**
+   * RFC 7009 revocation for public clients: a refresh token revokes its family, an access token its
+   * `jti` until expiry. Unknown or foreign tokens are answered 200 as well, so the endpoint tells a
+   * caller nothing about tokens it does not hold.
+   */
+  private async revoke(req: Request): Promise<Response> {
+    const form = new URLSearchParams(await req.text());
+    const dup = repeatedParameter(form);
+    if (dup) return oauthError(400, "invalid_request", `Parameter ${dup} was sent more than once`);
+    const token = form.get("token") ?? "";
+    const clientId = form.get("client_id") ?? "";
+    if (!token || !clientId) return oauthError(400, "invalid_request", "token and client_id are required");
+    if (await this.refresh.revokeFamily(token, clientId)) {
+      this.audit.record("oauth_token_revoked", { client_id: clientId, kind: "refresh_token" });
+      return new Response(null, { status: 200, headers: { "cache-control": "no-store" } });
+    }
+    const auth = await this.verify(token);
+    const jti = this.verified.get(token)?.jti;
+    if (auth && jti && auth.clientId === clientId && auth.expiresAt !== undefined) {
+      await this.refresh.revokeAccessToken(jti, auth.expiresAt);
+      this.verified.delete(token);
+      this.audit.record("oauth_token_revoked", { client_id: clientId, kind: "access_token" });
+    }
+    return new Response(null, { status: 200, headers: { "cache-control": "no-store" } });
   }
 
   /**
@@ -415,7 +505,7 @@ export class OAuthServer {
     const key = this.key.current();
     const now = Date.now();
     const hit = this.verified.get(token);
-    if (hit && hit.generation === this.key.generation && hit.expMs > now) return hit.auth;
+    if (hit && hit.generation === this.key.generation && hit.expMs > now) return this.refresh.isAccessTokenRevoked(hit.jti) ? undefined : hit.auth;
     try {
       const { payload } = await jwtVerify(token, key, {
         algorithms: ["HS256"],
@@ -423,7 +513,8 @@ export class OAuthServer {
         audience: this.urls.resource,
         requiredClaims: ["iat", "exp", "iss", "aud"],
       });
-      if (typeof payload.client_id !== "string" || typeof payload.exp !== "number") return undefined;
+      if (typeof payload.client_id !== "string" || typeof payload.exp !== "number" || typeof payload.jti !== "string") return undefined;
+      if (this.refresh.isAccessTokenRevoked(payload.jti)) return undefined;
       // jose checks iat only against a maximum age; a token "issued" in the future is forged or
       // comes from a clock we must not trust, so it is refused beyond a small skew.
       if (typeof payload.iat !== "number" || payload.iat > now / 1000 + IAT_FUTURE_SKEW_S) return undefined;
@@ -437,7 +528,7 @@ export class OAuthServer {
         extra: { sub: typeof payload.sub === "string" ? payload.sub : SUBJECT },
       };
       if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.clear();
-      this.verified.set(token, { auth, expMs: payload.exp * 1000, generation: this.key.generation });
+      this.verified.set(token, { auth, expMs: payload.exp * 1000, generation: this.key.generation, jti: payload.jti });
       return auth;
     } catch {
       return undefined;

@@ -7,6 +7,7 @@ import { Semaphore } from "../exec/semaphore.ts";
 import { createShellServices } from "../exec/shells-services.ts";
 import { canonicalRoot } from "../fs/paths.ts";
 import { FileServices } from "../fs/services.ts";
+import { FileLinks } from "../links/index.ts";
 import { containmentRunner } from "../native/helpers.ts";
 import { baseCapabilities, probeSpecs } from "../sessions/orientation.ts";
 import { ProbeCache } from "../sessions/probes.ts";
@@ -47,6 +48,7 @@ export function createApp(settings: Settings): App {
     ...shellServices,
     files: new FileServices(settings),
     audit: new AuditLog(settings),
+    links: new FileLinks(settings),
   };
   services.sessionTeardowns.push(async (sid) => {
     services.files.snapshots.drop(sid);

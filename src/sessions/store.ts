@@ -158,12 +158,13 @@ export class SessionStore {
 
   /**
    * The session, refused with `session_owner_mismatch` when it was started by another
-   * authenticated principal. Unauthenticated callers (stdio, auth_mode=none) and sessions started
-   * without authentication keep the unbound behaviour.
+   * authenticated principal. Unauthenticated callers (stdio, auth_mode=none), sessions started
+   * without authentication, and the operator (the Human UI's signed-in person, who approves every
+   * client) keep the unbound behaviour.
    */
-  requireFor(sid: string, caller: { clientId: string; subject: string } | undefined): SessionRecord {
+  requireFor(sid: string, caller: { clientId: string; subject: string; operator?: boolean } | undefined): SessionRecord {
     const rec = this.require(sid);
-    if (caller && rec.owner && (rec.owner.client_id !== caller.clientId || rec.owner.subject !== caller.subject)) {
+    if (caller && !caller.operator && rec.owner && (rec.owner.client_id !== caller.clientId || rec.owner.subject !== caller.subject)) {
       throw new ToolError("session_owner_mismatch", `session_id '${sid}' was started by another client; call session_start to get your own`, { session_id: sid });
     }
     return rec;

@@ -5,6 +5,7 @@ import type { JobManager } from "../exec/jobs.ts";
 import type { ShellManager } from "../exec/shells.ts";
 import type { Semaphore } from "../exec/semaphore.ts";
 import type { FileServices } from "../fs/services.ts";
+import type { FileLinks } from "../links/index.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
 import type { ProbeCache } from "../sessions/probes.ts";
 import type { SessionRecord, SessionStore, SessionTeardown } from "../sessions/store.ts";
@@ -17,6 +18,11 @@ export interface Principal {
   clientId: string;
   subject: string;
   scopes: readonly string[];
+  /**
+   * The operator at the Human UI (a cookie session, which only the approval page and PIN give): may
+   * act on every agent session, not only those its own client started. Scopes still apply.
+   */
+  operator?: boolean;
 }
 
 export type { SessionTeardown } from "../sessions/store.ts";
@@ -45,6 +51,8 @@ export interface AppServices {
   files: FileServices;
   /** The JSONL audit log of this state dir. */
   audit: AuditLog;
+  /** Tokenized download links to private file snapshots. */
+  links: FileLinks;
 }
 
 /** Non-text content a tool adds to its MCP result (view_image). */

@@ -27,9 +27,24 @@ export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z
    * hint for clients: the scopes are still enforced whenever the caller is authenticated.
    */
   noauthHint?: boolean;
-  /** Whether the tool is offered under these settings (default: always). */
-  enabled?: (settings: Settings) => boolean;
+  /** When the tool is offered (default: always); declarative, so the bundle-time manifest keeps it. */
+  availableWhen?: Availability;
   run: (ctx: ToolContext, input: z.output<I>) => Promise<z.input<O>>;
+}
+
+/** Boolean settings a tool can depend on. */
+type BooleanSetting = { [K in keyof Settings]: Settings[K] extends boolean ? K : never }[keyof Settings];
+
+/** A tool is offered only when every named boolean setting is on and the server runs in one of the modes. */
+export interface Availability {
+  settings?: readonly BooleanSetting[];
+  modes?: readonly Settings["mode"][];
+}
+
+export function isAvailable(when: Availability | undefined, settings: Settings): boolean {
+  if (!when) return true;
+  if (when.modes && !when.modes.includes(settings.mode)) return false;
+  return (when.settings ?? []).every((name) => settings[name] === true);
 }
 
 /** What tools/list needs of a tool, without its zod schemas or handler (see schemas.macro.ts). */
@@ -41,6 +56,7 @@ export interface ToolManifestEntry {
   scopes: string[];
   annotations: ToolAnnotations;
   noauthHint: boolean;
+  availableWhen?: Availability;
   inputSchema: Record<string, unknown>;
   outputSchema: Record<string, unknown>;
 }

@@ -3,7 +3,7 @@ import type { Settings } from "../config/schema.ts";
 import { argumentDepthProblem } from "./argument-depth.ts";
 import { ToolError, toToolError } from "../core/errors.ts";
 import type { ToolContext } from "./context.ts";
-import { fillDescription, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
+import { fillDescription, isAvailable, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
 
 /** Largest text block sent beside structured content. */
 const MAX_TEXT_BYTES = 1_000_000;
@@ -69,12 +69,12 @@ export class ToolRegistry {
     source: ToolSource,
   ) {
     if (Array.isArray(source)) {
-      const defs = source.filter((def) => !def.enabled || def.enabled(settings));
+      const defs = source.filter((def) => isAvailable(def.availableWhen, settings));
       this.listings = defs.map((def) => this.listingOf(def, jsonSchema(def.input, "input"), jsonSchema(def.output, "output")));
       this.loaded = Promise.resolve(new Map(defs.map((d) => [d.name, d])));
       this.load = async () => defs;
     } else {
-      this.listings = source.manifest.map((m) => ({ ...m, description: fillDescription(m.description, settings) }));
+      this.listings = source.manifest.filter((m) => isAvailable(m.availableWhen, settings)).map(({ availableWhen: _, ...m }) => ({ ...m, description: fillDescription(m.description, settings) }));
       this.load = source.load;
     }
     for (const l of this.listings) {

@@ -9,7 +9,6 @@ import { builtinTools } from "./index.ts";
  */
 export function builtinToolManifest(): ToolManifestEntry[] {
   return builtinTools().map((t) => {
-    if (t.enabled) throw new Error(`built-in tool ${t.name} uses enabled(), which the manifest cannot evaluate`);
     const input = z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
     const output = z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
     delete input.$schema;
@@ -21,6 +20,7 @@ export function builtinToolManifest(): ToolManifestEntry[] {
       scopes: [...t.scopes],
       annotations: t.annotations,
       noauthHint: t.noauthHint ?? false,
+      ...(t.availableWhen ? { availableWhen: t.availableWhen } : {}),
       inputSchema: input,
       outputSchema: output,
     };

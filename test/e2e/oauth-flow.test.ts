@@ -157,7 +157,7 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     const secret = new TextEncoder().encode(readFileSync(join(dir.path, "state", "oauth-jwt-secret"), "utf8").trim());
     const now = Math.floor(Date.now() / 1000);
     const sign = (aud: string, iss: string) =>
-      new SignJWT({ client_id: "x", scope: "shell:read" }).setProtectedHeader({ alg: "HS256" }).setIssuer(iss).setAudience(aud).setIssuedAt(now).setExpirationTime(now + 60).sign(secret);
+      new SignJWT({ client_id: "x", scope: "shell:read" }).setProtectedHeader({ alg: "HS256" }).setIssuer(iss).setAudience(aud).setIssuedAt(now).setExpirationTime(now + 60).setJti(crypto.randomUUID()).sign(secret);
     for (const t of [await sign("https://other.example/mcp", server.url), await sign(`${server.url}/mcp`, "https://other.example")]) {
       const r = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: `Bearer ${t}` } });
       expect(r.status).toBe(401);

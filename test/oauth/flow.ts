@@ -91,14 +91,31 @@ export async function exchange(d: Discovery, client: oauth.Client, params: URLSe
   return oauth.processAuthorizationCodeResponse(d.as, client, res);
 }
 
-/** The whole flow: returns an access token with the requested scopes. */
-export async function obtainToken(base: string, pin: string, scope?: string): Promise<{ token: string; clientId: string; d: Discovery }> {
+/** The whole flow: returns the token response, the client and the discovery it used. */
+export async function obtainTokens(base: string, pin: string, scope?: string): Promise<{ tokens: oauth.TokenEndpointResponse; client: oauth.Client; d: Discovery }> {
   const d = await discover(base);
   const client = await register(d);
   const req = await authorizeRequest(d, client, scope === undefined ? {} : { scope });
   const res = await submitApproval(d, req, pin);
   if (res.status !== 302) throw new Error(`approval failed: ${res.status} ${await res.text()}`);
   const params = callbackParams(d, client, res.headers.get("location")!, req.state);
-  const tokens = await exchange(d, client, params, req);
+  return { tokens: await exchange(d, client, params, req), client, d };
+}
+
+/** The whole flow: returns an access token with the requested scopes. */
+export async function obtainToken(base: string, pin: string, scope?: string): Promise<{ token: string; clientId: string; d: Discovery }> {
+  const { tokens, client, d } = await obtainTokens(base, pin, scope);
   return { token: tokens.access_token, clientId: client.client_id, d };
+}
+
+/** grant_type=refresh_token through the client library (RFC 8707 resource included). */
+export async function refreshTokens(d: Discovery, client: oauth.Client, refreshToken: string): Promise<oauth.TokenEndpointResponse> {
+  const res = await oauth.refreshTokenGrantRequest(d.as, client, oauth.None(), refreshToken, { additionalParameters: { resource: d.resource }, ...insecure });
+  return oauth.processRefreshTokenResponse(d.as, client, res);
+}
+
+/** RFC 7009 revocation through the client library. */
+export async function revokeToken(d: Discovery, client: oauth.Client, token: string): Promise<void> {
+  const res = await oauth.revocationRequest(d.as, client, oauth.None(), token, insecure);
+  await oauth.processRevocationResponse(res);
 }

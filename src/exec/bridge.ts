@@ -1,0 +1,203 @@
+import type { AuditSink } from "../audit/log.ts";
+import { ToolError } from "../core/errors.ts";
+import { childEnv } from "./env.ts";
+import { paneTarget, sessionTarget, type TmuxServer } from "./tmux.ts";
+
+/**
+ * Raw terminal bridges: a real tmux client (`attach-session`) on a pseudo-terminal, per persistent
+ * shell, shared by every viewer of that shell. Output goes to all viewers as raw bytes; only the
+ * holder of the input lease (the first viewer, or whoever takes control) can type or resize. The
+ * tmux client is stripped of everything that is not the pane: no status line, no prefix key, no key
+ * bindings, so a browser can never reach tmux's command prompt, choose-tree or detach. Closing a
+ * bridge detaches that client only; the shell keeps running.
+ */
+
+export interface Viewer {
+  /** Raw terminal output. */
+  output(data: Uint8Array): void;
+  /** A JSON control message (role changes, exit). */
+  control(message: Record<string, unknown>): void;
+  /** Bytes queued for this viewer and not yet sent. */
+  backlog(): number;
+  /** Ends this viewer's connection. */
+  drop(code: number, reason: string): void;
+}
+
+export type Role = "owner" | "viewer";
+
+/** A viewer this far behind is dropped rather than buffered without bound. */
+export const MAX_VIEWER_BACKLOG = 1 << 20;
+/** A bridge without viewers lingers this long, so a page reload reuses it. */
+const LINGER_MS = 5_000;
+
+interface Bridge {
+  shellId: string;
+  proc: Bun.Subprocess;
+  viewers: Set<Viewer>;
+  owner: Viewer | undefined;
+  linger: Timer | undefined;
+  clientName: Promise<string | undefined>;
+}
+
+export class TerminalBridges {
+  private readonly bridges = new Map<string, Bridge>();
+  private readonly opening = new Map<string, Promise<Bridge>>();
+
+  constructor(
+    private readonly tmux: TmuxServer,
+    private readonly audit: AuditSink,
+  ) {}
+
+  /** Joins a viewer to the shell's bridge, opening it when it is the first; returns the viewer's role. */
+  async join(shellId: string, viewer: Viewer, size: { cols: number; rows: number }): Promise<Role> {
+    let bridge = this.bridges.get(shellId);
+    if (!bridge) {
+      let pending = this.opening.get(shellId);
+      if (!pending) {
+        pending = this.open(shellId, size).finally(() => this.opening.delete(shellId));
+        this.opening.set(shellId, pending);
+      }
+      bridge = await pending;
+    }
+    if (bridge.linger) {
+      clearTimeout(bridge.linger);
+      bridge.linger = undefined;
+    }
+    bridge.viewers.add(viewer);
+    const role: Role = bridge.owner ? "viewer" : "owner";
+    if (!bridge.owner) bridge.owner = viewer;
+    // Redraw the whole screen so a viewer joining a running bridge does not start on a blank page.
+    void this.repaint(bridge);
+    return role;
+  }
+
+  private async open(shellId: string, size: { cols: number; rows: number }): Promise<Bridge> {
+    const bin = (await this.tmux.binary())?.path;
+    if (!bin) throw new ToolError("tmux_unavailable", "tmux is unavailable");
+    const target = sessionTarget(shellId);
+    // Only the pane is reachable: nothing a keystroke can turn into a tmux command. (set-option
+    // resolves its target as a pane, hence the pane form of the exact session name.)
+    const pane = paneTarget(shellId);
+    await this.tmux.must(["set-option", "-t", pane, "status", "off", ";", "set-option", "-t", pane, "prefix", "None", ";", "set-option", "-t", pane, "prefix2", "None", ";", "set-option", "-t", pane, "mouse", "off"]);
+    for (const table of ["root", "prefix", "copy-mode", "copy-mode-vi"]) await this.tmux.run(["unbind-key", "-a", "-T", table]);
+    const env = childEnv({ TERM: "xterm-256color", COLORTERM: "truecolor" });
+    delete env.TMUX;
+    delete env.TMUX_PANE;
+    const bridge: Bridge = { shellId, proc: undefined as unknown as Bun.Subprocess, viewers: new Set(), owner: undefined, linger: undefined, clientName: Promise.resolve(undefined) };
+    bridge.proc = Bun.spawn([bin, "-u", "-S", this.tmux.socket, "-f", "/dev/null", "attach-session", "-t", target], {
+      env,
+      terminal: {
+        cols: size.cols,
+        rows: size.rows,
+        data: (_t, data) => this.broadcast(bridge, data),
+      },
+    });
+    bridge.clientName = this.findClient(bridge.proc.pid);
+    void bridge.proc.exited.then(() => this.ended(bridge));
+    this.bridges.set(shellId, bridge);
+    this.audit.record("ui_terminal_bridge_opened", { shell_id: shellId });
+    return bridge;
+  }
+
+  /** The tmux client name of our attach process, for refresh-client. */
+  private async findClient(pid: number): Promise<string | undefined> {
+    for (let i = 0; i < 40; i++) {
+      const r = await this.tmux.run(["list-clients", "-F", "#{client_pid} #{client_name}"]);
+      const line = r.stdout.split("\n").find((l) => l.startsWith(`${pid} `));
+      if (line) return line.slice(line.indexOf(" ") + 1);
+      await Bun.sleep(50);
+    }
+    return undefined;
+  }
+
+  private async repaint(bridge: Bridge): Promise<void> {
+    const name = await bridge.clientName;
+    if (name) await this.tmux.run(["refresh-client", "-t", name]);
+  }
+
+  private broadcast(bridge: Bridge, data: Uint8Array): void {
+    for (const v of bridge.viewers) {
+      if (v.backlog() > MAX_VIEWER_BACKLOG) {
+        this.leave(bridge.shellId, v);
+        v.drop(4408, "viewer fell too far behind");
+        continue;
+      }
+      v.output(data);
+    }
+  }
+
+  private ended(bridge: Bridge): void {
+    if (this.bridges.get(bridge.shellId) !== bridge) return;
+    this.bridges.delete(bridge.shellId);
+    clearTimeout(bridge.linger);
+    for (const v of bridge.viewers) {
+      v.control({ type: "exit", shell_id: bridge.shellId, message: "the terminal client exited" });
+      v.drop(1000, "terminal exited");
+    }
+    bridge.viewers.clear();
+    this.audit.record("ui_terminal_bridge_closed", { shell_id: bridge.shellId });
+  }
+
+  /** Removes a viewer; the lease passes to the longest-joined remaining viewer. */
+  leave(shellId: string, viewer: Viewer): void {
+    const bridge = this.bridges.get(shellId);
+    if (!bridge || !bridge.viewers.delete(viewer)) return;
+    if (bridge.owner === viewer) {
+      bridge.owner = bridge.viewers.values().next().value;
+      bridge.owner?.control({ type: "role", role: "owner" });
+    }
+    if (bridge.viewers.size === 0) {
+      bridge.linger = setTimeout(() => this.close(bridge), LINGER_MS);
+    }
+  }
+
+  private close(bridge: Bridge): void {
+    if (bridge.viewers.size > 0) return;
+    // SIGTERM makes the tmux client detach; the shell's session is untouched.
+    bridge.proc.kill("SIGTERM");
+  }
+
+  /** Writes keystrokes for the lease holder; other viewers are refused. */
+  input(shellId: string, viewer: Viewer, data: string | Uint8Array): "ok" | "read_only" | "closed" {
+    const bridge = this.bridges.get(shellId);
+    if (!bridge) return "closed";
+    if (bridge.owner !== viewer) return "read_only";
+    bridge.proc.terminal?.write(data);
+    return "ok";
+  }
+
+  /** Resizes the pty (the tmux client then resizes the window) for the lease holder. */
+  resize(shellId: string, viewer: Viewer, cols: number, rows: number): "ok" | "read_only" | "closed" {
+    const bridge = this.bridges.get(shellId);
+    if (!bridge) return "closed";
+    if (bridge.owner !== viewer) return "read_only";
+    bridge.proc.terminal?.resize(cols, rows);
+    return "ok";
+  }
+
+  /** Moves the input lease to this viewer. */
+  takeControl(shellId: string, viewer: Viewer): boolean {
+    const bridge = this.bridges.get(shellId);
+    if (!bridge || !bridge.viewers.has(viewer)) return false;
+    const previous = bridge.owner;
+    bridge.owner = viewer;
+    if (previous && previous !== viewer) previous.control({ type: "role", role: "viewer" });
+    viewer.control({ type: "role", role: "owner" });
+    this.audit.record("ui_terminal_take_control", { shell_id: shellId });
+    return true;
+  }
+
+  /** Open bridges (for tests and the dashboard). */
+  count(): number {
+    return this.bridges.size;
+  }
+
+  async closeAll(): Promise<void> {
+    const all = [...this.bridges.values()];
+    for (const b of all) {
+      b.viewers.clear();
+      b.proc.kill("SIGTERM");
+    }
+    await Promise.all(all.map((b) => b.proc.exited));
+  }
+}

@@ -1,0 +1,226 @@
+import { closeSync, fstatSync, readdirSync, readSync } from "node:fs";
+import { basename, join } from "node:path";
+import { coalesce, MAX_TAIL_BYTES, query } from "../audit/query.ts";
+import { ToolError } from "../core/errors.ts";
+import { VERSION } from "../core/version.ts";
+import { openChecked, resolveInWorkdir, type FilePolicy } from "../fs/resolve.ts";
+import { toWorkspaceRelative } from "../fs/paths.ts";
+import { errorResponse, jsonResponse } from "../http/json.ts";
+import { streamFile } from "../http/download.ts";
+import { contentDisposition } from "../links/format.ts";
+import type { App } from "../server/app.ts";
+import type { Principal } from "../tools/context.ts";
+import { missingScope } from "./auth.ts";
+
+/** One `/api/ui/*` handler: the authenticated principal (undefined with auth_mode=none) and the request. */
+type Handler = (ctx: { app: App; principal: Principal | undefined; req: Request; url: URL }) => Promise<Response> | Response;
+
+interface Endpoint {
+  method: "GET" | "POST";
+  scopes: readonly string[];
+  run: Handler;
+}
+
+const PREVIEW_LINES = 400;
+const MAX_LIST_ENTRIES = 1000;
+
+const ok = (data: unknown) => jsonResponse(200, { ok: true, data });
+
+function fail(e: unknown): Response {
+  if (e instanceof ToolError) {
+    const status = /not_found|expired/.test(e.code) ? 404 : e.code === "insufficient_scope" ? 403 : 400;
+    return errorResponse(status, e.code, e.message);
+  }
+  return errorResponse(500, "internal_error", "the server hit an unexpected error; see the server log");
+}
+
+async function body(req: Request): Promise<Record<string, unknown>> {
+  const v = (await req.json().catch(() => null)) as unknown;
+  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new ToolError("invalid_arguments", "the request body must be a JSON object");
+  return v as Record<string, unknown>;
+}
+
+function str(v: unknown, name: string): string {
+  if (typeof v !== "string" || v === "") throw new ToolError("invalid_arguments", `${name} is required`);
+  return v;
+}
+
+/** Runs a tool through the registry as the signed-in person: its scope checks and audit apply. */
+async function viaTool(app: App, principal: Principal | undefined, name: string, args: Record<string, unknown>): Promise<Response> {
+  const controller = new AbortController();
+  const ctx = app.context({ signal: controller.signal, principal, transport: "http" });
+  const out = await app.registry.call(ctx, name, args);
+  return out.ok ? ok(out.structured) : fail(out.error);
+}
+
+function policyOf(app: App, sessionId: string): FilePolicy {
+  const s = app.services;
+  const rec = s.sessions.require(sessionId);
+  if (rec.target !== "local") throw new ToolError("remote_unavailable", "remote sessions are not browsable here yet");
+  return { root: s.workspaceRoot, workdir: rec.workdir, stateDir: s.files.stateDir, denylist: s.settings.allow_full_control ? [] : s.settings.path_denylist };
+}
+
+/** Reads at most `limit` bytes from the start of an open file. */
+function head(fd: number, limit: number): Buffer {
+  const buf = Buffer.allocUnsafe(limit);
+  let n = 0;
+  while (n < limit) {
+    const got = readSync(fd, buf, n, limit - n, n);
+    if (got === 0) break;
+    n += got;
+  }
+  return buf.subarray(0, n);
+}
+
+const ENDPOINTS: Record<string, Endpoint> = {
+  bootstrap: {
+    method: "GET",
+    scopes: [],
+    run: ({ app, principal }) => {
+      const s = app.services.settings;
+      return ok({
+        version: VERSION,
+        ui: { path: s.ui_path, auth_mode: s.auth_mode, wallpaper: s.ui_wallpaper },
+        scopes: principal?.scopes ?? null,
+        features: { dashboard: true, sessions: true, terminals: true, terminal_websocket: true, files: true, file_preview: true, todos: true, jobs: true, audit: true, machines: false },
+        machines: [{ name: "local", remote: false }],
+      });
+    },
+  },
+  sessions: {
+    method: "GET",
+    scopes: ["shell:read"],
+    run: ({ app }) => {
+      const root = app.services.workspaceRoot;
+      const rows = app.services.sessions
+        .list()
+        .sort((a, b) => b.updated_at - a.updated_at)
+        .map((r) => ({ session_id: r.session_id, label: r.label, target: r.target, machine: r.machine, workdir: toWorkspaceRelative(root, r.workdir), created_at: r.created_at, updated_at: r.updated_at, shells: r.persistent_shell_ids.length }));
+      return ok({ sessions: rows });
+    },
+  },
+  "sessions/end": {
+    method: "POST",
+    scopes: [],
+    run: async ({ app, principal, req }) => viaTool(app, principal, "session_end", { session_id: str((await body(req)).session_id, "session_id") }),
+  },
+  terminals: {
+    method: "GET",
+    scopes: ["shell:read"],
+    run: async ({ app }) => ok({ machine: "local", remote: false, shells: (await app.services.shells.list(null)).slice(0, 256) }),
+  },
+  jobs: {
+    method: "GET",
+    scopes: ["shell:read"],
+    run: ({ app }) => {
+      const rows = app.services.jobs
+        .readRows()
+        .sort((a, b) => b.created_at - a.created_at)
+        .map(({ supervisor_pid: _p, lease_version: _l, applied_updates: _a, ...row }) => row);
+      return ok({ jobs: rows });
+    },
+  },
+  "jobs/log": {
+    method: "GET",
+    scopes: [],
+    run: ({ app, principal, url }) => viaTool(app, principal, "job", { session_id: str(url.searchParams.get("session_id"), "session_id"), poll: [str(url.searchParams.get("job_id"), "job_id")], lines: 200 }),
+  },
+  "jobs/cancel": {
+    method: "POST",
+    scopes: [],
+    run: async ({ app, principal, req }) => {
+      const b = await body(req);
+      return viaTool(app, principal, "job", { session_id: str(b.session_id, "session_id"), cancel: [str(b.job_id, "job_id")] });
+    },
+  },
+  todos: {
+    method: "GET",
+    scopes: [],
+    run: ({ app, principal, url }) => viaTool(app, principal, "read_todos", { session_id: str(url.searchParams.get("session_id"), "session_id") }),
+  },
+  audit: {
+    method: "GET",
+    scopes: ["audit:read"],
+    run: async ({ app, url }) => {
+      const audit = app.services.audit;
+      const limitBytes = app.services.settings.max_audit_log_bytes > 0 ? Math.min(MAX_TAIL_BYTES, app.services.settings.max_audit_log_bytes) : MAX_TAIL_BYTES;
+      const limit = Math.max(1, Math.min(2000, Number(url.searchParams.get("limit") ?? 200) || 200));
+      const rows = coalesce(await audit.tail(limitBytes));
+      return ok(query(rows, { limit, event: null, operation: null, session: url.searchParams.get("session"), search: url.searchParams.get("search"), startTs: null, endTs: null, sort: "desc" }));
+    },
+  },
+  files: {
+    method: "GET",
+    scopes: ["shell:read"],
+    run: ({ app, url }) => {
+      const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"));
+      const res = resolveInWorkdir(policy, url.searchParams.get("path") || ".", { mustExist: true });
+      const entries = readdirSync(res.real, { withFileTypes: true })
+        .filter((d) => !(policy.stateDir && join(res.real, d.name) === policy.stateDir))
+        .map((d) => ({ name: d.name, kind: d.isDirectory() ? "dir" : d.isSymbolicLink() ? "link" : d.isFile() ? "file" : "other" }))
+        .sort((a, b) => (a.kind === "dir") !== (b.kind === "dir") ? (a.kind === "dir" ? -1 : 1) : a.name.localeCompare(b.name));
+      return ok({ path: res.rel, entries: entries.slice(0, MAX_LIST_ENTRIES), truncated: entries.length > MAX_LIST_ENTRIES });
+    },
+  },
+  "files/preview": {
+    method: "GET",
+    scopes: ["shell:read"],
+    run: ({ app, url }) => {
+      const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"));
+      const shown = str(url.searchParams.get("path"), "path");
+      const res = resolveInWorkdir(policy, shown, { mustExist: true });
+      const fd = openChecked(policy, res.real, shown);
+      try {
+        const st = fstatSync(fd);
+        if (!st.isFile()) throw new ToolError("not_a_file", `not a regular file: ${res.rel}`);
+        const bytes = head(fd, Math.min(st.size, app.services.settings.max_file_read_bytes));
+        if (bytes.includes(0)) return ok({ path: res.rel, bytes: st.size, binary: true, hex: bytes.subarray(0, 256).toString("hex") });
+        const lines = bytes.toString("utf8").split("\n");
+        return ok({ path: res.rel, bytes: st.size, binary: false, text: lines.slice(0, PREVIEW_LINES).join("\n"), truncated: lines.length > PREVIEW_LINES || bytes.length < st.size });
+      } finally {
+        closeSync(fd);
+      }
+    },
+  },
+  "files/download": {
+    method: "GET",
+    scopes: ["shell:read"],
+    run: ({ app, url }) => {
+      const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"));
+      const shown = str(url.searchParams.get("path"), "path");
+      const res = resolveInWorkdir(policy, shown, { mustExist: true });
+      const fd = openChecked(policy, res.real, shown);
+      const st = fstatSync(fd);
+      if (!st.isFile()) {
+        closeSync(fd);
+        throw new ToolError("not_a_file", `not a regular file: ${res.rel}`);
+      }
+      // The descriptor checked above is what is served: a path swapped afterwards changes nothing.
+      return new Response(streamFile(fd, st.size), {
+        headers: {
+          "content-length": String(st.size),
+          "content-type": "application/octet-stream",
+          "content-disposition": contentDisposition(basename(res.real), false),
+          "cache-control": "private, no-store",
+          "x-content-type-options": "nosniff",
+          "content-security-policy": "sandbox",
+        },
+      });
+    },
+  },
+};
+
+/** Dispatches `/api/ui/<name>` after authentication; unknown names are 404, wrong methods 405. */
+export async function handleApi(app: App, principal: Principal | undefined, req: Request, url: URL): Promise<Response> {
+  const name = url.pathname.slice("/api/ui/".length);
+  const ep = Object.hasOwn(ENDPOINTS, name) ? ENDPOINTS[name] : undefined;
+  if (!ep) return errorResponse(404, "not_found", "no such UI endpoint");
+  if (req.method !== ep.method) return errorResponse(405, "method_not_allowed", `use ${ep.method}`, {}, { allow: ep.method });
+  const refused = missingScope(principal, ep.scopes);
+  if (refused) return refused;
+  try {
+    return await ep.run({ app, principal, req, url });
+  } catch (e) {
+    return fail(e);
+  }
+}

@@ -1,0 +1,378 @@
+import { signal } from "@preact/signals";
+import { Fragment, render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, AuthRequired, config, finishSignIn, signIn, signOut } from "./api.ts";
+import "./style.css";
+import { TerminalView } from "./terminal.tsx";
+
+/**
+ * The Human UI: what the server is doing (sessions, shells, jobs, todos, audit) and a way to step in
+ * (type into a shell, cancel a job, end a session). Every text that comes from the machine is put in
+ * the page as text (Preact escapes it; previews use textContent), never as HTML.
+ */
+
+type View = "dashboard" | "sessions" | "terminals" | "files" | "jobs" | "audit" | "machines";
+const VIEWS: Array<[View, string]> = [
+  ["dashboard", "Dashboard"],
+  ["sessions", "Sessions"],
+  ["terminals", "Terminals"],
+  ["files", "Files"],
+  ["jobs", "Jobs"],
+  ["audit", "Audit"],
+  ["machines", "Machines"],
+];
+
+const view = signal<View>((location.hash.slice(1) as View) || "dashboard");
+const signedOut = signal(false);
+const problem = signal<string | null>(null);
+
+interface Session {
+  session_id: string;
+  label: string | null;
+  workdir: string;
+  updated_at: number;
+  shells: number;
+}
+interface Shell {
+  shell_id: string;
+  session_id: string | null;
+  name: string;
+  status: string;
+  cwd: string;
+  command: string;
+  cols: number;
+  rows: number;
+}
+interface Job {
+  job_id: string;
+  session_id: string;
+  name: string | null;
+  status: string;
+  command: string;
+  created_at: number;
+  exit_code: number | null;
+}
+
+/** Loads data for a view; re-runs every `everyMs` and when `key` changes. */
+function useData<T>(path: string | null, everyMs = 5000): { data: T | undefined; reload: () => void } {
+  const [data, setData] = useState<T>();
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    if (!path) return;
+    let live = true;
+    const load = () =>
+      api
+        .get<T>(path)
+        .then((d) => live && setData(d))
+        .catch((e: unknown) => {
+          if (e instanceof AuthRequired) signedOut.value = true;
+          else if (live) problem.value = e instanceof Error ? e.message : String(e);
+        });
+    void load();
+    const t = setInterval(load, everyMs);
+    return () => {
+      live = false;
+      clearInterval(t);
+    };
+  }, [path, tick]);
+  return { data, reload: () => setTick((n) => n + 1) };
+}
+
+const when = (ts: number) => new Date(ts * 1000).toLocaleString();
+
+function act(p: Promise<unknown>, after: () => void): void {
+  p.then(after).catch((e: unknown) => (problem.value = e instanceof ApiError ? `${e.code}: ${e.message}` : String(e)));
+}
+
+function Dashboard() {
+  const sessions = useData<{ sessions: Session[] }>("sessions").data?.sessions ?? [];
+  const shells = useData<{ shells: Shell[] }>("terminals").data?.shells ?? [];
+  const jobs = useData<{ jobs: Job[] }>("jobs").data?.jobs ?? [];
+  const running = jobs.filter((j) => j.status === "running" || j.status === "starting");
+  return (
+    <div class="cards" data-testid="dashboard">
+      <div class="card">
+        <b>{sessions.length}</b> sessions
+      </div>
+      <div class="card">
+        <b>{shells.filter((s) => s.status === "running").length}</b> running shells
+      </div>
+      <div class="card">
+        <b>{running.length}</b> running jobs
+      </div>
+    </div>
+  );
+}
+
+function Todos({ sessionId }: { sessionId: string }) {
+  const data = useData<{ todos: Array<{ id: string; content: string; status: string }>; revision: number }>(`todos?session_id=${sessionId}`).data;
+  if (!data) return null;
+  return (
+    <ul class="todos" data-testid="todos">
+      {data.todos.length === 0 ? <li>no todos</li> : data.todos.map((t) => <li key={t.id}>[{t.status}] {t.content}</li>)}
+    </ul>
+  );
+}
+
+function Sessions() {
+  const { data, reload } = useData<{ sessions: Session[] }>("sessions");
+  const [open, setOpen] = useState<string | null>(null);
+  return (
+    <table data-testid="sessions">
+      <thead>
+        <tr>
+          <th>Session</th>
+          <th>Label</th>
+          <th>Workdir</th>
+          <th>Last used</th>
+          <th />
+        </tr>
+      </thead>
+      <tbody>
+        {(data?.sessions ?? []).map((s) => (
+          <Fragment key={s.session_id}>
+            <tr>
+              <td>
+                <button type="button" class="link" onClick={() => setOpen(open === s.session_id ? null : s.session_id)}>
+                  {s.session_id}
+                </button>
+              </td>
+              <td>{s.label ?? ""}</td>
+              <td>{s.workdir}</td>
+              <td>{when(s.updated_at)}</td>
+              <td>
+                <button type="button" onClick={() => confirm(`End session ${s.session_id}? Its shells and jobs stop.`) && act(api.post("sessions/end", { session_id: s.session_id }), reload)}>
+                  End
+                </button>
+              </td>
+            </tr>
+            {open === s.session_id ? (
+              <tr>
+                <td colSpan={5}>
+                  <Todos sessionId={s.session_id} />
+                </td>
+              </tr>
+            ) : null}
+          </Fragment>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function Terminals() {
+  const shells = useData<{ shells: Shell[] }>("terminals").data?.shells ?? [];
+  const [open, setOpen] = useState<string | null>(null);
+  if (open) return <TerminalView shellId={open} onClose={() => setOpen(null)} />;
+  return (
+    <table data-testid="terminals">
+      <thead>
+        <tr>
+          <th>Shell</th>
+          <th>Session</th>
+          <th>Command</th>
+          <th>Size</th>
+          <th>Status</th>
+        </tr>
+      </thead>
+      <tbody>
+        {shells.map((s) => (
+          <tr key={s.shell_id}>
+            <td>
+              <button type="button" class="link" disabled={s.status !== "running"} onClick={() => setOpen(s.shell_id)}>
+                {s.shell_id}
+              </button>
+            </td>
+            <td>{s.session_id ?? ""}</td>
+            <td>{s.command}</td>
+            <td>
+              {s.cols}×{s.rows}
+            </td>
+            <td>{s.status}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function Files() {
+  const sessions = useData<{ sessions: Session[] }>("sessions").data?.sessions ?? [];
+  const [sid, setSid] = useState<string>("");
+  const [path, setPath] = useState(".");
+  const [preview, setPreview] = useState<{ path: string; text?: string; hex?: string } | null>(null);
+  const active = sid || sessions[0]?.session_id || "";
+  const listing = useData<{ path: string; entries: Array<{ name: string; kind: string }> }>(active ? `files?session_id=${active}&path=${encodeURIComponent(path)}` : null, 15000).data;
+  const join = (name: string) => (path === "." ? name : `${path}/${name}`);
+  return (
+    <div class="files" data-testid="files">
+      <label>
+        Session{" "}
+        <select value={active} onChange={(e) => (setSid((e.target as HTMLSelectElement).value), setPath("."), setPreview(null))}>
+          {sessions.map((s) => (
+            <option key={s.session_id} value={s.session_id}>
+              {s.session_id} {s.label ?? ""}
+            </option>
+          ))}
+        </select>
+      </label>
+      <p>
+        <code>{listing?.path ?? path}</code> {path !== "." ? <button type="button" onClick={() => setPath(path.split("/").slice(0, -1).join("/") || ".")}>Up</button> : null}
+      </p>
+      <ul>
+        {(listing?.entries ?? []).map((e) => (
+          <li key={e.name}>
+            {e.kind === "dir" ? (
+              <button type="button" class="link" onClick={() => setPath(join(e.name))}>
+                {e.name}/
+              </button>
+            ) : (
+              <>
+                <button type="button" class="link" onClick={() => act(api.get<{ path: string; text?: string; hex?: string }>(`files/preview?session_id=${active}&path=${encodeURIComponent(join(e.name))}`).then(setPreview), () => undefined)}>
+                  {e.name}
+                </button>{" "}
+                <a href={`/api/ui/files/download?session_id=${active}&path=${encodeURIComponent(join(e.name))}`} download>
+                  download
+                </a>
+              </>
+            )}
+          </li>
+        ))}
+      </ul>
+      {preview ? (
+        <pre class="preview" data-testid="preview">
+          {preview.text ?? `binary, first bytes: ${preview.hex}`}
+        </pre>
+      ) : null}
+    </div>
+  );
+}
+
+function Jobs() {
+  const { data, reload } = useData<{ jobs: Job[] }>("jobs");
+  const [log, setLog] = useState<string | null>(null);
+  return (
+    <div data-testid="jobs">
+      <table>
+        <thead>
+          <tr>
+            <th>Job</th>
+            <th>Session</th>
+            <th>Command</th>
+            <th>Status</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {(data?.jobs ?? []).map((j) => (
+            <tr key={j.job_id}>
+              <td>
+                <button type="button" class="link" onClick={() => act(api.get<{ jobs: Array<{ output?: string }> }>(`jobs/log?session_id=${j.session_id}&job_id=${j.job_id}`).then((r) => setLog(r.jobs[0]?.output ?? "")), () => undefined)}>
+                  {j.job_id}
+                </button>
+              </td>
+              <td>{j.session_id}</td>
+              <td>{j.command}</td>
+              <td>
+                {j.status}
+                {j.exit_code !== null ? ` (${j.exit_code})` : ""}
+              </td>
+              <td>{j.status === "running" ? <button type="button" onClick={() => act(api.post("jobs/cancel", { session_id: j.session_id, job_id: j.job_id }), reload)}>Cancel</button> : null}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {log !== null ? <pre class="preview">{log}</pre> : null}
+    </div>
+  );
+}
+
+function Audit() {
+  const entries = useData<{ entries: Array<Record<string, unknown>> }>("audit?limit=200", 10000).data?.entries ?? [];
+  return (
+    <table data-testid="audit">
+      <thead>
+        <tr>
+          <th>Time</th>
+          <th>Event</th>
+          <th>Tool</th>
+          <th>Session</th>
+          <th>Result</th>
+        </tr>
+      </thead>
+      <tbody>
+        {entries.map((e) => (
+          <tr key={String(e.id)}>
+            <td>{typeof e.ts === "number" ? when(e.ts) : ""}</td>
+            <td>{String(e.event ?? "")}</td>
+            <td>{String(e.tool ?? "")}</td>
+            <td>{String(e.session ?? "")}</td>
+            <td>{e.ok === false || e.status === "failed" ? "failed" : e.ok === true ? "ok" : ""}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+function Machines() {
+  return <p data-testid="machines">No remote workers connected. This machine ("local") serves every session.</p>;
+}
+
+const PANES: Record<View, () => preact.JSX.Element> = { dashboard: Dashboard, sessions: Sessions, terminals: Terminals, files: Files, jobs: Jobs, audit: Audit, machines: Machines };
+
+function App() {
+  const Pane = PANES[view.value] ?? Dashboard;
+  if (signedOut.value && config.oauth) {
+    return (
+      <main class="signin">
+        <h1>local-shell-mcp</h1>
+        <p>Sign in with the approval PIN of this server (the server log names the file that holds it).</p>
+        <button type="button" data-testid="sign-in" onClick={() => void signIn().catch((e: unknown) => (problem.value = String(e)))}>
+          Sign in
+        </button>
+        {problem.value ? <p class="problem">{problem.value}</p> : null}
+      </main>
+    );
+  }
+  return (
+    <div class={`shell wallpaper-${config.wallpaper}`}>
+      <nav>
+        <strong>local-shell-mcp</strong>
+        {VIEWS.map(([v, label]) => (
+          <a key={v} href={`#${v}`} class={view.value === v ? "active" : ""} data-view={v} onClick={() => (view.value = v)}>
+            {label}
+          </a>
+        ))}
+        {config.oauth ? (
+          <button type="button" class="link" onClick={() => void signOut().then(() => (signedOut.value = true))}>
+            Sign out
+          </button>
+        ) : null}
+      </nav>
+      {problem.value ? (
+        <p class="problem" onClick={() => (problem.value = null)}>
+          {problem.value}
+        </p>
+      ) : null}
+      <main>
+        <Pane />
+      </main>
+    </div>
+  );
+}
+
+async function start(): Promise<void> {
+  if (location.pathname.endsWith("/callback")) {
+    try {
+      await finishSignIn();
+    } catch (e) {
+      problem.value = e instanceof Error ? e.message : String(e);
+      signedOut.value = true;
+    }
+  }
+  window.addEventListener("hashchange", () => (view.value = (location.hash.slice(1) as View) || "dashboard"));
+  render(<App />, document.getElementById("app")!);
+}
+
+void start();
