@@ -73,8 +73,7 @@ describe("Human UI in Chromium", () => {
     await page.locator('input[name="pin"]').fill(PIN);
     await page.locator('button[value="approve"]').click();
     await page.waitForURL(/\/ui\/$/);
-    await page.getByTestId("dashboard").waitFor();
-    await expect(page.getByTestId("dashboard").innerText()).resolves.toMatch(/1\s*running shells/);
+    await waitFor(async () => /1\s*running shells/.test(await page.getByTestId("dashboard").innerText()), { what: "the dashboard to count the running shell" });
     await page.screenshot({ path: join(SHOTS, "dashboard.png") });
   });
 
