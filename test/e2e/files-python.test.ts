@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, eventually, type McpHandle, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import { connectStdio, type McpHandle, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 // run_python_code in all three modes, and the life of its private temp scripts.
 type Job = { job_id: string; status: string; exit_code: number | null; attempts: number };
@@ -92,7 +93,7 @@ describe("run_python_code modes", () => {
     expect(out.matched).toBe(true);
     expect(scripts()).toHaveLength(1);
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "ada" });
-    expect(await eventually(async () => (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited", 10_000)).toBe(true);
+    await waitFor(async () => (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited", { what: "the program to exit" });
     out = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0 });
     expect(out.output).toContain("hello ada");
     await mcp.ok("run_python_code", { session_id: sid, code: "pass" });

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, eventually, type McpHandle, processesMatching, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
-
-
+import { connectStdio, type McpHandle, processesMatching, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 type Job = { job_id: string; status: string; exit_code: number | null; attempts: number; output_bytes: number };
 type JobOut = { operation: string; jobs: Job[]; outputs: Array<{ job: Job; output: string; message: string | null }>; cancelled: Array<{ job: Job; killed: boolean }>; retried: Job[] };
@@ -39,14 +38,20 @@ describe("background jobs through the binary", () => {
     // The marker is split in the command text so only the started process carries it whole.
     const job = await startJob(mcp, sid, `echo starting; bash -c 'exec -a "$0" sleep 300' "lsm-devserver-""${process.pid}" & echo "listening on \${PORT_HINT}"; wait`, { PORT_HINT: "4242" });
     expect(job.status).toBe("running");
-    const polled = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 1 });
-    expect(polled.outputs[0]!.output).toContain("listening on 4242");
+    // Polled until the server said it listens (the job's output, not a clock, says when).
+    const polled = await waitFor(
+      async () => {
+        const p = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 1 });
+        return p.outputs[0]!.output.includes("listening on 4242") ? p : undefined;
+      },
+      { what: "the job to print its listening line" },
+    );
     expect(polled.outputs[0]!.job.status).toBe("running");
-    expect(processesMatching(marker).length).toBe(1);
+    await waitFor(() => processesMatching(marker).length === 1, { what: "the dev server process to run" });
     const cancelled = await mcp.ok<JobOut>("job", { session_id: sid, cancel: [job.job_id] });
     expect(cancelled.cancelled[0]!.killed).toBe(true);
     expect(cancelled.cancelled[0]!.job.status).toBe("stopped");
-    expect(await eventually(() => processesMatching(marker).length === 0, 3000)).toBe(true);
+    await waitFor(() => processesMatching(marker).length === 0, { what: "the cancelled job's processes to be gone" });
     const list = await mcp.ok<JobOut & { counts: Record<string, number> }>("job", { session_id: sid });
     expect(list.counts).toEqual({ stopped: 1 });
   }, 30_000);
@@ -54,15 +59,18 @@ describe("background jobs through the binary", () => {
   test("a job survives a server restart, finishes, and can be retried", async () => {
     let sid: string;
     let job: Job;
+    const go = join(dir.path, "restart-job-may-finish");
     {
       await using mcp = await connectStdio(server);
       sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-      job = await startJob(mcp, sid, 'sleep 2; echo "done $RUN_TAG"; exit 3', { RUN_TAG: "tag1" });
+      // The job finishes only once told to (a file appears), so it is surely running across the restart.
+      job = await startJob(mcp, sid, `until [ -e ${go} ]; do sleep 0.05; done; echo "done $RUN_TAG"; exit 3`, { RUN_TAG: "tag1" });
     }
     // The first server is gone; a new one sees the job still running, then finished.
     await using mcp = await connectStdio(server);
     const running = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id] });
     expect(running.jobs[0]!.status).toBe("running");
+    writeFileSync(go, "");
     const done = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 20 });
     expect(done.jobs[0]).toMatchObject({ status: "failed", exit_code: 3 });
     expect(done.outputs[0]!.output).toBe("done tag1");
@@ -82,7 +90,7 @@ describe("background jobs through the binary", () => {
     const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     const marker = `lsm-endjob-${process.pid}`;
     const job = await startJob(mcp, sid, `exec -a "lsm-endjob-""${process.pid}" sleep 300`);
-    expect(await eventually(() => processesMatching(marker).length === 1, 3000)).toBe(true);
+    await waitFor(() => processesMatching(marker).length === 1, { what: "the job to run" });
     const end = await mcp.ok<{ stopped_jobs: string[] }>("session_end", { session_id: sid });
     expect(end.stopped_jobs).toEqual([job.job_id]);
     expect(processesMatching(marker).length).toBe(0);

@@ -3,13 +3,14 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { binary, connectHttp, serverEnv, startHttpServer, tempDir } from "../helpers/harness.ts";
 import { authorizeRequest, discover, obtainToken, register, submitApproval } from "../oauth/flow.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const PIN = "lockout-pin-7319";
 
 /** Runs `serve` expecting a refusal; returns exit code and stderr. */
 async function refused(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stderr: string }> {
   const proc = Bun.spawn([binary(), "serve", ...args], { env: serverEnv(env), stdout: "ignore", stderr: "pipe", stdin: "ignore" });
-  const timer = setTimeout(() => proc.kill("SIGKILL"), 10_000);
+  const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
   const code = await proc.exited;
   clearTimeout(timer);
   return { code, stderr: await new Response(proc.stderr).text() };
@@ -47,23 +48,30 @@ describe("OAuth limits and start-up rules", () => {
 
   test("an expired token is refused with invalid_token", async () => {
     using dir = tempDir();
+    // Long enough to outlast the whole OAuth flow and one call on a slow machine; the test then
+    // waits for the expiry the token itself states instead of sleeping a guessed time.
+    const ttl = 10;
     const server = await startHttpServer(
-      { workspace: dir.path, state: join(dir.path, "state"), args: ["--oauth-access-token-ttl-s", "2"] },
+      { workspace: dir.path, state: join(dir.path, "state"), args: ["--oauth-access-token-ttl-s", String(ttl)] },
       { mode: "mcp", auth: "oauth", pin: PIN },
     );
     try {
       const { token } = await obtainToken(server.url, PIN, "shell:read");
+      const claims = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { iat: number; exp: number };
+      // The stated lifetime is the setting (a second more when the issue time is rounded down).
+      expect(claims.exp - claims.iat).toBeGreaterThanOrEqual(ttl);
+      expect(claims.exp - claims.iat).toBeLessThanOrEqual(ttl + 1);
       const mcp = await connectHttp(server.url, { authorization: `Bearer ${token}` });
       await mcp.ok("version");
       await mcp.close();
-      await Bun.sleep(3100);
+      await waitFor(() => Date.now() / 1000 > claims.exp + 1, { timeoutMs: (ttl + 20) * 1000, what: "the token's expiry" });
       const r = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
       expect(r.status).toBe(401);
       expect(r.headers.get("www-authenticate")).toContain('error="invalid_token"');
     } finally {
       await server.stop();
     }
-  });
+  }, 60_000);
 
   test("start-up refuses a weak PIN with base_url (before creating the secret), bad base_url, weak secret files", async () => {
     using dir = tempDir();

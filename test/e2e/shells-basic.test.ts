@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, connectStdio, eventually, type McpHandle, processesMatching, startHttp, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import { connectHttp, connectStdio, type McpHandle, processesMatching, startHttp, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 
 
@@ -53,7 +54,7 @@ describe("persistent shells through the binary", () => {
     expect(r.output).toContain("abcabc");
     // The program exits; its output stays readable.
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "", keys: ["Ctrl-D"], enter: false });
-    expect(await eventually(async () => (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited", 5000)).toBe(true);
+    await waitFor(async () => (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited", { what: "the program to exit" });
     r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id });
     expect(r.output).toContain("abcabc");
     expect(r.exit_code).toBe(0);
@@ -68,18 +69,18 @@ describe("persistent shells through the binary", () => {
     // A duration unique to this run, so another run's leftovers cannot match.
     const nap = `sleep 8${process.pid % 1000}${Date.now() % 10000}`;
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: `${nap}; echo after-sleep` });
-    expect(await eventually(() => processesMatching(nap).length > 0, 5000)).toBe(true);
+    await waitFor(() => processesMatching(nap).length > 0, { what: "the sleep to run" });
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "", keys: ["Ctrl-C"], enter: false });
-    expect(await eventually(() => processesMatching(nap).length === 0, 5000)).toBe(true);
+    await waitFor(() => processesMatching(nap).length === 0, { what: "Ctrl-C to end the sleep" });
     r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: r.next_offset, wait_for_idle_ms: 200, timeout_s: 5 });
     expect(`${r.output}\n${r.current_line}`.split("\n")).not.toContain("after-sleep");
     // A background daemon started in the shell must not survive kill_persistent_shell.
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: `setsid nohup bash -c 'exec -a ${marker} sleep 300' >/dev/null 2>&1 &` });
-    expect(await eventually(() => processesMatching(marker).length > 0, 5000)).toBe(true);
+    await waitFor(() => processesMatching(marker).length > 0, { what: "the daemon to run" });
     const list = await mcp.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", { session_id: sid });
     expect(list.shells.map((s) => s.shell_id)).toContain(id);
     await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: id });
-    expect(await eventually(() => processesMatching(marker).length === 0, 5000)).toBe(true);
+    await waitFor(() => processesMatching(marker).length === 0, { what: "the daemon to be gone" });
     const after = await mcp.ok<{ shells: unknown[] }>("list_persistent_shells", { session_id: sid });
     expect(after.shells).toEqual([]);
   }, 30_000);

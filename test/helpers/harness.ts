@@ -9,6 +9,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { waitFor } from "./wait.ts";
 
 export const ROOT = resolve(import.meta.dir, "..", "..");
 /** LSM_TEST_BINARY lets parallel work test its own build without clobbering dist/. */
@@ -187,14 +188,26 @@ export function processesMatching(needle: string): number[] {
   return out;
 }
 
-/** Waits until `fn` returns true or the timeout passes; returns the last value. */
-export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs = 5000, stepMs = 50): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    if (await fn()) return true;
-    if (Date.now() > end) return false;
-    await Bun.sleep(stepMs);
-  }
+/**
+ * Kept for callers written before `waitFor`: the same polling under a generous deadline, answering
+ * true or false. New tests call `waitFor` (test/helpers/wait.ts), whose failure names what never happened.
+ */
+export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<boolean> {
+  return waitFor(fn, { timeoutMs: Math.max(timeoutMs, 20_000) }).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Pids of live processes whose whole command line (arguments joined by spaces) is exactly `cmdline`. */
+export function exactProcesses(cmdline: string): number[] {
+  return processesMatching(cmdline).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean).join(" ") === cmdline;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** A snapshot of the temp dir; `added(prefix)` lists entries created since, ignoring older leftovers. */
