@@ -21,6 +21,18 @@ export function binary(): string {
   return BINARY;
 }
 
+/** Whether the suite runs as root (CI does; scripts/test-as-user.sh runs it as a plain user). */
+export const IS_ROOT = process.getuid?.() === 0;
+
+/**
+ * For `test.skipIf(needsRoot("why"))`: true when not root, after printing why the test is skipped,
+ * so a run as a plain user reports each root-only test with its reason instead of failing it.
+ */
+export function needsRoot(why: string): boolean {
+  if (!IS_ROOT) console.warn(`skip (needs root): ${why}`);
+  return !IS_ROOT;
+}
+
 export interface TempDir {
   path: string;
   [Symbol.dispose](): void;
