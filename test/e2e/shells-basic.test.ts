@@ -4,8 +4,6 @@ import { join } from "node:path";
 import { connectHttp, connectStdio, type McpHandle, processesMatching, startHttp, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
-
-
 type Read = { output: string; current_line: string; next_offset: number; matched: boolean | null; timed_out: boolean; status: string; exit_code: number | null };
 
 let dir: TempDir;
@@ -103,6 +101,35 @@ describe("persistent shells through the binary", () => {
     expect(end.stopped_shells).toEqual([id]);
     sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
   }, 30_000);
+});
+
+describe("persistent shell environment", () => {
+  test("a persistent shell's env values reach the shell but no process command line, and stay out of other shells", async () => {
+    const secret = `s3cr3t-${process.pid}-${Date.now()}`;
+    const started = await mcp.ok<{ result: { shell_id: string } }>("bash", {
+      session_id: sid,
+      pty: true,
+      name: "env-first",
+      env: { LSM_SHELL_ENV_TOKEN: secret },
+      command: `echo "got:$LSM_SHELL_ENV_TOKEN:end"; exec sleep 7${process.pid}${Date.now() % 1000}`,
+    });
+    const first = await mcp.ok<Read>("read_persistent_shell_output", { shell_id: started.result.shell_id, session_id: sid, wait_for: "got:.*:end", timeout_s: 10 });
+    expect(first.matched).toBe(true);
+    expect(first.output).toContain(`got:${secret}:end`);
+    // Neither the tmux client nor the tmux server it started keeps the value in its arguments.
+    expect(processesMatching(secret)).toEqual([]);
+    // The value belongs to that shell only: the server's global environment does not carry it.
+    const other = await mcp.ok<{ result: { shell_id: string } }>("bash", {
+      session_id: sid,
+      pty: true,
+      name: "env-second",
+      command: `echo "other:\${LSM_SHELL_ENV_TOKEN:-unset}:end"; exec sleep 7${process.pid}${Date.now() % 1000}`,
+    });
+    const second = await mcp.ok<Read>("read_persistent_shell_output", { shell_id: other.result.shell_id, session_id: sid, wait_for: "other:.*:end", timeout_s: 10 });
+    expect(second.output).toContain("other:unset:end");
+    await mcp.ok("kill_persistent_shell", { shell_id: "env-first", session_id: sid });
+    await mcp.ok("kill_persistent_shell", { shell_id: "env-second", session_id: sid });
+  }, 60_000);
 });
 
 describe("persistent shells and jobs over Streamable HTTP", () => {
