@@ -103,6 +103,20 @@ describe("persistent shells through the binary", () => {
   }, 30_000);
 });
 
+describe("stopping the last shell", () => {
+  test("kill succeeds every time, also when the private tmux server exits with its last shell", async () => {
+    // A session of its own, so each shell here is the server's only one; the check after
+    // kill-session then races the server's exit (it failed about one time in five before).
+    const own = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    for (let i = 0; i < 10; i++) {
+      const id = await pty(`echo up-${i}; exec sleep 300`, `last-${i}`, own);
+      await mcp.ok("read_persistent_shell_output", { session_id: own, shell_id: id, wait_for: `^up-${i}$`, timeout_s: 30 });
+      expect(await mcp.ok("kill_persistent_shell", { session_id: own, shell_id: id })).toMatchObject({ killed: true });
+    }
+    await mcp.ok("session_end", { session_id: own });
+  }, 120_000);
+});
+
 describe("persistent shell environment", () => {
   test("a persistent shell's env values reach the shell but no process command line, and stay out of other shells", async () => {
     const secret = `s3cr3t-${process.pid}-${Date.now()}`;
