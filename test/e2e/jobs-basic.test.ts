@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connectStdio, type McpHandle, processesMatching, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -84,6 +84,31 @@ describe("background jobs through the binary", () => {
     expect(again.outputs[0]!.output).toBe("done tag1");
     expect(await mcp.fails("job", { session_id: sid, poll: ["job_000000000000"] })).toBe("job_not_found");
   }, 40_000);
+
+  test("nothing a job starts outlives it when the job completes on its own", async () => {
+    await using mcp = await connectStdio(server);
+    const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    const tag = `5${process.pid % 1000}${Date.now() % 100000}`;
+    const marks = join(dir.path, `marks-${tag}`);
+    mkdirSync(marks);
+    // Three leftovers in the usual escape shapes; each records its pid once it runs, and the job
+    // ends (exit 0) only after all three are up.
+    const sleeper = (i: number) => `sh -c 'echo $$ > ${marks}/${i}; exec sleep ${tag}${i}'`;
+    const command = [
+      `setsid ${sleeper(1)} >/dev/null 2>&1 < /dev/null &`,
+      `( ( ${sleeper(2)} >/dev/null 2>&1 < /dev/null & ) & )`,
+      `nohup ${sleeper(3)} >/dev/null 2>&1 < /dev/null &`,
+      `until [ -s ${marks}/1 ] && [ -s ${marks}/2 ] && [ -s ${marks}/3 ]; do sleep 0.01; done`,
+      "echo all-up",
+    ].join("\n");
+    const job = await startJob(mcp, sid, command);
+    const done = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 30 });
+    expect(done.jobs[0]).toMatchObject({ status: "succeeded", exit_code: 0 });
+    expect(done.outputs[0]!.output).toBe("all-up");
+    expect(readdirSync(marks).sort()).toEqual(["1", "2", "3"]); // all three really ran
+    await waitFor(() => processesMatching(`sleep ${tag}`).length === 0, { what: "the completed job's leftovers to be gone" });
+    await mcp.ok("session_end", { session_id: sid });
+  }, 60_000);
 
   test("session_end stops the session's jobs", async () => {
     await using mcp = await connectStdio(server);
