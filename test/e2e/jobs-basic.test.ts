@@ -54,7 +54,7 @@ describe("background jobs through the binary", () => {
     await waitFor(() => processesMatching(marker).length === 0, { what: "the cancelled job's processes to be gone" });
     const list = await mcp.ok<JobOut & { counts: Record<string, number> }>("job", { session_id: sid });
     expect(list.counts).toEqual({ stopped: 1 });
-  }, 30_000);
+  }, 90_000);
 
   test("a job survives a server restart, finishes, and can be retried", async () => {
     let sid: string;
@@ -71,7 +71,7 @@ describe("background jobs through the binary", () => {
     const running = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id] });
     expect(running.jobs[0]!.status).toBe("running");
     writeFileSync(go, "");
-    const done = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 20 });
+    const done = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 30 });
     expect(done.jobs[0]).toMatchObject({ status: "failed", exit_code: 3 });
     expect(done.outputs[0]!.output).toBe("done tag1");
     expect(done.outputs[0]!.message).toBe("job completed with exit code 3");
@@ -79,11 +79,11 @@ describe("background jobs through the binary", () => {
     const retried = await mcp.ok<JobOut>("job", { session_id: sid, retry: [job.job_id] });
     expect(retried.retried[0]).toMatchObject({ job_id: job.job_id, attempts: 2 });
     expect(await mcp.fails("job", { session_id: sid, retry: [job.job_id] })).toBe("job_still_active");
-    const again = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 20 });
+    const again = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 30 });
     expect(again.jobs[0]).toMatchObject({ status: "failed", exit_code: 3, attempts: 2 });
     expect(again.outputs[0]!.output).toBe("done tag1");
     expect(await mcp.fails("job", { session_id: sid, poll: ["job_000000000000"] })).toBe("job_not_found");
-  }, 40_000);
+  }, 90_000);
 
   test("nothing a job starts outlives it when the job completes on its own", async () => {
     await using mcp = await connectStdio(server);
@@ -119,5 +119,5 @@ describe("background jobs through the binary", () => {
     const end = await mcp.ok<{ stopped_jobs: string[] }>("session_end", { session_id: sid });
     expect(end.stopped_jobs).toEqual([job.job_id]);
     expect(processesMatching(marker).length).toBe(0);
-  }, 30_000);
+  }, 90_000);
 });

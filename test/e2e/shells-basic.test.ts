@@ -37,16 +37,16 @@ describe("persistent shells through the binary", () => {
   test("python3 REPL driven by send and read with offsets and wait_for", async () => {
     const id = await pty("python3 -q", "repl");
     expect(id).toBe("repl");
-    let r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: ">>> $", timeout_s: 15 });
+    let r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: ">>> $", timeout_s: 30 });
     expect(r.matched).toBe(true);
     expect(r.current_line).toBe(">>> ");
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "print(6 * 7)" });
-    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: r.next_offset, wait_for: "^42$", timeout_s: 10 });
+    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: r.next_offset, wait_for: "^42$", timeout_s: 30 });
     expect(r.matched).toBe(true);
     expect(r.output).toContain(">>> print(6 * 7)\n42");
     const offset = r.next_offset;
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "x = 'abc' * 2; print(x)" });
-    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset, wait_for: "abcabc", timeout_s: 10 });
+    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset, wait_for: "abcabc", timeout_s: 30 });
     // Only the new lines come back, not the earlier 42.
     expect(r.output).not.toContain("42");
     expect(r.output).toContain("abcabc");
@@ -58,7 +58,7 @@ describe("persistent shells through the binary", () => {
     expect(r.exit_code).toBe(0);
     const killed = await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id });
     expect(killed.killed).toBe(true);
-  }, 30_000);
+  }, 90_000);
 
   test("Ctrl-C interrupts sleep; kill leaves no descendants", async () => {
     const marker = `lsm-marker-${process.pid}`;
@@ -81,7 +81,7 @@ describe("persistent shells through the binary", () => {
     await waitFor(() => processesMatching(marker).length === 0, { what: "the daemon to be gone" });
     const after = await mcp.ok<{ shells: unknown[] }>("list_persistent_shells", { session_id: sid });
     expect(after.shells).toEqual([]);
-  }, 30_000);
+  }, 90_000);
 
   test("another session's shell is refused", async () => {
     const other = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
@@ -100,7 +100,7 @@ describe("persistent shells through the binary", () => {
     const end = await mcp.ok<{ stopped_shells: string[] }>("session_end", { session_id: sid });
     expect(end.stopped_shells).toEqual([id]);
     sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-  }, 30_000);
+  }, 90_000);
 });
 
 describe("stopping the last shell", () => {
@@ -127,7 +127,7 @@ describe("persistent shell environment", () => {
       env: { LSM_SHELL_ENV_TOKEN: secret },
       command: `echo "got:$LSM_SHELL_ENV_TOKEN:end"; exec sleep 7${process.pid}${Date.now() % 1000}`,
     });
-    const first = await mcp.ok<Read>("read_persistent_shell_output", { shell_id: started.result.shell_id, session_id: sid, wait_for: "got:.*:end", timeout_s: 10 });
+    const first = await mcp.ok<Read>("read_persistent_shell_output", { shell_id: started.result.shell_id, session_id: sid, wait_for: "got:.*:end", timeout_s: 30 });
     expect(first.matched).toBe(true);
     expect(first.output).toContain(`got:${secret}:end`);
     // Neither the tmux client nor the tmux server it started keeps the value in its arguments.
@@ -139,7 +139,7 @@ describe("persistent shell environment", () => {
       name: "env-second",
       command: `echo "other:\${LSM_SHELL_ENV_TOKEN:-unset}:end"; exec sleep 7${process.pid}${Date.now() % 1000}`,
     });
-    const second = await mcp.ok<Read>("read_persistent_shell_output", { shell_id: other.result.shell_id, session_id: sid, wait_for: "other:.*:end", timeout_s: 10 });
+    const second = await mcp.ok<Read>("read_persistent_shell_output", { shell_id: other.result.shell_id, session_id: sid, wait_for: "other:.*:end", timeout_s: 30 });
     expect(second.output).toContain("other:unset:end");
     await mcp.ok("kill_persistent_shell", { shell_id: "env-first", session_id: sid });
     await mcp.ok("kill_persistent_shell", { shell_id: "env-second", session_id: sid });
@@ -156,12 +156,12 @@ describe("persistent shells and jobs over Streamable HTTP", () => {
     const s = (await http.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     const shell = (await http.ok<{ result: { shell_id: string } }>("bash", { session_id: s, command: "cat", pty: true })).result.shell_id;
     await http.ok("send_persistent_shell_input", { session_id: s, shell_id: shell, input_text: "over-http" });
-    const r = await http.ok<Read>("read_persistent_shell_output", { session_id: s, shell_id: shell, offset: 0, wait_for: "^over-http$", timeout_s: 10 });
+    const r = await http.ok<Read>("read_persistent_shell_output", { session_id: s, shell_id: shell, offset: 0, wait_for: "^over-http$", timeout_s: 30 });
     expect(r.matched).toBe(true);
     const job = (await http.ok<{ result: { job_id: string } }>("bash", { session_id: s, command: "echo via-job", async_: true })).result.job_id;
-    const polled = await http.ok<{ outputs: Array<{ output: string; job: { status: string } }> }>("job", { session_id: s, poll: [job], wait_s: 10 });
+    const polled = await http.ok<{ outputs: Array<{ output: string; job: { status: string } }> }>("job", { session_id: s, poll: [job], wait_s: 30 });
     expect(polled.outputs[0]).toMatchObject({ output: "via-job", job: { status: "succeeded" } });
     const end = await http.ok<{ stopped_shells: string[] }>("session_end", { session_id: s });
     expect(end.stopped_shells).toEqual([shell]);
-  }, 30_000);
+  }, 90_000);
 });

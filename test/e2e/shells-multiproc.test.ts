@@ -45,7 +45,7 @@ describe("two serve processes sharing one state dir", () => {
     expect(shells.shells.length).toBe(1);
     await a.ok("session_end", { session_id: sa });
     await b.ok("session_end", { session_id: sb });
-  }, 30_000);
+  }, 90_000);
 
   /** Starts a job and a persistent shell in `sid` through `mcp`, each a `sleep 300` carrying a marker. */
   function startWork(mcp: McpHandle, sid: string, tag: string) {
@@ -157,7 +157,7 @@ describe("two serve processes sharing one state dir", () => {
     expect(running.jobs[0]!.status).toBe("running");
     writeFileSync(go, "");
     // The job outlives its server and is reported finished, not live forever.
-    const done = await b.ok<JobOut>("job", { session_id: sid, poll: [slow.job_id], wait_s: 15 });
+    const done = await b.ok<JobOut>("job", { session_id: sid, poll: [slow.job_id], wait_s: 30 });
     expect(done.jobs[0]).toMatchObject({ status: "succeeded", exit_code: 0 });
     expect(done.outputs[0]!.output).toBe("finished");
     // Its supervisor dies without recording a result (as in a crash): the peer sees the released
@@ -165,12 +165,12 @@ describe("two serve processes sharing one state dir", () => {
     const state = JSON.parse(readFileSync(join(s.state, "jobs.json"), "utf8")) as { jobs: Array<{ job_id: string; supervisor_pid: number }> };
     const pid = state.jobs.find((j) => j.job_id === doomed.job_id)!.supervisor_pid;
     process.kill(pid, "SIGKILL");
-    const lost = await b.ok<JobOut>("job", { session_id: sid, poll: [doomed.job_id], wait_s: 10 });
+    const lost = await b.ok<JobOut>("job", { session_id: sid, poll: [doomed.job_id], wait_s: 30 });
     expect(lost.jobs[0]!.status).toBe("lost");
     // The runner under the killed supervisor took the job's processes down with it.
     await waitFor(() => inWorkspace().length === 0, { what: "the lost job's processes to be gone" });
     await b.ok("session_end", { session_id: sid });
-  }, 40_000);
+  }, 90_000);
 
   test("shells are invisible to and unaffected by a separate user tmux server", async () => {
     const user = `lsm-user-${process.pid}`;
@@ -189,7 +189,7 @@ describe("two serve processes sharing one state dir", () => {
     } finally {
       Bun.spawnSync(["tmux", "-L", user, "kill-server"]);
     }
-  }, 30_000);
+  }, 90_000);
 
   test("the binary runs persistent shells with no tmux on PATH", async () => {
     const bin = join(dir.path, "bin");
@@ -203,8 +203,8 @@ describe("two serve processes sharing one state dir", () => {
     expect(o.environment.capabilities.raw_pty).toBe(true);
     const r = await a.ok<{ result: { shell_id: string } }>("bash", { session_id: o.session_id, command: "cat", pty: true });
     await a.ok("send_persistent_shell_input", { session_id: o.session_id, shell_id: r.result.shell_id, input_text: "echo-through-cat" });
-    const out = await a.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", { session_id: o.session_id, shell_id: r.result.shell_id, wait_for: "^echo-through-cat$", timeout_s: 10 });
+    const out = await a.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", { session_id: o.session_id, shell_id: r.result.shell_id, wait_for: "^echo-through-cat$", timeout_s: 30 });
     expect(out.matched).toBe(true);
     await a.ok("session_end", { session_id: o.session_id });
-  }, 30_000);
+  }, 90_000);
 });
