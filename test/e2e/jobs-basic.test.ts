@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connectStdio, type McpHandle, processesMatching, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -76,9 +76,12 @@ describe("background jobs through the binary", () => {
     expect(done.outputs[0]!.output).toBe("done tag1");
     expect(done.outputs[0]!.message).toBe("job completed with exit code 3");
     expect(await mcp.fails("job", { session_id: sid, retry: [job.job_id], cancel: [job.job_id] })).toBe("invalid_arguments");
+    // The second attempt waits for the file again, so it is surely still active when retried twice.
+    rmSync(go);
     const retried = await mcp.ok<JobOut>("job", { session_id: sid, retry: [job.job_id] });
     expect(retried.retried[0]).toMatchObject({ job_id: job.job_id, attempts: 2 });
     expect(await mcp.fails("job", { session_id: sid, retry: [job.job_id] })).toBe("job_still_active");
+    writeFileSync(go, "");
     const again = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job.job_id], wait_s: 30 });
     expect(again.jobs[0]).toMatchObject({ status: "failed", exit_code: 3, attempts: 2 });
     expect(again.outputs[0]!.output).toBe("done tag1");
