@@ -425,6 +425,20 @@ export class ShellManager {
     return { killed: true, stderr };
   }
 
+  /**
+   * Whether a session exists, asked again briefly while the answer is unknown: killing the last
+   * session makes the tmux server exit, and a check racing that exit gets neither a list nor a
+   * "no server" answer.
+   */
+  private async settledExists(name: string): Promise<boolean | undefined> {
+    const until = Date.now() + 3000;
+    for (;;) {
+      const exists = await this.tmux.exists(name);
+      if (exists !== undefined || Date.now() >= until) return exists;
+      await Bun.sleep(POLL_MS);
+    }
+  }
+
   private async stop(s: TmuxShellInfo): Promise<string> {
     if (!s.dead && s.panePid) {
       try {
@@ -436,7 +450,7 @@ export class ShellManager {
       while (isAlive(s.panePid) && Date.now() < until) await Bun.sleep(POLL_MS);
     }
     const r = await this.tmux.run(["kill-session", "-t", sessionTarget(s.name)]);
-    const exists = await this.tmux.exists(s.name);
+    const exists = await this.settledExists(s.name);
     if (exists !== false || (s.panePid && isAlive(s.panePid))) {
       throw new ToolError("shell_stop_failed", `persistent shell could not be stopped: ${s.name}`, { shell_id: s.name });
     }

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, eventually, type McpHandle, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import { connectStdio, type McpHandle, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 // run_python_code in all three modes, and the life of its private temp scripts.
 type Job = { job_id: string; status: string; exit_code: number | null; attempts: number };
@@ -61,19 +62,19 @@ describe("run_python_code modes", () => {
     const [script] = scripts();
     expect(script).toBeDefined();
     expect(statSync(join(scriptsDir(), script!)).mode & 0o777).toBe(0o600);
-    let polled = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job], wait_s: 20 });
+    let polled = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job], wait_s: 30 });
     expect(polled.outputs[0]!.job.status).toBe("succeeded");
     expect(polled.outputs[0]!.output).toContain("job says from helper");
     // Finished but still listed: retry runs the same code again.
     expect(scripts()).toEqual([script!]);
     await mcp.ok<JobOut>("job", { session_id: sid, retry: [job] });
-    polled = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job], wait_s: 20 });
+    polled = await mcp.ok<JobOut>("job", { session_id: sid, poll: [job], wait_s: 30 });
     expect(polled.outputs[0]!.job).toMatchObject({ status: "succeeded", attempts: 2 });
     expect(polled.outputs[0]!.output).toContain("job says from helper");
     // Two newer jobs push it out of the registry (max_jobs=2); the next script sweeps its file.
     for (let i = 0; i < 2; i++) {
       const b = await mcp.ok<{ result: Job }>("bash", { session_id: sid, command: "true", async_: true });
-      await mcp.ok<JobOut>("job", { session_id: sid, poll: [b.result.job_id], wait_s: 20 });
+      await mcp.ok<JobOut>("job", { session_id: sid, poll: [b.result.job_id], wait_s: 30 });
     }
     await mcp.ok("run_python_code", { session_id: sid, code: "pass" });
     expect(scripts()).toEqual([]);
@@ -88,17 +89,17 @@ describe("run_python_code modes", () => {
     });
     expect(r.mode).toBe("pty");
     const id = r.result.shell_id;
-    let out = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: "who\\? $", timeout_s: 15 });
+    let out = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: "who\\? $", timeout_s: 30 });
     expect(out.matched).toBe(true);
     expect(scripts()).toHaveLength(1);
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "ada" });
-    expect(await eventually(async () => (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited", 10_000)).toBe(true);
+    await waitFor(async () => (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited", { what: "the program to exit" });
     out = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0 });
     expect(out.output).toContain("hello ada");
     await mcp.ok("run_python_code", { session_id: sid, code: "pass" });
     expect(scripts()).toEqual([]);
     await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: id });
-  }, 40_000);
+  }, 90_000);
 
   test("max_tmp_files bounds live scripts; finished jobs' scripts give way first", async () => {
     const long = async () => (await mcp.ok<{ result: Job }>("run_python_code", { session_id: sid, code: "import time\ntime.sleep(60)\n", async_: true })).result.job_id;
@@ -118,7 +119,7 @@ describe("run_python_code modes", () => {
     const other = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "proj" })).session_id;
     const before = scripts();
     const j = await mcp.ok<{ result: Job }>("run_python_code", { session_id: other, code: "print('done')", async_: true });
-    await mcp.ok<JobOut>("job", { session_id: other, poll: [j.result.job_id], wait_s: 20 });
+    await mcp.ok<JobOut>("job", { session_id: other, poll: [j.result.job_id], wait_s: 30 });
     const mine = scripts().filter((n) => !before.includes(n));
     expect(mine).toHaveLength(1);
     await mcp.ok("session_end", { session_id: other });
@@ -127,5 +128,5 @@ describe("run_python_code modes", () => {
     const after = scripts();
     expect(after).not.toContain(mine[0]!);
     expect(after.every((n) => before.includes(n))).toBe(true);
-  }, 40_000);
+  }, 90_000);
 });

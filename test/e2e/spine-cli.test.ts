@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { binary, connectStdio, processesMatching, serverEnv, startHttp, tempDir } from "../helpers/harness.ts";
+import { binary, connectStdio, exactProcesses, processesMatching, serverEnv, startHttp, tempDir } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 function run(args: string[], env: Record<string, string> = {}) {
   const p = Bun.spawnSync([binary(), ...args], { env: serverEnv(env), stdin: "ignore" });
@@ -69,8 +70,8 @@ describe("command line", () => {
     const { session_id } = await mcp.ok<{ session_id: string }>("session_start", { workdir: "." });
     const tag = `88${Date.now() % 1000000}`;
     const pending = mcp.call("bash", { session_id, command: `setsid sleep ${tag} >/dev/null 2>&1 & sleep ${tag}1`, timeout_s: 60 }).catch(() => undefined);
-    await Bun.sleep(400);
-    expect(processesMatching(`sleep ${tag}`).length).toBeGreaterThan(0);
+    // Both sleepers run (matched by their exact command lines) before the server is stopped.
+    await waitFor(() => exactProcesses(`sleep ${tag}`).length === 1 && exactProcesses(`sleep ${tag}1`).length === 1, { what: "both sleepers to run" });
     server.proc.kill("SIGTERM");
     expect(await server.proc.exited).toBe(0);
     expect(processesMatching(`sleep ${tag}`)).toEqual([]);
@@ -95,7 +96,8 @@ describe("command line", () => {
     using st = tempDir();
     const p = Bun.spawn([binary(), "serve", "--mode", "stdio", "--workspace-root", ws.path, "--state-dir", st.path], { env: serverEnv(), stdin: "pipe", stdout: "pipe", stderr: "ignore" });
     p.stdin.end();
-    const code = await Promise.race([p.exited, Bun.sleep(5000).then(() => "hung")]);
+    // A generous bound: an exit is immediate, a hang is forever.
+    const code = await Promise.race([p.exited, Bun.sleep(20_000).then(() => "hung")]);
     expect(code).toBe(0);
   });
 });

@@ -1,12 +1,12 @@
 import { expect, test } from "bun:test";
 import { chmodSync, chownSync, mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { binary, tempDir } from "../helpers/harness.ts";
+import { binary, needsRoot, tempDir } from "../helpers/harness.ts";
 
 const NOBODY = 65534;
 
 // Run as an unprivileged user: root may read any /proc entry, so only another uid shows the effect.
-test("the server is non-dumpable: same-user commands cannot read its /proc environ", async () => {
+test.skipIf(needsRoot("runs the server as another uid (chown, setpriv) to show its /proc environ is unreadable"))("the server is non-dumpable: same-user commands cannot read its /proc environ", async () => {
   using dir = tempDir();
   chmodSync(dir.path, 0o755);
   const home = join(dir.path, "home");

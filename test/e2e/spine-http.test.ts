@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { connectHttp, type HttpServer, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 let ws: TempDir;
 let state: TempDir;
@@ -11,7 +12,8 @@ beforeAll(async () => {
   ws = tempDir("lsm-ws-");
   state = tempDir("lsm-state-");
   mkdirSync(join(ws.path, "proj"));
-  server = await startHttp({ workspace: ws.path, state: state.path, args: ["--mcp-max-sessions", "3", "--mcp-session-idle-timeout-s", "2"] });
+  // The default idle timeout (minutes): sessions of these tests never expire under a slow machine.
+  server = await startHttp({ workspace: ws.path, state: state.path });
 });
 
 afterAll(async () => {
@@ -61,18 +63,24 @@ describe("Streamable HTTP", () => {
   });
 
   test("session capacity answers 429 with a JSON error; idle sessions are released", async () => {
-    const held = [await connectHttp(server.url), await connectHttp(server.url), await connectHttp(server.url)];
-    const res = await fetch(`${server.url}/mcp`, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "0" } } }),
-    });
+    // A server of its own: three session slots and a short idle timeout. 5 s is long enough that the
+    // three held sessions stay alive while the fourth is refused, even on a slow machine.
+    using st = tempDir("lsm-state-");
+    await using small = await startHttp({ workspace: ws.path, state: st.path, args: ["--mcp-max-sessions", "3", "--mcp-session-idle-timeout-s", "5"] });
+    const held = [await connectHttp(small.url), await connectHttp(small.url), await connectHttp(small.url)];
+    const initialize = () =>
+      fetch(`${small.url}/mcp`, {
+        method: "POST",
+        headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "0" } } }),
+      });
+    const res = await initialize();
     expect(res.status).toBe(429);
     expect(await res.json()).toMatchObject({ ok: false, error: "mcp_session_limit", limit: 3 });
-    // Idle expiry (2 s) frees the slots without any DELETE.
-    await Bun.sleep(4500);
-    await using again = await connectHttp(server.url);
+    // Idle expiry frees the slots without any DELETE: a new session is admitted once it happened.
+    await waitFor(async () => (await initialize()).status === 200, { timeoutMs: 30_000, what: "idle sessions to be released" });
+    await using again = await connectHttp(small.url);
     expect((await again.client.listTools()).tools.length).toBeGreaterThan(0);
     for (const h of held) await h.client.close().catch(() => undefined);
-  }, 20_000);
+  }, 60_000);
 });

@@ -7,6 +7,7 @@ import { containmentRunner } from "../../src/native/helpers.ts";
 import { jobsLockPath } from "../../src/store/lifecycle.ts";
 import { FileLock } from "../../src/store/lock.ts";
 import { tempDir } from "../helpers/harness.ts";
+import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 const SID = "abcdEFGH";
 
@@ -52,10 +53,12 @@ describe("job registry", () => {
     using dir = tempDir();
     const jobs = manager(dir.path);
     const j = await jobs.start({ sessionId: SID, command: "echo hi", cwd: dir.path, env: {}, name: null });
-    // Wait for the supervisor to finish without committing (nobody reconciles meanwhile).
-    const deadline = Date.now() + 10_000;
-    while (!readdirSync(join(dir.path, "jobs", j.job_id)).some((n) => n.endsWith(".status.json")) && Date.now() < deadline) await Bun.sleep(50);
-    await Bun.sleep(200);
+    // Wait for the supervisor to finish without committing (nobody reconciles meanwhile): its status
+    // file is written and the supervisor process itself has exited.
+    const pid = jobs.readRows()[0]!.supervisor_pid!;
+    expect(pid).toBeGreaterThan(0);
+    await waitFor(() => readdirSync(join(dir.path, "jobs", j.job_id)).some((n) => n.endsWith(".status.json")), { what: "the job's status file" });
+    await waitFor(() => !pidAlive(pid), { what: "the supervisor to exit" });
     const blocker = FileLock.tryAcquire(jobsLockPath(dir.path))!;
     const seen = await jobs.reconcile(SID);
     expect(seen[0]!.status).toBe("succeeded");

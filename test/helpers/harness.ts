@@ -9,6 +9,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { waitFor } from "./wait.ts";
 
 export const ROOT = resolve(import.meta.dir, "..", "..");
 /** LSM_TEST_BINARY lets parallel work test its own build without clobbering dist/. */
@@ -18,6 +19,18 @@ export const BINARY = process.env.LSM_TEST_BINARY ?? join(ROOT, "dist", "local-s
 export function binary(): string {
   if (!existsSync(BINARY)) throw new Error(`missing ${BINARY}: run the build (bun scripts/build.ts) before the tests`);
   return BINARY;
+}
+
+/** Whether the suite runs as root (CI does; scripts/test-as-user.sh runs it as a plain user). */
+export const IS_ROOT = process.getuid?.() === 0;
+
+/**
+ * For `test.skipIf(needsRoot("why"))`: true when not root, after printing why the test is skipped,
+ * so a run as a plain user reports each root-only test with its reason instead of failing it.
+ */
+export function needsRoot(why: string): boolean {
+  if (!IS_ROOT) console.warn(`skip (needs root): ${why}`);
+  return !IS_ROOT;
 }
 
 export interface TempDir {
@@ -121,12 +134,14 @@ export interface HttpServerKind {
   auth: "none" | "oauth";
   /** Admin PIN for the approval form (oauth). */
   pin?: string;
+  /** --host to pass (default 127.0.0.1); null passes none, to test the default bind address. */
+  host?: string | null;
 }
 
 /** Spawns an HTTP-mode server (MCP or REST, with or without OAuth) on a free loopback port. */
 export async function startHttpServer(s: ServerEnv, kind: HttpServerKind): Promise<HttpServer> {
   const extra = kind.pin === undefined ? [] : ["--oauth-admin-pin", kind.pin];
-  const proc = Bun.spawn([binary(), ...serveArgs(kind.mode, s), "--auth-mode", kind.auth, "--host", "127.0.0.1", "--port", "0", ...extra], {
+  const proc = Bun.spawn([binary(), ...serveArgs(kind.mode, s), "--auth-mode", kind.auth, ...(kind.host === null ? [] : ["--host", kind.host ?? "127.0.0.1"]), "--port", "0", ...extra], {
     env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...s.env }),
     stdin: "ignore",
     stdout: "pipe",
@@ -187,14 +202,26 @@ export function processesMatching(needle: string): number[] {
   return out;
 }
 
-/** Waits until `fn` returns true or the timeout passes; returns the last value. */
-export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs = 5000, stepMs = 50): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    if (await fn()) return true;
-    if (Date.now() > end) return false;
-    await Bun.sleep(stepMs);
-  }
+/**
+ * Kept for callers written before `waitFor`: the same polling under a generous deadline, answering
+ * true or false. New tests call `waitFor` (test/helpers/wait.ts), whose failure names what never happened.
+ */
+export async function eventually(fn: () => boolean | Promise<boolean>, timeoutMs = 20_000): Promise<boolean> {
+  return waitFor(fn, { timeoutMs: Math.max(timeoutMs, 20_000) }).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Pids of live processes whose whole command line (arguments joined by spaces) is exactly `cmdline`. */
+export function exactProcesses(cmdline: string): number[] {
+  return processesMatching(cmdline).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean).join(" ") === cmdline;
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** A snapshot of the temp dir; `added(prefix)` lists entries created since, ignoring older leftovers. */

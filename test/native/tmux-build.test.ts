@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { waitFor } from "../helpers/wait.ts";
 
 const ROOT = resolve(import.meta.dir, "../..");
 const BUILD_SCRIPT = join(ROOT, "native/tmux/build.sh");
@@ -26,15 +27,12 @@ function tmux(sock: string, args: string[]) {
   return run(["/usr/bin/env", "-i", "TERM=xterm-256color", bin, "-S", sock, "-f", "/dev/null", ...args]);
 }
 
-async function waitFor<T>(what: string, probe: () => T | undefined, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await Bun.sleep(100);
-  }
-}
+/**
+ * The shell every test pane runs: a known bash without rc files. Without a command tmux would start
+ * the user's login shell with its rc files, whose start-up (a slow version manager, a prompt that
+ * eats input) is not ours to wait for.
+ */
+const PANE_SHELL = "/bin/bash --norc --noprofile";
 
 /** Program header types of an ELF64 little-endian file. */
 function programHeaderTypes(bytes: Uint8Array): number[] {
@@ -54,6 +52,7 @@ function programHeaderTypes(bytes: Uint8Array): number[] {
 
 /** Can this process make a private mount namespace (needed to hide the host's terminfo)? */
 const canHideTerminfo = (() => {
+  if (process.getuid?.() !== 0) return false;
   try {
     const r = Bun.spawnSync(
       ["unshare", "-m", "--propagation", "private", "sh", "-c", "mount -t tmpfs lsm-probe /usr/share/terminfo"],
@@ -64,11 +63,18 @@ const canHideTerminfo = (() => {
     return false;
   }
 })();
+if (!canHideTerminfo) {
+  console.warn("skip (needs root): the terminfo-fallback test hides the host's terminfo in a private mount namespace; not available here");
+}
 
+let build: ReturnType<typeof run>;
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "lsm-tmux-test-"));
   bin = join(dir, "tmux");
-});
+  // Every test uses the binary, so it is built here rather than by the first test: any test runs alone.
+  build = run([BUILD_SCRIPT, bin], { ...process.env } as Record<string, string>, 590_000);
+  if (build.code !== 0) throw new Error(`build.sh exited ${build.code}\n${build.err}`);
+}, 600_000);
 
 afterAll(() => {
   for (const sock of sockets) if (existsSync(sock)) tmux(sock, ["kill-server"]);
@@ -79,9 +85,8 @@ describe("native/tmux/build.sh", () => {
   test(
     "builds (or reuses the cached) static tmux into OUT_FILE",
     () => {
-      const r = run([BUILD_SCRIPT, bin], { ...process.env } as Record<string, string>, 590_000);
-      if (r.code !== 0) throw new Error(`build.sh exited ${r.code}\n${r.err}`);
-      expect(r.err).toContain("tmux 3.5a static");
+      expect(build.code).toBe(0);
+      expect(build.err).toContain("tmux 3.5a static");
       const st = statSync(bin);
       expect(st.isFile()).toBe(true);
       expect(st.mode & 0o777).toBe(0o755);
@@ -106,14 +111,17 @@ describe("native/tmux/build.sh", () => {
   test("smoke: detached session with env -i, send-keys, capture-pane", async () => {
     const sock = join(dir, "smoke.sock");
     sockets.push(sock);
-    const started = tmux(sock, ["new-session", "-d", "-s", "smoke", "-x", "80", "-y", "24"]);
+    const started = tmux(sock, ["new-session", "-d", "-s", "smoke", "-x", "80", "-y", "24", PANE_SHELL]);
     expect(started.err).toBe("");
     expect(started.code).toBe(0);
     expect(tmux(sock, ["send-keys", "-t", "smoke", "echo static-ok", "Enter"]).code).toBe(0);
-    const pane = await waitFor("static-ok in the pane", () => {
-      const c = tmux(sock, ["capture-pane", "-p", "-t", "smoke"]);
-      return c.out.split("\n").some((l) => l.trim() === "static-ok") ? c.out : undefined;
-    });
+    const pane = await waitFor(
+      () => {
+        const c = tmux(sock, ["capture-pane", "-p", "-t", "smoke"]);
+        return c.out.split("\n").some((l) => l.trim() === "static-ok") ? c.out : undefined;
+      },
+      { what: "static-ok in the pane" },
+    );
     expect(pane).toContain("echo static-ok");
     expect(tmux(sock, ["kill-server"]).code).toBe(0);
   });
@@ -137,7 +145,7 @@ describe("native/tmux/build.sh", () => {
       const inner = join(dir, "inner.sock");
       sockets.push(inner, outer);
       const q = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
-      const innerCmd = `env -i TERM=xterm-256color ${q(bin)} -S ${q(inner)} -f /dev/null new-session -s inner -x 78 -y 20`;
+      const innerCmd = `env -i TERM=xterm-256color ${q(bin)} -S ${q(inner)} -f /dev/null new-session -s inner -x 78 -y 20 ${q(PANE_SHELL)}`;
       const script = [
         "set -e",
         "for d in /usr/share/terminfo /lib/terminfo /etc/terminfo; do [ -d $d ] && mount -t tmpfs lsm-empty $d; done",
@@ -151,18 +159,24 @@ describe("native/tmux/build.sh", () => {
       expect(r.err).toBe("");
       expect(r.code).toBe(0);
 
-      const termname = await waitFor("inner client to attach", () => {
-        const c = tmux(inner, ["list-clients", "-F", "#{client_termname}"]);
-        return c.code === 0 && c.out.trim() !== "" ? c.out.trim() : undefined;
-      });
+      const termname = await waitFor(
+        () => {
+          const c = tmux(inner, ["list-clients", "-F", "#{client_termname}"]);
+          return c.code === 0 && c.out.trim() !== "" ? c.out.trim() : undefined;
+        },
+        { what: "inner client to attach" },
+      );
       expect(termname).toBe("xterm-256color");
 
       expect(tmux(inner, ["send-keys", "-t", "inner", "echo fallback-ok", "Enter"]).code).toBe(0);
       // The outer pane shows what the attached client drew with the fallback entry.
-      const screen = await waitFor("fallback-ok drawn by the attached client", () => {
-        const c = tmux(outer, ["capture-pane", "-p", "-t", "outer"]);
-        return c.out.split("\n").some((l) => l.trim() === "fallback-ok") ? c.out : undefined;
-      });
+      const screen = await waitFor(
+        () => {
+          const c = tmux(outer, ["capture-pane", "-p", "-t", "outer"]);
+          return c.out.split("\n").some((l) => l.trim() === "fallback-ok") ? c.out : undefined;
+        },
+        { what: "fallback-ok drawn by the attached client" },
+      );
       expect(screen).not.toContain("missing or unsuitable terminal");
       expect(screen).not.toContain("inner-exited");
 

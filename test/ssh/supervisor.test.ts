@@ -4,9 +4,10 @@
  */
 import { describe, expect, test } from "bun:test";
 import { $ } from "bun";
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { framedScript, newMarker, SUPERVISOR } from "../../src/ssh/channel.ts";
 import { tempDir } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 interface Run {
   code: number | null;
@@ -74,11 +75,16 @@ for (const leader of [true, false]) {
 
     test("leftover background jobs are stopped when the command ends; nothing is written to TMPDIR", async () => {
       using d = tempDir();
+      using marks = tempDir();
       const tag = `${leader ? 41 : 42}${Date.now() % 100_000}`;
-      const r = await run(`sleep ${tag} >/dev/null 2>&1 &\necho started\n`, { leader, tmp: d.path });
+      // The job records its pid once it runs and the script waits for that, so the check below is
+      // about a process that really was running when the command ended.
+      const mark = `${marks.path}/job.pid`;
+      const script = `sh -c 'echo $$ > ${mark}; exec sleep ${tag}' >/dev/null 2>&1 &\nuntil [ -s ${mark} ]; do sleep 0.01; done\necho started\n`;
+      const r = await run(script, { leader, tmp: d.path });
       expect(r).toMatchObject({ code: 0, out: "started\n" });
-      await Bun.sleep(100);
-      expect(await leftovers(`sleep ${tag}`)).toBe("");
+      expect(Number(readFileSync(mark, "utf8"))).toBeGreaterThan(0);
+      await waitFor(async () => (await leftovers(`sleep ${tag}`)) === "", { what: "the background job to be stopped" });
       expect(readdirSync(d.path)).toEqual([]);
     });
 

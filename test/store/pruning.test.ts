@@ -4,7 +4,13 @@ import { join } from "node:path";
 import { SessionStore } from "../../src/sessions/store.ts";
 import { LifecycleLocks } from "../../src/store/lifecycle.ts";
 import { FileLock } from "../../src/store/lock.ts";
-import { tempDir } from "../helpers/harness.ts";
+import { loadSettings } from "../../src/config/load.ts";
+import { createShellServices } from "../../src/exec/shells-services.ts";
+import { containmentRunner } from "../../src/native/helpers.ts";
+import { baseCapabilities } from "../../src/sessions/orientation.ts";
+import { ProbeCache } from "../../src/sessions/probes.ts";
+import { stopStateLeftovers, tempDir } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 function age(store: SessionStore, sid: string, seconds: number): void {
   const f = join(store.root, sid, "session.json");
@@ -40,4 +46,48 @@ describe("session pruning with live work", () => {
     store.prune(() => false);
     expect(store.ids().sort()).toEqual([unsure.session_id, shell.session_id].sort());
   });
+});
+
+// The same rules through the real wiring: createShellServices installs the job guard and the
+// lifecycle prune lock on the store (nothing injected by the test).
+describe("session pruning wired by createShellServices", () => {
+  test("a session with a running job or a held lifecycle lock survives; once both end it is pruned", async () => {
+    using dir = tempDir();
+    const state = join(dir.path, "state");
+    const settings = loadSettings({ flags: { state_dir: state, workspace_root: dir.path }, env: {}, cwd: dir.path });
+    const store = new SessionStore(state, { maxSessions: 100, retentionS: 60 });
+    const services = createShellServices({ settings, sessions: store, runner: containmentRunner, teardowns: [], capabilities: baseCapabilities(), probes: new ProbeCache() });
+    const withJob = await store.create({ workdir: dir.path, label: null });
+    const withLock = await store.create({ workdir: dir.path, label: null });
+    const idle = await store.create({ workdir: dir.path, label: null });
+    // The job ends when this file appears; a failing run must not leave it waiting forever, so its
+    // supervisor is stopped on the way out, before the directory goes.
+    const go = join(dir.path, "job-may-finish");
+    using _leftovers = { [Symbol.dispose]: () => stopStateLeftovers(state) };
+    await services.jobs.start({ sessionId: withJob.session_id, command: `until [ -e ${go} ]; do sleep 0.05; done`, cwd: dir.path, env: {}, name: null });
+    await waitFor(() => services.jobs.sessionGuard(withJob.session_id) === "live", { what: "the job's lease to be held" });
+    let releaseLock!: () => void;
+    const lockHeld = new Promise<void>((resolve) => {
+      void services.lifecycle.hold(withLock.session_id, "shared", () => new Promise<void>((release) => {
+        releaseLock = release;
+        resolve();
+      }));
+    });
+    await lockHeld;
+    for (const s of [withJob, withLock, idle]) age(store, s.session_id, 3600);
+    store.prune(() => false);
+    expect(store.ids().sort()).toEqual([withJob.session_id, withLock.session_id].sort());
+    // The work ends: the job finishes, the lock is released; now both are ordinary idle sessions.
+    writeFileSync(go, "");
+    releaseLock();
+    await waitFor(
+      async () => {
+        await services.jobs.reconcile(withJob.session_id);
+        return services.jobs.sessionGuard(withJob.session_id) === "none";
+      },
+      { what: "the job to finish" },
+    );
+    store.prune(() => false);
+    expect(store.ids()).toEqual([]);
+  }, 60_000);
 });

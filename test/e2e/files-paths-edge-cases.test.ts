@@ -10,7 +10,7 @@ let sid: string;
 let state: string;
 
 beforeAll(async () => {
-  ws = tempDir("lsm-rv-ws-");
+  ws = tempDir("lsm-paths-ws-");
   state = join(ws.path, "var", ".lsm-state");
   mcp = await connectStdio({ workspace: ws.path, state });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;

@@ -1,0 +1,117 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { connectStdio, errorCode, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+
+// Symlinks in file-tool paths: a final symlink is never followed out by a write, and symlinked
+// parents are checked when the path is used, not once and remembered.
+let ws: TempDir;
+let outside: TempDir;
+let mcp: McpHandle;
+let sid: string;
+
+beforeAll(async () => {
+  ws = tempDir("lsm-links-ws-");
+  outside = tempDir("lsm-links-out-");
+  mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state") });
+  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+});
+afterAll(async () => {
+  await mcp.close();
+  ws[Symbol.dispose]();
+  outside[Symbol.dispose]();
+});
+
+/** Points the symlink `link` at `target` in one atomic rename, as an attacker racing us would. */
+function repoint(link: string, target: string): void {
+  const tmp = `${link}.tmp`;
+  rmSync(tmp, { force: true });
+  symlinkSync(target, tmp);
+  renameSync(tmp, link);
+}
+
+describe("a final symlink", () => {
+  test("pointing out: writes and edits are refused and the target is untouched", async () => {
+    writeFileSync(join(outside.path, "target.txt"), "outside\n");
+    symlinkSync(join(outside.path, "target.txt"), join(ws.path, "out-final"));
+    for (const [tool, args] of [
+      ["write_file", { path: "out-final", content: "pwned\n" }],
+      ["write_file", { path: "out-final", content: "pwned\n", overwrite: true }],
+      ["edit_lines", { path: "out-final", start_line: 1, end_line: 1, replacement: "pwned" }],
+    ] as const) {
+      expect(await mcp.fails(tool, { session_id: sid, ...args })).toBe("path_outside_workdir");
+    }
+    expect(readFileSync(join(outside.path, "target.txt"), "utf8")).toBe("outside\n");
+    expect(readlinkSync(join(ws.path, "out-final"))).toBe(join(outside.path, "target.txt"));
+  });
+
+  test("pointing inside: the write replaces the target by rename and the link stays a link", async () => {
+    writeFileSync(join(ws.path, "real.txt"), "old\n");
+    symlinkSync("real.txt", join(ws.path, "in-final"));
+    await mcp.ok("write_file", { session_id: sid, path: "in-final", content: "new\n" });
+    expect(readFileSync(join(ws.path, "real.txt"), "utf8")).toBe("new\n");
+    expect(lstatSync(join(ws.path, "in-final")).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(join(ws.path, "in-final"))).toBe("real.txt");
+  });
+});
+
+describe("a symlinked parent", () => {
+  test("is checked again on every use: allowed while it points inside, refused once repointed out", async () => {
+    mkdirSync(join(ws.path, "inside-dir"));
+    mkdirSync(join(outside.path, "dir"));
+    writeFileSync(join(ws.path, "inside-dir", "f.txt"), "inside\n");
+    writeFileSync(join(outside.path, "dir", "f.txt"), "outside secret\n");
+    const link = join(ws.path, "parent");
+    symlinkSync(join(ws.path, "inside-dir"), link);
+    expect(await mcp.ok("read", { session_id: sid, path: "parent/f.txt" })).toMatchObject({ kind: "file" });
+    await mcp.ok("write_file", { session_id: sid, path: "parent/g.txt", content: "ok\n" });
+    repoint(link, join(outside.path, "dir"));
+    expect(await mcp.fails("read", { session_id: sid, path: "parent/f.txt" })).toBe("path_outside_workdir");
+    expect(await mcp.fails("write_file", { session_id: sid, path: "parent/g.txt", content: "pwned\n" })).toBe("path_outside_workdir");
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "parent/f.txt" })).toBe("path_outside_workdir");
+    expect(await mcp.fails("list_files", { session_id: sid, path: "parent" })).toBe("path_outside_workdir");
+    expect(readdirSync(join(outside.path, "dir"))).toEqual(["f.txt"]);
+    expect(readFileSync(join(outside.path, "dir", "f.txt"), "utf8")).toBe("outside secret\n");
+  });
+
+  test("flipping between inside and outside while reads and writes run never lets one through", async () => {
+    mkdirSync(join(ws.path, "flip-in"));
+    mkdirSync(join(outside.path, "flip-out"));
+    writeFileSync(join(ws.path, "flip-in", "f.txt"), "inside\n");
+    writeFileSync(join(outside.path, "flip-out", "f.txt"), "outside secret\n");
+    const link = join(ws.path, "flip");
+    symlinkSync(join(ws.path, "flip-in"), link);
+    // A separate process repoints the parent as fast as it can until told to stop.
+    const stop = join(outside.path, "stop-flipping");
+    const flipper = Bun.spawn([
+      "bash",
+      "--norc",
+      "--noprofile",
+      "-c",
+      `while [ ! -e "$4" ]; do ln -sfn "$2" "$1.tmp" && mv -T "$1.tmp" "$1"; ln -sfn "$3" "$1.tmp" && mv -T "$1.tmp" "$1"; done`,
+      "flipper",
+      link,
+      join(ws.path, "flip-in"),
+      join(outside.path, "flip-out"),
+      stop,
+    ]);
+    const outcomes = new Set<string>();
+    try {
+      for (let i = 0; i < 100; i++) {
+        const w = await mcp.call("write_file", { session_id: sid, path: "flip/f.txt", content: `write ${i}\n` });
+        outcomes.add(w.isError ? errorCode(w) : "written");
+        const r = await mcp.call("read", { session_id: sid, path: "flip/f.txt" });
+        if (!r.isError) expect(JSON.stringify(r.structuredContent)).not.toContain("outside secret");
+        outcomes.add(r.isError ? errorCode(r) : "read");
+      }
+    } finally {
+      writeFileSync(stop, "");
+      await flipper.exited;
+    }
+    // Whatever each call met, nothing reached outside: same single file, same bytes.
+    expect(readdirSync(join(outside.path, "flip-out"))).toEqual(["f.txt"]);
+    expect(readFileSync(join(outside.path, "flip-out", "f.txt"), "utf8")).toBe("outside secret\n");
+    // Only the stable outcomes (a refusal is the containment code, never an internal error).
+    for (const o of outcomes) expect(["written", "read", "path_outside_workdir", "path_not_found"]).toContain(o);
+  }, 120_000);
+});
