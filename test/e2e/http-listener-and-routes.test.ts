@@ -69,6 +69,17 @@ describe("Host and Origin checks on every route", () => {
     ["GET", "/oauth/authorize"],
     ["POST", "/oauth/authorize"],
     ["POST", "/oauth/token"],
+    ["POST", "/oauth/revoke"],
+    ["GET", "/ui"],
+    ["GET", "/ui/"],
+    ["GET", "/ui/callback"],
+    ["GET", "/ui/assets/app.js"],
+    ["GET", "/ui/ws/terminals/x"],
+    ["GET", "/api/ui/bootstrap"],
+    ["POST", "/api/ui/session/oauth"],
+    ["POST", "/api/ui/session/logout"],
+    ["GET", `/download/${"a".repeat(43)}`],
+    ["HEAD", `/download/${"a".repeat(43)}`],
     ["GET", "/no-such-route"],
   ];
 
