@@ -5,7 +5,7 @@ import { joinDoc, replaceLines, textToLines } from "../../fs/lines.ts";
 import { sha256 } from "../../fs/read.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
-import { blockDiff, contextFor, ExpectedSha256, LineEditResult, loadForEdit, policyFor } from "./common.ts";
+import { blockDiff, compactLineEdit, contextFor, ExpectedSha256, LineEditResult, loadForEdit, policyFor } from "./common.ts";
 import { checkGrounded, type Grounding, requireSnapshot, withFreshContext } from "./grounding.ts";
 import description from "./edit-lines.md" with { type: "text" };
 import { EDIT_ANNOTATIONS } from "./hashline-edit.ts";
@@ -61,5 +61,6 @@ export const editLines = defineTool({
       };
     });
   },
+  compact: compactLineEdit,
   text: (o) => `${o.diff}\nfresh context:\n${o.context.content}`,
 });

@@ -7,7 +7,7 @@ import { sha256 } from "../../fs/read.ts";
 import { resolveInWorkdir } from "../../fs/resolve.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
-import { blockDiff, contextFor, LineEditResult, loadForEdit, policyFor } from "./common.ts";
+import { blockDiff, compactContext, compactLineEdit, contextFor, LineEditResult, loadForEdit, policyFor } from "./common.ts";
 import { checkGrounded, type Grounding, requireSnapshot, withFreshContext } from "./grounding.ts";
 import description from "./hashline-edit.md" with { type: "text" };
 
@@ -126,6 +126,18 @@ export const hashlineEdit = defineTool({
       };
     });
   },
+  compact: (o) => ({
+    ...compactLineEdit(o),
+    hunk_count: o.hunk_count,
+    // Each hunk's context only where it is not the one already given above.
+    hunks: o.hunks.map((h) => ({
+      ...(h.path === o.path ? {} : { path: h.path }),
+      start_line: h.start_line,
+      end_line: h.end_line,
+      replacement_line_count: h.replacement_line_count,
+      ...(h.context.content === o.context.content ? {} : { context: compactContext(h.context) }),
+    })),
+  }),
   text: (o) => {
     const ctxs = o.hunks.map((h) => h.context.content);
     return `edited ${o.hunk_count} hunk(s)\n${o.diff}\nfresh context:\n${[...new Set(ctxs)].join("\n\n")}`;

@@ -100,7 +100,7 @@ export const runPythonCode = defineTool({
           }
           const j = await ctx.app.jobs.start({ sessionId: session.session_id, command, cwd, env: scriptEnv, name: input.name });
           scripts.own(token, { kind: "job", id: j.job_id, session_id: session.session_id });
-          return { mode: "job" as const, command, cwd: shownCwd, result: jobInfo(j), script_path: SHOWN_SCRIPT };
+          return { mode: "job" as const, command, cwd: shownCwd, result: jobInfo(j, ctx.app.workspaceRoot), script_path: SHOWN_SCRIPT };
         } catch (e) {
           scripts.discard(token);
           throw e;

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { SessionId } from "../common.ts";
 import type { ToolContext } from "../context.ts";
+import { pick } from "../compact.ts";
 import { defineTool, READ_ONLY } from "../define.ts";
 import killDescription from "./kill-persistent-shell.md" with { type: "text" };
 import listDescription from "./list-persistent-shells.md" with { type: "text" };
@@ -46,6 +47,7 @@ export const listPersistentShells = defineTool({
   async run(ctx, input) {
     return { shells: await ctx.app.shells.list(owner(ctx, input.session_id)) };
   },
+  compact: (o) => ({ shells: o.shells.map((s) => pick(s, ["shell_id", "status", "exit_code", "command", "session_id"], ["shell_id", "status"])) }),
   text: (o) => (o.shells.length ? o.shells.map((s) => `${s.shell_id} [${s.status}${s.exit_code !== null ? ` ${s.exit_code}` : ""}] session ${s.session_id} ${s.cols}x${s.rows} ${s.command ?? ""}`).join("\n") : "no persistent shells"),
 });
 
@@ -102,6 +104,12 @@ export const readPersistentShellOutput = defineTool({
     });
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
+  compact: (o) =>
+    // Status and match only when they say something: exited, or a wait that did not match.
+    ({
+      ...pick({ ...o, status: o.status === "exited" ? o.status : null }, ["shell_id", "output", "current_line", "next_offset", "truncated", "reset", "status", "exit_code", "timed_out"], ["shell_id", "output", "next_offset"]),
+      ...(o.matched === false ? { matched: false } : {}),
+    }),
   text: (o) => {
     const flags = [o.status === "exited" ? `exited ${o.exit_code ?? "?"}` : "", o.timed_out ? "wait timed out" : "", o.truncated ? "truncated" : "", o.reset ? "offset reset" : ""].filter(Boolean);
     const body = [o.output, o.current_line].filter((x) => x !== "").join("\n");
@@ -127,6 +135,7 @@ export const sendPersistentShellInput = defineTool({
     const r = await ctx.app.shells.send(input.shell_id, owner(ctx, input.session_id), input.input_text, input.keys, input.enter);
     return { shell_id: input.shell_id, enter: input.enter, ...r };
   },
+  compact: (o) => ({ shell_id: o.shell_id, sent_bytes: o.sent_bytes, enter: o.enter }),
   text: (o) => `sent ${o.sent_bytes} bytes${o.keys.length ? ` and ${o.keys.join(" ")}` : ""}${o.enter ? " + Enter" : ""} to ${o.shell_id}`,
 });
 
@@ -161,4 +170,6 @@ export const killPersistentShell = defineTool({
     const r = await ctx.app.shells.kill(input.shell_id, owner(ctx, input.session_id));
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
+  compact: (o) => pick(o, ["shell_id", "killed", "stderr"], ["shell_id", "killed"]),
+  text: (o) => `${o.killed ? "killed" : "already gone:"} shell ${o.shell_id}${o.stderr ? `\n${o.stderr}` : ""}`,
 });
