@@ -21,6 +21,25 @@ function owner(ctx: ToolContext, sid: string | null): string | null {
   return ctx.requireSession(sid).session_id;
 }
 
+/** shell_not_found, saying so when the id is a background job's (the other kind of handle). */
+async function withShellHint<T>(ctx: ToolContext, id: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (!(e instanceof ToolError) || e.code !== "shell_not_found") throw e;
+    let isJob = false;
+    try {
+      isJob = ctx.app.jobs.readRows().some((j) => j.job_id === id);
+    } catch {
+      // No job registry to consult: the plain error stands.
+    }
+    if (isJob) {
+      throw new ToolError("shell_not_found", `${id} is a background job, not a persistent shell: use job poll=["${id}"] (offset, wait_for) or job cancel=["${id}"]`, { shell_id: id, job_id: id });
+    }
+    throw e;
+  }
+}
+
 const ShellInfo = z.object({
   shell_id: z.string(),
   session_id: z.string().nullable(),
@@ -93,7 +112,7 @@ export const readPersistentShellOutput = defineTool({
         throw new ToolError("invalid_regex", "wait_for is not a valid regular expression");
       }
     }
-    const r = await ctx.app.shells.read(input.shell_id, owner(ctx, input.session_id), {
+    const r = await withShellHint(ctx, input.shell_id, () => ctx.app.shells.read(input.shell_id, owner(ctx, input.session_id), {
       lines: Math.min(Math.max(1, input.lines), 50_000),
       offset: input.offset,
       waitFor,
@@ -101,7 +120,7 @@ export const readPersistentShellOutput = defineTool({
       timeoutMs: input.wait_for !== null || input.wait_for_idle_ms !== null ? input.timeout_s * 1000 : 0,
       maxBytes: ctx.app.settings.max_output_bytes,
       signal: ctx.signal,
-    });
+    }));
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
   compact: (o) =>
@@ -132,7 +151,7 @@ export const sendPersistentShellInput = defineTool({
   }),
   output: z.object({ shell_id: z.string(), sent_bytes: z.number().int(), enter: z.boolean(), keys: z.array(z.string()) }),
   async run(ctx, input) {
-    const r = await ctx.app.shells.send(input.shell_id, owner(ctx, input.session_id), input.input_text, input.keys, input.enter);
+    const r = await withShellHint(ctx, input.shell_id, () => ctx.app.shells.send(input.shell_id, owner(ctx, input.session_id), input.input_text, input.keys, input.enter));
     return { shell_id: input.shell_id, enter: input.enter, ...r };
   },
   compact: (o) => ({ shell_id: o.shell_id, sent_bytes: o.sent_bytes, enter: o.enter }),
@@ -153,7 +172,7 @@ export const resizePersistentShell = defineTool({
   }),
   output: z.object({ shell_id: z.string(), cols: z.number().int(), rows: z.number().int(), resized: z.boolean(), backend: z.string() }),
   async run(ctx, input) {
-    await ctx.app.shells.resize(input.shell_id, owner(ctx, input.session_id), input.cols, input.rows);
+    await withShellHint(ctx, input.shell_id, () => ctx.app.shells.resize(input.shell_id, owner(ctx, input.session_id), input.cols, input.rows));
     return { shell_id: input.shell_id, cols: input.cols, rows: input.rows, resized: true, backend: "tmux" };
   },
 });
@@ -167,7 +186,7 @@ export const killPersistentShell = defineTool({
   input: z.object({ shell_id: ShellId, session_id: OwnerSession }),
   output: z.object({ shell_id: z.string(), killed: z.boolean(), stderr: z.string(), backend: z.string() }),
   async run(ctx, input) {
-    const r = await ctx.app.shells.kill(input.shell_id, owner(ctx, input.session_id));
+    const r = await withShellHint(ctx, input.shell_id, () => ctx.app.shells.kill(input.shell_id, owner(ctx, input.session_id)));
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
   compact: (o) => pick(o, ["shell_id", "killed", "stderr"], ["shell_id", "killed"]),
