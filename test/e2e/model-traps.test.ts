@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connectStdio, errorCode, type McpHandle, stopStateLeftovers, tempDir, type TempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -148,5 +148,65 @@ describe("traps a model falls into", () => {
     }, { timeoutMs: 20_000, what: "the shell to exit" });
     expect(text(r!)).toMatch(/^first\nlast\n\[next_offset \d+; exited 3\]$/);
     await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: id });
+  });
+
+  describe("edits that retry in one shot", () => {
+    const put = (name: string, body: string) => writeFileSync(join(ws.path, "proj", name), body);
+    const headerOf = async (name: string) => /^\[[^\]]+\]/.exec((await mcp.ok<{ content: string }>("read", { session_id: sid, path: name })).content)![0];
+
+    test("old_text_mismatch shows what was sent and what the line has, whitespace visible", async () => {
+      put("tabs.py", "def f():\n\treturn 1\n");
+      const header = await headerOf("tabs.py");
+      const r = await mcp.call("hashline_edit", { session_id: sid, input: `${header}\n2:    return 1\n+\treturn 2` });
+      expect(errorCode(r)).toBe("old_text_mismatch");
+      expect(text(r)).toContain('line 2 does not read as sent (first difference at column 1):\n  sent:   "    return 1"\n  actual: "\\treturn 1"');
+      expect(text(r)).toContain("2:\treturn 1");
+    });
+
+    test("snapshot_not_found offers the lines around the target, not the top of the file", async () => {
+      put("long.txt", Array.from({ length: 40 }, (_, i) => `line ${i + 1}`).join("\n") + "\n");
+      const r = await mcp.call("hashline_edit", { session_id: sid, input: "[proj/long.txt#0123456789ab]\n30:line 30\n+line thirty" });
+      expect(errorCode(r)).toBe("snapshot_not_found");
+      expect(text(r)).toContain("Current lines 27-33 to retry with:\n[proj/long.txt#");
+      expect(text(r)).toContain("\n30:line 30\n");
+      expect(text(r)).not.toContain("\n1:line 1\n");
+    });
+
+    test("a failed apply_patch hunk shows the nearest actual lines under a snapshot; success returns fresh snapshots", async () => {
+      put("cfg.py", ["import os", "", "def load():", "    path = os.environ['CFG']", "    return open(path).read()", ""].join("\n"));
+      const bad = await mcp.call("apply_patch", {
+        session_id: sid,
+        patch: "*** Begin Patch\n*** Update File: cfg.py\n@@\n def load():\n-    path = os.environ['CONFIG']\n+    path = os.environ.get('CFG', 'cfg.ini')\n     return open(path).read()\n*** End Patch",
+      });
+      expect(errorCode(bad)).toBe("patch_failed");
+      const msg = text(bad);
+      expect(msg).toContain("Nearest lines in proj/cfg.py (1-5), as the file has them now:\n[proj/cfg.py#");
+      expect(msg).toContain("4:    path = os.environ['CFG']");
+      // The rows can be used as they are: the snapshot grounds a hashline_edit.
+      const snapHeader = /\[proj\/cfg\.py#[0-9a-f]+\]/.exec(msg)![0];
+      await mcp.ok("hashline_edit", { session_id: sid, input: `${snapHeader}\n4:    path = os.environ['CFG']\n+    path = os.environ.get('CFG', 'cfg.ini')` });
+      const good = await mcp.call("apply_patch", {
+        session_id: sid,
+        patch: "*** Begin Patch\n*** Update File: cfg.py\n@@\n def load():\n     path = os.environ.get('CFG', 'cfg.ini')\n-    return open(path).read()\n+    with open(path) as f:\n+        return f.read()\n*** End Patch",
+      });
+      expect(good.isError).toBeFalsy();
+      const files = (good.structuredContent as { files: Array<{ context?: string }> }).files;
+      expect(files[0]!.context).toMatch(/^\[proj\/cfg\.py#[0-9a-f]+\]\n2:\n3:def load\(\):/);
+      expect(text(good)).toContain(`fresh context:\n${files[0]!.context}`);
+      const fresh = /^\[[^\]]+\]/.exec(files[0]!.context!)![0];
+      await mcp.ok("hashline_edit", { session_id: sid, input: `${fresh}\n6:        return f.read()\n+        return f.read().strip()` });
+      expect(readFileSync(join(ws.path, "proj", "cfg.py"), "utf8")).toContain("return f.read().strip()");
+    });
+
+    test("an edit that changes nothing says so and writes nothing", async () => {
+      put("same.txt", "one\ntwo\n");
+      const before = statSync(join(ws.path, "proj", "same.txt")).mtimeMs;
+      const header = await headerOf("same.txt");
+      const r = await mcp.call("hashline_edit", { session_id: sid, input: `${header}\n2:two\n+two` });
+      expect(text(r)).toStartWith("no change: the new lines equal the current ones; nothing was written");
+      const lines = await mcp.call("edit_lines", { session_id: sid, path: "same.txt", start_line: 1, end_line: 1, replacement: "one\n" });
+      expect(text(lines)).toStartWith("no change: the replacement equals the current lines; nothing was written");
+      expect(statSync(join(ws.path, "proj", "same.txt")).mtimeMs).toBe(before);
+    });
   });
 });
