@@ -54,6 +54,29 @@ function report(label: string, records: CallRecord[]): void {
   console.log(`${label}: ${all.calls} calls, structured-first ${all.structuredFirst} B vs text ${all.text} B (${all.ratio.toFixed(2)}x); bounded tools ${bounded.ratio.toFixed(2)}x`);
 }
 
+describe("structured_output auto: the client table", () => {
+  // Each known structured-first client gets no output schemas (text only); others get compact ones.
+  for (const [name, textFirst] of [
+    ["claude-code", true],
+    ["Visual Studio Code", true],
+    ["github-copilot-cli", true],
+    ["codex-mcp-client", true],
+    ["opencode", true],
+    ["lsm-test", false],
+  ] as const) {
+    test(`${name} → ${textFirst ? "text only" : "compact"}`, async () => {
+      using w = tempDir("lsm-model-table-");
+      using s = tempDir("lsm-model-table-state-");
+      await using h = await connectStdio({ workspace: w.path, state: s.path, clientName: name, env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "auto" } });
+      const search = (await h.client.listTools()).tools.find((t) => t.name === "search")!;
+      if (textFirst) expect(search.outputSchema).toBeUndefined();
+      else expect(JSON.stringify(search.outputSchema)).not.toContain('"required"');
+      const v = await h.call("version", {});
+      expect(v.structuredContent === undefined).toBe(textFirst);
+    });
+  }
+});
+
 describe("recorded session: context bytes per client", () => {
   let ws: TempDir;
   let state: TempDir;

@@ -5,7 +5,8 @@ import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
 import type { ToolContext } from "../context.ts";
 import { defineTool } from "../define.ts";
-import { type CommandResult, commandText, runForeground, shellRunOptions, shellToolTimeoutS } from "../shell/foreground-command.ts";
+import { runForeground, shellRunOptions, shellToolTimeoutS } from "../shell/foreground-command.ts";
+import { bashText } from "../shell/bash.ts";
 import { jobInfo } from "../shell/job.ts";
 import { PythonScripts } from "./scripts.ts";
 import description from "./run-python-code.md" with { type: "text" };
@@ -113,5 +114,5 @@ export const runPythonCode = defineTool({
       }
     }, { signal: ctx.signal });
   },
-  text: (o) => (o.mode === "command" ? commandText(o.result as CommandResult) : JSON.stringify(o.result)),
+  text: bashText,
 });

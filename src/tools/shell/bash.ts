@@ -90,7 +90,8 @@ async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: 
   return { mode: "command" as const, command: input.command, cwd: result.cwd, result };
 }
 
-function bashText(o: { mode: string; result: Record<string, unknown> }): string {
+/** The text of `bash` and `run_python_code`: a command's result, or a compact line for a started job or shell. */
+export function bashText(o: { mode: string; result: Record<string, unknown> }): string {
   // The registry has already validated the output against its schema.
   if (o.mode === "command") return commandText(o.result as CommandResult);
   const r = o.result as { shell_id?: string; job_id?: string; name?: string; status?: string; cwd?: string; command?: string };
