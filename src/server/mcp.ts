@@ -16,7 +16,13 @@ export function toCallToolResult(outcome: ToolOutcome, media: readonly MediaBloc
   if (outcome.ok) {
     const content: CallToolResult["content"] = [...media, { type: "text", text: outcome.text }];
     if (mode === "off") return { content };
-    return { content, structuredContent: mode === "full" ? outcome.structured : outcome.compact() };
+    if (mode === "full") return { content, structuredContent: outcome.structured };
+    try {
+      return { content, structuredContent: outcome.compact() };
+    } catch {
+      // A compaction bug must not lose a result that was produced and validated: send it in full.
+      return { content, structuredContent: outcome.structured };
+    }
   }
   const { error } = outcome;
   return {
