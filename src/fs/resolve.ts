@@ -1,8 +1,8 @@
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, type Stats } from "node:fs";
-import { basename, dirname, isAbsolute, join, relative, resolve } from "node:path";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { nearest } from "../core/nearest.ts";
-import { assertSanePath, deniedBy, isWithin, toWorkspaceRelative } from "./paths.ts";
+import { assertSanePath, deniedBy, isWithin, printedPath, toWorkspaceRelative } from "./paths.ts";
 
 /** What every session file tool needs to confine a path. */
 export interface FilePolicy {
@@ -63,7 +63,7 @@ export function checkCanonical(policy: FilePolicy, real: string, shown: string):
 export function resolveInWorkdir(policy: FilePolicy, input: string, opts: { mustExist?: boolean; followFinal?: boolean } = {}): Resolved {
   assertSanePath(input);
   if (input.trim() === "") throw new ToolError("invalid_path", "path must not be empty");
-  const lexical = printedSpelling(policy, input) ?? resolve(policy.workdir, input);
+  const lexical = printedPath(policy.root, policy.workdir, input) ?? resolve(policy.workdir, input);
   if (!isWithin(policy.workdir, lexical)) {
     throw new ToolError("path_outside_workdir", `path escapes the session workdir: ${input}`, { path: input });
   }
@@ -96,35 +96,6 @@ export function resolveInWorkdir(policy: FilePolicy, input: string, opts: { must
     throw new ToolError("path_denied", `path contains the server's private state directory: ${input}`, { path: input });
   }
   return { lexical, real, rel: toWorkspaceRelative(policy.root, real), lstat: st };
-}
-
-/**
- * Outputs show workspace-relative paths while inputs are relative to the session workdir, so in a
- * session below the root a printed path ("app/src/x.py" for workdir "app") names a different file
- * when passed back. A relative input that starts with the workdir's printed prefix is taken as the
- * printed (workspace-relative) spelling when only that reading exists (or, for a new file, only
- * that reading's parent does); when both readings exist it is refused as ambiguous. "./" forces
- * the workdir-relative reading. Returns the absolute path, or undefined for the ordinary reading.
- */
-function printedSpelling(policy: FilePolicy, input: string): string | undefined {
-  if (isAbsolute(input) || input.startsWith("./") || policy.workdir === policy.root || !isWithin(policy.root, policy.workdir)) return undefined;
-  const prefix = relative(policy.root, policy.workdir).split("\\").join("/");
-  if (input !== prefix && !input.startsWith(`${prefix}/`)) return undefined;
-  const asPrinted = resolve(policy.root, input);
-  const asWorkdir = resolve(policy.workdir, input);
-  if (!isWithin(policy.workdir, asPrinted)) return undefined;
-  const printedExists = tryLstat(asPrinted) !== undefined;
-  const workdirExists = tryLstat(asWorkdir) !== undefined;
-  if (printedExists && workdirExists) {
-    throw new ToolError(
-      "ambiguous_path",
-      `${input} names two paths: ${relative(policy.workdir, asPrinted) || "."} (as printed, relative to the workspace root) and ./${input} (relative to the workdir); pass ./${input} or ${relative(policy.workdir, asPrinted) || "."}`,
-      { path: input },
-    );
-  }
-  if (printedExists) return asPrinted;
-  if (workdirExists) return undefined;
-  return tryLstat(dirname(asPrinted)) && !tryLstat(dirname(asWorkdir)) ? asPrinted : undefined;
 }
 
 /**

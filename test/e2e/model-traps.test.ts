@@ -106,6 +106,10 @@ describe("traps a model falls into", () => {
     const both = await mcp.call("read", { session_id: sid, path: "proj/a.txt" });
     expect(errorCode(both)).toBe("ambiguous_path");
     expect((await mcp.ok<{ content: string }>("read", { session_id: sid, path: "./proj/a.txt" })).content).toContain("1:inner");
+    // bash prints its cwd workspace-relative; that spelling works as a cwd too.
+    const inSrc = await mcp.ok<{ cwd: string; result: { stdout: string } }>("bash", { session_id: sid, command: "pwd", cwd: "proj/src" });
+    expect(inSrc.cwd).toBe("proj/src");
+    expect(inSrc.result.stdout).toBe(`${join(ws.path, "proj", "src")}\n`);
     // A path outside the workdir stays refused, printed or not.
     expect(await mcp.fails("read", { session_id: sid, path: "../outside.txt" })).toBe("path_outside_workdir");
   });

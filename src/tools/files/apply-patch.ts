@@ -67,7 +67,7 @@ export const applyPatch = defineTool({
     const { settings } = ctx.app;
     const size = Buffer.byteLength(input.patch);
     if (size > settings.max_file_write_bytes) throw new ToolError("patch_too_large", `Refusing patch of ${size} bytes; max is ${settings.max_file_write_bytes}`);
-    const cwd = resolveDirInWorkdir(session.workdir, input.cwd);
+    const cwd = resolveDirInWorkdir(session.workdir, input.cwd, ctx.app.workspaceRoot);
     const policy = policyFor(ctx, session);
     const ops = parsePatch(input.patch);
     const at = (p: string) => {

@@ -79,7 +79,7 @@ export const runPythonCode = defineTool({
     const { settings } = ctx.app;
     const size = Buffer.byteLength(input.code);
     if (size > settings.max_file_write_bytes) throw new ToolError("file_too_large", `Refusing to write ${size} bytes; max is ${settings.max_file_write_bytes}`);
-    const cwd = resolveDirInWorkdir(session.workdir, input.cwd);
+    const cwd = resolveDirInWorkdir(session.workdir, input.cwd, ctx.app.workspaceRoot);
     const env = validateEnv(input.env);
     type Out = { mode: "command" | "job" | "pty"; command: string; cwd: string; result: Record<string, unknown>; script_path: string };
     // Same admission as bash: the session's lifecycle lock held shared, the session re-read under it.

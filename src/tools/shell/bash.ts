@@ -33,7 +33,7 @@ export const bash = defineTool({
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
     const { settings } = ctx.app;
-    const cwd = resolveDirInWorkdir(session.workdir, input.cwd);
+    const cwd = resolveDirInWorkdir(session.workdir, input.cwd, ctx.app.workspaceRoot);
     const env = validateEnv(input.env);
     assertCommandAllowed(input.command, settings.command_denylist);
     // Work in a session holds its lifecycle lock shared (concurrent with other work); teardown and
