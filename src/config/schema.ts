@@ -77,6 +77,11 @@ export const SettingsSchema = z
     // Python binds 0.0.0.0; we bind loopback unless told otherwise.
     host: str("127.0.0.1", server("Address to bind the HTTP listener to.")),
     port: int(8765, 0, 65_535, server("TCP port of the HTTP listener (0 picks a free port).")),
+    // Not in Python 4.3.0: clients that forward only structuredContent to the model need a text-first answer (docs/model-output.md).
+    structured_output: described(
+      z.enum(["auto", "full", "compact", "off"]).default("auto"),
+      server("Structured tool results: full (contract shape), compact (required fields, no repetition), off (text only, no outputSchema), auto (per client, see docs/model-output.md)."),
+    ),
 
     ui_enabled: bool(true, ui("Serve the browser Human UI and its /api/ui routes.")),
     ui_path: uiPath,

@@ -1,6 +1,6 @@
 import { ToolError } from "../core/errors.ts";
 import { childEnv } from "./env.ts";
-import { decodeTail, splitBudget, TailBuffer } from "./output.ts";
+import { excerpt, splitBudget, TailBuffer } from "./output.ts";
 import type { Semaphore } from "./semaphore.ts";
 
 /** Time the runner gives descendants between SIGTERM and SIGKILL. */
@@ -117,8 +117,8 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
   }
 
   const [outN, errN] = splitBudget(req.maxOutputBytes, Math.min(out.total, req.maxOutputBytes), Math.min(err.total, req.maxOutputBytes));
-  const stdout = decodeTail(out.tail(outN), outN < out.total);
-  const stderr = decodeTail(err.tail(errN), errN < err.total);
+  const stdout = excerpt(out, outN);
+  const stderr = excerpt(err, errN);
   const killedBySignal = proc.signalCode !== null;
   return {
     // A runner we had to SIGKILL reports no exit code of its own.

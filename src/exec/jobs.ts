@@ -311,18 +311,24 @@ export class JobManager {
     });
   }
 
-  /** The last `lines` lines of the attempt's log, at most `maxBytes` from its end. */
-  output(job: JobView, lines: number, maxBytes: number): { text: string; truncated: boolean } {
+  /**
+   * Without `offset`: the last `lines` lines of the attempt's log, at most `maxBytes` from its end.
+   * With `offset` (a `next_offset` from an earlier read): what was written since, from its first
+   * line on, so nothing is sent twice and nothing is skipped; `reset` when the log was replaced
+   * and is now shorter than the offset (then it is read from its start).
+   */
+  output(job: JobView, lines: number, maxBytes: number, offset: number | null = null): { text: string; truncated: boolean; next_offset: number; reset: boolean } {
     const path = this.attemptFile(job.job_id, job.attempts, "log");
     let fd: number;
     try {
       fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
     } catch {
-      return { text: "", truncated: false };
+      return { text: "", truncated: false, next_offset: 0, reset: offset !== null && offset > 0 };
     }
     try {
       // The open file, not the path: a compaction may have replaced the log since we opened it.
       const size = fstatSync(fd).size;
+      if (offset !== null) return readFrom(fd, size, offset, lines, maxBytes);
       const n = Math.min(size, maxBytes);
       const buf = Buffer.alloc(n);
       let got = 0;
@@ -336,17 +342,22 @@ export class JobManager {
       if (all.at(-1) === "") all.pop();
       const kept = all.slice(-lines);
       text = kept.join("\n");
-      return { text, truncated: n < size || kept.length < all.length || job.log_truncated };
+      return { text, truncated: n < size || kept.length < all.length || job.log_truncated, next_offset: size, reset: false };
     } finally {
       closeSync(fd);
     }
   }
 
-  async poll(sessionId: string, ids: string[], waitMs: number, signal?: AbortSignal): Promise<JobView[]> {
+  /**
+   * The jobs, after waiting up to `waitMs` until none is active or, with `until`, until it holds
+   * (a server's "ready" line, say) or every job has stopped.
+   */
+  async poll(sessionId: string, ids: string[], waitMs: number, signal?: AbortSignal, until?: (jobs: JobView[]) => boolean): Promise<JobView[]> {
     const deadline = Date.now() + waitMs;
     for (;;) {
       const jobs = await this.find(sessionId, ids);
       if (waitMs <= 0 || jobs.every((j) => !isActive(j.status)) || Date.now() >= deadline || signal?.aborted) return jobs;
+      if (until?.(jobs)) return jobs;
       await Bun.sleep(Math.min(100, Math.max(1, deadline - Date.now())));
     }
   }
@@ -442,4 +453,34 @@ export class JobManager {
     }
     return out;
   }
+}
+
+/** Reads whole lines of a log from `offset`: at most `lines` lines and `maxBytes` bytes. */
+function readFrom(fd: number, size: number, offset: number, lines: number, maxBytes: number): { text: string; truncated: boolean; next_offset: number; reset: boolean } {
+  const reset = offset > size;
+  const start = reset ? 0 : offset;
+  const n = Math.min(size - start, maxBytes);
+  const buf = Buffer.alloc(n);
+  let got = 0;
+  while (got < n) {
+    const r = readSync(fd, buf, got, n - got, start + got);
+    if (r <= 0) break;
+    got += r;
+  }
+  let chunk = buf.subarray(0, got);
+  // Stop after the last complete line when more follows, so the next read starts on a line.
+  if (start + got < size) {
+    const nl = chunk.lastIndexOf(10);
+    if (nl >= 0) chunk = chunk.subarray(0, nl + 1);
+  }
+  let end = 0;
+  let count = 0;
+  while (count < lines && end < chunk.length) {
+    const nl = chunk.indexOf(10, end);
+    end = nl < 0 ? chunk.length : nl + 1;
+    count++;
+  }
+  const kept = chunk.subarray(0, end);
+  const text = kept.toString("utf8").replace(/\n$/, "");
+  return { text, truncated: start + kept.length < size, next_offset: start + kept.length, reset };
 }

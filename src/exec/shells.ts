@@ -373,8 +373,11 @@ export class ShellManager {
     let end: number;
     let current = "";
     if (snap.dead) {
+      // After exit the pane ends in blank screen rows and tmux's "Pane is dead (status …)" line;
+      // neither is output (the status is reported in the footer), so both are dropped.
       end = snap.firstRow + snap.rows.length;
-      while (end > snap.firstRow && snap.rows[end - 1 - snap.firstRow]!.trim() === "") end--;
+      const filler = (row: string) => row.trim() === "" || /^Pane is dead \(/.test(row.trim());
+      while (end > snap.firstRow && filler(snap.rows[end - 1 - snap.firstRow]!)) end--;
     } else {
       end = Math.max(snap.firstRow, snap.historySize + snap.cursorY);
       // Rows keep trailing spaces (-N) so a prompt such as ">>> " is seen as typed up to the cursor.

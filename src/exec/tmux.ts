@@ -167,6 +167,12 @@ export class TmuxServer {
     let r: TmuxResult;
     try {
       r = await this.run(["list-sessions", "-F", FIELDS]);
+      // Killing the last session makes the server exit; a query in that window gets "server exited
+      // unexpectedly", which proves nothing yet. Ask again (bounded) until the answer is definite.
+      for (let i = 0; i < 20 && r.code !== 0 && /server exited unexpectedly|lost server/.test(r.stderr); i++) {
+        await Bun.sleep(50);
+        r = await this.run(["list-sessions", "-F", FIELDS]);
+      }
     } catch (e) {
       return { state: "unknown", reason: e instanceof ToolError ? e.message : "tmux could not run" };
     }

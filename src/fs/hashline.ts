@@ -12,7 +12,8 @@ export interface Block {
 }
 
 const HEADER = /^\[(.+)#([^\]#]+)\]$/;
-const ROW = /^(\d+):(.*)$/;
+// "N:" rows as read shows them; "N-" context rows as search shows them.
+const ROW = /^(\d+)[:-](.*)$/;
 const SWAP = /^SWAP\s+(\d+)(?:\s*-\s*(\d+))?\s*:\s*$/i;
 const INSERT = /^INSERT(?:\s+(BEFORE|AFTER))?\s+(\d+)\s*:\s*$/i;
 

@@ -257,7 +257,12 @@ export function applyHunks(doc: LineDoc, hunks: readonly PatchHunk[], shown: str
       }
       if (h.eof) hits = hits.filter((i) => i + old.length === cur.lines.length);
       if (hits.length === 0) {
-        throw new ToolError("patch_failed", `hunk ${n} of ${shown} does not match the file${h.eof ? " end" : ""}; first expected line: '${(old[0] ?? "").slice(0, 100)}'`, { hunk: n, path: shown });
+        const near = nearestPlace(cur.lines, old, h.oldStart ?? cursor);
+        throw new ToolError("patch_failed", `hunk ${n} of ${shown} does not match the file${h.eof ? " end" : ""}; first expected line: '${(old[0] ?? "").slice(0, 100)}'`, {
+          hunk: n,
+          path: shown,
+          ...(near !== null ? { nearest_line: near + 1, expected_lines: old.length } : {}),
+        });
       }
       if (hits.length > 1 && h.oldStart !== null) {
         const target = h.oldStart - 1;
@@ -281,4 +286,22 @@ export function applyHunks(doc: LineDoc, hunks: readonly PatchHunk[], shown: str
     cursor = at + neu.length;
   });
   return cur;
+}
+
+/**
+ * Where a hunk's old lines come closest to the file (0-based start), for the error that shows the
+ * actual lines: the start whose window agrees with most old lines (ignoring surrounding whitespace),
+ * nearest to `hint` on ties. Null when nothing agrees or the search would be too large to be quick.
+ */
+export function nearestPlace(lines: readonly string[], old: readonly string[], hint: number): number | null {
+  if (old.length === 0 || lines.length === 0 || lines.length * old.length > 4_000_000) return null;
+  const want = old.map((l) => l.trim());
+  let best: { at: number; score: number } | null = null;
+  for (let at = 0; at < lines.length; at++) {
+    let score = 0;
+    for (let k = 0; k < want.length && at + k < lines.length; k++) if (lines[at + k]!.trim() === want[k]) score++;
+    if (score === 0) continue;
+    if (!best || score > best.score || (score === best.score && Math.abs(at - hint) < Math.abs(best.at - hint))) best = { at, score };
+  }
+  return best ? best.at : null;
 }

@@ -1,5 +1,5 @@
-import { realpathSync, statSync } from "node:fs";
-import { isAbsolute, relative, resolve, sep } from "node:path";
+import { lstatSync, realpathSync, statSync } from "node:fs";
+import { dirname, isAbsolute, relative, resolve, sep } from "node:path";
 import { ToolError } from "../core/errors.ts";
 
 /** True when `child` is `parent` or lies below it (both absolute, normalised). */
@@ -97,9 +97,9 @@ function tryRealpath(p: string): string | undefined {
  * Resolves a directory argument (such as bash `cwd`) relative to a session workdir; the result must
  * exist, be a directory and stay inside the workdir even after symlinks are followed.
  */
-export function resolveDirInWorkdir(workdir: string, input: string): string {
+export function resolveDirInWorkdir(workdir: string, input: string, root?: string): string {
   assertSanePath(input, "cwd");
-  const lexical = resolve(workdir, input === "" ? "." : input);
+  const lexical = (root !== undefined ? printedPath(root, workdir, input) : undefined) ?? resolve(workdir, input === "" ? "." : input);
   if (!isWithin(workdir, lexical)) throw new ToolError("path_outside_workdir", `path escapes the session workdir: ${input}`, { path: input });
   const real = realpathOrNotFound(lexical, input);
   if (!isWithin(workdir, real)) throw new ToolError("path_outside_workdir", `path escapes the session workdir through a symbolic link: ${input}`, { path: input });
@@ -111,4 +111,43 @@ export function resolveDirInWorkdir(workdir: string, input: string): string {
 export function toWorkspaceRelative(root: string, abs: string): string {
   const rel = relative(root, abs);
   return rel === "" ? "." : rel.split(sep).join("/");
+}
+
+/** Whether anything (even a dangling link) is at `p`; unreadable counts as absent here. */
+function exists(p: string): boolean {
+  try {
+    lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Outputs show workspace-relative paths while inputs are relative to the session workdir, so in a
+ * session below the root a printed path ("app/src/x.py" for workdir "app") names a different file
+ * when passed back. A relative input that starts with the workdir's printed prefix is taken as the
+ * printed (workspace-relative) spelling when only that reading exists (or, for a new file, only
+ * that reading's parent does); when both readings exist it is refused as ambiguous. "./" forces
+ * the workdir-relative reading. Returns the absolute path, or undefined for the ordinary reading.
+ */
+export function printedPath(root: string, workdir: string, input: string): string | undefined {
+  if (isAbsolute(input) || input.startsWith("./") || workdir === root || !isWithin(root, workdir)) return undefined;
+  const prefix = relative(root, workdir).split(sep).join("/");
+  if (input !== prefix && !input.startsWith(`${prefix}/`)) return undefined;
+  const asPrinted = resolve(root, input);
+  const asWorkdir = resolve(workdir, input);
+  if (!isWithin(workdir, asPrinted)) return undefined;
+  const printedExists = exists(asPrinted);
+  const workdirExists = exists(asWorkdir);
+  if (printedExists && workdirExists) {
+    throw new ToolError(
+      "ambiguous_path",
+      `${input} names two paths: ${relative(workdir, asPrinted) || "."} (as printed, relative to the workspace root) and ./${input} (relative to the workdir); pass ./${input} or ${relative(workdir, asPrinted) || "."}`,
+      { path: input },
+    );
+  }
+  if (printedExists) return asPrinted;
+  if (workdirExists) return undefined;
+  return exists(dirname(asPrinted)) && !exists(dirname(asWorkdir)) ? asPrinted : undefined;
 }

@@ -1,7 +1,8 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readlinkSync, realpathSync, type Stats } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, type Stats } from "node:fs";
+import { basename, dirname, join, relative, resolve } from "node:path";
 import { ToolError } from "../core/errors.ts";
-import { assertSanePath, deniedBy, isWithin, toWorkspaceRelative } from "./paths.ts";
+import { nearest } from "../core/nearest.ts";
+import { assertSanePath, deniedBy, isWithin, printedPath, toWorkspaceRelative } from "./paths.ts";
 
 /** What every session file tool needs to confine a path. */
 export interface FilePolicy {
@@ -62,12 +63,15 @@ export function checkCanonical(policy: FilePolicy, real: string, shown: string):
 export function resolveInWorkdir(policy: FilePolicy, input: string, opts: { mustExist?: boolean; followFinal?: boolean } = {}): Resolved {
   assertSanePath(input);
   if (input.trim() === "") throw new ToolError("invalid_path", "path must not be empty");
-  const lexical = resolve(policy.workdir, input);
+  const lexical = printedPath(policy.root, policy.workdir, input) ?? resolve(policy.workdir, input);
   if (!isWithin(policy.workdir, lexical)) {
     throw new ToolError("path_outside_workdir", `path escapes the session workdir: ${input}`, { path: input });
   }
   const st = tryLstat(lexical);
-  if (!st && opts.mustExist) throw new ToolError("path_not_found", `no such file or directory: ${input}`, { path: input });
+  if (!st && opts.mustExist) {
+    const near = nearestSpelling(policy, lexical);
+    throw new ToolError("path_not_found", `no such file or directory: ${input}${near ? `; did you mean ${near}?` : ""}`, { path: input, ...(near ? { suggestion: near } : {}) });
+  }
   let real: string;
   if (st && (opts.followFinal ?? true)) {
     try {
@@ -92,6 +96,36 @@ export function resolveInWorkdir(policy: FilePolicy, input: string, opts: { must
     throw new ToolError("path_denied", `path contains the server's private state directory: ${input}`, { path: input });
   }
   return { lexical, real, rel: toWorkspaceRelative(policy.root, real), lstat: st };
+}
+
+/**
+ * The closest existing spelling of a missing path, shown relative to the workdir: the deepest
+ * existing ancestor, then the nearest name at each missing level.
+ */
+function nearestSpelling(policy: FilePolicy, lexical: string): string | undefined {
+  const missing: string[] = [];
+  let dir = lexical;
+  while (!tryLstat(dir)) {
+    missing.unshift(basename(dir));
+    const up = dirname(dir);
+    if (up === dir) return undefined;
+    dir = up;
+  }
+  if (!isWithin(policy.workdir, dir) || missing.length === 0) return undefined;
+  let at = dir;
+  for (const name of missing) {
+    let names: string[];
+    try {
+      names = readdirSync(at);
+    } catch {
+      return undefined;
+    }
+    const hit = names.includes(name) ? name : nearest(name, names);
+    if (!hit) return undefined;
+    at = join(at, hit);
+  }
+  const shown = relative(policy.workdir, at);
+  return shown && !shown.startsWith("..") ? shown : undefined;
 }
 
 /** A dangling symlink: where a write would land, so it can be checked (and refused if outside). */

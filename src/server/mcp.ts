@@ -6,10 +6,24 @@ import type { MediaBlock, Principal, Transport } from "../tools/context.ts";
 import type { ToolOutcome } from "../tools/registry.ts";
 import type { App } from "./app.ts";
 import instructions from "./instructions.md" with { type: "text" };
+import { type OutputMode, outputModeFor, relaxedSchema } from "./output-mode.ts";
 
-/** MCP result for one outcome: structured content plus one compact text block, or a typed error. */
-export function toCallToolResult(outcome: ToolOutcome, media: readonly MediaBlock[] = []): CallToolResult {
-  if (outcome.ok) return { content: [...media, { type: "text", text: outcome.text }], structuredContent: outcome.structured };
+/**
+ * MCP result for one outcome: one compact text block plus structured content in the connection's
+ * form (full, compact, or none when no output schema was declared), or a typed error.
+ */
+export function toCallToolResult(outcome: ToolOutcome, media: readonly MediaBlock[] = [], mode: OutputMode = "full"): CallToolResult {
+  if (outcome.ok) {
+    const content: CallToolResult["content"] = [...media, { type: "text", text: outcome.text }];
+    if (mode === "off") return { content };
+    if (mode === "full") return { content, structuredContent: outcome.structured };
+    try {
+      return { content, structuredContent: outcome.compact() };
+    } catch {
+      // A compaction bug must not lose a result that was produced and validated: send it in full.
+      return { content, structuredContent: outcome.structured };
+    }
+  }
   const { error } = outcome;
   return {
     isError: true,
@@ -30,16 +44,29 @@ function principalFrom(auth: AuthInfo | undefined): Principal | undefined {
   return { clientId: auth.clientId, subject, scopes: auth.scopes };
 }
 
+const relaxed = new WeakMap<object, { type: "object" }>();
+
+/** The output schema a connection in `mode` is told about (none when it gets text only). */
+function outputSchemaFor(schema: Record<string, unknown>, mode: OutputMode): { outputSchema?: { type: "object" } } {
+  if (mode === "off") return {};
+  if (mode === "full") return { outputSchema: schema as { type: "object" } };
+  let r = relaxed.get(schema);
+  if (!r) relaxed.set(schema, (r = relaxedSchema(schema) as { type: "object" }));
+  return { outputSchema: r };
+}
+
 /** One MCP server object (one per stdio connection or per HTTP session) over the shared registry. */
 export function createMcpServer(app: App, transport: Transport, hooks: McpServerHooks = {}): Server {
   const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: {}, logging: {} }, instructions });
+  // Decided per connection from the client's initialize request; until then the setting alone.
+  const mode = (): OutputMode => outputModeFor(app.services.settings.structured_output, server.getClientVersion()?.name);
   server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: app.registry.list().map((t) => ({
       name: t.name,
       title: t.title,
       description: t.description,
       inputSchema: t.inputSchema as { type: "object" },
-      outputSchema: t.outputSchema as { type: "object" },
+      ...outputSchemaFor(t.outputSchema, mode()),
       annotations: { title: t.title, ...t.annotations },
       _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
     })),
@@ -49,7 +76,7 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
     hooks.onCallStart?.();
     try {
       const outcome = await app.registry.call(ctx, request.params.name, request.params.arguments ?? {});
-      return toCallToolResult(outcome, ctx.media);
+      return toCallToolResult(outcome, ctx.media, mode());
     } finally {
       hooks.onCallEnd?.();
     }

@@ -23,6 +23,11 @@ export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z
   /** One compact text block for text-only clients; defaults to compact JSON. */
   text?: (output: z.output<O>) => string;
   /**
+   * The `compact` structured form (structured_output=compact): the contract's required fields with
+   * no repetition and nothing that restates the text. Defaults to `pruneEmpty` of the full result.
+   */
+  compact?: (output: z.output<O>) => Record<string, unknown>;
+  /**
    * Advertise `noauth` ahead of oauth2 in the security schemes (the ChatGPT connector pair). Only a
    * hint for clients: the scopes are still enforced whenever the caller is authenticated.
    */

@@ -2,7 +2,9 @@ import { z } from "zod";
 import type { Settings } from "../config/schema.ts";
 import { argumentDepthProblem } from "./argument-depth.ts";
 import { ToolError, toToolError } from "../core/errors.ts";
+import { nearest } from "../core/nearest.ts";
 import type { ToolContext } from "./context.ts";
+import { pruneEmpty } from "./compact.ts";
 import { fillDescription, isAvailable, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
 
 /** Largest text block sent beside structured content. */
@@ -19,7 +21,9 @@ export interface ToolListing {
   noauthHint: boolean;
 }
 
-export type ToolOutcome = { ok: true; structured: Record<string, unknown>; text: string } | { ok: false; error: ToolError };
+export type ToolOutcome =
+  | { ok: true; structured: Record<string, unknown>; text: string; compact: () => Record<string, unknown> }
+  | { ok: false; error: ToolError };
 
 /** Observes calls (the audit log plugs in here). */
 export interface CallObserver {
@@ -41,6 +45,44 @@ function describeIssues(error: z.ZodError): string {
       return `${where}: ${i.message}`;
     })
     .join("; ");
+}
+
+/** Names a model reaches for that mean one of our arguments (`async` is a Python keyword, hence `async_`). */
+const ARGUMENT_ALIASES: Record<string, string> = { async: "async_" };
+
+/**
+ * Top-level argument names must be ones the tool declares: zod would otherwise drop an unknown
+ * name silently (a model's `"async": true` ran a server in the foreground until the timeout).
+ * Known aliases are renamed to their argument; anything else is refused with a did-you-mean.
+ */
+function checkArgumentNames(def: ToolDefinition, raw: unknown): unknown {
+  if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return raw;
+  const known = Object.keys(def.input.shape);
+  let args = raw as Record<string, unknown>;
+  const unknown: string[] = [];
+  for (const name of Object.keys(args)) {
+    if (known.includes(name)) continue;
+    const alias = ARGUMENT_ALIASES[name];
+    if (alias && known.includes(alias)) {
+      if (alias in args && args[alias] !== args[name]) {
+        throw new ToolError("invalid_arguments", `${name} is an alias of ${alias}; pass only one of them`);
+      }
+      const { [name]: value, ...rest } = args;
+      args = { ...rest, [alias]: value };
+      continue;
+    }
+    unknown.push(name);
+  }
+  if (unknown.length > 0) {
+    const hints = unknown.map((n) => {
+      const near = nearest(n, known);
+      return near ? `${n} (did you mean ${near}?)` : n;
+    });
+    throw new ToolError("invalid_arguments", `unknown argument${unknown.length > 1 ? "s" : ""} for ${def.name}: ${hints.join(", ")}; accepted: ${known.join(", ")}`, {
+      unknown,
+    });
+  }
+  return args;
 }
 
 function clipText(text: string): string {
@@ -154,12 +196,13 @@ export class ToolRegistry {
       if (JSON.stringify(raw).length > this.argumentLimit()) {
         throw new ToolError("arguments_too_large", `arguments exceed ${this.argumentLimit()} bytes`);
       }
-      const parsed = def.input.safeParse(raw);
+      const parsed = def.input.safeParse(checkArgumentNames(def, raw));
       if (!parsed.success) throw new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${describeIssues(parsed.error)}`);
       const result = await this.withWatchdog(def, ctx, parsed.data);
       const structured = def.output.parse(result) as Record<string, unknown>;
       const text = def.text ? def.text(structured as never) : JSON.stringify(structured);
-      return { ok: true, structured, text: clipText(text) };
+      const compact = () => (def.compact ? def.compact(structured as never) : pruneEmpty(structured));
+      return { ok: true, structured, text: clipText(text), compact };
     } catch (e) {
       if (e instanceof z.ZodError) return { ok: false, error: new ToolError("internal_error", `${def.name} produced a result outside its schema`) };
       return { ok: false, error: toToolError(e) };

@@ -118,10 +118,23 @@ describe("hashline_edit", () => {
     const s = await mcp.ok<{ numbered_content: string; count: number }>("search", { session_id: sid, pattern: "return 2", paths: "grep" });
     expect(s.count).toBe(1);
     const block = s.numbered_content;
-    expect(block).toMatch(/^\[grep\/s\.py#[0-9a-f]{12}\]\n4:def g\(\):\n5:    return 2$/);
+    // ripgrep's marks: "N:" a match, "N-" a context line; both are accepted back by hashline_edit.
+    expect(block).toMatch(/^\[grep\/s\.py#[0-9a-f]{12}\]\n4-def g\(\):\n5:    return 2$/);
     const header = block.split("\n")[0];
-    await mcp.ok("hashline_edit", { session_id: sid, input: `${header}\n5:    return 2\n+    return 3` });
-    expect(get("grep/s.py")).toContain("return 3");
+    await mcp.ok("hashline_edit", { session_id: sid, input: `${header}\n4-def g():\n5:    return 2\n+def g():\n+    return 3` });
+    expect(get("grep/s.py")).toBe("def f():\n    return 1\n\ndef g():\n    return 3\n");
+  });
+
+  test("search groups a file's hits under one header, separates windows, and offers files_only", async () => {
+    put("grp/a.py", ["x = 1", "pad", "pad", "pad", "pad", "x = 2", ""].join("\n"));
+    put("grp/b.py", "x = 3\n");
+    const r = await mcp.call("search", { session_id: sid, pattern: "x = ", paths: "grp" });
+    const text = (r.content[0] as { text: string }).text;
+    expect(text.split("\n")[0]).toBe('3 match(es) in 2 file(s); 1 context line(s) around each (context up to 10); "N:" is a match, "N-" context');
+    expect(text.match(/^\[grp\/a\.py#/gm)?.length).toBe(1);
+    expect(text).toContain("1:x = 1\n2-pad\n--\n5-pad\n6:x = 2");
+    const files = await mcp.call("search", { session_id: sid, pattern: "x = ", paths: "grp", files_only: true });
+    expect((files.content[0] as { text: string }).text).toBe("3 match(es) in 2 file(s)\ngrp/a.py (2)\ngrp/b.py (1)");
   });
 });
 

@@ -51,7 +51,7 @@ for (const engine of ["ripgrep", "builtin"] as const) {
       expect(unfiltered.count).toBe(5);
       const glob = await mcp.ok<{ paths: string[] }>("glob_search", { session_id: sid, pattern: "**/*" });
       expect(glob.paths).toEqual(["app/.gitignore", "app/keep.log", "app/src", "app/src/c.ts"]);
-      const tree = await mcp.ok<{ entries: string[] }>("tree_view", { session_id: sid, max_depth: 3 });
+      const tree = await mcp.ok<{ entries: string[] }>("tree_view", { session_id: sid, depth: 3 });
       expect(tree.entries).toEqual([".gitignore", "keep.log", "src/", "  c.ts"]);
       const list = await mcp.ok<{ entries: Array<{ path: string }> }>("list_files", { session_id: sid, path: "src", recursive: true });
       expect(list.entries.map((e) => e.path)).toEqual(["app/src/c.ts"]);

@@ -51,13 +51,16 @@ export interface ServerEnv {
   env?: Record<string, string>;
   /** Extra CLI arguments after `serve`. */
   args?: string[];
+  /** clientInfo name the MCP client sends in initialize (default "lsm-test"). */
+  clientName?: string;
 }
 
 /** Environment a server under test gets: ours minus LOCAL_SHELL_MCP_* and helper caches redirected. */
 export function serverEnv(extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("LOCAL_SHELL_MCP_")) env[k] = v;
-  return { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "1", ...extra };
+  // Existing tests read the full structured form; the output-mode tests pass their own setting.
+  return { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "1", LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "full", ...extra };
 }
 
 export interface McpHandle {
@@ -107,7 +110,7 @@ function serveArgs(mode: string, s: ServerEnv): string[] {
 /** Spawns `serve --mode stdio` and connects the official MCP client to it. */
 export async function connectStdio(s: ServerEnv): Promise<McpHandle & { pid: () => number | null }> {
   const transport = new StdioClientTransport({ command: binary(), args: serveArgs("stdio", s), env: serverEnv(s.env), stderr: "pipe" });
-  const client = new Client({ name: "lsm-test", version: "0" });
+  const client = new Client({ name: s.clientName ?? "lsm-test", version: "0" });
   await client.connect(transport);
   const h = handle(client, async () => {
     await client.close().catch(() => undefined);

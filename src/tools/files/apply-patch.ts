@@ -4,15 +4,32 @@ import { commitChanges, type FileChange } from "../../fs/commit.ts";
 import { joinDoc, type LineDoc, splitDoc } from "../../fs/lines.ts";
 import { applyHunks, type HunkNote, parsePatch } from "../../fs/patch.ts";
 import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
-import { resolveInWorkdir } from "../../fs/resolve.ts";
+import { sha256 } from "../../fs/read.ts";
+import { type FilePolicy, resolveInWorkdir } from "../../fs/resolve.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
 import description from "./apply-patch.md" with { type: "text" };
-import { loadForEdit, policyFor } from "./common.ts";
+import { contextFor, loadForEdit, policyFor } from "./common.ts";
+import type { ToolContext } from "../context.ts";
 import { EDIT_ANNOTATIONS } from "./hashline-edit.ts";
 import { CommandResult } from "../shell/foreground-command.ts";
 
-const FileResult = z.object({ path: z.string(), action: z.enum(["add", "delete", "update", "move"]), added: z.number().int(), removed: z.number().int(), moved_from: z.string().optional() });
+const FileResult = z.object({
+  path: z.string(),
+  action: z.enum(["add", "delete", "update", "move"]),
+  added: z.number().int(),
+  removed: z.number().int(),
+  moved_from: z.string().optional(),
+  /** Fresh `[path#snapshot]` rows around the first change, for a follow-up hashline_edit. */
+  context: z.string().optional(),
+});
+
+/** First line (1-based) where two documents differ, or null when they are equal. */
+function firstChange(before: readonly string[], after: readonly string[]): number | null {
+  const n = Math.max(before.length, after.length);
+  for (let i = 0; i < n; i++) if (before[i] !== after[i]) return i + 1;
+  return null;
+}
 
 function countChanges(before: readonly string[], after: readonly string[]): { added: number; removed: number } {
   // Cheap line-multiset difference: exact enough for a summary.
@@ -50,7 +67,7 @@ export const applyPatch = defineTool({
     const { settings } = ctx.app;
     const size = Buffer.byteLength(input.patch);
     if (size > settings.max_file_write_bytes) throw new ToolError("patch_too_large", `Refusing patch of ${size} bytes; max is ${settings.max_file_write_bytes}`);
-    const cwd = resolveDirInWorkdir(session.workdir, input.cwd);
+    const cwd = resolveDirInWorkdir(session.workdir, input.cwd, ctx.app.workspaceRoot);
     const policy = policyFor(ctx, session);
     const ops = parsePatch(input.patch);
     const at = (p: string) => {
@@ -94,7 +111,12 @@ export const applyPatch = defineTool({
         } else {
           if (!e.doc) throw new ToolError("patch_failed", `cannot update missing file: ${op.path}`, { path: op.path });
           const before = e.doc;
-          const after = op.hunks.length ? applyHunks(before, op.hunks, op.path, notes) : before;
+          let after: LineDoc;
+          try {
+            after = op.hunks.length ? applyHunks(before, op.hunks, op.path, notes) : before;
+          } catch (err) {
+            throw withNearestLines(ctx, session.session_id, policy, res.real, rel, err);
+          }
           const counts = countChanges(before.lines, after.lines);
           if (op.moveTo) {
             const dest = get(op.moveTo);
@@ -121,6 +143,16 @@ export const applyPatch = defineTool({
       // Deletions last, so a failed write rolls back before anything disappears.
       changes.sort((a, b) => Number(a.next === null) - Number(b.next === null));
       commitChanges(policy, changes);
+      // Fresh snapshots of what was written, so the next edit needs no re-read.
+      for (const f of files) {
+        if (f.action === "delete") continue;
+        const entry = [...state.entries()].find(([real]) => toWorkspaceRelative(ctx.app.workspaceRoot, real) === f.path)?.[1];
+        const change = changes.find((c) => toWorkspaceRelative(ctx.app.workspaceRoot, c.real) === f.path);
+        if (!entry?.doc || !change?.next) continue;
+        const before = f.action === "update" && entry.orig ? splitDoc(Buffer.from(entry.orig).toString("utf8")).lines : [];
+        const line = firstChange(before, entry.doc.lines) ?? 1;
+        f.context = contextFor(ctx, session.session_id, f.path, entry.doc, sha256(change.next), change.next.length, line - 3, line + 12).content;
+      }
       const summary = files.map((f) => `${f.action === "move" ? `M ${f.moved_from} -> ${f.path}` : `${f.action[0]!.toUpperCase()} ${f.path}`} (+${f.added} -${f.removed})`);
       return {
         ok: true,
@@ -139,5 +171,27 @@ export const applyPatch = defineTool({
       };
     });
   },
-  text: (o) => [`applied to ${o.files.length} file(s)`, o.stdout, o.stderr ? `[notes]\n${o.stderr}` : ""].filter(Boolean).join("\n"),
+  text: (o) =>
+    [`applied to ${o.files.length} file(s)`, o.stdout, o.stderr ? `[notes]\n${o.stderr}` : "", ...o.files.map((f) => (f.context ? `fresh context:\n${f.context}` : ""))].filter(Boolean).join("\n"),
 });
+
+/**
+ * A hunk that did not match, with the file's actual lines nearest to it: numbered rows under a
+ * fresh snapshot, so the retry (a corrected patch or a hashline_edit) needs no separate read.
+ */
+function withNearestLines(ctx: ToolContext, sid: string, policy: FilePolicy, real: string, rel: string, err: unknown): unknown {
+  if (!(err instanceof ToolError) || err.code !== "patch_failed" || typeof err.details?.nearest_line !== "number") return err;
+  const start = err.details.nearest_line as number;
+  const count = Math.min(40, Math.max(1, Number(err.details.expected_lines) || 1));
+  try {
+    const l = loadForEdit(ctx, policy, real);
+    const fresh = contextFor(ctx, sid, rel, l.doc, l.sha, l.bytes, start - 2, start + count + 1);
+    return new ToolError("patch_failed", `${err.message}\nNearest lines in ${rel} (${fresh.start_line}-${fresh.end_line}), as the file has them now:\n${fresh.content}`, {
+      ...err.details,
+      snapshot_id: fresh.snapshot_id,
+      context: fresh.content,
+    });
+  } catch {
+    return err;
+  }
+}

@@ -113,6 +113,7 @@ export function blockDiff(rel: string, oldLines: readonly string[], newLines: re
 export const ExpectedSha256 = z.string().regex(/^[0-9a-f]{64}$/).nullable().default(null);
 
 /** What a line edit returns: the range it replaced, a diff, and fresh context to continue from. */
+export type LineEditResult = z.infer<typeof LineEditResult>;
 export const LineEditResult = z.object({
   path: z.string(),
   start_line: z.number().int(),
@@ -121,3 +122,13 @@ export const LineEditResult = z.object({
   diff: z.string(),
   context: ReadFileOutput,
 });
+
+/** An edit's fresh context in the compact form: the hashline text (its header names the snapshot). */
+export function compactContext(c: ReadFileOutput): Record<string, unknown> {
+  return { content: c.content };
+}
+
+/** A line edit in the compact form: the contract's fields, the context once. */
+export function compactLineEdit(o: LineEditResult): Record<string, unknown> {
+  return { path: o.path, start_line: o.start_line, end_line: o.end_line, replacement_line_count: o.replacement_line_count, diff: o.diff, context: compactContext(o.context) };
+}

@@ -5,7 +5,7 @@ import { joinDoc, replaceLines, textToLines } from "../../fs/lines.ts";
 import { sha256 } from "../../fs/read.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
-import { blockDiff, contextFor, ExpectedSha256, LineEditResult, loadForEdit, policyFor } from "./common.ts";
+import { blockDiff, compactLineEdit, contextFor, ExpectedSha256, LineEditResult, loadForEdit, policyFor } from "./common.ts";
 import { checkGrounded, type Grounding, requireSnapshot, withFreshContext } from "./grounding.ts";
 import description from "./edit-lines.md" with { type: "text" };
 import { EDIT_ANNOTATIONS } from "./hashline-edit.ts";
@@ -40,13 +40,14 @@ export const editLines = defineTool({
       if (input.expected_sha256 && input.expected_sha256 !== loaded.sha) {
         throw withFreshContext(g, "file_changed", "file content does not match expected_sha256; re-read before editing", input.start_line, input.end_line);
       }
-      if (input.snapshot_id) checkGrounded(g, requireSnapshot(g, input.snapshot_id), input.start_line, input.end_line);
+      if (input.snapshot_id) checkGrounded(g, requireSnapshot(g, input.snapshot_id, input.start_line, input.end_line), input.start_line, input.end_line);
       const plus = textToLines(input.replacement);
       const doc = replaceLines(loaded.doc, input.start_line, input.end_line, plus);
       const bytes = Buffer.from(joinDoc(doc));
       const max = ctx.app.settings.max_file_write_bytes;
       if (bytes.length > max) throw new ToolError("file_too_large", `Refusing to write ${bytes.length} bytes; max is ${max}`);
-      commitChanges(policy, [{ real: loaded.res.real, shown: input.path, next: bytes, prev: null }]);
+      const unchanged = bytes.equals(loaded.raw);
+      if (!unchanged) commitChanges(policy, [{ real: loaded.res.real, shown: input.path, next: bytes, prev: null }]);
       const old = loaded.doc.lines.slice(input.start_line - 1, input.end_line);
       const before = loaded.doc.lines.slice(Math.max(0, input.start_line - 4), input.start_line - 1);
       const after = loaded.doc.lines.slice(input.end_line, input.end_line + 3);
@@ -56,10 +57,11 @@ export const editLines = defineTool({
         start_line: input.start_line,
         end_line: input.end_line,
         replacement_line_count: plus.length,
-        diff: blockDiff(loaded.res.rel, old, plus, input.start_line, before, after),
+        diff: unchanged ? "" : blockDiff(loaded.res.rel, old, plus, input.start_line, before, after),
         context,
       };
     });
   },
-  text: (o) => `${o.diff}\nfresh context:\n${o.context.content}`,
+  compact: compactLineEdit,
+  text: (o) => (o.diff === "" ? `no change: the replacement equals the current lines; nothing was written\ncurrent context:\n${o.context.content}` : `${o.diff}\nfresh context:\n${o.context.content}`),
 });

@@ -14,6 +14,18 @@ export interface Grounding {
   bytes: number;
 }
 
+/** A line with its whitespace made visible: quoted, tabs and carriage returns escaped. */
+export function visible(line: string | undefined): string {
+  return line === undefined ? "(no such line)" : JSON.stringify(line);
+}
+
+/** Where two lines first differ (1-based column), for a mismatch message. */
+export function firstDifference(a: string, b: string): number {
+  let i = 0;
+  while (i < a.length && i < b.length && a[i] === b[i]) i++;
+  return i + 1;
+}
+
 /** An error that carries fresh hashline context of the lines the caller tried to edit. */
 export function withFreshContext(g: Grounding, code: string, message: string, start: number, end: number): ToolError {
   const total = g.doc.lines.length;
@@ -29,10 +41,13 @@ export function withFreshContext(g: Grounding, code: string, message: string, st
   });
 }
 
-/** Looks up a snapshot of this session and checks it belongs to this file. */
-export function requireSnapshot(g: Grounding, id: string): Snapshot {
+/**
+ * Looks up a snapshot of this session and checks it belongs to this file. When it is gone, the
+ * error offers fresh lines around the edit's target (`start..end`), ready to retry with.
+ */
+export function requireSnapshot(g: Grounding, id: string, start = 1, end = start): Snapshot {
   const snap = g.ctx.app.files.snapshots.get(g.sid, id);
-  if (!snap) throw withFreshContext(g, "snapshot_not_found", "snapshot_id not found for this session; re-read the file", 1, 1);
+  if (!snap) throw withFreshContext(g, "snapshot_not_found", `snapshot ${id} is not known in this session (expired or from another session)`, start, end);
   if (snap.path !== g.rel) throw new ToolError("snapshot_wrong_file", `snapshot_id belongs to a different file (${snap.path}); re-read the target file`, { path: g.rel });
   return snap;
 }

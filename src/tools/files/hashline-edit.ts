@@ -7,8 +7,8 @@ import { sha256 } from "../../fs/read.ts";
 import { resolveInWorkdir } from "../../fs/resolve.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
-import { blockDiff, contextFor, LineEditResult, loadForEdit, policyFor } from "./common.ts";
-import { checkGrounded, type Grounding, requireSnapshot, withFreshContext } from "./grounding.ts";
+import { blockDiff, compactContext, compactLineEdit, contextFor, LineEditResult, loadForEdit, policyFor } from "./common.ts";
+import { checkGrounded, firstDifference, type Grounding, requireSnapshot, visible, withFreshContext } from "./grounding.ts";
 import description from "./hashline-edit.md" with { type: "text" };
 
 export const EDIT_ANNOTATIONS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false };
@@ -68,15 +68,24 @@ export const hashlineEdit = defineTool({
         const total = loaded.doc.lines.length;
         const planned: PlannedHunk[] = [];
         for (const { snapshot, hunk, order: o } of f.snapshotHunks) {
-          const snap = requireSnapshot(g, snapshot);
           const span = hunkSpan(hunk);
+          const snap = requireSnapshot(g, snapshot, span.start, span.end);
           const appendAt = hunk.kind === "insert" && !hunk.after && hunk.anchor === total + 1;
           if (!appendAt && span.end > total) throw withFreshContext(g, "line_out_of_range", `line ${span.end} is beyond file line count ${total}`, total, total);
           checkGrounded(g, snap, span.start, span.end, appendAt);
           if (hunk.kind === "replace") {
             for (let i = 0; i < hunk.old.length; i++) {
-              if (loaded.doc.lines[hunk.start - 1 + i] !== hunk.old[i]) {
-                throw withFreshContext(g, "old_text_mismatch", `hashline old text does not match current file at line ${hunk.start + i}; re-read before editing`, hunk.start, hunk.end);
+              const actual = loaded.doc.lines[hunk.start - 1 + i];
+              if (actual !== hunk.old[i]) {
+                const sent = hunk.old[i]!;
+                const where = actual === undefined ? "" : ` (first difference at column ${firstDifference(sent, actual)})`;
+                throw withFreshContext(
+                  g,
+                  "old_text_mismatch",
+                  `line ${hunk.start + i} does not read as sent${where}:\n  sent:   ${visible(sent)}\n  actual: ${visible(actual)}\nCopy the rows exactly as shown below (after "N:"), or use SWAP ${hunk.start}-${hunk.end}: to replace them without repeating their text`,
+                  hunk.start,
+                  hunk.end,
+                );
               }
             }
           }
@@ -107,9 +116,11 @@ export const hashlineEdit = defineTool({
           const context = contextFor(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, newStart - 3, newStart + Math.max(n, 1) + 2);
           results.push({ path: loaded.res.rel, start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: n, context, order: p.order });
         }
-        changes.push({ real, shown: f.shown, next: bytes, prev: loaded.raw });
+        // A no-op edit writes nothing (and says so in the text).
+        if (!bytes.equals(loaded.raw)) changes.push({ real, shown: f.shown, next: bytes, prev: loaded.raw });
+        else for (const p of planned) diffs[p.order] = "";
       }
-      commitChanges(policy, changes);
+      if (changes.length) commitChanges(policy, changes);
       results.sort((a, b) => a.order - b.order);
       const hunks = results.map(({ order: _o, ...h }) => h);
       const first = hunks[0]!;
@@ -126,8 +137,21 @@ export const hashlineEdit = defineTool({
       };
     });
   },
+  compact: (o) => ({
+    ...compactLineEdit(o),
+    hunk_count: o.hunk_count,
+    // Each hunk's context only where it is not the one already given above.
+    hunks: o.hunks.map((h) => ({
+      ...(h.path === o.path ? {} : { path: h.path }),
+      start_line: h.start_line,
+      end_line: h.end_line,
+      replacement_line_count: h.replacement_line_count,
+      ...(h.context.content === o.context.content ? {} : { context: compactContext(h.context) }),
+    })),
+  }),
   text: (o) => {
     const ctxs = o.hunks.map((h) => h.context.content);
+    if (o.diff === "") return `no change: the new lines equal the current ones; nothing was written\ncurrent context:\n${[...new Set(ctxs)].join("\n\n")}`;
     return `edited ${o.hunk_count} hunk(s)\n${o.diff}\nfresh context:\n${[...new Set(ctxs)].join("\n\n")}`;
   },
 });

@@ -70,6 +70,14 @@ export const read = defineTool({
       closeSync(fd);
     }
   },
+  compact: (o) => {
+    const base = { kind: o.kind, path: o.path, content: o.content };
+    if (o.raw) return { ...base, raw: true };
+    // The header row names the snapshot; metadata only where the content was cut short.
+    if (o.file?.truncated) return { ...base, file: { path: o.file.path, bytes: o.file.bytes, truncated: true, end_line: o.file.end_line, total_lines: o.file.total_lines } };
+    if (o.directory?.is_truncated) return { ...base, directory: { is_truncated: true, count: o.directory.count, limit_count: o.directory.limit_count } };
+    return base;
+  },
   text: (o) => {
     if (o.kind === "directory" || !o.file) return o.content;
     const f = o.file;

@@ -5,7 +5,8 @@ import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
 import type { ToolContext } from "../context.ts";
 import { defineTool } from "../define.ts";
-import { type CommandResult, commandText, runForeground, shellRunOptions, shellToolTimeoutS } from "../shell/foreground-command.ts";
+import { runForeground, shellRunOptions, shellToolTimeoutS } from "../shell/foreground-command.ts";
+import { bashText } from "../shell/bash.ts";
 import { jobInfo } from "../shell/job.ts";
 import { PythonScripts } from "./scripts.ts";
 import description from "./run-python-code.md" with { type: "text" };
@@ -78,7 +79,7 @@ export const runPythonCode = defineTool({
     const { settings } = ctx.app;
     const size = Buffer.byteLength(input.code);
     if (size > settings.max_file_write_bytes) throw new ToolError("file_too_large", `Refusing to write ${size} bytes; max is ${settings.max_file_write_bytes}`);
-    const cwd = resolveDirInWorkdir(session.workdir, input.cwd);
+    const cwd = resolveDirInWorkdir(session.workdir, input.cwd, ctx.app.workspaceRoot);
     const env = validateEnv(input.env);
     type Out = { mode: "command" | "job" | "pty"; command: string; cwd: string; result: Record<string, unknown>; script_path: string };
     // Same admission as bash: the session's lifecycle lock held shared, the session re-read under it.
@@ -100,7 +101,7 @@ export const runPythonCode = defineTool({
           }
           const j = await ctx.app.jobs.start({ sessionId: session.session_id, command, cwd, env: scriptEnv, name: input.name });
           scripts.own(token, { kind: "job", id: j.job_id, session_id: session.session_id });
-          return { mode: "job" as const, command, cwd: shownCwd, result: jobInfo(j), script_path: SHOWN_SCRIPT };
+          return { mode: "job" as const, command, cwd: shownCwd, result: jobInfo(j, ctx.app.workspaceRoot), script_path: SHOWN_SCRIPT };
         } catch (e) {
           scripts.discard(token);
           throw e;
@@ -113,5 +114,5 @@ export const runPythonCode = defineTool({
       }
     }, { signal: ctx.signal });
   },
-  text: (o) => (o.mode === "command" ? commandText(o.result as CommandResult) : JSON.stringify(o.result)),
+  text: bashText,
 });

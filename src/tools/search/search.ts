@@ -7,6 +7,7 @@ import { checkCanonical, openChecked, resolveInWorkdir } from "../../fs/resolve.
 import { type RawMatch, searchFiles } from "../../fs/search.ts";
 import { type LineRange, parseRanges } from "../../fs/selectors.ts";
 import { SessionId } from "../common.ts";
+import { pick } from "../compact.ts";
 import type { ToolContext } from "../context.ts";
 import { defineTool, READ_ONLY } from "../define.ts";
 import { policyFor } from "../files/common.ts";
@@ -49,6 +50,12 @@ function clip(text: string): { text: string; clipped: boolean } {
 
 const GLOB_CHARS = /[*?[]/;
 
+/** Most context lines around a hit (the `context` argument's maximum, stated in the text). */
+const MAX_CONTEXT = 10;
+
+/** The engines' words for a pattern they could not parse (ripgrep, then the built-in fallback). */
+const BAD_PATTERN = /regex parse error|error parsing regex|invalid pattern:/i;
+
 export const search = defineTool({
   name: "search",
   title: "Search file contents",
@@ -65,7 +72,8 @@ export const search = defineTool({
     skip: z.number().int().min(0).default(0),
     gitignore: z.boolean().default(true),
     hidden: z.boolean().default(false),
-    context: z.number().int().min(0).max(10).default(1),
+    context: z.number().int().min(0).max(MAX_CONTEXT).default(1),
+    files_only: z.boolean().default(false),
   }),
   output: z.object({
     ok: z.boolean(),
@@ -79,6 +87,9 @@ export const search = defineTool({
     truncated: z.boolean(),
     stderr: z.string(),
     engine: z.enum(["ripgrep", "builtin"]).optional(),
+    files: z.array(z.object({ path: z.string(), count: z.number().int() })).optional(),
+    /** compact only: path → the snapshot that grounds that file's hits (its `[path#id]` header). */
+    snapshots: z.record(z.string(), z.string()).optional(),
   }),
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
@@ -137,6 +148,13 @@ export const search = defineTool({
       signal: ctx.signal,
       timeoutMs: settings.tool_timeout_s * 1000 - 2000,
     });
+    if (!outcome.ok && outcome.matches.length === 0) {
+      const detail = outcome.stderr.trim().split("\n").slice(0, 6).join("\n");
+      if (input.regex && BAD_PATTERN.test(outcome.stderr)) {
+        throw new ToolError("invalid_regex", `pattern is not a valid regular expression; pass regex=false to search for the literal text.\n${detail}`, { pattern: input.pattern });
+      }
+      throw new ToolError("search_failed", `search failed: ${detail || "the search engine reported an error"}`);
+    }
     const accepted = outcome.matches.filter((m) => {
       if (!inScope(m)) return false;
       try {
@@ -148,13 +166,58 @@ export const search = defineTool({
     });
     const page = accepted.slice(input.skip, input.skip + max);
     const truncated = accepted.length > input.skip + max || (outcome.more && accepted.length >= input.skip + max);
+    if (input.files_only) return filesOnly(ctx.app.workspaceRoot, page, input.skip, truncated, outcome);
     return ground(ctx, session.session_id, policy, page, input.skip, truncated, outcome, input.context);
   },
   text: (o) => {
-    const head = `${o.count} match(es)${o.skipped ? ` after skipping ${o.skipped}` : ""}${o.truncated ? `; more exist: call again with skip=${o.skipped + o.count}` : ""}${o.ok ? "" : " [search failed]"}`;
+    const files = o.files?.length ?? new Set(o.matches.map((m) => m.path)).size;
+    const more = o.truncated ? `; more exist: call again with skip=${o.skipped + o.count}` : "";
+    const skipped = o.skipped ? ` after skipping ${o.skipped}` : "";
+    const shape = o.files ? "" : `; ${o.context_radius} context line(s) around each (context up to ${MAX_CONTEXT}); "N:" is a match, "N-" context`;
+    const head = `${o.count} match(es) in ${files} file(s)${skipped}${more}${o.count ? shape : ""}`;
     return [head, o.numbered_content, o.stderr ? `[stderr] ${o.stderr}` : ""].filter(Boolean).join("\n");
   },
+  compact: (o) => ({
+    ...pick(o, ["ok", "count", "truncated", "stderr"], ["ok", "count", "truncated", "stderr"]),
+    ...(o.skipped ? { skipped: o.skipped } : {}),
+    // Per file once: the snapshot that grounds its hits (files_only: the hit counts); per hit only what differs.
+    ...(o.files ? { files: o.files } : { snapshots: snapshotsOf(o.matches) }),
+    matches: o.matches.map((m) => pick(m, ["path", "line", "column", "text", "clipped"], ["path", "line", "column", "text"])),
+  }),
 });
+
+function snapshotsOf(matches: ReadonlyArray<{ path: string | null; snapshot_id: string | null }>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const m of matches) if (m.path !== null && m.snapshot_id && !(m.path in out)) out[m.path] = m.snapshot_id;
+  return out;
+}
+
+/** files_only: the files with hits and how many, without reading them. */
+function filesOnly(root: string, page: RawMatch[], skipped: number, truncated: boolean, outcome: { stderr: string; ok: boolean; engine: "ripgrep" | "builtin" }) {
+  const counts = new Map<string, number>();
+  const matches: z.input<typeof GrepMatch>[] = [];
+  for (const m of page) {
+    const rel = toWorkspaceRelative(root, m.abs);
+    counts.set(rel, (counts.get(rel) ?? 0) + 1);
+    const c = clip(m.text);
+    matches.push({ path: rel, line: m.line, column: m.column, text: c.text, numbered_line: null, session_id: null, snapshot_id: null, file_sha256: null, seen_range: null, ...(c.clipped ? { clipped: true } : {}) });
+  }
+  const files = [...counts].map(([path, count]) => ({ path, count }));
+  return {
+    ok: outcome.ok,
+    count: matches.length,
+    matches,
+    displayed_lines: [],
+    numbered_content: files.map((f) => `${f.path} (${f.count})`).join("\n"),
+    displayed_count: 0,
+    context_radius: 0,
+    skipped,
+    truncated,
+    stderr: outcome.stderr,
+    engine: outcome.engine,
+    files,
+  };
+}
 
 function fstatIsFile(policy: Parameters<typeof openChecked>[0], real: string, shown: string): boolean {
   const fd = openChecked(policy, real, shown);
@@ -183,7 +246,8 @@ function ground(
   const displayed: z.input<typeof DisplayLine>[] = [];
   const blocks: string[] = [];
   const pending: Array<{ path: string; sha: string; total: number; ranges: Array<{ start: number; end: number; h: string }> }> = [];
-  const plan: Array<{ rel: string; sha: string | null; windows: Array<{ start: number; end: number; rows: Array<{ line: number; text: string; kind: "match" | "context" }> }>; ms: RawMatch[] }> = [];
+  type Window = { start: number; end: number; rows: Array<{ line: number; text: string; kind: "match" | "context" }> };
+  const plan: Array<{ rel: string; sha: string | null; windows: Window[]; ms: RawMatch[]; snapIndex: number; grounded: (w: Window) => boolean }> = [];
   for (const [abs, ms] of byFile) {
     const rel = toWorkspaceRelative(root, abs);
     let lines: string[] | undefined;
@@ -226,29 +290,27 @@ function ground(
         w.rows.push({ line: l, text, kind: matchLines.has(l) ? "match" : "context" });
       }
     }
-    if (sha !== null) {
-      for (const w of windows) {
-        if (w.rows.length && w.rows.length === w.end - w.start + 1) pending.push({ path: rel, sha, total, ranges: [{ start: w.start, end: w.end, h: rangeHash(w.rows.map((r) => r.text)) }] });
-      }
-    }
-    plan.push({ rel, sha, windows, ms });
+    // One snapshot per file covering every complete window, so the file's hits share one header.
+    const grounded = (w: (typeof windows)[number]) => w.rows.length > 0 && w.rows.length === w.end - w.start + 1;
+    const ranges = sha === null ? [] : windows.filter(grounded).map((w) => ({ start: w.start, end: w.end, h: rangeHash(w.rows.map((r) => r.text)) }));
+    const snapIndex = ranges.length ? pending.push({ path: rel, sha: sha!, total, ranges }) - 1 : -1;
+    plan.push({ rel, sha, windows, ms, snapIndex, grounded });
   }
   const snaps = ctx.app.files.snapshots.record(sid, pending);
-  let si = 0;
   for (const f of plan) {
+    const fileSnap = f.snapIndex >= 0 ? snaps[f.snapIndex] : undefined;
+    const fileRows: string[] = [];
     for (const w of f.windows) {
-      const grounded = f.sha !== null && w.rows.length && w.rows.length === w.end - w.start + 1;
-      const snap = grounded ? snaps[si++] : undefined;
+      const snap = fileSnap && f.grounded(w) ? fileSnap : undefined;
       const seen = snap ? { start: w.start, end: w.end } : null;
       const header = `[${f.rel}#${snap?.id ?? "ungrounded"}]`;
-      const rows: string[] = [];
+      if (fileRows.length) fileRows.push("--");
       for (const r of w.rows) {
         const c = clip(r.text);
         const numbered = `${r.line}:${c.text}`;
-        rows.push(numbered);
+        fileRows.push(`${r.line}${r.kind === "match" ? ":" : "-"}${c.text}`);
         displayed.push({ path: f.rel, line: r.line, kind: r.kind, text: c.text, numbered_line: numbered, session_id: sid, snapshot_id: snap?.id ?? null, file_sha256: f.sha, seen_range: seen });
       }
-      blocks.push([header, ...rows].join("\n"));
       for (const m of f.ms) {
         if (m.line < w.start || m.line > w.end) continue;
         const c = clip(m.text);
@@ -266,6 +328,7 @@ function ground(
         });
       }
     }
+    blocks.push([`[${f.rel}#${fileSnap?.id ?? "ungrounded"}]`, ...fileRows].join("\n"));
   }
   return {
     ok: outcome.ok,

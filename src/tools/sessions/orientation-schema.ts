@@ -106,3 +106,24 @@ export const SessionOrientation = z.object({
   message: z.string(),
 });
 export type SessionOrientation = z.input<typeof SessionOrientation>;
+
+/**
+ * The compact orientation: the contract's required fields, with the environment cut to what a
+ * model acts on: the available tools and their versions (the limits are in the tool descriptions).
+ */
+export function compactOrientation(o: z.output<typeof SessionOrientation>): Record<string, unknown> {
+  const tools: Record<string, { version?: string }> = {};
+  for (const [name, probe] of Object.entries(o.environment.tools)) if (probe.available) tools[name] = probe.version ? { version: probe.version } : {};
+  return {
+    session_id: o.session_id,
+    target: o.target,
+    workdir: o.workdir,
+    created_at: o.created_at,
+    updated_at: o.updated_at,
+    workspace_root: o.workspace_root,
+    git: o.git.is_repo ? { is_repo: true, branch: o.git.branch, dirty: o.git.dirty } : { is_repo: false },
+    instruction_files: o.instruction_files,
+    environment: { tools },
+    message: o.message,
+  };
+}

@@ -3,7 +3,7 @@ import { resolveWorkdir } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
 import description from "./session-change-cwd.md" with { type: "text" };
-import { SessionOrientation } from "./orientation-schema.ts";
+import { compactOrientation, SessionOrientation } from "./orientation-schema.ts";
 import { dirPolicy, orient } from "./orient.ts";
 
 export const sessionChangeCwd = defineTool({
@@ -26,5 +26,6 @@ export const sessionChangeCwd = defineTool({
     });
     return orient(ctx.app, rec, "Session workdir changed; read files again before editing.");
   },
+  compact: compactOrientation,
   text: (o) => `session_id: ${o.session_id}\nworkdir: ${o.workdir}\n${o.message}`,
 });

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { SessionId } from "../common.ts";
+import { pick } from "../compact.ts";
 import { defineTool } from "../define.ts";
 import description from "./session-end.md" with { type: "text" };
 
@@ -40,5 +41,6 @@ export const sessionEnd = defineTool({
       return { session_id: rec.session_id, target: rec.target, machine: rec.machine, ended: true, stopped_jobs, stopped_shells };
     });
   },
+  compact: (o) => pick(o, ["session_id", "target", "ended", "stopped_jobs", "stopped_shells"], ["session_id", "target", "ended"]),
   text: (o) => `session ${o.session_id} ended${o.stopped_jobs.length ? `; stopped jobs: ${o.stopped_jobs.join(", ")}` : ""}${o.stopped_shells.length ? `; stopped shells: ${o.stopped_shells.join(", ")}` : ""}`,
 });

@@ -3,7 +3,7 @@ import { ToolError } from "../../core/errors.ts";
 import { resolveWorkdir } from "../../fs/paths.ts";
 import { defineTool } from "../define.ts";
 import description from "./session-start.md" with { type: "text" };
-import { SessionOrientation } from "./orientation-schema.ts";
+import { compactOrientation, SessionOrientation } from "./orientation-schema.ts";
 import { dirPolicy, orient } from "./orient.ts";
 
 export const sessionStart = defineTool({
@@ -30,6 +30,7 @@ export const sessionStart = defineTool({
     const rec = await ctx.app.sessions.create({ workdir, label: input.label, owner }, (sid) => ctx.app.foreground.isBusy(sid));
     return orient(ctx.app, rec, "Use this session_id in subsequent workspace tool calls.");
   },
+  compact: compactOrientation,
   text: (o) =>
     [
       `session_id: ${o.session_id}`,

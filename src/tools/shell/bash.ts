@@ -4,7 +4,8 @@ import { assertCommandAllowed } from "../../exec/policy.ts";
 import { resolveDirInWorkdir, toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
 import type { ToolContext } from "../context.ts";
-import { jobInfo } from "./job.ts";
+import { pick } from "../compact.ts";
+import { compactJob, jobInfo } from "./job.ts";
 import { defineTool } from "../define.ts";
 import description from "./bash.md" with { type: "text" };
 import { type CommandResult, commandText, runForeground, shellRunOptions, shellToolTimeoutS } from "./foreground-command.ts";
@@ -47,7 +48,7 @@ export const bash = defineTool({
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
     const { settings } = ctx.app;
-    const cwd = resolveDirInWorkdir(session.workdir, input.cwd);
+    const cwd = resolveDirInWorkdir(session.workdir, input.cwd, ctx.app.workspaceRoot);
     const env = validateEnv(input.env);
     assertCommandAllowed(input.command, settings.command_denylist);
     // Work in a session holds its lifecycle lock shared (concurrent with other work); teardown and
@@ -62,7 +63,19 @@ export const bash = defineTool({
     }, { signal: ctx.signal });
   },
   text: bashText,
+  compact: (o) => ({ mode: o.mode, command: o.command, cwd: o.cwd, result: compactBashResult(o.mode, o.result) }),
 });
+
+function compactBashResult(mode: string, r: Record<string, unknown>): Record<string, unknown> {
+  if (mode === "command") return compactCommandResult(r as CommandResult);
+  if (mode === "job") return compactJob(r as Parameters<typeof compactJob>[0]);
+  return pick(r, ["shell_id"]);
+}
+
+/** A command result: its exit, output and notes (the timing and sizes are in the full form). */
+export function compactCommandResult(r: CommandResult): Record<string, unknown> {
+  return pick(r, ["exit_code", "stdout", "stderr", "timed_out", "truncated", "stdout_lossy", "stderr_lossy", "notes"], ["exit_code"]);
+}
 
 type BashInput = { session_id: string; command: string; name: string | null; timeout_s: number | null; max_output_bytes: number | null };
 
@@ -70,12 +83,12 @@ async function startPty(ctx: ToolContext, input: BashInput, cwd: string, env: Re
   const session = ctx.app.sessions.require(input.session_id);
   const r = await ctx.app.shells.start({ session, command: input.command, cwd, env, name: input.name });
   const result = { shell_id: r.shell_id, cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd), command: input.command, backend: r.backend, session_id: session.session_id };
-  return { mode: "pty" as const, command: input.command, cwd, result };
+  return { mode: "pty" as const, command: input.command, cwd: result.cwd, result };
 }
 
 async function startJob(ctx: ToolContext, input: BashInput, cwd: string, env: Record<string, string>) {
   const j = await ctx.app.jobs.start({ sessionId: input.session_id, command: input.command, cwd, env, name: input.name });
-  return { mode: "job" as const, command: input.command, cwd, result: jobInfo(j) };
+  return { mode: "job" as const, command: input.command, cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd), result: jobInfo(j, ctx.app.workspaceRoot) };
 }
 
 async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: string, env: Record<string, string>) {
@@ -89,11 +102,17 @@ async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: 
     maxOutputBytes: input.max_output_bytes,
     noun: "command",
   });
-  return { mode: "command" as const, command: input.command, cwd, result };
+  return { mode: "command" as const, command: input.command, cwd: result.cwd, result };
 }
 
-function bashText(o: { mode: string; result: Record<string, unknown> }): string {
+/** The text of `bash` and `run_python_code`: a command's result, or a compact line for a started job or shell. */
+export function bashText(o: { mode: string; result: Record<string, unknown> }): string {
   // The registry has already validated the output against its schema.
-  return o.mode === "command" ? commandText(o.result as CommandResult) : JSON.stringify(o.result);
+  if (o.mode === "command") return commandText(o.result as CommandResult);
+  const r = o.result as { shell_id?: string; job_id?: string; name?: string; status?: string; cwd?: string; command?: string };
+  if (o.mode === "job") {
+    return `started job_id=${r.job_id} (${r.status}) in ${r.cwd}: ${r.command}\nnext: job poll=["${r.job_id}"] (offset, wait_for) or job cancel=["${r.job_id}"]`;
+  }
+  return `started shell_id=${r.shell_id} in ${r.cwd}: ${r.command}\nnext: read_persistent_shell_output (wait_for), send_persistent_shell_input, kill_persistent_shell`;
 }
 

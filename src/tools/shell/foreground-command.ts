@@ -43,6 +43,13 @@ export const shellRunOptions = {
   purpose: z.string().max(500).nullable().default(null),
 };
 
+/**
+ * Output kept from a command when the call names no `max_output_bytes`: about 30 KB (first quarter
+ * and the rest from the end), enough for a build log's errors without flooding the model's context;
+ * a call may ask for up to the max_output_bytes setting.
+ */
+export const DEFAULT_OUTPUT_BYTES = 30_000;
+
 /** Watchdog of the shell tools: the longest bounded command plus time to stop its tree. */
 export const shellToolTimeoutS = (s: { tool_timeout_s: number; run_shell_max_timeout_s: number }) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + 10);
 
@@ -79,7 +86,7 @@ export interface ForegroundRequest {
 export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise<CommandResult> {
   const { settings } = ctx.app;
   const timeout = effectiveTimeout(req.timeoutS, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
-  const maxOutput = Math.max(1, Math.min(req.maxOutputBytes ?? settings.max_output_bytes, settings.max_output_bytes));
+  const maxOutput = Math.max(1, Math.min(req.maxOutputBytes ?? DEFAULT_OUTPUT_BYTES, settings.max_output_bytes));
   return ctx.app.foreground.run(req.sessionId, ctx.signal, async (signal) => {
     const r = await runBounded({
       runner: await ctx.app.runner(),
@@ -93,7 +100,17 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       signal,
     });
     const notes = timeout.note ? [timeout.note] : [];
-    if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the ${req.noun} and everything it started were stopped`);
+    if (r.timed_out) {
+      const longer = timeout.seconds < settings.run_shell_max_timeout_s ? `pass timeout_s up to ${settings.run_shell_max_timeout_s} to allow longer, or ` : "";
+      notes.push(`timed out after ${timeout.seconds} s; the ${req.noun} and everything it started were stopped. To finish it, ${longer}run it in the background with async_=true and follow it with job poll (wait_for a line such as "ready")`);
+    }
+    if (r.truncated) {
+      const dropped = [r.stdout_bytes > Buffer.byteLength(r.stdout) ? "stdout" : "", r.stderr_bytes > Buffer.byteLength(r.stderr) ? "stderr" : ""].filter(Boolean).join(" and ");
+      const more = maxOutput < settings.max_output_bytes ? `, or pass max_output_bytes up to ${settings.max_output_bytes}` : "";
+      notes.push(
+        `output truncated to ${maxOutput} bytes: the middle of ${dropped || "the output"} was left out (${r.stdout_bytes} stdout and ${r.stderr_bytes} stderr bytes in all). To see it, redirect to a file (… > out.log 2>&1) and read out.log with a line range${more}`,
+      );
+    }
     if (r.cancelled) notes.push(`cancelled; the ${req.noun} and everything it started were stopped`);
     if (r.containment_failed) notes.push(`process containment failed; the ${req.noun} was not run or its cleanup was not confirmed`);
     return {

@@ -1,7 +1,10 @@
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { isActive, JOB_STATUSES, type JobView } from "../../exec/jobs.ts";
+import { toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
+import { pick } from "../compact.ts";
+import type { ToolContext } from "../context.ts";
 import { defineTool } from "../define.ts";
 import description from "./job.md" with { type: "text" };
 
@@ -31,9 +34,37 @@ export const JobInfo = z.object({
   result: z.record(z.string(), z.unknown()).nullable(),
 });
 
-/** The public row: `name` falls back to the id, as the compatible schema requires a string. */
-export function jobInfo(j: JobView): z.infer<typeof JobInfo> {
-  return { ...j, name: j.name ?? j.job_id, progress: null, result: null };
+/**
+ * The public row: `name` falls back to the id, as the compatible schema requires a string; `cwd`
+ * is workspace-relative like every path we print, so it can be passed back as it is.
+ */
+export function jobInfo(j: JobView, workspaceRoot: string): z.infer<typeof JobInfo> {
+  return { ...j, cwd: toWorkspaceRelative(workspaceRoot, j.cwd), name: j.name ?? j.job_id, progress: null, result: null };
+}
+
+/** A job row in the compact form: what identifies it and what changes. */
+export function compactJob(j: z.infer<typeof JobInfo>): Record<string, unknown> {
+  return pick({ ...j, name: j.name === j.job_id ? null : j.name, attempts: j.attempts > 1 ? j.attempts : null }, ["job_id", "name", "status", "exit_code", "error", "attempts", "uncertain"], ["job_id", "status"]);
+}
+
+/** job_not_found, saying so when the id is a persistent shell's (the other kind of handle). */
+export async function withJobHint<T>(ctx: ToolContext, sessionId: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (!(e instanceof ToolError) || e.code !== "job_not_found") throw e;
+    const id = String(e.details?.job_id ?? "");
+    const shells = await ctx.app.shells.list(sessionId).catch(() => []);
+    if (id && shells.some((s) => s.shell_id === id)) {
+      throw new ToolError("job_not_found", `${id} is a persistent shell, not a job: use read_persistent_shell_output, send_persistent_shell_input or kill_persistent_shell with shell_id="${id}"`, { job_id: id, shell_id: id });
+    }
+    throw e;
+  }
+}
+
+function statusLine(j: z.infer<typeof JobInfo>): string {
+  const name = j.name !== j.job_id ? ` (${j.name})` : "";
+  return `${j.job_id}${name} ${j.status}${j.exit_code !== null ? ` exit ${j.exit_code}` : ""}${j.attempts > 1 ? ` attempt ${j.attempts}` : ""}: ${j.command.length > 80 ? `${j.command.slice(0, 80)}…` : j.command}`;
 }
 
 function message(j: JobView): string | null {
@@ -59,12 +90,24 @@ export const job = defineTool({
     include_finished: z.boolean().default(true),
     lines: z.number().int().min(1).max(5000).default(200),
     wait_s: z.number().min(0).max(MAX_WAIT_S).default(0),
+    offset: z.number().int().min(0).nullable().default(null),
+    wait_for: z.string().min(1).max(500).nullable().default(null),
   }),
   output: z.object({
     operation: z.enum(["list", "poll", "cancel", "retry"]),
     jobs: z.array(JobInfo),
     counts: z.record(z.string(), z.number().int()),
-    outputs: z.array(z.object({ job: JobInfo, output: z.string(), message: z.string().nullable(), truncated: z.boolean() })),
+    outputs: z.array(
+      z.object({
+        job: JobInfo,
+        output: z.string(),
+        message: z.string().nullable(),
+        truncated: z.boolean(),
+        next_offset: z.number().int(),
+        reset: z.boolean(),
+        matched: z.boolean().nullable(),
+      }),
+    ),
     cancelled: z.array(z.object({ job: JobInfo, killed: z.boolean(), stderr: z.string() })),
     retried: z.array(JobInfo),
     message: z.string().nullable(),
@@ -77,24 +120,47 @@ export const job = defineTool({
     if (actions > 1) throw new ToolError("invalid_arguments", "poll, cancel, and retry are mutually exclusive");
     const jobs = ctx.app.jobs;
     const empty = { jobs: [], counts: {}, outputs: [], cancelled: [], retried: [], message: null };
+    const root = ctx.app.workspaceRoot;
+    const info = (j: JobView) => jobInfo(j, root);
     if (input.poll !== null) {
-      const polled = await jobs.poll(sid, input.poll, input.wait_s * 1000, ctx.signal);
+      const ids = input.poll;
+      let waitFor: RegExp | null = null;
+      if (input.wait_for !== null) {
+        try {
+          waitFor = new RegExp(input.wait_for, "m");
+        } catch {
+          throw new ToolError("invalid_regex", `wait_for is not a valid regular expression: ${input.wait_for}`);
+        }
+      }
       const maxBytes = Math.min(ctx.app.settings.max_output_bytes, ctx.app.settings.max_job_log_bytes);
+      const read = (j: JobView) => jobs.output(j, input.lines, maxBytes, input.offset);
+      // wait_for waits for the pattern in the output (from offset), not for the exit; default 30 s.
+      const waitMs = (input.wait_s || (waitFor ? 30 : 0)) * 1000;
+      const until = waitFor ? (js: JobView[]) => js.every((j) => waitFor.test(read(j).text)) : undefined;
+      const polled = await withJobHint(ctx, sid, () => jobs.poll(sid, ids, waitMs, ctx.signal, until));
       return {
         ...empty,
         operation: "poll" as const,
-        jobs: polled.map(jobInfo),
+        jobs: polled.map(info),
         outputs: polled.map((j) => {
-          const out = jobs.output(j, input.lines, maxBytes);
-          return { job: jobInfo(j), output: out.text, message: message(j), truncated: out.truncated };
+          const out = read(j);
+          return {
+            job: info(j),
+            output: out.text,
+            message: message(j),
+            truncated: out.truncated,
+            next_offset: out.next_offset,
+            reset: out.reset,
+            matched: waitFor ? waitFor.test(out.text) : null,
+          };
         }),
       };
     }
     if (input.cancel !== null) {
       const cancelled = [];
       for (const id of input.cancel) {
-        const r = await jobs.cancelOne(sid, id);
-        cancelled.push({ job: jobInfo(r.job), killed: r.killed, stderr: r.stderr });
+        const r = await withJobHint(ctx, sid, () => jobs.cancelOne(sid, id));
+        cancelled.push({ job: info(r.job), killed: r.killed, stderr: r.stderr });
       }
       return { ...empty, operation: "cancel" as const, cancelled, jobs: cancelled.map((c) => c.job) };
     }
@@ -103,7 +169,7 @@ export const job = defineTool({
       const retried = await ctx.app.lifecycle.hold(sid, "shared", async () => {
         ctx.app.sessions.require(sid);
         const out = [];
-        for (const id of retry) out.push(jobInfo(await jobs.retryOne(sid, id)));
+        for (const id of retry) out.push(info(await withJobHint(ctx, sid, () => jobs.retryOne(sid, id))));
         return out;
       }, { signal: ctx.signal });
       return { ...empty, operation: "retry" as const, retried, jobs: retried };
@@ -115,16 +181,35 @@ export const job = defineTool({
     return {
       ...empty,
       operation: "list" as const,
-      jobs: shown.map(jobInfo),
+      jobs: shown.map(info),
       counts,
       message: all.length ? "Tracked job snapshot for this session." : "No tracked jobs in this session.",
     };
   },
   text: (o) => {
-    const line = (j: z.infer<typeof JobInfo>) => `${j.job_id} ${j.status}${j.exit_code !== null ? ` (exit ${j.exit_code})` : ""} attempts=${j.attempts} ${j.command.slice(0, 80)}`;
-    if (o.operation === "poll") return o.outputs.map((x) => `${line(x.job)}\n${x.output}`).join("\n\n");
-    if (o.operation === "cancel") return o.cancelled.map((c) => `${line(c.job)} killed=${c.killed}`).join("\n");
-    if (o.operation === "retry") return o.retried.map(line).join("\n");
-    return [o.message ?? "", ...o.jobs.map(line)].join("\n");
+    if (o.operation === "poll") {
+      return o.outputs
+        .map((x) => {
+          const notes = [`next_offset ${x.next_offset}`, x.truncated ? "more output: poll again with that offset" : "", x.reset ? "log was replaced; read from its start" : "", x.matched === false ? "wait_for did not match before the timeout" : ""];
+          return [statusLine(x.job), x.output, `[${notes.filter(Boolean).join("; ")}]`].filter((p) => p !== "").join("\n");
+        })
+        .join("\n\n");
+    }
+    if (o.operation === "cancel") return o.cancelled.map((c) => `${statusLine(c.job)}${c.killed ? " (stopped now)" : ""}${c.stderr ? `\n${c.stderr}` : ""}`).join("\n");
+    if (o.operation === "retry") return o.retried.map((j) => `restarted ${statusLine(j)}`).join("\n");
+    return [o.message ?? "", ...o.jobs.map(statusLine)].filter(Boolean).join("\n");
+  },
+  compact: (o) => {
+    const base = { operation: o.operation };
+    if (o.operation === "poll") {
+      // matched only when the wait did not see its pattern (true is what the output shows).
+      return {
+        ...base,
+        outputs: o.outputs.map((x) => ({ ...pick({ ...x, job: compactJob(x.job) }, ["job", "output", "truncated", "next_offset", "reset"], ["job", "output", "next_offset"]), ...(x.matched === false ? { matched: false } : {}) })),
+      };
+    }
+    if (o.operation === "cancel") return { ...base, cancelled: o.cancelled.map((c) => pick({ ...c, job: compactJob(c.job) }, ["job", "killed", "stderr"], ["job", "killed"])) };
+    if (o.operation === "retry") return { ...base, retried: o.retried.map(compactJob) };
+    return { ...base, jobs: o.jobs.map(compactJob), counts: o.counts };
   },
 });

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { SessionId } from "../common.ts";
 import type { ToolContext } from "../context.ts";
+import { pick } from "../compact.ts";
 import { defineTool, READ_ONLY } from "../define.ts";
 import killDescription from "./kill-persistent-shell.md" with { type: "text" };
 import listDescription from "./list-persistent-shells.md" with { type: "text" };
@@ -38,6 +39,25 @@ function ownsSession(ctx: ToolContext, sid: string | null): boolean {
   }
 }
 
+/** shell_not_found, saying so when the id is a background job's (the other kind of handle). */
+async function withShellHint<T>(ctx: ToolContext, id: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    if (!(e instanceof ToolError) || e.code !== "shell_not_found") throw e;
+    let isJob = false;
+    try {
+      isJob = ctx.app.jobs.readRows().some((j) => j.job_id === id);
+    } catch {
+      // No job registry to consult: the plain error stands.
+    }
+    if (isJob) {
+      throw new ToolError("shell_not_found", `${id} is a background job, not a persistent shell: use job poll=["${id}"] (offset, wait_for) or job cancel=["${id}"]`, { shell_id: id, job_id: id });
+    }
+    throw e;
+  }
+}
+
 const ShellInfo = z.object({
   shell_id: z.string(),
   session_id: z.string().nullable(),
@@ -67,6 +87,7 @@ export const listPersistentShells = defineTool({
     // An authenticated caller sees only the shells of sessions it started.
     return { shells: ctx.principal ? all.filter((s) => ownsSession(ctx, s.session_id)) : all };
   },
+  compact: (o) => ({ shells: o.shells.map((s) => pick(s, ["shell_id", "status", "exit_code", "command", "session_id"], ["shell_id", "status"])) }),
   text: (o) => (o.shells.length ? o.shells.map((s) => `${s.shell_id} [${s.status}${s.exit_code !== null ? ` ${s.exit_code}` : ""}] session ${s.session_id} ${s.cols}x${s.rows} ${s.command ?? ""}`).join("\n") : "no persistent shells"),
 });
 
@@ -112,7 +133,7 @@ export const readPersistentShellOutput = defineTool({
         throw new ToolError("invalid_regex", "wait_for is not a valid regular expression");
       }
     }
-    const r = await ctx.app.shells.read(input.shell_id, await owner(ctx, input.session_id, input.shell_id), {
+    const r = await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.read(input.shell_id, await owner(ctx, input.session_id, input.shell_id), {
       lines: Math.min(Math.max(1, input.lines), 50_000),
       offset: input.offset,
       waitFor,
@@ -120,9 +141,15 @@ export const readPersistentShellOutput = defineTool({
       timeoutMs: input.wait_for !== null || input.wait_for_idle_ms !== null ? input.timeout_s * 1000 : 0,
       maxBytes: ctx.app.settings.max_output_bytes,
       signal: ctx.signal,
-    });
+    }));
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
+  compact: (o) =>
+    // Status and match only when they say something: exited, or a wait that did not match.
+    ({
+      ...pick({ ...o, status: o.status === "exited" ? o.status : null }, ["shell_id", "output", "current_line", "next_offset", "truncated", "reset", "status", "exit_code", "timed_out"], ["shell_id", "output", "next_offset"]),
+      ...(o.matched === false ? { matched: false } : {}),
+    }),
   text: (o) => {
     const flags = [o.status === "exited" ? `exited ${o.exit_code ?? "?"}` : "", o.timed_out ? "wait timed out" : "", o.truncated ? "truncated" : "", o.reset ? "offset reset" : ""].filter(Boolean);
     const body = [o.output, o.current_line].filter((x) => x !== "").join("\n");
@@ -145,9 +172,10 @@ export const sendPersistentShellInput = defineTool({
   }),
   output: z.object({ shell_id: z.string(), sent_bytes: z.number().int(), enter: z.boolean(), keys: z.array(z.string()) }),
   async run(ctx, input) {
-    const r = await ctx.app.shells.send(input.shell_id, await owner(ctx, input.session_id, input.shell_id), input.input_text, input.keys, input.enter);
+    const r = await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.send(input.shell_id, await owner(ctx, input.session_id, input.shell_id), input.input_text, input.keys, input.enter));
     return { shell_id: input.shell_id, enter: input.enter, ...r };
   },
+  compact: (o) => ({ shell_id: o.shell_id, sent_bytes: o.sent_bytes, enter: o.enter }),
   text: (o) => `sent ${o.sent_bytes} bytes${o.keys.length ? ` and ${o.keys.join(" ")}` : ""}${o.enter ? " + Enter" : ""} to ${o.shell_id}`,
 });
 
@@ -165,7 +193,7 @@ export const resizePersistentShell = defineTool({
   }),
   output: z.object({ shell_id: z.string(), cols: z.number().int(), rows: z.number().int(), resized: z.boolean(), backend: z.string() }),
   async run(ctx, input) {
-    await ctx.app.shells.resize(input.shell_id, await owner(ctx, input.session_id, input.shell_id), input.cols, input.rows);
+    await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.resize(input.shell_id, await owner(ctx, input.session_id, input.shell_id), input.cols, input.rows));
     return { shell_id: input.shell_id, cols: input.cols, rows: input.rows, resized: true, backend: "tmux" };
   },
 });
@@ -179,7 +207,9 @@ export const killPersistentShell = defineTool({
   input: z.object({ shell_id: ShellId, session_id: OwnerSession }),
   output: z.object({ shell_id: z.string(), killed: z.boolean(), stderr: z.string(), backend: z.string() }),
   async run(ctx, input) {
-    const r = await ctx.app.shells.kill(input.shell_id, await owner(ctx, input.session_id, input.shell_id));
+    const r = await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.kill(input.shell_id, await owner(ctx, input.session_id, input.shell_id)));
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
+  compact: (o) => pick(o, ["shell_id", "killed", "stderr"], ["shell_id", "killed"]),
+  text: (o) => `${o.killed ? "killed" : "already gone:"} shell ${o.shell_id}${o.stderr ? `\n${o.stderr}` : ""}`,
 });
