@@ -40,7 +40,8 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       description: t.description,
       inputSchema: t.inputSchema as { type: "object" },
       outputSchema: t.outputSchema as { type: "object" },
-      annotations: { title: t.title, ...t.annotations },
+      // The title is given once, at the top level (clients prefer it to annotations.title).
+      annotations: t.annotations,
       _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
     })),
   }));
