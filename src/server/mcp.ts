@@ -6,6 +6,7 @@ import type { MediaBlock, Principal, Transport } from "../tools/context.ts";
 import type { ToolOutcome } from "../tools/registry.ts";
 import type { App } from "./app.ts";
 import instructions from "./instructions.md" with { type: "text" };
+import { progressTicker } from "./progress.ts";
 
 /** MCP result for one outcome: structured content plus one compact text block, or a typed error. */
 export function toCallToolResult(outcome: ToolOutcome, media: readonly MediaBlock[] = []): CallToolResult {
@@ -47,11 +48,20 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
   }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const ctx = app.context({ signal: extra.signal, principal: principalFrom(extra.authInfo), transport });
+    // notifications/cancelled (and an HTTP client disconnect, see http/mcp-sessions.ts) aborts
+    // extra.signal; the registry passes that on to the handler, which stops the command tree.
+    const token = request.params._meta?.progressToken;
+    const ticker =
+      token === undefined
+        ? undefined
+        : progressTicker((progress, message) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } }));
+    if (ticker) ctx.progress = ticker;
     hooks.onCallStart?.();
     try {
       const outcome = await app.registry.call(ctx, request.params.name, request.params.arguments ?? {});
       return toCallToolResult(outcome, ctx.media);
     } finally {
+      ticker?.stop();
       hooks.onCallEnd?.();
     }
   });
