@@ -342,10 +342,12 @@ export class JobManager {
     }
   }
 
-  async poll(sessionId: string, ids: string[], waitMs: number, signal?: AbortSignal): Promise<JobView[]> {
+  /** The jobs, after waiting up to `waitMs` for them to finish; `onCheck` sees each look (progress). */
+  async poll(sessionId: string, ids: string[], waitMs: number, signal?: AbortSignal, onCheck?: (jobs: JobView[]) => void): Promise<JobView[]> {
     const deadline = Date.now() + waitMs;
     for (;;) {
       const jobs = await this.find(sessionId, ids);
+      onCheck?.(jobs);
       if (waitMs <= 0 || jobs.every((j) => !isActive(j.status)) || Date.now() >= deadline || signal?.aborted) return jobs;
       await Bun.sleep(Math.min(100, Math.max(1, deadline - Date.now())));
     }

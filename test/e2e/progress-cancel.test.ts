@@ -45,6 +45,15 @@ describe.each(["stdio", "http"] as const)("long calls over %s", (transport) => {
     expect(seen.some((p) => /B output, step-\d/.test(p.message ?? ""))).toBe(true);
   });
 
+  test("a job wait reports the job's status while it waits", async () => {
+    const started = await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "echo started; sleep 3", async_: true });
+    const jobId = started.result.job_id;
+    const seen: Progress[] = [];
+    const r = await mcp.client.callTool({ name: "job", arguments: { session_id: sid, poll: [jobId], wait_s: 60 } }, undefined, { onprogress: (p) => void seen.push(p), timeout: 90_000 });
+    expect(r.isError).toBeFalsy();
+    expect(seen.some((p) => (p.message ?? "").includes(`${jobId} running`))).toBe(true);
+  });
+
   test("no progress notifications without a progress token", async () => {
     let notified = 0;
     mcp.client.setNotificationHandler((await import("@modelcontextprotocol/sdk/types.js")).ProgressNotificationSchema, () => void notified++);

@@ -78,7 +78,9 @@ export const job = defineTool({
     const jobs = ctx.app.jobs;
     const empty = { jobs: [], counts: {}, outputs: [], cancelled: [], retried: [], message: null };
     if (input.poll !== null) {
-      const polled = await jobs.poll(sid, input.poll, input.wait_s * 1000, ctx.signal);
+      const progress = ctx.progress;
+      const report = progress && ((js: JobView[]) => progress.status(js.map((j) => `${j.job_id} ${j.status}, ${j.output_bytes} B output`).join("; ")));
+      const polled = await jobs.poll(sid, input.poll, input.wait_s * 1000, ctx.signal, report);
       const maxBytes = Math.min(ctx.app.settings.max_output_bytes, ctx.app.settings.max_job_log_bytes);
       return {
         ...empty,
