@@ -6,6 +6,7 @@ import type { MediaBlock, Principal, Transport } from "../tools/context.ts";
 import type { ToolOutcome } from "../tools/registry.ts";
 import type { App } from "./app.ts";
 import instructions from "./instructions.md" with { type: "text" };
+import { memoryGovernor } from "./memory.ts";
 import { progressTicker } from "./progress.ts";
 
 /** MCP result for one outcome: structured content plus one compact text block, or a typed error. */
@@ -46,6 +47,7 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
     })),
   }));
+  const memory = memoryGovernor(app.services.settings.max_file_read_bytes);
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const ctx = app.context({ signal: extra.signal, principal: principalFrom(extra.authInfo), transport });
     // notifications/cancelled (and an HTTP client disconnect, see http/mcp-sessions.ts) aborts
@@ -59,6 +61,8 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
     hooks.onCallStart?.();
     try {
       const outcome = await app.registry.call(ctx, request.params.name, request.params.arguments ?? {});
+      // The text block and the structured content each carry the payload once.
+      memory.afterCall(outcome.ok ? 2 * outcome.text.length : 0);
       return toCallToolResult(outcome, ctx.media);
     } finally {
       ticker?.stop();
