@@ -1,35 +1,49 @@
+import { readFileSync } from "node:fs";
+
 /**
  * Gives memory back. Large replies (whole-file reads, long outputs) leave megabytes of short-lived
- * strings and buffers: the reply JSON, the text block, the audit writer's redacted copy and its
- * gzip. JavaScriptCore collects them late and mimalloc keeps freed pages, so without help the
- * process grows by hundreds of MiB under a read-heavy load and stays large when idle.
- *
- * Two rules, both derived from `max_file_read_bytes` (no setting of their own):
- * - after every `gcEveryBytes` of replies (two full-size reads), a synchronous collection;
- * - one second after the last call, a full collection that also returns free pages to the system
- *   (`Bun.gc(true)` asks mimalloc to collect too), so an idle server is small again.
+ * strings and buffers: the reply JSON, the text block, the audit writer's redacted copy. The engine
+ * collects them late and its allocator keeps freed pages, so a read-heavy load grew the process to
+ * 230 MiB. A full collection (`Bun.gc(true)`, which also asks mimalloc to return free pages) costs
+ * ~10 ms and makes the next large allocations fault their pages in again, so it runs only when
+ * needed: after a large reply while the resident size is above `memory_soft_limit_mb`, and once
+ * when the server goes idle above that size.
  */
+const LARGE_REPLY_BYTES = 64 * 1024;
+const IDLE_MS = 1000;
+const PAGE_BYTES = 4096;
+
+/** Resident set size in bytes (second field of /proc/self/statm, in pages); 0 when unknown. */
+function residentBytes(): number {
+  try {
+    return Number(readFileSync("/proc/self/statm", "latin1").split(" ")[1]) * PAGE_BYTES;
+  } catch {
+    return 0;
+  }
+}
+
 export class MemoryGovernor {
-  private sinceGc = 0;
   private idleTimer: Timer | undefined;
+  private collecting = false;
 
-  constructor(
-    private readonly gcEveryBytes: number,
-    private readonly idleMs = 1000,
-  ) {}
+  constructor(private readonly softLimitBytes: number) {}
 
-  /** Counts one finished call's reply size and collects when enough has passed through. */
+  private collectIfAbove(): void {
+    if (this.collecting || residentBytes() <= this.softLimitBytes) return;
+    this.collecting = true;
+    // After this reply has gone out, so the caller does not wait for the collection.
+    setTimeout(() => {
+      this.collecting = false;
+      Bun.gc(true);
+    }, 0);
+  }
+
+  /** Called when a call has finished with a reply of this many bytes. */
   afterCall(replyBytes: number): void {
-    this.sinceGc += replyBytes;
-    if (this.sinceGc >= this.gcEveryBytes) {
-      this.sinceGc = 0;
-      Bun.gc(true);
-    }
+    if (this.softLimitBytes <= 0) return;
+    if (replyBytes >= LARGE_REPLY_BYTES) this.collectIfAbove();
     clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => {
-      this.sinceGc = 0;
-      Bun.gc(true);
-    }, this.idleMs);
+    this.idleTimer = setTimeout(() => this.collectIfAbove(), IDLE_MS);
     this.idleTimer.unref();
   }
 }
@@ -37,7 +51,7 @@ export class MemoryGovernor {
 let governor: MemoryGovernor | undefined;
 
 /** The process's governor (one per process: memory is per process, not per connection). */
-export function memoryGovernor(maxFileReadBytes: number): MemoryGovernor {
-  governor ??= new MemoryGovernor(Math.max(1 << 20, 2 * maxFileReadBytes));
+export function memoryGovernor(softLimitMb: number): MemoryGovernor {
+  governor ??= new MemoryGovernor(softLimitMb * 1024 * 1024);
   return governor;
 }

@@ -60,7 +60,7 @@ describe("memory stays bounded through large reads", () => {
       clearInterval(sampler);
     }
     // Left to the engine's own collection the server grew by 42–60 MiB over this load (measured on
-    // the 2-core VM); collected after every couple of large replies it grows by 11–19 MiB.
+    // the 2-core VM); collected once above memory_soft_limit_mb (80 MiB by default) it grows by 11–19.
     expect(peak - before).toBeLessThan(35 * MIB);
     await waitFor(() => rss(pid) - before < 20 * MIB, { timeoutMs: 30_000, intervalMs: 250, what: "idle RSS to come back near its start" });
   });
