@@ -22,26 +22,36 @@ function residentBytes(): number {
   }
 }
 
+/** Reply bytes between collections while above the limit: doubles while collecting does not help. */
+const MIN_SPACING_BYTES = 512 * 1024;
+const MAX_SPACING_BYTES = 64 * 1024 * 1024;
+
 export class MemoryGovernor {
   private idleTimer: Timer | undefined;
   private collecting = false;
+  private sinceGc = Number.POSITIVE_INFINITY;
+  private spacing = MIN_SPACING_BYTES;
 
   constructor(private readonly softLimitBytes: number) {}
 
   private collectIfAbove(): void {
     if (this.collecting || residentBytes() <= this.softLimitBytes) return;
     this.collecting = true;
+    this.sinceGc = 0;
     // After this reply has gone out, so the caller does not wait for the collection.
     setTimeout(() => {
       this.collecting = false;
       Bun.gc(true);
+      // Live data above the limit is not garbage: back off instead of collecting after every reply.
+      this.spacing = residentBytes() > this.softLimitBytes ? Math.min(MAX_SPACING_BYTES, this.spacing * 2) : MIN_SPACING_BYTES;
     }, 0);
   }
 
   /** Called when a call has finished with a reply of this many bytes. */
   afterCall(replyBytes: number): void {
     if (this.softLimitBytes <= 0) return;
-    if (replyBytes >= LARGE_REPLY_BYTES) this.collectIfAbove();
+    this.sinceGc += replyBytes;
+    if (replyBytes >= LARGE_REPLY_BYTES && this.sinceGc >= this.spacing) this.collectIfAbove();
     clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => this.collectIfAbove(), IDLE_MS);
     this.idleTimer.unref();

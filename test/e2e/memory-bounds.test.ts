@@ -48,20 +48,20 @@ describe("memory stays bounded through large reads", () => {
     expect(changed.file.snapshot_id).not.toBe(first.file.snapshot_id);
   });
 
-  test("300 reads of 256 KiB files grow RSS by little, and idle memory goes back down", async () => {
+  test("500 reads of 256 KiB files grow RSS by little, and idle memory goes back down", async () => {
     const pid = mcp.pid()!;
     await mcp.ok("read", { session_id: sid, path: "big1.ts" });
     const before = rss(pid);
     let peak = before;
     const sampler = setInterval(() => (peak = Math.max(peak, rss(pid))), 20);
     try {
-      for (let i = 0; i < 300; i++) await mcp.ok("read", { session_id: sid, path: `big${1 + (i % 7)}.ts` });
+      for (let i = 0; i < 500; i++) await mcp.ok("read", { session_id: sid, path: `big${1 + (i % 7)}.ts` });
     } finally {
       clearInterval(sampler);
     }
-    // Left to the engine's own collection the server grew by 42–60 MiB over this load (measured on
-    // the 2-core VM); collected once above memory_soft_limit_mb (80 MiB by default) it grows by 11–19.
-    expect(peak - before).toBeLessThan(35 * MIB);
+    // Left to the engine's own collection the server grew by ~67 MiB over this load (measured on
+    // the 2-core VM); collected above memory_soft_limit_mb (80 MiB by default) it grew by 19–29.
+    expect(peak - before).toBeLessThan(40 * MIB);
     await waitFor(() => rss(pid) - before < 20 * MIB, { timeoutMs: 30_000, intervalMs: 250, what: "idle RSS to come back near its start" });
   });
 });
