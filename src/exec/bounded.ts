@@ -20,6 +20,8 @@ export interface BoundedRequest {
   maxOutputBytes: number;
   semaphore: Semaphore;
   signal?: AbortSignal;
+  /** Sees every output chunk as it arrives (progress reports); must not throw. */
+  onOutput?: (chunk: Uint8Array) => void;
 }
 
 export interface BoundedResult {
@@ -48,8 +50,11 @@ export function stopAllBounded(): Promise<void> {
   return Promise.allSettled(waits).then(() => undefined);
 }
 
-async function drain(stream: ReadableStream<Uint8Array>, into: TailBuffer): Promise<void> {
-  for await (const chunk of stream) into.push(chunk);
+async function drain(stream: ReadableStream<Uint8Array>, into: TailBuffer, onOutput?: (chunk: Uint8Array) => void): Promise<void> {
+  for await (const chunk of stream) {
+    into.push(chunk);
+    onOutput?.(chunk);
+  }
 }
 
 /**
@@ -85,7 +90,7 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
   live.add(proc);
   const out = new TailBuffer(req.maxOutputBytes);
   const err = new TailBuffer(req.maxOutputBytes);
-  const draining = Promise.all([drain(proc.stdout, out), drain(proc.stderr, err)]);
+  const draining = Promise.all([drain(proc.stdout, out, req.onOutput), drain(proc.stderr, err, req.onOutput)]);
 
   let timedOut = false;
   let cancelled = false;

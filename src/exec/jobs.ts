@@ -350,12 +350,13 @@ export class JobManager {
 
   /**
    * The jobs, after waiting up to `waitMs` until none is active or, with `until`, until it holds
-   * (a server's "ready" line, say) or every job has stopped.
+   * (a server's "ready" line, say) or every job has stopped. `onCheck` sees each look (progress).
    */
-  async poll(sessionId: string, ids: string[], waitMs: number, signal?: AbortSignal, until?: (jobs: JobView[]) => boolean): Promise<JobView[]> {
+  async poll(sessionId: string, ids: string[], waitMs: number, signal?: AbortSignal, until?: (jobs: JobView[]) => boolean, onCheck?: (jobs: JobView[]) => void): Promise<JobView[]> {
     const deadline = Date.now() + waitMs;
     for (;;) {
       const jobs = await this.find(sessionId, ids);
+      onCheck?.(jobs);
       if (waitMs <= 0 || jobs.every((j) => !isActive(j.status)) || Date.now() >= deadline || signal?.aborted) return jobs;
       if (until?.(jobs)) return jobs;
       await Bun.sleep(Math.min(100, Math.max(1, deadline - Date.now())));

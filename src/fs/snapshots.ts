@@ -40,14 +40,34 @@ function isSnapshot(v: unknown): v is Snapshot {
   return typeof s.id === "string" && typeof s.path === "string" && typeof s.sha === "string" && typeof s.total === "number" && Array.isArray(s.ranges);
 }
 
+/** What a snapshot showed, without its id and time: equal keys are the same grounding. */
+function contentKey(s: Omit<Snapshot, "id" | "t">): string {
+  return `${s.path}\0${s.sha}\0${s.total}\0${s.ranges.map((r) => `${r.start}-${r.end}:${r.h}`).join(",")}`;
+}
+
+/** Rough in-memory cost of one snapshot (the JSON line it is stored as, plus map overhead). */
+function snapshotBytes(s: Snapshot): number {
+  return 96 + s.path.length * 2 + s.ranges.length * 48;
+}
+
+/** One session's snapshots in memory: by id (newest last), by content, and their byte cost. */
+interface SessionSnapshots {
+  byId: Map<string, Snapshot>;
+  byContent: Map<string, string>;
+  bytes: number;
+}
+
 /**
- * Snapshots live in memory, newest last, capped per session. Each call's new records are appended to
- * `<sessions>/<sid>/snapshots.jsonl` in one small write, so another server process sharing the state
- * dir can verify them; the file is compacted when it outgrows its byte budget. Nothing large is
- * rewritten on an ordinary read.
+ * Snapshots live in memory, newest last, capped per session by count and by bytes
+ * (`max_session_snapshots`, `max_session_snapshot_bytes`). Showing the same lines of the same file
+ * version again reuses the existing snapshot instead of adding one, so repeated reads neither grow
+ * memory nor produce new (and thus never deduplicated) audit payloads. Each call's new records are
+ * appended to `<sessions>/<sid>/snapshots.jsonl` in one small write, so another server process
+ * sharing the state dir can verify them; the file is compacted when it outgrows its byte budget.
+ * Nothing large is rewritten on an ordinary read.
  */
 export class SnapshotStore {
-  private readonly mem = new Map<string, Map<string, Snapshot>>();
+  private readonly mem = new Map<string, SessionSnapshots>();
   private readonly fileBytes = new Map<string, number>();
 
   constructor(
@@ -59,28 +79,49 @@ export class SnapshotStore {
     return join(this.sessionsDir, sid, "snapshots.jsonl");
   }
 
-  private map(sid: string): Map<string, Snapshot> {
+  private session(sid: string): SessionSnapshots {
     let m = this.mem.get(sid);
     if (!m) {
-      m = new Map();
+      m = { byId: new Map(), byContent: new Map(), bytes: 0 };
       this.mem.set(sid, m);
     }
     return m;
   }
 
-  /** Records snapshots for one call and returns them with fresh ids. */
+  /** Records snapshots for one call; lines already shown from the same file version keep their id. */
   record(sid: string, items: Array<Omit<Snapshot, "id" | "t">>): Snapshot[] {
     if (items.length === 0) return [];
-    const m = this.map(sid);
+    const m = this.session(sid);
     const t = Math.round(Date.now() / 10) / 100;
-    const out = items.map((it) => ({ ...it, id: newSnapshotId(), t }));
-    for (const s of out) m.set(s.id, s);
-    while (m.size > this.limits.maxSnapshots) m.delete(m.keys().next().value as string);
-    this.persist(sid, out);
+    const fresh: Snapshot[] = [];
+    const out = items.map((it) => {
+      const key = contentKey(it);
+      const known = m.byId.get(m.byContent.get(key) ?? "");
+      if (known) {
+        // Newest again: move it to the end so eviction takes older ones first.
+        m.byId.delete(known.id);
+        m.byId.set(known.id, known);
+        return known;
+      }
+      const snap = { ...it, id: newSnapshotId(), t };
+      m.byId.set(snap.id, snap);
+      m.byContent.set(key, snap.id);
+      m.bytes += snapshotBytes(snap);
+      fresh.push(snap);
+      return snap;
+    });
+    while (m.byId.size > 1 && (m.byId.size > this.limits.maxSnapshots || m.bytes > this.limits.maxBytes)) {
+      const oldest = m.byId.values().next().value as Snapshot;
+      m.byId.delete(oldest.id);
+      m.byContent.delete(contentKey(oldest));
+      m.bytes -= snapshotBytes(oldest);
+    }
+    this.persist(sid, fresh);
     return out;
   }
 
   private persist(sid: string, snaps: Snapshot[]): void {
+    if (snaps.length === 0) return;
     const dir = join(this.sessionsDir, sid);
     if (!existsSync(dir)) return;
     const text = snaps.map((s) => JSON.stringify(s)).join("\n") + "\n";
@@ -99,7 +140,7 @@ export class SnapshotStore {
 
   /** Keeps the newest records that fit in half the byte budget. */
   private compact(sid: string): number {
-    const all = [...this.readFile(sid).values(), ...this.map(sid).values()];
+    const all = [...this.readFile(sid).values(), ...this.session(sid).byId.values()];
     const seen = new Set<string>();
     const keep: string[] = [];
     let bytes = 0;
@@ -145,7 +186,7 @@ export class SnapshotStore {
 
   /** Finds a snapshot of this session: memory first, then the shared file. */
   get(sid: string, id: string): Snapshot | undefined {
-    const hit = this.mem.get(sid)?.get(id);
+    const hit = this.mem.get(sid)?.byId.get(id);
     if (hit) return hit;
     return this.readFile(sid).get(id);
   }

@@ -25,6 +25,43 @@ export interface McpSessionOptions {
   maxBodyBytes: number;
 }
 
+/** JSON-RPC request ids in a parsed POST body (one message or a batch). */
+function requestIds(body: unknown): Array<string | number> {
+  const messages = Array.isArray(body) ? body : [body];
+  return messages.flatMap((m) => {
+    const id = m !== null && typeof m === "object" && "method" in m ? (m as { id?: unknown }).id : undefined;
+    return typeof id === "string" || typeof id === "number" ? [id] : [];
+  });
+}
+
+/**
+ * Hands a POST to the transport and, when the client drops the connection before the answer, cancels
+ * its requests as a `notifications/cancelled` would, so a running command tree is stopped instead of
+ * running on for nobody. The body is parsed once here and given to the SDK as `parsedBody`.
+ */
+async function handleCancellable(transport: WebStandardStreamableHTTPServerTransport, req: Request, auth: AuthInfo | undefined): Promise<Response> {
+  if (req.method !== "POST" || req.body === null) return transport.handleRequest(req, { authInfo: auth });
+  const text = await req.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // Let the SDK answer malformed JSON in its own words.
+    return transport.handleRequest(new Request(req.url, { method: req.method, headers: req.headers, body: text }), { authInfo: auth });
+  }
+  const ids = requestIds(body);
+  if (ids.length > 0) {
+    req.signal.addEventListener(
+      "abort",
+      () => {
+        for (const requestId of ids) transport.onmessage?.({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "the HTTP client disconnected" } });
+      },
+      { once: true },
+    );
+  }
+  return transport.handleRequest(req, { authInfo: auth, parsedBody: body });
+}
+
 /** Key identifying a principal for session binding. */
 export function ownerKey(auth: AuthInfo | undefined): string {
   if (!auth) return "";
@@ -74,7 +111,7 @@ export class McpSessions {
         return errorResponse(403, "session_owner_mismatch", "this MCP session belongs to another principal");
       }
       entry.lastSeen = Date.now();
-      return entry.transport.handleRequest(req, { authInfo: auth });
+      return handleCancellable(entry.transport, req, auth);
     }
     if (req.method !== "POST") return jsonResponse(400, { jsonrpc: "2.0", error: { code: -32000, message: "Bad Request: Mcp-Session-Id header is required" }, id: null });
     if (this.sessions.size + this.pending >= this.options.maxSessions) {

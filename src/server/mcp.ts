@@ -7,6 +7,8 @@ import type { ToolOutcome } from "../tools/registry.ts";
 import type { App } from "./app.ts";
 import instructions from "./instructions.md" with { type: "text" };
 import { type OutputMode, outputModeFor, relaxedSchema } from "./output-mode.ts";
+import { memoryGovernor } from "./memory.ts";
+import { progressTicker } from "./progress.ts";
 
 /**
  * MCP result for one outcome: one compact text block plus structured content in the connection's
@@ -67,17 +69,30 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       description: t.description,
       inputSchema: t.inputSchema as { type: "object" },
       ...outputSchemaFor(t.outputSchema, mode()),
-      annotations: { title: t.title, ...t.annotations },
+      // The title is given once, at the top level (clients prefer it to annotations.title).
+      annotations: t.annotations,
       _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
     })),
   }));
+  const memory = memoryGovernor(app.services.settings.memory_soft_limit_mb);
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const ctx = app.context({ signal: extra.signal, principal: principalFrom(extra.authInfo), transport });
+    // notifications/cancelled (and an HTTP client disconnect, see http/mcp-sessions.ts) aborts
+    // extra.signal; the registry passes that on to the handler, which stops the command tree.
+    const token = request.params._meta?.progressToken;
+    const ticker =
+      token === undefined
+        ? undefined
+        : progressTicker((progress, message) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } }));
+    if (ticker) ctx.progress = ticker;
     hooks.onCallStart?.();
     try {
       const outcome = await app.registry.call(ctx, request.params.name, request.params.arguments ?? {});
+      // The text block and the structured content each carry the payload once.
+      memory.afterCall(outcome.ok ? 2 * outcome.text.length : 0);
       return toCallToolResult(outcome, ctx.media, mode());
     } finally {
+      ticker?.stop();
       hooks.onCallEnd?.();
     }
   });

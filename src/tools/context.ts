@@ -64,6 +64,17 @@ export interface MediaBlock {
 
 export type Transport = "stdio" | "mcp" | "http" | "worker";
 
+/**
+ * Live progress of a long call (bash, run_python_code, search, job waits), sent to the client as
+ * `notifications/progress` about once a second when it asked for progress; absent otherwise.
+ */
+export interface ProgressReporter {
+  /** Output as it arrives: counted, and its last line shown in the next notification. */
+  output(chunk: Uint8Array): void;
+  /** A short status shown instead of the last output line (e.g. what a wait is waiting for). */
+  status(text: string): void;
+}
+
 /** Per-call context handed to every tool handler. */
 export interface ToolContext {
   app: AppServices;
@@ -75,4 +86,6 @@ export interface ToolContext {
   requireSession(sessionId: string): SessionRecord;
   /** Image blocks the MCP edge puts before the text block; absent where a transport cannot carry them. */
   media?: MediaBlock[];
+  /** Present when the client sent a progress token. */
+  progress?: ProgressReporter;
 }

@@ -3,8 +3,10 @@ import type { Settings } from "../config/schema.ts";
 import { argumentDepthProblem } from "./argument-depth.ts";
 import { ToolError, toToolError } from "../core/errors.ts";
 import { nearest } from "../core/nearest.ts";
+import { coerceNumericStrings } from "./coerce.ts";
 import type { ToolContext } from "./context.ts";
 import { pruneEmpty } from "./compact.ts";
+import { advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
 import { fillDescription, isAvailable, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
 
 /** Largest text block sent beside structured content. */
@@ -31,10 +33,10 @@ export interface CallObserver {
   end(info: { callId: string; tool: string; ok: boolean; durationMs: number; output?: unknown; error?: ToolError }): void;
 }
 
+/** The advertised (compact) JSON Schema of a zod input or output; see schema-compact.ts. */
 function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {
   const out = z.toJSONSchema(schema, { io, unrepresentable: "any" }) as Record<string, unknown>;
-  delete out.$schema;
-  return out;
+  return io === "input" ? advertisedInputSchema(out) : advertisedOutputSchema(out);
 }
 
 function describeIssues(error: z.ZodError): string {
@@ -196,7 +198,12 @@ export class ToolRegistry {
       if (JSON.stringify(raw).length > this.argumentLimit()) {
         throw new ToolError("arguments_too_large", `arguments exceed ${this.argumentLimit()} bytes`);
       }
-      const parsed = def.input.safeParse(checkArgumentNames(def, raw));
+      const named = checkArgumentNames(def, raw);
+      let parsed = def.input.safeParse(named);
+      if (!parsed.success) {
+        const coerced = coerceNumericStrings(def.input, named);
+        if (coerced !== named) parsed = def.input.safeParse(coerced);
+      }
       if (!parsed.success) throw new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${describeIssues(parsed.error)}`);
       const result = await this.withWatchdog(def, ctx, parsed.data);
       const structured = def.output.parse(result) as Record<string, unknown>;

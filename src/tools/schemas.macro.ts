@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { ToolManifestEntry } from "./define.ts";
 import { builtinTools } from "./index.ts";
+import { advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
 
 /**
  * Bun macro: evaluated at bundle time, it describes every built-in tool (name, title, raw
@@ -9,10 +10,8 @@ import { builtinTools } from "./index.ts";
  */
 export function builtinToolManifest(): ToolManifestEntry[] {
   return builtinTools().map((t) => {
-    const input = z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>;
-    const output = z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
-    delete input.$schema;
-    delete output.$schema;
+    const input = advertisedInputSchema(z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>);
+    const output = advertisedOutputSchema(z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>);
     return {
       name: t.name,
       title: t.title,

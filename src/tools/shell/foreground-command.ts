@@ -98,6 +98,7 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       maxOutputBytes: maxOutput,
       semaphore: ctx.app.commandSlots,
       signal,
+      onOutput: ctx.progress ? (chunk) => ctx.progress!.output(chunk) : undefined,
     });
     const notes = timeout.note ? [timeout.note] : [];
     if (r.timed_out) {

@@ -132,12 +132,14 @@ export const job = defineTool({
           throw new ToolError("invalid_regex", `wait_for is not a valid regular expression: ${input.wait_for}`);
         }
       }
+      const progress = ctx.progress;
+      const report = progress && ((js: JobView[]) => progress.status(js.map((j) => `${j.job_id} ${j.status}, ${j.output_bytes} B output`).join("; ")));
       const maxBytes = Math.min(ctx.app.settings.max_output_bytes, ctx.app.settings.max_job_log_bytes);
       const read = (j: JobView) => jobs.output(j, input.lines, maxBytes, input.offset);
       // wait_for waits for the pattern in the output (from offset), not for the exit; default 30 s.
       const waitMs = (input.wait_s || (waitFor ? 30 : 0)) * 1000;
       const until = waitFor ? (js: JobView[]) => js.every((j) => waitFor.test(read(j).text)) : undefined;
-      const polled = await withJobHint(ctx, sid, () => jobs.poll(sid, ids, waitMs, ctx.signal, until));
+      const polled = await withJobHint(ctx, sid, () => jobs.poll(sid, ids, waitMs, ctx.signal, until, report));
       return {
         ...empty,
         operation: "poll" as const,

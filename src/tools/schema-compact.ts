@@ -1,0 +1,117 @@
+/**
+ * The JSON Schemas we advertise in tools/list, made compact and dialect-neutral.
+ *
+ * Every client pays for the tool list twice: the model reads it, and SDK clients compile each
+ * output schema before the first call. So the advertised schemas say only what a caller needs:
+ * - inputs keep every argument and constraint, minus noise (safe-integer bounds zod adds to every
+ *   `.int()`, `propertyNames: string`, `default: null` and `default: false`, the null branch of optional
+ *   arguments, descriptions that the tool text already gives);
+ * - outputs type the stable top-level fields and leave the deep parts open (`{type: "object"}`)
+ *   with no `required` list,
+ *   while the registry still validates every result against the full zod schema;
+ * - nullable types are `anyOf` branches, never `type` arrays, and no `{}` schema is left, so
+ *   single-type dialects (Gemini style) accept every tool.
+ */
+type Schema = Record<string, unknown>;
+
+const SAFE_INTEGER = Number.MAX_SAFE_INTEGER;
+/** A regex that fixes the length by itself, like the session id's `^[A-Za-z0-9]{8}$`. */
+const FIXED_LENGTH_PATTERN = /^\^\[[^\]]+\]\{(\d+)\}\$$/;
+
+function isEmpty(s: unknown): boolean {
+  return typeof s === "object" && s !== null && !Array.isArray(s) && Object.keys(s).length === 0;
+}
+
+/** `{type: [a, b]}` → `{anyOf: [{type: a}, {type: b}]}`, other keywords staying with their type. */
+function splitTypeArray(s: Schema): Schema {
+  if (!Array.isArray(s.type)) return s;
+  const { type, ...rest } = s;
+  const types = type as string[];
+  if (types.length === 1) return { ...rest, type: types[0] };
+  return { anyOf: types.map((t) => (t === "null" ? { type: "null" } : { ...rest, type: t })) };
+}
+
+function dedupe(branches: Schema[]): Schema[] {
+  const seen = new Set<string>();
+  return branches.filter((b) => {
+    const key = JSON.stringify(b);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+/** An input schema with every constraint kept and the noise removed. */
+function compactInput(raw: Schema): Schema {
+  let s: Schema = { ...raw };
+  delete s.description;
+  delete s.$schema;
+  if (s.default === null) delete s.default;
+  if (s.minimum === -SAFE_INTEGER) delete s.minimum;
+  if (s.maximum === SAFE_INTEGER) delete s.maximum;
+  if (isEmpty(s.propertyNames) || (s.propertyNames as Schema | undefined)?.type === "string") delete s.propertyNames;
+  if (isEmpty(s.additionalProperties)) delete s.additionalProperties;
+  const fixed = typeof s.pattern === "string" ? FIXED_LENGTH_PATTERN.exec(s.pattern) : null;
+  if (fixed && s.minLength === Number(fixed[1]) && s.maxLength === Number(fixed[1])) {
+    delete s.minLength;
+    delete s.maxLength;
+  }
+  if (s.default === false) delete s.default;
+  s = splitTypeArray(s);
+  if (s.properties) {
+    const required = new Set((s.required as string[] | undefined) ?? []);
+    s.properties = Object.fromEntries(
+      Object.entries(s.properties as Record<string, Schema>).map(([k, v]) => [k, required.has(k) ? compactInput(v) : omittable(compactInput(v))]),
+    );
+  }
+  if (s.items && !isEmpty(s.items)) s.items = compactInput(s.items as Schema);
+  else delete s.items;
+  if (s.additionalProperties && typeof s.additionalProperties === "object") s.additionalProperties = compactInput(s.additionalProperties as Schema);
+  for (const key of ["anyOf", "oneOf", "allOf"] as const) {
+    if (Array.isArray(s[key])) s[key] = dedupe((s[key] as Schema[]).map(compactInput).flatMap((b) => (b.anyOf && Object.keys(b).length === 1 ? (b.anyOf as Schema[]) : [b])));
+  }
+  if (isEmpty(s)) throw new Error("an input schema accepts anything ({}); give it a type");
+  return s;
+}
+
+/**
+ * An optional argument whose absence means null is advertised by its non-null type alone: the
+ * model omits it for the default, and the server still accepts an explicit null.
+ */
+function omittable(s: Schema): Schema {
+  if (!Array.isArray(s.anyOf) || Object.keys(s).length !== 1) return s;
+  const branches = (s.anyOf as Schema[]).filter((b) => b.type !== "null");
+  if (branches.length === (s.anyOf as Schema[]).length) return s;
+  return branches.length === 1 ? branches[0]! : { anyOf: branches };
+}
+
+/** Only the shape of a value: its type(s) and small enums, nothing below. */
+function shallow(raw: Schema): Schema {
+  const s = splitTypeArray(raw);
+  if (Array.isArray(s.anyOf) || Array.isArray(s.oneOf)) {
+    const branches = dedupe(((s.anyOf ?? s.oneOf) as Schema[]).map(shallow).flatMap((b) => (b.anyOf ? (b.anyOf as Schema[]) : [b])));
+    return branches.length === 1 ? branches[0]! : { anyOf: branches };
+  }
+  if (s.const !== undefined) return { type: typeof s.const === "number" ? "number" : typeof s.const === "boolean" ? "boolean" : "string" };
+  if (typeof s.type !== "string") throw new Error(`an output field has no type: ${JSON.stringify(raw)}`);
+  if (s.type === "string" && Array.isArray(s.enum)) return { type: "string", enum: s.enum };
+  return { type: s.type };
+}
+
+/**
+ * An output schema: typed top-level fields, everything deeper left open. The `required` list is
+ * left out: it would restate every field name, and each result is checked against the full zod
+ * schema before it leaves the server.
+ */
+function compactOutput(raw: Schema): Schema {
+  const properties = Object.fromEntries(Object.entries((raw.properties ?? {}) as Record<string, Schema>).map(([k, v]) => [k, shallow(v)]));
+  return { type: "object", properties };
+}
+
+export function advertisedInputSchema(schema: Schema): Schema {
+  return compactInput(schema);
+}
+
+export function advertisedOutputSchema(schema: Schema): Schema {
+  return compactOutput(schema);
+}

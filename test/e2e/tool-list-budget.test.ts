@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+
+/**
+ * The tool list is what every client pays before its first call (the model reads it, SDK clients
+ * compile its output schemas), so it has a budget. Raise a budget only with a reason.
+ */
+const TOOL_LIST_BUDGET_BYTES = 40 * 1024;
+const INSTRUCTIONS_BUDGET_BYTES = 1536;
+
+type Schema = Record<string, unknown>;
+
+/** Every sub-schema of a JSON Schema, with the path that leads to it. */
+function* subSchemas(s: unknown, path: string): Generator<[string, Schema]> {
+  if (s === null || typeof s !== "object" || Array.isArray(s)) return;
+  const schema = s as Schema;
+  yield [path, schema];
+  for (const [k, v] of Object.entries((schema.properties ?? {}) as Record<string, unknown>)) yield* subSchemas(v, `${path}.properties.${k}`);
+  for (const key of ["items", "additionalProperties", "propertyNames", "not"]) if (schema[key] !== undefined) yield* subSchemas(schema[key], `${path}.${key}`);
+  for (const key of ["anyOf", "oneOf", "allOf"]) if (Array.isArray(schema[key])) for (const [i, b] of (schema[key] as unknown[]).entries()) yield* subSchemas(b, `${path}.${key}[${i}]`);
+}
+
+describe("the advertised tool list", () => {
+  let ws: TempDir;
+  let state: TempDir;
+  let mcp: McpHandle;
+  let tools: Awaited<ReturnType<McpHandle["client"]["listTools"]>>["tools"];
+
+  beforeAll(async () => {
+    ws = tempDir("lsm-ws-");
+    state = tempDir("lsm-state-");
+    mcp = await connectStdio({ workspace: ws.path, state: state.path });
+    tools = (await mcp.client.listTools()).tools;
+  });
+
+  afterAll(async () => {
+    await mcp?.close();
+    ws?.[Symbol.dispose]();
+    state?.[Symbol.dispose]();
+  });
+
+  test(`stays within ${TOOL_LIST_BUDGET_BYTES} bytes and the instructions within ${INSTRUCTIONS_BUDGET_BYTES}`, () => {
+    expect(tools.length).toBeGreaterThan(20);
+    const bytes = Buffer.byteLength(JSON.stringify({ tools }));
+    expect(bytes).toBeLessThanOrEqual(TOOL_LIST_BUDGET_BYTES);
+    expect(Buffer.byteLength(mcp.client.getInstructions() ?? "")).toBeLessThanOrEqual(INSTRUCTIONS_BUDGET_BYTES);
+  });
+
+  test("single-type dialects: anyOf instead of type arrays, no empty {} schema, no safe-integer bounds", () => {
+    const problems: string[] = [];
+    for (const tool of tools) {
+      for (const [which, root] of [["input", tool.inputSchema], ["output", tool.outputSchema]] as const) {
+        for (const [path, s] of subSchemas(root, `${tool.name}.${which}`)) {
+          if (Array.isArray(s.type)) problems.push(`${path}: type array`);
+          if (Object.keys(s).length === 0) problems.push(`${path}: {}`);
+          if (Math.abs(Number(s.minimum)) === Number.MAX_SAFE_INTEGER || Math.abs(Number(s.maximum)) === Number.MAX_SAFE_INTEGER) problems.push(`${path}: ±2^53 bound`);
+          if (s.description !== undefined) problems.push(`${path}: description inside a schema`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+
+  test("the session id schema is written once: one spelling, the pattern alone", () => {
+    const spellings = new Set<string>();
+    for (const tool of tools) {
+      const sid = (tool.inputSchema.properties as Record<string, Schema> | undefined)?.session_id;
+      if (!sid) continue;
+      const plain = (Array.isArray(sid.anyOf) ? (sid.anyOf as Schema[]).find((b) => b.type === "string") : sid) as Schema;
+      spellings.add(JSON.stringify(plain));
+    }
+    expect([...spellings]).toEqual([JSON.stringify({ type: "string", pattern: "^[A-Za-z0-9]{8}$" })]);
+  });
+
+  test("output schemas type the top-level fields and leave deep parts open", () => {
+    const start = tools.find((t) => t.name === "session_start")!;
+    const props = start.outputSchema!.properties as Record<string, Schema>;
+    expect(props.session_id).toEqual({ type: "string" });
+    expect(props.environment).toEqual({ type: "object" });
+    expect(props.expires_at).toEqual({ anyOf: [{ type: "number" }, { type: "null" }] });
+  });
+});
