@@ -27,7 +27,8 @@ const INLINE_READ_LIMIT = 4096;
  *
  * Fast path (the usual case: the login shell exec'd us, so we lead the channel's process group,
  * which sshd created for this channel alone): the command runs in a forked subshell (sh: `eval`,
- * sudo: the fixed sudo program fed by a pipe) and a forked watcher blocks on the channel. When the
+ * sudo: the fixed sudo program fed by a pipe; its root shell first reads `lsm_p=<our pid>` and then
+ * supervises its own tree, see sudo.ts) and a forked watcher blocks on the channel. When the
  * command ends, TERM goes to the whole group (leftover background jobs, the watcher) while we ignore
  * it; when the channel ends first, the watcher TERMs the group, waits a second and KILLs it.
  * Fallback (we do not lead our group, e.g. a login shell that forks): the command gets its own
@@ -54,7 +55,7 @@ trap 'exit 129' HUP INT TERM
 if kill -s 0 -- -$$ 2>/dev/null; then
   { while IFS= read -r _; do :; done; trap '' TERM; kill -s TERM 0; sleep 1; kill -s KILL 0; } <&3 >/dev/null 2>&1 &
   if [ "$1" = sudo ]; then
-    ( trap - HUP INT TERM; printf '%s' "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
+    ( trap - HUP INT TERM; printf 'lsm_p=%s\n%s' "$$" "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
   else
     ( trap - HUP INT TERM; set --; unset -v n l; eval "unset -v t; $t" ) </dev/null 3<&- &
   fi
@@ -65,7 +66,7 @@ if kill -s 0 -- -$$ 2>/dev/null; then
   exit "$r"
 fi
 if [ "$1" = sudo ]; then
-  printf '%s' "$t" | LC_ALL=C setsid sudo -n -k -- /bin/bash --noprofile --norc -s 3<&- &
+  printf 'lsm_p=%s\n%s' "$$" "$t" | LC_ALL=C setsid sudo -n -k -- /bin/bash --noprofile --norc -s 3<&- &
 else
   printf '%s' "$t" | setsid /bin/sh -c 't=$(cat) && exec </dev/null && eval "unset -v t; $t"' lsm-ssh 3<&- &
 fi
@@ -114,6 +115,13 @@ export interface ChannelResult {
   stdout: Captured;
   stderr: Captured;
   durationMs: number;
+}
+
+/** What remote operations need of a session: its master, its open channels and a busy count. */
+export interface Remote {
+  readonly master: Master;
+  readonly channels: ChannelSet;
+  activeCommands: number;
 }
 
 /** Tracks open channels so a disconnect can end them with a clear outcome. */

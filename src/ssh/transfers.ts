@@ -13,7 +13,7 @@ import { log } from "../core/log.ts";
 import { destination, rsyncHost, type Target } from "./master.ts";
 import { remoteHash, remoteScript, statPath } from "./ops.ts";
 import { drainTail, shq, spawnGroup, stopGroup } from "./proc.ts";
-import type { Session } from "./sessions.ts";
+import type { Remote } from "./channel.ts";
 import type { SshSettings } from "./settings.ts";
 import { SWEEP_AGE_MS } from "./localroot.ts";
 
@@ -187,7 +187,7 @@ export class TransferManager {
   private closed = false;
 
   constructor(
-    private readonly session: Session,
+    private readonly session: Remote & { readonly target: Target },
     private readonly settings: SshSettings,
   ) {}
 
