@@ -13,8 +13,14 @@ import { ToolError } from "../core/errors.ts";
 import type { Master } from "./master.ts";
 import { capture, type Captured, shq, spawnGroup, stopGroup } from "./proc.ts";
 
-/** Local grace between SIGTERM and SIGKILL for a command channel. */
-const COMMAND_STOP_GRACE_MS = 3000;
+/** Local grace between SIGTERM and SIGKILL for a channel's mux client (a local relay: it exits at once). */
+const COMMAND_STOP_GRACE_MS = 1000;
+/**
+ * How long a stopped channel's output may still drain. The mux client passed its stdio to the
+ * master, which keeps our pipes open until the host confirms the close; on a stalled network that
+ * is never, so after this the call returns with what it has (the deadline is ours, not the host's).
+ */
+const STREAM_DRAIN_GRACE_MS = 1000;
 
 /** Scripts up to this many bytes are read with the shell's own `read` (no extra process). */
 const INLINE_READ_LIMIT = 4096;
@@ -126,15 +132,16 @@ export interface Remote {
 
 /** Tracks open channels so a disconnect can end them with a clear outcome. */
 export class ChannelSet {
-  private readonly procs = new Set<Subprocess>();
+  private readonly procs = new Map<Subprocess, () => void>();
   disconnected = false;
 
   get size(): number {
     return this.procs.size;
   }
 
-  add(p: Subprocess): void {
-    this.procs.add(p);
+  /** `end` stops the channel's mux client and lets its reader walk away from the pipes. */
+  add(p: Subprocess, end: () => void): void {
+    this.procs.set(p, end);
   }
 
   delete(p: Subprocess): void {
@@ -143,7 +150,9 @@ export class ChannelSet {
 
   async stopAll(): Promise<void> {
     this.disconnected = true;
-    await Promise.all([...this.procs].map((p) => stopGroup(p, COMMAND_STOP_GRACE_MS)));
+    const open = [...this.procs];
+    for (const [, end] of open) end();
+    await Promise.all(open.map(([p]) => p.exited));
   }
 }
 
@@ -170,7 +179,15 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     }
     throw new ToolError("connection_lost", "cannot start an SSH channel");
   }
-  channels.add(proc);
+  const abandon = new AbortController();
+  let ending = false;
+  const end = () => {
+    if (ending) return;
+    ending = true;
+    void stopGroup(proc, COMMAND_STOP_GRACE_MS);
+    setTimeout(() => abandon.abort(), STREAM_DRAIN_GRACE_MS);
+  };
+  channels.add(proc, end);
   try {
     proc.stdin.write(framed);
     void Promise.resolve(proc.stdin.flush()).catch(() => undefined);
@@ -181,16 +198,19 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
   let cancelled = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    void stopGroup(proc, COMMAND_STOP_GRACE_MS);
+    end();
   }, req.timeoutMs);
   const onAbort = () => {
     cancelled = true;
-    void stopGroup(proc, COMMAND_STOP_GRACE_MS);
+    end();
   };
   req.signal?.addEventListener("abort", onAbort, { once: true });
   const sink = (fd: number | undefined) => (fd === undefined ? undefined : (chunk: Uint8Array) => void writeSync(fd, chunk));
   try {
-    const [stdout, stderr] = await Promise.all([capture(proc.stdout, req.maxBytes, sink(fds?.out)), capture(proc.stderr, req.maxBytes, sink(fds?.err))]);
+    const [stdout, stderr] = await Promise.all([
+      capture(proc.stdout, req.maxBytes, sink(fds?.out), abandon.signal),
+      capture(proc.stderr, req.maxBytes, sink(fds?.err), abandon.signal),
+    ]);
     await proc.exited;
     try {
       void Promise.resolve(proc.stdin.end()).catch(() => undefined);

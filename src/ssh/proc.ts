@@ -53,11 +53,33 @@ export function liveCount(): number {
   return live.size;
 }
 
-/** Reads a stream to its end keeping only the last `limit` bytes (diagnostic tails that are never shown). */
-export async function drainTail(stream: ReadableStream<Uint8Array> | null | undefined, limit: number): Promise<Uint8Array> {
-  if (!stream) return new Uint8Array();
+/**
+ * Yields the chunks of a stream until it ends or `stop` aborts. A mux client hands its stdio to the
+ * ControlMaster, so after the client is gone our pipes can stay open as long as the master waits for a
+ * host that does not answer: `stop` lets a caller with a deadline walk away from such a pipe.
+ */
+async function* chunks(stream: ReadableStream<Uint8Array> | null | undefined, stop?: AbortSignal): AsyncGenerator<Uint8Array> {
+  if (!stream) return;
+  const reader = stream.getReader();
+  const onStop = () => void reader.cancel().catch(() => undefined);
+  if (stop?.aborted) onStop();
+  else stop?.addEventListener("abort", onStop, { once: true });
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    stop?.removeEventListener("abort", onStop);
+    reader.releaseLock();
+  }
+}
+
+/** Reads a stream to its end (or `stop`) keeping only the last `limit` bytes (diagnostic tails that are never shown). */
+export async function drainTail(stream: ReadableStream<Uint8Array> | null | undefined, limit: number, stop?: AbortSignal): Promise<Uint8Array> {
   let tail = new Uint8Array();
-  for await (const chunk of stream) {
+  for await (const chunk of chunks(stream, stop)) {
     const joined = new Uint8Array(tail.length + chunk.length);
     joined.set(tail);
     joined.set(chunk, tail.length);
@@ -73,22 +95,20 @@ export interface Captured {
 }
 
 /**
- * Reads a stream to EOF, keeping its first `limit` bytes and counting the rest.
+ * Reads a stream to EOF (or `stop`), keeping its first `limit` bytes and counting the rest.
  * `onChunk` sees every byte (used for spool files and progress parsing).
  */
-export async function capture(stream: ReadableStream<Uint8Array> | null | undefined, limit: number, onChunk?: (chunk: Uint8Array) => void): Promise<Captured> {
+export async function capture(stream: ReadableStream<Uint8Array> | null | undefined, limit: number, onChunk?: (chunk: Uint8Array) => void, stop?: AbortSignal): Promise<Captured> {
   const parts: Uint8Array[] = [];
   let kept = 0;
   let total = 0;
-  if (stream) {
-    for await (const chunk of stream) {
-      total += chunk.length;
-      onChunk?.(chunk);
-      if (kept < limit) {
-        const take = chunk.subarray(0, limit - kept);
-        parts.push(take);
-        kept += take.length;
-      }
+  for await (const chunk of chunks(stream, stop)) {
+    total += chunk.length;
+    onChunk?.(chunk);
+    if (kept < limit) {
+      const take = chunk.subarray(0, limit - kept);
+      parts.push(take);
+      kept += take.length;
     }
   }
   return { bytes: Buffer.concat(parts), total, truncated: total > kept };

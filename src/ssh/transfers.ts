@@ -10,16 +10,17 @@ import { posix } from "node:path";
 import type { Subprocess } from "bun";
 import { ToolError, toToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
-import { destination, rsyncHost, type Target } from "./master.ts";
+import { FollowingHasher, hashLocalFile } from "./hashing.ts";
+import { destination, type Target } from "./master.ts";
 import { remoteHash, remoteScript, statPath } from "./ops.ts";
-import { drainTail, shq, spawnGroup, stopGroup } from "./proc.ts";
+import { shq, stopGroup } from "./proc.ts";
+import { rsyncFailure, rsyncRemote, runRsync } from "./rsync.ts";
 import type { Remote } from "./channel.ts";
 import type { SshSettings } from "./settings.ts";
 import { SWEEP_AGE_MS } from "./localroot.ts";
 
 const RSYNC_STOP_GRACE_MS = 5000;
 const RETENTION_MS = 3600 * 1000;
-const PROGRESS_RE = /(?:^|[\r\n])\s*([0-9][0-9,]*)\s+[0-9]+%/g;
 
 export type TransferState = "pending" | "running" | "verifying" | "completed" | "failed" | "cancelled";
 const FINAL = new Set<TransferState>(["completed", "failed", "cancelled"]);
@@ -69,117 +70,6 @@ function token(fields: string[]): string {
   const h = createHash("sha256");
   for (const f of fields) h.update(`${f}\0`);
   return h.digest("hex").slice(0, 32);
-}
-
-/**
- * The rsync operand naming exactly the remote `path`: a relative path gets `./` (a leading `:`
- * would select rsync's daemon mode), and since the remote rsync expands wildcards itself even with
- * --protect-args, each component holding `*`, `?` or `[` has those escaped. rsync's own check of
- * the names it receives cannot match such a component that also holds a backslash: refused.
- */
-export function rsyncRemote(target: Target, path: string): string {
-  const exact = path
-    .split("/")
-    .map((c) => {
-      if (!/[*?[]/.test(c)) return c;
-      if (c.includes("\\")) throw new ToolError("invalid_remote_path", "rsync cannot name a remote path component holding both a wildcard character and a backslash");
-      return c.replace(/[*?[]/g, "\\$&");
-    })
-    .join("/");
-  return `${rsyncHost(target)}:${path.startsWith("/") ? exact : `./${exact}`}`;
-}
-
-const RSYNC_MEANINGS: Record<number, string> = {
-  5: "error starting the client-server protocol",
-  10: "socket I/O error",
-  11: "file I/O error",
-  12: "protocol data stream error",
-  23: "partial transfer because of an error",
-  24: "source files vanished",
-  30: "timeout in data send or receive",
-  35: "timeout waiting for the daemon connection",
-  255: "the remote shell failed",
-};
-
-/** Streams a local file through SHA-256 in chunks; stops when `signal` aborts. */
-export async function hashLocalFile(path: string, signal: AbortSignal): Promise<string> {
-  const h = new Bun.CryptoHasher("sha256");
-  for await (const chunk of Bun.file(path).stream()) {
-    if (signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-    h.update(chunk);
-  }
-  return h.digest("hex");
-}
-
-const FOLLOW_CHUNK = 1 << 20;
-const FOLLOW_IDLE_MS = 25;
-
-/**
- * Hashes a file while another process appends to it (rsync writes download partials in place,
- * append-only), so the local SHA-256 is ready when rsync ends instead of needing a second full read.
- * `finish()` reads the rest and returns the digest, or null when the file was replaced or is not the
- * length that was hashed (the caller then hashes it again in full).
- */
-export class FollowingHasher {
-  private readonly h = new Bun.CryptoHasher("sha256");
-  private pos = 0;
-  private done = false;
-  private ino: number | undefined;
-  private readonly loop: Promise<void>;
-
-  constructor(
-    private readonly path: string,
-    private readonly signal: AbortSignal,
-  ) {
-    this.loop = this.run();
-    this.loop.catch(() => undefined);
-  }
-
-  private async run(): Promise<void> {
-    const { open } = await import("node:fs/promises");
-    let fh: Awaited<ReturnType<typeof open>> | undefined;
-    const buf = Buffer.alloc(FOLLOW_CHUNK);
-    try {
-      while (!fh) {
-        if (this.signal.aborted) return;
-        try {
-          fh = await open(this.path, "r");
-          this.ino = (await fh.stat()).ino;
-        } catch {
-          if (this.done) return;
-          await Bun.sleep(FOLLOW_IDLE_MS);
-        }
-      }
-      for (;;) {
-        if (this.signal.aborted) return;
-        const finishing = this.done;
-        const { bytesRead } = await fh.read(buf, 0, buf.length, this.pos);
-        if (bytesRead > 0) {
-          this.h.update(buf.subarray(0, bytesRead));
-          this.pos += bytesRead;
-          continue;
-        }
-        if (finishing) return;
-        await Bun.sleep(FOLLOW_IDLE_MS);
-      }
-    } finally {
-      await fh?.close();
-    }
-  }
-
-  /** Call once the writer has exited. */
-  async finish(): Promise<string | null> {
-    this.done = true;
-    await this.loop;
-    if (this.signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-    try {
-      const st = lstatSync(this.path);
-      if (this.ino === undefined || st.ino !== this.ino || st.size !== this.pos) return null;
-    } catch {
-      return null;
-    }
-    return this.h.digest("hex");
-  }
 }
 
 export class TransferManager {
@@ -275,37 +165,22 @@ export class TransferManager {
     if (op.abort.signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
   }
 
-  /** Runs rsync over the mux; resolves on success, throws a mapped error otherwise. */
+  /** Runs rsync over the mux for `op`; resolves on success, throws a mapped error otherwise. */
   private async rsync(op: Op, src: string, dst: string, onProgress: (parsed: number) => void): Promise<void> {
     this.checkCancelled(op);
     const master = this.session.master;
     await master.ensureReady();
-    const { args } = destination(this.session.target);
-    const shell = [...master.transport(), ...args].map(shq).join(" ");
-    const argv = [this.settings.bin.rsync, "--partial", "--append-verify", "--protect-args", "--info=progress2", "--no-motd"];
-    if (this.settings.transferBwlimitKiB > 0) argv.push(`--bwlimit=${this.settings.transferBwlimitKiB}`);
-    argv.push("-e", shell, "--", src, dst);
-    const proc = spawnGroup(argv, { env: { ...process.env, LC_ALL: "C" }, stdout: "pipe", stderr: "pipe" });
-    op.proc = proc;
-    const stderr = drainTail(proc.stderr as ReadableStream<Uint8Array>, 65_536);
-    const decoder = new TextDecoder();
-    let carry = "";
-    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) {
-      const text = carry + decoder.decode(chunk, { stream: true });
-      let last: number | undefined;
-      for (const m of text.matchAll(PROGRESS_RE)) last = Number(m[1]!.replaceAll(",", ""));
-      if (last !== undefined) onProgress(last);
-      carry = text.slice(-64);
-    }
-    const code = await proc.exited;
-    await stderr; // drained and dropped: rsync stderr can carry OpenSSH diagnostics
+    const code = await runRsync(
+      { rsync: this.settings.bin.rsync, shell: [...master.transport(), ...destination(this.session.target).args], bwlimitKiB: this.settings.transferBwlimitKiB, src, dst },
+      (proc) => (op.proc = proc),
+      onProgress,
+    );
     op.proc = undefined;
     op.data.exit_code = code;
     this.checkCancelled(op);
     if (code === 0) return;
     await master.ensureReady(true);
-    const meaning = RSYNC_MEANINGS[code];
-    throw new ToolError("transfer_failed", `rsync exited with status ${code}${meaning ? ` (${meaning})` : ""}`);
+    throw rsyncFailure(code);
   }
 
   private progress(op: Op, done: number): void {

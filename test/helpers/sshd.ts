@@ -28,6 +28,14 @@ export interface Sshd {
   /** Home directory of `user`. */
   home: string;
   log(): string;
+  /** pid of the listening sshd. */
+  pid: number;
+  /** The listener and every process below it (connection handlers, the users' remote commands). */
+  tree(): number[];
+  /** SIGSTOPs the whole tree (a host that stops answering: the TCP connections stay open). */
+  freeze(): number[];
+  /** SIGCONTs what `freeze` stopped. */
+  thaw(pids: number[]): void;
   setSudo(mode: SudoMode): Promise<void>;
   stop(): Promise<void>;
 }
@@ -63,6 +71,35 @@ async function sweepLeftovers(): Promise<void> {
 }
 
 const NOSUDO_TOOLS = ["sh", "mktemp", "head", "wc", "setsid", "env", "rm", "sleep", "cat", "stat", "find", "sort", "tail", "sha256sum", "rsync", "dirname", "df", "awk", "ln", "mv", "id", "true", "false", "echo", "kill"];
+
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // gone meanwhile
+  }
+}
+
+/** `pid` and all its descendants, from /proc (parents listed before their children). */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, "utf8");
+    } catch {
+      continue;
+    }
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    const list = children.get(ppid) ?? [];
+    list.push(Number(name));
+    children.set(ppid, list);
+  }
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) out.push(...(children.get(out[i]!) ?? []));
+  return out;
+}
 
 export async function startSshd(): Promise<Sshd> {
   if (process.getuid!() !== 0) throw new Error("the sshd fixture needs root (useradd, sudoers)");
@@ -198,6 +235,16 @@ Host *
     binDir,
     home,
     log: () => readFileSync(logPath, "utf8"),
+    pid: proc.pid,
+    tree: () => descendants(proc.pid),
+    freeze() {
+      const pids = descendants(proc.pid);
+      for (const p of pids) signal(p, "SIGSTOP");
+      return pids;
+    },
+    thaw(pids) {
+      for (const p of pids) signal(p, "SIGCONT");
+    },
     setSudo,
     async stop() {
       if (stopped) return;
