@@ -248,21 +248,57 @@ export interface Stream {
 
 const strict = new TextDecoder("utf-8", { fatal: true });
 
-/** Text when the bytes are valid UTF-8, else base64; `trimTail` drops a multibyte character cut by truncation. */
+/**
+ * Response bytes one character of text costs on the wire: the result is sent twice, as
+ * structuredContent (JSON-escaped once) and as the compact JSON text (escaped twice). Plain
+ * characters cost 2, `"` and `\\` 6 (`\"` then `\\\"`), tab/CR/LF 5 and ESC 13. Other control
+ * characters return -1: they make the text binary.
+ */
+function wireCost(code: number): number {
+  if (code >= 0x20 && code !== 0x7f) return code === 0x22 || code === 0x5c ? 6 : 2;
+  if (code === 0x09 || code === 0x0a || code === 0x0d) return 5;
+  if (code === 0x1b) return 13;
+  return -1;
+}
+
+/** Text may cost at most this many response bytes per byte; base64 costs 8/3 (4/3, twice). */
+const MAX_TEXT_WIRE_COST = 3;
+
+/** True when `text` (decoded from `byteLength` bytes) has no binary control characters and stays within the wire budget. */
+function fitsAsText(text: string, byteLength: number): boolean {
+  let cost = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = wireCost(text.charCodeAt(i));
+    if (c < 0) return false;
+    cost += c;
+  }
+  return cost <= MAX_TEXT_WIRE_COST * byteLength;
+}
+
+/**
+ * Text when the bytes are valid UTF-8 without control bytes other than tab, CR, LF and ESC, and
+ * escaping keeps the response within ~3 bytes per byte; else base64 (so a megabyte of NULs is never
+ * escaped into many megabytes). `trimTail` drops a multibyte character cut by truncation.
+ */
 export function encodeBytes(bytes: Uint8Array, trimTail = false): { data: string; encoding: "utf-8" | "base64"; trimmed: number } {
+  const asText = (cut: number) => {
+    const text = strict.decode(bytes.subarray(0, bytes.length - cut));
+    return fitsAsText(text, bytes.length - cut) ? { data: text, encoding: "utf-8" as const, trimmed: cut } : undefined;
+  };
+  const base64 = { data: Buffer.from(bytes).toString("base64"), encoding: "base64" as const, trimmed: 0 };
   try {
-    return { data: strict.decode(bytes), encoding: "utf-8", trimmed: 0 };
+    return asText(0) ?? base64;
   } catch {
     if (trimTail) {
       for (let cut = 1; cut <= 3 && cut < bytes.length; cut++) {
         try {
-          return { data: strict.decode(bytes.subarray(0, bytes.length - cut)), encoding: "utf-8", trimmed: cut };
+          return asText(cut) ?? base64;
         } catch {
           // keep trimming
         }
       }
     }
-    return { data: Buffer.from(bytes).toString("base64"), encoding: "base64", trimmed: 0 };
+    return base64;
   }
 }
 
