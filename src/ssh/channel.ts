@@ -263,6 +263,8 @@ function wireCost(code: number): number {
 
 /** Text may cost at most this many response bytes per byte; base64 costs 8/3 (4/3, twice). */
 const MAX_TEXT_WIRE_COST = 3;
+/** Short texts ("0\n") stay text whatever their mix: a few escapes cannot overflow anything. */
+const TEXT_WIRE_SLACK = 256;
 
 /** True when `text` (decoded from `byteLength` bytes) has no binary control characters and stays within the wire budget. */
 function fitsAsText(text: string, byteLength: number): boolean {
@@ -272,7 +274,7 @@ function fitsAsText(text: string, byteLength: number): boolean {
     if (c < 0) return false;
     cost += c;
   }
-  return cost <= MAX_TEXT_WIRE_COST * byteLength;
+  return cost <= MAX_TEXT_WIRE_COST * byteLength + TEXT_WIRE_SLACK;
 }
 
 /**

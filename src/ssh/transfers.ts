@@ -1,10 +1,12 @@
 /**
- * Background single-file transfers with rsync over the session's mux. Partials are deterministic
- * and staged beside the destination (so publication is a same-directory rename or link), both
- * sides are hashed before publication, and cancellation keeps the partial for a later resume.
+ * Background single-file transfers with rsync over the session's mux. Partials are deterministic:
+ * a download's lives in the local root's private partial directory (moved to the destination at
+ * publication, re-checked after the move), an upload's beside the remote destination (same-directory
+ * rename or link). Both sides are hashed before publication, and cancellation keeps the partial for a
+ * later resume.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { linkSync, lstatSync, renameSync, rmSync, statfsSync, unlinkSync } from "node:fs";
+import { lstatSync, rmSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
 import { posix } from "node:path";
 import type { Subprocess } from "bun";
@@ -199,7 +201,7 @@ export class TransferManager {
     if (st.type !== "regular") throw new ToolError("invalid_remote_type", "remote source is not a regular file");
     op.data.total_bytes = st.size;
     const dest = root.destination(local, overwrite);
-    const partial = root.partialFor(dest.abs, token(["download", cacheKey(this.session.target), remote, dest.display]));
+    const partial = root.partialFor(token(["download", cacheKey(this.session.target), remote, dest.display]));
     let have = 0;
     try {
       const pst = lstatSync(partial);
@@ -222,8 +224,9 @@ export class TransferManager {
         // not created yet
       }
     }, 250);
-    // Both SHA-256s run alongside rsync: the remote one over the source (a change of the source
-    // during the transfer then shows up as a mismatch, exactly as when hashed afterwards) and the
+    // Both SHA-256s run alongside rsync: the remote one over the source (rsync and sha256sum each
+    // keep the file they opened, so a source replaced by rename gives the older version; see
+    // docs/ssh.md for a source rewritten in place) and the
     // local one following the partial as rsync appends to it.
     const sideline = new AbortController();
     const hashSignal = AbortSignal.any([op.abort.signal, sideline.signal]);
@@ -250,16 +253,27 @@ export class TransferManager {
     this.checkCancelled(op);
     if (expected !== localSum) throw new ToolError("verification_failed", "the downloaded partial does not match the remote file's SHA-256; the partial was kept");
     // overwrite is decided now, at commit time, against what exists now
-    const final = root.destination(local, overwrite);
+    let final: { abs: string };
     try {
-      if (overwrite) renameSync(partial, final.abs);
-      else {
-        linkSync(partial, final.abs);
-        unlinkSync(partial);
-      }
+      final = root.destination(local, overwrite);
     } catch (e) {
+      // refused at publication: the verified bytes are not kept for a destination that went away
+      if (e instanceof ToolError && e.code !== "local_path_exists") {
+        rmSync(partial, { force: true });
+        root.forgetPartial(partial);
+      }
+      throw e;
+    }
+    try {
+      root.publish(partial, final, overwrite);
+    } catch (e) {
+      if (e instanceof ToolError) {
+        root.forgetPartial(partial);
+        throw e;
+      }
       const code = (e as NodeJS.ErrnoException).code;
       if (code === "EEXIST") throw new ToolError("local_path_exists", "local destination appeared during the transfer and overwrite is false");
+      if (code === "EXDEV") throw new ToolError("transfer_publish_failed", "the local destination is on another filesystem than the local root's state directory");
       throw new ToolError("transfer_publish_failed", `the download could not be published (${code ?? "error"})`);
     }
     root.forgetPartial(partial);

@@ -125,3 +125,24 @@ describe.skipIf(!isRoot)("sudo_exec leaves no root process", () => {
     await noneLeft(t);
   }, 60_000);
 });
+
+// Needs root: the fixture adds users and sudoers rules.
+describe.skipIf(!isRoot)("sudo outcomes", () => {
+  test("cases sudo -n cannot tell apart all say so; only NOPASSWD for the exact line works", async () => {
+    const { s, k } = await session();
+    try {
+      for (const mode of ["password", "none", "other-command", "runas-other"] as const) {
+        await sshd.setSudo(mode);
+        const r = await s.call("sudo_exec", { ...k, command: "id -u" });
+        expect({ mode, code: r.error?.code }).toEqual({ mode, code: "sudo_password_required" });
+        expect(r.error!.message).toContain("needs a password, or this account may not run this command as root");
+        expect(r.error!.message).toContain("NOPASSWD");
+      }
+      await sshd.setSudo("denied");
+      expect(await s.fails("sudo_exec", { ...k, command: "id -u" })).toBe("sudo_not_allowed");
+    } finally {
+      await sshd.setSudo("nopasswd");
+    }
+    expect((await s.ok("sudo_exec", { ...k, command: "id -u" })).stdout.data).toBe("0\n");
+  }, 60_000);
+});

@@ -55,6 +55,11 @@ export async function startSshClient(opts: SshClientOptions): Promise<SshClient>
     const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000, signal })) as CallToolResult;
     const first = r.content[0] as { text?: string } | undefined;
     if (first?.text !== undefined) texts.push(first.text);
+    // the contract: the text is the same envelope as structuredContent, and isError iff !ok
+    const env = r.structuredContent as Envelope | undefined;
+    if (!env || first?.text === undefined || !Bun.deepEquals(JSON.parse(first.text), env) || Boolean(r.isError) !== !env.ok) {
+      throw new Error(`${name}: the text content and structuredContent disagree or isError is wrong`);
+    }
     return r;
   };
   const call = async (name: string, args: Record<string, unknown> = {}, signal?: AbortSignal) => (await raw(name, args, signal)).structuredContent as Envelope;

@@ -10,7 +10,12 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-export type SudoMode = "nopasswd" | "password" | "denied";
+/**
+ * nopasswd: the one usable rule. password: the same rule needing a password. denied: `!authenticate`
+ * and a rule for another command only. none: no rule at all. other-command: a rule for another
+ * command only (default `authenticate`). runas-other: the shell rule, but as another user only.
+ */
+export type SudoMode = "nopasswd" | "password" | "denied" | "none" | "other-command" | "runas-other";
 
 export interface Sshd {
   port: number;
@@ -212,12 +217,15 @@ Host *
   }
   const sudoersPath = `/etc/sudoers.d/${user}`;
   const setSudo = async (mode: SudoMode) => {
-    const rule =
-      mode === "nopasswd"
-        ? `${user} ALL=(root) NOPASSWD: /bin/bash --noprofile --norc -s\n`
-        : mode === "password"
-          ? `Defaults:${user} timestamp_type=global\n${user} ALL=(root) /bin/bash --noprofile --norc -s\n`
-          : `Defaults:${user} !authenticate\n${user} ALL=(root) NOPASSWD: /usr/bin/id\n`;
+    const rules: Record<SudoMode, string> = {
+      nopasswd: `${user} ALL=(root) NOPASSWD: /bin/bash --noprofile --norc -s\n`,
+      password: `Defaults:${user} timestamp_type=global\n${user} ALL=(root) /bin/bash --noprofile --norc -s\n`,
+      denied: `Defaults:${user} !authenticate\n${user} ALL=(root) NOPASSWD: /usr/bin/id\n`,
+      none: `# no rule for ${user}\n`,
+      "other-command": `${user} ALL=(root) /usr/bin/id\n`,
+      "runas-other": `${user} ALL=(${nosudoUser}) /bin/bash --noprofile --norc -s\n`,
+    };
+    const rule = rules[mode];
     const tmp = join(dir, "sudoers.tmp");
     writeFileSync(tmp, rule, { mode: 0o440 });
     await $`visudo -cf ${tmp}`.quiet();
