@@ -22,6 +22,13 @@ const COMMAND_STOP_GRACE_MS = 1000;
  */
 const STREAM_DRAIN_GRACE_MS = 1000;
 
+/**
+ * The supervisor's first output byte on stdout, dropped locally: a channel that exits 255 without it
+ * never ran the supervisor, so sshd refused the channel (or the transport failed), and a command's
+ * own `exit 255` is never mistaken for that.
+ */
+export const SUPERVISOR_STARTED = "+";
+
 /** Scripts up to this many bytes are read with the shell's own `read` (no extra process). */
 const INLINE_READ_LIMIT = 4096;
 
@@ -40,7 +47,8 @@ const INLINE_READ_LIMIT = 4096;
  * Fallback (we do not lead our group, e.g. a login shell that forks): the command gets its own
  * group through `setsid` and reads the script from a pipe before running it with stdin /dev/null.
  */
-export const SUPERVISOR = `exec 3<&0
+export const SUPERVISOR = `printf '${SUPERVISOR_STARTED}'
+exec 3<&0
 IFS= read -r n || exit 70
 case $n in ''|*[!0-9]*) exit 71;; esac
 t=
@@ -208,7 +216,7 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
   const sink = (fd: number | undefined) => (fd === undefined ? undefined : (chunk: Uint8Array) => void writeSync(fd, chunk));
   try {
     const [stdout, stderr] = await Promise.all([
-      capture(proc.stdout, req.maxBytes, sink(fds?.out), abandon.signal),
+      capture(proc.stdout, req.maxBytes, sink(fds?.out), abandon.signal, 1),
       capture(proc.stderr, req.maxBytes, sink(fds?.err), abandon.signal),
     ]);
     await proc.exited;
@@ -221,7 +229,10 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     if (channels.disconnected) throw new ToolError("connection_lost", "SSH connection was explicitly disconnected");
     if (cancelled) throw new ToolError("cancelled", "the request was cancelled");
     const code = timedOut ? null : proc.exitCode;
-    if (code === 255) await master.ensureReady(true);
+    if (code === 255) {
+      await master.ensureReady(true);
+      if (stdout.skipped !== 1) throw new ToolError("channel_refused", "the SSH server refused a new session channel (for example its MaxSessions limit); try again when other calls have finished");
+    }
     return { code, signal: proc.signalCode === null ? null : String(proc.signalCode), timedOut, stdout, stderr, durationMs };
   } finally {
     clearTimeout(timer);

@@ -7,13 +7,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { ToolError } from "../core/errors.ts";
-import { capture, drainTail, shq, spawnGroup, stopGroup } from "./proc.ts";
+import { capture, drainTail, runnerChild, shq, spawnGroup, stopGroup } from "./proc.ts";
 import { recoverSessionEnv, validRuntimeDir } from "./recovery.ts";
 
 export interface Binaries {
   ssh: string;
   rsync: string;
   false: string;
+  /** lsm-runner: masters and rsync run under it so they never outlive the server. */
+  runner: string;
 }
 
 export type Target = { mode: "alias"; alias: string } | { mode: "direct"; host: string; user: string; port: number };
@@ -138,6 +140,7 @@ export interface MasterOptions {
 export class Master {
   state: MasterState = "starting";
   private proc: Subprocess | undefined;
+  private sshPid: number | undefined;
   private dir: string | undefined;
   private socket: string | undefined;
   private stderrDone: Promise<Uint8Array> | undefined;
@@ -148,8 +151,11 @@ export class Master {
 
   constructor(private readonly opts: MasterOptions) {}
 
+  /** The ssh master's own pid (it runs under lsm-runner, whose pid is not the master's). */
   get pid(): number | null {
-    return this.proc && this.state !== "closed" ? this.proc.pid : null;
+    if (!this.proc || this.state === "closed") return null;
+    this.sshPid ??= runnerChild(this.proc.pid);
+    return this.sshPid ?? this.proc.pid;
   }
 
   /** `-S` argument: OpenSSH expands `%` tokens in control paths, so they are doubled. */
@@ -190,7 +196,7 @@ export class Master {
       ...isolation(connectTimeoutS), ...args, "--", dest,
     ];
     try {
-      this.proc = spawnGroup(argv, { env, stderr: "pipe" });
+      this.proc = spawnGroup(argv, { env, stderr: "pipe", runner: bin.runner });
     } catch {
       throw new ToolError("connection_start_failed", "cannot start the SSH master");
     }

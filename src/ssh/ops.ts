@@ -32,7 +32,7 @@ function validateCommand(input: CommandInput): void {
   if (input.command.trim() === "") throw new ToolError("invalid_command", "command is empty");
   if (input.command.includes("\0")) throw new ToolError("invalid_command", "command contains a NUL byte");
   if (Buffer.byteLength(input.command) > MAX_COMMAND_BYTES) throw new ToolError("invalid_command", `command exceeds ${MAX_COMMAND_BYTES} bytes`);
-  if (input.cwd !== undefined && input.cwd.includes("\0")) throw new ToolError("invalid_remote_path", "remote path contains a NUL byte");
+  if (input.cwd !== undefined) checkRemotePath(input.cwd);
 }
 
 function withNewline(s: string): string {
@@ -149,8 +149,17 @@ export function typeFromMode(mode: number): FileType {
   }
 }
 
-function checkRemotePath(p: string): void {
+/** Linux limits the remote side enforces anyway: reaching them there surfaced as unrelated failures. */
+export const MAX_REMOTE_PATH_BYTES = 4096;
+export const MAX_NAME_BYTES = 255;
+
+/** Refuses a NUL, a path over PATH_MAX or a component over NAME_MAX (bytes) with `invalid_remote_path`. */
+export function checkRemotePath(p: string): void {
   if (p.includes("\0")) throw new ToolError("invalid_remote_path", "remote path contains a NUL byte");
+  if (Buffer.byteLength(p) >= MAX_REMOTE_PATH_BYTES) throw new ToolError("invalid_remote_path", `remote path is ${MAX_REMOTE_PATH_BYTES} bytes or longer`);
+  if (p.split("/").some((c) => Buffer.byteLength(c) > MAX_NAME_BYTES)) {
+    throw new ToolError("invalid_remote_path", `a remote path component is longer than ${MAX_NAME_BYTES} bytes`);
+  }
 }
 
 export interface StatData {

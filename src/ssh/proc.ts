@@ -3,11 +3,31 @@
  * while it lives, and is stopped by signalling only its own process group.
  */
 import type { Subprocess } from "bun";
+import { readFileSync } from "node:fs";
 
 const live = new Set<Subprocess>();
 
+/** Grace the runner gives a tied child between SIGTERM and SIGKILL. */
+const RUNNER_GRACE_MS = 1000;
+
+/** The pid of the program a runner started (its only direct child), if it is running. */
+export function runnerChild(runnerPid: number): number | undefined {
+  try {
+    const first = readFileSync(`/proc/${runnerPid}/task/${runnerPid}/children`, "utf8").trim().split(" ")[0];
+    return first ? Number(first) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export interface SpawnOptions {
   env?: Record<string, string | undefined>;
+  /**
+   * Path of lsm-runner: the child then runs under it, and so lives no longer than this server. The
+   * runner takes a parent-death signal (a SIGKILLed server included) and then stops the child's
+   * whole tree; a TERM to the runner's group does the same. Bun cannot set PR_SET_PDEATHSIG itself.
+   */
+  runner?: string;
   stdin?: "ignore" | "pipe";
   stdout?: "ignore" | "pipe";
   stderr?: "ignore" | "pipe";
@@ -15,7 +35,8 @@ export interface SpawnOptions {
 
 /** Spawns `argv` in a new session; the returned process is tracked until it exits. */
 export function spawnGroup(argv: string[], opts: SpawnOptions = {}): Subprocess<"pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"> {
-  const proc = Bun.spawn(argv, {
+  const full = opts.runner ? [opts.runner, "--grace-ms", String(RUNNER_GRACE_MS), "--", ...argv] : argv;
+  const proc = Bun.spawn(full, {
     env: opts.env ?? (process.env as Record<string, string>),
     stdin: opts.stdin ?? "ignore",
     stdout: opts.stdout ?? "ignore",
@@ -42,6 +63,14 @@ export async function stopGroup(proc: Subprocess, graceMs: number): Promise<void
   // The leader may be gone while members linger; a final KILL to the group is harmless either way.
   signalGroup(proc.pid, "SIGKILL");
   if (!done) await proc.exited;
+}
+
+/**
+ * A second signal during shutdown: TERM every tracked group at once and do not wait. Children under
+ * lsm-runner finish their own cleanup after we are gone (the runner outlives us by its grace).
+ */
+export function terminateAllNow(): void {
+  for (const p of live) signalGroup(p.pid, "SIGTERM");
 }
 
 /** Stops every tracked child (shutdown path). */
@@ -92,17 +121,33 @@ export interface Captured {
   bytes: Uint8Array;
   total: number;
   truncated: boolean;
+  /** How many of the leading bytes the caller asked to drop were seen (see `capture`'s `skip`). */
+  skipped?: number;
 }
 
 /**
  * Reads a stream to EOF (or `stop`), keeping its first `limit` bytes and counting the rest.
- * `onChunk` sees every byte (used for spool files and progress parsing).
+ * `onChunk` sees every byte (used for spool files and progress parsing) except the first `skip`,
+ * which are dropped (the supervisor's start byte).
  */
-export async function capture(stream: ReadableStream<Uint8Array> | null | undefined, limit: number, onChunk?: (chunk: Uint8Array) => void, stop?: AbortSignal): Promise<Captured> {
+export async function capture(
+  stream: ReadableStream<Uint8Array> | null | undefined,
+  limit: number,
+  onChunk?: (chunk: Uint8Array) => void,
+  stop?: AbortSignal,
+  skip = 0,
+): Promise<Captured> {
   const parts: Uint8Array[] = [];
   let kept = 0;
   let total = 0;
-  for await (const chunk of chunks(stream, stop)) {
+  let skipped = 0;
+  for await (let chunk of chunks(stream, stop)) {
+    if (skipped < skip) {
+      const n = Math.min(skip - skipped, chunk.length);
+      skipped += n;
+      chunk = chunk.subarray(n);
+      if (chunk.length === 0) continue;
+    }
     total += chunk.length;
     onChunk?.(chunk);
     if (kept < limit) {
@@ -111,7 +156,7 @@ export async function capture(stream: ReadableStream<Uint8Array> | null | undefi
       kept += take.length;
     }
   }
-  return { bytes: Buffer.concat(parts), total, truncated: total > kept };
+  return { bytes: Buffer.concat(parts), total, truncated: total > kept, skipped };
 }
 
 /** Shell-quotes one word for POSIX sh. */

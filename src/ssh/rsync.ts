@@ -52,9 +52,13 @@ export function rsyncFailure(code: number): ToolError {
 
 export interface RsyncRun {
   rsync: string;
+  /** lsm-runner, so rsync (and the ssh it starts) dies with the server. */
+  runner: string;
   /** The mux-client argv rsync uses as its remote shell. */
   shell: string[];
   bwlimitKiB: number;
+  /** Follow a symlink source (downloads: the remote path is checked with `stat -L`, so it is followed like stat does). */
+  copyLinks: boolean;
   src: string;
   dst: string;
 }
@@ -67,8 +71,9 @@ export interface RsyncRun {
 export async function runRsync(run: RsyncRun, started: (proc: Subprocess) => void, onProgress: (parsed: number) => void): Promise<number> {
   const argv = [run.rsync, "--partial", "--append-verify", "--protect-args", "--info=progress2", "--no-motd"];
   if (run.bwlimitKiB > 0) argv.push(`--bwlimit=${run.bwlimitKiB}`);
+  if (run.copyLinks) argv.push("--copy-links");
   argv.push("-e", run.shell.map(shq).join(" "), "--", run.src, run.dst);
-  const proc = spawnGroup(argv, { env: { ...process.env, LC_ALL: "C" }, stdout: "pipe", stderr: "pipe" });
+  const proc = spawnGroup(argv, { env: { ...process.env, LC_ALL: "C" }, stdout: "pipe", stderr: "pipe", runner: run.runner });
   started(proc);
   const stopDrain = new AbortController();
   const stderr = drainTail(proc.stderr as ReadableStream<Uint8Array>, 65_536, stopDrain.signal);

@@ -14,7 +14,7 @@ import { ToolError, toToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { FollowingHasher, hashLocalFile } from "./hashing.ts";
 import { destination, type Target } from "./master.ts";
-import { remoteHash, remoteScript, statPath } from "./ops.ts";
+import { checkRemotePath, MAX_NAME_BYTES, remoteHash, remoteScript, statPath } from "./ops.ts";
 import { shq, stopGroup } from "./proc.ts";
 import { rsyncFailure, rsyncRemote, runRsync } from "./rsync.ts";
 import type { Remote } from "./channel.ts";
@@ -119,6 +119,7 @@ export class TransferManager {
 
   async startDownload(remote: string, local: string, overwrite: boolean): Promise<TransferData> {
     this.prune();
+    checkRemotePath(remote);
     await this.session.master.ensureReady();
     const dest = this.settings.localRoot.destination(local, overwrite);
     const op = this.register("download", `download\0${dest.display}`, dest.display, remote, overwrite);
@@ -130,6 +131,11 @@ export class TransferManager {
     this.prune();
     if (remote.includes("\0") || remote.endsWith("/") || [".", ".."].includes(posix.basename(remote))) {
       throw new ToolError("invalid_remote_path", "remote destination must name a file");
+    }
+    checkRemotePath(remote);
+    // the upload partial's name adds `.` + 32 hex + `.lsm-partial` to the final component
+    if (Buffer.byteLength(posix.basename(remote)) > MAX_NAME_BYTES - 46) {
+      throw new ToolError("invalid_remote_path", `the remote file name must be at most ${MAX_NAME_BYTES - 46} bytes (room for its transfer partial's name)`);
     }
     await this.session.master.ensureReady();
     const src = this.settings.localRoot.source(local);
@@ -173,7 +179,7 @@ export class TransferManager {
     const master = this.session.master;
     await master.ensureReady();
     const code = await runRsync(
-      { rsync: this.settings.bin.rsync, shell: [...master.transport(), ...destination(this.session.target).args], bwlimitKiB: this.settings.transferBwlimitKiB, src, dst },
+      { rsync: this.settings.bin.rsync, runner: this.settings.bin.runner, copyLinks: op.data.direction === "download", shell: [...master.transport(), ...destination(this.session.target).args], bwlimitKiB: this.settings.transferBwlimitKiB, src, dst },
       (proc) => (op.proc = proc),
       onProgress,
     );

@@ -106,7 +106,12 @@ function descendants(pid: number): number[] {
   return out;
 }
 
-export async function startSshd(): Promise<Sshd> {
+export interface SshdOptions {
+  /** sshd's MaxSessions (sessions per connection; default 50). */
+  maxSessions?: number;
+}
+
+export async function startSshd(opts: SshdOptions = {}): Promise<Sshd> {
   if (process.getuid!() !== 0) throw new Error("the sshd fixture needs root (useradd, sudoers)");
   await sweepLeftovers();
   const dir = mkdtempSync(join(tmpdir(), "lsm-sshd-"));
@@ -169,7 +174,7 @@ AllowUsers ${user} ${nosudoUser}
 DisableForwarding yes
 PermitUserEnvironment no
 MaxStartups 100:30:200
-MaxSessions 50
+MaxSessions ${opts.maxSessions ?? 50}
 LogLevel VERBOSE
 Match User ${nosudoUser}
   SetEnv PATH=${nosudoBin}
