@@ -213,7 +213,20 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     end();
   };
   req.signal?.addEventListener("abort", onAbort, { once: true });
-  const sink = (fd: number | undefined) => (fd === undefined ? undefined : (chunk: Uint8Array) => void writeSync(fd, chunk));
+  // A spool that cannot be written (disk full) stops being written; the call then fails after the
+  // command ended, instead of the capture failing under a command that keeps running.
+  let spoolError: string | undefined;
+  const sink = (fd: number | undefined) =>
+    fd === undefined
+      ? undefined
+      : (chunk: Uint8Array) => {
+          if (spoolError !== undefined) return;
+          try {
+            writeSync(fd, chunk);
+          } catch (e) {
+            spoolError = (e as NodeJS.ErrnoException).code ?? "error";
+          }
+        };
   try {
     const [stdout, stderr] = await Promise.all([
       capture(proc.stdout, req.maxBytes, sink(fds?.out), abandon.signal, 1),
@@ -228,6 +241,8 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     const durationMs = Math.round(performance.now() - started);
     if (channels.disconnected) throw new ToolError("connection_lost", "SSH connection was explicitly disconnected");
     if (cancelled) throw new ToolError("cancelled", "the request was cancelled");
+    if (spoolError === "ENOSPC" || spoolError === "EDQUOT") throw new ToolError("local_disk_full", "the local disk filled up while spooling the output; the command ran, but its spool files are incomplete");
+    if (spoolError !== undefined) throw new ToolError("spool_write_failed", `the output spool could not be written (${spoolError}); the command ran`);
     const code = timedOut ? null : proc.exitCode;
     if (code === 255) {
       await master.ensureReady(true);
@@ -239,10 +254,14 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     req.signal?.removeEventListener("abort", onAbort);
     channels.delete(proc);
     if (fds) {
-      fsyncSync(fds.out);
-      fsyncSync(fds.err);
-      closeSync(fds.out);
-      closeSync(fds.err);
+      for (const fd of [fds.out, fds.err]) {
+        try {
+          fsyncSync(fd);
+        } catch {
+          // a full disk: the error is reported above
+        }
+        closeSync(fd);
+      }
     }
   }
 }

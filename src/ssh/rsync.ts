@@ -65,10 +65,10 @@ export interface RsyncRun {
 
 /**
  * Runs one rsync (in its own process group, `started` receives it for cancellation) and returns its
- * exit status; `onProgress` gets the byte counts rsync reports. stderr is drained and dropped: it
- * can carry OpenSSH diagnostics.
+ * exit status and whether a receiver ran out of space; `onProgress` gets the byte counts rsync
+ * reports. stderr is otherwise dropped: it can carry OpenSSH diagnostics.
  */
-export async function runRsync(run: RsyncRun, started: (proc: Subprocess) => void, onProgress: (parsed: number) => void): Promise<number> {
+export async function runRsync(run: RsyncRun, started: (proc: Subprocess) => void, onProgress: (parsed: number) => void): Promise<{ code: number; noSpace: boolean }> {
   const argv = [run.rsync, "--partial", "--append-verify", "--protect-args", "--info=progress2", "--no-motd"];
   if (run.bwlimitKiB > 0) argv.push(`--bwlimit=${run.bwlimitKiB}`);
   if (run.copyLinks) argv.push("--copy-links");
@@ -88,7 +88,8 @@ export async function runRsync(run: RsyncRun, started: (proc: Subprocess) => voi
   }
   const code = await proc.exited;
   const timer = setTimeout(() => stopDrain.abort(), STDERR_DRAIN_GRACE_MS);
-  await stderr;
+  // the tail stays private; only "a receiver's disk was full" is taken from it
+  const noSpace = Buffer.from(await stderr).toString("utf8").includes("No space left on device");
   clearTimeout(timer);
-  return code;
+  return { code, noSpace };
 }

@@ -178,7 +178,7 @@ export class TransferManager {
     this.checkCancelled(op);
     const master = this.session.master;
     await master.ensureReady();
-    const code = await runRsync(
+    const { code, noSpace } = await runRsync(
       { rsync: this.settings.bin.rsync, runner: this.settings.bin.runner, copyLinks: op.data.direction === "download", shell: [...master.transport(), ...destination(this.session.target).args], bwlimitKiB: this.settings.transferBwlimitKiB, src, dst },
       (proc) => (op.proc = proc),
       onProgress,
@@ -188,6 +188,8 @@ export class TransferManager {
     this.checkCancelled(op);
     if (code === 0) return;
     await master.ensureReady(true);
+    if (noSpace && op.data.direction === "download") throw new ToolError("local_disk_full", "the local disk filled up during the download; the partial was kept for a resume");
+    if (noSpace) throw new ToolError("insufficient_remote_space", "the remote disk filled up during the upload; the partial was kept for a resume");
     throw rsyncFailure(code);
   }
 
