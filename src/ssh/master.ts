@@ -2,7 +2,7 @@
  * One OpenSSH ControlMaster per session: `ssh -G` identity preflight, the foreground master with a
  * private socket directory, liveness, and the mux-client argv that can never authenticate again.
  */
-import { mkdtempSync, lstatSync, rmSync, statSync, chmodSync } from "node:fs";
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
@@ -98,6 +98,64 @@ function controlDir(uid: number): { dir: string; socket: string } {
   if (Buffer.byteLength(shortSocket) <= MAX_CONTROL_PATH) return { dir: short, socket: shortSocket };
   rmSync(short, { recursive: true, force: true });
   throw new ToolError("connection_start_failed", "cannot create a short enough SSH control path");
+}
+
+/** A control directory without a socket younger than this may belong to a master still starting. */
+const STALE_CONTROL_DIR_MS = 10 * 60 * 1000;
+
+/** True when something accepts connections on the unix socket `path`. */
+async function socketAnswers(path: string): Promise<boolean> {
+  try {
+    const sock = await Bun.connect({ unix: path, socket: { data() {} } });
+    sock.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Removes control directories a killed server left: ours by name and owner, whose socket no longer
+ * answers (or, with no socket at all, that are older than any master could take to start). A live
+ * master of another server always answers on its socket, so it is never touched. Returns the count.
+ */
+export async function sweepControlDirs(uid = process.getuid!(), now = Date.now()): Promise<number> {
+  const runtime = process.env.XDG_RUNTIME_DIR;
+  const bases = new Set([tmpdir(), "/tmp", ...(runtime && validRuntimeDir(runtime, uid) ? [runtime] : [])]);
+  let removed = 0;
+  for (const base of bases) {
+    let names: string[];
+    try {
+      names = readdirSync(base);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (!name.startsWith(`lsm-ssh-${uid}-`) && !name.startsWith(`ls${uid}-`)) continue;
+      const dir = join(base, name);
+      try {
+        const st = lstatSync(dir);
+        if (!st.isDirectory() || st.uid !== uid) continue;
+        const socketName = name.startsWith("lsm-ssh-") ? "mux.sock" : "m";
+        // ours hold nothing but the socket: anything else in it is not ours to remove
+        if (readdirSync(dir).some((e) => e !== socketName)) continue;
+        const socket = join(dir, socketName);
+        const present = (() => {
+          try {
+            return lstatSync(socket).isSocket();
+          } catch {
+            return false;
+          }
+        })();
+        if (present ? await socketAnswers(socket) : now - st.mtimeMs < STALE_CONTROL_DIR_MS) continue;
+        rmSync(dir, { recursive: true, force: true });
+        removed++;
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return removed;
 }
 
 /** Patterns that mean OpenSSH needed a prompt or agent that no session environment could provide. */

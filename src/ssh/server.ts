@@ -10,6 +10,7 @@ import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { VERSION } from "../core/version.ts";
 import instructions from "./instructions.md" with { type: "text" };
+import { sweepControlDirs } from "./master.ts";
 import { stopAll, terminateAllNow } from "./proc.ts";
 import { SessionManager } from "./sessions.ts";
 import type { SshSettings } from "./settings.ts";
@@ -146,5 +147,10 @@ export async function serveSsh(settings: SshSettings): Promise<void> {
   await server.connect(new StdioServerTransport());
   const swept = settings.localRoot.sweep();
   if (swept.spools + swept.partials > 0) log.info(`swept ${swept.spools} stale spool files and ${swept.partials} stale partials`);
+  // what a killed server left: its master and rsync died with it (lsm-runner), its control directory did not
+  void sweepControlDirs().then(
+    (n) => n > 0 && log.info(`removed ${n} stale SSH control directories`),
+    () => undefined,
+  );
   log.info("ssh MCP server ready on stdio");
 }

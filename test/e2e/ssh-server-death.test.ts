@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { $ } from "bun";
 import { randomBytes } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { existsSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { fixtureProcesses, keyOf, processCount, type SshClient, startSshClient } from "../helpers/ssh-client.ts";
@@ -55,13 +55,22 @@ async function nothingLeft(tag: string): Promise<void> {
 
 // Needs root: the sshd fixture adds users.
 describe.skipIf(!isRoot)("the server's end ends its master and rsync", () => {
-  test("SIGKILL of the server", async () => {
+  test("SIGKILL of the server; a restarted server sweeps the control directory it left", async () => {
     const tag = `8${Date.now() % 100_000}`;
     const s = await busyServer("killed.bin", tag);
+    const controlDir = (await fixtureProcesses(sshd)).map((l) => / -S (\S+)\/mux\.sock /.exec(l)?.[1]).find(Boolean);
+    expect(controlDir && existsSync(controlDir)).toBe(true);
     const pid = s.pid();
     process.kill(pid, "SIGKILL");
     await waitFor(() => !pidAlive(pid), { what: "server gone" });
     await nothingLeft(tag);
+    // no cleanup code ran: the directory stays until a server sweeps it (aged past the start-up window)
+    expect(existsSync(controlDir!)).toBe(true);
+    const aged = new Date(Date.now() - 20 * 60 * 1000);
+    utimesSync(controlDir!, aged, aged);
+    const next = await startSshClient({ sshd, localRoot: root.path });
+    clients.push(next);
+    await waitFor(() => !existsSync(controlDir!), { what: "the stale control directory to be swept" });
   }, 60_000);
 
   test("a second SIGTERM during shutdown", async () => {
