@@ -19,7 +19,7 @@ import { shq, stopGroup } from "./proc.ts";
 import { rsyncFailure, rsyncRemote, runRsync } from "./rsync.ts";
 import type { Remote } from "./channel.ts";
 import type { SshSettings } from "./settings.ts";
-import { SWEEP_AGE_MS } from "./localroot.ts";
+import { sweepRemotePartials } from "./remote-partials.ts";
 
 const RSYNC_STOP_GRACE_MS = 5000;
 const RETENTION_MS = 3600 * 1000;
@@ -358,34 +358,9 @@ fi
     op.data.sha256 = localSum;
   }
 
-  /**
-   * Removes this target's stale upload partials that we recorded creating: only regular files (not
-   * symlinks) owned by the remote account, with our suffix, whose record and mtime are both older than
-   * the sweep age. Records of partials that are gone or not ours are dropped; fresh ones are kept.
-   */
-  async sweepRemote(): Promise<number> {
-    const root = this.settings.localRoot;
-    const key = cacheKey(this.session.target);
-    const stale = root.staleRemotePartials(key);
-    if (stale.length === 0) return 0;
-    const minutes = Math.ceil(SWEEP_AGE_MS / 60_000);
-    const checks = stale
-      .map(
-        (p) => `p=${shq(p)}
-if [ -L "$p" ]; then echo other
-elif [ ! -e "$p" ]; then echo gone
-elif [ ! -f "$p" ] || [ ! -O "$p" ]; then echo other
-elif [ -n "$(find "$p" -maxdepth 0 -mmin +${minutes} -print 2>/dev/null)" ]; then rm -f -- "$p" && echo removed || echo kept
-else echo kept; fi
-`,
-      )
-      .join("");
-    const r = await remoteScript(this.session, checks);
-    if (r.code !== 0) return 0;
-    const verdicts = r.stdout.split("\n");
-    const settled = stale.filter((_, i) => ["gone", "removed", "other"].includes(verdicts[i] ?? ""));
-    root.forgetRemotePartials(key, settled);
-    return stale.filter((_, i) => verdicts[i] === "removed").length;
+  /** Sweeps this target's stale recorded upload partials (see remote-partials.ts). */
+  sweepRemote(): Promise<number> {
+    return sweepRemotePartials(this.session, this.settings.localRoot, cacheKey(this.session.target));
   }
 
   private view(op: Op): TransferData {
