@@ -12,7 +12,7 @@ const PROGRESS_RE = /(?:^|[\r\n])\s*([0-9][0-9,]*)\s+[0-9]+%/g;
  * rsync's stderr is shared with its ssh mux client, which hands it to the master: on a stalled
  * network the master holds it open long after rsync is gone, so it is drained only this long.
  */
-const STDERR_DRAIN_GRACE_MS = 1000;
+const STDERR_DRAIN_GRACE_MS = 250;
 
 /**
  * The rsync operand naming exactly the remote `path`: a relative path gets `./` (a leading `:`
