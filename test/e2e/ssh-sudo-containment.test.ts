@@ -116,6 +116,16 @@ describe.skipIf(!isRoot)("sudo_exec leaves no root process", () => {
     await noneLeft(t);
   }, 60_000);
 
+  test("after the server is SIGKILLed (its master dies with it)", async () => {
+    const { s, k } = await session();
+    const t = tag();
+    await rootSleep(s, k, t);
+    const pid = s.pid();
+    process.kill(pid, "SIGKILL");
+    await waitFor(() => !pidAlive(pid), { what: "server exit" });
+    await noneLeft(t);
+  }, 60_000);
+
   test("a command that ends by itself takes its leftover background jobs along", async () => {
     const { s, k } = await session();
     const t = tag();
