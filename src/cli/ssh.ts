@@ -76,11 +76,17 @@ export default defineCommand({
     } catch {
       fail("invalid_configuration: the local root's state directory cannot be made private");
     }
+    let runner: string;
+    try {
+      runner = await (await import("../native/helpers.ts")).containmentRunner();
+    } catch {
+      fail("missing_dependency: the containment runner (lsm-runner) cannot be extracted");
+    }
     const { serveSsh } = await import("../ssh/server.ts");
     await serveSsh({
       ...limits,
       localRoot,
-      bin: { ssh, rsync, false: falseBin },
+      bin: { ssh, rsync, false: falseBin, runner },
     });
   },
 });

@@ -13,8 +13,21 @@ import { ToolError } from "../core/errors.ts";
 import type { Master } from "./master.ts";
 import { capture, type Captured, shq, spawnGroup, stopGroup } from "./proc.ts";
 
-/** Local grace between SIGTERM and SIGKILL for a command channel. */
-const COMMAND_STOP_GRACE_MS = 3000;
+/** Local grace between SIGTERM and SIGKILL for a channel's mux client (a local relay: it exits at once). */
+const COMMAND_STOP_GRACE_MS = 1000;
+/**
+ * How long a stopped channel's output may still drain. The mux client passed its stdio to the
+ * master, which keeps our pipes open until the host confirms the close; on a stalled network that
+ * is never, so after this the call returns with what it has (the deadline is ours, not the host's).
+ */
+const STREAM_DRAIN_GRACE_MS = 1000;
+
+/**
+ * The supervisor's first output byte on stdout, dropped locally: a channel that exits 255 without it
+ * never ran the supervisor, so sshd refused the channel (or the transport failed), and a command's
+ * own `exit 255` is never mistaken for that.
+ */
+export const SUPERVISOR_STARTED = "+";
 
 /** Scripts up to this many bytes are read with the shell's own `read` (no extra process). */
 const INLINE_READ_LIMIT = 4096;
@@ -27,13 +40,15 @@ const INLINE_READ_LIMIT = 4096;
  *
  * Fast path (the usual case: the login shell exec'd us, so we lead the channel's process group,
  * which sshd created for this channel alone): the command runs in a forked subshell (sh: `eval`,
- * sudo: the fixed sudo program fed by a pipe) and a forked watcher blocks on the channel. When the
+ * sudo: the fixed sudo program fed by a pipe; its root shell first reads `lsm_p=<our pid>` and then
+ * supervises its own tree, see sudo.ts) and a forked watcher blocks on the channel. When the
  * command ends, TERM goes to the whole group (leftover background jobs, the watcher) while we ignore
  * it; when the channel ends first, the watcher TERMs the group, waits a second and KILLs it.
  * Fallback (we do not lead our group, e.g. a login shell that forks): the command gets its own
  * group through `setsid` and reads the script from a pipe before running it with stdin /dev/null.
  */
-export const SUPERVISOR = `exec 3<&0
+export const SUPERVISOR = `printf '${SUPERVISOR_STARTED}'
+exec 3<&0
 IFS= read -r n || exit 70
 case $n in ''|*[!0-9]*) exit 71;; esac
 t=
@@ -54,7 +69,7 @@ trap 'exit 129' HUP INT TERM
 if kill -s 0 -- -$$ 2>/dev/null; then
   { while IFS= read -r _; do :; done; trap '' TERM; kill -s TERM 0; sleep 1; kill -s KILL 0; } <&3 >/dev/null 2>&1 &
   if [ "$1" = sudo ]; then
-    ( trap - HUP INT TERM; printf '%s' "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
+    ( trap - HUP INT TERM; printf 'lsm_p=%s\n%s' "$$" "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
   else
     ( trap - HUP INT TERM; set --; unset -v n l; eval "unset -v t; $t" ) </dev/null 3<&- &
   fi
@@ -65,7 +80,7 @@ if kill -s 0 -- -$$ 2>/dev/null; then
   exit "$r"
 fi
 if [ "$1" = sudo ]; then
-  printf '%s' "$t" | LC_ALL=C setsid sudo -n -k -- /bin/bash --noprofile --norc -s 3<&- &
+  printf 'lsm_p=%s\n%s' "$$" "$t" | LC_ALL=C setsid sudo -n -k -- /bin/bash --noprofile --norc -s 3<&- &
 else
   printf '%s' "$t" | setsid /bin/sh -c 't=$(cat) && exec </dev/null && eval "unset -v t; $t"' lsm-ssh 3<&- &
 fi
@@ -116,17 +131,25 @@ export interface ChannelResult {
   durationMs: number;
 }
 
+/** What remote operations need of a session: its master, its open channels and a busy count. */
+export interface Remote {
+  readonly master: Master;
+  readonly channels: ChannelSet;
+  activeCommands: number;
+}
+
 /** Tracks open channels so a disconnect can end them with a clear outcome. */
 export class ChannelSet {
-  private readonly procs = new Set<Subprocess>();
+  private readonly procs = new Map<Subprocess, () => void>();
   disconnected = false;
 
   get size(): number {
     return this.procs.size;
   }
 
-  add(p: Subprocess): void {
-    this.procs.add(p);
+  /** `end` stops the channel's mux client and lets its reader walk away from the pipes. */
+  add(p: Subprocess, end: () => void): void {
+    this.procs.set(p, end);
   }
 
   delete(p: Subprocess): void {
@@ -135,7 +158,9 @@ export class ChannelSet {
 
   async stopAll(): Promise<void> {
     this.disconnected = true;
-    await Promise.all([...this.procs].map((p) => stopGroup(p, COMMAND_STOP_GRACE_MS)));
+    const open = [...this.procs];
+    for (const [, end] of open) end();
+    await Promise.all(open.map(([p]) => p.exited));
   }
 }
 
@@ -162,7 +187,15 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     }
     throw new ToolError("connection_lost", "cannot start an SSH channel");
   }
-  channels.add(proc);
+  const abandon = new AbortController();
+  let ending = false;
+  const end = () => {
+    if (ending) return;
+    ending = true;
+    void stopGroup(proc, COMMAND_STOP_GRACE_MS);
+    setTimeout(() => abandon.abort(), STREAM_DRAIN_GRACE_MS);
+  };
+  channels.add(proc, end);
   try {
     proc.stdin.write(framed);
     void Promise.resolve(proc.stdin.flush()).catch(() => undefined);
@@ -173,16 +206,32 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
   let cancelled = false;
   const timer = setTimeout(() => {
     timedOut = true;
-    void stopGroup(proc, COMMAND_STOP_GRACE_MS);
+    end();
   }, req.timeoutMs);
   const onAbort = () => {
     cancelled = true;
-    void stopGroup(proc, COMMAND_STOP_GRACE_MS);
+    end();
   };
   req.signal?.addEventListener("abort", onAbort, { once: true });
-  const sink = (fd: number | undefined) => (fd === undefined ? undefined : (chunk: Uint8Array) => void writeSync(fd, chunk));
+  // A spool that cannot be written (disk full) stops being written; the call then fails after the
+  // command ended, instead of the capture failing under a command that keeps running.
+  let spoolError: string | undefined;
+  const sink = (fd: number | undefined) =>
+    fd === undefined
+      ? undefined
+      : (chunk: Uint8Array) => {
+          if (spoolError !== undefined) return;
+          try {
+            writeSync(fd, chunk);
+          } catch (e) {
+            spoolError = (e as NodeJS.ErrnoException).code ?? "error";
+          }
+        };
   try {
-    const [stdout, stderr] = await Promise.all([capture(proc.stdout, req.maxBytes, sink(fds?.out)), capture(proc.stderr, req.maxBytes, sink(fds?.err))]);
+    const [stdout, stderr] = await Promise.all([
+      capture(proc.stdout, req.maxBytes, sink(fds?.out), abandon.signal, 1),
+      capture(proc.stderr, req.maxBytes, sink(fds?.err), abandon.signal),
+    ]);
     await proc.exited;
     try {
       void Promise.resolve(proc.stdin.end()).catch(() => undefined);
@@ -192,18 +241,27 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     const durationMs = Math.round(performance.now() - started);
     if (channels.disconnected) throw new ToolError("connection_lost", "SSH connection was explicitly disconnected");
     if (cancelled) throw new ToolError("cancelled", "the request was cancelled");
+    if (spoolError === "ENOSPC" || spoolError === "EDQUOT") throw new ToolError("local_disk_full", "the local disk filled up while spooling the output; the command ran, but its spool files are incomplete");
+    if (spoolError !== undefined) throw new ToolError("spool_write_failed", `the output spool could not be written (${spoolError}); the command ran`);
     const code = timedOut ? null : proc.exitCode;
-    if (code === 255) await master.ensureReady(true);
+    if (code === 255) {
+      await master.ensureReady(true);
+      if (stdout.skipped !== 1) throw new ToolError("channel_refused", "the SSH server refused a new session channel (for example its MaxSessions limit); try again when other calls have finished");
+    }
     return { code, signal: proc.signalCode === null ? null : String(proc.signalCode), timedOut, stdout, stderr, durationMs };
   } finally {
     clearTimeout(timer);
     req.signal?.removeEventListener("abort", onAbort);
     channels.delete(proc);
     if (fds) {
-      fsyncSync(fds.out);
-      fsyncSync(fds.err);
-      closeSync(fds.out);
-      closeSync(fds.err);
+      for (const fd of [fds.out, fds.err]) {
+        try {
+          fsyncSync(fd);
+        } catch {
+          // a full disk: the error is reported above
+        }
+        closeSync(fd);
+      }
     }
   }
 }
@@ -220,21 +278,59 @@ export interface Stream {
 
 const strict = new TextDecoder("utf-8", { fatal: true });
 
-/** Text when the bytes are valid UTF-8, else base64; `trimTail` drops a multibyte character cut by truncation. */
+/**
+ * Response bytes one character of text costs on the wire: the result is sent twice, as
+ * structuredContent (JSON-escaped once) and as the compact JSON text (escaped twice). Plain
+ * characters cost 2, `"` and `\\` 6 (`\"` then `\\\"`), tab/CR/LF 5 and ESC 13. Other control
+ * characters return -1: they make the text binary.
+ */
+function wireCost(code: number): number {
+  if (code >= 0x20 && code !== 0x7f) return code === 0x22 || code === 0x5c ? 6 : 2;
+  if (code === 0x09 || code === 0x0a || code === 0x0d) return 5;
+  if (code === 0x1b) return 13;
+  return -1;
+}
+
+/** Text may cost at most this many response bytes per byte; base64 costs 8/3 (4/3, twice). */
+const MAX_TEXT_WIRE_COST = 3;
+/** Short texts ("0\n") stay text whatever their mix: a few escapes cannot overflow anything. */
+const TEXT_WIRE_SLACK = 256;
+
+/** True when `text` (decoded from `byteLength` bytes) has no binary control characters and stays within the wire budget. */
+function fitsAsText(text: string, byteLength: number): boolean {
+  let cost = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = wireCost(text.charCodeAt(i));
+    if (c < 0) return false;
+    cost += c;
+  }
+  return cost <= MAX_TEXT_WIRE_COST * byteLength + TEXT_WIRE_SLACK;
+}
+
+/**
+ * Text when the bytes are valid UTF-8 without control bytes other than tab, CR, LF and ESC, and
+ * escaping keeps the response within ~3 bytes per byte; else base64 (so a megabyte of NULs is never
+ * escaped into many megabytes). `trimTail` drops a multibyte character cut by truncation.
+ */
 export function encodeBytes(bytes: Uint8Array, trimTail = false): { data: string; encoding: "utf-8" | "base64"; trimmed: number } {
+  const asText = (cut: number) => {
+    const text = strict.decode(bytes.subarray(0, bytes.length - cut));
+    return fitsAsText(text, bytes.length - cut) ? { data: text, encoding: "utf-8" as const, trimmed: cut } : undefined;
+  };
+  const base64 = { data: Buffer.from(bytes).toString("base64"), encoding: "base64" as const, trimmed: 0 };
   try {
-    return { data: strict.decode(bytes), encoding: "utf-8", trimmed: 0 };
+    return asText(0) ?? base64;
   } catch {
     if (trimTail) {
       for (let cut = 1; cut <= 3 && cut < bytes.length; cut++) {
         try {
-          return { data: strict.decode(bytes.subarray(0, bytes.length - cut)), encoding: "utf-8", trimmed: cut };
+          return asText(cut) ?? base64;
         } catch {
           // keep trimming
         }
       }
     }
-    return { data: Buffer.from(bytes).toString("base64"), encoding: "base64", trimmed: 0 };
+    return base64;
   }
 }
 

@@ -2,7 +2,7 @@
  * The local root: one explicit data directory shared by all sessions. Every model-selected local
  * path is relative to it; our own state directory inside it (spools, partial index) is protected.
  */
-import { existsSync, lstatSync, readdirSync, readFileSync, realpathSync, rmSync, statSync } from "node:fs";
+import { existsSync, linkSync, lstatSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync } from "node:fs";
 import { basename, dirname, join, relative, sep } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
@@ -10,7 +10,7 @@ import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 
 /** Name of our protected directory inside the local root. */
 export const STATE_DIR_NAME = ".local-shell-mcp-ssh";
-/** Suffix of transfer partials staged beside their destination; such names are never model-selectable. */
+/** Suffix of transfer partials (and of the remote upload partials); such names are never model-selectable. */
 export const PARTIAL_SUFFIX = ".lsm-partial";
 /** Stale spools and partials we created are removed after this long. */
 export const SWEEP_AGE_MS = 7 * 24 * 3600 * 1000;
@@ -26,16 +26,20 @@ const remoteIndexSchema = z.record(z.string(), z.record(z.string(), z.number()))
 export class LocalRoot {
   readonly stateDir: string;
   readonly spoolDir: string;
+  /** Private (0700) home of download partials: their bytes never sit in a directory the model can swap. */
+  readonly partialDir: string;
   private readonly indexPath: string;
   private readonly remoteIndexPath: string;
 
   constructor(readonly root: string) {
     this.stateDir = join(root, STATE_DIR_NAME);
     this.spoolDir = join(this.stateDir, "spool");
+    this.partialDir = join(this.stateDir, "partials");
     this.indexPath = join(this.stateDir, "partials.json");
     this.remoteIndexPath = join(this.stateDir, "remote-partials.json");
     ensurePrivateDir(this.stateDir);
     ensurePrivateDir(this.spoolDir);
+    ensurePrivateDir(this.partialDir);
   }
 
   /** Root-relative display form of an absolute path inside the root. */
@@ -49,6 +53,7 @@ export class LocalRoot {
     if (path === "" || path.includes("\0") || path.startsWith("/")) throw bad();
     const parts = path.split("/").filter((p) => p !== "" && p !== ".");
     if (parts.length === 0 || parts.includes("..")) throw bad();
+    if (parts.some((p) => Buffer.byteLength(p) > 255)) throw new ToolError("invalid_local_path", "a local path component is longer than 255 bytes");
     if (parts[0] === STATE_DIR_NAME) throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
     if (parts[parts.length - 1]!.endsWith(PARTIAL_SUFFIX)) throw new ToolError("invalid_local_path", "local path names a transfer partial");
     return parts;
@@ -98,9 +103,38 @@ export class LocalRoot {
     return { abs, display: this.display(abs) };
   }
 
-  /** The deterministic partial beside a destination. */
-  partialFor(abs: string, token: string): string {
-    return join(dirname(abs), `.${basename(abs)}.${token}${PARTIAL_SUFFIX}`);
+  /** The deterministic download partial for `token`, inside the private partial directory. */
+  partialFor(token: string): string {
+    return join(this.partialDir, `${token}${PARTIAL_SUFFIX}`);
+  }
+
+  /**
+   * Moves a finished partial to `dest` (from `destination()`), then checks that the destination's
+   * parent still resolves to where it was checked: a parent swapped for a symlink in between would
+   * have moved the file out of the root, so it is taken back and removed, and the call refused.
+   * Without `overwrite` the partial is linked (EEXIST refuses) and then unlinked.
+   */
+  publish(partial: string, dest: { abs: string }, overwrite: boolean): void {
+    const parent = dirname(dest.abs);
+    const ino = lstatSync(partial).ino;
+    if (overwrite) renameSync(partial, dest.abs);
+    else linkSync(partial, dest.abs);
+    let moved = false;
+    try {
+      moved = realpathSync(parent) !== parent;
+    } catch {
+      moved = true;
+    }
+    if (moved) {
+      try {
+        if (lstatSync(dest.abs).ino === ino) rmSync(dest.abs, { force: true });
+      } catch {
+        // already gone
+      }
+      rmSync(partial, { force: true });
+      throw new ToolError("invalid_local_path", "local destination directory changed during publication; the download was discarded");
+    }
+    if (!overwrite) unlinkSync(partial);
   }
 
   private readIndex(): Record<string, number> {
@@ -126,7 +160,10 @@ export class LocalRoot {
     writeFileAtomic(this.indexPath, JSON.stringify(index));
   }
 
-  /** Removes our own stale spool files and recorded partials; never touches anything else. */
+  /**
+   * Removes our own stale spool files and recorded partials, and any partial in the private partial
+   * directory left by a killed server that is past the sweep age; never touches anything else.
+   */
   sweep(now = Date.now()): { spools: number; partials: number } {
     let spools = 0;
     let partials = 0;
@@ -138,6 +175,15 @@ export class LocalRoot {
       if (st.isFile() && st.uid === uid && now - st.mtimeMs > SWEEP_AGE_MS) {
         rmSync(p, { force: true });
         spools++;
+      }
+    }
+    for (const name of readdirSync(this.partialDir)) {
+      if (!/^[0-9a-f]{32}\.lsm-partial$/.test(name)) continue;
+      const p = join(this.partialDir, name);
+      const st = lstatSync(p);
+      if (st.isFile() && st.uid === uid && now - st.mtimeMs > SWEEP_AGE_MS) {
+        rmSync(p, { force: true });
+        partials++;
       }
     }
     const index = this.readIndex();

@@ -2,18 +2,20 @@
  * One OpenSSH ControlMaster per session: `ssh -G` identity preflight, the foreground master with a
  * private socket directory, liveness, and the mux-client argv that can never authenticate again.
  */
-import { mkdtempSync, lstatSync, rmSync, statSync, chmodSync } from "node:fs";
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { ToolError } from "../core/errors.ts";
-import { capture, drainTail, shq, spawnGroup, stopGroup } from "./proc.ts";
+import { capture, drainTail, runnerChild, shq, spawnGroup, stopGroup } from "./proc.ts";
 import { recoverSessionEnv, validRuntimeDir } from "./recovery.ts";
 
 export interface Binaries {
   ssh: string;
   rsync: string;
   false: string;
+  /** lsm-runner: masters and rsync run under it so they never outlive the server. */
+  runner: string;
 }
 
 export type Target = { mode: "alias"; alias: string } | { mode: "direct"; host: string; user: string; port: number };
@@ -98,6 +100,64 @@ function controlDir(uid: number): { dir: string; socket: string } {
   throw new ToolError("connection_start_failed", "cannot create a short enough SSH control path");
 }
 
+/** A control directory without a socket younger than this may belong to a master still starting. */
+const STALE_CONTROL_DIR_MS = 10 * 60 * 1000;
+
+/** True when something accepts connections on the unix socket `path`. */
+async function socketAnswers(path: string): Promise<boolean> {
+  try {
+    const sock = await Bun.connect({ unix: path, socket: { data() {} } });
+    sock.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Removes control directories a killed server left: ours by name and owner, whose socket no longer
+ * answers (or, with no socket at all, that are older than any master could take to start). A live
+ * master of another server always answers on its socket, so it is never touched. Returns the count.
+ */
+export async function sweepControlDirs(uid = process.getuid!(), now = Date.now()): Promise<number> {
+  const runtime = process.env.XDG_RUNTIME_DIR;
+  const bases = new Set([tmpdir(), "/tmp", ...(runtime && validRuntimeDir(runtime, uid) ? [runtime] : [])]);
+  let removed = 0;
+  for (const base of bases) {
+    let names: string[];
+    try {
+      names = readdirSync(base);
+    } catch {
+      continue;
+    }
+    for (const name of names) {
+      if (!name.startsWith(`lsm-ssh-${uid}-`) && !name.startsWith(`ls${uid}-`)) continue;
+      const dir = join(base, name);
+      try {
+        const st = lstatSync(dir);
+        if (!st.isDirectory() || st.uid !== uid) continue;
+        const socketName = name.startsWith("lsm-ssh-") ? "mux.sock" : "m";
+        // ours hold nothing but the socket: anything else in it is not ours to remove
+        if (readdirSync(dir).some((e) => e !== socketName)) continue;
+        const socket = join(dir, socketName);
+        const present = (() => {
+          try {
+            return lstatSync(socket).isSocket();
+          } catch {
+            return false;
+          }
+        })();
+        if (present ? await socketAnswers(socket) : now - st.mtimeMs < STALE_CONTROL_DIR_MS) continue;
+        rmSync(dir, { recursive: true, force: true });
+        removed++;
+      } catch {
+        // gone meanwhile
+      }
+    }
+  }
+  return removed;
+}
+
 /** Patterns that mean OpenSSH needed a prompt or agent that no session environment could provide. */
 const SINGLE_MARKERS = [
   "can't open /dev/tty",
@@ -138,6 +198,7 @@ export interface MasterOptions {
 export class Master {
   state: MasterState = "starting";
   private proc: Subprocess | undefined;
+  private sshPid: number | undefined;
   private dir: string | undefined;
   private socket: string | undefined;
   private stderrDone: Promise<Uint8Array> | undefined;
@@ -148,8 +209,11 @@ export class Master {
 
   constructor(private readonly opts: MasterOptions) {}
 
+  /** The ssh master's own pid (it runs under lsm-runner, whose pid is not the master's). */
   get pid(): number | null {
-    return this.proc && this.state !== "closed" ? this.proc.pid : null;
+    if (!this.proc || this.state === "closed") return null;
+    this.sshPid ??= runnerChild(this.proc.pid);
+    return this.sshPid ?? this.proc.pid;
   }
 
   /** `-S` argument: OpenSSH expands `%` tokens in control paths, so they are doubled. */
@@ -190,7 +254,7 @@ export class Master {
       ...isolation(connectTimeoutS), ...args, "--", dest,
     ];
     try {
-      this.proc = spawnGroup(argv, { env, stderr: "pipe" });
+      this.proc = spawnGroup(argv, { env, stderr: "pipe", runner: bin.runner });
     } catch {
       throw new ToolError("connection_start_failed", "cannot start the SSH master");
     }

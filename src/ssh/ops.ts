@@ -5,10 +5,10 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
-import { type ChannelResult, encodeBytes, runChannel, type Stream, toStream } from "./channel.ts";
+import { type ChannelResult, encodeBytes, type Remote, runChannel, type Stream, toStream } from "./channel.ts";
 import { shq } from "./proc.ts";
-import type { Session } from "./sessions.ts";
 import type { SshSettings } from "./settings.ts";
+import { privilegedScript, sudoFailure } from "./sudo.ts";
 
 export const MAX_COMMAND_BYTES = 1_048_576;
 
@@ -32,7 +32,7 @@ function validateCommand(input: CommandInput): void {
   if (input.command.trim() === "") throw new ToolError("invalid_command", "command is empty");
   if (input.command.includes("\0")) throw new ToolError("invalid_command", "command contains a NUL byte");
   if (Buffer.byteLength(input.command) > MAX_COMMAND_BYTES) throw new ToolError("invalid_command", `command exceeds ${MAX_COMMAND_BYTES} bytes`);
-  if (input.cwd !== undefined && input.cwd.includes("\0")) throw new ToolError("invalid_remote_path", "remote path contains a NUL byte");
+  if (input.cwd !== undefined) checkRemotePath(input.cwd);
 }
 
 function withNewline(s: string): string {
@@ -41,21 +41,6 @@ function withNewline(s: string): string {
 
 function cdLine(cwd: string | undefined): string {
   return cwd === undefined ? "" : `cd -- ${shq(cwd)} || exit 125\n`;
-}
-
-const SUDO_PASSWORD = ["a password is required", "no tty present and no askpass program specified", "a terminal is required to read the password", "must have a tty to run sudo"];
-const SUDO_DENIED = ["not allowed to execute", "not in the sudoers", "may not run sudo", "is not allowed to run sudo"];
-
-/** Classifies a sudo that never started the shell; the diagnostic text itself stays private. */
-export function sudoFailure(r: ChannelResult): ToolError {
-  const text = Buffer.from(r.stderr.bytes).toString("utf8").toLowerCase();
-  if (r.timedOut) return new ToolError("sudo_start_timeout", "sudo did not start the shell before the timeout");
-  if (r.code === 127 || (text.includes("sudo") && text.includes("not found"))) return new ToolError("sudo_unavailable", "sudo is not available on the remote host");
-  if (SUDO_PASSWORD.some((m) => text.includes(m))) {
-    return new ToolError("sudo_password_required", "sudo requires a password; only NOPASSWD rules for /bin/bash --noprofile --norc -s are usable");
-  }
-  if (SUDO_DENIED.some((m) => text.includes(m))) return new ToolError("sudo_not_allowed", "the remote account may not run the sudo shell");
-  return new ToolError("sudo_refused", `sudo refused to start the shell (exit status ${r.code ?? "none"})`);
 }
 
 /** Streams a spool file into a sibling without bytes [offset, offset+length), then renames it over. */
@@ -90,12 +75,12 @@ async function removeFromSpool(path: string, offset: number, length: number): Pr
 }
 
 /** exec and sudo_exec: one isolated non-PTY shell per call. */
-export async function runCommand(session: Session, settings: SshSettings, input: CommandInput, sudo: boolean, signal: AbortSignal): Promise<CommandData> {
+export async function runCommand(session: Remote, settings: SshSettings, input: CommandInput, sudo: boolean, signal: AbortSignal): Promise<CommandData> {
   validateCommand(input);
   const timeoutS = input.timeout ?? settings.commandTimeoutS;
   const marker = `__LSM_SSH_SUDO_STARTED_${randomBytes(24).toString("hex")}__`;
   const body = withNewline(input.command);
-  const script = sudo ? `printf '%s\\n' ${marker} >&2\n{\n${cdLine(input.cwd)}${body}} </dev/null\n` : `${cdLine(input.cwd)}${body}`;
+  const script = sudo ? privilegedScript(input.command, input.cwd, marker, timeoutS) : `${cdLine(input.cwd)}${body}`;
   let spool: { stdout: string; stderr: string } | undefined;
   if (input.spool_output) {
     const name = randomBytes(16).toString("hex");
@@ -129,7 +114,7 @@ export async function runCommand(session: Session, settings: SshSettings, input:
 }
 
 /** Runs a fixed inspection script, with a bounded output. */
-async function inspect(session: Session, settings: SshSettings, script: string, maxBytes: number, signal: AbortSignal): Promise<ChannelResult> {
+async function inspect(session: Remote, settings: SshSettings, script: string, maxBytes: number, signal: AbortSignal): Promise<ChannelResult> {
   session.activeCommands++;
   try {
     const r = await runChannel(session.master, session.channels, { kind: "sh", script, timeoutMs: settings.commandTimeoutS * 1000, maxBytes, signal });
@@ -164,8 +149,17 @@ export function typeFromMode(mode: number): FileType {
   }
 }
 
-function checkRemotePath(p: string): void {
+/** Linux limits the remote side enforces anyway: reaching them there surfaced as unrelated failures. */
+export const MAX_REMOTE_PATH_BYTES = 4096;
+export const MAX_NAME_BYTES = 255;
+
+/** Refuses a NUL, a path over PATH_MAX or a component over NAME_MAX (bytes) with `invalid_remote_path`. */
+export function checkRemotePath(p: string): void {
   if (p.includes("\0")) throw new ToolError("invalid_remote_path", "remote path contains a NUL byte");
+  if (Buffer.byteLength(p) >= MAX_REMOTE_PATH_BYTES) throw new ToolError("invalid_remote_path", `remote path is ${MAX_REMOTE_PATH_BYTES} bytes or longer`);
+  if (p.split("/").some((c) => Buffer.byteLength(c) > MAX_NAME_BYTES)) {
+    throw new ToolError("invalid_remote_path", `a remote path component is longer than ${MAX_NAME_BYTES} bytes`);
+  }
 }
 
 export interface StatData {
@@ -177,7 +171,7 @@ export interface StatData {
   type: FileType;
 }
 
-export async function statPath(session: Session, settings: SshSettings, path: string, signal: AbortSignal): Promise<StatData> {
+export async function statPath(session: Remote, settings: SshSettings, path: string, signal: AbortSignal): Promise<StatData> {
   checkRemotePath(path);
   const r = await inspect(session, settings, `LC_ALL=C exec stat -Lc '%f\t%s\t%Y' -- ${shq(path)} 2>/dev/null\n`, 4096, signal);
   if (r.code !== 0) throw new ToolError("remote_path_not_found", "remote path does not exist or is not accessible");
@@ -202,7 +196,7 @@ const TYPE_CHECK_EXITS = `m=$(LC_ALL=C stat -Lc '%f' -- "$p" 2>/dev/null) || exi
 `;
 
 export async function listDirectory(
-  session: Session,
+  session: Remote,
   settings: SshSettings,
   path: string,
   offset: number,
@@ -261,7 +255,7 @@ LC_ALL=C find "$f" -mindepth 1 -maxdepth 1 -printf '%f/%y/%s/%T@/%m/%l\\0' 2>/de
 }
 
 export async function readRange(
-  session: Session,
+  session: Remote,
   settings: SshSettings,
   path: string,
   offset: number,
@@ -291,7 +285,7 @@ tail -c +${offset + 1} -- "$p" 2>/dev/null | head -c ${maxBytes + 1}
 }
 
 /** SHA-256 of a remote regular file (`--zero`: otherwise GNU escapes names holding a backslash or a newline). */
-export async function remoteHash(session: Session, settings: SshSettings, path: string, signal?: AbortSignal): Promise<string> {
+export async function remoteHash(session: Remote, settings: SshSettings, path: string, signal?: AbortSignal): Promise<string> {
   session.activeCommands++;
   let r: ChannelResult;
   try {
@@ -313,7 +307,7 @@ export async function remoteHash(session: Session, settings: SshSettings, path: 
 }
 
 /** Runs a small fixed remote script and returns its exit code (transfer prep and publish steps). */
-export async function remoteScript(session: Session, script: string, signal?: AbortSignal): Promise<{ code: number | null; stdout: string }> {
+export async function remoteScript(session: Remote, script: string, signal?: AbortSignal): Promise<{ code: number | null; stdout: string }> {
   const r = await runChannel(session.master, session.channels, { kind: "sh", script, timeoutMs: 120_000, maxBytes: 65_536, signal });
   return { code: r.code, stdout: Buffer.from(r.stdout.bytes).toString("utf8") };
 }

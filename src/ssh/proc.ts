@@ -3,11 +3,31 @@
  * while it lives, and is stopped by signalling only its own process group.
  */
 import type { Subprocess } from "bun";
+import { readFileSync } from "node:fs";
 
 const live = new Set<Subprocess>();
 
+/** Grace the runner gives a tied child between SIGTERM and SIGKILL. */
+const RUNNER_GRACE_MS = 1000;
+
+/** The pid of the program a runner started (its only direct child), if it is running. */
+export function runnerChild(runnerPid: number): number | undefined {
+  try {
+    const first = readFileSync(`/proc/${runnerPid}/task/${runnerPid}/children`, "utf8").trim().split(" ")[0];
+    return first ? Number(first) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export interface SpawnOptions {
   env?: Record<string, string | undefined>;
+  /**
+   * Path of lsm-runner: the child then runs under it, and so lives no longer than this server. The
+   * runner takes a parent-death signal (a SIGKILLed server included) and then stops the child's
+   * whole tree; a TERM to the runner's group does the same. Bun cannot set PR_SET_PDEATHSIG itself.
+   */
+  runner?: string;
   stdin?: "ignore" | "pipe";
   stdout?: "ignore" | "pipe";
   stderr?: "ignore" | "pipe";
@@ -15,7 +35,8 @@ export interface SpawnOptions {
 
 /** Spawns `argv` in a new session; the returned process is tracked until it exits. */
 export function spawnGroup(argv: string[], opts: SpawnOptions = {}): Subprocess<"pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"> {
-  const proc = Bun.spawn(argv, {
+  const full = opts.runner ? [opts.runner, "--grace-ms", String(RUNNER_GRACE_MS), "--", ...argv] : argv;
+  const proc = Bun.spawn(full, {
     env: opts.env ?? (process.env as Record<string, string>),
     stdin: opts.stdin ?? "ignore",
     stdout: opts.stdout ?? "ignore",
@@ -44,6 +65,14 @@ export async function stopGroup(proc: Subprocess, graceMs: number): Promise<void
   if (!done) await proc.exited;
 }
 
+/**
+ * A second signal during shutdown: TERM every tracked group at once and do not wait. Children under
+ * lsm-runner finish their own cleanup after we are gone (the runner outlives us by its grace).
+ */
+export function terminateAllNow(): void {
+  for (const p of live) signalGroup(p.pid, "SIGTERM");
+}
+
 /** Stops every tracked child (shutdown path). */
 export async function stopAll(graceMs: number): Promise<void> {
   await Promise.all([...live].map((p) => stopGroup(p, graceMs)));
@@ -53,11 +82,33 @@ export function liveCount(): number {
   return live.size;
 }
 
-/** Reads a stream to its end keeping only the last `limit` bytes (diagnostic tails that are never shown). */
-export async function drainTail(stream: ReadableStream<Uint8Array> | null | undefined, limit: number): Promise<Uint8Array> {
-  if (!stream) return new Uint8Array();
+/**
+ * Yields the chunks of a stream until it ends or `stop` aborts. A mux client hands its stdio to the
+ * ControlMaster, so after the client is gone our pipes can stay open as long as the master waits for a
+ * host that does not answer: `stop` lets a caller with a deadline walk away from such a pipe.
+ */
+async function* chunks(stream: ReadableStream<Uint8Array> | null | undefined, stop?: AbortSignal): AsyncGenerator<Uint8Array> {
+  if (!stream) return;
+  const reader = stream.getReader();
+  const onStop = () => void reader.cancel().catch(() => undefined);
+  if (stop?.aborted) onStop();
+  else stop?.addEventListener("abort", onStop, { once: true });
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    stop?.removeEventListener("abort", onStop);
+    reader.releaseLock();
+  }
+}
+
+/** Reads a stream to its end (or `stop`) keeping only the last `limit` bytes (diagnostic tails that are never shown). */
+export async function drainTail(stream: ReadableStream<Uint8Array> | null | undefined, limit: number, stop?: AbortSignal): Promise<Uint8Array> {
   let tail = new Uint8Array();
-  for await (const chunk of stream) {
+  for await (const chunk of chunks(stream, stop)) {
     const joined = new Uint8Array(tail.length + chunk.length);
     joined.set(tail);
     joined.set(chunk, tail.length);
@@ -70,28 +121,42 @@ export interface Captured {
   bytes: Uint8Array;
   total: number;
   truncated: boolean;
+  /** How many of the leading bytes the caller asked to drop were seen (see `capture`'s `skip`). */
+  skipped?: number;
 }
 
 /**
- * Reads a stream to EOF, keeping its first `limit` bytes and counting the rest.
- * `onChunk` sees every byte (used for spool files and progress parsing).
+ * Reads a stream to EOF (or `stop`), keeping its first `limit` bytes and counting the rest.
+ * `onChunk` sees every byte (used for spool files and progress parsing) except the first `skip`,
+ * which are dropped (the supervisor's start byte).
  */
-export async function capture(stream: ReadableStream<Uint8Array> | null | undefined, limit: number, onChunk?: (chunk: Uint8Array) => void): Promise<Captured> {
+export async function capture(
+  stream: ReadableStream<Uint8Array> | null | undefined,
+  limit: number,
+  onChunk?: (chunk: Uint8Array) => void,
+  stop?: AbortSignal,
+  skip = 0,
+): Promise<Captured> {
   const parts: Uint8Array[] = [];
   let kept = 0;
   let total = 0;
-  if (stream) {
-    for await (const chunk of stream) {
-      total += chunk.length;
-      onChunk?.(chunk);
-      if (kept < limit) {
-        const take = chunk.subarray(0, limit - kept);
-        parts.push(take);
-        kept += take.length;
-      }
+  let skipped = 0;
+  for await (let chunk of chunks(stream, stop)) {
+    if (skipped < skip) {
+      const n = Math.min(skip - skipped, chunk.length);
+      skipped += n;
+      chunk = chunk.subarray(n);
+      if (chunk.length === 0) continue;
+    }
+    total += chunk.length;
+    onChunk?.(chunk);
+    if (kept < limit) {
+      const take = chunk.subarray(0, limit - kept);
+      parts.push(take);
+      kept += take.length;
     }
   }
-  return { bytes: Buffer.concat(parts), total, truncated: total > kept };
+  return { bytes: Buffer.concat(parts), total, truncated: total > kept, skipped };
 }
 
 /** Shell-quotes one word for POSIX sh. */

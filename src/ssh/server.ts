@@ -10,7 +10,8 @@ import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { VERSION } from "../core/version.ts";
 import instructions from "./instructions.md" with { type: "text" };
-import { stopAll } from "./proc.ts";
+import { sweepControlDirs } from "./master.ts";
+import { stopAll, terminateAllNow } from "./proc.ts";
 import { SessionManager } from "./sessions.ts";
 import type { SshSettings } from "./settings.ts";
 import { type SshContext, type SshTool, sshTools } from "./tools.ts";
@@ -119,7 +120,10 @@ export async function serveSsh(settings: SshSettings): Promise<void> {
     if (stopping) return stopping;
     log.info(`ssh server shutting down (${reason})`);
     stopping = (async () => {
-      const hard = setTimeout(() => process.exit(1), 15_000);
+      const hard = setTimeout(() => {
+        terminateAllNow();
+        process.exit(1);
+      }, 15_000);
       await sessions.closeAll().catch(() => undefined);
       await stopAll(2000);
       await server.close().catch(() => undefined);
@@ -130,7 +134,11 @@ export async function serveSsh(settings: SshSettings): Promise<void> {
   };
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
     process.on(sig, () => {
-      if (stopping) process.exit(130);
+      // a second signal cuts the shutdown short, but never leaves a master or rsync behind
+      if (stopping) {
+        terminateAllNow();
+        process.exit(130);
+      }
       void shutdown(sig);
     });
   }
@@ -139,5 +147,10 @@ export async function serveSsh(settings: SshSettings): Promise<void> {
   await server.connect(new StdioServerTransport());
   const swept = settings.localRoot.sweep();
   if (swept.spools + swept.partials > 0) log.info(`swept ${swept.spools} stale spool files and ${swept.partials} stale partials`);
+  // what a killed server left: its master and rsync died with it (lsm-runner), its control directory did not
+  void sweepControlDirs().then(
+    (n) => n > 0 && log.info(`removed ${n} stale SSH control directories`),
+    () => undefined,
+  );
   log.info("ssh MCP server ready on stdio");
 }

@@ -1,25 +1,28 @@
 /**
- * Background single-file transfers with rsync over the session's mux. Partials are deterministic
- * and staged beside the destination (so publication is a same-directory rename or link), both
- * sides are hashed before publication, and cancellation keeps the partial for a later resume.
+ * Background single-file transfers with rsync over the session's mux. Partials are deterministic:
+ * a download's lives in the local root's private partial directory (moved to the destination at
+ * publication, re-checked after the move), an upload's beside the remote destination (same-directory
+ * rename or link). Both sides are hashed before publication, and cancellation keeps the partial for a
+ * later resume.
  */
 import { createHash, randomBytes } from "node:crypto";
-import { linkSync, lstatSync, renameSync, rmSync, statfsSync, unlinkSync } from "node:fs";
+import { lstatSync, rmSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
 import { posix } from "node:path";
 import type { Subprocess } from "bun";
 import { ToolError, toToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
-import { destination, rsyncHost, type Target } from "./master.ts";
-import { remoteHash, remoteScript, statPath } from "./ops.ts";
-import { drainTail, shq, spawnGroup, stopGroup } from "./proc.ts";
-import type { Session } from "./sessions.ts";
+import { FollowingHasher, hashLocalFile } from "./hashing.ts";
+import { destination, type Target } from "./master.ts";
+import { checkRemotePath, MAX_NAME_BYTES, remoteHash, remoteScript, statPath } from "./ops.ts";
+import { shq, stopGroup } from "./proc.ts";
+import { rsyncFailure, rsyncRemote, runRsync } from "./rsync.ts";
+import type { Remote } from "./channel.ts";
 import type { SshSettings } from "./settings.ts";
-import { SWEEP_AGE_MS } from "./localroot.ts";
+import { sweepRemotePartials } from "./remote-partials.ts";
 
 const RSYNC_STOP_GRACE_MS = 5000;
 const RETENTION_MS = 3600 * 1000;
-const PROGRESS_RE = /(?:^|[\r\n])\s*([0-9][0-9,]*)\s+[0-9]+%/g;
 
 export type TransferState = "pending" | "running" | "verifying" | "completed" | "failed" | "cancelled";
 const FINAL = new Set<TransferState>(["completed", "failed", "cancelled"]);
@@ -71,123 +74,12 @@ function token(fields: string[]): string {
   return h.digest("hex").slice(0, 32);
 }
 
-/**
- * The rsync operand naming exactly the remote `path`: a relative path gets `./` (a leading `:`
- * would select rsync's daemon mode), and since the remote rsync expands wildcards itself even with
- * --protect-args, each component holding `*`, `?` or `[` has those escaped. rsync's own check of
- * the names it receives cannot match such a component that also holds a backslash: refused.
- */
-export function rsyncRemote(target: Target, path: string): string {
-  const exact = path
-    .split("/")
-    .map((c) => {
-      if (!/[*?[]/.test(c)) return c;
-      if (c.includes("\\")) throw new ToolError("invalid_remote_path", "rsync cannot name a remote path component holding both a wildcard character and a backslash");
-      return c.replace(/[*?[]/g, "\\$&");
-    })
-    .join("/");
-  return `${rsyncHost(target)}:${path.startsWith("/") ? exact : `./${exact}`}`;
-}
-
-const RSYNC_MEANINGS: Record<number, string> = {
-  5: "error starting the client-server protocol",
-  10: "socket I/O error",
-  11: "file I/O error",
-  12: "protocol data stream error",
-  23: "partial transfer because of an error",
-  24: "source files vanished",
-  30: "timeout in data send or receive",
-  35: "timeout waiting for the daemon connection",
-  255: "the remote shell failed",
-};
-
-/** Streams a local file through SHA-256 in chunks; stops when `signal` aborts. */
-export async function hashLocalFile(path: string, signal: AbortSignal): Promise<string> {
-  const h = new Bun.CryptoHasher("sha256");
-  for await (const chunk of Bun.file(path).stream()) {
-    if (signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-    h.update(chunk);
-  }
-  return h.digest("hex");
-}
-
-const FOLLOW_CHUNK = 1 << 20;
-const FOLLOW_IDLE_MS = 25;
-
-/**
- * Hashes a file while another process appends to it (rsync writes download partials in place,
- * append-only), so the local SHA-256 is ready when rsync ends instead of needing a second full read.
- * `finish()` reads the rest and returns the digest, or null when the file was replaced or is not the
- * length that was hashed (the caller then hashes it again in full).
- */
-export class FollowingHasher {
-  private readonly h = new Bun.CryptoHasher("sha256");
-  private pos = 0;
-  private done = false;
-  private ino: number | undefined;
-  private readonly loop: Promise<void>;
-
-  constructor(
-    private readonly path: string,
-    private readonly signal: AbortSignal,
-  ) {
-    this.loop = this.run();
-    this.loop.catch(() => undefined);
-  }
-
-  private async run(): Promise<void> {
-    const { open } = await import("node:fs/promises");
-    let fh: Awaited<ReturnType<typeof open>> | undefined;
-    const buf = Buffer.alloc(FOLLOW_CHUNK);
-    try {
-      while (!fh) {
-        if (this.signal.aborted) return;
-        try {
-          fh = await open(this.path, "r");
-          this.ino = (await fh.stat()).ino;
-        } catch {
-          if (this.done) return;
-          await Bun.sleep(FOLLOW_IDLE_MS);
-        }
-      }
-      for (;;) {
-        if (this.signal.aborted) return;
-        const finishing = this.done;
-        const { bytesRead } = await fh.read(buf, 0, buf.length, this.pos);
-        if (bytesRead > 0) {
-          this.h.update(buf.subarray(0, bytesRead));
-          this.pos += bytesRead;
-          continue;
-        }
-        if (finishing) return;
-        await Bun.sleep(FOLLOW_IDLE_MS);
-      }
-    } finally {
-      await fh?.close();
-    }
-  }
-
-  /** Call once the writer has exited. */
-  async finish(): Promise<string | null> {
-    this.done = true;
-    await this.loop;
-    if (this.signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-    try {
-      const st = lstatSync(this.path);
-      if (this.ino === undefined || st.ino !== this.ino || st.size !== this.pos) return null;
-    } catch {
-      return null;
-    }
-    return this.h.digest("hex");
-  }
-}
-
 export class TransferManager {
   private readonly ops = new Map<string, Op>();
   private closed = false;
 
   constructor(
-    private readonly session: Session,
+    private readonly session: Remote & { readonly target: Target },
     private readonly settings: SshSettings,
   ) {}
 
@@ -227,6 +119,7 @@ export class TransferManager {
 
   async startDownload(remote: string, local: string, overwrite: boolean): Promise<TransferData> {
     this.prune();
+    checkRemotePath(remote);
     await this.session.master.ensureReady();
     const dest = this.settings.localRoot.destination(local, overwrite);
     const op = this.register("download", `download\0${dest.display}`, dest.display, remote, overwrite);
@@ -238,6 +131,11 @@ export class TransferManager {
     this.prune();
     if (remote.includes("\0") || remote.endsWith("/") || [".", ".."].includes(posix.basename(remote))) {
       throw new ToolError("invalid_remote_path", "remote destination must name a file");
+    }
+    checkRemotePath(remote);
+    // the upload partial's name adds `.` + 32 hex + `.lsm-partial` to the final component
+    if (Buffer.byteLength(posix.basename(remote)) > MAX_NAME_BYTES - 46) {
+      throw new ToolError("invalid_remote_path", `the remote file name must be at most ${MAX_NAME_BYTES - 46} bytes (room for its transfer partial's name)`);
     }
     await this.session.master.ensureReady();
     const src = this.settings.localRoot.source(local);
@@ -275,37 +173,24 @@ export class TransferManager {
     if (op.abort.signal.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
   }
 
-  /** Runs rsync over the mux; resolves on success, throws a mapped error otherwise. */
+  /** Runs rsync over the mux for `op`; resolves on success, throws a mapped error otherwise. */
   private async rsync(op: Op, src: string, dst: string, onProgress: (parsed: number) => void): Promise<void> {
     this.checkCancelled(op);
     const master = this.session.master;
     await master.ensureReady();
-    const { args } = destination(this.session.target);
-    const shell = [...master.transport(), ...args].map(shq).join(" ");
-    const argv = [this.settings.bin.rsync, "--partial", "--append-verify", "--protect-args", "--info=progress2", "--no-motd"];
-    if (this.settings.transferBwlimitKiB > 0) argv.push(`--bwlimit=${this.settings.transferBwlimitKiB}`);
-    argv.push("-e", shell, "--", src, dst);
-    const proc = spawnGroup(argv, { env: { ...process.env, LC_ALL: "C" }, stdout: "pipe", stderr: "pipe" });
-    op.proc = proc;
-    const stderr = drainTail(proc.stderr as ReadableStream<Uint8Array>, 65_536);
-    const decoder = new TextDecoder();
-    let carry = "";
-    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) {
-      const text = carry + decoder.decode(chunk, { stream: true });
-      let last: number | undefined;
-      for (const m of text.matchAll(PROGRESS_RE)) last = Number(m[1]!.replaceAll(",", ""));
-      if (last !== undefined) onProgress(last);
-      carry = text.slice(-64);
-    }
-    const code = await proc.exited;
-    await stderr; // drained and dropped: rsync stderr can carry OpenSSH diagnostics
+    const { code, noSpace } = await runRsync(
+      { rsync: this.settings.bin.rsync, runner: this.settings.bin.runner, copyLinks: op.data.direction === "download", shell: [...master.transport(), ...destination(this.session.target).args], bwlimitKiB: this.settings.transferBwlimitKiB, src, dst },
+      (proc) => (op.proc = proc),
+      onProgress,
+    );
     op.proc = undefined;
     op.data.exit_code = code;
     this.checkCancelled(op);
     if (code === 0) return;
     await master.ensureReady(true);
-    const meaning = RSYNC_MEANINGS[code];
-    throw new ToolError("transfer_failed", `rsync exited with status ${code}${meaning ? ` (${meaning})` : ""}`);
+    if (noSpace && op.data.direction === "download") throw new ToolError("local_disk_full", "the local disk filled up during the download; the partial was kept for a resume");
+    if (noSpace) throw new ToolError("insufficient_remote_space", "the remote disk filled up during the upload; the partial was kept for a resume");
+    throw rsyncFailure(code);
   }
 
   private progress(op: Op, done: number): void {
@@ -324,7 +209,7 @@ export class TransferManager {
     if (st.type !== "regular") throw new ToolError("invalid_remote_type", "remote source is not a regular file");
     op.data.total_bytes = st.size;
     const dest = root.destination(local, overwrite);
-    const partial = root.partialFor(dest.abs, token(["download", cacheKey(this.session.target), remote, dest.display]));
+    const partial = root.partialFor(token(["download", cacheKey(this.session.target), remote, dest.display]));
     let have = 0;
     try {
       const pst = lstatSync(partial);
@@ -347,8 +232,9 @@ export class TransferManager {
         // not created yet
       }
     }, 250);
-    // Both SHA-256s run alongside rsync: the remote one over the source (a change of the source
-    // during the transfer then shows up as a mismatch, exactly as when hashed afterwards) and the
+    // Both SHA-256s run alongside rsync: the remote one over the source (rsync and sha256sum each
+    // keep the file they opened, so a source replaced by rename gives the older version; see
+    // docs/ssh.md for a source rewritten in place) and the
     // local one following the partial as rsync appends to it.
     const sideline = new AbortController();
     const hashSignal = AbortSignal.any([op.abort.signal, sideline.signal]);
@@ -375,16 +261,27 @@ export class TransferManager {
     this.checkCancelled(op);
     if (expected !== localSum) throw new ToolError("verification_failed", "the downloaded partial does not match the remote file's SHA-256; the partial was kept");
     // overwrite is decided now, at commit time, against what exists now
-    const final = root.destination(local, overwrite);
+    let final: { abs: string };
     try {
-      if (overwrite) renameSync(partial, final.abs);
-      else {
-        linkSync(partial, final.abs);
-        unlinkSync(partial);
-      }
+      final = root.destination(local, overwrite);
     } catch (e) {
+      // refused at publication: the verified bytes are not kept for a destination that went away
+      if (e instanceof ToolError && e.code !== "local_path_exists") {
+        rmSync(partial, { force: true });
+        root.forgetPartial(partial);
+      }
+      throw e;
+    }
+    try {
+      root.publish(partial, final, overwrite);
+    } catch (e) {
+      if (e instanceof ToolError) {
+        root.forgetPartial(partial);
+        throw e;
+      }
       const code = (e as NodeJS.ErrnoException).code;
       if (code === "EEXIST") throw new ToolError("local_path_exists", "local destination appeared during the transfer and overwrite is false");
+      if (code === "EXDEV") throw new ToolError("transfer_publish_failed", "the local destination is on another filesystem than the local root's state directory");
       throw new ToolError("transfer_publish_failed", `the download could not be published (${code ?? "error"})`);
     }
     root.forgetPartial(partial);
@@ -461,34 +358,9 @@ fi
     op.data.sha256 = localSum;
   }
 
-  /**
-   * Removes this target's stale upload partials that we recorded creating: only regular files (not
-   * symlinks) owned by the remote account, with our suffix, whose record and mtime are both older than
-   * the sweep age. Records of partials that are gone or not ours are dropped; fresh ones are kept.
-   */
-  async sweepRemote(): Promise<number> {
-    const root = this.settings.localRoot;
-    const key = cacheKey(this.session.target);
-    const stale = root.staleRemotePartials(key);
-    if (stale.length === 0) return 0;
-    const minutes = Math.ceil(SWEEP_AGE_MS / 60_000);
-    const checks = stale
-      .map(
-        (p) => `p=${shq(p)}
-if [ -L "$p" ]; then echo other
-elif [ ! -e "$p" ]; then echo gone
-elif [ ! -f "$p" ] || [ ! -O "$p" ]; then echo other
-elif [ -n "$(find "$p" -maxdepth 0 -mmin +${minutes} -print 2>/dev/null)" ]; then rm -f -- "$p" && echo removed || echo kept
-else echo kept; fi
-`,
-      )
-      .join("");
-    const r = await remoteScript(this.session, checks);
-    if (r.code !== 0) return 0;
-    const verdicts = r.stdout.split("\n");
-    const settled = stale.filter((_, i) => ["gone", "removed", "other"].includes(verdicts[i] ?? ""));
-    root.forgetRemotePartials(key, settled);
-    return stale.filter((_, i) => verdicts[i] === "removed").length;
+  /** Sweeps this target's stale recorded upload partials (see remote-partials.ts). */
+  sweepRemote(): Promise<number> {
+    return sweepRemotePartials(this.session, this.settings.localRoot, cacheKey(this.session.target));
   }
 
   private view(op: Op): TransferData {

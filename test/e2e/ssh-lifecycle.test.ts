@@ -4,86 +4,51 @@
  * version check at start-up. Compiled binary, official MCP client, throwaway sshd (root).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { $ } from "bun";
 import { randomBytes } from "node:crypto";
 import { existsSync, lstatSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, serverEnv, tempDir, type TempDir, tmpSnapshot } from "../helpers/harness.ts";
+import { binary, serverEnv, tempDir, type TempDir } from "../helpers/harness.ts";
+import { fixtureProcesses, processCount, type SshClient, startSshClient } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
-
-/** Taken before this file's servers start: only /tmp entries they add are checked. */
-const tmp = tmpSnapshot();
-
-type Env = { ok: boolean; result: any; error: { code: string; message: string } | null };
+import { waitFor } from "../helpers/wait.ts";
 
 let sshd: Sshd;
 let root: TempDir;
-const clients: Client[] = [];
+const clients: SshClient[] = [];
 
-async function start(extra: string[] = []) {
-  const transport = new StdioClientTransport({
-    command: binary(),
-    args: ["ssh", "--local-root", root.path, "--command-timeout", "20", "--transfer-bwlimit", "4096", ...extra],
-    env: serverEnv({ PATH: `${sshd.binDir}:${process.env.PATH}` }),
-    stderr: "ignore",
-  });
-  const client = new Client({ name: "lsm-ssh-test", version: "0" });
-  await client.connect(transport);
-  clients.push(client);
-  const call = async (name: string, args: Record<string, unknown> = {}, signal?: AbortSignal) =>
-    (await client.callTool({ name, arguments: args }, undefined, { timeout: 60_000, signal })).structuredContent as Env;
-  return {
-    client,
-    call,
-    ok: async (name: string, args: Record<string, unknown> = {}) => {
-      const e = await call(name, args);
-      if (!e.ok) throw new Error(`${name}: ${JSON.stringify(e.error)}`);
-      return e.result;
-    },
-    fails: async (name: string, args: Record<string, unknown> = {}) => {
-      const e = await call(name, args);
-      if (e.ok) throw new Error(`${name} unexpectedly succeeded`);
-      return e.error!.code;
-    },
-  };
+/**
+ * Transfers run at 512 KiB/s: the 3 MiB files take about 6 s, so a test that needs a transfer still
+ * running (limits, cancel, EOF) acts on a condition long before the transfer could finish.
+ */
+async function start(extra: string[] = []): Promise<SshClient> {
+  const s = await startSshClient({ sshd, localRoot: root.path, args: ["--transfer-bwlimit", "512", ...extra] });
+  clients.push(s);
+  return s;
 }
 
-async function until<T>(fn: () => Promise<T | undefined> | T | undefined, ms = 15_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error("condition not reached in time");
-    await Bun.sleep(50);
-  }
-}
+const remoteMatches = (pattern: string) => processCount(sshd.user, pattern);
+const ourProcesses = () => fixtureProcesses(sshd);
 
-async function remoteMatches(pattern: string): Promise<number> {
-  return (await $`pgrep -u ${sshd.user} -f ${pattern}`.nothrow().text()).split("\n").filter(Boolean).length;
-}
-
-/** Local ssh/rsync processes that belong to this fixture (the wrapper path is in their argv). */
-async function ourProcesses(): Promise<string[]> {
-  return (await $`ps -eo pid=,args=`.text()).split("\n").filter((l) => l.includes(`${sshd.dir}/`) && !l.includes("sshd -D") && /\b(ssh|rsync)\b/.test(l));
-}
+/** The sshd fixture adds users and sudoers rules: these tests need root and are skipped otherwise. */
+const isRoot = process.getuid!() === 0;
 
 beforeAll(async () => {
-  sshd = await startSshd();
   root = tempDir("lsm-ssh-root2-");
+  if (!isRoot) return;
+  sshd = await startSshd();
   writeFileSync(join(sshd.home, "big.bin"), randomBytes(3 * 1024 * 1024));
   await $`chown -R ${sshd.user}: ${sshd.home}`.quiet();
   writeFileSync(join(root.path, "up.bin"), randomBytes(3 * 1024 * 1024));
 }, 60_000);
 
 afterAll(async () => {
-  for (const c of clients) await c.close().catch(() => undefined);
+  for (const c of clients) await c.close();
   await sshd?.stop();
   root?.[Symbol.dispose]();
 }, 60_000);
 
-describe("ssh server lifecycle", () => {
+describe.skipIf(!isRoot)("ssh server lifecycle", () => {
   test("session_limit_reached and transfer_limit_reached", async () => {
     const s = await start(["--max-sessions", "1", "--max-transfers", "1"]);
     const c = await s.ok("connect", { ssh_alias: sshd.alias });
@@ -96,7 +61,7 @@ describe("ssh server lifecycle", () => {
     // the slot is free again
     const again = await s.ok("connect", { ssh_alias: sshd.nosudoAlias });
     await s.ok("disconnect", { session_id: again.session_id });
-    await s.client.close();
+    await s.close();
   }, 30_000);
 
   test("sudo -n -k refuses a password rule even with a live global sudo timestamp", async () => {
@@ -120,7 +85,7 @@ describe("ssh server lifecycle", () => {
     }
     expect((await s.ok("sudo_exec", { ...k, command: "id -u" })).stdout.data).toBe("0\n");
     await s.ok("disconnect", { session_id: c.session_id });
-    await s.client.close();
+    await s.close();
   }, 30_000);
 
   test("a cancelled MCP request kills its remote process and the session stays usable", async () => {
@@ -130,17 +95,17 @@ describe("ssh server lifecycle", () => {
     const tag = `6${Date.now() % 100_000}`;
     const ac = new AbortController();
     const pending = s.call("exec", { ...k, command: `sleep ${tag}; echo never` }, ac.signal);
-    await until(async () => ((await remoteMatches(`sleep ${tag}`)) > 0 ? true : undefined));
+    await waitFor(async () => (await remoteMatches(`sleep ${tag}`)) > 0, { what: "remote sleep" });
     ac.abort();
     await expect(pending).rejects.toThrow();
-    await until(async () => ((await remoteMatches(`sleep ${tag}`)) === 0 ? true : undefined), 8000);
+    await waitFor(async () => (await remoteMatches(`sleep ${tag}`)) === 0, { what: "remote sleep to end" });
     expect((await s.ok("exec", { ...k, command: "echo alive" })).stdout.data).toBe("alive\n");
     await s.ok("disconnect", { session_id: c.session_id });
-    await s.client.close();
+    await s.close();
   }, 30_000);
 
   test("client stdin EOF: the server exits 0 and leaves no ssh, rsync or remote process", async () => {
-    const proc = Bun.spawn([binary(), "ssh", "--local-root", root.path, "--transfer-bwlimit", "2048"], {
+    const proc = Bun.spawn([binary(), "ssh", "--local-root", root.path, "--transfer-bwlimit", "512"], {
       stdin: "pipe",
       stdout: "pipe",
       stderr: "ignore",
@@ -162,7 +127,7 @@ describe("ssh server lifecycle", () => {
       proc.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...msg })}\n`);
       void proc.stdin.flush();
     };
-    const reply = (id: number) => until(() => lines.map((l) => JSON.parse(l)).find((m) => m.id === id));
+    const reply = (id: number) => waitFor(() => lines.map((l) => JSON.parse(l)).find((m) => m.id === id), { what: `reply ${id}` });
     send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "eof", version: "0" } } });
     await reply(1);
     send({ method: "notifications/initialized" });
@@ -173,13 +138,16 @@ describe("ssh server lifecycle", () => {
     expect((await reply(3)).result.structuredContent.ok).toBe(true);
     const tag = `7${Date.now() % 100_000}`;
     send({ id: 4, method: "tools/call", params: { name: "exec", arguments: { ...k, command: `sleep ${tag}` } } });
-    await until(async () => ((await remoteMatches(`sleep ${tag}`)) > 0 ? true : undefined));
+    await waitFor(async () => (await remoteMatches(`sleep ${tag}`)) > 0, { what: "remote sleep" });
     expect((await ourProcesses()).some((l) => l.includes("rsync"))).toBe(true);
+    // this server's control directory, from the master's argv (other runs on the machine make their own)
+    const controlDir = (await ourProcesses()).map((l) => / -S (\S+)\/mux\.sock /.exec(l)?.[1]).find(Boolean);
+    expect(controlDir && existsSync(controlDir)).toBe(true);
     void proc.stdin.end();
     expect(await Promise.race([proc.exited, Bun.sleep(15_000).then(() => "timeout")])).toBe(0);
     expect(await ourProcesses()).toEqual([]);
-    await until(async () => ((await remoteMatches(`sleep ${tag}`)) === 0 ? true : undefined), 5000);
-    expect(tmp.added(`lsm-ssh-${process.getuid!()}-`)).toEqual([]);
+    await waitFor(async () => (await remoteMatches(`sleep ${tag}`)) === 0, { what: "remote sleep to end" });
+    expect(existsSync(controlDir!)).toBe(false);
   }, 30_000);
 
   test("stale remote upload partials we recorded are swept on connect; others are left alone", async () => {
@@ -188,7 +156,7 @@ describe("ssh server lifecycle", () => {
     let c = await s.ok("connect", { ssh_alias: sshd.alias });
     let k = { session_id: c.session_id, session_key: c.session_key };
     const u = await s.ok("upload_start", { ...k, local_path: "up.bin", remote_path: `${h}/swept.bin` });
-    await until(async () => ((await s.ok("transfer_status", { ...k, operation_id: u.operation_id })).bytes_transferred > 200_000 ? true : undefined));
+    await waitFor(async () => (await s.ok("transfer_status", { ...k, operation_id: u.operation_id })).bytes_transferred > 200_000, { what: "upload progress" });
     expect((await s.ok("transfer_cancel", { ...k, operation_id: u.operation_id })).state).toBe("cancelled");
     await s.ok("disconnect", { session_id: c.session_id });
     const [ours] = readdirSync(h).filter((n) => n.startsWith(".swept.bin.") && n.endsWith(".lsm-partial"));
@@ -211,17 +179,18 @@ describe("ssh server lifecycle", () => {
     writeFileSync(indexPath, JSON.stringify(index));
     c = await s.ok("connect", { ssh_alias: sshd.alias });
     k = { session_id: c.session_id, session_key: c.session_key };
-    await until(() => (existsSync(join(h, ours!)) ? undefined : true));
-    await until(() => (Object.keys(JSON.parse(readFileSync(indexPath, "utf8"))[key] ?? {}).length === 1 ? true : undefined));
+    await waitFor(() => !existsSync(join(h, ours!)), { what: "our stale partial to be swept" });
+    await waitFor(() => Object.keys(JSON.parse(readFileSync(indexPath, "utf8"))[key] ?? {}).length === 1, { what: "the index to keep one record" });
     expect(Object.keys(JSON.parse(readFileSync(indexPath, "utf8"))[key])).toEqual([fresh]);
     expect(existsSync(decoy)).toBe(true);
     expect(existsSync(fresh)).toBe(true);
     expect(lstatSync(link).isSymbolicLink()).toBe(true);
     await s.ok("disconnect", { session_id: c.session_id });
-    await s.client.close();
+    await s.close();
   }, 30_000);
 });
 
+// needs no sshd and no root: a fake `ssh` on PATH answers the version check
 describe("ssh server start-up", () => {
   async function startWithSsh(script: string): Promise<{ code: number; err: string }> {
     using bin = tempDir("lsm-fake-ssh-");

@@ -10,7 +10,12 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-export type SudoMode = "nopasswd" | "password" | "denied";
+/**
+ * nopasswd: the one usable rule. password: the same rule needing a password. denied: `!authenticate`
+ * and a rule for another command only. none: no rule at all. other-command: a rule for another
+ * command only (default `authenticate`). runas-other: the shell rule, but as another user only.
+ */
+export type SudoMode = "nopasswd" | "password" | "denied" | "none" | "other-command" | "runas-other";
 
 export interface Sshd {
   port: number;
@@ -28,6 +33,14 @@ export interface Sshd {
   /** Home directory of `user`. */
   home: string;
   log(): string;
+  /** pid of the listening sshd. */
+  pid: number;
+  /** The listener and every process below it (connection handlers, the users' remote commands). */
+  tree(): number[];
+  /** SIGSTOPs the whole tree (a host that stops answering: the TCP connections stay open). */
+  freeze(): number[];
+  /** SIGCONTs what `freeze` stopped. */
+  thaw(pids: number[]): void;
   setSudo(mode: SudoMode): Promise<void>;
   stop(): Promise<void>;
 }
@@ -64,7 +77,41 @@ async function sweepLeftovers(): Promise<void> {
 
 const NOSUDO_TOOLS = ["sh", "mktemp", "head", "wc", "setsid", "env", "rm", "sleep", "cat", "stat", "find", "sort", "tail", "sha256sum", "rsync", "dirname", "df", "awk", "ln", "mv", "id", "true", "false", "echo", "kill"];
 
-export async function startSshd(): Promise<Sshd> {
+function signal(pid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(pid, sig);
+  } catch {
+    // gone meanwhile
+  }
+}
+
+/** `pid` and all its descendants, from /proc (parents listed before their children). */
+function descendants(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, "utf8");
+    } catch {
+      continue;
+    }
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+    const list = children.get(ppid) ?? [];
+    list.push(Number(name));
+    children.set(ppid, list);
+  }
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) out.push(...(children.get(out[i]!) ?? []));
+  return out;
+}
+
+export interface SshdOptions {
+  /** sshd's MaxSessions (sessions per connection; default 50). */
+  maxSessions?: number;
+}
+
+export async function startSshd(opts: SshdOptions = {}): Promise<Sshd> {
   if (process.getuid!() !== 0) throw new Error("the sshd fixture needs root (useradd, sudoers)");
   await sweepLeftovers();
   const dir = mkdtempSync(join(tmpdir(), "lsm-sshd-"));
@@ -127,7 +174,7 @@ AllowUsers ${user} ${nosudoUser}
 DisableForwarding yes
 PermitUserEnvironment no
 MaxStartups 100:30:200
-MaxSessions 50
+MaxSessions ${opts.maxSessions ?? 50}
 LogLevel VERBOSE
 Match User ${nosudoUser}
   SetEnv PATH=${nosudoBin}
@@ -175,12 +222,15 @@ Host *
   }
   const sudoersPath = `/etc/sudoers.d/${user}`;
   const setSudo = async (mode: SudoMode) => {
-    const rule =
-      mode === "nopasswd"
-        ? `${user} ALL=(root) NOPASSWD: /bin/bash --noprofile --norc -s\n`
-        : mode === "password"
-          ? `Defaults:${user} timestamp_type=global\n${user} ALL=(root) /bin/bash --noprofile --norc -s\n`
-          : `Defaults:${user} !authenticate\n${user} ALL=(root) NOPASSWD: /usr/bin/id\n`;
+    const rules: Record<SudoMode, string> = {
+      nopasswd: `${user} ALL=(root) NOPASSWD: /bin/bash --noprofile --norc -s\n`,
+      password: `Defaults:${user} timestamp_type=global\n${user} ALL=(root) /bin/bash --noprofile --norc -s\n`,
+      denied: `Defaults:${user} !authenticate\n${user} ALL=(root) NOPASSWD: /usr/bin/id\n`,
+      none: `# no rule for ${user}\n`,
+      "other-command": `${user} ALL=(root) /usr/bin/id\n`,
+      "runas-other": `${user} ALL=(${nosudoUser}) /bin/bash --noprofile --norc -s\n`,
+    };
+    const rule = rules[mode];
     const tmp = join(dir, "sudoers.tmp");
     writeFileSync(tmp, rule, { mode: 0o440 });
     await $`visudo -cf ${tmp}`.quiet();
@@ -198,6 +248,16 @@ Host *
     binDir,
     home,
     log: () => readFileSync(logPath, "utf8"),
+    pid: proc.pid,
+    tree: () => descendants(proc.pid),
+    freeze() {
+      const pids = descendants(proc.pid);
+      for (const p of pids) signal(p, "SIGSTOP");
+      return pids;
+    },
+    thaw(pids) {
+      for (const p of pids) signal(p, "SIGCONT");
+    },
     setSudo,
     async stop() {
       if (stopped) return;

@@ -5,7 +5,7 @@
 import { describe, expect, test } from "bun:test";
 import { $ } from "bun";
 import { readdirSync, readFileSync } from "node:fs";
-import { framedScript, newMarker, SUPERVISOR } from "../../src/ssh/channel.ts";
+import { framedScript, newMarker, SUPERVISOR, SUPERVISOR_STARTED } from "../../src/ssh/channel.ts";
 import { tempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -42,7 +42,9 @@ async function run(script: string, opts: { leader: boolean; kind?: "sh" | "sudo"
   } catch {
     // already closed
   }
-  return { code: p.exitCode, out, err };
+  // the supervisor's start byte comes first whenever it ran at all
+  expect(out.startsWith(SUPERVISOR_STARTED)).toBe(true);
+  return { code: p.exitCode, out: out.slice(SUPERVISOR_STARTED.length), err };
 }
 
 async function leftovers(tag: string): Promise<string> {

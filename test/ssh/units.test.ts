@@ -54,7 +54,7 @@ test("local root rejects traversal, absolute, protected and partial paths, and s
 test("the following hasher hashes a file while it grows and refuses a replaced file", async () => {
   const { appendFileSync, renameSync } = await import("node:fs");
   const { createHash, randomBytes } = await import("node:crypto");
-  const { FollowingHasher } = await import("../../src/ssh/transfers.ts");
+  const { FollowingHasher } = await import("../../src/ssh/hashing.ts");
   using d = tempDir();
   const path = join(d.path, "partial");
   const all: Buffer[] = [];
