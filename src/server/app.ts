@@ -1,5 +1,6 @@
 import { AuditLog } from "../audit/log.ts";
 import { auditObserver } from "./audit-observer.ts";
+import { onShutdown } from "./lifecycle.ts";
 import type { Settings } from "../config/schema.ts";
 import { ForegroundWork } from "../exec/foreground.ts";
 import { Semaphore } from "../exec/semaphore.ts";
@@ -11,6 +12,7 @@ import { baseCapabilities, probeSpecs } from "../sessions/orientation.ts";
 import { ProbeCache } from "../sessions/probes.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
+import type { AgentBridge } from "../bridge/service.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { ToolRegistry } from "../tools/registry.ts";
 import { builtinToolManifest } from "../tools/schemas.macro.ts" with { type: "macro" };
@@ -46,7 +48,11 @@ export function createApp(settings: Settings): App {
     ...shellServices,
     files: new FileServices(settings),
     audit: new AuditLog(settings),
+    bridge: () => (bridge ??= import("../bridge/service.ts").then((m) => new m.AgentBridge(settings, containmentRunner))),
   };
+  // The bridge module (SDK client, schema validator) loads with the first bridge call; shutdown stops its upstreams.
+  let bridge: Promise<AgentBridge> | undefined;
+  onShutdown(async () => (bridge ? (await bridge).close() : undefined));
   services.sessionTeardowns.push(async (sid) => {
     services.files.snapshots.drop(sid);
     return {};

@@ -8,8 +8,9 @@ import { bash } from "./shell/bash.ts";
 import { job } from "./shell/job.ts";
 import { killPersistentShell, listPersistentShells, readPersistentShellOutput, resizePersistentShell, sendPersistentShellInput } from "./shell/persistent-shells.ts";
 import { fileTools } from "./files/index.ts";
+import { bridgeTools } from "./bridge/index.ts";
 
 /** Every built-in tool. Capabilities add theirs here. */
 export function builtinTools(): ToolDefinition[] {
-  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail, ...fileTools(), job, listPersistentShells, readPersistentShellOutput, sendPersistentShellInput, resizePersistentShell, killPersistentShell] as unknown as ToolDefinition[];
+  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail, ...fileTools(), job, listPersistentShells, readPersistentShellOutput, sendPersistentShellInput, resizePersistentShell, killPersistentShell, ...bridgeTools()] as unknown as ToolDefinition[];
 }

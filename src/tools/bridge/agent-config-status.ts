@@ -1,0 +1,39 @@
+import { z } from "zod";
+import { defineTool, READ_ONLY } from "../define.ts";
+import { bridgeOf } from "./common.ts";
+import description from "./agent-config-status.md" with { type: "text" };
+
+export const agentConfigStatus = defineTool({
+  name: "agent_config_status",
+  title: "Agent Bridge status",
+  description,
+  scopes: ["shell:read"],
+  annotations: READ_ONLY,
+  input: z.object({}),
+  output: z.looseObject({
+    enabled: z.boolean(),
+    config_dir: z.string(),
+    config_path: z.string(),
+    manifest_status: z.enum(["missing_config", "invalid_config", "loaded"]),
+    manifest_errors: z.array(z.string()),
+    skills: z.looseObject({}),
+    mcp_servers: z.record(z.string(), z.looseObject({})),
+    dynamic_tools: z.record(z.string(), z.boolean()),
+  }),
+  async run(ctx) {
+    const bridge = await bridgeOf(ctx);
+    const load = bridge.manifest.current();
+    const manifest = load.manifest;
+    return {
+      enabled: bridge.settings.agent_bridge_enabled,
+      config_dir: bridge.configDir,
+      config_path: bridge.manifest.path,
+      manifest_status: load.status,
+      manifest_errors: load.errors,
+      skills: manifest ? { enabled: manifest.skills.enabled, directory: manifest.skills.directory } : {},
+      mcp_servers: manifest && bridge.settings.agent_bridge_enabled ? bridge.serverRows(manifest) : {},
+      // Dynamic per-upstream tools are not offered by this build; the flags say so.
+      dynamic_tools: { mcp: false, skills: false },
+    };
+  },
+});
