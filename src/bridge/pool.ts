@@ -266,10 +266,13 @@ export class UpstreamPool {
         },
         (e: unknown) => {
           u.connecting = undefined;
-          u.failures++;
-          u.retryAt = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (u.failures - 1));
           const err = e instanceof ToolError ? e : new ToolError("upstream_unavailable", `${server.name} could not be started: ${this.resolver.redact((e as Error)?.message ?? String(e))}`);
-          if (err.code === "upstream_unavailable") u.lastError = err.message;
+          // Only a failed start backs off; a missing secret or a corrupt store is fixed by the operator.
+          if (err.code === "upstream_unavailable") {
+            u.failures++;
+            u.retryAt = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (u.failures - 1));
+            u.lastError = err.message;
+          }
           throw err;
         },
       );
