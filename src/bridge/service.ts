@@ -1,9 +1,12 @@
+import { realpathSync } from "node:fs";
+import { join, relative } from "node:path";
 import { createRedactor, type Redactor } from "../audit/redact.ts";
 import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
 import { CredentialStore } from "./credentials.ts";
 import { agentConfigDir, type Manifest, ManifestSource, type ServerConfig, secretRefs, type ValueOrSecret } from "./manifest.ts";
 import { UpstreamPool, type UpstreamResolver } from "./pool.ts";
+import { type SkillScan, scanSkills, skillSources } from "./skills.ts";
 
 /** Literal manifest values at least this long are treated as credentials when redacting. */
 const MIN_LITERAL_REDACT_CHARS = 8;
@@ -148,6 +151,30 @@ export class AgentBridge {
       };
     }
     return rows;
+  }
+
+  /**
+   * The Skills visible from `projectRoot` (a session's workdir or the workspace root). Not scanned
+   * while the manifest is invalid; none when the manifest turns Skills off.
+   */
+  skills(projectRoot: string): SkillScan {
+    const manifest = this.requireManifest();
+    if (!manifest.skills.enabled) return { sources: [], skills: [], warnings: [] };
+    const managed = join(this.configDir, manifest.skills.directory);
+    let managedDir: string | undefined = managed;
+    const extra: string[] = [];
+    try {
+      // The managed directory must stay inside agent_config even through symlinks.
+      const rel = relative(realpathSync(this.configDir), realpathSync(managed));
+      if (rel.startsWith("..") || rel === "") {
+        managedDir = undefined;
+        extra.push("skipped the managed Skills directory: it resolves outside agent_config");
+      }
+    } catch {
+      // Missing: the scan skips it.
+    }
+    const scan = scanSkills(skillSources(projectRoot, managedDir), this.settings);
+    return { ...scan, warnings: [...extra, ...scan.warnings] };
   }
 
   close(): Promise<void> {

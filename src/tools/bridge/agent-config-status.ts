@@ -1,6 +1,11 @@
 import { z } from "zod";
 import { defineTool, READ_ONLY } from "../define.ts";
+import type { SkillScan } from "../../bridge/skills.ts";
 import { bridgeOf } from "./common.ts";
+
+function skillSummary(scan: SkillScan, enabled: boolean) {
+  return { enabled, count: scan.skills.length, warnings: scan.warnings, sources: scan.sources };
+}
 import description from "./agent-config-status.md" with { type: "text" };
 
 export const agentConfigStatus = defineTool({
@@ -30,7 +35,7 @@ export const agentConfigStatus = defineTool({
       config_path: bridge.manifest.path,
       manifest_status: load.status,
       manifest_errors: load.errors,
-      skills: manifest ? { enabled: manifest.skills.enabled, directory: manifest.skills.directory } : {},
+      skills: manifest && bridge.settings.agent_bridge_enabled ? skillSummary(bridge.skills(ctx.app.workspaceRoot), manifest.skills.enabled) : {},
       mcp_servers: manifest && bridge.settings.agent_bridge_enabled ? bridge.serverRows(manifest) : {},
       // Dynamic per-upstream tools are not offered by this build; the flags say so.
       dynamic_tools: { mcp: false, skills: false },
