@@ -17,10 +17,10 @@ export function writeManifest(state: string, doc: unknown): void {
   writeFileSync(join(state, "agent_config", "config.json"), typeof doc === "string" ? doc : JSON.stringify(doc));
 }
 
-/** Starts the fixture as an HTTP upstream; returns its /mcp URL and a stop function. */
-export async function startHttpFixture(dir: string, env: Record<string, string> = {}): Promise<{ url: string; proc: Bun.Subprocess; stop(): Promise<void> }> {
+/** Starts the fixture as an HTTP (Streamable HTTP or SSE) upstream; returns its URL and a stop function. */
+export async function startHttpFixture(dir: string, env: Record<string, string> = {}, transport: "http" | "sse" = "http"): Promise<{ url: string; proc: Bun.Subprocess; stop(): Promise<void> }> {
   const portFile = join(dir, `fixture-url-${Math.random().toString(36).slice(2)}`);
-  const proc = Bun.spawn([BUN, FIXTURE, "--http", portFile], { env: { ...process.env, ...env }, stdin: "ignore", stdout: "ignore", stderr: "inherit" });
+  const proc = Bun.spawn([BUN, FIXTURE, `--${transport}`, portFile], { env: { ...process.env, ...env }, stdin: "ignore", stdout: "ignore", stderr: "inherit" });
   const url = await waitFor(() => {
     try {
       return readFileSync(portFile, "utf8") || undefined;

@@ -57,6 +57,7 @@ describe("Agent Bridge secrets", () => {
   let state: TempDir;
   let scratch: TempDir;
   let upstream: Awaited<ReturnType<typeof startHttpFixture>>;
+  let sse: Awaited<ReturnType<typeof startHttpFixture>>;
   let server: HttpServer;
   let mcp: McpHandle;
   const MARKER = `mk-${crypto.randomUUID()}`;
@@ -68,12 +69,14 @@ describe("Agent Bridge secrets", () => {
     state = tempDir("lsm-state-");
     scratch = tempDir("lsm-scratch-");
     upstream = await startHttpFixture(scratch.path, { FIXTURE_TOKEN: HTTP_TOKEN });
+    sse = await startHttpFixture(scratch.path, { FIXTURE_TOKEN: HTTP_TOKEN }, "sse");
     writeManifest(state.path, {
       version: 1,
       mcpServers: {
         envup: fixtureServer({ env: { API_TOKEN: { secret: "tok_alpha" } }, auth: { mode: "secret" } }),
         plain: fixtureServer(),
         httpup: { type: "http", url: upstream.url, headers: { Authorization: { secret: "auth_header" } }, auth: { mode: "secret" } },
+        sseup: { type: "sse", url: sse.url, headers: { Authorization: { secret: "auth_header" } }, auth: { mode: "secret" } },
         needs: fixtureServer({ env: { X: { secret: "never_set" } }, auth: { mode: "secret" } }),
       },
     });
@@ -85,6 +88,7 @@ describe("Agent Bridge secrets", () => {
     await mcp?.close();
     await server?.stop();
     await upstream?.stop();
+    await sse?.stop();
     for (const d of [ws, state, scratch]) d?.[Symbol.dispose]();
   });
 
@@ -143,6 +147,14 @@ describe("Agent Bridge secrets", () => {
     // The stored header is gone: the next request goes out without it and fails.
     expect((await cli(state.path, ["secret", "delete", "httpup", "auth_header"])).stdout).toBe(`${JSON.stringify({ server: "httpup", name: "auth_header", deleted: true })}\n`);
     expect(await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "echo", args: { text: "x" } })).toBe("missing_secret");
+  });
+
+  test("an SSE upstream gets the secret as a header too", async () => {
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "sseup", tool: "echo", args: { text: "x" } })).toBe("missing_secret");
+    expect((await cli(state.path, ["secret", "set", "sseup", "auth_header", "--stdin"], `Bearer ${HTTP_TOKEN}`)).code).toBe(0);
+    expect(firstText(await call("sseup", "echo", { text: "over sse" }))).toBe("over sse");
+    expect(firstText(await call("sseup", "header_digest"))).toBe(sha256(`Bearer ${HTTP_TOKEN}`));
+    expect((await cli(state.path, ["secret", "delete", "sseup", "auth_header"])).code).toBe(0);
   });
 
   test("a missing secret fails with missing_secret without naming it", async () => {
