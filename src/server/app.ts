@@ -12,6 +12,7 @@ import { baseCapabilities, probeSpecs } from "../sessions/orientation.ts";
 import { ProbeCache } from "../sessions/probes.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
+import { liveBridgeCapabilities } from "../bridge/capabilities.ts";
 import type { AgentBridge } from "../bridge/service.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { ToolRegistry } from "../tools/registry.ts";
@@ -32,6 +33,7 @@ export function createApp(settings: Settings): App {
   ensurePrivateDir(settings.state_dir);
   const sessions = new SessionStore(settings.state_dir, { maxSessions: settings.max_agent_sessions, retentionS: settings.agent_session_retention_s });
   const capabilities = baseCapabilities();
+  liveBridgeCapabilities(capabilities, settings);
   const probes = new ProbeCache();
   const sessionTeardowns: AppServices["sessionTeardowns"] = [];
   const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, teardowns: sessionTeardowns, capabilities, probes });

@@ -78,4 +78,14 @@ describe("Agent Bridge manifest", () => {
     const r = await mcp.ok<Record<string, unknown>>("call_agent_mcp_tool", { server: "up", tool: "echo", args: { text: "hello" } });
     expect(firstText(r)).toBe("hello");
   });
+
+  test("session orientation counts OAuth upstreams without naming them", async () => {
+    writeManifest(state.path, {
+      version: 1,
+      mcpServers: { "secret-name-oauth": { type: "http", url: "http://127.0.0.1:9/mcp", auth: { mode: "oauth" } }, off: { type: "http", url: "http://127.0.0.1:9/mcp", auth: { mode: "oauth" }, enabled: false } },
+    });
+    const s = await mcp.ok<{ environment: { capabilities: Record<string, unknown> } }>("session_start", { workdir: ws.path });
+    expect(s.environment.capabilities).toMatchObject({ agent_bridge: true, oauth_configured_mcp_servers: 1, oauth_authorized_mcp_servers: 0 });
+    expect(JSON.stringify(s)).not.toContain("secret-name-oauth");
+  });
 });
