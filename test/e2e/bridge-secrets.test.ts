@@ -102,6 +102,32 @@ describe("Agent Bridge secrets", () => {
     expect(JSON.parse(readFileSync(join(dir, "credentials.json"), "utf8")).servers.envup.secrets.tok_alpha).toBe(MARKER);
   });
 
+  test("at a terminal the value is typed with echo off and never shown", async () => {
+    const typed = `tty-${crypto.randomUUID()}`;
+    // `script` gives the command a real pseudo-terminal; its output is everything the terminal showed.
+    const command = [binary(), "mcp", "secret", "set", "plain", "typed", "--stdin", "--state-dir", state.path, "--workspace-root", "/tmp"].join(" ");
+    const proc = Bun.spawn(["script", "-qec", command, "/dev/null"], { env: serverEnv(), stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    let shown = "";
+    const reader = proc.stdout.getReader();
+    const reading = (async () => {
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        shown += new TextDecoder().decode(value);
+      }
+    })();
+    // Type only once the prompt is up: echo is off by then, as it would be for a person.
+    await waitFor(() => shown.includes("(input hidden)"), { what: "the hidden-input prompt" });
+    proc.stdin.write(`${typed}\r`);
+    await proc.stdin.flush();
+    expect(await proc.exited).toBe(0);
+    await reading;
+    expect(shown).toContain('"stored":true');
+    expect(shown).not.toContain(typed);
+    expect(JSON.parse(readFileSync(join(state.path, "agent_auth", "credentials.json"), "utf8")).servers.plain.secrets.typed).toBe(typed);
+    expect((await cli(state.path, ["secret", "delete", "plain", "typed"])).code).toBe(0);
+  });
+
   test("bad secret input is refused with a one-line error and exit 2", async () => {
     const cases: Array<[string[], string | Uint8Array | undefined, RegExp]> = [
       [["secret", "set", "envup", "tok_alpha", MARKER, "--stdin"], "x", /too many arguments/],
