@@ -9,6 +9,7 @@ import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { VERSION } from "../core/version.ts";
+import { limitResponse } from "./http-limits.ts";
 import type { ServerConfig } from "./manifest.ts";
 import { ContainedStdioTransport, UpstreamGoneError } from "./stdio-transport.ts";
 
@@ -349,7 +350,7 @@ export class UpstreamPool {
     const fetchWithSecrets = (url: string | URL, init?: RequestInit) => {
       const headers = new Headers(init?.headers);
       for (const [k, v] of Object.entries(this.resolver.headers(server))) headers.set(k, v);
-      return fetch(url, { ...init, headers, redirect: "error" });
+      return fetch(url, { ...init, headers, redirect: "error" }).then((r) => limitResponse(r));
     };
     const url = new URL(server.url ?? "");
     return server.type === "sse" ? new SSEClientTransport(url, { fetch: fetchWithSecrets }) : new StreamableHTTPClientTransport(url, { fetch: fetchWithSecrets });

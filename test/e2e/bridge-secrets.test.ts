@@ -170,6 +170,12 @@ describe("Agent Bridge secrets", () => {
     expect((await cli(state.path, ["secret", "set", "httpup", "auth_header", "--stdin"], `Bearer ${HTTP_TOKEN}`)).code).toBe(0);
     expect(firstText(await call("httpup", "echo", { text: "through http" }))).toBe("through http");
     expect(firstText(await call("httpup", "header_digest"))).toBe(sha256(`Bearer ${HTTP_TOKEN}`));
+    // A large result is cut to max_output_bytes; a response over 16 MiB is refused, not buffered.
+    const big = await call("httpup", "huge", { bytes: 3_000_000 });
+    expect(big.truncated).toBe(true);
+    const code = await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "huge", args: { bytes: 20 * 1024 * 1024 } });
+    expect(["upstream_error", "upstream_unavailable"]).toContain(code);
+    expect(firstText(await call("httpup", "echo", { text: "after" }))).toBe("after");
     // The stored header is gone: the next request goes out without it and fails.
     expect((await cli(state.path, ["secret", "delete", "httpup", "auth_header"])).stdout).toBe(`${JSON.stringify({ server: "httpup", name: "auth_header", deleted: true })}\n`);
     expect(await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "echo", args: { text: "x" } })).toBe("missing_secret");
