@@ -175,6 +175,13 @@ export class UpstreamPool {
     if (conn?.closed || (e instanceof McpError && e.code === ErrorCode.ConnectionClosed)) {
       return new ToolError("upstream_unavailable", `${server.name} stopped during the call${this.stderrHint(conn)}`);
     }
+    // Not an error answer of the upstream but a broken transport (HTTP failure, lost session):
+    // the next call starts over with a fresh connection.
+    if (conn && !(e instanceof McpError)) {
+      conn.stale = true;
+      const u = this.upstreams.get(server.name);
+      if (u?.conn === conn) u.conn = undefined;
+    }
     const message = e instanceof Error ? e.message : String(e);
     return new ToolError("upstream_error", `${server.name} returned an error: ${this.resolver.redact(message).slice(0, 2000)}`);
   }

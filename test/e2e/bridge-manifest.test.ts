@@ -88,4 +88,12 @@ describe("Agent Bridge manifest", () => {
     expect(s.environment.capabilities).toMatchObject({ agent_bridge: true, oauth_configured_mcp_servers: 1, oauth_authorized_mcp_servers: 0 });
     expect(JSON.stringify(s)).not.toContain("secret-name-oauth");
   });
+
+  test("agent_bridge_enabled=false turns the bridge tools off but keeps the status", async () => {
+    await using off = await connectStdio({ workspace: ws.path, state: state.path, args: ["--agent-bridge-enabled", "false"] });
+    expect(await off.ok("agent_config_status")).toMatchObject({ enabled: false, mcp_servers: {} });
+    for (const [tool, args] of [["list_agent_mcp_servers", {}], ["list_agent_mcp_tools", {}], ["call_agent_mcp_tool", { server: "a", tool: "b" }], ["list_agent_skills", {}]] as const) {
+      expect(await off.fails(tool, args), tool).toBe("agent_bridge_disabled");
+    }
+  });
 });
