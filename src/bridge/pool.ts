@@ -109,14 +109,16 @@ export class UpstreamPool {
   /** Calls one upstream tool; waiting for a slot counts against the call timeout. */
   async call(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult> {
     const u = this.upstream(server.name);
-    const deadline = Date.now() + this.settings.agent_mcp_call_timeout_s * 1000;
-    await this.acquire(server, u, deadline, signal);
+    const started = Date.now();
+    await this.acquire(server, u, started + this.settings.agent_mcp_call_timeout_s * 1000, signal);
+    // Waiting for a slot counts against the call timeout; starting the upstream has its own bound.
+    const waited = Date.now() - started;
     try {
       // A process that died between calls may not be noticed until the request cannot be written;
       // that request never arrived, so it is sent once more to a fresh process.
       for (let attempt = 0; ; attempt++) {
         try {
-          return await this.callOnce(server, tool, args, signal, deadline);
+          return await this.callOnce(server, tool, args, signal, waited);
         } catch (e) {
           if (attempt === 0 && e instanceof UpstreamGoneError) continue;
           throw e;
@@ -128,10 +130,11 @@ export class UpstreamPool {
     }
   }
 
-  private async callOnce(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal, deadline: number): Promise<CallToolResult> {
+  private async callOnce(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal, waited: number): Promise<CallToolResult> {
     let conn: Connection | undefined;
     try {
-      conn = await this.ensure(server, Math.min(deadline, Date.now() + this.settings.agent_mcp_probe_timeout_s * 1000));
+      conn = await this.ensure(server, Date.now() + this.settings.agent_mcp_probe_timeout_s * 1000);
+      const deadline = Date.now() + this.settings.agent_mcp_call_timeout_s * 1000 - waited;
       conn.active++;
       const def = conn.tools.find((t) => t.name === tool);
       if (!def) throw new ToolError("unknown_mcp_tool", `${server.name} has no tool named ${JSON.stringify(tool.slice(0, 200))}`);
@@ -315,6 +318,7 @@ export class UpstreamPool {
       conn.tools = await this.listTools(client, deadline);
     } catch (e) {
       await client.close().catch(() => undefined);
+      if (e instanceof ToolError) throw e;
       const timedOut = (e instanceof McpError && e.code === ErrorCode.RequestTimeout) || (e as Error)?.name === "TimeoutError" || Date.now() >= deadline;
       const why = timedOut ? `did not complete initialize and tools/list within ${probe} s` : `failed during start-up: ${this.resolver.redact((e as Error)?.message ?? String(e)).slice(0, 1000)}`;
       throw new ToolError("upstream_unavailable", `${server.name} ${why}${this.stderrHint(conn)}`);
