@@ -1,3 +1,4 @@
+import { type OAuthClientProvider, UnauthorizedError } from "@modelcontextprotocol/sdk/client/auth.js";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -27,6 +28,8 @@ export interface UpstreamResolver {
   headers(server: ServerConfig): Record<string, string>;
   /** A key that changes whenever the server's configuration or the secrets it uses change. */
   fingerprint(server: ServerConfig): string;
+  /** The OAuth callbacks of an `auth.mode: "oauth"` server; throws `upstream_auth_required` without tokens. */
+  authProvider(server: ServerConfig): OAuthClientProvider | undefined;
   /** Scrubs every configured secret out of a text (errors, stderr). */
   redact(text: string): string;
   runner(): Promise<string>;
@@ -171,6 +174,7 @@ export class UpstreamPool {
 
   private callError(server: ServerConfig, conn: Connection | undefined, e: unknown): ToolError {
     if (e instanceof ToolError) return e;
+    if (e instanceof UnauthorizedError) return new ToolError("upstream_auth_required", `${server.name} refused our credentials; run: local-shell-mcp mcp auth ${server.name}`);
     if (e instanceof McpError && e.code === ErrorCode.RequestTimeout) {
       return new ToolError("upstream_timeout", `${server.name} did not answer within ${this.settings.agent_mcp_call_timeout_s} s; the call was cancelled`);
     }
@@ -319,6 +323,7 @@ export class UpstreamPool {
     } catch (e) {
       await client.close().catch(() => undefined);
       if (e instanceof ToolError) throw e;
+      if (e instanceof UnauthorizedError) throw new ToolError("upstream_auth_required", `${server.name} refused our credentials; run: local-shell-mcp mcp auth ${server.name}`);
       const timedOut = (e instanceof McpError && e.code === ErrorCode.RequestTimeout) || (e as Error)?.name === "TimeoutError" || Date.now() >= deadline;
       const why = timedOut ? `did not complete initialize and tools/list within ${probe} s` : `failed during start-up: ${this.resolver.redact((e as Error)?.message ?? String(e)).slice(0, 1000)}`;
       throw new ToolError("upstream_unavailable", `${server.name} ${why}${this.stderrHint(conn)}`);
@@ -364,7 +369,9 @@ export class UpstreamPool {
       return fetch(url, { ...init, headers, redirect: "error" }).then((r) => limitResponse(r));
     };
     const url = new URL(server.url ?? "");
-    return server.type === "sse" ? new SSEClientTransport(url, { fetch: fetchWithSecrets }) : new StreamableHTTPClientTransport(url, { fetch: fetchWithSecrets });
+    const authProvider = this.resolver.authProvider(server);
+    const options = { fetch: fetchWithSecrets, ...(authProvider ? { authProvider } : {}) };
+    return server.type === "sse" ? new SSEClientTransport(url, options) : new StreamableHTTPClientTransport(url, options);
   }
 
   private async closeConnection(conn: Connection): Promise<void> {

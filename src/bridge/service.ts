@@ -5,6 +5,7 @@ import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
 import { CredentialStore } from "./credentials.ts";
 import { agentConfigDir, type Manifest, ManifestSource, type ServerConfig, secretRefs, type ValueOrSecret } from "./manifest.ts";
+import { authRequired, StoreOAuthProvider, storedOAuth } from "./oauth-provider.ts";
 import { UpstreamPool, type UpstreamResolver } from "./pool.ts";
 import { type SkillScan, scanSkills, skillSources } from "./skills.ts";
 
@@ -39,6 +40,11 @@ export class AgentBridge {
       headers: (s) => this.resolve(s, s.headers),
       fingerprint: (s) => this.fingerprint(s),
       redact: (t) => this.redactor().text(t),
+      authProvider: (s) => {
+        if (s.auth.mode !== "oauth") return undefined;
+        if (!storedOAuth(this.credentials, s.name).tokens) throw authRequired(s.name);
+        return new StoreOAuthProvider(this.credentials, s);
+      },
       runner,
     };
     this.pool = new UpstreamPool(settings, resolver);
@@ -59,9 +65,6 @@ export class AgentBridge {
     const s = this.requireManifest().servers.get(name);
     if (!s) throw new ToolError("unknown_mcp_server", `no MCP server named ${JSON.stringify(name.slice(0, 128))} in the Agent Bridge manifest`);
     if (!s.enabled) throw new ToolError("mcp_server_disabled", `MCP server ${name} is disabled in the Agent Bridge manifest`);
-    if (s.auth.mode === "oauth") {
-      throw new ToolError("upstream_auth_required", `MCP server ${name} uses upstream OAuth, which this build does not support yet; use auth.mode "secret" with a token header`);
-    }
     return s;
   }
 

@@ -12,5 +12,8 @@ const secret = defineCommand({
 /** `local-shell-mcp mcp …`: the Agent Bridge's administrative commands. */
 export default defineCommand({
   meta: { name: "mcp", description: "Administer the Agent Bridge (upstream MCP servers)" },
-  subCommands: { secret: () => secret },
+  subCommands: {
+    secret: () => secret,
+    auth: () => import("./mcp-auth.ts").then((m) => m.default),
+  },
 });
