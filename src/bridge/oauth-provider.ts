@@ -93,13 +93,17 @@ export class StoreOAuthProvider implements OAuthClientProvider {
   async saveTokens(tokens: OAuthTokens): Promise<void> {
     const now = Math.floor(Date.now() / 1000);
     if (this.interactive) this.fresh = tokens;
-    await updateOAuth(this.store, this.server.name, (o) => ({
+    await updateOAuth(this.store, this.server.name, (o) => {
+      // A refresh that finishes after a logout must not bring the tokens back.
+      if (!this.interactive && !o.tokens) return o;
+      return {
       ...o,
       // A refresh answer without a refresh token keeps the one we had.
       tokens: { ...tokens, ...(tokens.refresh_token === undefined && o.tokens?.refresh_token ? { refresh_token: o.tokens.refresh_token } : {}) },
       stored_at: now,
       expires_at: typeof tokens.expires_in === "number" ? now + tokens.expires_in : null,
-    }));
+      };
+    });
   }
 
   redirectToAuthorization(url: URL): void {

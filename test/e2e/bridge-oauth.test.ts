@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { firstText, startHttpFixture, writeManifest } from "../bridge/helpers.ts";
 import { binary, connectStdio, type HttpServer, serverEnv, startHttpServer, tempDir, type TempDir } from "../helpers/harness.ts";
@@ -104,6 +104,36 @@ describe("Agent Bridge upstream OAuth", () => {
       expect(JSON.parse(readFileSync(path, "utf8")).servers.up).toBeUndefined();
       const none = await cli(state.path, ["auth", "up", "--logout"]);
       expect(JSON.parse(none.stdout)).toMatchObject({ remote_revocation: "not_authorized" });
+    } finally {
+      await fixture.stop();
+    }
+  });
+
+  test("serve refreshes an expired token with the stored refresh token; a failed refresh clears the tokens", async () => {
+    using scratch = tempDir("lsm-scratch-");
+    using st = tempDir("lsm-state-");
+    const fixture = await startHttpFixture(scratch.path, { FIXTURE_OAUTH: "1", FIXTURE_REFRESH: "refresh-0" });
+    try {
+      writeManifest(st.path, { version: 1, mcpServers: { fx: { type: "http", url: fixture.url, auth: { mode: "oauth" } } } });
+      const path = join(st.path, "agent_auth", "credentials.json");
+      const now = Math.floor(Date.now() / 1000);
+      const craft = (access: string, refresh: string) => {
+        mkdirSync(join(st.path, "agent_auth"), { recursive: true, mode: 0o700 });
+        writeFileSync(path, JSON.stringify({ version: 1, servers: { fx: { oauth: { tokens: { access_token: access, refresh_token: refresh, token_type: "Bearer" }, client_info: { client_id: "c" }, stored_at: now - 7200, expires_at: now - 3600 } } } }), { mode: 0o600 });
+      };
+      craft("expired-access", "refresh-0");
+      expect(JSON.parse((await cli(st.path, ["auth", "fx", "--status"])).stdout).oauth_status).toMatchObject({ status: "refreshable", authorized: true });
+      await using mcp = await connectStdio({ workspace: ws.path, state: st.path });
+      expect(firstText(await mcp.ok<Record<string, unknown>>("call_agent_mcp_tool", { server: "fx", tool: "echo", args: { text: "refreshed" } }))).toBe("refreshed");
+      const stored = JSON.parse(readFileSync(path, "utf8")).servers.fx.oauth;
+      expect(stored.tokens).toMatchObject({ access_token: "fixture-access-1", refresh_token: "fixture-refresh-1" });
+      expect(stored.expires_at).toBe(stored.stored_at + 3600);
+      expect(JSON.parse((await cli(st.path, ["auth", "fx", "--status"])).stdout).oauth_status).toMatchObject({ status: "authorized" });
+
+      // A refresh the authorization server refuses: the tokens go, and a new `mcp auth` is asked for.
+      craft("expired-again", "not-the-current-refresh-token");
+      expect(await mcp.fails("call_agent_mcp_tool", { server: "fx", tool: "echo", args: { text: "x" } })).toBe("upstream_auth_required");
+      expect(JSON.parse(readFileSync(path, "utf8")).servers.fx?.oauth?.tokens).toBeUndefined();
     } finally {
       await fixture.stop();
     }
