@@ -83,6 +83,8 @@ export class UpstreamPool {
   private readonly validator = new AjvJsonSchemaValidator();
   private readonly validators = new WeakMap<object, JsonSchemaValidator<unknown>>();
   private closing = false;
+  /** Called when an upstream's tool list is first known or changes (dynamic tools listen). */
+  onToolsChanged: (() => void) | undefined;
 
   constructor(
     private readonly settings: Settings,
@@ -99,6 +101,12 @@ export class UpstreamPool {
     const u = this.upstreams.get(name);
     const conn = u?.conn && !u.conn.closed ? u.conn : undefined;
     return { running: conn !== undefined, pid: conn?.pid ?? null, tool_count: conn ? conn.tools.length : null, error: u?.lastError ?? null, starts: u?.starts ?? 0 };
+  }
+
+  /** The tools of a running upstream, without starting anything. */
+  cachedTools(name: string): Tool[] | undefined {
+    const conn = this.upstreams.get(name)?.conn;
+    return conn && !conn.closed ? conn.tools : undefined;
   }
 
   /** The upstream's tools, starting it if needed. */
@@ -277,6 +285,7 @@ export class UpstreamPool {
           u.failures = 0;
           u.retryAt = 0;
           u.lastError = undefined;
+          this.onToolsChanged?.();
           return conn;
         },
         (e: unknown) => {
@@ -310,6 +319,7 @@ export class UpstreamPool {
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
       try {
         conn.tools = await this.listTools(client, Date.now() + this.settings.agent_mcp_probe_timeout_s * 1000);
+        this.onToolsChanged?.();
       } catch (e) {
         log.warn(`agent bridge: refreshing the tools of ${server.name} failed: ${this.resolver.redact((e as Error).message)}`);
       }

@@ -15,6 +15,7 @@ import { ensurePrivateDir } from "../store/atomic.ts";
 import { liveBridgeCapabilities } from "../bridge/capabilities.ts";
 import type { AgentBridge } from "../bridge/service.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
+import { BridgeDynamicTools } from "../tools/bridge/dynamic.ts";
 import { ToolRegistry } from "../tools/registry.ts";
 import { builtinToolManifest } from "../tools/schemas.macro.ts" with { type: "macro" };
 
@@ -64,6 +65,14 @@ export function createApp(settings: Settings): App {
     load: () => import("../tools/index.ts").then((m) => m.builtinTools()),
   });
   registry.observer = auditObserver(services.audit);
+  if (settings.agent_bridge_enabled && (settings.agent_dynamic_mcp_tools || settings.agent_dynamic_skill_tools)) {
+    const dynamic = new BridgeDynamicTools(settings, new Set(BUILTIN_MANIFEST.map((t) => t.name)), services.bridge!);
+    registry.dynamic = dynamic;
+    // First look (and background start of the upstreams) after the handshake; then a cheap periodic
+    // check so manifest, secret and Skill changes reach clients as list_changed.
+    setTimeout(() => void dynamic.refreshSoon(), 750).unref();
+    setInterval(() => void dynamic.refreshSoon(), 3000).unref();
+  }
   // Warm the helper extraction and, once the client handshake is likely over, the probe cache, so the
   // first session_start is quick without competing with initialize for the CPU.
   void services.runner().catch(() => undefined);

@@ -32,7 +32,7 @@ function principalFrom(auth: AuthInfo | undefined): Principal | undefined {
 
 /** One MCP server object (one per stdio connection or per HTTP session) over the shared registry. */
 export function createMcpServer(app: App, transport: Transport, hooks: McpServerHooks = {}): Server {
-  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: {}, logging: {} }, instructions });
+  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: { listChanged: true }, logging: {} }, instructions });
   server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: app.registry.list().map((t) => ({
       name: t.name,
@@ -54,5 +54,14 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       hooks.onCallEnd?.();
     }
   });
+  // Dynamic tools (Agent Bridge) come and go: tell the client to list again.
+  const unsubscribe = app.registry.dynamic?.onChange(() => void server.sendToolListChanged().catch(() => undefined));
+  if (unsubscribe) {
+    const previous = server.onclose;
+    server.onclose = () => {
+      unsubscribe();
+      previous?.();
+    };
+  }
   return server;
 }

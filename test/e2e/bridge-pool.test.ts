@@ -42,7 +42,8 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
       workspace: ws.path,
       state: state.path,
       // A generous probe timeout: starting a Bun upstream on a loaded 2-core machine can take seconds.
-      args: ["--agent-mcp-probe-timeout-s", "30", "--agent-mcp-call-timeout-s", "6", "--max-output-bytes", "4096"],
+      // Dynamic tools off: they would start every upstream in the background, and this suite measures starts.
+      args: ["--agent-mcp-probe-timeout-s", "30", "--agent-mcp-call-timeout-s", "6", "--max-output-bytes", "4096", "--agent-dynamic-mcp-tools", "false"],
     });
   });
 

@@ -37,8 +37,11 @@ export const agentConfigStatus = defineTool({
       manifest_errors: load.errors,
       skills: manifest && bridge.settings.agent_bridge_enabled ? skillSummary(bridge.skills(ctx.app.workspaceRoot), manifest.skills.enabled) : {},
       mcp_servers: manifest && bridge.settings.agent_bridge_enabled ? bridge.serverRows(manifest) : {},
-      // Dynamic per-upstream tools are not offered by this build; the flags say so.
-      dynamic_tools: { mcp: false, skills: false },
+      // Effective state: the setting and the manifest flag must both allow them.
+      dynamic_tools: {
+        mcp: bridge.settings.agent_bridge_enabled && bridge.settings.agent_dynamic_mcp_tools && (manifest?.dynamicTools.mcp ?? false),
+        skills: bridge.settings.agent_bridge_enabled && bridge.settings.agent_dynamic_skill_tools && (manifest?.dynamicTools.skills ?? false),
+      },
     };
   },
 });
