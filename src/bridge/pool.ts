@@ -58,6 +58,8 @@ class Upstream {
   readonly waiters: Array<{ grant: () => void; fail: (e: ToolError) => void }> = [];
   idleTimer: Timer | undefined;
   starts = 0;
+  /** The last tool list seen, kept after an idle shutdown so dynamic tools do not vanish. */
+  lastTools: Tool[] | undefined;
 }
 
 export interface UpstreamSnapshot {
@@ -103,10 +105,9 @@ export class UpstreamPool {
     return { running: conn !== undefined, pid: conn?.pid ?? null, tool_count: conn ? conn.tools.length : null, error: u?.lastError ?? null, starts: u?.starts ?? 0 };
   }
 
-  /** The tools of a running upstream, without starting anything. */
+  /** The last known tools of an upstream (running or stopped since), without starting anything. */
   cachedTools(name: string): Tool[] | undefined {
-    const conn = this.upstreams.get(name)?.conn;
-    return conn && !conn.closed ? conn.tools : undefined;
+    return this.upstreams.get(name)?.lastTools;
   }
 
   /** The upstream's tools, starting it if needed. */
@@ -285,6 +286,7 @@ export class UpstreamPool {
           u.failures = 0;
           u.retryAt = 0;
           u.lastError = undefined;
+          u.lastTools = conn.tools;
           this.onToolsChanged?.();
           return conn;
         },
@@ -319,6 +321,8 @@ export class UpstreamPool {
     client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
       try {
         conn.tools = await this.listTools(client, Date.now() + this.settings.agent_mcp_probe_timeout_s * 1000);
+        const u = this.upstreams.get(server.name);
+        if (u?.conn === conn) u.lastTools = conn.tools;
         this.onToolsChanged?.();
       } catch (e) {
         log.warn(`agent bridge: refreshing the tools of ${server.name} failed: ${this.resolver.redact((e as Error).message)}`);

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
-import { fixtureServer, writeManifest } from "../bridge/helpers.ts";
+import { fixtureServer, processGone, writeManifest } from "../bridge/helpers.ts";
 import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -84,5 +84,20 @@ describe("Agent Bridge dynamic tools", () => {
     const n = (await off.client.listTools()).tools.map((t) => t.name);
     expect(n.some((x) => x.startsWith("activate_skill__") || x.startsWith("agent_mcp__"))).toBe(false);
     expect(n).toContain("call_agent_mcp_tool");
+  });
+});
+
+describe("dynamic tools of an idle upstream", () => {
+  test("stay listed after its idle shutdown and start it again when called", async () => {
+    using ws = tempDir("lsm-ws-");
+    using state = tempDir("lsm-state-");
+    writeManifest(state.path, { version: 1, mcpServers: { idle: fixtureServer({ idleTimeoutS: 1 }) } });
+    await using mcp = await connectStdio({ workspace: ws.path, state: state.path });
+    await waitFor(async () => (await mcp.client.listTools()).tools.some((t) => t.name === "agent_mcp__idle__whoami"), { what: "the idle server's tools" });
+    const pid = Number((await mcp.ok<{ structured_content: { pid: number } }>("agent_mcp__idle__whoami")).structured_content.pid);
+    await waitFor(() => processGone(pid), { what: "the idle shutdown" });
+    expect((await mcp.client.listTools()).tools.map((t) => t.name)).toContain("agent_mcp__idle__whoami");
+    const again = Number((await mcp.ok<{ structured_content: { pid: number } }>("agent_mcp__idle__whoami")).structured_content.pid);
+    expect(again).not.toBe(pid);
   });
 });
