@@ -8,5 +8,6 @@ export const mainCommand = defineCommand({
     serve: () => import("./serve.ts").then((m) => m.default),
     version: () => import("./version.ts").then((m) => m.default),
     ssh: () => import("./ssh.ts").then((m) => m.default),
+    mcp: () => import("./mcp.ts").then((m) => m.default),
   },
 });

@@ -132,7 +132,7 @@ export const SettingsSchema = z
     max_skills: int(256, 1, 100_000, limits("Most skills discovered.")),
     max_skill_related_files: int(1000, 1, 1_000_000, limits("Most files listed beside one skill.")),
     max_skill_scan_entries: int(5000, 1, 10_000_000, limits("Most directory entries scanned when discovering skills.")),
-    max_skill_path_bytes: int(200_000, 1, 1_000_000_000, limits("Largest skill file read.")),
+    max_skill_path_bytes: int(200_000, 1, 1_000_000_000, limits("Most bytes of relative file paths listed across all skills (read size is max_file_read_bytes).")),
     max_file_write_bytes: int(5_000_000, 1, 1_000_000_000, limits("Largest file a write or edit may produce.")),
     max_grep_results: int(200, 1, 100_000, limits("Most matches one search returns.")),
     max_directory_entries: int(5000, 1, 1_000_000, limits("Most entries one directory listing returns.")),

@@ -1,6 +1,7 @@
 import { log } from "../core/log.ts";
 import { AuditLog } from "../audit/log.ts";
 import { auditObserver } from "./audit-observer.ts";
+import { onShutdown } from "./lifecycle.ts";
 import type { Settings } from "../config/schema.ts";
 import { ForegroundWork } from "../exec/foreground.ts";
 import { Semaphore } from "../exec/semaphore.ts";
@@ -13,7 +14,10 @@ import { baseCapabilities, probeSpecs } from "../sessions/orientation.ts";
 import { ProbeCache } from "../sessions/probes.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
+import { liveBridgeCapabilities } from "../bridge/capabilities.ts";
+import type { AgentBridge } from "../bridge/service.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
+import { BridgeDynamicTools } from "../tools/bridge/dynamic.ts";
 import { ToolRegistry } from "../tools/registry.ts";
 import { builtinToolManifest } from "../tools/schemas.macro.ts" with { type: "macro" };
 
@@ -32,6 +36,7 @@ export function createApp(settings: Settings): App {
   ensurePrivateDir(settings.state_dir);
   const sessions = new SessionStore(settings.state_dir, { maxSessions: settings.max_agent_sessions, retentionS: settings.agent_session_retention_s });
   const capabilities = baseCapabilities();
+  liveBridgeCapabilities(capabilities, settings);
   const probes = new ProbeCache();
   const sessionTeardowns: AppServices["sessionTeardowns"] = [];
   const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, teardowns: sessionTeardowns, capabilities, probes });
@@ -49,7 +54,11 @@ export function createApp(settings: Settings): App {
     files: new FileServices(settings),
     audit: new AuditLog(settings),
     links: new FileLinks(settings),
+    bridge: () => (bridge ??= import("../bridge/service.ts").then((m) => new m.AgentBridge(settings, containmentRunner))),
   };
+  // The bridge module (SDK client, schema validator) loads with the first bridge call; shutdown stops its upstreams.
+  let bridge: Promise<AgentBridge> | undefined;
+  onShutdown(async () => (bridge ? (await bridge).close() : undefined));
   services.sessionTeardowns.push(async (sid) => {
     services.files.snapshots.drop(sid);
     return {};
@@ -59,6 +68,14 @@ export function createApp(settings: Settings): App {
     load: () => import("../tools/index.ts").then((m) => m.builtinTools()),
   });
   registry.observer = auditObserver(services.audit);
+  if (settings.agent_bridge_enabled && (settings.agent_dynamic_mcp_tools || settings.agent_dynamic_skill_tools)) {
+    const dynamic = new BridgeDynamicTools(settings, new Set(BUILTIN_MANIFEST.map((t) => t.name)), services.bridge!);
+    registry.dynamic = dynamic;
+    // First look (and background start of the upstreams) after the handshake; then a cheap periodic
+    // check so manifest, secret and Skill changes reach clients as list_changed.
+    setTimeout(() => void dynamic.refreshSoon(), 750).unref();
+    setInterval(() => void dynamic.refreshSoon(), 3000).unref();
+  }
   // Warm the helper extraction and, once the client handshake is likely over, the probe cache, so the
   // first session_start is quick without competing with initialize for the CPU.
   void services.runner().catch(() => undefined);

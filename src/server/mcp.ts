@@ -59,7 +59,7 @@ function outputSchemaFor(schema: Record<string, unknown>, mode: OutputMode): { o
 
 /** One MCP server object (one per stdio connection or per HTTP session) over the shared registry. */
 export function createMcpServer(app: App, transport: Transport, hooks: McpServerHooks = {}): Server {
-  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: {}, logging: {} }, instructions });
+  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: { listChanged: true }, logging: {} }, instructions });
   // Decided per connection from the client's initialize request; until then the setting alone.
   const mode = (): OutputMode => outputModeFor(app.services.settings.structured_output, server.getClientVersion()?.name);
   server.setRequestHandler(ListToolsRequestSchema, () => ({
@@ -96,5 +96,14 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       hooks.onCallEnd?.();
     }
   });
+  // Dynamic tools (Agent Bridge) come and go: tell the client to list again.
+  const unsubscribe = app.registry.dynamic?.onChange(() => void server.sendToolListChanged().catch(() => undefined));
+  if (unsubscribe) {
+    const previous = server.onclose;
+    server.onclose = () => {
+      unsubscribe();
+      previous?.();
+    };
+  }
   return server;
 }

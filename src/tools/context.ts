@@ -1,5 +1,6 @@
 import type { ForegroundWork } from "../exec/foreground.ts";
 import type { AuditLog } from "../audit/log.ts";
+import type { AgentBridge } from "../bridge/service.ts";
 import type { Settings } from "../config/schema.ts";
 import type { JobManager } from "../exec/jobs.ts";
 import type { ShellManager } from "../exec/shells.ts";
@@ -53,6 +54,8 @@ export interface AppServices {
   audit: AuditLog;
   /** Tokenized download links to private file snapshots. */
   links: FileLinks;
+  /** The Agent Bridge (upstream MCP servers, Skills), loaded on first use. */
+  bridge?: () => Promise<AgentBridge>;
 }
 
 /** Non-text content a tool adds to its MCP result (view_image). */

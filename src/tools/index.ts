@@ -8,11 +8,12 @@ import { bash } from "./shell/bash.ts";
 import { job } from "./shell/job.ts";
 import { killPersistentShell, listPersistentShells, readPersistentShellOutput, resizePersistentShell, sendPersistentShellInput } from "./shell/persistent-shells.ts";
 import { fileTools } from "./files/index.ts";
+import { bridgeTools } from "./bridge/index.ts";
 import { createFileLink } from "./links/create-file-link.ts";
 import { listFileLinks } from "./links/list-file-links.ts";
 import { revokeFileLink } from "./links/revoke-file-link.ts";
 
 /** Every built-in tool. Capabilities add theirs here. */
 export function builtinTools(): ToolDefinition[] {
-  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail, ...fileTools(), job, listPersistentShells, readPersistentShellOutput, sendPersistentShellInput, resizePersistentShell, killPersistentShell, createFileLink, listFileLinks, revokeFileLink] as unknown as ToolDefinition[];
+  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail, ...fileTools(), job, listPersistentShells, readPersistentShellOutput, sendPersistentShellInput, resizePersistentShell, killPersistentShell, createFileLink, listFileLinks, revokeFileLink, ...bridgeTools()] as unknown as ToolDefinition[];
 }

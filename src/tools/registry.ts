@@ -59,6 +59,9 @@ const ARGUMENT_ALIASES: Record<string, string> = { async: "async_" };
  */
 function checkArgumentNames(def: ToolDefinition, raw: unknown): unknown {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return raw;
+  // A loose input (a dynamic bridge tool, validated against its upstream's own schema) takes any name.
+  const catchall = (def.input._zod.def as { catchall?: { _zod: { def: { type: string } } } }).catchall;
+  if (catchall && catchall._zod.def.type !== "never") return raw;
   const known = Object.keys(def.input.shape);
   let args = raw as Record<string, unknown>;
   const unknown: string[] = [];
@@ -102,11 +105,24 @@ function clipText(text: string): string {
  */
 export type ToolSource = ToolDefinition[] | { manifest: ToolManifestEntry[]; load: () => Promise<ToolDefinition[]> };
 
+/**
+ * Tools that appear and disappear while the server runs (the Agent Bridge's upstream tools and
+ * Skills). They go through the same scope check, watchdog and audit path as built-in tools.
+ */
+export interface DynamicTools {
+  /** The current dynamic listings, ready to advertise. */
+  listings(): ToolListing[];
+  definition(name: string): ToolDefinition | undefined;
+  /** Called whenever the set of dynamic tools changed; returns an unsubscribe function. */
+  onChange(listener: () => void): () => void;
+}
+
 export class ToolRegistry {
   private readonly listings: ToolListing[];
   private readonly byName = new Map<string, ToolListing>();
   private loaded: Promise<Map<string, ToolDefinition>> | undefined;
   observer: CallObserver | undefined;
+  dynamic: DynamicTools | undefined;
 
   constructor(
     private readonly settings: Settings,
@@ -149,18 +165,18 @@ export class ToolRegistry {
   }
 
   has(name: string): boolean {
-    return this.byName.has(name);
+    return this.byName.has(name) || this.dynamic?.definition(name) !== undefined;
   }
 
   list(): ToolListing[] {
     // A client lists tools right before calling them: start importing the modules now, after this
     // answer has gone out, so the first call does not wait for them.
     if (!this.loaded) setTimeout(() => void this.definitions().catch(() => undefined), 0);
-    return this.listings;
+    return this.dynamic ? [...this.listings, ...this.dynamic.listings().filter((l) => !this.byName.has(l.name))] : this.listings;
   }
 
   listing(name: string): ToolListing | undefined {
-    return this.byName.get(name);
+    return this.byName.get(name) ?? this.dynamic?.listings().find((l) => l.name === name);
   }
 
   timeoutMs(def: ToolDefinition): number {
@@ -173,7 +189,7 @@ export class ToolRegistry {
   }
 
   async call(ctx: ToolContext, name: string, args: unknown): Promise<ToolOutcome> {
-    const def = this.byName.has(name) ? (await this.definitions()).get(name) : undefined;
+    const def = this.byName.has(name) ? (await this.definitions()).get(name) : this.dynamic?.definition(name);
     if (!def) return { ok: false, error: new ToolError("unknown_tool", `Unknown tool: ${name}`) };
     const started = performance.now();
     // Before anything recursive (audit redaction, size check, zod) walks the arguments.

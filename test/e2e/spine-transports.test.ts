@@ -16,14 +16,6 @@ const NOT_YET_BUILT = new Set([
   // remote hosts
   "remote_admin",
   "session_copy",
-  // agent bridge (skills and the agent's MCP servers)
-  "agent_config_status",
-  "list_agent_skills",
-  "read_agent_skill_file",
-  "activate_agent_skill",
-  "list_agent_mcp_servers",
-  "list_agent_mcp_tools",
-  "call_agent_mcp_tool",
 ]);
 
 /** Contract tools offered only over HTTP (spec §3.6: a download URL needs a listener). */
