@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, readdirSync, readSync } from "node:fs";
+import { closeSync, fstatSync, readdirSync, readSync, type Stats } from "node:fs";
 import { basename, join } from "node:path";
 import { coalesce, MAX_TAIL_BYTES, query } from "../audit/query.ts";
 import { ToolError } from "../core/errors.ts";
@@ -58,6 +58,20 @@ function policyOf(app: App, sessionId: string): FilePolicy {
   const rec = s.sessions.require(sessionId);
   if (rec.target !== "local") throw new ToolError("remote_unavailable", "remote sessions are not browsable here yet");
   return { root: s.workspaceRoot, workdir: rec.workdir, stateDir: s.files.stateDir, denylist: s.settings.allow_full_control ? [] : s.settings.path_denylist };
+}
+
+/** Opens the `path` of a session (containment checked, no-follow, re-checked by descriptor); regular files only. */
+function openRegular(app: App, url: URL): { fd: number; st: Stats; rel: string; real: string } {
+  const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"));
+  const shown = str(url.searchParams.get("path"), "path");
+  const res = resolveInWorkdir(policy, shown, { mustExist: true });
+  const fd = openChecked(policy, res.real, shown);
+  const st = fstatSync(fd);
+  if (!st.isFile()) {
+    closeSync(fd);
+    throw new ToolError("not_a_file", `not a regular file: ${res.rel}`);
+  }
+  return { fd, st, rel: res.rel, real: res.real };
 }
 
 /** Reads at most `limit` bytes from the start of an open file. */
@@ -166,17 +180,12 @@ const ENDPOINTS: Record<string, Endpoint> = {
     method: "GET",
     scopes: ["shell:read"],
     run: ({ app, url }) => {
-      const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"));
-      const shown = str(url.searchParams.get("path"), "path");
-      const res = resolveInWorkdir(policy, shown, { mustExist: true });
-      const fd = openChecked(policy, res.real, shown);
+      const { fd, st, rel } = openRegular(app, url);
       try {
-        const st = fstatSync(fd);
-        if (!st.isFile()) throw new ToolError("not_a_file", `not a regular file: ${res.rel}`);
         const bytes = head(fd, Math.min(st.size, app.services.settings.max_file_read_bytes));
-        if (bytes.includes(0)) return ok({ path: res.rel, bytes: st.size, binary: true, hex: bytes.subarray(0, 256).toString("hex") });
+        if (bytes.includes(0)) return ok({ path: rel, bytes: st.size, binary: true, hex: bytes.subarray(0, 256).toString("hex") });
         const lines = bytes.toString("utf8").split("\n");
-        return ok({ path: res.rel, bytes: st.size, binary: false, text: lines.slice(0, PREVIEW_LINES).join("\n"), truncated: lines.length > PREVIEW_LINES || bytes.length < st.size });
+        return ok({ path: rel, bytes: st.size, binary: false, text: lines.slice(0, PREVIEW_LINES).join("\n"), truncated: lines.length > PREVIEW_LINES || bytes.length < st.size });
       } finally {
         closeSync(fd);
       }
@@ -186,21 +195,13 @@ const ENDPOINTS: Record<string, Endpoint> = {
     method: "GET",
     scopes: ["shell:read"],
     run: ({ app, url }) => {
-      const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"));
-      const shown = str(url.searchParams.get("path"), "path");
-      const res = resolveInWorkdir(policy, shown, { mustExist: true });
-      const fd = openChecked(policy, res.real, shown);
-      const st = fstatSync(fd);
-      if (!st.isFile()) {
-        closeSync(fd);
-        throw new ToolError("not_a_file", `not a regular file: ${res.rel}`);
-      }
+      const { fd, st, real } = openRegular(app, url);
       // The descriptor checked above is what is served: a path swapped afterwards changes nothing.
       return new Response(streamFile(fd, st.size), {
         headers: {
           "content-length": String(st.size),
           "content-type": "application/octet-stream",
-          "content-disposition": contentDisposition(basename(res.real), false),
+          "content-disposition": contentDisposition(basename(real), false),
           "cache-control": "private, no-store",
           "x-content-type-options": "nosniff",
           "content-security-policy": "sandbox",

@@ -4,6 +4,7 @@
  * the compiled binary with OAuth on, a real tmux shell and real WebSocket clients.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { symlinkSync } from "node:fs";
 import { join } from "node:path";
 import { connectHttp, type HttpServer, type McpHandle, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
 import { bearerProtocol, terminalClient, tmuxClients, uiSignIn, type UiSession } from "../helpers/ui.ts";
@@ -147,6 +148,22 @@ describe("UI API", () => {
     const shells = (await (await get("terminals")).json()) as { data: { shells: Array<{ shell_id: string }> } };
     expect(shells.data.shells.map((s) => s.shell_id)).toContain(shellId);
     expect((await get("audit")).status).toBe(200);
+    // Files: listing, preview and download inside the workdir; escapes refused like the file tools.
+    await Bun.write(join(dir.path, "report.txt"), "line one\nline two\n");
+    symlinkSync("/etc", join(dir.path, "outside-link"));
+    const listing = (await (await get(`files?session_id=${sid}&path=.`)).json()) as { data: { entries: Array<{ name: string }> } };
+    expect(listing.data.entries.map((e) => e.name)).toContain("report.txt");
+    const preview = (await (await get(`files/preview?session_id=${sid}&path=report.txt`)).json()) as { data: { text: string } };
+    expect(preview.data.text).toBe("line one\nline two\n");
+    const download = await get(`files/download?session_id=${sid}&path=report.txt`);
+    expect(await download.text()).toBe("line one\nline two\n");
+    expect(download.headers.get("content-disposition")).toStartWith("attachment;");
+    expect(download.headers.get("x-content-type-options")).toBe("nosniff");
+    for (const path of ["../", "outside-link", "outside-link/passwd"]) {
+      const refused = await get(`files/download?session_id=${sid}&path=${encodeURIComponent(path)}`);
+      expect(refused.status, path).toBe(400);
+      expect(((await refused.json()) as { error: string }).error, path).toBe("path_outside_workdir");
+    }
     // No binding header: the cookie alone is refused.
     expect((await fetch(`${srv.url}/api/ui/sessions`, { headers: { cookie: ui.cookie } })).status).toBe(401);
 
