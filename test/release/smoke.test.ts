@@ -10,6 +10,7 @@ import { join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
 import { ROOT, tempDir, type TempDir } from "../helpers/harness.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
+import { parse } from "../../release/provenance.ts";
 import { connectInRoot, inRoot, isRoot, killRootProcesses, makeRoot, processesInRoot, unpackInto } from "./roots.ts";
 
 // LSM_SMOKE_TARGETS=linux-x64 narrows the run while working on one target; CI runs both.
@@ -19,6 +20,7 @@ const TARGETS = [
 ].filter((t) => !process.env.LSM_SMOKE_TARGETS || process.env.LSM_SMOKE_TARGETS.split(",").includes(t.target));
 // A shell loop in the pane (an interactive bash would ignore the SIGTERM that kill sends first).
 const LOOP = `bash --norc --noprofile -c 'while IFS= read -r line; do eval "$line"; done'`;
+const recorded = parse(readFileSync(join(ROOT, "docs", "provenance.md"), "utf8"));
 let dir: TempDir;
 let out: string;
 const roots = new Map<string, string>();
@@ -73,6 +75,13 @@ describe.skipIf(!isRoot)("release archives (linux-x64, linux-arm64)", () => {
         expect(names.some((n) => n.startsWith(`${folder}/licenses/npm/@modelcontextprotocol__sdk@`))).toBe(true);
         const file = Bun.spawnSync(["file", "-b", join(unpacked.host, folder, "local-shell-mcp")]).stdout.toString();
         expect(file).toMatch(t.cpu);
+        // The executable embeds exactly the helpers docs/provenance.md records for its CPU.
+        const exe = readFileSync(join(unpacked.host, folder, "local-shell-mcp"));
+        for (const name of ["lsm-runner", "tmux"]) {
+          const helper = readFileSync(join(ROOT, "build", "native", t.target, name));
+          expect(new Bun.CryptoHasher("sha256").update(helper).digest("hex")).toBe(recorded.get(`${t.target} ${name} sha256`)!);
+          expect(exe.indexOf(helper)).toBeGreaterThan(0);
+        }
         expect(readFileSync(join(unpacked.host, folder, "QUICKSTART.txt"), "utf8")).toContain(`sha256sum -c local-shell-mcp-${pkg.version}-${t.target}.tar.gz.sha256`);
       });
 
