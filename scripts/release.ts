@@ -43,13 +43,14 @@ const npm = await npmLicences(root);
 const MACOS_NOTE = `
 macOS
 -----
-This archive embeds neither tmux nor the Linux containment runner. Bounded
-commands are contained by the hidden "bounded-runner" subcommand of this same
-executable (a disposable launchd job per command, cleanup by resource
-coalition). The macOS archives are built and their containment decisions are
-unit-tested on Linux, but this project's CI does not run them on a Mac.
-Persistent shells use a tmux found on PATH (for example from Homebrew).
-The executable is not notarised: the first start may need
+This archive embeds neither tmux nor the Linux containment runner. On macOS,
+bounded commands fail closed in this release: the launchd/resource-coalition
+containment is designed and its decisions (gate, scan, retry, verdict) are
+unit-tested, but the launchctl/libproc side is not built yet, and a command
+that cannot be contained is not run. The macOS archives are built and tested
+on Linux only; this project's CI does not run them on a Mac. Persistent shells
+use a tmux found on PATH (for example from Homebrew). The executable is not
+notarised: the first start may need
   xattr -d com.apple.quarantine ./local-shell-mcp
 `;
 

@@ -7,6 +7,15 @@ if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-v")) {
   process.exit(0);
 }
 
+if (argv[0] === "serve") {
+  const { unsupportedPlatform } = await import("./core/platform.ts");
+  const refusal = unsupportedPlatform();
+  if (refusal) {
+    process.stderr.write(`${refusal}\n`);
+    process.exit(2);
+  }
+}
+
 const { runMain } = await import("citty");
 const { mainCommand } = await import("./cli/index.ts");
 await runMain(mainCommand);
