@@ -8,7 +8,12 @@ import { join, resolve } from "node:path";
 
 /** [file name in licenses/npm/, text] sorted by name. */
 export async function npmLicences(root: string): Promise<[string, string][]> {
-  const result = await Bun.build({ entrypoints: [join(root, "src", "main.ts")], target: "bun", format: "esm", metafile: true } as Parameters<typeof Bun.build>[0]);
+  // The native helpers are not npm packages (and need not be built yet): leave them out.
+  const skipHelpers: import("bun").BunPlugin = {
+    name: "skip-helpers",
+    setup: (b) => void b.onResolve({ filter: /build\/native\// }, (a) => ({ path: a.path, external: true })),
+  };
+  const result = await Bun.build({ entrypoints: [join(root, "src", "main.ts")], target: "bun", format: "esm", metafile: true, plugins: [skipHelpers] } as Parameters<typeof Bun.build>[0]);
   if (!result.success) throw new Error("bundling for the licence list failed");
   const inputs = Object.keys((result as unknown as { metafile: { inputs: Record<string, unknown> } }).metafile.inputs);
   const dirs = new Set<string>();
