@@ -11,7 +11,8 @@ FLAVOUR=${1:?usage: make-root.sh amd64|arm64|musl-amd64}
 SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
 SCRIPT_PATH=$(readlink -f "${BASH_SOURCE[0]}")
-KEY=$({ cat "$SCRIPT_PATH"; echo "$FLAVOUR $SUITE"; } | sha256sum | cut -c1-12)
+# The key covers this flavour's own recipe (its case branch), so editing one flavour keeps the others.
+KEY=$({ sed -n "/^  $FLAVOUR)\$/,/^    ;;\$/p" "$SCRIPT_PATH"; echo "$FLAVOUR $SUITE $MIRROR"; } | sha256sum | cut -c1-12)
 CACHE_ROOT=${LSM_BUILD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/local-shell-mcp-build}
 DEST=$CACHE_ROOT/roots/$FLAVOUR-$KEY
 say() { printf 'make-root: %s\n' "$*" >&2; }
@@ -48,9 +49,12 @@ case "$FLAVOUR" in
     rm -rf -- "$work"
     mkdir -p "$STAGE/bin" "$STAGE/tmp" "$STAGE/proc" "$STAGE/dev" "$STAGE/root" "$STAGE/etc"
     chmod 1777 "$STAGE/tmp"
-    "$STAGE/bin/busybox" --install -s "$STAGE/bin" 2>/dev/null || true
-    # busybox --install uses absolute host paths; make the links relative to the root instead.
-    for applet in $("$STAGE/bin/busybox" --list); do ln -sf busybox "$STAGE/bin/$applet"; done
+    if [[ ! -f "$STAGE/bin/busybox" && -f "$STAGE/usr/bin/busybox" ]]; then mv "$STAGE/usr/bin/busybox" "$STAGE/bin/busybox"; fi
+    [[ -f "$STAGE/bin/busybox" && ! -L "$STAGE/bin/busybox" ]] || { say "busybox binary missing"; exit 1; }
+    # Relative links, one per applet, so they resolve inside the root.
+    for applet in $("$STAGE/bin/busybox" --list); do
+      [[ "$applet" == busybox ]] || ln -sf busybox "$STAGE/bin/$applet"
+    done
     ln -sf busybox "$STAGE/bin/bash"
     [[ -e "$STAGE/lib/ld-musl-x86_64.so.1" ]] || { say "musl loader missing"; exit 1; }
     echo "root:x:0:0:root:/root:/bin/sh" >"$STAGE/etc/passwd"
@@ -59,7 +63,9 @@ case "$FLAVOUR" in
   *) say "unknown flavour $FLAVOUR"; exit 2 ;;
 esac
 rm -f "$STAGE.log"
-# Guard the promise the smoke tests rely on: nothing that could stand in for what we embed.
+# Guard the promise the smoke tests rely on: the root works, and has nothing that could stand in
+# for what we embed.
+chroot "$STAGE" /bin/sh -c true || { say "the $FLAVOUR root cannot run its own /bin/sh"; exit 1; }
 for tool in bun node tmux gcc cc; do
   if chroot "$STAGE" /bin/sh -c "command -v $tool" >/dev/null 2>&1; then say "$tool found in the root"; exit 1; fi
 done

@@ -76,7 +76,10 @@ describe.skipIf(!enabled)("all six release archives", () => {
       }
     });
   }
+});
 
+// The static helpers need no libc from the host: they run where only musl and busybox exist.
+describe.skipIf(!enabled)("static helpers on a musl host", () => {
   // Root is needed to chroot into the musl root.
   test.skipIf(!isRoot)("the x86_64 helpers run in a musl-only root: contained sleeper gone, tmux -V", async () => {
     const root = makeRoot("musl-amd64");

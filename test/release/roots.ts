@@ -6,7 +6,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { mkdirSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readlinkSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "../helpers/harness.ts";
 
@@ -23,7 +23,9 @@ export function makeRoot(flavour: "amd64" | "arm64" | "musl-amd64"): string {
 export function inRoot(root: string, inner: string[], env: Record<string, string>): string[] {
   const mounts = `mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" && shift && exec chroot "$@"`;
   const envArgs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
-  return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mounts, "sh", root, root, "/usr/bin/env", "-i", ...envArgs, ...inner];
+  // Debian roots have /usr/bin/env; the musl root has busybox's in /bin.
+  const envTool = existsSync(join(root, "usr", "bin", "env")) ? "/usr/bin/env" : "/bin/env";
+  return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mounts, "sh", root, root, envTool, "-i", ...envArgs, ...inner];
 }
 
 /** Unpacks an archive into a fresh folder under the root's /opt; returns its in-root and host paths. */
