@@ -17,6 +17,8 @@ CACHE_ROOT=${LSM_BUILD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/local-she
 DEST=$CACHE_ROOT/roots/$FLAVOUR-$KEY
 say() { printf 'make-root: %s\n' "$*" >&2; }
 
+# An arm64 root is only usable with qemu registered (also after a reboot, with the root cached).
+if [[ $FLAVOUR == arm64 ]]; then bash "$(dirname "$SCRIPT_PATH")/binfmt-aarch64.sh"; fi
 if [[ -f "$DEST/.complete" ]]; then echo "$DEST"; exit 0; fi
 mkdir -p "$CACHE_ROOT/roots"
 exec 9>"$CACHE_ROOT/roots/$FLAVOUR-$KEY.lock"
