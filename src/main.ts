@@ -1,10 +1,19 @@
-import { PRODUCT, VERSION } from "./core/version.ts";
+import { VERSION_LINE } from "./core/version.ts";
 
 // Fast path: answer --version without loading the command tree.
 const argv = process.argv.slice(2);
 if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-v")) {
-  process.stdout.write(`${PRODUCT} ${VERSION}\n`);
+  process.stdout.write(`${VERSION_LINE}\n`);
   process.exit(0);
+}
+
+if (argv[0] === "serve") {
+  const { unsupportedPlatform } = await import("./core/platform.ts");
+  const refusal = unsupportedPlatform();
+  if (refusal) {
+    process.stderr.write(`${refusal}\n`);
+    process.exit(2);
+  }
 }
 
 const { runMain } = await import("citty");

@@ -1,9 +1,9 @@
 import { defineCommand } from "citty";
-import { PRODUCT, VERSION } from "../core/version.ts";
+import { VERSION_LINE } from "../core/version.ts";
 
 export default defineCommand({
-  meta: { name: "version", description: "Print the version" },
+  meta: { name: "version", description: "Print the version, target and build digest" },
   run() {
-    process.stdout.write(`${PRODUCT} ${VERSION}\n`);
+    process.stdout.write(`${VERSION_LINE}\n`);
   },
 });

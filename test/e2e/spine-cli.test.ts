@@ -11,8 +11,9 @@ function run(args: string[], env: Record<string, string> = {}) {
 
 describe("command line", () => {
   test("--version, version and --help", () => {
-    expect(run(["--version"]).out).toMatch(/^local-shell-mcp \d+\.\d+\.\d+\n$/);
-    expect(run(["version"]).out).toMatch(/^local-shell-mcp \d+\.\d+\.\d+\n$/);
+    // Version, release target and build digest (test/release/version.test.ts checks them in depth).
+    expect(run(["--version"]).out).toMatch(/^local-shell-mcp \d+\.\d+\.\d+ [a-z0-9-]+ build [0-9a-f]{16}\n$/);
+    expect(run(["version"]).out).toBe(run(["--version"]).out);
     const help = run(["serve", "--help"]);
     expect(help.code).toBe(0);
     expect(help.out + help.err).toContain("--max-output-bytes");

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { VERSION } from "../../core/version.ts";
+import { BUILD_DIGEST, BUILD_TARGET, VERSION } from "../../core/version.ts";
 import { defineTool, READ_ONLY } from "../define.ts";
 import description from "./version.md" with { type: "text" };
 
@@ -17,9 +17,12 @@ export const version = defineTool({
     python: z.string(),
     platform: z.string(),
     runtime: z.string(),
+    // The release target and build digest recorded by scripts/build.ts (see docs/provenance.md).
+    target: z.string(),
+    build_digest: z.string(),
   }),
   async run() {
-    return { version: VERSION, package_version: VERSION, python: `bun ${Bun.version}`, platform: `${process.platform}-${process.arch}`, runtime: `bun ${Bun.version}` };
+    return { version: VERSION, package_version: VERSION, python: `bun ${Bun.version}`, platform: `${process.platform}-${process.arch}`, runtime: `bun ${Bun.version}`, target: BUILD_TARGET, build_digest: BUILD_DIGEST };
   },
-  text: (o) => `local-shell-mcp ${o.version} (${o.runtime}, ${o.platform})`,
+  text: (o) => `local-shell-mcp ${o.version} ${o.target} build ${o.build_digest.slice(0, 16)} (${o.runtime}, ${o.platform})`,
 });
