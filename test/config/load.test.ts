@@ -13,7 +13,11 @@ describe("settings surface matches the 4.3.0 contract", () => {
 
   test("every contract setting exists with the same env var and flag", () => {
     expect(contract.settings.length).toBe(96);
-    expect(infos.size).toBe(96);
+    // Settings added after 4.3.0 (issue 9: containment cleanup budget, cgroup layer, pids.max).
+    const added = ["command_pids_max", "containment_cgroup", "containment_cleanup_s"];
+    const names = new Set(contract.settings.map((s) => s.name));
+    expect([...infos.keys()].filter((n) => !names.has(n)).sort()).toEqual(added);
+    expect(infos.size).toBe(96 + added.length);
     for (const s of contract.settings) {
       const info = infos.get(s.name);
       expect(info, s.name).toBeDefined();

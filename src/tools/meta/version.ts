@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { VERSION } from "../../core/version.ts";
+import { cgroupLayerFor, describeLayer } from "../../exec/cgroup.ts";
 import { defineTool, READ_ONLY } from "../define.ts";
 import description from "./version.md" with { type: "text" };
 
@@ -17,9 +18,12 @@ export const version = defineTool({
     python: z.string(),
     platform: z.string(),
     runtime: z.string(),
+    /** Which layer stops bounded command trees (cgroup v2 + subreaper, or the subreaper alone, and why). */
+    containment: z.string(),
   }),
-  async run() {
-    return { version: VERSION, package_version: VERSION, python: `bun ${Bun.version}`, platform: `${process.platform}-${process.arch}`, runtime: `bun ${Bun.version}` };
+  async run(ctx) {
+    const containment = describeLayer(cgroupLayerFor(ctx.app.settings));
+    return { version: VERSION, package_version: VERSION, python: `bun ${Bun.version}`, platform: `${process.platform}-${process.arch}`, runtime: `bun ${Bun.version}`, containment };
   },
-  text: (o) => `local-shell-mcp ${o.version} (${o.runtime}, ${o.platform})`,
+  text: (o) => `local-shell-mcp ${o.version} (${o.runtime}, ${o.platform})\ncommand containment: ${o.containment}`,
 });

@@ -1,5 +1,7 @@
 import { z } from "zod";
+import { ToolError } from "../../core/errors.ts";
 import { runBounded } from "../../exec/bounded.ts";
+import { cgroupLayerFor, commandCgroupPath } from "../../exec/cgroup.ts";
 import { toWorkspaceRelative } from "../../fs/paths.ts";
 import type { ToolContext } from "../context.ts";
 
@@ -35,8 +37,9 @@ export const shellRunOptions = {
   purpose: z.string().max(500).nullable().default(null),
 };
 
-/** Watchdog of the shell tools: the longest bounded command plus time to stop its tree. */
-export const shellToolTimeoutS = (s: { tool_timeout_s: number; run_shell_max_timeout_s: number }) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + 10);
+/** Watchdog of the shell tools: the longest bounded command plus the budget to stop its tree. */
+export const shellToolTimeoutS = (s: { tool_timeout_s: number; run_shell_max_timeout_s: number; containment_cleanup_s: number }) =>
+  Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + s.containment_cleanup_s + 5);
 
 /** Effective bounded timeout: null/0 → default, negative → 1, above the cap → clamped with a note. */
 export function effectiveTimeout(requested: number | null, def: number, max: number): { seconds: number; note?: string } {
@@ -74,6 +77,8 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
   const timeout = effectiveTimeout(req.timeoutS, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
   const maxOutput = Math.max(1, Math.min(req.maxOutputBytes ?? settings.max_output_bytes, settings.max_output_bytes));
   return ctx.app.foreground.run(req.sessionId, ctx.signal, async (signal) => {
+    const layer = cgroupLayerFor(settings);
+    const cgroupPath = commandCgroupPath(layer);
     const r = await runBounded({
       runner: await ctx.app.runner(),
       shell: settings.shell_executable,
@@ -83,12 +88,22 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       timeoutMs: timeout.seconds * 1000,
       maxOutputBytes: maxOutput,
       semaphore: ctx.app.commandSlots,
+      cleanupBudgetMs: settings.containment_cleanup_s * 1000,
+      cgroup: cgroupPath ? { path: cgroupPath, pidsMax: layer.pidsMax } : undefined,
       signal,
     });
+    if (r.containment === "unconfirmed") {
+      const how = r.timed_out ? `timed out after ${timeout.seconds} s` : r.cancelled ? "was cancelled" : "finished";
+      throw new ToolError(
+        "containment_unconfirmed",
+        `the ${req.noun} ${how}, but stopping everything it started was not confirmed within the ${settings.containment_cleanup_s} s cleanup budget; the remaining processes are tracked and still being stopped in the background`,
+        { timed_out: r.timed_out, cancelled: r.cancelled, duration_ms: r.duration_ms },
+      );
+    }
     const notes = timeout.note ? [timeout.note] : [];
     if (r.timed_out) notes.push(`timed out after ${timeout.seconds} s; the ${req.noun} and everything it started were stopped`);
     if (r.cancelled) notes.push(`cancelled; the ${req.noun} and everything it started were stopped`);
-    if (r.containment_failed) notes.push(`process containment failed; the ${req.noun} was not run or its cleanup was not confirmed`);
+    if (r.containment === "unavailable") notes.push(`process containment could not be set up, so the ${req.noun} was not run`);
     return {
       ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
       exit_code: r.exit_code,
