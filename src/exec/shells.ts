@@ -3,7 +3,7 @@ import { ToolError } from "../core/errors.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
 import { tmuxAdmissionLockPath } from "../store/lifecycle.ts";
 import { withFileLock } from "../store/lock.ts";
-import { HISTORY_LIMIT, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
+import { HISTORY_LIMIT, type Inventory, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
 import { randomHex } from "../core/random.ts";
 
 /** Time the containment runner gives a shell's processes between SIGTERM and SIGKILL. */
@@ -149,6 +149,16 @@ function stillRunning(pid: number, start: string | undefined): boolean {
   return start !== undefined && processStart(pid) === start;
 }
 
+/** Why a shell start did not produce our session, in words an operator can act on. */
+function startFailure(r: { code: number | null; stderr: string }, info: Inventory | undefined, created: TmuxShellInfo | undefined): string {
+  if (r.code === null) return "tmux did not answer in time";
+  if (r.code !== 0) return r.stderr ? `tmux: ${r.stderr.slice(0, 300)}` : `tmux exited with status ${r.code} and no message`;
+  if (!info || info.state === "unknown") return `tmux reported success, but its session list could not be read${info?.state === "unknown" ? ` (${info.reason})` : ""}`;
+  if (info.state === "absent") return "tmux reported success, but its server exited at once (the command may have failed to start)";
+  if (!created) return "tmux reported success, but the new session is not in its session list";
+  return "the new session carries another owner tag";
+}
+
 /**
  * Persistent shells: tmux sessions on our private server, each running `shell -c command` under the
  * containment runner (so killing the shell leaves no descendants), tagged with the owning agent
@@ -213,7 +223,7 @@ export class ShellManager {
       const envKeys = Object.keys(input.env);
       if (envKeys.length) {
         const boot = await this.tmux.run(["start-server", ";", "set-option", "-s", "exit-empty", "off"]);
-        if (boot.code !== 0) throw new ToolError("shell_start_failed", `persistent shell could not be started: ${boot.stderr.slice(0, 300) || "tmux failed"}`, { shell_id: id });
+        if (boot.code !== 0) throw new ToolError("shell_start_failed", `persistent shell could not be started: ${startFailure(boot, undefined, undefined)}`, { shell_id: id });
       }
       const restore = ["set-option", "-gu", "update-environment", ";", "set-option", "-s", "exit-empty", "on"];
       const r = await this.tmux.run([
@@ -231,12 +241,13 @@ export class ShellManager {
       const info = r.code === 0 ? (await this.tmux.inventory()) : undefined;
       const created = info?.state === "ok" ? info.shells.find((s) => s.name === id) : undefined;
       if (created && created.owner === sid) return { shell_id: id, backend: "tmux" as const };
+      const cause = startFailure(r, info, created);
       // Startup failed: remove what may exist, and roll the reservation back only when that is confirmed.
       await this.tmux.run(["kill-session", "-t", sessionTarget(id)]).catch(() => undefined);
       const gone = (await this.tmux.exists(id)) === false;
       if (!gone) throw new ToolError("shell_start_uncertain", `persistent shell startup failed and cleanup was not confirmed: ${id}`, { shell_id: id });
       this.dropReservation(sid, id);
-      throw new ToolError("shell_start_failed", `persistent shell could not be started: ${r.stderr.slice(0, 300) || "tmux failed"}`, { shell_id: id });
+      throw new ToolError("shell_start_failed", `persistent shell could not be started: ${cause}`, { shell_id: id });
     });
   }
 
