@@ -58,6 +58,9 @@ static int use_children_file = 1;
 static const char *cg_dir;
 static int cg_kill = 1;
 
+/* The nice value we started with; the command gets it back before exec. */
+static int start_nice;
+
 static void unavailable(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
 /* Set by doubt(): the current enumeration is not authoritative, and why. */
@@ -728,6 +731,7 @@ static void run_child(char **cmd, int take_tty, int cg_procs, int report)
 		}
 		close(cg_procs);
 	}
+	setpriority(PRIO_PROCESS, 0, start_nice); /* undo our own boost */
 	setpgid(0, 0);
 	/* Our own process group would otherwise be "background" on a terminal
 	 * and get SIGTTIN on read.  SIGTTOU is ignored (inherited), so this
@@ -763,7 +767,7 @@ static void unavailable(const char *fmt, ...)
 static void usage(const char *why)
 {
 	say("lsm-runner: %s", why);
-	say("usage: lsm-runner [--grace-ms N] [--cleanup-ms N] [--persist] [--cgroup DIR [--pids-max N]] "
+	say("usage: lsm-runner [--grace-ms N] [--cleanup-ms N] [--timeout-ms N] [--persist] [--cgroup DIR [--pids-max N]] "
 	    "[--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]");
 	exit(EXIT_CONTAIN);
 }
@@ -786,7 +790,7 @@ static const char *opt_value(const char *name, int argc, char **argv, int *i)
 int main(int argc, char **argv)
 {
 	pid_t parent = getppid();
-	long grace_ms = 2000, cleanup_ms = -1, pids_max = 0;
+	long grace_ms = 2000, cleanup_ms = -1, pids_max = 0, timeout_ms = -1;
 	int force_ppid = 0, persist = 0, i;
 	const char *v;
 
@@ -805,6 +809,12 @@ int main(int argc, char **argv)
 			cleanup_ms = strtol(v, &end, 10);
 			if (errno || end == v || *end || cleanup_ms < 0 || cleanup_ms > 2 * MAX_GRACE_MS)
 				usage("--cleanup-ms needs a number of milliseconds (0..7200000)");
+		} else if ((v = opt_value("--timeout-ms", argc, argv, &i))) {
+			char *end;
+			errno = 0;
+			timeout_ms = strtol(v, &end, 10);
+			if (errno || end == v || *end || timeout_ms < 0)
+				usage("--timeout-ms needs a number of milliseconds");
 		} else if ((v = opt_value("--pids-max", argc, argv, &i))) {
 			char *end;
 			errno = 0;
@@ -883,6 +893,15 @@ int main(int argc, char **argv)
 		unavailable("cannot enumerate processes: %s", reason);
 	free(probe.v);
 
+	/* The runner mostly sleeps; a higher priority (root only) lets it act at
+	 * once when the deadline comes, even if the command keeps every CPU busy. */
+	errno = 0;
+	start_nice = getpriority(PRIO_PROCESS, 0);
+	if (errno == 0 && start_nice > -10)
+		setpriority(PRIO_PROCESS, 0, -10);
+	else if (errno)
+		start_nice = 0;
+
 	int cg_procs = -1, report[2] = { -1, -1 };
 	if (cg_dir) {
 		char path[MAX_CG_LEN + 64];
@@ -926,9 +945,21 @@ int main(int argc, char **argv)
 		tcsetpgrp(STDIN_FILENO, child);
 
 	int runner_sig = 0;
+	long stop_at = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
 	while (!main_reaped) {
-		int s = sigwaitinfo(&set, NULL);
-		if (s < 0) /* EINTR, e.g. after SIGSTOP/SIGCONT */
+		int s;
+		if (stop_at >= 0) {
+			long left = stop_at - now_ms();
+			if (left <= 0) {
+				runner_sig = SIGTERM; /* as if the caller had sent it */
+				break;
+			}
+			struct timespec ts = { left / 1000, (left % 1000) * 1000000L };
+			s = sigtimedwait(&set, NULL, &ts);
+		} else {
+			s = sigwaitinfo(&set, NULL);
+		}
+		if (s < 0) /* timeout (EAGAIN, checked above) or EINTR after SIGSTOP/SIGCONT */
 			continue;
 		if (s == SIGCHLD)
 			reap_all(); /* adopted orphans included */

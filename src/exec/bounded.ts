@@ -158,7 +158,9 @@ function delay(ms: number): { promise: Promise<"late">; cancel: () => void } {
 }
 
 async function spawnContained(req: BoundedRequest, started: number, deadline: number): Promise<BoundedResult> {
-  const args = [req.runner, "--grace-ms", String(KILL_GRACE_MS), "--cleanup-ms", String(runnerCleanupMs(req.cleanupBudgetMs)), "--persist"];
+  // The runner also holds the deadline: it wakes by itself (with a raised priority where allowed)
+  // instead of waiting for our timer, which a CPU-busy tree can delay for seconds.
+  const args = [req.runner, "--grace-ms", String(KILL_GRACE_MS), "--cleanup-ms", String(runnerCleanupMs(req.cleanupBudgetMs)), "--timeout-ms", String(Math.max(0, deadline - Date.now())), "--persist"];
   if (req.cgroup) {
     args.push("--cgroup", req.cgroup.path);
     if (req.cgroup.pidsMax > 0) args.push("--pids-max", String(req.cgroup.pidsMax));
@@ -220,6 +222,8 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
   try {
     exitCode = await Promise.race([proc.exited, capReached()]);
     clearTimeout(timer);
+    // The runner stopped the command at the deadline by itself before our (delayed) timer ran.
+    if (exitCode === 128 + 15 && !cancelled && Date.now() >= deadline) timedOut = true;
     if (exitCode !== "late") {
       // The tree is gone; what is left in the pipes drains at once unless an outsider holds them.
       const window = delay(Math.min(DRAIN_AFTER_EXIT_MS, returnBy - Date.now()));

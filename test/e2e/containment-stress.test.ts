@@ -6,11 +6,10 @@
  * goes away), and it comes back within its deadline plus the cleanup budget.
  *
  * Scale: in the suite, binary trees of 511 to 2,047 processes (depth 8 to 10, forked by perl because
- * bash forks too slowly to build them in time), to keep the test near a minute and a half on a
- * loaded 2-core machine. With DEPTHS = [9, 10, 11] (up to 4,095 processes) it passed by hand on a
- * machine at load ~600 in 4 minutes, mostly spent waiting for the background cleanup after
- * containment_unconfirmed results. With a 1 s timeout a tree is usually still growing when the stop
- * starts, so forks also race the cleanup; the number of processes each tree reached is printed.
+ * bash forks too slowly to build them in time), which keeps the test near 75 s on a 2-core machine
+ * that other work keeps at a load of several hundred. STRESS_DEPTHS=9,10,11 runs trees of up to
+ * 4,095 processes. A tree may still be growing when the stop starts, so forks also race the
+ * cleanup; the number of processes each tree reached and both call times are printed.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -23,7 +22,8 @@ const isRoot = process.getuid?.() === 0;
 const CLEANUP_S = 10;
 const TIMEOUT_S = 1;
 const RUNS_PER_LAYER = 10;
-const DEPTHS = [8, 9, 10];
+// STRESS_DEPTHS=9,10,11 runs the full scale (up to 4,095 processes per tree) by hand.
+const DEPTHS = (process.env.STRESS_DEPTHS ?? "8,9,10").split(",").map(Number);
 
 // Each node appends one byte to the counter once it exists, so the test knows how big the tree got.
 // Busy nodes ignore SIGTERM and spin once the whole tree is up (or after 2 s), so the forks are not
@@ -96,12 +96,18 @@ async function stressRun(l: Layer, i: number): Promise<RunFigure> {
   const started = performance.now();
   const r = (await l.mcp.call("bash", { session_id: l.sid, command: `exec perl ${script} ${depth} ${counter}`, timeout_s: TIMEOUT_S })) as CallToolResult;
   const ms = performance.now() - started;
+  const reachedNow = statSync(counter).size;
+  console.log(`stress ${l.name} run ${i}: ${reachedNow} processes, ${r.isError ? errorCode(r) : "stopped"} in ${Math.round(ms)} ms (server ${JSON.stringify(r.isError ? r._meta?.["local-shell-mcp/error"] : (r.structuredContent as { result: { duration_ms: number } }).result.duration_ms)})`);
   const left = survivors(script);
   const reached = statSync(counter).size;
-  console.log(`stress ${l.name} run ${i}: ${reached} processes, ${r.isError ? errorCode(r) : "stopped"} in ${Math.round(ms)} ms`);
-  // Back within deadline + cleanup budget; the extra 5 s covers the MCP round trip and the client's
-  // own scheduling on a loaded 2-core machine, not server-side slack.
-  expect(ms).toBeLessThan((TIMEOUT_S + CLEANUP_S + 5) * 1000);
+  // Back within deadline + cleanup budget. The server's own figure (duration_ms, measured when it
+  // answers) gets 2 s for scheduling delays; what the client sees gets 3x headroom, because on a
+  // loaded 2-core machine the client and the transport are starved by the trees as well.
+  const bound = (TIMEOUT_S + CLEANUP_S) * 1000;
+  expect(ms).toBeLessThan(3 * bound);
+  const serverMs = r.isError ? (r._meta?.["local-shell-mcp/error"] as { duration_ms?: number } | undefined)?.duration_ms : (r.structuredContent as { result: { duration_ms: number } }).result.duration_ms;
+  expect(serverMs).toBeNumber();
+  expect(serverMs!).toBeLessThan(bound + 2000);
   if (!r.isError) {
     const out = (r.structuredContent as { result: { timed_out: boolean; notes: string[] } }).result;
     expect(out.timed_out).toBe(true);
