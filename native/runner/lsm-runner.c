@@ -27,7 +27,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -557,6 +559,32 @@ static void cg_create(long pids_max)
 	}
 }
 
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+#define LSM_CLONE_INTO_CGROUP 0x200000000ULL
+
+/* The kernel's struct clone_args (v2, with 'cgroup'); spelled out because
+ * musl's headers may not carry it. */
+struct lsm_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+	uint64_t set_tid, set_tid_size, cgroup;
+};
+
+/* fork() straight into the group (Linux 5.7+): the child is a member from
+ * birth, and no migration is needed (a write to cgroup.procs waits for an
+ * RCU grace period, milliseconds per command).  -1 if the kernel cannot;
+ * the caller then forks and the child joins by writing cgroup.procs. */
+static pid_t fork_into_group(int dir_fd)
+{
+	struct lsm_clone_args a;
+	memset(&a, 0, sizeof a);
+	a.flags = LSM_CLONE_INTO_CGROUP;
+	a.exit_signal = SIGCHLD;
+	a.cgroup = (uint64_t)dir_fd;
+	return (pid_t)syscall(SYS_clone3, &a, sizeof a);
+}
+
 /* Removes the (empty) group; EBUSY right after the last exit is retried. */
 static void cg_remove(void)
 {
@@ -915,7 +943,18 @@ int main(int argc, char **argv)
 	}
 
 	int take_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
-	pid_t child = fork();
+	pid_t child = -1;
+	if (cg_dir) {
+		int dir_fd = open(cg_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dir_fd >= 0) {
+			child = fork_into_group(dir_fd);
+			if (child == 0)
+				run_child(cmd, take_tty, -1, report[1]); /* already a member */
+			close(dir_fd);
+		}
+	}
+	if (child < 0)
+		child = fork();
 	if (child < 0)
 		unavailable("fork: %s", strerror(errno));
 	if (child == 0)
