@@ -59,6 +59,26 @@ describe("cgroup v2 layer", () => {
     expect(readFileSync(join(own.dir!, "cgroup.procs"), "utf8").length).toBeGreaterThan(0);
   });
 
+  // pids.max needs the pids controller on cgroup v2; where it is not (hybrid v1/v2 hosts such as
+  // this one: pids is bound to v1), version must say the limit is not applied rather than pretend.
+  test.skipIf(!isRoot)("command_pids_max limits a fork bomb, or is reported as not applied", async () => {
+    if (!layer.startsWith("cgroup v2")) {
+      console.log(`cgroup layer inactive here: ${layer}`);
+      return;
+    }
+    await using lim = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state-pids"), env: { LOCAL_SHELL_MCP_COMMAND_PIDS_MAX: "20" } });
+    const limSid = (await lim.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    const v = (await lim.ok<{ containment: string }>("version")).containment;
+    if (!v.includes("pids.max 20")) {
+      expect(v).toContain("command_pids_max not applied");
+      console.log(`pids.max not testable here: ${v}`);
+      return;
+    }
+    const r = await lim.ok<{ result: { stdout: string; stderr: string } }>("bash", { session_id: limSid, command: "n=0; for i in $(seq 60); do sleep 5 & n=$((n+1)); done 2>/dev/null; echo running $(jobs -p | wc -l); kill $(jobs -p)", timeout_s: 30 });
+    const running = Number(/running (\d+)/.exec(r.result.stdout)?.[1]);
+    expect(running).toBeLessThan(20);
+  });
+
   test("containment_cgroup=off runs commands outside any group of their own", async () => {
     await using off = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state-off"), env: { LOCAL_SHELL_MCP_CONTAINMENT_CGROUP: "off" } });
     const offSid = (await off.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
