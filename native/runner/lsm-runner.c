@@ -59,6 +59,7 @@ static int use_children_file = 1;
  * cgroup.kill; otherwise cleanup freezes the group and SIGKILLs its members. */
 static const char *cg_dir;
 static int cg_kill = 1;
+static int cg_created; /* only a group we made may be removed on failure */
 
 /* The nice value we started with; the command gets it back before exec. */
 static int start_nice;
@@ -539,6 +540,7 @@ static void cg_create(long pids_max)
 	struct stat st;
 	if (mkdir(cg_dir, 0755) < 0)
 		unavailable("cannot create cgroup %s: %s", cg_dir, strerror(errno));
+	cg_created = 1;
 	snprintf(path, sizeof path, "%s/cgroup.kill", cg_dir);
 	if (stat(path, &st) < 0) {
 		cg_kill = 0;
@@ -781,8 +783,8 @@ static void run_child(char **cmd, int take_tty, int cg_procs, int report)
 
 static void unavailable(const char *fmt, ...)
 {
-	if (cg_dir)
-		rmdir(cg_dir); /* empty at this point, or not ours */
+	if (cg_dir && cg_created)
+		rmdir(cg_dir); /* ours, and nothing ran in it yet */
 	char buf[600];
 	va_list ap;
 	va_start(ap, fmt);
