@@ -1,6 +1,6 @@
 import { log } from "../core/log.ts";
 import { ToolError } from "../core/errors.ts";
-import { cgroupPopulated, killCgroup } from "./cgroup.ts";
+import { cgroupPopulated, killCgroupEventually } from "./cgroup.ts";
 import { childEnv } from "./env.ts";
 import { decodeTail, splitBudget, TailBuffer } from "./output.ts";
 import type { Semaphore } from "./semaphore.ts";
@@ -90,18 +90,15 @@ function trackLeftover(proc: Bun.Subprocess, command: string, cgroup: string | u
       log.error(`runner ${pid} was killed before confirming cleanup; its remaining processes cannot be tracked without the cgroup layer`);
       return;
     }
-    retryGroup(pid, cgroup, 0);
+    retryGroup(pid, cgroup);
   });
 }
 
-function retryGroup(pid: number, cgroup: string, attempt: number): void {
-  if (killCgroup(cgroup) || !cgroupPopulated(cgroup)) {
+function retryGroup(pid: number, cgroup: string): void {
+  killCgroupEventually(cgroup, () => {
     leftovers.delete(pid);
     log.info(`leftover group ${cgroup} is empty and removed`);
-    return;
-  }
-  // Back off up to 30 s; a member stuck in the kernel (D state) can take a while.
-  setTimeout(() => retryGroup(pid, cgroup, attempt + 1), Math.min(30_000, 250 * 2 ** attempt)).unref();
+  });
 }
 
 /** Asks every runner to stop its tree and waits for them, at most `limitMs`. */

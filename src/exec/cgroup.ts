@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 /**
@@ -126,6 +126,7 @@ export function detectCgroupLayer(mode: "auto" | "off", pidsMax: number): Cgroup
     }
   }
   if (!kill) return subreaper(`groups under ${own.dir} have neither cgroup.kill nor cgroup.freeze`);
+  sweepStaleGroups(own.dir);
   const layer: CgroupLayer = { layer: "cgroup-v2", dir: own.dir, kill, pidsMax: 0, reason: "" };
   if (pidsMax > 0) {
     const why = enablePids(own.dir);
@@ -145,6 +146,46 @@ function enablePids(dir: string): string | undefined {
     return undefined;
   } catch (e) {
     return `cannot enable the pids controller: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`;
+  }
+}
+
+/**
+ * Groups left by a server that died (named lsm-<its pid>-<n>, that pid no longer running): their
+ * members, if any, escaped every cleanup; kill them and remove the groups. Never touches a group
+ * whose server is alive or a name of another pattern.
+ */
+function sweepStaleGroups(dir: string): void {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const m = /^lsm-(?:probe-)?(\d+)(?:-\d+)?$/.exec(name);
+    if (!m || Number(m[1]) === process.pid || pidRunning(Number(m[1]))) continue;
+    killCgroupEventually(join(dir, name));
+  }
+}
+
+/**
+ * Kills and removes a group, retrying with back-off (up to 30 s apart) until it is empty and gone:
+ * killed members need a moment to exit, and one stuck in the kernel can take much longer.
+ */
+export function killCgroupEventually(path: string, onDone?: () => void, attempt = 0): void {
+  if (killCgroup(path) || !existsSync(path)) {
+    onDone?.();
+    return;
+  }
+  setTimeout(() => killCgroupEventually(path, onDone, attempt + 1), Math.min(30_000, 50 * 2 ** attempt)).unref();
+}
+
+function pidRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 

@@ -4,10 +4,11 @@
  * group is gone once the command and everything it started are.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ownCgroupDir } from "../../src/exec/cgroup.ts";
 import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const isRoot = process.getuid?.() === 0;
 let ws: TempDir;
@@ -77,6 +78,27 @@ describe("cgroup v2 layer", () => {
     const r = await lim.ok<{ result: { stdout: string; stderr: string } }>("bash", { session_id: limSid, command: "n=0; for i in $(seq 60); do sleep 5 & n=$((n+1)); done 2>/dev/null; echo running $(jobs -p | wc -l); kill $(jobs -p)", timeout_s: 30 });
     const running = Number(/running (\d+)/.exec(r.result.stdout)?.[1]);
     expect(running).toBeLessThan(20);
+  });
+
+  test.skipIf(!isRoot)("groups left by a dead server are stopped and removed at start", async () => {
+    const own = ownCgroupDir().dir;
+    if (!layer.startsWith("cgroup v2") || !own) {
+      console.log(`cgroup layer inactive here: ${layer}`);
+      return;
+    }
+    // A pid that has just exited stands for a server that died; its group still holds a sleeper.
+    const gone = Bun.spawn(["true"]);
+    await gone.exited;
+    const stale = join(own, `lsm-${gone.pid}-1`);
+    mkdirSync(stale);
+    const sleeper = Bun.spawn(["sleep", "300"], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
+    writeFileSync(join(stale, "cgroup.procs"), String(sleeper.pid));
+    expect(readFileSync(join(stale, "cgroup.procs"), "utf8").trim()).toBe(String(sleeper.pid));
+    await using next = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state-sweep") });
+    expect((await next.ok<{ containment: string }>("version")).containment).toStartWith("cgroup v2");
+    await sleeper.exited;
+    expect(sleeper.signalCode).toBe("SIGKILL");
+    await waitFor(() => !existsSync(stale), { what: `${stale} to be removed` });
   });
 
   test("containment_cgroup=off runs commands outside any group of their own", async () => {
