@@ -2,14 +2,17 @@
  * lsm-runner: run one command and make sure that, once it is over (or the
  * runner is told to stop), nothing it started is left running.
  *
- *   lsm-runner [--grace-ms N] [--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]
+ *   lsm-runner [--grace-ms N] [--cleanup-ms N] [--persist] [--cgroup DIR [--pids-max N]]
+ *              [--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]
  *
  * The runner marks itself a child subreaper, so every orphan in the tree
  * (setsid, double fork, nohup...) is re-parented to it rather than to init.
  * "Everything it started" is therefore exactly "every descendant of the
  * runner", which it enumerates from procfs, signals, and reaps until an
  * authoritative enumeration comes back empty.  Whenever that cannot be
- * established it fails closed with exit status 125.  See README.md.
+ * established it fails closed with exit status 125.  With --cgroup the
+ * command also runs in its own cgroup v2 group, and cleanup ends with
+ * cgroup.kill, which no fork can outrun.  See README.md.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -23,7 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -33,8 +39,10 @@
 #define PID_LIMIT (1 << 22)      /* PID_MAX_LIMIT on 64-bit kernels */
 #define MAX_ROOT_LEN 1024
 #define MAX_GRACE_MS 3600000L
-#define EXTRA_CLEANUP_MS 5000L   /* SIGKILL phase budget on top of the grace */
+#define EXTRA_CLEANUP_MS 5000L   /* default SIGKILL phase budget on top of the grace */
 #define TICK_MS 20L              /* re-enumeration period when no SIGCHLD comes */
+#define PERSIST_TICK_MS 250L     /* retry period once the budget is spent (--persist) */
+#define MAX_CG_LEN 2048
 
 struct pids {
 	pid_t *v;
@@ -46,6 +54,17 @@ static pid_t self_pid;
 static pid_t main_pid = -1;
 static int main_status, main_reaped;
 static int use_children_file = 1;
+
+/* The command's own cgroup (--cgroup), or NULL.  cg_kill: the kernel has
+ * cgroup.kill; otherwise cleanup freezes the group and SIGKILLs its members. */
+static const char *cg_dir;
+static int cg_kill = 1;
+static int cg_created; /* only a group we made may be removed on failure */
+
+/* The nice value we started with; the command gets it back before exec. */
+static int start_nice;
+
+static void unavailable(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
 /* Set by doubt(): the current enumeration is not authoritative, and why. */
 static int unsure;
@@ -401,6 +420,187 @@ static int enumerate(struct pids *out)
 	return -1;
 }
 
+/* ---- the command's cgroup (--cgroup) ----------------------------------- */
+
+static int cg_write(const char *file, const char *text)
+{
+	char path[MAX_CG_LEN + 64];
+	snprintf(path, sizeof path, "%s/%s", cg_dir, file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t len = strlen(text);
+	ssize_t w;
+	do
+		w = write(fd, text, len);
+	while (w < 0 && errno == EINTR);
+	int err = errno;
+	close(fd);
+	errno = err;
+	return w == (ssize_t)len ? 0 : -1;
+}
+
+/* Reads a small cgroup file into buf; -1 with errno on failure. */
+static int cg_read(const char *file, char *buf, size_t size)
+{
+	char path[MAX_CG_LEN + 64];
+	snprintf(path, sizeof path, "%s/%s", cg_dir, file);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t len = 0;
+	while (len < size - 1) {
+		ssize_t r = read(fd, buf + len, size - 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int err = errno;
+			close(fd);
+			errno = err;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return 0;
+}
+
+/* 1 if the group still has a live member, 0 if it is empty, -1 (after
+ * doubt()) if that cannot be told. */
+static int cg_populated(void)
+{
+	char buf[256];
+	if (cg_read("cgroup.events", buf, sizeof buf) < 0) {
+		doubt("cannot read %s/cgroup.events: %s", cg_dir, strerror(errno));
+		return -1;
+	}
+	const char *p = strstr(buf, "populated ");
+	if (!p || (p != buf && p[-1] != '\n') || (p[10] != '0' && p[10] != '1')) {
+		doubt("malformed %s/cgroup.events", cg_dir);
+		return -1;
+	}
+	return p[10] == '1';
+}
+
+/* SIGKILL every member of the group.  cgroup.kill does it atomically in the
+ * kernel (5.14+); before that the group is frozen first so that no member
+ * can fork while the member list is read and signalled. */
+static void cg_kill_all(void)
+{
+	if (cg_kill) {
+		if (cg_write("cgroup.kill", "1") < 0)
+			doubt("cannot write %s/cgroup.kill: %s", cg_dir, strerror(errno));
+		return;
+	}
+	static char buf[1 << 16];
+	if (cg_write("cgroup.freeze", "1") < 0)
+		doubt("cannot freeze %s: %s", cg_dir, strerror(errno));
+	if (cg_read("cgroup.procs", buf, sizeof buf) < 0) {
+		doubt("cannot read %s/cgroup.procs: %s", cg_dir, strerror(errno));
+	} else {
+		for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+			pid_t p = parse_pid(line);
+			if (p > 0)
+				kill(p, SIGKILL); /* frozen members still die on SIGKILL */
+		}
+	}
+	cg_write("cgroup.freeze", "0");
+}
+
+/* SIGTERM (once each, as signal_one does) every member listed in
+ * cgroup.procs: one read instead of a walk of every /proc entry, which
+ * matters when a large tree competes with us for the CPU.  -1 after doubt(). */
+static int cg_term_members(void)
+{
+	static char buf[1 << 20];
+	if (cg_read("cgroup.procs", buf, sizeof buf) < 0) {
+		doubt("cannot read %s/cgroup.procs: %s", cg_dir, strerror(errno));
+		return -1;
+	}
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		pid_t p = parse_pid(line);
+		if (p > 0 && !bit_get(termed, p)) {
+			bit_set(termed, p);
+			setpriority(PRIO_PROCESS, (id_t)p, 19);
+			kill(p, SIGTERM);
+			kill(p, SIGCONT);
+		}
+	}
+	return 0;
+}
+
+/* Creates the command's group (which must not exist yet, so two runners can
+ * never share one); exits 125 before anything runs if it cannot. */
+static void cg_create(long pids_max)
+{
+	char path[MAX_CG_LEN + 64];
+	struct stat st;
+	if (mkdir(cg_dir, 0755) < 0)
+		unavailable("cannot create cgroup %s: %s", cg_dir, strerror(errno));
+	cg_created = 1;
+	snprintf(path, sizeof path, "%s/cgroup.kill", cg_dir);
+	if (stat(path, &st) < 0) {
+		cg_kill = 0;
+		snprintf(path, sizeof path, "%s/cgroup.freeze", cg_dir);
+		if (stat(path, &st) < 0) {
+			rmdir(cg_dir);
+			unavailable("cgroup %s has neither cgroup.kill nor cgroup.freeze", cg_dir);
+		}
+	}
+	if (pids_max > 0) {
+		char num[32];
+		snprintf(num, sizeof num, "%ld", pids_max);
+		if (cg_write("pids.max", num) < 0) {
+			int err = errno;
+			rmdir(cg_dir);
+			unavailable("cannot set pids.max in %s: %s", cg_dir, strerror(err));
+		}
+	}
+}
+
+#ifndef SYS_clone3
+#define SYS_clone3 435
+#endif
+#define LSM_CLONE_INTO_CGROUP 0x200000000ULL
+
+/* The kernel's struct clone_args (v2, with 'cgroup'); spelled out because
+ * musl's headers may not carry it. */
+struct lsm_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+	uint64_t set_tid, set_tid_size, cgroup;
+};
+
+/* fork() straight into the group (Linux 5.7+): the child is a member from
+ * birth, and no migration is needed (a write to cgroup.procs waits for an
+ * RCU grace period, milliseconds per command).  -1 if the kernel cannot;
+ * the caller then forks and the child joins by writing cgroup.procs. */
+static pid_t fork_into_group(int dir_fd)
+{
+	struct lsm_clone_args a;
+	memset(&a, 0, sizeof a);
+	a.flags = LSM_CLONE_INTO_CGROUP;
+	a.exit_signal = SIGCHLD;
+	a.cgroup = (uint64_t)dir_fd;
+	return (pid_t)syscall(SYS_clone3, &a, sizeof a);
+}
+
+/* Removes the (empty) group; EBUSY right after the last exit is retried. */
+static void cg_remove(void)
+{
+	for (int i = 0; i < 100; i++) {
+		if (rmdir(cg_dir) == 0 || errno == ENOENT)
+			return;
+		if (errno != EBUSY)
+			break;
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	say("lsm-runner: note: cgroup %s not removed: %s", cg_dir, strerror(errno));
+}
+
 /* ---- process management ------------------------------------------------ */
 
 static void reap_all(void)
@@ -437,6 +637,9 @@ static void signal_one(pid_t p, int sig)
 		if (bit_get(termed, p))
 			return;
 		bit_set(termed, p);
+		/* A tree being stopped must not starve its stopper (or the
+		 * server waiting for it): lowering a priority needs no privilege. */
+		setpriority(PRIO_PROCESS, (id_t)p, 19);
 		kill(p, SIGTERM);
 		kill(p, SIGCONT); /* a stopped process could not act on SIGTERM */
 	} else {
@@ -445,22 +648,49 @@ static void signal_one(pid_t p, int sig)
 }
 
 /* Terminate every descendant: SIGTERM until the grace period is over, then
- * SIGKILL, re-enumerating each round so late forks are caught.  Returns 0
- * once two consecutive authoritative enumerations were empty (one readdir
- * is not atomic and can miss a just re-parented child). */
-static int cleanup(long grace_ms, pid_t pgid)
+ * SIGKILL (and cgroup.kill), re-enumerating each round so late forks are
+ * caught.  Returns 0 once two consecutive authoritative enumerations were
+ * empty (one readdir is not atomic and can miss a just re-parented child)
+ * and the command's cgroup, if any, reports no member.  After budget_ms it
+ * returns -1, or with 'persist' says so on stderr and keeps going, slower,
+ * until the tree is gone and then returns 1 (confirmed, but too late). */
+static int cleanup(long grace_ms, long budget_ms, int persist, pid_t pgid)
 {
 	static struct pids found;
 	long start = now_ms(), term_until = start + grace_ms;
-	long give_up = term_until + EXTRA_CLEANUP_MS;
-	int empties = 0, group_termed = 0, group_gone = 0;
+	long give_up = start + budget_ms;
+	int empties = 0, group_termed = 0, group_gone = 0, overdue = 0;
+
+	/* A large CPU-busy tree would otherwise starve the process that has to
+	 * stop it.  Only root may raise its priority; elsewhere this fails, and
+	 * the tree's own priority is lowered as it is signalled instead. */
+	setpriority(PRIO_PROCESS, 0, -10);
+	setpriority(PRIO_PGRP, (id_t)pgid, 19);
 
 	for (;;) {
 		reap_all();
-		int sure = enumerate(&found) == 0;
-		if (sure && found.n == 0) {
+		int populated = 0, pop = 0, sure;
+		if (cg_dir)
+			pop = cg_populated();
+		if (pop == 1) {
+			/* While the group has members, signal through the group and
+			 * leave the procfs walk (costly for a big tree) for later:
+			 * anything that left the group is still found by it once the
+			 * group is empty. */
+			populated = 1;
+			sure = 1;
+			found.n = 0;
+			reset_doubt();
+			if (now_ms() < term_until) {
+				if (cg_term_members() < 0)
+					sure = 0;
+			}
+		} else {
+			sure = enumerate(&found) == 0 && pop == 0;
+		}
+		if (sure && found.n == 0 && !populated) {
 			if (++empties >= 2)
-				return 0;
+				return overdue ? 1 : 0;
 			/* The second scan only has to outlast a reparenting in
 			 * flight; yielding is enough and costs no fixed delay. */
 			sched_yield();
@@ -470,10 +700,14 @@ static int cleanup(long grace_ms, pid_t pgid)
 		long t = now_ms();
 		int sig = t < term_until ? SIGTERM : SIGKILL;
 
+		/* One write kills the whole group, including members forked
+		 * after the enumeration above. */
+		if (cg_dir && sig == SIGKILL)
+			cg_kill_all();
 		/* The main child's group may hold members that are not our
 		 * descendants.  Stop using the pgid once it is gone, as the number
 		 * could then be reused by an unrelated group. */
-		if (!group_gone && !(sure && found.n == 0) && (sig == SIGKILL || !group_termed)) {
+		if (!group_gone && (sig == SIGKILL || !group_termed)) {
 			if (kill(-pgid, sig) < 0 && errno == ESRCH)
 				group_gone = 1;
 			else if (sig == SIGTERM)
@@ -483,13 +717,16 @@ static int cleanup(long grace_ms, pid_t pgid)
 		for (size_t i = 0; i < found.n; i++)
 			signal_one(found.v[i], sig);
 
-		if (t >= give_up) {
+		if (t >= give_up && !overdue) {
 			if (sure)
-				snprintf(reason, sizeof reason, "%zu descendant(s) still alive after %ld ms",
-					 found.n, t - start);
-			return -1;
+				snprintf(reason, sizeof reason, "%zu descendant(s)%s still alive after %ld ms",
+					 found.n, populated ? " and a populated cgroup" : "", t - start);
+			if (!persist)
+				return -1;
+			say("lsm-runner: containment cleanup unconfirmed: %s; still trying", reason);
+			overdue = 1;
 		}
-		long nap = TICK_MS;
+		long nap = overdue ? PERSIST_TICK_MS : TICK_MS;
 		if (sig == SIGTERM && term_until - t < nap)
 			nap = term_until - t;
 		wait_chld(nap);
@@ -505,8 +742,26 @@ static void set_disposition(int sig, void (*handler)(int))
 	sigaction(sig, &sa, NULL);
 }
 
-static void run_child(char **cmd, int take_tty)
+/* cg_procs: an open cgroup.procs of the command's group, or -1.  report: the
+ * write end of a close-on-exec pipe on which a failed placement is told. */
+static void run_child(char **cmd, int take_tty, int cg_procs, int report)
 {
+	/* Join the group before exec: nothing the command forks can exist
+	 * before this write, so nothing can start outside the group. */
+	if (cg_procs >= 0) {
+		ssize_t w;
+		do
+			w = write(cg_procs, "0", 1);
+		while (w < 0 && errno == EINTR);
+		if (w != 1) {
+			int err = errno;
+			while (write(report, &err, sizeof err) < 0 && errno == EINTR)
+				;
+			_exit(EXIT_CONTAIN);
+		}
+		close(cg_procs);
+	}
+	setpriority(PRIO_PROCESS, 0, start_nice); /* undo our own boost */
 	setpgid(0, 0);
 	/* Our own process group would otherwise be "background" on a terminal
 	 * and get SIGTTIN on read.  SIGTTOU is ignored (inherited), so this
@@ -528,6 +783,8 @@ static void run_child(char **cmd, int take_tty)
 
 static void unavailable(const char *fmt, ...)
 {
+	if (cg_dir && cg_created)
+		rmdir(cg_dir); /* ours, and nothing ran in it yet */
 	char buf[600];
 	va_list ap;
 	va_start(ap, fmt);
@@ -540,7 +797,8 @@ static void unavailable(const char *fmt, ...)
 static void usage(const char *why)
 {
 	say("lsm-runner: %s", why);
-	say("usage: lsm-runner [--grace-ms N] [--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]");
+	say("usage: lsm-runner [--grace-ms N] [--cleanup-ms N] [--timeout-ms N] [--persist] [--cgroup DIR [--pids-max N]] "
+	    "[--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]");
 	exit(EXIT_CONTAIN);
 }
 
@@ -562,8 +820,8 @@ static const char *opt_value(const char *name, int argc, char **argv, int *i)
 int main(int argc, char **argv)
 {
 	pid_t parent = getppid();
-	long grace_ms = 2000;
-	int force_ppid = 0, i;
+	long grace_ms = 2000, cleanup_ms = -1, pids_max = 0, timeout_ms = -1;
+	int force_ppid = 0, persist = 0, i;
 	const char *v;
 
 	for (i = 1; i < argc; i++) {
@@ -575,6 +833,30 @@ int main(int argc, char **argv)
 			grace_ms = strtol(v, &end, 10);
 			if (errno || end == v || *end || grace_ms < 0 || grace_ms > MAX_GRACE_MS)
 				usage("--grace-ms needs a number of milliseconds (0..3600000)");
+		} else if ((v = opt_value("--cleanup-ms", argc, argv, &i))) {
+			char *end;
+			errno = 0;
+			cleanup_ms = strtol(v, &end, 10);
+			if (errno || end == v || *end || cleanup_ms < 0 || cleanup_ms > 2 * MAX_GRACE_MS)
+				usage("--cleanup-ms needs a number of milliseconds (0..7200000)");
+		} else if ((v = opt_value("--timeout-ms", argc, argv, &i))) {
+			char *end;
+			errno = 0;
+			timeout_ms = strtol(v, &end, 10);
+			if (errno || end == v || *end || timeout_ms < 0)
+				usage("--timeout-ms needs a number of milliseconds");
+		} else if ((v = opt_value("--pids-max", argc, argv, &i))) {
+			char *end;
+			errno = 0;
+			pids_max = strtol(v, &end, 10);
+			if (errno || end == v || *end || pids_max < 1 || pids_max > PID_LIMIT)
+				usage("--pids-max needs a positive number of processes");
+		} else if ((v = opt_value("--cgroup", argc, argv, &i))) {
+			if (v[0] != '/' || strlen(v) > MAX_CG_LEN)
+				usage("--cgroup needs an absolute directory path");
+			cg_dir = v;
+		} else if (strcmp(argv[i], "--persist") == 0) {
+			persist = 1;
 		} else if ((v = opt_value("--proc-root", argc, argv, &i))) {
 			if (!*v || strlen(v) > MAX_ROOT_LEN)
 				usage("--proc-root needs a directory path");
@@ -587,6 +869,13 @@ int main(int argc, char **argv)
 	}
 	if (i + 1 >= argc)
 		usage("missing -- PROGRAM");
+	if (pids_max && !cg_dir)
+		usage("--pids-max needs --cgroup");
+	/* Total cleanup time: the grace plus a SIGKILL phase. */
+	if (cleanup_ms < 0)
+		cleanup_ms = grace_ms + EXTRA_CLEANUP_MS;
+	if (cleanup_ms < grace_ms)
+		usage("--cleanup-ms must not be shorter than --grace-ms");
 	char **cmd = argv + i + 1;
 	self_pid = getpid();
 
@@ -634,13 +923,62 @@ int main(int argc, char **argv)
 		unavailable("cannot enumerate processes: %s", reason);
 	free(probe.v);
 
+	/* The runner mostly sleeps; a higher priority (root only) lets it act at
+	 * once when the deadline comes, even if the command keeps every CPU busy. */
+	errno = 0;
+	start_nice = getpriority(PRIO_PROCESS, 0);
+	if (errno == 0 && start_nice > -10)
+		setpriority(PRIO_PROCESS, 0, -10);
+	else if (errno)
+		start_nice = 0;
+
+	int cg_procs = -1, report[2] = { -1, -1 };
+	if (cg_dir) {
+		char path[MAX_CG_LEN + 64];
+		cg_create(pids_max);
+		snprintf(path, sizeof path, "%s/cgroup.procs", cg_dir);
+		cg_procs = open(path, O_WRONLY | O_CLOEXEC);
+		if (cg_procs < 0)
+			unavailable("cannot open %s: %s", path, strerror(errno));
+		if (pipe2(report, O_CLOEXEC) < 0)
+			unavailable("pipe: %s", strerror(errno));
+	}
+
 	int take_tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp();
-	pid_t child = fork();
+	pid_t child = -1;
+	if (cg_dir) {
+		int dir_fd = open(cg_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dir_fd >= 0) {
+			child = fork_into_group(dir_fd);
+			if (child == 0)
+				run_child(cmd, take_tty, -1, report[1]); /* already a member */
+			close(dir_fd);
+		}
+	}
+	if (child < 0)
+		child = fork();
 	if (child < 0)
 		unavailable("fork: %s", strerror(errno));
 	if (child == 0)
-		run_child(cmd, take_tty);
+		run_child(cmd, take_tty, cg_procs, report[1]);
 	main_pid = child;
+	if (cg_dir) {
+		/* EOF: the child joined the group and exec'd (or failed to exec,
+		 * still inside it).  An errno: it never ran the command. */
+		int err = 0;
+		ssize_t r;
+		close(cg_procs);
+		close(report[1]);
+		do
+			r = read(report[0], &err, sizeof err);
+		while (r < 0 && errno == EINTR);
+		close(report[0]);
+		if (r == (ssize_t)sizeof err) {
+			while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+				;
+			unavailable("cannot join cgroup %s: %s", cg_dir, strerror(err));
+		}
+	}
 	/* Also done in the child; doing it here too closes the window in which
 	 * a kill(-pgid) during cleanup would miss a child not yet in its group. */
 	setpgid(child, child);
@@ -648,9 +986,21 @@ int main(int argc, char **argv)
 		tcsetpgrp(STDIN_FILENO, child);
 
 	int runner_sig = 0;
+	long stop_at = timeout_ms >= 0 ? now_ms() + timeout_ms : -1;
 	while (!main_reaped) {
-		int s = sigwaitinfo(&set, NULL);
-		if (s < 0) /* EINTR, e.g. after SIGSTOP/SIGCONT */
+		int s;
+		if (stop_at >= 0) {
+			long left = stop_at - now_ms();
+			if (left <= 0) {
+				runner_sig = SIGTERM; /* as if the caller had sent it */
+				break;
+			}
+			struct timespec ts = { left / 1000, (left % 1000) * 1000000L };
+			s = sigtimedwait(&set, NULL, &ts);
+		} else {
+			s = sigwaitinfo(&set, NULL);
+		}
+		if (s < 0) /* timeout (EAGAIN, checked above) or EINTR after SIGSTOP/SIGCONT */
 			continue;
 		if (s == SIGCHLD)
 			reap_all(); /* adopted orphans included */
@@ -662,8 +1012,15 @@ int main(int argc, char **argv)
 	if (take_tty)
 		tcsetpgrp(STDIN_FILENO, getpgrp());
 
-	if (cleanup(grace_ms, child) != 0) {
+	int cleaned = cleanup(grace_ms, cleanup_ms, persist, child);
+	if (cleaned < 0) {
 		say("lsm-runner: containment cleanup failed: %s", reason);
+		return EXIT_CONTAIN;
+	}
+	if (cg_dir)
+		cg_remove();
+	if (cleaned > 0) {
+		say("lsm-runner: containment cleanup confirmed late, after the budget");
 		return EXIT_CONTAIN;
 	}
 	if (runner_sig)

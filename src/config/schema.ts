@@ -155,6 +155,12 @@ export const SettingsSchema = z
     max_transfer_archive_entries: int(100_000, 1, 100_000_000, limits("Most entries in a directory transfer archive.")),
     max_transfer_unpacked_bytes: int(10_000_000_000, 1, 10_000_000_000_000, limits("Most bytes a directory transfer may unpack.")),
     max_concurrent_commands: int(4, 1, 1024, limits("Bounded commands that may run at once across all sessions.")),
+    containment_cleanup_s: int(10, 3, 3600, limits("Time to stop a bounded command's process tree after its timeout or cancellation; the call returns within its timeout plus this, and fails with containment_unconfirmed if the tree is not confirmed gone by then.")),
+    containment_cgroup: described(
+      z.enum(["auto", "off"]).default("auto"),
+      limits("Run each bounded command in its own cgroup v2 group where the server can create one (auto), or rely on the subreaper alone (off)."),
+    ),
+    command_pids_max: int(0, 0, 4_194_304, limits("Most processes one bounded command may have at once, enforced with the cgroup pids controller (0 = no limit; needs the cgroup layer).")),
     max_tmux_sessions: int(16, 1, 4096, limits("Most persistent shells at once across every server sharing the state dir (background jobs do not count).")),
     file_download_enabled: bool(true, limits("Offer tokenized download links for workspace files.")),
     file_download_default_ttl_s: int(3600, 1, 366 * DAY, limits("Default lifetime of a download link.")),

@@ -1,14 +1,26 @@
+import { log } from "../core/log.ts";
 import { ToolError } from "../core/errors.ts";
+import { cgroupPopulated, killCgroupEventually } from "./cgroup.ts";
 import { childEnv } from "./env.ts";
 import { excerpt, splitBudget, TailBuffer } from "./output.ts";
 import type { Semaphore } from "./semaphore.ts";
 
 /** Time the runner gives descendants between SIGTERM and SIGKILL. */
 export const KILL_GRACE_MS = 1500;
-/** Extra time before we SIGKILL the runner itself if its own cleanup stalls. */
-const RUNNER_BACKSTOP_MS = 4000;
+/**
+ * Part of the cleanup budget kept back from the runner, so that its verdict (confirmed, or the
+ * "unconfirmed" line) reaches us before we must return.
+ */
+const VERDICT_MARGIN_MS = 1000;
+/** After the runner has exited, how long buffered output may take to drain before we stop reading. */
+const DRAIN_AFTER_EXIT_MS = 1000;
 /** Exit code the runner uses when containment cannot be established or confirmed. */
 export const CONTAINMENT_FAILED_EXIT = 125;
+
+/** The runner's own cleanup budget, derived from the one cleanup setting. */
+export function runnerCleanupMs(cleanupBudgetMs: number): number {
+  return Math.max(KILL_GRACE_MS + 500, cleanupBudgetMs - VERDICT_MARGIN_MS);
+}
 
 export interface BoundedRequest {
   runner: string;
@@ -19,10 +31,20 @@ export interface BoundedRequest {
   timeoutMs: number;
   maxOutputBytes: number;
   semaphore: Semaphore;
+  /** Time from the deadline (or cancellation) by which the tree must be confirmed gone. */
+  cleanupBudgetMs: number;
+  /** The command's own cgroup (created by the runner), and its pids.max (0 = none). */
+  cgroup?: { path: string; pidsMax: number };
   signal?: AbortSignal;
   /** Sees every output chunk as it arrives (progress reports); must not throw. */
   onOutput?: (chunk: Uint8Array) => void;
 }
+
+/**
+ * confirmed: the runner proved the tree empty; unavailable: containment could not be set up and
+ * the command never ran; unconfirmed: the tree was not proved gone within the cleanup budget.
+ */
+export type Containment = "confirmed" | "unavailable" | "unconfirmed";
 
 export interface BoundedResult {
   exit_code: number | null;
@@ -36,25 +58,80 @@ export interface BoundedResult {
   stderr_bytes: number;
   stdout_lossy: boolean;
   stderr_lossy: boolean;
-  containment_failed: boolean;
+  containment: Containment;
 }
 
 /** Live runner processes, so shutdown can stop them (the runner then reaps their trees). */
 const live = new Set<Bun.Subprocess>();
 
-export function stopAllBounded(): Promise<void> {
+/**
+ * Runners whose cleanup outlived the budget. They are never killed (that would orphan the tree):
+ * each keeps stopping its tree, and we log when it finishes. A group whose runner died anyway is
+ * killed from here until empty.
+ */
+const leftovers = new Map<number, { command: string; cgroup?: string; since: number }>();
+
+export function leftoverCount(): number {
+  return leftovers.size;
+}
+
+function trackLeftover(proc: Bun.Subprocess, command: string, cgroup: string | undefined): void {
+  const pid = proc.pid;
+  leftovers.set(pid, { command, cgroup, since: Date.now() });
+  log.warn(`containment unconfirmed for runner ${pid}; its tree is still being stopped in the background`);
+  void proc.exited.then(() => {
+    if (proc.signalCode === null) {
+      const since = leftovers.get(pid)?.since ?? Date.now();
+      leftovers.delete(pid);
+      log.info(`runner ${pid} finished stopping its tree ${Date.now() - since} ms after the cleanup budget ran out`);
+      return;
+    }
+    // The runner was killed from outside: only its group can still reach the tree.
+    if (!cgroup) {
+      leftovers.delete(pid);
+      log.error(`runner ${pid} was killed before confirming cleanup; its remaining processes cannot be tracked without the cgroup layer`);
+      return;
+    }
+    retryGroup(pid, cgroup);
+  });
+}
+
+function retryGroup(pid: number, cgroup: string): void {
+  killCgroupEventually(cgroup, () => {
+    leftovers.delete(pid);
+    log.info(`leftover group ${cgroup} is empty and removed`);
+  });
+}
+
+/** Asks every runner to stop its tree and waits for them, at most `limitMs`. */
+export function stopAllBounded(limitMs = 6000): Promise<void> {
   const waits = [...live].map((p) => {
     p.kill("SIGTERM");
     return p.exited;
   });
-  return Promise.allSettled(waits).then(() => undefined);
+  let timer: Timer | undefined;
+  const limit = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, limitMs);
+  });
+  return Promise.race([Promise.allSettled(waits).then(() => undefined), limit]).finally(() => clearTimeout(timer));
 }
 
-async function drain(stream: ReadableStream<Uint8Array>, into: TailBuffer, onOutput?: (chunk: Uint8Array) => void): Promise<void> {
-  for await (const chunk of stream) {
-    into.push(chunk);
-    onOutput?.(chunk);
-  }
+/** Reads a stream into a buffer (and `onOutput`, for progress) until it ends or `stop` is called. */
+function drain(stream: ReadableStream<Uint8Array>, into: TailBuffer, onOutput?: (chunk: Uint8Array) => void): { done: Promise<void>; stop: () => void } {
+  const reader = stream.getReader();
+  const done = (async () => {
+    try {
+      for (;;) {
+        const { done: end, value } = await reader.read();
+        if (end) return;
+        into.push(value);
+        onOutput?.(value);
+      }
+    } catch {
+      // Cancelled by stop(): the rest of the output belongs to processes we no longer wait for.
+    }
+  })();
+  return { done, stop: () => void reader.cancel().catch(() => undefined) };
 }
 
 /**
@@ -72,10 +149,25 @@ export async function runBounded(req: BoundedRequest): Promise<BoundedResult> {
   }
 }
 
+function delay(ms: number): { promise: Promise<"late">; cancel: () => void } {
+  let timer: Timer | undefined;
+  const promise = new Promise<"late">((resolve) => {
+    timer = setTimeout(() => resolve("late"), Math.max(0, ms));
+  });
+  return { promise, cancel: () => clearTimeout(timer) };
+}
+
 async function spawnContained(req: BoundedRequest, started: number, deadline: number): Promise<BoundedResult> {
+  // The runner also holds the deadline: it wakes by itself (with a raised priority where allowed)
+  // instead of waiting for our timer, which a CPU-busy tree can delay for seconds.
+  const args = [req.runner, "--grace-ms", String(KILL_GRACE_MS), "--cleanup-ms", String(runnerCleanupMs(req.cleanupBudgetMs)), "--timeout-ms", String(Math.max(0, deadline - Date.now())), "--persist"];
+  if (req.cgroup) {
+    args.push("--cgroup", req.cgroup.path);
+    if (req.cgroup.pidsMax > 0) args.push("--pids-max", String(req.cgroup.pidsMax));
+  }
   let proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
   try {
-    proc = Bun.spawn([req.runner, "--grace-ms", String(KILL_GRACE_MS), "--", req.shell, "-c", req.command], {
+    proc = Bun.spawn([...args, "--", req.shell, "-c", req.command], {
       cwd: req.cwd,
       env: childEnv(req.env),
       stdin: "ignore",
@@ -90,14 +182,22 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
   live.add(proc);
   const out = new TailBuffer(req.maxOutputBytes);
   const err = new TailBuffer(req.maxOutputBytes);
-  const draining = Promise.all([drain(proc.stdout, out, req.onOutput), drain(proc.stderr, err, req.onOutput)]);
+  const readers = [drain(proc.stdout, out, req.onOutput), drain(proc.stderr, err, req.onOutput)];
 
   let timedOut = false;
   let cancelled = false;
-  let backstop: Timer | undefined;
+  // The call returns by its deadline plus the cleanup budget at the latest, or earlier if it was
+  // cancelled earlier; pipes held open by leftovers never hold it longer.
+  let returnBy = deadline + req.cleanupBudgetMs;
+  let cap = delay(returnBy - Date.now());
   const stop = () => {
     proc.kill("SIGTERM");
-    backstop ??= setTimeout(() => proc.kill("SIGKILL"), KILL_GRACE_MS + RUNNER_BACKSTOP_MS);
+    const by = Date.now() + req.cleanupBudgetMs;
+    if (by < returnBy) {
+      returnBy = by;
+      cap.cancel();
+      cap = delay(returnBy - Date.now());
+    }
   };
   const timer = setTimeout(() => {
     timedOut = true;
@@ -110,24 +210,51 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
   req.signal?.addEventListener("abort", onAbort, { once: true });
   if (req.signal?.aborted) onAbort();
 
-  let exitCode: number;
+  // The cap promise is replaced when a cancellation moves it earlier, so race on a fresh read.
+  const capReached = async (): Promise<"late"> => {
+    for (;;) {
+      const current = cap;
+      await current.promise;
+      if (current === cap) return "late";
+    }
+  };
+  let exitCode: number | "late";
   try {
-    exitCode = await proc.exited;
-    await draining;
+    exitCode = await Promise.race([proc.exited, capReached()]);
+    clearTimeout(timer);
+    // The runner stopped the command at the deadline by itself before our (delayed) timer ran.
+    if (exitCode === 128 + 15 && !cancelled && Date.now() >= deadline) timedOut = true;
+    if (exitCode !== "late") {
+      // The tree is gone; what is left in the pipes drains at once unless an outsider holds them.
+      const window = delay(Math.min(DRAIN_AFTER_EXIT_MS, returnBy - Date.now()));
+      await Promise.race([Promise.all(readers.map((r) => r.done)), window.promise]);
+      window.cancel();
+    }
   } finally {
     clearTimeout(timer);
-    clearTimeout(backstop);
+    cap.cancel();
     req.signal?.removeEventListener("abort", onAbort);
+    for (const r of readers) r.stop();
     live.delete(proc);
   }
 
   const [outN, errN] = splitBudget(req.maxOutputBytes, Math.min(out.total, req.maxOutputBytes), Math.min(err.total, req.maxOutputBytes));
   const stdout = excerpt(out, outN);
   const stderr = excerpt(err, errN);
-  const killedBySignal = proc.signalCode !== null;
+  let containment: Containment = "confirmed";
+  if (exitCode === "late") {
+    containment = "unconfirmed";
+    trackLeftover(proc, req.command, req.cgroup?.path);
+  } else if (proc.signalCode !== null) {
+    // Someone else killed the runner: nothing proves the tree is gone.
+    containment = "unconfirmed";
+    if (req.cgroup && cgroupPopulated(req.cgroup.path)) trackLeftover(proc, req.command, req.cgroup.path);
+  } else if (exitCode === CONTAINMENT_FAILED_EXIT) {
+    if (stderr.text.includes("lsm-runner: containment unavailable")) containment = "unavailable";
+    else if (stderr.text.includes("lsm-runner: containment cleanup")) containment = "unconfirmed";
+  }
   return {
-    // A runner we had to SIGKILL reports no exit code of its own.
-    exit_code: killedBySignal ? null : exitCode,
+    exit_code: exitCode === "late" || proc.signalCode !== null || containment !== "confirmed" ? null : exitCode,
     timed_out: timedOut,
     cancelled,
     duration_ms: Date.now() - started,
@@ -138,6 +265,6 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
     stderr_bytes: err.total,
     stdout_lossy: stdout.lossy,
     stderr_lossy: stderr.lossy,
-    containment_failed: exitCode === CONTAINMENT_FAILED_EXIT && stderr.text.includes("lsm-runner: containment"),
+    containment,
   };
 }

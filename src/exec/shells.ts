@@ -1,13 +1,18 @@
-import { existsSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
 import { tmuxAdmissionLockPath } from "../store/lifecycle.ts";
 import { withFileLock } from "../store/lock.ts";
-import { HISTORY_LIMIT, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
+import { HISTORY_LIMIT, type Inventory, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
 import { randomHex } from "../core/random.ts";
 
 /** Time the containment runner gives a shell's processes between SIGTERM and SIGKILL. */
 const SHELL_GRACE_MS = 1000;
+/** The runner's whole cleanup budget for a shell, grace included. */
+const SHELL_CLEANUP_MS = SHELL_GRACE_MS + 5000;
+/** How long a stop waits beyond the runner's budget, and then for tmux to drop the session. */
+const STOP_MARGIN_MS = 3000;
+const STOP_CONFIRM_MS = 5000;
 const ADMISSION_WAIT_MS = 15_000;
 const POLL_MS = 40;
 export const DEFAULT_COLS = 200;
@@ -122,8 +127,36 @@ interface Snapshot {
   firstRow: number;
 }
 
-function isAlive(pid: number): boolean {
-  return existsSync(`/proc/${pid}`);
+/**
+ * The identity of a running process: its start time (field 22 of /proc/<pid>/stat), or undefined
+ * once it has exited. A zombie has exited (its tree was already stopped by the runner; only tmux's
+ * reaping is pending), and a pid reused by another process has a different start time, so neither
+ * makes a stopped shell look alive.
+ */
+function processStart(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    // The command name (field 2) may hold spaces and parentheses; fields resume after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (fields[0] === "Z" || fields[0] === "X") return undefined;
+    return fields[19];
+  } catch {
+    return undefined;
+  }
+}
+
+function stillRunning(pid: number, start: string | undefined): boolean {
+  return start !== undefined && processStart(pid) === start;
+}
+
+/** Why a shell start did not produce our session, in words an operator can act on. */
+function startFailure(r: { code: number | null; stderr: string }, info: Inventory | undefined, created: TmuxShellInfo | undefined): string {
+  if (r.code === null) return "tmux did not answer in time";
+  if (r.code !== 0) return r.stderr ? `tmux: ${r.stderr.slice(0, 300)}` : `tmux exited with status ${r.code} and no message`;
+  if (!info || info.state === "unknown") return `tmux reported success, but its session list could not be read${info?.state === "unknown" ? ` (${info.reason})` : ""}`;
+  if (info.state === "absent") return "tmux reported success, but its server exited at once (the command may have failed to start)";
+  if (!created) return "tmux reported success, but the new session is not in its session list";
+  return "the new session carries another owner tag";
 }
 
 /**
@@ -190,7 +223,7 @@ export class ShellManager {
       const envKeys = Object.keys(input.env);
       if (envKeys.length) {
         const boot = await this.tmux.run(["start-server", ";", "set-option", "-s", "exit-empty", "off"]);
-        if (boot.code !== 0) throw new ToolError("shell_start_failed", `persistent shell could not be started: ${boot.stderr.slice(0, 300) || "tmux failed"}`, { shell_id: id });
+        if (boot.code !== 0) throw new ToolError("shell_start_failed", `persistent shell could not be started: ${startFailure(boot, undefined, undefined)}`, { shell_id: id });
       }
       const restore = ["set-option", "-gu", "update-environment", ";", "set-option", "-s", "exit-empty", "on"];
       const r = await this.tmux.run([
@@ -198,7 +231,7 @@ export class ShellManager {
         "set-option", "-s", "escape-time", "0", ";",
         ...envKeys.flatMap((k) => ["set-option", "-ga", "update-environment", k, ";"]),
         "new-session", "-d", "-s", id, "-x", String(DEFAULT_COLS), "-y", String(DEFAULT_ROWS), "-c", input.cwd.replaceAll("#", "##"),
-        runner, "--grace-ms", String(SHELL_GRACE_MS), "--", this.shell, "-c", tmuxLiteral(input.command), ";",
+        runner, "--grace-ms", String(SHELL_GRACE_MS), "--cleanup-ms", String(SHELL_CLEANUP_MS), "--", this.shell, "-c", tmuxLiteral(input.command), ";",
         ...(envKeys.length ? [...restore, ";"] : []),
         "set-option", "-t", paneTarget(id), OWNER_OPTION, sid, ";",
         "set-option", "-t", paneTarget(id), KIND_OPTION, "shell", ";",
@@ -208,12 +241,13 @@ export class ShellManager {
       const info = r.code === 0 ? (await this.tmux.inventory()) : undefined;
       const created = info?.state === "ok" ? info.shells.find((s) => s.name === id) : undefined;
       if (created && created.owner === sid) return { shell_id: id, backend: "tmux" as const };
+      const cause = startFailure(r, info, created);
       // Startup failed: remove what may exist, and roll the reservation back only when that is confirmed.
       await this.tmux.run(["kill-session", "-t", sessionTarget(id)]).catch(() => undefined);
       const gone = (await this.tmux.exists(id)) === false;
       if (!gone) throw new ToolError("shell_start_uncertain", `persistent shell startup failed and cleanup was not confirmed: ${id}`, { shell_id: id });
       this.dropReservation(sid, id);
-      throw new ToolError("shell_start_failed", `persistent shell could not be started: ${r.stderr.slice(0, 300) || "tmux failed"}`, { shell_id: id });
+      throw new ToolError("shell_start_failed", `persistent shell could not be started: ${cause}`, { shell_id: id });
     });
   }
 
@@ -429,33 +463,38 @@ export class ShellManager {
   }
 
   /**
-   * Whether a session exists, asked again briefly while the answer is unknown: killing the last
-   * session makes the tmux server exit, and a check racing that exit gets neither a list nor a
-   * "no server" answer.
+   * Stops a shell: SIGTERM to its runner (which stops the tree and exits once that is confirmed),
+   * then kill-session, then waits until tmux no longer lists the session and the runner is gone.
+   * Each check tolerates the moments in between: a runner that has exited but is not yet reaped by
+   * tmux, and a tmux server that is still exiting after its last session went (a client connecting
+   * then reads "server exited" rather than a clean answer). Only a state that persists past the
+   * deadline fails, naming what was still there.
    */
-  private async settledExists(name: string): Promise<boolean | undefined> {
-    const until = Date.now() + 3000;
-    for (;;) {
-      const exists = await this.tmux.exists(name);
-      if (exists !== undefined || Date.now() >= until) return exists;
-      await Bun.sleep(POLL_MS);
-    }
-  }
-
   private async stop(s: TmuxShellInfo): Promise<string> {
-    if (!s.dead && s.panePid) {
+    const pid = s.panePid;
+    const start = pid ? processStart(pid) : undefined;
+    const running = () => pid !== undefined && pid !== null && stillRunning(pid, start);
+    if (!s.dead && running()) {
       try {
-        process.kill(s.panePid, "SIGTERM");
+        process.kill(pid!, "SIGTERM");
       } catch {
         // Already gone.
       }
-      const until = Date.now() + SHELL_GRACE_MS + 6000;
-      while (isAlive(s.panePid) && Date.now() < until) await Bun.sleep(POLL_MS);
+      const until = Date.now() + SHELL_CLEANUP_MS + STOP_MARGIN_MS;
+      while (running() && Date.now() < until) await Bun.sleep(POLL_MS);
     }
     const r = await this.tmux.run(["kill-session", "-t", sessionTarget(s.name)]);
-    const exists = await this.settledExists(s.name);
-    if (exists !== false || (s.panePid && isAlive(s.panePid))) {
-      throw new ToolError("shell_stop_failed", `persistent shell could not be stopped: ${s.name}`, { shell_id: s.name });
+    const until = Date.now() + STOP_CONFIRM_MS;
+    for (;;) {
+      const exists = await this.tmux.exists(s.name);
+      const alive = running();
+      if (exists === false && !alive) break;
+      if (Date.now() >= until) {
+        const why = alive ? `its runner (pid ${pid}) is still running` : exists ? "tmux still lists the session" : "tmux could not report whether the session is gone";
+        throw new ToolError("shell_stop_failed", `persistent shell could not be stopped: ${s.name}: ${why}`, { shell_id: s.name });
+      }
+      if (exists === true) await this.tmux.run(["kill-session", "-t", sessionTarget(s.name)]).catch(() => undefined);
+      await Bun.sleep(POLL_MS);
     }
     return r.code === 0 ? "" : r.stderr.slice(0, 300);
   }

@@ -139,7 +139,10 @@ export class TmuxServer {
     const env = childEnv({ SHELL: this.shell, TERM: "xterm-256color", ...clientEnv });
     delete env.TMUX;
     delete env.TMUX_PANE;
-    const proc = Bun.spawn([bin, "-S", this.socket, "-f", "/dev/null", ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env });
+    // -u: the client treats the terminal as UTF-8 whatever the locale says. Without it, a server
+    // started with LANG/LC_ALL unset (common for services) has tmux replace the tabs that separate
+    // our inventory fields, and every shell start looked like a failure.
+    const proc = Bun.spawn([bin, "-u", "-S", this.socket, "-f", "/dev/null", ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env });
     const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
     try {
       const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
@@ -178,7 +181,7 @@ export class TmuxServer {
     }
     if (r.code === 0) return { state: "ok", shells: parseInventory(r.stdout) };
     if (provesAbsent(r.stderr)) return { state: "absent" };
-    return { state: "unknown", reason: r.code === null ? "tmux timed out" : "tmux failed" };
+    return { state: "unknown", reason: r.code === null ? "tmux timed out" : `tmux failed: ${r.stderr.slice(0, 200) || `status ${r.code}, no message`}` };
   }
 
   /** Inventory that must be authoritative; `absent` reads as empty. */

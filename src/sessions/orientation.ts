@@ -1,3 +1,4 @@
+import { cgroupLayerFor, describeLayer } from "../exec/cgroup.ts";
 import { existsSync } from "node:fs";
 import { arch, release } from "node:os";
 import { dirname, join } from "node:path";
@@ -191,6 +192,8 @@ export async function buildEnvironment(input: EnvironmentInput) {
       max_search_results: settings.max_grep_results,
       max_concurrent_commands: settings.max_concurrent_commands,
       max_persistent_shells: settings.max_tmux_sessions,
+      command_containment: describeLayer(cgroupLayerFor(settings)),
+      containment_cleanup_s: settings.containment_cleanup_s,
       max_http_request_bytes: settings.max_http_request_bytes,
       max_audit_event_bytes: settings.max_audit_event_bytes,
       max_transfer_archive_entries: settings.max_transfer_archive_entries,

@@ -75,6 +75,9 @@ const Environment = z.object({
     max_search_results: z.number().int(),
     max_concurrent_commands: z.number().int(),
     max_persistent_shells: z.number().int(),
+    /** Which layer stops bounded command trees: cgroup v2 + subreaper, or the subreaper alone (and why). */
+    command_containment: z.string(),
+    containment_cleanup_s: z.number().int(),
     max_http_request_bytes: z.number().int(),
     max_audit_event_bytes: z.number().int(),
     max_transfer_archive_entries: z.number().int(),

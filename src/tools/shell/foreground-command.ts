@@ -1,6 +1,8 @@
 import { z } from "zod";
+import { ToolError } from "../../core/errors.ts";
 import { runBounded } from "../../exec/bounded.ts";
 import { envSizeProblem } from "../../exec/env.ts";
+import { cgroupLayerFor, commandCgroupPath } from "../../exec/cgroup.ts";
 import { toWorkspaceRelative } from "../../fs/paths.ts";
 import type { ToolContext } from "../context.ts";
 
@@ -50,8 +52,9 @@ export const shellRunOptions = {
  */
 export const DEFAULT_OUTPUT_BYTES = 30_000;
 
-/** Watchdog of the shell tools: the longest bounded command plus time to stop its tree. */
-export const shellToolTimeoutS = (s: { tool_timeout_s: number; run_shell_max_timeout_s: number }) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + 10);
+/** Watchdog of the shell tools: the longest bounded command plus the budget to stop its tree. */
+export const shellToolTimeoutS = (s: { tool_timeout_s: number; run_shell_max_timeout_s: number; containment_cleanup_s: number }) =>
+  Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + s.containment_cleanup_s + 5);
 
 /** Effective bounded timeout: null/0 → default, above the cap → clamped with a note (negative is refused by the schema). */
 export function effectiveTimeout(requested: number | null, def: number, max: number): { seconds: number; note?: string } {
@@ -88,6 +91,8 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
   const timeout = effectiveTimeout(req.timeoutS, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
   const maxOutput = Math.max(1, Math.min(req.maxOutputBytes ?? DEFAULT_OUTPUT_BYTES, settings.max_output_bytes));
   return ctx.app.foreground.run(req.sessionId, ctx.signal, async (signal) => {
+    const layer = cgroupLayerFor(settings);
+    const cgroupPath = commandCgroupPath(layer);
     const r = await runBounded({
       runner: await ctx.app.runner(),
       shell: settings.shell_executable,
@@ -97,9 +102,19 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       timeoutMs: timeout.seconds * 1000,
       maxOutputBytes: maxOutput,
       semaphore: ctx.app.commandSlots,
+      cleanupBudgetMs: settings.containment_cleanup_s * 1000,
+      cgroup: cgroupPath ? { path: cgroupPath, pidsMax: layer.pidsMax } : undefined,
       signal,
       onOutput: ctx.progress ? (chunk) => ctx.progress!.output(chunk) : undefined,
     });
+    if (r.containment === "unconfirmed") {
+      const how = r.timed_out ? `timed out after ${timeout.seconds} s` : r.cancelled ? "was cancelled" : "finished";
+      throw new ToolError(
+        "containment_unconfirmed",
+        `the ${req.noun} ${how}, but stopping everything it started was not confirmed within the ${settings.containment_cleanup_s} s cleanup budget; the remaining processes are tracked and still being stopped in the background`,
+        { timed_out: r.timed_out, cancelled: r.cancelled, duration_ms: r.duration_ms },
+      );
+    }
     const notes = timeout.note ? [timeout.note] : [];
     if (r.timed_out) {
       const longer = timeout.seconds < settings.run_shell_max_timeout_s ? `pass timeout_s up to ${settings.run_shell_max_timeout_s} to allow longer, or ` : "";
@@ -113,7 +128,7 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       );
     }
     if (r.cancelled) notes.push(`cancelled; the ${req.noun} and everything it started were stopped`);
-    if (r.containment_failed) notes.push(`process containment failed; the ${req.noun} was not run or its cleanup was not confirmed`);
+    if (r.containment === "unavailable") notes.push(`process containment could not be set up, so the ${req.noun} was not run`);
     return {
       ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
       exit_code: r.exit_code,
