@@ -5,9 +5,12 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { buildUi } from "../scripts/build-ui.ts";
 
 /** [file name in licenses/npm/, text] sorted by name. */
 export async function npmLicences(root: string): Promise<[string, string][]> {
+  // The server bundle embeds the built UI through a macro, which needs build/ui/assets.json.
+  await buildUi(root);
   // The native helpers are not npm packages (and need not be built yet): leave them out.
   const skipHelpers: import("bun").BunPlugin = {
     name: "skip-helpers",

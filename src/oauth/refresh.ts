@@ -24,6 +24,9 @@ const RefreshRecord = z.object({
   expires_at: z.number(),
   /** Fingerprint of the signing secret at approval: rotating the secret ends every family too. */
   key_id: z.string().min(1),
+  /** The access token issued together with this refresh token: revoking the family revokes it too. */
+  access_jti: z.string().nullable().default(null),
+  access_exp: z.number().nullable().default(null),
   /** Set when the token was exchanged; it is kept until expiry only to detect reuse. */
   used_at: z.number().nullable(),
 });
@@ -48,6 +51,12 @@ function randomToken(): string {
 }
 
 const nowS = () => Date.now() / 1000;
+
+/** The access token issued alongside a refresh token. */
+export interface IssuedAccess {
+  jti: string;
+  exp: number;
+}
 
 export type RefreshOutcome =
   | { status: "ok"; token: string; record: RefreshRecord }
@@ -83,7 +92,7 @@ export class RefreshTokens {
   }
 
   /** Starts a family for a fresh authorization and returns its first token. */
-  async issue(grant: { client_id: string; subject: string; scopes: string[]; resource: string; key_id: string }, ttlS: number): Promise<string> {
+  async issue(grant: { client_id: string; subject: string; scopes: string[]; resource: string; key_id: string }, ttlS: number, access: IssuedAccess): Promise<string> {
     const token = randomToken();
     const now = nowS();
     await withFileLock(
@@ -91,7 +100,7 @@ export class RefreshTokens {
       () => {
         const doc = this.readTokens();
         this.prune(doc, now);
-        doc.tokens.push({ ...grant, hash: sha256Hex(token), family: crypto.randomUUID(), created_at: now, expires_at: now + ttlS, used_at: null });
+        doc.tokens.push({ ...grant, hash: sha256Hex(token), family: crypto.randomUUID(), created_at: now, expires_at: now + ttlS, used_at: null, access_jti: access.jti, access_exp: access.exp });
         writeJsonWithBackup(this.file, doc);
       },
       LOCK_TIMEOUT_MS,
@@ -104,7 +113,7 @@ export class RefreshTokens {
    * revokes the family; an unknown, expired or foreign token, or one issued under a signing secret
    * that has since been rotated, is simply invalid.
    */
-  async rotate(token: string, clientId: string, keyId: string): Promise<RefreshOutcome> {
+  async rotate(token: string, clientId: string, keyId: string, access: IssuedAccess): Promise<RefreshOutcome> {
     const hash = sha256Hex(token);
     const now = nowS();
     return withFileLock(
@@ -115,13 +124,12 @@ export class RefreshTokens {
         const rec = doc.tokens.find((t) => t.hash === hash);
         if (!rec || rec.client_id !== clientId || rec.key_id !== keyId) return { status: "invalid" };
         if (rec.used_at !== null) {
-          doc.tokens = doc.tokens.filter((t) => t.family !== rec.family);
-          writeJsonWithBackup(this.file, doc);
+          this.dropFamily(doc, rec.family, now);
           return { status: "reused", family: rec.family, client_id: rec.client_id };
         }
         rec.used_at = now;
         const next = randomToken();
-        const record: RefreshRecord = { ...rec, hash: sha256Hex(next), created_at: now, used_at: null };
+        const record: RefreshRecord = { ...rec, hash: sha256Hex(next), created_at: now, used_at: null, access_jti: access.jti, access_exp: access.exp };
         doc.tokens.push(record);
         writeJsonWithBackup(this.file, doc);
         return { status: "ok", token: next, record };
@@ -139,28 +147,36 @@ export class RefreshTokens {
         const doc = this.readTokens();
         const rec = doc.tokens.find((t) => t.hash === hash && t.client_id === clientId);
         if (!rec) return false;
-        doc.tokens = doc.tokens.filter((t) => t.family !== rec.family);
-        writeJsonWithBackup(this.file, doc);
+        this.dropFamily(doc, rec.family, nowS());
         return true;
       },
       LOCK_TIMEOUT_MS,
     );
   }
 
+  /**
+   * Removes a family and revokes the access tokens issued with it (RFC 7009 §2.1: revoking a refresh
+   * token should also invalidate the access tokens of the same grant). Called under the lock.
+   */
+  private dropFamily(doc: RefreshFile, family: string, now: number): void {
+    const gone = doc.tokens.filter((t) => t.family === family);
+    doc.tokens = doc.tokens.filter((t) => t.family !== family);
+    writeJsonWithBackup(this.file, doc);
+    this.denyLocked(gone.filter((t) => t.access_jti && t.access_exp && t.access_exp > now).map((t) => ({ jti: t.access_jti!, exp: t.access_exp! })), now);
+  }
+
+  private denyLocked(tokens: IssuedAccess[], now: number): void {
+    if (tokens.length === 0) return;
+    const doc = this.readRevoked();
+    for (const [k, exp] of Object.entries(doc.jtis)) if (exp <= now) delete doc.jtis[k];
+    for (const t of tokens) doc.jtis[t.jti] = t.exp;
+    writeJsonWithBackup(this.revokedFile, doc);
+    this.revokedCache = undefined;
+  }
+
   /** Puts an access token's `jti` on the revocation list until the token would have expired anyway. */
   async revokeAccessToken(jti: string, expS: number): Promise<void> {
-    const now = nowS();
-    await withFileLock(
-      this.lockPath,
-      () => {
-        const doc = this.readRevoked();
-        for (const [k, exp] of Object.entries(doc.jtis)) if (exp <= now) delete doc.jtis[k];
-        doc.jtis[jti] = expS;
-        writeJsonWithBackup(this.revokedFile, doc);
-        this.revokedCache = undefined;
-      },
-      LOCK_TIMEOUT_MS,
-    );
+    await withFileLock(this.lockPath, () => this.denyLocked([{ jti, exp: expS }], nowS()), LOCK_TIMEOUT_MS);
   }
 
   /**

@@ -7,7 +7,7 @@ import { ClientRegistry, type OAuthClient, RegistrationError } from "./clients.t
 import { RegistrationRateLimit } from "./registration-limit.ts";
 import { approvalPage, errorPage, pageHeaders } from "./page.ts";
 import { PinThrottle } from "./pin-throttle.ts";
-import { RefreshTokens } from "./refresh.ts";
+import { type IssuedAccess, RefreshTokens } from "./refresh.ts";
 import { SigningKey } from "./secret.ts";
 import { normalizeScopes, type OAuthUrls, sameResource, SUPPORTED_SCOPES } from "./urls.ts";
 
@@ -400,12 +400,19 @@ export class OAuthServer {
     if (!PKCE_VALUE.test(verifier) || !secretsEqual(derived, rec.challenge)) return fail("PKCE verification failed");
     this.codes.delete(code);
     const grant = { client_id: rec.clientId, subject: SUBJECT, scopes: rec.scopes, resource: rec.resource, key_id: this.keyId() };
-    const refreshToken = this.refreshEnabled ? await this.refresh.issue(grant, this.settings.oauth_refresh_token_ttl_s) : undefined;
-    return this.tokenResponse(grant, grant.scopes, refreshToken, "oauth_token_issued");
+    const access = this.nextAccess();
+    const refreshToken = this.refreshEnabled ? await this.refresh.issue(grant, this.settings.oauth_refresh_token_ttl_s, access) : undefined;
+    return this.tokenResponse(grant, grant.scopes, refreshToken, "oauth_token_issued", access);
   }
 
   /** Signs an access token for a grant and answers the token request (with the next refresh token, if any). */
-  private async tokenResponse(grant: { client_id: string; subject: string; resource: string }, scopes: string[], refreshToken: string | undefined, event: string): Promise<Response> {
+  /** The identity and expiry of the next access token, fixed before it is signed so a refresh family can record it. */
+  private nextAccess(): IssuedAccess {
+    // Rounded up so a token always lives at least the configured number of seconds.
+    return { jti: randomToken(16), exp: Math.ceil(Date.now() / 1000 + this.settings.oauth_access_token_ttl_s) };
+  }
+
+  private async tokenResponse(grant: { client_id: string; subject: string; resource: string }, scopes: string[], refreshToken: string | undefined, event: string, access: IssuedAccess): Promise<Response> {
     const ttl = this.settings.oauth_access_token_ttl_s;
     const iat = Math.floor(Date.now() / 1000);
     const token = await new SignJWT({ client_id: grant.client_id, scope: scopes.join(" ") })
@@ -414,9 +421,8 @@ export class OAuthServer {
       .setAudience(grant.resource)
       .setSubject(grant.subject)
       .setIssuedAt(iat)
-      // Rounded up so a token always lives at least the configured number of seconds.
-      .setExpirationTime(Math.ceil(Date.now() / 1000 + ttl))
-      .setJti(randomToken(16))
+      .setExpirationTime(access.exp)
+      .setJti(access.jti)
       .sign(this.key.current());
     this.audit.record(event, { client_id: grant.client_id, resource: grant.resource, scope: scopes.join(" "), expires_in: ttl, refresh: refreshToken !== undefined });
     return jsonResponse(200, {
@@ -438,7 +444,8 @@ export class OAuthServer {
     const clientId = get("client_id");
     if (!presented || !clientId) return oauthError(400, "invalid_request", "refresh_token and client_id are required");
     if (!this.clients.get(clientId)) return oauthError(401, "invalid_client", "Unknown client_id");
-    const outcome = await this.refresh.rotate(presented, clientId, this.keyId());
+    const access = this.nextAccess();
+    const outcome = await this.refresh.rotate(presented, clientId, this.keyId(), access);
     if (outcome.status === "reused") {
       this.audit.record("oauth_refresh_reuse_detected", { client_id: outcome.client_id, family: outcome.family.slice(0, 8) });
       return oauthError(400, "invalid_grant", "Refresh token was already used; the authorization is revoked, approve the client again");
@@ -452,7 +459,7 @@ export class OAuthServer {
       if (!asked.ok || asked.scopes.some((s) => !rec.scopes.includes(s))) return oauthError(400, "invalid_scope", "A refresh may only narrow the granted scopes");
       scopes = asked.scopes;
     }
-    return this.tokenResponse(rec, scopes, outcome.token, "oauth_token_refreshed");
+    return this.tokenResponse(rec, scopes, outcome.token, "oauth_token_refreshed", access);
   }
 
   /**

@@ -13,6 +13,37 @@ async function cli(state: string, args: string[]): Promise<{ code: number; stdou
   return { code, stdout, stderr };
 }
 
+/**
+ * Runs `mcp auth up --no-open` the way a person would: open the printed URL, type the PIN on the
+ * approval page, let the browser follow the redirect. Returns the command's JSON result.
+ */
+async function mcpAuth(state: string): Promise<Record<string, any>> {
+  const proc = Bun.spawn([binary(), "mcp", "auth", "up", "--no-open", "--state-dir", state, "--workspace-root", "/tmp"], { env: serverEnv(), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  let stderr = "";
+  const reader = proc.stderr.getReader();
+  const reading = (async () => {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      stderr += new TextDecoder().decode(value);
+    }
+  })();
+  const stdout = new Response(proc.stdout).text();
+  const printed = await waitFor(() => /^(http:\/\/127\.0\.0\.1:\d+\/\S+)$/m.exec(stderr)?.[1], { what: "the authorization URL on stderr" });
+  const authorizeUrl = new URL(printed);
+  // The approval form posts the authorization request back with the PIN.
+  const form = new URLSearchParams({ ...Object.fromEntries(authorizeUrl.searchParams), pin: PIN, decision: "approve" });
+  const approved = await fetch(`${authorizeUrl.origin}${authorizeUrl.pathname}`, { method: "POST", body: form, redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded" } });
+  expect(approved.status).toBe(302);
+  const callback = approved.headers.get("location")!;
+  expect(callback).toStartWith("http://127.0.0.1:");
+  const landed = await fetch(callback);
+  expect(await landed.text()).toContain("Authorization complete");
+  expect(await proc.exited).toBe(0);
+  await reading;
+  return JSON.parse(await stdout);
+}
+
 // A second `serve` with OAuth on is the upstream; `mcp auth` is completed the way a person would:
 // open the printed URL, type the PIN on the approval page, let the browser follow the redirect.
 describe("Agent Bridge upstream OAuth", () => {
@@ -39,30 +70,7 @@ describe("Agent Bridge upstream OAuth", () => {
       server: "up",
       oauth_status: { mode: "oauth", authorized: false, status: "unauthorized", expires_at: null, client_registered: false },
     });
-    const proc = Bun.spawn([binary(), "mcp", "auth", "up", "--no-open", "--state-dir", state.path, "--workspace-root", "/tmp"], { env: serverEnv(), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-    let stderr = "";
-    const reader = proc.stderr.getReader();
-    const reading = (async () => {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        stderr += new TextDecoder().decode(value);
-      }
-    })();
-    const stdout = new Response(proc.stdout).text();
-    const printed = await waitFor(() => /^(http:\/\/127\.0\.0\.1:\d+\/\S+)$/m.exec(stderr)?.[1], { what: "the authorization URL on stderr" });
-    const authorizeUrl = new URL(printed);
-    // The approval form posts the authorization request back with the PIN.
-    const form = new URLSearchParams({ ...Object.fromEntries(authorizeUrl.searchParams), pin: PIN, decision: "approve" });
-    const approved = await fetch(`${authorizeUrl.origin}${authorizeUrl.pathname}`, { method: "POST", body: form, redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded" } });
-    expect(approved.status).toBe(302);
-    const callback = approved.headers.get("location")!;
-    expect(callback).toStartWith("http://127.0.0.1:");
-    const landed = await fetch(callback);
-    expect(await landed.text()).toContain("Authorization complete");
-    expect(await proc.exited).toBe(0);
-    await reading;
-    const result = JSON.parse(await stdout);
+    const result = await mcpAuth(state.path);
     expect(result).toMatchObject({ server: "up", oauth_status: { mode: "oauth", authorized: true, status: "authorized", client_registered: true } });
     expect(result.tool_count).toBeGreaterThan(5);
     const stored = JSON.parse(readFileSync(join(state.path, "agent_auth", "credentials.json"), "utf8")).servers.up.oauth;
@@ -137,5 +145,43 @@ describe("Agent Bridge upstream OAuth", () => {
     } finally {
       await fixture.stop();
     }
+  });
+});
+
+// Our own authorization server as the upstream's, with two-second access tokens: the bridge renews
+// them with the refresh token, and after --logout the upstream refuses every old token.
+describe("Agent Bridge against our own authorization server", () => {
+  test("an expired access token is refreshed on the next call; after --logout old tokens are refused upstream", async () => {
+    using ws = tempDir("lsm-ws-");
+    using state = tempDir("lsm-state-");
+    using upState = tempDir("lsm-upstate-");
+    await using upstream = await startHttpServer({ workspace: ws.path, state: upState.path, args: ["--oauth-access-token-ttl-s", "2"] }, { mode: "mcp", auth: "oauth", pin: PIN });
+    writeManifest(state.path, { version: 1, mcpServers: { up: { type: "http", url: `${upstream.url}/mcp`, auth: { mode: "oauth", scopes: ["shell:read"] } } } });
+    expect((await mcpAuth(state.path)).oauth_status).toMatchObject({ authorized: true });
+    const stored = () => JSON.parse(readFileSync(join(state.path, "agent_auth", "credentials.json"), "utf8")).servers.up?.oauth?.tokens as { access_token: string; refresh_token: string } | undefined;
+    const first = stored()!;
+    expect(first.refresh_token).toBeDefined();
+    const upstreamAccepts = async (token: string) =>
+      (await fetch(`${upstream.url}/mcp`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }) })).status !== 401;
+    // Wait for the condition itself (the upstream refusing the first token), not for a clock.
+    await waitFor(async () => !(await upstreamAccepts(first.access_token)), { what: "the first access token to expire upstream" });
+
+    await using mcp = await connectStdio({ workspace: ws.path, state: state.path });
+    const r = await mcp.ok<Record<string, unknown>>("call_agent_mcp_tool", { server: "up", tool: "version" });
+    expect(firstText(r)).toContain("local-shell-mcp");
+    const renewed = stored()!;
+    expect(renewed.access_token).not.toBe(first.access_token);
+    expect(renewed.refresh_token).not.toBe(first.refresh_token);
+
+    const clientId = JSON.parse(readFileSync(join(state.path, "agent_auth", "credentials.json"), "utf8")).servers.up.oauth.client_info.client_id as string;
+    expect(await upstreamAccepts(renewed.access_token)).toBe(true);
+    const out = await cli(state.path, ["auth", "up", "--logout"]);
+    expect(JSON.parse(out.stdout)).toMatchObject({ remote_revocation: "revoked", local_credentials_cleared: true });
+    expect(stored()).toBeUndefined();
+    // The revoked family: the upstream refuses its refresh token and the access token it last issued.
+    expect(await upstreamAccepts(renewed.access_token)).toBe(false);
+    const refreshed = await fetch(`${upstream.url}/oauth/token`, { method: "POST", body: new URLSearchParams({ grant_type: "refresh_token", refresh_token: renewed.refresh_token, client_id: clientId }) });
+    expect(((await refreshed.json()) as { error: string }).error).toBe("invalid_grant");
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "up", tool: "version" })).toBe("upstream_auth_required");
   });
 });

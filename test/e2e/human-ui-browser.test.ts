@@ -106,15 +106,17 @@ describe("Human UI in Chromium", () => {
 
     // A smaller window: xterm refits, the bridge resizes the pty, the tmux window follows.
     await page.setViewportSize({ width: 900, height: 600 });
-    await page.keyboard.type("stty size");
-    await page.keyboard.press("Enter");
+    // The resize travels browser → socket → pty → tmux asynchronously: ask again until they agree.
     const agreed = await waitFor(
       async () => {
+        await page.keyboard.type("stty size");
+        await page.keyboard.press("Enter");
         const listed = (await mcp.ok<{ shells: Array<{ shell_id: string; cols: number; rows: number }> }>("list_persistent_shells", { session_id: sid })).shells.find((s) => s.shell_id === shellId)!;
-        const m = /(\d+) (\d+)\s*$/m.exec((await shellOutput()).split("stty size").pop() ?? "");
-        return m && Number(m[1]) === listed.rows && Number(m[2]) === listed.cols && listed.cols < 130 ? listed : undefined;
+        const sizes = [...(await shellOutput()).matchAll(/^(\d+) (\d+)\s*$/gm)];
+        const last = sizes[sizes.length - 1];
+        return last && Number(last[1]) === listed.rows && Number(last[2]) === listed.cols && listed.cols < 130 ? listed : undefined;
       },
-      { what: "stty size to agree with list_persistent_shells after the resize" },
+      { what: "stty size to agree with list_persistent_shells after the resize", intervalMs: 500 },
     );
     expect(agreed.cols).toBeGreaterThan(20);
 

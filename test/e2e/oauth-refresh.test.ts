@@ -75,9 +75,10 @@ describe("refresh tokens", () => {
     const replay = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: tokens.refresh_token!, client_id: client.client_id });
     expect(replay.status).toBe(400);
     expect(((await replay.json()) as { error: string }).error).toBe("invalid_grant");
-    // The legitimate holder's newer token died with the family.
+    // The legitimate holder's newer tokens died with the family, its access token too.
     const after = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: second.refresh_token!, client_id: client.client_id });
     expect(after.status).toBe(400);
+    expect(await mcpWorks(server.url, second.access_token)).toBe(false);
     await waitFor(() => readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").includes("oauth_refresh_reuse_detected"), { what: "the reuse audit record" });
   });
 
@@ -95,8 +96,12 @@ describe("refresh tokens", () => {
     expect(await mcpWorks(server.url, tokens.access_token)).toBe(true);
     await revokeToken(d, client, tokens.access_token);
     expect(await mcpWorks(server.url, tokens.access_token)).toBe(false);
-    await revokeToken(d, client, tokens.refresh_token!);
-    const dead = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: tokens.refresh_token!, client_id: client.client_id });
+    // Revoking a refresh token revokes its family and the access tokens issued with it (RFC 7009 §2.1).
+    const second = await refreshTokens(d, client, tokens.refresh_token!);
+    expect(await mcpWorks(server.url, second.access_token)).toBe(true);
+    await revokeToken(d, client, second.refresh_token!);
+    expect(await mcpWorks(server.url, second.access_token)).toBe(false);
+    const dead = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: second.refresh_token!, client_id: client.client_id });
     expect(dead.status).toBe(400);
     // Unknown tokens are answered 200 too (RFC 7009 §2.2).
     await revokeToken(d, client, "not-a-token-we-issued");

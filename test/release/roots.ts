@@ -73,7 +73,8 @@ export interface RootClient {
 /** `serve --mode stdio` of the unpacked executable inside the root, with the official MCP client. */
 export async function connectInRoot(root: string, exe: string, home: string, workspace: string): Promise<RootClient> {
   const env = { HOME: home, PATH: "/usr/local/bin:/usr/bin:/bin", TERM: "xterm-256color", LANG: "C.UTF-8" };
-  const [command, ...args] = inRoot(root, [exe, "serve", "--mode", "stdio", "--workspace-root", workspace, "--state-dir", `${home}/state`], env);
+  // Full structured results (the contract's shape), as the shared harness asks for.
+  const [command, ...args] = inRoot(root, [exe, "serve", "--mode", "stdio", "--workspace-root", workspace, "--state-dir", `${home}/state`, "--structured-output", "full"], env);
   const transport = new StdioClientTransport({ command: command!, args, stderr: "pipe" });
   const client = new Client({ name: "lsm-release-smoke", version: "0" });
   await client.connect(transport);
