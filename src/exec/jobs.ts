@@ -394,9 +394,19 @@ export class JobManager {
     }
     const until = Date.now() + STOP_WAIT_MS;
     while (leaseState(this.leasePath(id)) === "held" && Date.now() < until) await Bun.sleep(50);
-    const [after] = await this.find(sessionId, [id]);
+    let [after] = await this.find(sessionId, [id]);
     if (!after || isActive(after.status)) throw new ToolError("job_stop_unconfirmed", `tracked job could not be confirmed stopped: ${id}: status=${after?.status ?? "unknown"}`, { job_id: id });
-    return { job: after, killed: true, stderr: "" };
+    if (after.status === "lost") {
+      // Our SIGTERM reached the supervisor before it had installed its handlers, so it died without
+      // a status file. It installs them before it starts the command, so nothing was running: the
+      // job was stopped before it began, which is what the caller asked for.
+      await this.mutate((rows) => {
+        const r = rows.find((x) => x.job_id === id);
+        if (r && r.status === "lost" && r.attempts === row.attempts) Object.assign(r, { status: "stopped", error: "cancelled before the command started", updated_at: now() });
+      });
+      [after] = await this.find(sessionId, [id]);
+    }
+    return { job: after!, killed: true, stderr: "" };
   }
 
   async retryOne(sessionId: string, id: string): Promise<JobView> {
