@@ -1,5 +1,5 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
-import { jwtVerify, SignJWT } from "jose";
+import { jwtVerify } from "jose";
 import type { AuditSink } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
 import { jsonResponse } from "../http/json.ts";
@@ -7,7 +7,9 @@ import { ClientRegistry, type OAuthClient, RegistrationError } from "./clients.t
 import { RegistrationRateLimit } from "./registration-limit.ts";
 import { approvalPage, errorPage, pageHeaders } from "./page.ts";
 import { PinThrottle } from "./pin-throttle.ts";
-import { type IssuedAccess, RefreshTokens } from "./refresh.ts";
+import type { RefreshTokens } from "./refresh.ts";
+import { type AuthCode, oauthError, PKCE_VALUE, pruneCodes, randomToken, repeatedParameter, secretsEqual, SUBJECT } from "./common.ts";
+import { TokenEndpoint } from "./tokens.ts";
 import { SigningKey } from "./secret.ts";
 import { normalizeScopes, type OAuthUrls, sameResource, SUPPORTED_SCOPES } from "./urls.ts";
 
@@ -16,49 +18,11 @@ export interface RequestFacts {
   peer: string;
 }
 
-interface AuthCode {
-  clientId: string;
-  redirectUri: string;
-  scopes: string[];
-  resource: string;
-  challenge: string;
-  method: "S256" | "plain";
-  createdMs: number;
-  failures: number;
-}
-
-const PKCE_VALUE = /^[A-Za-z0-9\-._~]{43,128}$/;
-/** A code is burnt after this many failed exchanges (wrong verifier, mismatches). */
-const MAX_CODE_FAILURES = 3;
-const VERIFIED_CACHE_MAX = 1024;
-
-export const SUBJECT = "local-user";
-
-function randomToken(bytes: number): string {
-  return Buffer.from(crypto.getRandomValues(new Uint8Array(bytes))).toString("base64url");
-}
-
-function sha256(s: string): Buffer {
-  return Buffer.from(new Bun.CryptoHasher("sha256").update(s).digest());
-}
-
-/** Compares two secrets in constant time (over fixed-length digests, so any input is safe). */
-export function secretsEqual(a: string, b: string): boolean {
-  const x = sha256(a);
-  const y = sha256(b);
-  let diff = 0;
-  for (let i = 0; i < x.length; i++) diff |= x[i]! ^ y[i]!;
-  return diff === 0;
-}
-
-function oauthError(status: number, error: string, description?: string): Response {
-  return jsonResponse(status, description ? { error, error_description: description } : { error });
-}
-
 class AuthorizeError extends Error {}
 
 /** How far in the future a token's `iat` may lie (clock skew between processes sharing the key). */
 const IAT_FUTURE_SKEW_S = 60;
+const VERIFIED_CACHE_MAX = 1024;
 
 /** The query/form parameters of an authorization request that passed validation. */
 interface ValidRequest {
@@ -73,20 +37,10 @@ interface ValidRequest {
 }
 
 /**
- * The co-hosted OAuth 2.1 authorization server (metadata, dynamic registration, approval form,
- * token endpoint) and the bearer check of the protected resource. Single operator: whoever knows
- * the admin PIN approves; every token's subject is `local-user`.
+ * The co-hosted OAuth 2.1 authorization server (metadata, dynamic registration, approval form; the
+ * token and revocation endpoints are in tokens.ts) and the bearer check of the protected resource.
+ * Single operator: whoever knows the admin PIN approves; every token's subject is `local-user`.
  */
-/** RFC 6749 §3.1/§3.2: request parameters must not repeat; returns the first repeated name. */
-function repeatedParameter(params: URLSearchParams): string | undefined {
-  const seen = new Set<string>();
-  for (const k of params.keys()) {
-    if (seen.has(k)) return k;
-    seen.add(k);
-  }
-  return undefined;
-}
-
 export class OAuthServer {
   readonly clients: ClientRegistry;
   readonly key: SigningKey;
@@ -94,6 +48,7 @@ export class OAuthServer {
   private readonly throttle = new PinThrottle();
   private readonly registrationLimit: RegistrationRateLimit;
   private readonly verified = new Map<string, { auth: AuthInfo; expMs: number; generation: number; jti: string }>();
+  private readonly tokens: TokenEndpoint;
   private readonly refresh: RefreshTokens;
 
   constructor(
@@ -104,24 +59,8 @@ export class OAuthServer {
     this.clients = new ClientRegistry(settings);
     this.registrationLimit = new RegistrationRateLimit(settings.oauth_registration_rate_per_peer);
     this.key = new SigningKey(settings.state_dir);
-    this.refresh = new RefreshTokens(settings.state_dir);
-  }
-
-  private get refreshEnabled(): boolean {
-    return this.settings.oauth_refresh_token_ttl_s > 0;
-  }
-
-  /** A fingerprint of the current signing secret (never the secret): refresh families are bound to it. */
-  private keyId(): string {
-    return new Bun.CryptoHasher("sha256").update("refresh-family-binding").update(this.key.current()).digest("hex").slice(0, 16);
-  }
-
-  private grantTypes(): string[] {
-    return this.refreshEnabled ? ["authorization_code", "refresh_token"] : ["authorization_code"];
-  }
-
-  private endpoint(name: string): string {
-    return `${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/${name}`;
+    this.tokens = new TokenEndpoint(settings, urls, audit, this.key, this.clients, this.codes, (t) => this.verify(t));
+    this.refresh = this.tokens.refresh;
   }
 
   async init(): Promise<void> {
@@ -154,8 +93,8 @@ export class OAuthServer {
       registration_endpoint: this.urls.registrationEndpoint,
       response_types_supported: ["code"],
       response_modes_supported: ["query"],
-      grant_types_supported: this.grantTypes(),
-      revocation_endpoint: new URL(this.endpoint("revoke"), this.urls.tokenEndpoint).toString(),
+      grant_types_supported: this.tokens.grantTypes(),
+      revocation_endpoint: new URL(`${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/revoke`, this.urls.tokenEndpoint).toString(),
       revocation_endpoint_auth_methods_supported: ["none"],
       code_challenge_methods_supported: ["S256", "plain"],
       token_endpoint_auth_methods_supported: ["none"],
@@ -181,8 +120,8 @@ export class OAuthServer {
     if (p === `${prefix}/oauth/register` && req.method === "POST") return this.register(req, facts);
     if (p === `${prefix}/oauth/authorize` && req.method === "GET") return this.authorizeGet(url);
     if (p === `${prefix}/oauth/authorize` && req.method === "POST") return this.authorizePost(req, facts);
-    if (p === `${prefix}/oauth/token` && req.method === "POST") return this.token(req);
-    if (p === `${prefix}/oauth/revoke` && req.method === "POST") return this.revoke(req);
+    if (p === `${prefix}/oauth/token` && req.method === "POST") return this.tokens.token(req);
+    if (p === `${prefix}/oauth/revoke` && req.method === "POST") return this.tokens.revoke(req);
     return undefined;
   }
 
@@ -229,7 +168,7 @@ export class OAuthServer {
       client_id_issued_at: client.created_at,
       client_name: client.client_name ?? "ChatGPT",
       redirect_uris: client.redirect_uris,
-      grant_types: this.grantTypes(),
+      grant_types: this.tokens.grantTypes(),
       response_types: ["code"],
       token_endpoint_auth_method: "none",
       reused,
@@ -346,7 +285,7 @@ export class OAuthServer {
       if (this.throttle.isLocked()) this.audit.record("oauth_pin_lockout", { client_id: v.client.client_id, ip: facts.peer, retry_after_s: this.throttle.retryAfterS() });
       return this.page(v, 403, "Invalid admin PIN");
     }
-    this.pruneCodes();
+    pruneCodes(this.codes, this.settings.oauth_code_ttl_s);
     const cap = this.settings.oauth_max_pending_codes;
     if (cap > 0 && this.codes.size >= cap) {
       this.audit.record("oauth_code_capacity_exhausted", { pending_codes: this.codes.size, max_pending_codes: cap });
@@ -368,124 +307,6 @@ export class OAuthServer {
     });
     this.audit.record("oauth_code_issued", { client_id: v.client.client_id, resource: v.resource, scope: v.scopes.join(" ") });
     return this.redirect(v, { code });
-  }
-
-  private pruneCodes(): void {
-    const ttlMs = this.settings.oauth_code_ttl_s * 1000;
-    const t = Date.now();
-    for (const [c, rec] of this.codes) if (t - rec.createdMs > ttlMs) this.codes.delete(c);
-  }
-
-  private async token(req: Request): Promise<Response> {
-    const form = new URLSearchParams(await req.text());
-    const dup = repeatedParameter(form);
-    if (dup) return oauthError(400, "invalid_request", `Parameter ${dup} was sent more than once`);
-    const get = (k: string) => form.get(k) ?? "";
-    if (get("grant_type") === "refresh_token" && this.refreshEnabled) return this.refreshGrant(get);
-    if (get("grant_type") !== "authorization_code") return oauthError(400, "unsupported_grant_type", `Supported grant types: ${this.grantTypes().join(", ")}`);
-    if (!get("resource")) return oauthError(400, "invalid_request", "Missing resource");
-    this.pruneCodes();
-    const code = get("code");
-    const rec = this.codes.get(code);
-    if (!rec) return oauthError(400, "invalid_grant", "Unknown or used code");
-    const fail = (description: string) => {
-      rec.failures++;
-      if (rec.failures >= MAX_CODE_FAILURES) this.codes.delete(code);
-      return oauthError(400, "invalid_grant", description);
-    };
-    if (get("client_id") !== rec.clientId || get("redirect_uri") !== rec.redirectUri) return fail("Client or redirect mismatch");
-    if (!sameResource(get("resource"), rec.resource)) return fail("Resource mismatch");
-    const verifier = get("code_verifier");
-    const derived = rec.method === "S256" ? new Bun.CryptoHasher("sha256").update(verifier).digest("base64url") : verifier;
-    if (!PKCE_VALUE.test(verifier) || !secretsEqual(derived, rec.challenge)) return fail("PKCE verification failed");
-    this.codes.delete(code);
-    const grant = { client_id: rec.clientId, subject: SUBJECT, scopes: rec.scopes, resource: rec.resource, key_id: this.keyId() };
-    const access = this.nextAccess();
-    const refreshToken = this.refreshEnabled ? await this.refresh.issue(grant, this.settings.oauth_refresh_token_ttl_s, access) : undefined;
-    return this.tokenResponse(grant, grant.scopes, refreshToken, "oauth_token_issued", access);
-  }
-
-  /** Signs an access token for a grant and answers the token request (with the next refresh token, if any). */
-  /** The identity and expiry of the next access token, fixed before it is signed so a refresh family can record it. */
-  private nextAccess(): IssuedAccess {
-    // Rounded up so a token always lives at least the configured number of seconds.
-    return { jti: randomToken(16), exp: Math.ceil(Date.now() / 1000 + this.settings.oauth_access_token_ttl_s) };
-  }
-
-  private async tokenResponse(grant: { client_id: string; subject: string; resource: string }, scopes: string[], refreshToken: string | undefined, event: string, access: IssuedAccess): Promise<Response> {
-    const ttl = this.settings.oauth_access_token_ttl_s;
-    const iat = Math.floor(Date.now() / 1000);
-    const token = await new SignJWT({ client_id: grant.client_id, scope: scopes.join(" ") })
-      .setProtectedHeader({ alg: "HS256", typ: "at+jwt" })
-      .setIssuer(this.urls.issuer)
-      .setAudience(grant.resource)
-      .setSubject(grant.subject)
-      .setIssuedAt(iat)
-      .setExpirationTime(access.exp)
-      .setJti(access.jti)
-      .sign(this.key.current());
-    this.audit.record(event, { client_id: grant.client_id, resource: grant.resource, scope: scopes.join(" "), expires_in: ttl, refresh: refreshToken !== undefined });
-    return jsonResponse(200, {
-      access_token: token,
-      token_type: "Bearer",
-      scope: scopes.join(" "),
-      expires_in: ttl,
-      ...(refreshToken ? { refresh_token: refreshToken } : {}),
-    });
-  }
-
-  /**
-   * grant_type=refresh_token for public clients: the presented token is retired and the next one of
-   * its family returned; a retired token presented again revokes the whole family. `scope` may only
-   * narrow, `resource` may only repeat the original.
-   */
-  private async refreshGrant(get: (k: string) => string): Promise<Response> {
-    const presented = get("refresh_token");
-    const clientId = get("client_id");
-    if (!presented || !clientId) return oauthError(400, "invalid_request", "refresh_token and client_id are required");
-    if (!this.clients.get(clientId)) return oauthError(401, "invalid_client", "Unknown client_id");
-    const access = this.nextAccess();
-    const outcome = await this.refresh.rotate(presented, clientId, this.keyId(), access);
-    if (outcome.status === "reused") {
-      this.audit.record("oauth_refresh_reuse_detected", { client_id: outcome.client_id, family: outcome.family.slice(0, 8) });
-      return oauthError(400, "invalid_grant", "Refresh token was already used; the authorization is revoked, approve the client again");
-    }
-    if (outcome.status === "invalid") return oauthError(400, "invalid_grant", "Unknown, expired or revoked refresh token");
-    const rec = outcome.record;
-    if (get("resource") && !sameResource(get("resource"), rec.resource)) return oauthError(400, "invalid_target", "Resource mismatch");
-    let scopes = rec.scopes;
-    if (get("scope")) {
-      const asked = normalizeScopes(get("scope"));
-      if (!asked.ok || asked.scopes.some((s) => !rec.scopes.includes(s))) return oauthError(400, "invalid_scope", "A refresh may only narrow the granted scopes");
-      scopes = asked.scopes;
-    }
-    return this.tokenResponse(rec, scopes, outcome.token, "oauth_token_refreshed", access);
-  }
-
-  /**
-   * RFC 7009 revocation for public clients: a refresh token revokes its family, an access token its
-   * `jti` until expiry. Unknown or foreign tokens are answered 200 as well, so the endpoint tells a
-   * caller nothing about tokens it does not hold.
-   */
-  private async revoke(req: Request): Promise<Response> {
-    const form = new URLSearchParams(await req.text());
-    const dup = repeatedParameter(form);
-    if (dup) return oauthError(400, "invalid_request", `Parameter ${dup} was sent more than once`);
-    const token = form.get("token") ?? "";
-    const clientId = form.get("client_id") ?? "";
-    if (!token || !clientId) return oauthError(400, "invalid_request", "token and client_id are required");
-    if (await this.refresh.revokeFamily(token, clientId)) {
-      this.audit.record("oauth_token_revoked", { client_id: clientId, kind: "refresh_token" });
-      return new Response(null, { status: 200, headers: { "cache-control": "no-store" } });
-    }
-    const auth = await this.verify(token);
-    const jti = this.verified.get(token)?.jti;
-    if (auth && jti && auth.clientId === clientId && auth.expiresAt !== undefined) {
-      await this.refresh.revokeAccessToken(jti, auth.expiresAt);
-      this.verified.delete(token);
-      this.audit.record("oauth_token_revoked", { client_id: clientId, kind: "access_token" });
-    }
-    return new Response(null, { status: 200, headers: { "cache-control": "no-store" } });
   }
 
   /**
@@ -532,7 +353,7 @@ export class OAuthServer {
         scopes,
         expiresAt: payload.exp,
         resource: new URL(this.urls.resource),
-        extra: { sub: typeof payload.sub === "string" ? payload.sub : SUBJECT },
+        extra: { sub: typeof payload.sub === "string" ? payload.sub : SUBJECT, jti: payload.jti },
       };
       if (this.verified.size >= VERIFIED_CACHE_MAX) this.verified.clear();
       this.verified.set(token, { auth, expMs: payload.exp * 1000, generation: this.key.generation, jti: payload.jti });

@@ -94,7 +94,7 @@ describe("Agent Bridge upstream OAuth", () => {
     expect((again.content[0] as { text: string }).text).toContain("local-shell-mcp mcp auth up");
   });
 
-  test("crafted entries: revoked at an endpoint that accepts, failed (exit 1) at one that does not answer", async () => {
+  test("crafted entries: revoked at an endpoint that accepts, unsupported without one, failed (exit 1) at one that does not answer", async () => {
     using scratch = tempDir("lsm-scratch-");
     const fixture = await startHttpFixture(scratch.path);
     try {
@@ -105,6 +105,10 @@ describe("Agent Bridge upstream OAuth", () => {
       const ok = await cli(state.path, ["auth", "up", "--logout"]);
       expect(ok.code).toBe(0);
       expect(JSON.parse(ok.stdout)).toMatchObject({ remote_revocation: "revoked", local_credentials_cleared: true });
+      writeFileSync(path, JSON.stringify({ version: 1, servers: { up: { oauth: { tokens: { access_token: "a", token_type: "Bearer" }, client_info: { client_id: "c" }, authorization_metadata: {} } } } }), { mode: 0o600 });
+      const unsupported = await cli(state.path, ["auth", "up", "--logout"]);
+      expect(unsupported.code).toBe(0);
+      expect(JSON.parse(unsupported.stdout)).toMatchObject({ remote_revocation: "unsupported", local_credentials_cleared: true });
       craft("http://127.0.0.1:1/revoke");
       const bad = await cli(state.path, ["auth", "up", "--logout"]);
       expect(bad.code).toBe(1);

@@ -5,7 +5,7 @@ import { redirectUriAllowed } from "../../src/oauth/clients.ts";
 import { escapeHtml, approvalPage } from "../../src/oauth/page.ts";
 import { PinThrottle } from "../../src/oauth/pin-throttle.ts";
 import { SigningKey } from "../../src/oauth/secret.ts";
-import { secretsEqual } from "../../src/oauth/server.ts";
+import { secretsEqual } from "../../src/oauth/common.ts";
 import { baseUrlProblem, normalizeScopes, oauthUrls } from "../../src/oauth/urls.ts";
 import { loadSettings } from "../../src/config/load.ts";
 import { adminPinAcceptable, startupProblem } from "../../src/cli/serve.ts";
