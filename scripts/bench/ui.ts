@@ -88,6 +88,8 @@ try {
   console.log(summary("/ui load to interactive dashboard", tti));
   console.log(`executable: ${(statSync(binary).size / 1048576).toFixed(1)} MiB`);
   console.log(`p50 echo ${percentile(echo, 50).toFixed(2)} ms (target <= 15), load p50 ${percentile(tti, 50).toFixed(0)} ms (target <= 200)`);
+  // Persistent shells outlive the server by design; this one was only for the measurement.
+  await call("kill_persistent_shell", { session_id: sid, shell_id: shellId });
   await client.close();
 } finally {
   proc.kill();
