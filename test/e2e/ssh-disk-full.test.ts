@@ -11,6 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { keyOf, type SshClient, startSshClient, transferDone } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
+import { needsRoot } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const isRoot = process.getuid!() === 0;
@@ -51,7 +52,7 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the sshd fixture adds users, and the small filesystem is a tmpfs mount.
-describe.skipIf(!isRoot)("a full local disk", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users, and a full disk needs a small tmpfs mount"))("a full local disk", () => {
   test("while exec spools its output, and while a download runs", async () => {
     // 256 KiB/s: the 2 MiB download runs for about 8 s, long enough to fill the disk under it
     s = await startSshClient({ sshd, localRoot: mount, args: ["--transfer-bwlimit", "256"] });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { $ } from "bun";
 import { existsSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { keyOf, processCount, type SshClient, startSshClient, transferDone } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -40,7 +40,7 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the sshd fixture adds users.
-describe.skipIf(!isRoot)("specific error codes", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("specific error codes", () => {
   test("sshd refusing a new channel is channel_refused; a command's own exit 255 is a result", async () => {
     expect(await s.ok("exec", { ...k, command: "exit 255" })).toMatchObject({ exit_code: 255, timed_out: false });
     const tag = `5${Date.now() % 100_000}`;

@@ -8,7 +8,7 @@ import { $ } from "bun";
 import { randomBytes } from "node:crypto";
 import { existsSync, lstatSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, serverEnv, tempDir, type TempDir } from "../helpers/harness.ts";
+import { binary, needsRoot, serverEnv, tempDir, type TempDir } from "../helpers/harness.ts";
 import { fixtureProcesses, processCount, type SshClient, startSshClient } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -48,7 +48,7 @@ afterAll(async () => {
   root?.[Symbol.dispose]();
 }, 60_000);
 
-describe.skipIf(!isRoot)("ssh server lifecycle", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("ssh server lifecycle", () => {
   test("session_limit_reached and transfer_limit_reached", async () => {
     const s = await start(["--max-sessions", "1", "--max-transfers", "1"]);
     const c = await s.ok("connect", { ssh_alias: sshd.alias });

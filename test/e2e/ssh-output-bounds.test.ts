@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { $ } from "bun";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { keyOf, type SshClient, startSshClient } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 
@@ -54,7 +54,7 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the sshd fixture adds users.
-describe.skipIf(!isRoot)("responses stay within ~3x the captured bytes", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("responses stay within ~3x the captured bytes", () => {
   test("10 MB of NULs on stdout and stderr: base64, client still connected", async () => {
     const r = await execRatio("NUL bytes (stdout+stderr)", "head -c 10000000 /dev/zero; head -c 10000000 /dev/zero >&2");
     expect(r.stdout).toMatchObject({ encoding: "base64", captured_bytes: LIMIT, total_bytes: 10_000_000, truncated: true });

@@ -9,7 +9,7 @@ import { $ } from "bun";
 import { randomBytes } from "node:crypto";
 import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { keyOf, type SshClient, startSshClient, transferDone } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 
@@ -52,7 +52,7 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the sshd fixture adds users.
-describe.skipIf(!isRoot)("download partials", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("download partials", () => {
   test("live in the private partial directory, and nowhere else", async () => {
     const partialDir = join(root.path, ".local-shell-mcp-ssh", "partials");
     expect(statSync(partialDir).mode & 0o777).toBe(0o700);

@@ -8,7 +8,7 @@ import { $ } from "bun";
 import { randomBytes } from "node:crypto";
 import { existsSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { fixtureProcesses, keyOf, processCount, type SshClient, startSshClient } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
@@ -54,7 +54,7 @@ async function nothingLeft(tag: string): Promise<void> {
 }
 
 // Needs root: the sshd fixture adds users.
-describe.skipIf(!isRoot)("the server's end ends its master and rsync", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("the server's end ends its master and rsync", () => {
   test("SIGKILL of the server; a restarted server sweeps the control directory it left", async () => {
     const tag = `8${Date.now() % 100_000}`;
     const s = await busyServer("killed.bin", tag);

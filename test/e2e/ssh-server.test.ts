@@ -7,7 +7,7 @@ import { $ } from "bun";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir, tmpSnapshot } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir, tmpSnapshot } from "../helpers/harness.ts";
 import { fixtureProcesses, type SshClient, startSshClient, transferDone } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
@@ -72,7 +72,7 @@ afterAll(async () => {
   root?.[Symbol.dispose]();
 }, 60_000);
 
-describe.skipIf(!isRoot)("ssh server", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("ssh server", () => {
   let sid = "";
   let key = "";
   const k = () => ({ session_id: sid, session_key: key });

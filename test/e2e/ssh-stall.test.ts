@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { $ } from "bun";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { keyOf, type SshClient, startSshClient } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -31,7 +31,7 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the sshd fixture adds users.
-describe.skipIf(!isRoot)("a stalled host", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("a stalled host", () => {
   test("exec timeout and transfer_cancel return on time; the session works again after the stall", async () => {
     s = await startSshClient({ sshd, localRoot: root.path, args: ["--transfer-bwlimit", "1024"] });
     const k = keyOf(await s.ok("connect", { ssh_alias: sshd.alias }));

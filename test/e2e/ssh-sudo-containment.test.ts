@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { $ } from "bun";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { keyOf, type SshClient, startSshClient } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
@@ -63,7 +63,7 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the fixture adds users and sudoers rules, and `ps` must see the remote root tree.
-describe.skipIf(!isRoot)("sudo_exec leaves no root process", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("sudo_exec leaves no root process", () => {
   test("after a timeout (with a background job that ignores TERM)", async () => {
     const { s, k } = await session();
     const t = tag();
@@ -137,7 +137,7 @@ describe.skipIf(!isRoot)("sudo_exec leaves no root process", () => {
 });
 
 // Needs root: the fixture adds users and sudoers rules.
-describe.skipIf(!isRoot)("sudo outcomes", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("sudo outcomes", () => {
   test("cases sudo -n cannot tell apart all say so; only NOPASSWD for the exact line works", async () => {
     const { s, k } = await session();
     try {

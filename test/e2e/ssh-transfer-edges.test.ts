@@ -8,7 +8,7 @@ import { $ } from "bun";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, linkSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { type SshClient, startSshClient, transferDone } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 
@@ -61,7 +61,7 @@ afterAll(async () => {
   outside?.[Symbol.dispose]();
 }, 60_000);
 
-describe.skipIf(!isRoot)("transfer edge cases", () => {
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("transfer edge cases", () => {
   test("names that sha256sum would escape (backslash, newline) download and upload", async () => {
     const h = sshd.home;
     for (const [name, local] of [["back\\slash.txt", "bs.txt"], ["new\nline.txt", "nl.txt"]] as const) {

@@ -8,10 +8,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
-import { ROOT, tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, ROOT, tempDir, type TempDir } from "../helpers/harness.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 import { parse } from "../../release/provenance.ts";
-import { connectInRoot, inRoot, isRoot, killRootProcesses, makeRoot, processesInRoot, unpackInto } from "./roots.ts";
+import { connectInRoot, inRoot, killRootProcesses, makeRoot, processesInRoot, unpackInto } from "./roots.ts";
 
 // LSM_SMOKE_TARGETS=linux-x64 narrows the run while working on one target; CI runs both.
 const TARGETS = [
@@ -26,7 +26,7 @@ let out: string;
 const roots = new Map<string, string>();
 
 // Root is needed for chroot and the mounts; without it the archives cannot be run as a user would.
-describe.skipIf(!isRoot)("release archives (linux-x64, linux-arm64)", () => {
+describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap and entered with chroot"))("release archives (linux-x64, linux-arm64)", () => {
   beforeAll(async () => {
     dir = tempDir("lsm-release-");
     out = join(dir.path, "out");
