@@ -5,7 +5,8 @@
 # Debian 12's qemu-user-static (7.2) refuses prctl(PR_SET_CHILD_SUBREAPER), which the containment
 # runner needs (it then fails closed with 125), so we take Debian 13's qemu-user, whose binaries are
 # static, pinned by version and SHA-256, extracted once into the build cache. Flag F opens the
-# interpreter at registration, so it also serves inside a chroot. Idempotent; needs root.
+# interpreter at registration, so it also serves inside a chroot; flag P keeps argv[0], which
+# busybox (the musl root's userland) needs to know which applet it is. Idempotent; needs root.
 set -euo pipefail
 QEMU_SUITE=trixie
 QEMU_DEBVER=1:10.0.13+ds-0+deb13u1
@@ -45,7 +46,7 @@ fi
 BM=/proc/sys/fs/binfmt_misc
 [[ -e "$BM/register" ]] || mount -t binfmt_misc binfmt_misc "$BM"
 if [[ -e "$BM/qemu-aarch64" ]]; then
-  grep -qx "interpreter $QEMU" "$BM/qemu-aarch64" && grep -qx enabled "$BM/qemu-aarch64" && exit 0
-  echo -1 >"$BM/qemu-aarch64" # another qemu (e.g. Debian 12's) is registered: replace it
+  grep -qx "interpreter $QEMU" "$BM/qemu-aarch64" && grep -qx enabled "$BM/qemu-aarch64" && grep -qx "flags: POCF" "$BM/qemu-aarch64" && exit 0
+  echo -1 >"$BM/qemu-aarch64" # another qemu (e.g. Debian 12's) or other flags: replace it
 fi
-printf ':qemu-aarch64:M::%s:%s:%s:OCF\n' "$MAGIC" "$MASK" "$QEMU" >"$BM/register"
+printf ':qemu-aarch64:M::%s:%s:%s:POCF\n' "$MAGIC" "$MASK" "$QEMU" >"$BM/register"

@@ -1,24 +1,24 @@
 #!/usr/bin/env bash
 # Make (once) and print the path of a bare root filesystem for the release smoke tests: Debian 12
 # "minbase" (bash, coreutils, no Bun, Node, tmux or compiler) for amd64 or arm64, or a musl root
-# (Debian's musl loader plus busybox-static as the shell and userland).
+# (Debian's musl loader plus busybox-static as the shell and userland; amd64 or arm64).
 #
-# Usage: release/make-root.sh amd64|arm64|musl-amd64
+# Usage: release/make-root.sh amd64|arm64|musl-amd64|musl-arm64
 # Cached under ${LSM_BUILD_CACHE:-~/.cache/local-shell-mcp-build}/roots/<name>-<key>/ (root needed to build).
 set -euo pipefail
 export LC_ALL=C TZ=UTC
-FLAVOUR=${1:?usage: make-root.sh amd64|arm64|musl-amd64}
+FLAVOUR=${1:?usage: make-root.sh amd64|arm64|musl-amd64|musl-arm64}
 SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
 SCRIPT_PATH=$(readlink -f "${BASH_SOURCE[0]}")
 # The key covers this flavour's own recipe (its case branch), so editing one flavour keeps the others.
-KEY=$({ sed -n "/^  $FLAVOUR)\$/,/^    ;;\$/p" "$SCRIPT_PATH"; echo "$FLAVOUR $SUITE $MIRROR"; } | sha256sum | cut -c1-12)
+KEY=$({ sed -nE "/^  ([^ ]*\|)?$FLAVOUR(\|[^ ]*)?\)\$/,/^    ;;\$/p" "$SCRIPT_PATH"; echo "$FLAVOUR $SUITE $MIRROR"; } | sha256sum | cut -c1-12)
 CACHE_ROOT=${LSM_BUILD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/local-shell-mcp-build}
 DEST=$CACHE_ROOT/roots/$FLAVOUR-$KEY
 say() { printf 'make-root: %s\n' "$*" >&2; }
 
 # An arm64 root is only usable with qemu registered (also after a reboot, with the root cached).
-if [[ $FLAVOUR == arm64 ]]; then bash "$(dirname "$SCRIPT_PATH")/binfmt-aarch64.sh"; fi
+if [[ $FLAVOUR == *arm64 ]]; then bash "$(dirname "$SCRIPT_PATH")/binfmt-aarch64.sh"; fi
 if [[ -f "$DEST/.complete" ]]; then echo "$DEST"; exit 0; fi
 mkdir -p "$CACHE_ROOT/roots"
 exec 9>"$CACHE_ROOT/roots/$FLAVOUR-$KEY.lock"
@@ -43,22 +43,39 @@ case "$FLAVOUR" in
     chroot "$STAGE" /debootstrap/debootstrap --second-stage >>"$STAGE.log" 2>&1 \
       || { tail -20 "$STAGE.log" >&2; exit 1; }
     ;;
-  musl-amd64)
-    # No glibc at all: the musl loader (Debian's musl package) and a static busybox for sh/bash.
+  musl-amd64|musl-arm64)
+    # Alpine-like, no glibc at all: Debian's musl (loader + libc) and a static busybox as sh/bash,
+    # fetched through a private apt configuration for the root's architecture. Like Alpine, no
+    # /etc/ld-musl-*.path: the loader searches /lib, /usr/local/lib and /usr/lib.
+    arch=${FLAVOUR#musl-}
+    [[ $arch == arm64 ]] && bash "$(dirname "$SCRIPT_PATH")/binfmt-aarch64.sh"
     work=$(mktemp -d)
-    (cd "$work" && apt-get download musl busybox-static >/dev/null 2>&1) || { say "apt-get download failed"; exit 1; }
-    for deb in "$work"/*.deb; do dpkg-deb -x "$deb" "$STAGE"; done
+    mkdir -p "$work/parts" "$work/lists/partial" "$work/cache/archives/partial" "$work/dl"
+    printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nArchitectures: %s\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+      "$MIRROR" "$SUITE" "$arch" >"$work/parts/lsm-root.sources"
+    o=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$work/parts" -o "Dir::State::Lists=$work/lists"
+      -o "Dir::Cache=$work/cache" -o "Dir::State::status=/dev/null" -o "Acquire::Languages=none" -o "APT::Sandbox::User=root"
+      -o "APT::Architectures::=$arch")
+    apt-get "${o[@]}" update -qq >/dev/null 2>&1 || { say "apt-get update failed"; exit 1; }
+    (cd "$work/dl" && apt-get "${o[@]}" download "musl:$arch" "busybox-static:$arch" >/dev/null 2>&1) || { say "apt-get download failed"; exit 1; }
+    for deb in "$work"/dl/*.deb; do dpkg-deb -x "$deb" "$STAGE"; done
     rm -rf -- "$work"
-    mkdir -p "$STAGE/bin" "$STAGE/tmp" "$STAGE/proc" "$STAGE/dev" "$STAGE/root" "$STAGE/etc"
+    rm -rf "$STAGE"/etc/ld-musl-*.path "$STAGE"/etc/ld-musl-*.d
+    mkdir -p "$STAGE/bin" "$STAGE/tmp" "$STAGE/proc" "$STAGE/dev" "$STAGE/root" "$STAGE/etc" "$STAGE/usr/local/lib"
     chmod 1777 "$STAGE/tmp"
     if [[ ! -f "$STAGE/bin/busybox" && -f "$STAGE/usr/bin/busybox" ]]; then mv "$STAGE/usr/bin/busybox" "$STAGE/bin/busybox"; fi
     [[ -f "$STAGE/bin/busybox" && ! -L "$STAGE/bin/busybox" ]] || { say "busybox binary missing"; exit 1; }
     # Relative links, one per applet, so they resolve inside the root.
-    for applet in $("$STAGE/bin/busybox" --list); do
+    for applet in $(chroot "$STAGE" /bin/busybox --list); do
       [[ "$applet" == busybox ]] || ln -sf busybox "$STAGE/bin/$applet"
     done
-    ln -sf busybox "$STAGE/bin/bash"
-    [[ -e "$STAGE/lib/ld-musl-x86_64.so.1" ]] || { say "musl loader missing"; exit 1; }
+    # The server runs commands with /bin/bash by default; Alpine users `apk add bash` (QUICKSTART).
+    # Here busybox's ash stands in for it (busybox has no "bash" applet name).
+    rm -f "$STAGE/bin/bash"
+    printf '#!/bin/sh\nexec /bin/sh "$@"\n' >"$STAGE/bin/bash"
+    chmod 0755 "$STAGE/bin/bash"
+    loader=ld-musl-x86_64.so.1; [[ $arch == arm64 ]] && loader=ld-musl-aarch64.so.1
+    [[ -e "$STAGE/lib/$loader" ]] || { say "musl loader missing"; exit 1; }
     echo "root:x:0:0:root:/root:/bin/sh" >"$STAGE/etc/passwd"
     echo "root:x:0:" >"$STAGE/etc/group"
     ;;

@@ -4,7 +4,7 @@
  * builds the helpers (from the caches); `parse` reads the record back from the document; `differences`
  * says what disagrees. scripts/provenance.ts writes the record; test/release/provenance.test.ts checks it.
  */
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -34,18 +34,29 @@ export function collectPins(root: string): ProvenanceRecord {
   r.set("ncurses source", `${shellVar(tmux, "NCURSES_DEBVER")} ${shellVar(tmux, "NCURSES_ORIG")} ${shellVar(tmux, "NCURSES_ORIG_SHA256")}`);
   r.set("ncurses fallbacks", shellVar(tmux, "TERM_FALLBACKS"));
   r.set("musl source (arm64 sysroot)", `${shellVar(cross, "MUSL_DEBVER")} ${shellVar(cross, "MUSL_ORIG")} ${shellVar(cross, "MUSL_ORIG_SHA256")}`);
+  const cxx = join(root, "native", "libstdcxx-musl", "build.sh");
+  const debs = [...readFileSync(cxx, "utf8").matchAll(/^(?:\s*DEBARCH=(\w+) .*|\s*(?:DEB_SHA256=")?(\S+) ([0-9a-f]{64})"?(?: ;;)?)$/gm)];
+  let arch = "";
+  for (const m of debs) {
+    if (m[1]) arch = m[1];
+    else r.set(`musl libstdc++ input ${m[2]}:${arch}`, `${m[2]!.startsWith("musl") ? shellVar(cxx, "MUSL_DEBVER") : shellVar(cxx, "GCC_DEBVER")} ${m[3]}`);
+  }
   r.set("qemu-user (tests only)", `${shellVar(binfmt, "QEMU_DEBVER")} ${shellVar(binfmt, "QEMU_DEB_SHA256")}`);
   return r;
 }
 
-/** SHA-256 of each helper file in a folder per CPU (build/native/<cpu>/ layout). */
+/** SHA-256 of each helper file in a folder per CPU (build/native/<cpu>/ layout), and of the musl
+ * targets' lib/libstdc++.so.6 where the folder has one. */
 export function helperDigests(dirs: Record<string, string>): ProvenanceRecord {
   const r: ProvenanceRecord = new Map();
-  for (const [cpu, dir] of Object.entries(dirs)) for (const name of ["lsm-runner", "tmux"]) r.set(`${cpu} ${name} sha256`, sha256(readFileSync(join(dir, name))));
+  for (const [cpu, dir] of Object.entries(dirs)) {
+    for (const name of ["lsm-runner", "tmux"]) r.set(`${cpu} ${name} sha256`, sha256(readFileSync(join(dir, name))));
+    if (existsSync(join(dir, "libstdc++.so.6"))) r.set(`${cpu}-musl lib/libstdc++.so.6 sha256`, sha256(readFileSync(join(dir, "libstdc++.so.6"))));
+  }
   return r;
 }
 
-/** Builds (from the caches) the Linux helpers for both CPUs into a temp folder and digests them. */
+/** Builds (from the caches) the Linux helpers and the musl libstdc++ for both CPUs into a temp folder and digests them. */
 export function buildAndDigestHelpers(root: string): ProvenanceRecord {
   const dir = mkdtempSync(join(tmpdir(), "lsm-provenance-"));
   try {
@@ -56,6 +67,8 @@ export function buildAndDigestHelpers(root: string): ProvenanceRecord {
     run(["bash", join(root, "scripts", "build-native.sh"), join(dir, "linux-x64", "lsm-runner")]);
     run(["bash", join(root, "native", "tmux", "build.sh"), join(dir, "linux-x64", "tmux")]);
     run(["bash", join(root, "native", "cross", "build-aarch64.sh"), join(dir, "linux-arm64")]);
+    run(["bash", join(root, "native", "libstdcxx-musl", "build.sh"), "x86_64", join(dir, "linux-x64", "libstdc++.so.6")]);
+    run(["bash", join(root, "native", "libstdcxx-musl", "build.sh"), "aarch64", join(dir, "linux-arm64", "libstdc++.so.6")]);
     return helperDigests({ "linux-x64": join(dir, "linux-x64"), "linux-arm64": join(dir, "linux-arm64") });
   } finally {
     rmSync(dir, { recursive: true, force: true });

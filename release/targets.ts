@@ -10,15 +10,20 @@ export interface ReleaseTarget {
   helpers: "linux-x64" | "linux-arm64" | null;
   /** What `file` says about the executable (checked by the release tests). */
   fileSays: RegExp;
+  /**
+   * musl targets: the CPU for which the archive ships `lib/libstdc++.so.6`, which Bun's musl runtime
+   * needs (native/libstdcxx-musl/build.sh); null for the others.
+   */
+  muslLibstdcxx: "x86_64" | "aarch64" | null;
 }
 
 export const TARGETS: Record<string, ReleaseTarget> = {
-  "linux-x64": { bun: "bun-linux-x64", helpers: "linux-x64", fileSays: /ELF 64-bit LSB.*x86-64/ },
-  "linux-arm64": { bun: "bun-linux-arm64", helpers: "linux-arm64", fileSays: /ELF 64-bit LSB.*ARM aarch64/ },
-  "linux-x64-musl": { bun: "bun-linux-x64-musl", helpers: "linux-x64", fileSays: /ELF 64-bit LSB.*x86-64/ },
-  "linux-arm64-musl": { bun: "bun-linux-arm64-musl", helpers: "linux-arm64", fileSays: /ELF 64-bit LSB.*ARM aarch64/ },
-  "darwin-x64": { bun: "bun-darwin-x64", helpers: null, fileSays: /Mach-O 64-bit.*x86_64/ },
-  "darwin-arm64": { bun: "bun-darwin-arm64", helpers: null, fileSays: /Mach-O 64-bit.*arm64/ },
+  "linux-x64": { bun: "bun-linux-x64", helpers: "linux-x64", fileSays: /ELF 64-bit LSB.*x86-64/, muslLibstdcxx: null },
+  "linux-arm64": { bun: "bun-linux-arm64", helpers: "linux-arm64", fileSays: /ELF 64-bit LSB.*ARM aarch64/, muslLibstdcxx: null },
+  "linux-x64-musl": { bun: "bun-linux-x64-musl", helpers: "linux-x64", fileSays: /ELF 64-bit LSB.*x86-64/, muslLibstdcxx: "x86_64" },
+  "linux-arm64-musl": { bun: "bun-linux-arm64-musl", helpers: "linux-arm64", fileSays: /ELF 64-bit LSB.*ARM aarch64/, muslLibstdcxx: "aarch64" },
+  "darwin-x64": { bun: "bun-darwin-x64", helpers: null, fileSays: /Mach-O 64-bit.*x86_64/, muslLibstdcxx: null },
+  "darwin-arm64": { bun: "bun-darwin-arm64", helpers: null, fileSays: /Mach-O 64-bit.*arm64/, muslLibstdcxx: null },
 };
 
 export const TARGET_NAMES = Object.keys(TARGETS);

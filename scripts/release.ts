@@ -1,7 +1,8 @@
 /**
  * Builds the release archives under release/out/ (or --out DIR):
  *   local-shell-mcp-<version>-<target>.tar.gz   one folder: executable, README.md, QUICKSTART.txt,
- *                                               LICENSE, NOTICE, licenses/ (third-party texts)
+ *                                               LICENSE, NOTICE, licenses/ (third-party texts);
+ *                                               musl targets also lib/libstdc++.so.6
  *   local-shell-mcp-<version>-<target>.tar.gz.sha256
  *   SHA256SUMS                                  every archive of this version in the folder
  * Usage: bun scripts/release.ts [TARGET...] [--out DIR]     (default: all six targets)
@@ -38,6 +39,8 @@ const lic = join(root, "release", "licenses");
 /** Licence texts per embedded part, as file name in licenses/ → source in release/licenses/. */
 const NATIVE_LICENCES = ["tmux-COPYING.txt", "libevent-LICENSE.txt", "ncurses-COPYING.txt", "musl-COPYRIGHT.txt"];
 const BUN_LICENCES = ["bun.txt", "LGPL-2.0.txt", "LGPL-2.1.txt", "Apache-2.0.txt"];
+/** GCC's libstdc++/libgcc (GPL-3 with the GCC Runtime Library Exception), for lib/ of musl targets. */
+const LIBSTDCXX_LICENCES = ["libstdc++-COPYRIGHT.txt", "GPL-3.0.txt"];
 const npm = await npmLicences(root);
 
 const MACOS_NOTE = `
@@ -52,6 +55,27 @@ on Linux only; this project's CI does not run them on a Mac. Persistent shells
 use a tmux found on PATH (for example from Homebrew). The executable is not
 notarised: the first start may need
   xattr -d com.apple.quarantine ./local-shell-mcp
+`;
+
+const muslNote = (arch: string) => `
+musl (Alpine and other musl systems)
+------------------------------------
+Bun's musl runtime needs libstdc++.so.6 from the system. On Alpine, install the
+distribution's copy (it is complete and gets security updates):
+  apk add libstdc++ bash
+(bash: commands run with /bin/bash unless shell_executable, for example
+LOCAL_SHELL_MCP_SHELL_EXECUTABLE=/bin/sh, names another shell.)
+Only on a musl system with no packaged libstdc++, use lib/libstdc++.so.6 from
+this folder: a subset built from Debian's GCC 12 libraries for musl, enough
+for this program but not for other C++ programs (native/libstdcxx-musl in the
+source tree). Put it where the musl loader looks, without LD_LIBRARY_PATH:
+  install -m 0644 lib/libstdc++.so.6 /usr/local/lib/
+musl searches /lib, /usr/local/lib and /usr/lib unless /etc/ld-musl-${arch}.path
+exists; if it does, it lists the only folders searched, so install the file
+into one of those (or add this folder's lib/ as a line of that file). Without
+the library, the executable stops at once with "Error loading shared library
+libstdc++.so.6". The embedded tmux and containment runner are static and need
+nothing from the system.
 `;
 
 mkdirSync(out, { recursive: true });
@@ -74,9 +98,11 @@ for (const target of targets) {
     .replaceAll("{{VERSION}}", pkg.version)
     .replaceAll("{{TARGET}}", target)
     .replaceAll("{{TMUX_NOTE}}", darwin ? "" : ", no tmux (a static tmux is inside)")
-    .replaceAll("{{PLATFORM_NOTE}}", darwin ? MACOS_NOTE : "");
+    .replaceAll("{{PLATFORM_NOTE}}", darwin ? MACOS_NOTE : spec.muslLibstdcxx ? muslNote(spec.muslLibstdcxx) : "");
   writeFileSync(join(stage, "QUICKSTART.txt"), quick);
-  for (const f of [...BUN_LICENCES, ...(darwin ? [] : NATIVE_LICENCES)]) copyFileSync(join(lic, f), join(stage, "licenses", f));
+  const libs = spec.muslLibstdcxx ? LIBSTDCXX_LICENCES : [];
+  for (const f of [...BUN_LICENCES, ...(darwin ? [] : NATIVE_LICENCES), ...libs]) copyFileSync(join(lic, f), join(stage, "licenses", f));
+  if (spec.muslLibstdcxx) await $`bash ${join(root, "native", "libstdcxx-musl", "build.sh")} ${spec.muslLibstdcxx} ${join(stage, "lib", "libstdc++.so.6")}`;
   for (const [file, text] of npm) writeFileSync(join(stage, "licenses", "npm", file), text);
   // Fixed modes, whatever the builder's umask.
   for (const p of walk(work)) chmodSync(p.path, p.dir || p.path === exe ? 0o755 : 0o644);

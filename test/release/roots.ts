@@ -12,8 +12,8 @@ import { ROOT } from "../helpers/harness.ts";
 
 export const isRoot = process.getuid?.() === 0;
 
-/** Makes (once) and returns the root for amd64, arm64 or musl-amd64. */
-export function makeRoot(flavour: "amd64" | "arm64" | "musl-amd64"): string {
+/** Makes (once) and returns the root for amd64, arm64, musl-amd64 or musl-arm64. */
+export function makeRoot(flavour: "amd64" | "arm64" | "musl-amd64" | "musl-arm64"): string {
   const r = Bun.spawnSync(["bash", join(ROOT, "release", "make-root.sh"), flavour], { stderr: "pipe" });
   if (r.exitCode !== 0) throw new Error(`make-root ${flavour} failed: ${r.stderr.toString()}`);
   return r.stdout.toString().trim();

@@ -9,17 +9,15 @@ import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from
 import { dirname, join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
 import { needsRoot, ROOT, tempDir, type TempDir } from "../helpers/harness.ts";
-import { pidAlive, waitFor } from "../helpers/wait.ts";
 import { parse } from "../../release/provenance.ts";
-import { connectInRoot, inRoot, killRootProcesses, makeRoot, processesInRoot, unpackInto } from "./roots.ts";
+import { runsInRoot } from "./checks.ts";
+import { killRootProcesses, makeRoot, unpackInto } from "./roots.ts";
 
 // LSM_SMOKE_TARGETS=linux-x64 narrows the run while working on one target; CI runs both.
 const TARGETS = [
   { target: "linux-x64", root: "amd64" as const, cpu: /x86-64/ },
   { target: "linux-arm64", root: "arm64" as const, cpu: /ARM aarch64/ },
 ].filter((t) => !process.env.LSM_SMOKE_TARGETS || process.env.LSM_SMOKE_TARGETS.split(",").includes(t.target));
-// A shell loop in the pane (an interactive bash would ignore the SIGTERM that kill sends first).
-const LOOP = `bash --norc --noprofile -c 'while IFS= read -r line; do eval "$line"; done'`;
 const recorded = parse(readFileSync(join(ROOT, "docs", "provenance.md"), "utf8"));
 let dir: TempDir;
 let out: string;
@@ -112,54 +110,7 @@ describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap a
       });
 
       test("runs in a bare root: --version, MCP tools/list, contained bash, embedded tmux", async () => {
-        const root = roots.get(t.target)!;
-        for (const tool of ["bun", "node", "tmux", "gcc"]) expect(existsSync(join(root, "usr", "bin", tool))).toBe(false);
-        const exe = `${unpacked.inside}/${folder}/local-shell-mcp`;
-        const home = `${unpacked.inside}/home`;
-        const ws = `${unpacked.inside}/ws`;
-        mkdirSync(join(root, ws), { recursive: true });
-        mkdirSync(join(root, home), { recursive: true, mode: 0o700 });
-
-        const v = Bun.spawnSync(inRoot(root, [exe, "--version"], { HOME: home, PATH: "/usr/bin:/bin" }), { stdout: "pipe", stderr: "pipe" });
-        expect(v.stderr.toString()).toBe("");
-        const line = v.stdout.toString();
-        expect(line).toMatch(new RegExp(`^local-shell-mcp ${pkg.version.replaceAll(".", "\\.")} ${t.target} build [0-9a-f]{16}\\n$`));
-
-        const mcp = await connectInRoot(root, exe, home, ws);
-        try {
-          const tools = (await mcp.client.listTools()).tools.map((x) => x.name);
-          for (const name of ["bash", "version", "session_start", "read_persistent_shell_output"]) expect(tools).toContain(name);
-          const ver = await mcp.ok<{ target: string; build_digest: string; platform: string }>("version");
-          expect(ver.target).toBe(t.target);
-          expect(line).toContain(`build ${ver.build_digest.slice(0, 16)}`);
-          expect(ver.platform).toBe(t.target.replace("linux-", "linux-"));
-
-          const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-          // A double-forked, session-leading sleeper: the runner must find and end it anyway.
-          const cmd = "( setsid sleep 600 & echo $! > sleeper.pid ) ; while [ ! -s sleeper.pid ]; do :; done; kill -0 $(cat sleeper.pid) && echo sleeper-up";
-          const r = await mcp.ok<{ result: { stdout: string; stderr: string; exit_code: number } }>("bash", { session_id: sid, command: cmd, timeout_s: 60 });
-          expect(r.result.stderr).toBe("");
-          expect(r.result.exit_code).toBe(0);
-          expect(r.result.stdout).toBe("sleeper-up\n");
-          const sleeper = Number(readFileSync(join(root, ws, "sleeper.pid"), "utf8").trim());
-          expect(sleeper).toBeGreaterThan(1);
-          await waitFor(() => !pidAlive(sleeper), { timeoutMs: 20_000, what: `the contained sleeper ${sleeper} to be gone` });
-
-          const shell = await mcp.ok<{ mode: string; result: { shell_id: string; backend: string } }>("bash", { session_id: sid, command: LOOP, pty: true });
-          expect(shell.result.backend).toBe("tmux");
-          const id = shell.result.shell_id;
-          await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "echo $((6 * 7))-from-tmux" });
-          const read = await mcp.ok<{ output: string; matched: boolean | null }>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: "^42-from-tmux$", timeout_s: 60 });
-          expect(read.matched).toBe(true);
-          // The tmux that served it is the embedded one, extracted into the private helper folder.
-          // (Under qemu-user the host sees the emulator first on the command line, so match any argument.)
-          const helperTmux = `${home}/.cache/local-shell-mcp/helpers/${pkg.version}/tmux`;
-          const servers = processesInRoot(root).filter((p) => readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").includes(helperTmux));
-          expect(servers.length).toBeGreaterThan(0);
-          expect((await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id })).killed).toBe(true);
-        } finally {
-          await mcp.close();
-        }
+        await runsInRoot(roots.get(t.target)!, unpacked.inside, folder, t.target);
       }, 300_000);
     });
   }
