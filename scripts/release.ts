@@ -46,14 +46,22 @@ const npm = await npmLicences(root);
 const MACOS_NOTE = `
 macOS
 -----
-This archive embeds neither tmux nor the Linux containment runner. On macOS,
-bounded commands fail closed in this release: the launchd/resource-coalition
-containment is designed and its decisions (gate, scan, retry, verdict) are
-unit-tested, but the launchctl/libproc side is not built yet, and a command
-that cannot be contained is not run. The macOS archives are built and tested
-on Linux only; this project's CI does not run them on a Mac. Persistent shells
-use a tmux found on PATH (for example from Homebrew). The executable is not
-notarised: the first start may need
+This archive embeds neither tmux nor the Linux containment runner. Bounded
+commands (the bash tool, jobs) are contained by the executable itself: each
+one runs as a disposable launchd job (launchctl, in your gui/<uid> domain, or
+user/<uid>), whose child publishes its resource coalition before the command
+is released; cleanup boots the job out and ends every process of yours in that
+coalition (found through libproc), including ones that started a new session.
+If that cannot be set up or confirmed, the command fails closed with exit 125.
+
+Plainly: the macOS archives are built and unit-tested (the containment's
+decisions and orchestration, against a stand-in for launchctl and libproc) but
+not exercised on a Mac by this project's CI. Persistent shells (bash with
+pty=true) are not available on macOS in this release: they run under the Linux
+containment runner, which this archive does not have, so they are refused with
+helper_unavailable rather than started uncontained. The executable is not
+notarised: the first
+start may need
   xattr -d com.apple.quarantine ./local-shell-mcp
 `;
 

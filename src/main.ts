@@ -7,6 +7,13 @@ if (argv.length === 1 && (argv[0] === "--version" || argv[0] === "-v")) {
   process.exit(0);
 }
 
+// Hidden: the macOS containment runner, started by the server (and by launchd) for each bounded
+// command; not in the help because nobody should call it by hand.
+if (argv[0] === "bounded-runner") {
+  const { boundedRunnerMain } = await import("./native/macos/cli.ts");
+  process.exit(await boundedRunnerMain(argv.slice(1)));
+}
+
 if (argv[0] === "serve") {
   const { unsupportedPlatform } = await import("./core/platform.ts");
   const refusal = unsupportedPlatform();

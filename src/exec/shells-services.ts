@@ -23,6 +23,8 @@ export function createShellServices(input: {
   settings: Settings;
   sessions: SessionStore;
   runner: () => Promise<string>;
+  /** The runner for jobs when it differs from the shells' (macOS: the launchd bounded runner). */
+  jobRunner?: () => Promise<string>;
   teardowns: SessionTeardown[];
   capabilities: Capabilities;
   probes: ProbeCache;
@@ -36,7 +38,7 @@ export function createShellServices(input: {
     shell: settings.shell_executable,
     maxJobs: settings.max_jobs,
     maxLogBytes: settings.max_job_log_bytes,
-    runner: input.runner,
+    runner: input.jobRunner ?? input.runner,
   });
   sessions.guards.push((rec) => jobs.sessionGuard(rec.session_id) !== "none");
   sessions.pruneLock = (sid) => lifecycle.tryExclusive(sid);

@@ -9,7 +9,7 @@ import { createShellServices } from "../exec/shells-services.ts";
 import { canonicalRoot } from "../fs/paths.ts";
 import { FileServices } from "../fs/services.ts";
 import { FileLinks } from "../links/index.ts";
-import { containmentRunner } from "../native/helpers.ts";
+import { boundedRunner, containmentRunner } from "../native/helpers.ts";
 import { baseCapabilities, probeSpecs } from "../sessions/orientation.ts";
 import { ProbeCache } from "../sessions/probes.ts";
 import { SessionStore } from "../sessions/store.ts";
@@ -39,7 +39,7 @@ export function createApp(settings: Settings): App {
   liveBridgeCapabilities(capabilities, settings);
   const probes = new ProbeCache();
   const sessionTeardowns: AppServices["sessionTeardowns"] = [];
-  const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, teardowns: sessionTeardowns, capabilities, probes });
+  const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, jobRunner: boundedRunner, teardowns: sessionTeardowns, capabilities, probes });
   const services: AppServices = {
     settings,
     workspaceRoot: canonicalRoot(settings.workspace_root),
@@ -47,7 +47,7 @@ export function createApp(settings: Settings): App {
     commandSlots: new Semaphore(settings.max_concurrent_commands),
     probes,
     capabilities,
-    runner: containmentRunner,
+    runner: boundedRunner,
     foreground: new ForegroundWork(),
     sessionTeardowns,
     ...shellServices,
