@@ -6,8 +6,7 @@
  * current-UID process in that coalition through libproc, including ones that started a new session
  * or process group. Anything that cannot be established or confirmed fails closed with exit 125.
  *
- * The launchctl/libproc side that feeds these functions is not part of this build (see
- * release/README.md); these functions fix its behaviour in advance.
+ * runner.ts sequences them; host.ts feeds them from launchctl and libproc.
  */
 
 /** The exit status for "containment could not be set up or its cleanup could not be confirmed". */
