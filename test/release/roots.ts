@@ -6,7 +6,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { existsSync, mkdirSync, readdirSync, readlinkSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "../helpers/harness.ts";
 
@@ -53,14 +53,30 @@ export function processesInRoot(root: string): number[] {
   return pids;
 }
 
+/**
+ * Ends what this test process left in the root: processes whose command line, working directory
+ * or environment (HOME) names one of our unpacked folders (`/opt/lsm-smoke-*-<our pid>`). The roots
+ * are cached and shared, so other test runs (other worktrees) may be using the same root at the
+ * same time: their processes and folders are not ours to end.
+ */
 export function killRootProcesses(root: string): void {
+  const mark = `-${process.pid}`;
+  const ours = (text: string) => [...text.matchAll(/\/opt\/lsm-smoke-[^/\0]*-\d+/g)].some((m) => m[0].endsWith(mark));
   for (const pid of processesInRoot(root)) {
     try {
-      process.kill(pid, "SIGKILL");
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      const environ = readFileSync(`/proc/${pid}/environ`, "utf8");
+      const cwd = readlinkSync(`/proc/${pid}/cwd`);
+      if (ours(cmdline) || ours(environ) || ours(cwd)) process.kill(pid, "SIGKILL");
     } catch {
-      // Already gone.
+      // Gone, or not ours to look at.
     }
   }
+}
+
+/** Removes this test process's unpacked folders from the root (not other runs'). */
+export function removeOurFolders(root: string): void {
+  for (const e of readdirSync(join(root, "opt"))) if (e.startsWith("lsm-smoke-") && e.endsWith(`-${process.pid}`)) rmSync(join(root, "opt", e), { recursive: true, force: true });
 }
 
 export interface RootClient {
@@ -75,7 +91,8 @@ export async function connectInRoot(root: string, exe: string, home: string, wor
   const env = { HOME: home, PATH: "/usr/local/bin:/usr/bin:/bin", TERM: "xterm-256color", LANG: "C.UTF-8" };
   // Full structured results (the contract's shape), as the shared harness asks for.
   const [command, ...args] = inRoot(root, [exe, "serve", "--mode", "stdio", "--workspace-root", workspace, "--state-dir", `${home}/state`, "--structured-output", "full"], env);
-  const transport = new StdioClientTransport({ command: command!, args, stderr: "pipe" });
+  // LSM_SMOKE_DEBUG=1 shows the server's own stderr (why it stopped, if it does).
+  const transport = new StdioClientTransport({ command: command!, args, stderr: process.env.LSM_SMOKE_DEBUG ? "inherit" : "pipe" });
   const client = new Client({ name: "lsm-release-smoke", version: "0" });
   await client.connect(transport);
   return {

@@ -5,13 +5,13 @@
  * Needs root (chroot, mounts in a private namespace) and the packages .ci/run installs.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
 import { needsRoot, ROOT, tempDir, type TempDir } from "../helpers/harness.ts";
 import { parse } from "../../release/provenance.ts";
 import { runsInRoot } from "./checks.ts";
-import { killRootProcesses, makeRoot, unpackInto } from "./roots.ts";
+import { killRootProcesses, makeRoot, removeOurFolders, unpackInto } from "./roots.ts";
 
 // LSM_SMOKE_TARGETS=linux-x64 narrows the run while working on one target; CI runs both.
 const TARGETS = [
@@ -36,7 +36,7 @@ describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap a
   afterAll(() => {
     for (const root of roots.values()) {
       killRootProcesses(root);
-      for (const e of readdirSync(join(root, "opt"))) if (e.startsWith("lsm-smoke-")) rmSync(join(root, "opt", e), { recursive: true, force: true });
+      removeOurFolders(root);
     }
     dir?.[Symbol.dispose]();
   });
