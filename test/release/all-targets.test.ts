@@ -137,6 +137,8 @@ describe.skipIf(!enabled)("musl archives in a musl-only root", () => {
       const root = makeRoot(flavour);
       const folder = `local-shell-mcp-${pkg.version}-${target}`;
       const unpacked = unpackInto(root, join(out, `${folder}.tar.gz`), target);
+      // Installed into the cached root for this run and removed after it: two LSM_RELEASE_ALL runs
+      // on one machine must not overlap (the default suite never uses the musl roots).
       const installed = join(root, "usr", "local", "lib", "libstdc++.so.6");
       try {
         expect(existsSync(installed)).toBe(false);
