@@ -82,13 +82,13 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     if (p.startsWith(`${base}/assets/`) && (req.method === "GET" || req.method === "HEAD")) return assetRoute(req, p.slice(`${base}/assets/`.length));
     if (p.startsWith(socketPrefix)) {
       if (req.headers.get("upgrade")?.toLowerCase() !== "websocket" || !facts.upgrade) return errorResponse(426, "upgrade_required", "this is a WebSocket endpoint");
-      const { admission, protocol } = await terminals.admit(req, url, decodeURIComponent(p.slice(socketPrefix.length)));
+      const { admission, protocol } = await terminals.admit(req, url, decodeURIComponent(p.slice(socketPrefix.length)), facts.peer);
       return facts.upgrade(terminals.handler(admission), protocol) ? UPGRADED : errorResponse(400, "upgrade_failed", "the WebSocket upgrade failed");
     }
     if (!p.startsWith("/api/ui/")) return undefined;
     if (p === "/api/ui/session/oauth" && req.method === "POST") return sessions.signIn(req);
     if (p === "/api/ui/session/logout" && req.method === "POST") return sessions.signOut(req);
-    const auth = await sessions.authenticate(req);
+    const auth = await sessions.authenticate(req, { peer: facts.peer });
     if (!auth.ok) return auth.response;
     return handleApi(app, auth.principal, req, url);
   };
