@@ -108,6 +108,7 @@ const result = await Bun.build({
   compile: targetName === undefined ? { outfile } : { outfile, target: TARGETS[targetName]!.bun as Bun.Build.CompileTarget },
   bytecode: true,
   format: "esm",
+  splitting: true,
   minify: true,
   sourcemap: "none",
   target: "bun",

@@ -1,9 +1,9 @@
-import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
 import { timingSafeEqual } from "node:crypto";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { isLoopbackName } from "../core/loopback.ts";
-import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
+import { ensurePrivateDir } from "../store/atomic.ts";
 import type { Principal } from "../tools/context.ts";
 
 /**
@@ -27,11 +27,24 @@ export function localTokenPath(stateDir: string): string {
   return join(stateDir, "ui", "local-token");
 }
 
-/** Writes a new random token (replacing any previous one) and returns it. */
+/**
+ * Writes a new random token (replacing any previous one) and returns it: a private temp file
+ * (O_EXCL, 0600, no-follow) renamed over the old one, so readers see one token or the other. No
+ * fsync: the value only matters while this process runs, and a start-up must not wait on the disk.
+ */
 export function rotateLocalToken(stateDir: string): string {
   ensurePrivateDir(join(stateDir, "ui"));
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString("base64url");
-  writeFileAtomic(localTokenPath(stateDir), `${token}\n`);
+  const path = localTokenPath(stateDir);
+  const tmp = `${path}.tmp-${process.pid}`;
+  rmSync(tmp, { force: true });
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    writeSync(fd, `${token}\n`);
+  } finally {
+    closeSync(fd);
+  }
+  renameSync(tmp, path);
   return token;
 }
 
