@@ -146,7 +146,10 @@ const ENDPOINTS: Record<string, Endpoint> = {
     scopes: ["shell:read"],
     // The read-only fallback when the terminal socket cannot be opened (cap reached, no pty): the
     // pane's recent lines, which the browser polls.
-    run: async ({ app, url }) => {
+    run: async ({ app, principal, url }) => {
+      // Any shell's screen: only for the operator (cookie session, loopback token, or no auth at
+      // all); a bearer token acts as its own client and reads shells through the MCP tool instead.
+      if (principal && !principal.operator) throw new ToolError("insufficient_scope", "the terminal snapshot is for the operator's UI; use read_persistent_shell_output");
       const shellId = str(url.searchParams.get("shell_id"), "shell_id");
       const lines = Math.max(1, Math.min(2000, Number(url.searchParams.get("lines") ?? 500) || 500));
       const r = await app.services.shells.read(shellId, null, { lines, offset: null, waitFor: null, idleMs: null, timeoutMs: 0, maxBytes: SNAPSHOT_MAX_BYTES });

@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { connectHttp, type HttpServer, type McpHandle, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
+import { obtainToken } from "../oauth/flow.ts";
 
 let dir: TempDir;
 let open: HttpServer;
@@ -56,6 +57,11 @@ describe("first load", () => {
     const token = readFileSync(join(dir.path, "state-locked", "ui", "local-token"), "utf8").trim();
     const ok = await fetch(`${locked.url}/api/ui/dashboard`, { headers: { "x-local-shell-mcp-ui-token": token } });
     expect(ok.status).toBe(200);
+    // Any shell's screen is the operator's view: a bearer token (its own client) gets 403.
+    const bearer = (await obtainToken(locked.url, "index-test-pin-2468", "shell:read shell:execute")).token;
+    const refused = await fetch(`${locked.url}/api/ui/terminals/snapshot?shell_id=x`, { headers: { authorization: `Bearer ${bearer}` } });
+    expect(refused.status).toBe(403);
+    expect((await fetch(`${locked.url}/api/ui/terminals/snapshot?shell_id=nosuchshell`, { headers: { "x-local-shell-mcp-ui-token": token } })).status).toBe(404);
   });
 });
 
