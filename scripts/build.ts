@@ -103,6 +103,20 @@ const noOpenTui: BunPlugin = {
   },
 };
 
+/**
+ * OpenTUI bundles tree-sitter grammars (about 5 MB of WebAssembly and queries) for its code and
+ * markdown views, which `tui` does not use. They are only loaded by path when such a view parses,
+ * so each is replaced by one empty file; a view that tried would fail instead of highlighting.
+ */
+const noTreeSitterAssets: BunPlugin = {
+  name: "no-tree-sitter-assets",
+  setup(build) {
+    const empty = join(root, "build", "native", "opentui-no-asset.bin");
+    writeFileSync(empty, "");
+    build.onResolve({ filter: /(^|\/)(assets\/[a-z_]+\/[\w.-]+\.(wasm|scm)|tree-sitter\.wasm)$/ }, (args) => (args.importer.includes("@opentui") ? { path: empty } : undefined));
+  },
+};
+
 const result = await Bun.build({
   entrypoints: [join(root, "src", "main.ts")],
   compile: targetName === undefined ? { outfile } : { outfile, target: TARGETS[targetName]!.bun as Bun.Build.CompileTarget },
@@ -114,7 +128,7 @@ const result = await Bun.build({
   target: "bun",
   define: { __LSM_BUILD_TARGET__: JSON.stringify(target), __LSM_BUILD_DIGEST__: JSON.stringify(buildDigest()) },
   external: opentuiExternal,
-  plugins: [...(targetName === undefined ? [] : [helperRemap]), ...(embedsOpenTui ? [] : [noOpenTui])],
+  plugins: [...(targetName === undefined ? [] : [helperRemap]), ...(embedsOpenTui ? [] : [noOpenTui]), noTreeSitterAssets],
 });
 if (!result.success) {
   for (const m of result.logs) console.error(m);
