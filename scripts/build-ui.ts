@@ -12,6 +12,8 @@ export async function buildUi(root: string): Promise<{ files: number; gzipBytes:
     entrypoints: [join(root, "src", "ui", "web", "main.tsx")],
     target: "browser",
     format: "esm",
+    // The terminal view (xterm) is a chunk of its own, fetched when a terminal is first opened.
+    splitting: true,
     minify: true,
     sourcemap: "none",
     naming: { entry: "app-[hash].[ext]", asset: "[name]-[hash].[ext]", chunk: "chunk-[hash].[ext]" },

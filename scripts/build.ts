@@ -12,6 +12,7 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
 import { hostTarget, TARGETS } from "../release/targets.ts";
 import { buildUi } from "./build-ui.ts";
+import { opentuiExternals } from "./opentui-native.ts";
 
 const root = resolve(import.meta.dir, "..");
 const option = (name: string): string | undefined => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined);
@@ -85,16 +86,49 @@ const helperRemap: BunPlugin = {
   },
 };
 
+/**
+ * OpenTUI (the `tui` command) reaches its native library through one package per platform. Only
+ * the linux-x64 one is embedded (src/native/opentui.ts); the others stay external so the build
+ * neither needs nor carries them. A build for another target embeds no OpenTUI library at all:
+ * its own import is pointed at an empty file, so `tui` there says it is unavailable.
+ */
+const embedsOpenTui = target === "linux-x64";
+const opentuiExternal = opentuiExternals(target);
+const noOpenTui: BunPlugin = {
+  name: "no-opentui-native",
+  setup(build) {
+    const empty = join(root, "build", "native", "opentui-unavailable.js");
+    writeFileSync(empty, "export default \"\";\n");
+    build.onResolve({ filter: /^@opentui\/core-linux-x64$/ }, (args) => (args.importer.endsWith(join("src", "native", "opentui.ts")) ? { path: empty } : undefined));
+  },
+};
+
+/**
+ * OpenTUI bundles tree-sitter grammars (about 5 MB of WebAssembly and queries) for its code and
+ * markdown views, which `tui` does not use. They are only loaded by path when such a view parses,
+ * so each is replaced by one empty file; a view that tried would fail instead of highlighting.
+ */
+const noTreeSitterAssets: BunPlugin = {
+  name: "no-tree-sitter-assets",
+  setup(build) {
+    const empty = join(root, "build", "native", "opentui-no-asset.bin");
+    writeFileSync(empty, "");
+    build.onResolve({ filter: /(^|\/)(assets\/[a-z_]+\/[\w.-]+\.(wasm|scm)|tree-sitter\.wasm)$/ }, (args) => (args.importer.includes("@opentui") ? { path: empty } : undefined));
+  },
+};
+
 const result = await Bun.build({
   entrypoints: [join(root, "src", "main.ts")],
   compile: targetName === undefined ? { outfile } : { outfile, target: TARGETS[targetName]!.bun as Bun.Build.CompileTarget },
   bytecode: true,
   format: "esm",
+  splitting: true,
   minify: true,
   sourcemap: "none",
   target: "bun",
   define: { __LSM_BUILD_TARGET__: JSON.stringify(target), __LSM_BUILD_DIGEST__: JSON.stringify(buildDigest()) },
-  plugins: targetName === undefined ? [] : [helperRemap],
+  external: opentuiExternal,
+  plugins: [...(targetName === undefined ? [] : [helperRemap]), ...(embedsOpenTui ? [] : [noOpenTui]), noTreeSitterAssets],
 });
 if (!result.success) {
   for (const m of result.logs) console.error(m);

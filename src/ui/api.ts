@@ -23,6 +23,7 @@ interface Endpoint {
 
 const PREVIEW_LINES = 400;
 const MAX_LIST_ENTRIES = 1000;
+const SNAPSHOT_MAX_BYTES = 256 * 1024;
 
 const ok = (data: unknown) => jsonResponse(200, { ok: true, data });
 
@@ -86,6 +87,17 @@ function head(fd: number, limit: number): Buffer {
   return buf.subarray(0, n);
 }
 
+/** The dashboard's counts: `/api/ui/dashboard`, and embedded in the page when no sign-in is needed. */
+export async function dashboardFigures(app: App): Promise<{ sessions: number; running_shells: number; running_jobs: number }> {
+  const shells = await app.services.shells.list(null);
+  const jobs = app.services.jobs.readRows();
+  return {
+    sessions: app.services.sessions.list().length,
+    running_shells: shells.filter((s) => s.status === "running").length,
+    running_jobs: jobs.filter((j) => j.status === "running" || j.status === "starting").length,
+  };
+}
+
 const ENDPOINTS: Record<string, Endpoint> = {
   bootstrap: {
     method: "GET",
@@ -100,6 +112,12 @@ const ENDPOINTS: Record<string, Endpoint> = {
         machines: [{ name: "local", remote: false }],
       });
     },
+  },
+  dashboard: {
+    method: "GET",
+    scopes: ["shell:read"],
+    // The first view in one request (the page asks for it while its script is still starting).
+    run: async ({ app }) => ok(await dashboardFigures(app)),
   },
   sessions: {
     method: "GET",
@@ -122,6 +140,21 @@ const ENDPOINTS: Record<string, Endpoint> = {
     method: "GET",
     scopes: ["shell:read"],
     run: async ({ app }) => ok({ machine: "local", remote: false, shells: (await app.services.shells.list(null)).slice(0, 256) }),
+  },
+  "terminals/snapshot": {
+    method: "GET",
+    scopes: ["shell:read"],
+    // The read-only fallback when the terminal socket cannot be opened (cap reached, no pty): the
+    // pane's recent lines, which the browser polls.
+    run: async ({ app, principal, url }) => {
+      // Any shell's screen: only for the operator (cookie session, loopback token, or no auth at
+      // all); a bearer token acts as its own client and reads shells through the MCP tool instead.
+      if (principal && !principal.operator) throw new ToolError("insufficient_scope", "the terminal snapshot is for the operator's UI; use read_persistent_shell_output");
+      const shellId = str(url.searchParams.get("shell_id"), "shell_id");
+      const lines = Math.max(1, Math.min(2000, Number(url.searchParams.get("lines") ?? 500) || 500));
+      const r = await app.services.shells.read(shellId, null, { lines, offset: null, waitFor: null, idleMs: null, timeoutMs: 0, maxBytes: SNAPSHOT_MAX_BYTES });
+      return ok({ shell_id: shellId, output: r.current_line ? `${r.output}\n${r.current_line}` : r.output, status: r.status, exit_code: r.exit_code });
+    },
   },
   jobs: {
     method: "GET",

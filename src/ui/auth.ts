@@ -5,6 +5,7 @@ import { SCOPES } from "../core/scopes.ts";
 import { errorResponse, jsonResponse } from "../http/json.ts";
 import type { OAuthServer } from "../oauth/server.ts";
 import type { Principal } from "../tools/context.ts";
+import { checkLocalToken, LOCAL_TOKEN_HEADER, rotateLocalToken } from "./local-token.ts";
 
 /**
  * Who the browser is. The Human UI signs a person in with the same authorization server MCP clients
@@ -56,6 +57,8 @@ export function uiOrigin(settings: Settings, req: Request): string {
 export class UiSessions {
   private readonly sessionCookie: (origin: string) => string;
   private readonly csrfCookie: (origin: string) => string;
+  /** This start's loopback token (see local-token.ts); written to the state dir here. */
+  private readonly localToken: string;
 
   constructor(
     private readonly settings: Settings,
@@ -65,6 +68,7 @@ export class UiSessions {
     const suffix = (origin: string) => sha256Hex(origin).slice(0, 12);
     this.sessionCookie = (o) => `local-shell-mcp-ui-session-${suffix(o)}`;
     this.csrfCookie = (o) => `local-shell-mcp-ui-csrf-${suffix(o)}`;
+    this.localToken = rotateLocalToken(settings.state_dir);
   }
 
   cookieNames(origin: string): { session: string; csrf: string } {
@@ -134,9 +138,14 @@ export class UiSessions {
 
   /**
    * Authenticates an `/api/ui` request or a terminal upgrade. With auth_mode=none (loopback only)
-   * there is nobody to tell apart and every scope is granted, as for MCP.
+   * there is nobody to tell apart and every scope is granted, as for MCP. The loopback token header,
+   * when present, is judged on its own in every mode (and needs `peer`, the transport address).
    */
-  async authenticate(req: Request, opts: { binding?: string; websocket?: boolean } = {}): Promise<UiAuth> {
+  async authenticate(req: Request, opts: { binding?: string; websocket?: boolean; peer?: string } = {}): Promise<UiAuth> {
+    if (req.headers.has(LOCAL_TOKEN_HEADER)) {
+      const verdict = checkLocalToken(this.localToken, req, opts.peer ?? "");
+      return verdict.ok ? { ok: true, principal: verdict.principal } : { ok: false, response: errorResponse(verdict.status, verdict.code, verdict.message) };
+    }
     if (!this.oauth) return { ok: true, principal: undefined };
     const authz = req.headers.get("authorization");
     if (authz) {

@@ -2,7 +2,7 @@ import { errorResponse } from "../http/json.ts";
 import { type Route, UPGRADED } from "../http/server.ts";
 import type { OAuthServer } from "../oauth/server.ts";
 import type { App } from "../server/app.ts";
-import { handleApi } from "./api.ts";
+import { dashboardFigures, handleApi } from "./api.ts";
 import { BINDING_HEADER, BINDING_PROTOCOL_PREFIX, CSRF_HEADER, UI_SCOPE, uiOrigin, UiSessions } from "./auth.ts";
 import { TERMINAL_PROTOCOL, TerminalSockets } from "./terminal.ts";
 
@@ -36,7 +36,12 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     const { ENTRY_SCRIPT, ENTRY_STYLES } = await import("./assets.ts");
     const origin = uiOrigin(settings, req);
     const names = sessions.cookieNames(origin);
+    // Without sign-in (auth_mode=none, loopback only) anyone who can load the page can read the
+    // API, so the dashboard's first figures travel with the page and it shows them without a
+    // round trip. With OAuth the page carries no data: that needs the page's binding token.
+    const dashboard = oauth || req.method === "HEAD" ? null : await dashboardFigures(app).catch(() => null);
     const cfg = {
+      dashboard,
       uiPath: base,
       authMode: settings.auth_mode,
       wallpaper: settings.ui_wallpaper,
@@ -60,7 +65,7 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     // A JSON data block is inert under the CSP; `<` is escaped so no value can close the element.
     const json = JSON.stringify(cfg).replace(/</g, "\\u003c");
     const styles = ENTRY_STYLES.map((n) => `<link rel="stylesheet" href="${escapeHtml(`${base}/assets/${n}`)}">`).join("");
-    const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>local-shell-mcp</title>${styles}<script type="application/json" id="lsm-config">${json}</script><script type="module" src="${escapeHtml(`${base}/assets/${ENTRY_SCRIPT}`)}"></script></head><body><div id="app"></div></body></html>`;
+    const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>local-shell-mcp</title><link rel="icon" href="data:,">${styles}<script type="application/json" id="lsm-config">${json}</script><script type="module" src="${escapeHtml(`${base}/assets/${ENTRY_SCRIPT}`)}"></script></head><body><div id="app"></div></body></html>`;
     return new Response(html, { headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": UI_CSP, "cache-control": "no-store", "x-frame-options": "DENY", ...SECURITY_HEADERS } });
   };
 
@@ -82,13 +87,13 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     if (p.startsWith(`${base}/assets/`) && (req.method === "GET" || req.method === "HEAD")) return assetRoute(req, p.slice(`${base}/assets/`.length));
     if (p.startsWith(socketPrefix)) {
       if (req.headers.get("upgrade")?.toLowerCase() !== "websocket" || !facts.upgrade) return errorResponse(426, "upgrade_required", "this is a WebSocket endpoint");
-      const { admission, protocol } = await terminals.admit(req, url, decodeURIComponent(p.slice(socketPrefix.length)));
+      const { admission, protocol } = await terminals.admit(req, url, decodeURIComponent(p.slice(socketPrefix.length)), facts.peer);
       return facts.upgrade(terminals.handler(admission), protocol) ? UPGRADED : errorResponse(400, "upgrade_failed", "the WebSocket upgrade failed");
     }
     if (!p.startsWith("/api/ui/")) return undefined;
     if (p === "/api/ui/session/oauth" && req.method === "POST") return sessions.signIn(req);
     if (p === "/api/ui/session/logout" && req.method === "POST") return sessions.signOut(req);
-    const auth = await sessions.authenticate(req);
+    const auth = await sessions.authenticate(req, { peer: facts.peer });
     if (!auth.ok) return auth.response;
     return handleApi(app, auth.principal, req, url);
   };

@@ -4,6 +4,7 @@ import { TerminalBridges, type Viewer } from "../exec/bridge.ts";
 import type { SocketHandler } from "../http/server.ts";
 import type { App } from "../server/app.ts";
 import { BINDING_PROTOCOL_PREFIX, uiOrigin, type UiSessions } from "./auth.ts";
+import { LOCAL_TOKEN_HEADER } from "./local-token.ts";
 
 /**
  * `<ui_path>/ws/terminals/{shell_id}`: a browser (or any WebSocket client) attached to a persistent
@@ -43,7 +44,7 @@ export class TerminalSockets {
   }
 
   /** Decides on an upgrade request; the verdict travels with the socket and is applied on open. */
-  async admit(req: Request, url: URL, shellId: string): Promise<{ admission: Admission; protocol: string | undefined }> {
+  async admit(req: Request, url: URL, shellId: string, peer: string): Promise<{ admission: Admission; protocol: string | undefined }> {
     const offered = (req.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).filter((p) => p);
     const protocol = offered.includes(TERMINAL_PROTOCOL) ? TERMINAL_PROTOCOL : undefined;
     const refuse = (code: number, reason: string) => ({ admission: { refuse: code, reason }, protocol });
@@ -51,7 +52,10 @@ export class TerminalSockets {
     const bearer = offered.find((p) => p.startsWith(BEARER_PROTOCOL_PREFIX));
     const binding = offered.find((p) => p.startsWith(BINDING_PROTOCOL_PREFIX))?.slice(BINDING_PROTOCOL_PREFIX.length);
     let check: Request = req;
-    if (bearer) {
+    if (req.headers.has(LOCAL_TOKEN_HEADER)) {
+      // The native client's token: judged by authenticate (loopback peer, no Origin), never combined.
+      if (bearer || binding) return refuse(4400, "the loopback token cannot be combined with other credentials");
+    } else if (bearer) {
       // Non-browser clients may present an OAuth token instead of the cookie session.
       let token = "";
       try {
@@ -67,7 +71,7 @@ export class TerminalSockets {
       // A browser always sends Origin; it must be the UI's own, not merely one the general guard admits.
       if (origin !== uiOrigin(this.settings, req) && !(origin === null && this.settings.auth_mode === "none")) return refuse(4403, "origin not allowed");
     }
-    const auth = await this.sessions.authenticate(check, { websocket: true, ...(binding ? { binding } : {}) });
+    const auth = await this.sessions.authenticate(check, { websocket: true, peer, ...(binding ? { binding } : {}) });
     if (!auth.ok) return refuse(auth.response.status === 403 ? 4403 : 4401, "not signed in");
     const missing = ["shell:read", "shell:execute"].find((s) => auth.principal && !auth.principal.scopes.includes(s));
     if (missing) return refuse(4403, `missing scope ${missing}`);

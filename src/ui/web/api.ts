@@ -8,6 +8,8 @@ export interface UiConfig {
   bindingHeaderName: string;
   bindingProtocolPrefix: string;
   terminalProtocol: string;
+  /** The dashboard's first figures, embedded when no sign-in is needed (auth_mode=none). */
+  dashboard: null | { sessions: number; running_shells: number; running_jobs: number };
   oauth: null | {
     issuer: string;
     resource: string;

@@ -3,7 +3,23 @@ import { Fragment, render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, AuthRequired, config, finishSignIn, signIn, signOut } from "./api.ts";
 import "./style.css";
-import { TerminalView } from "./terminal.tsx";
+type TerminalModule = typeof import("./terminal.tsx");
+let terminalModule: Promise<TerminalModule> | undefined;
+
+/** xterm is most of the app's bytes and only this view needs it: its chunk loads on first use. */
+function TerminalView(props: { shellId: string; onClose: () => void }) {
+  const [mod, setMod] = useState<TerminalModule>();
+  useEffect(() => {
+    let live = true;
+    (terminalModule ??= import("./terminal.tsx"))
+      .then((m) => live && setMod(m))
+      .catch((e: unknown) => (problem.value = `could not load the terminal: ${String(e)}`));
+    return () => {
+      live = false;
+    };
+  }, []);
+  return mod ? <mod.TerminalView {...props} /> : <p>loading the terminal…</p>;
+}
 
 /**
  * The Human UI: what the server is doing (sessions, shells, jobs, todos, audit) and a way to step in
@@ -53,21 +69,35 @@ interface Job {
   exit_code: number | null;
 }
 
+/**
+ * Requests started before the first render (the script asks for the opening view's data right
+ * away instead of after Preact mounted); useData takes each one once.
+ */
+const early = new Map<string, Promise<unknown>>();
+function prefetch(path: string): void {
+  const p = api.get(path);
+  p.catch(() => undefined);
+  early.set(path, p);
+}
+
 /** Loads data for a view; re-runs every `everyMs` and when `key` changes. */
 function useData<T>(path: string | null, everyMs = 5000): { data: T | undefined; reload: () => void } {
-  const [data, setData] = useState<T>();
+  // Data the page came with is shown in the very first render, not one effect later.
+  const [data, setData] = useState<T | undefined>(() => (path === "dashboard" && config.dashboard ? (config.dashboard as T) : undefined));
   const [tick, setTick] = useState(0);
   useEffect(() => {
     if (!path) return;
     let live = true;
-    const load = () =>
-      api
-        .get<T>(path)
+    const load = () => {
+      const first = early.get(path) as Promise<T> | undefined;
+      early.delete(path);
+      return (first ?? api.get<T>(path))
         .then((d) => live && setData(d))
         .catch((e: unknown) => {
           if (e instanceof AuthRequired) signedOut.value = true;
           else if (live) problem.value = e instanceof Error ? e.message : String(e);
         });
+    };
     void load();
     const t = setInterval(load, everyMs);
     return () => {
@@ -85,20 +115,17 @@ function act(p: Promise<unknown>, after: () => void): void {
 }
 
 function Dashboard() {
-  const sessions = useData<{ sessions: Session[] }>("sessions").data?.sessions ?? [];
-  const shells = useData<{ shells: Shell[] }>("terminals").data?.shells ?? [];
-  const jobs = useData<{ jobs: Job[] }>("jobs").data?.jobs ?? [];
-  const running = jobs.filter((j) => j.status === "running" || j.status === "starting");
+  const d = useData<{ sessions: number; running_shells: number; running_jobs: number }>("dashboard").data;
   return (
     <div class="cards" data-testid="dashboard">
       <div class="card">
-        <b>{sessions.length}</b> sessions
+        <b>{d?.sessions ?? 0}</b> sessions
       </div>
       <div class="card">
-        <b>{shells.filter((s) => s.status === "running").length}</b> running shells
+        <b>{d?.running_shells ?? 0}</b> running shells
       </div>
       <div class="card">
-        <b>{running.length}</b> running jobs
+        <b>{d?.running_jobs ?? 0}</b> running jobs
       </div>
     </div>
   );
@@ -363,6 +390,7 @@ function App() {
 }
 
 async function start(): Promise<void> {
+  if (!config.dashboard && !location.pathname.endsWith("/callback") && view.value === "dashboard") prefetch("dashboard");
   if (location.pathname.endsWith("/callback")) {
     try {
       await finishSignIn();

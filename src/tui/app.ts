@@ -1,0 +1,97 @@
+import { loadOpenTui } from "../native/opentui.ts";
+import { UiApi, type TuiTarget } from "./api.ts";
+import { attachShell } from "./attach.ts";
+import { attachable, loadSnapshot, renderScreen, type Screen, SCREENS, type Snapshot } from "./screens.ts";
+
+/**
+ * The embedded terminal UI: OpenTUI renderables (a box with a tab line, the screen's text and a
+ * status line), no React. Data comes from `/api/ui` with the loopback token, refreshed every few
+ * seconds; attaching to a shell suspends the renderer and hands the real terminal to the socket.
+ */
+
+const REFRESH_MS = 2000;
+const HELP = "1-5/←→ screens  ↑↓ select  Enter/a attach (Shells)  r refresh  q quit";
+
+export async function runTui(target: TuiTarget): Promise<number> {
+  const api = new UiApi(target);
+  // Fail before taking over the terminal when the server is not there or refuses the token.
+  let snap: Snapshot = await loadSnapshot(api);
+  const otui = await loadOpenTui();
+  const renderer = await otui.createCliRenderer({ exitOnCtrlC: false, targetFps: 30, useMouse: false });
+  const frame = new otui.BoxRenderable(renderer, { width: "100%", height: "100%", flexDirection: "column", border: true, title: " local-shell-mcp " });
+  const tabs = new otui.TextRenderable(renderer, { content: "", height: 1 });
+  const body = new otui.TextRenderable(renderer, { content: "", flexGrow: 1 });
+  const status = new otui.TextRenderable(renderer, { content: "", height: 1 });
+  frame.add(tabs);
+  frame.add(body);
+  frame.add(status);
+  renderer.root.add(frame);
+
+  let screen: Screen = "Dashboard";
+  let selected = 0;
+  let note = "";
+  let busy = false;
+  const draw = () => {
+    tabs.content = SCREENS.map((s, i) => (s === screen ? `[${i + 1} ${s}]` : ` ${i + 1} ${s} `)).join(" ");
+    const width = process.stdout.columns || 80;
+    const height = Math.max(1, (process.stdout.rows || 24) - 4);
+    const lines = renderScreen(screen, snap, selected, width);
+    // Keep the selected shell in view on long lists.
+    const start = screen === "Shells" && selected >= height ? selected - height + 1 : 0;
+    body.content = lines.slice(start, start + height).join("\n");
+    status.content = note ? `${note}  |  ${HELP}` : HELP;
+    renderer.requestRender();
+  };
+  const refresh = async () => {
+    if (busy) return;
+    try {
+      snap = await loadSnapshot(api);
+      selected = Math.min(selected, Math.max(0, attachable(snap).length - 1));
+      if (note.startsWith("refresh failed")) note = "";
+    } catch (e) {
+      note = `refresh failed: ${(e as Error).message}`;
+    }
+    draw();
+  };
+  draw();
+  let timer: Timer | undefined = setInterval(() => void refresh(), REFRESH_MS);
+
+  return new Promise<number>((resolve) => {
+    const quit = (code: number) => {
+      clearInterval(timer);
+      renderer.destroy();
+      resolve(code);
+    };
+    const attach = async () => {
+      const shell = attachable(snap)[selected];
+      if (!shell) {
+        note = "no running shell selected";
+        return draw();
+      }
+      busy = true;
+      clearInterval(timer);
+      await renderer.suspend();
+      const outcome = await attachShell(api, snap.uiPath, shell.shell_id);
+      await renderer.resume();
+      busy = false;
+      note = `${shell.shell_id}: ${outcome.reason}`;
+      timer = setInterval(() => void refresh(), REFRESH_MS);
+      await refresh();
+    };
+    renderer.keyInput.on("keypress", (key) => {
+      if (busy) return;
+      if (key.ctrl && key.name === "c") return quit(130);
+      const n = Number(key.name);
+      if (Number.isInteger(n) && n >= 1 && n <= SCREENS.length) screen = SCREENS[n - 1]!;
+      else if (key.name === "right" || key.name === "tab") screen = SCREENS[(SCREENS.indexOf(screen) + 1) % SCREENS.length]!;
+      else if (key.name === "left") screen = SCREENS[(SCREENS.indexOf(screen) + SCREENS.length - 1) % SCREENS.length]!;
+      else if (key.name === "down" || key.name === "j") selected = Math.min(selected + 1, Math.max(0, attachable(snap).length - 1));
+      else if (key.name === "up" || key.name === "k") selected = Math.max(0, selected - 1);
+      else if (key.name === "q") return quit(0);
+      else if (key.name === "r") return void refresh();
+      else if ((key.name === "return" || key.name === "enter" || key.name === "a") && screen === "Shells") return void attach();
+      else return;
+      draw();
+    });
+  });
+}

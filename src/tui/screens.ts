@@ -1,0 +1,140 @@
+import type { UiApi } from "./api.ts";
+
+/**
+ * What the TUI shows: one snapshot of `/api/ui` per refresh, and each screen as plain lines (the
+ * renderer draws them as text, so nothing from the machine is ever interpreted as markup).
+ */
+
+export const SCREENS = ["Dashboard", "Sessions", "Shells", "Jobs", "Audit"] as const;
+export type Screen = (typeof SCREENS)[number];
+
+interface SessionRow {
+  session_id: string;
+  label: string | null;
+  target: string;
+  workdir: string;
+  updated_at: number;
+  shells: number;
+}
+interface Todo {
+  id: string | number;
+  content: string;
+  status?: string;
+}
+export interface ShellRow {
+  shell_id: string;
+  session_id: string | null;
+  status: string;
+  command: string;
+  cols: number;
+  rows: number;
+}
+interface JobRow {
+  job_id: string;
+  session_id: string;
+  status: string;
+  command: string;
+  exit_code: number | null;
+}
+interface AuditRow {
+  ts: number;
+  event: string;
+  tool?: string;
+  session?: string;
+  session_id?: string;
+  status?: string;
+}
+
+export interface Snapshot {
+  version: string;
+  uiPath: string;
+  sessions: SessionRow[];
+  todos: Map<string, Todo[]>;
+  shells: ShellRow[];
+  jobs: JobRow[];
+  audit: AuditRow[];
+}
+
+/** Todos are fetched for this many of the most recent sessions only (one request each). */
+const TODO_SESSIONS = 8;
+
+export async function loadSnapshot(api: UiApi): Promise<Snapshot> {
+  const [boot, sessions, shells, jobs, audit] = await Promise.all([
+    api.get<{ version: string; ui: { path: string } }>("bootstrap"),
+    api.get<{ sessions: SessionRow[] }>("sessions"),
+    api.get<{ shells: ShellRow[] }>("terminals"),
+    api.get<{ jobs: JobRow[] }>("jobs"),
+    api.get<{ entries: AuditRow[] }>("audit", { limit: "100" }),
+  ]);
+  const todos = new Map<string, Todo[]>();
+  await Promise.all(
+    sessions.sessions.slice(0, TODO_SESSIONS).map(async (s) => {
+      const t = await api.get<{ todos: Todo[] }>("todos", { session_id: s.session_id }).catch(() => ({ todos: [] }));
+      todos.set(s.session_id, t.todos);
+    }),
+  );
+  return { version: boot.version, uiPath: boot.ui.path, sessions: sessions.sessions, todos, shells: shells.shells, jobs: jobs.jobs, audit: audit.entries };
+}
+
+/** Seconds or milliseconds since the epoch, as local `HH:MM:SS`. */
+function clock(t: number): string {
+  const d = new Date(t < 1e12 ? t * 1000 : t);
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
+}
+
+/** Control characters from the machine would move the cursor: shown as `?` instead. */
+function clean(s: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping them is the point
+  return s.replace(/[\u0000-\u001f\u007f-\u009f]/g, "?");
+}
+
+function cut(s: string, width: number): string {
+  const c = clean(s);
+  return c.length > width ? `${c.slice(0, Math.max(0, width - 1))}…` : c;
+}
+
+/** Shells that can be attached to, in the order the Shells screen lists them. */
+export function attachable(snap: Snapshot): ShellRow[] {
+  return snap.shells.filter((s) => s.status === "running");
+}
+
+export function renderScreen(screen: Screen, snap: Snapshot, selected: number, width: number): string[] {
+  const w = Math.max(20, width - 2);
+  const active = snap.jobs.filter((j) => ["starting", "running", "stopping", "retrying"].includes(j.status));
+  switch (screen) {
+    case "Dashboard":
+      return [
+        `local-shell-mcp ${snap.version}`,
+        "",
+        `sessions        ${snap.sessions.length}`,
+        `shells running  ${attachable(snap).length} of ${snap.shells.length}`,
+        `jobs running    ${active.length} of ${snap.jobs.length}`,
+        `audit rows      ${snap.audit.length} shown (newest first on Audit)`,
+        "",
+        ...snap.sessions.slice(0, 5).map((s) => cut(`${s.session_id}  ${s.label ?? ""}  ${s.workdir}`, w)),
+      ];
+    case "Sessions": {
+      if (snap.sessions.length === 0) return ["No sessions."];
+      const lines: string[] = [];
+      for (const s of snap.sessions) {
+        lines.push(cut(`${s.session_id}  ${s.target}  ${s.workdir}  shells ${s.shells}  updated ${clock(s.updated_at)}${s.label ? `  "${s.label}"` : ""}`, w));
+        const todos = snap.todos.get(s.session_id);
+        if (todos === undefined) continue;
+        if (todos.length === 0) lines.push("    (no todos)");
+        for (const t of todos) lines.push(cut(`    [${t.status ?? "pending"}] ${t.content}`, w));
+      }
+      return lines;
+    }
+    case "Shells": {
+      const rows = attachable(snap);
+      if (rows.length === 0) return ["No running persistent shells."];
+      return rows.map((s, i) => cut(`${i === selected ? ">" : " "} ${s.shell_id}  ${s.cols}x${s.rows}  session ${s.session_id ?? "-"}  ${s.command}`, w));
+    }
+    case "Jobs":
+      if (snap.jobs.length === 0) return ["No jobs."];
+      return snap.jobs.map((j) => cut(`${j.job_id}  ${j.status.padEnd(9)} ${j.exit_code === null ? "   " : String(j.exit_code).padStart(3)}  ${j.session_id}  ${j.command}`, w));
+    case "Audit":
+      if (snap.audit.length === 0) return ["No audit rows."];
+      return snap.audit.map((a) => cut(`${clock(a.ts)}  ${a.tool ?? a.event}  ${a.status ?? ""}  ${a.session_id ?? a.session ?? ""}`, w));
+  }
+}

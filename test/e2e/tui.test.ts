@@ -1,0 +1,124 @@
+/**
+ * `local-shell-mcp tui` in a real tmux pane, against the compiled binary serving with OAuth on: the
+ * TUI authenticates with the loopback token only. Its screens show the session with its todos, a
+ * running job and the `session_start` audit row; attaching to a shell hands over the terminal
+ * (typed text reaches the shell, as an MCP client sees), `Ctrl-]` returns and `q` exits 0.
+ * Also: `ui_tui_command` gets the token in its environment, never on argv; `--api-base` is loopback only.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { binary, connectHttp, type HttpServer, type McpHandle, ROOT, serverEnv, startHttpServer, type TempDir, tempDir, tmpSnapshot } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
+import { obtainToken } from "../oauth/flow.ts";
+
+const PIN = "tui-test-pin-4321";
+const TMUX = join(ROOT, "build", "native", "tmux");
+
+let dir: TempDir;
+let srv: HttpServer;
+let mcp: McpHandle;
+let sid: string;
+let shellId: string;
+let jobId: string;
+const state = () => join(dir.path, "state");
+const sock = () => join(dir.path, "test-tmux.sock");
+const tmux = (...args: string[]) => Bun.spawnSync([TMUX, "-S", sock(), ...args], { stderr: "pipe" });
+const screen = () => tmux("capture-pane", "-p", "-t", "tui").stdout.toString();
+const keys = (...k: string[]) => expect(tmux("send-keys", "-t", "tui", ...k).exitCode).toBe(0);
+const shows = (text: string, what: string) => waitFor(() => screen().includes(text), { what, timeoutMs: 30_000 });
+
+beforeAll(async () => {
+  dir = tempDir();
+  srv = await startHttpServer({ workspace: dir.path, state: state() }, { mode: "mcp", auth: "oauth", pin: PIN });
+  mcp = await connectHttp(srv.url, { authorization: `Bearer ${(await obtainToken(srv.url, PIN, "shell:read shell:write shell:execute audit:read")).token}` });
+  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  await mcp.ok("write_todos", { session_id: sid, todos: [{ content: "watch the tui", status: "in_progress" }] });
+  shellId = (await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "bash --norc --noprofile", pty: true })).result.shell_id;
+  jobId = (await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 600", async_: true })).result.job_id;
+});
+
+afterAll(async () => {
+  tmux("kill-server");
+  await mcp?.call("job", { session_id: sid, cancel: [jobId] }).catch(() => undefined);
+  await mcp?.close();
+  await srv?.stop();
+  dir?.[Symbol.dispose]();
+});
+
+describe("tui in tmux", () => {
+  test("screens, attach with typing, Ctrl-] back, q exits 0", async () => {
+    const tmp = tmpSnapshot();
+    const cache = join(dir.path, "cache");
+    // remain-on-exit keeps the pane after the TUI ends, so its exit status can be read.
+    writeFileSync(join(dir.path, "tmux.conf"), "set -g remain-on-exit on\n");
+    const started = Bun.spawnSync([TMUX, "-S", sock(), "-f", join(dir.path, "tmux.conf"), "new-session", "-d", "-s", "tui", "-x", "150", "-y", "40", "-e", `XDG_CACHE_HOME=${cache}`, "-e", "TERM=xterm-256color", "--", binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", state()], { env: serverEnv(), stderr: "pipe" });
+    expect(started.exitCode, started.stderr.toString()).toBe(0);
+
+    await shows(sid, "the session on the Dashboard");
+    keys("2");
+    await shows("[in_progress] watch the tui", "the session's todo on Sessions");
+    keys("4");
+    await waitFor(() => screen().split("\n").some((l) => l.includes(jobId) && l.includes("running")), { what: "the running job on Jobs", timeoutMs: 30_000 });
+    keys("5");
+    await shows("session_start", "the session_start audit row");
+    keys("3");
+    await shows(shellId, "the shell on Shells");
+
+    keys("Enter");
+    await shows(`attached to ${shellId}`, "the attached terminal");
+    keys("-l", "echo tui-hello-$((40+2))");
+    keys("Enter");
+    await shows("tui-hello-42", "the command's output on screen");
+    await waitFor(async () => (await mcp.ok<{ output: string }>("read_persistent_shell_output", { session_id: sid, shell_id: shellId, lines: 50 })).output.includes("tui-hello-42"), { what: "typed line through the MCP tool", timeoutMs: 30_000 });
+
+    keys("C-]");
+    await shows("[3 Shells]", "the TUI back after Ctrl-]");
+    await shows("detached", "the detach note");
+    keys("q");
+    const dead = await waitFor(
+      () => {
+        const r = tmux("display-message", "-p", "-t", "tui", "#{pane_dead} #{pane_dead_status}").stdout.toString().trim();
+        return r.startsWith("1 ") ? r : undefined;
+      },
+      { what: "the TUI to exit", timeoutMs: 30_000 },
+    );
+    expect(dead).toBe("1 0");
+
+    // The native library came from the private helper folder, not the shared temp dir.
+    const lib = (await import("node:fs")).readdirSync(join(cache, "local-shell-mcp", "helpers"))[0]!;
+    const libDir = join(cache, "local-shell-mcp", "helpers", lib, "opentui", "@opentui", "core-linux-x64");
+    expect(statSync(libDir).mode & 0o777).toBe(0o700);
+    expect(statSync(join(libDir, "libopentui.so")).size).toBeGreaterThan(1_000_000);
+    expect(tmp.added(".bun-")).toEqual([]);
+    // The shell outlives the TUI and its attachment.
+    const shells = await mcp.ok<{ shells: Array<{ shell_id: string; status: string }> }>("list_persistent_shells", { session_id: sid });
+    expect(shells.shells.find((s) => s.shell_id === shellId)?.status).toBe("running");
+  });
+});
+
+describe("tui command", () => {
+  test("ui_tui_command gets the API base and the token in its environment, never on argv, and its exit status", async () => {
+    const out = join(dir.path, "external.txt");
+    const script = join(dir.path, "external.sh");
+    writeFileSync(script, `printf '%s\\n' "$LOCAL_SHELL_MCP_UI_API_BASE" "$LOCAL_SHELL_MCP_UI_MODE" "$LOCAL_SHELL_MCP_UI_LOCAL_TOKEN" "$*" > '${out}'\nexit 7\n`);
+    const p = Bun.spawn([binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", state(), "--ui-tui-command", `sh '${script}' first-arg`], { env: serverEnv(), stdout: "pipe", stderr: "pipe" });
+    expect(await p.exited).toBe(7);
+    const [base, mode, token, argv] = readFileSync(out, "utf8").split("\n");
+    expect(base).toBe(`${srv.url}/api/ui`);
+    expect(mode).toBe("tui");
+    expect(token).toBe(readFileSync(join(state(), "ui", "local-token"), "utf8").trim());
+    expect(argv).toBe("first-arg");
+  });
+
+  test("--api-base must be loopback /api/ui; a missing token file is a clear error", async () => {
+    for (const bad of ["http://10.1.2.3:8080/api/ui", `${srv.url}/api/other`, `${srv.url}/api/ui?x=1`, "ftp://127.0.0.1/api/ui"]) {
+      const p = Bun.spawn([binary(), "tui", "--api-base", bad, "--state-dir", state()], { env: serverEnv(), stdout: "pipe", stderr: "pipe" });
+      expect(await p.exited).toBe(2);
+      expect(await new Response(p.stderr).text()).toContain("--api-base");
+    }
+    const p = Bun.spawn([binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", join(dir.path, "no-state")], { env: serverEnv(), stdout: "pipe", stderr: "pipe" });
+    expect(await p.exited).toBe(2);
+    expect(await new Response(p.stderr).text()).toContain("no loopback token");
+  });
+});
