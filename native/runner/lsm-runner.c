@@ -757,6 +757,18 @@ static void set_disposition(int sig, void (*handler)(int))
 	sigaction(sig, &sa, NULL);
 }
 
+/* Every signal back to its default action (EINVAL for libc-reserved ones: fine). */
+static void reset_dispositions(void)
+{
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			set_disposition(s, SIG_DFL);
+}
+
+/* Set once the server has reset every disposition it inherited: a command's
+ * child then only has to undo the runner's own SIGPIPE and SIGTTOU. */
+static int dispositions_clean;
+
 /* cg_procs: an open cgroup.procs of the command's group, or -1.  report: the
  * write end of a close-on-exec pipe on which a failed placement is told. */
 static void run_child(char **cmd, int take_tty, int cg_procs, int report)
@@ -783,9 +795,12 @@ static void run_child(char **cmd, int take_tty, int cg_procs, int report)
 	 * call cannot stop us. */
 	if (take_tty)
 		tcsetpgrp(STDIN_FILENO, getpid());
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			set_disposition(s, SIG_DFL); /* EINVAL for libc-reserved ones: fine */
+	if (dispositions_clean) { /* server mode: only our own two differ from the default */
+		set_disposition(SIGPIPE, SIG_DFL);
+		set_disposition(SIGTTOU, SIG_DFL);
+	} else {
+		reset_dispositions();
+	}
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -1396,8 +1411,10 @@ static int serve(void)
 {
 	pid_t parent = getppid();
 	self_pid = getpid();
+	reset_dispositions();
 	set_disposition(SIGPIPE, SIG_IGN);
 	set_disposition(SIGTTOU, SIG_IGN);
+	dispositions_clean = 1;
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);

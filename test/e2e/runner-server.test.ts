@@ -79,6 +79,13 @@ describe("the long-lived runner", () => {
     expect(before.length).toBe(4);
   });
 
+  test("a command starts with no signal ignored or blocked", async () => {
+    // The supervisor is forked, not exec'd, from the server: what the server inherited or set up for
+    // itself (ignored SIGPIPE, blocked SIGCHLD and stop signals) must not reach the command.
+    const r = await bash("grep -E '^Sig(Ign|Blk):' /proc/self/status");
+    expect(r.stdout).toBe("SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  });
+
   test("a command's background process is stopped and the call's output is exact", async () => {
     const pidFile = join(ws.path, "bg.pid");
     const r = await bash(`sleep 300 & echo $! > ${pidFile}; echo done`);
