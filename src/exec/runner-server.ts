@@ -30,6 +30,8 @@ export interface ContainedProcess {
 export type OutputSink = (stream: 0 | 1, chunk: Uint8Array) => void;
 
 const FRAME_HEAD = 9;
+/** A server that has not said hello by then is given up (killed; calls use per-call runners). */
+const HELLO_TIMEOUT_MS = 10_000;
 /** Servers that died before we stop starting new ones and spawn one runner per call instead. */
 const MAX_SERVER_DEATHS = 3;
 
@@ -69,6 +71,8 @@ export class RunnerServer {
       this.hello = resolve;
     });
     this.proc = Bun.spawn([runner, "--serve"], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+    const helloTimer = setTimeout(() => this.fail("did not start in time"), HELLO_TIMEOUT_MS);
+    void this.ready.then(() => clearTimeout(helloTimer));
     void this.read();
     void this.proc.exited.then(() => this.fail(`exited with ${this.proc.exitCode ?? this.proc.signalCode}`));
   }
