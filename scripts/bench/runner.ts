@@ -29,6 +29,7 @@ const variants: { name: string; run: () => Promise<unknown>; samples: number[] }
     name: "long-lived lsm-runner --serve",
     run: async () => {
       const p = server.run(args, process.cwd(), env, () => undefined);
+      if (!p) throw new Error("the runner server died");
       await Promise.all([p.exited, p.outputDone]);
       p.stopOutput();
     },

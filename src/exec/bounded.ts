@@ -195,7 +195,7 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
   const server = await runnerServer(req.runner);
   let proc: ContainedProcess;
   try {
-    proc = server ? server.run(args, req.cwd, childEnv(req.env), sink) : spawnPerCall(req.runner, args, req, sink);
+    proc = server?.run(args, req.cwd, childEnv(req.env), sink) ?? spawnPerCall(req.runner, args, req, sink);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT") throw new ToolError("path_not_found", "the working directory vanished before the command started");

@@ -85,8 +85,13 @@ export class RunnerServer {
     return !this.dead;
   }
 
-  /** Starts one command: `args` are a per-call runner's arguments (options, `--`, program). */
-  run(args: string[], cwd: string, env: Record<string, string>, sink: OutputSink): ContainedProcess {
+  /**
+   * Starts one command: `args` are a per-call runner's arguments (options, `--`, program).
+   * Undefined when the server is already gone (nothing was sent, so the caller may start the
+   * command another way).
+   */
+  run(args: string[], cwd: string, env: Record<string, string>, sink: OutputSink): ContainedProcess | undefined {
+    if (this.dead) return undefined;
     const id = this.nextId++;
     const parts = [cwd, String(Object.keys(env).length)];
     for (const [k, v] of Object.entries(env)) parts.push(`${k}=${v}`);
@@ -97,7 +102,12 @@ export class RunnerServer {
     const outputDone = new Promise<void>((r) => (resolveOutput = r));
     const call: Call = { pid: 0, signalCode: null, sink, open: 2, reaped: false, resolveExit, resolveOutput };
     this.calls.set(id, call);
-    if (!this.send(frame("R", id, encoder.encode(`${parts.join("\0")}\0`)))) this.fail("cannot write a request");
+    if (!this.send(frame("R", id, encoder.encode(`${parts.join("\0")}\0`)))) {
+      // The request may have gone out in part: the call fails closed like every call in flight.
+      this.fail("cannot take a request");
+      abandon(call);
+      this.calls.delete(id);
+    }
     const self = this;
     return {
       get pid() {
@@ -210,17 +220,20 @@ export class RunnerServer {
     // Its supervisors get SIGTERM from the parent-death signal and stop their trees.
     this.proc.kill("SIGKILL");
     if (this.calls.size > 0) log.warn(`containment runner server ${this.proc.pid} ${why}; ${this.calls.size} command(s) in flight end unconfirmed`);
-    for (const call of this.calls.values()) {
-      if (!call.reaped) {
-        call.signalCode = "runner server died";
-        call.reaped = true;
-        call.resolveExit(-1);
-      }
-      call.open = 0;
-      call.resolveOutput();
-    }
+    for (const call of this.calls.values()) abandon(call);
     this.calls.clear();
   }
+}
+
+/** Ends a call whose server is gone: killed as far as we can tell, nothing proves its tree gone. */
+function abandon(call: Call): void {
+  if (!call.reaped) {
+    call.signalCode = "runner server died";
+    call.reaped = true;
+    call.resolveExit(-1);
+  }
+  call.open = 0;
+  call.resolveOutput();
 }
 
 function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
