@@ -144,3 +144,33 @@ describe("the long-lived runner", () => {
     expect(existsSync(join(ws.path, "ran"))).toBe(false);
   });
 });
+
+describe("a long-lived runner that keeps dying", () => {
+  test("after three deaths every call gets its own runner, and commands still run contained", async () => {
+    const dir = tempDir("lsm-runner-server-deaths-");
+    const m = await connectStdio({ workspace: dir.path, state: join(dir.path, ".state"), env: { XDG_CACHE_HOME: join(dir.path, ".cache") } });
+    try {
+      const s = (await m.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+      const serverOf = () => {
+        const pid = m.pid();
+        return pid ? childrenOf(pid).find((p) => cmdline(p)[1] === "--serve") : undefined;
+      };
+      const run = async (command: string) => (await m.ok<{ result: { stdout: string } }>("bash", { session_id: s, command })).result.stdout;
+      for (let i = 0; i < 3; i++) {
+        expect(await run(`echo round-${i}`)).toBe(`round-${i}\n`);
+        const runner = await waitFor(() => serverOf(), { what: `long-lived runner ${i + 1}` });
+        process.kill(runner, "SIGKILL");
+        // Gone from the process table: the server has reaped it, so it knows it is dead.
+        await waitFor(() => !existsSync(`/proc/${runner}`), { what: "the runner to be reaped" });
+      }
+      // The fallback: a per-call runner, visible as the command's parent while it runs.
+      const r = await run("cat /proc/$PPID/cmdline | tr '\\0' ' '");
+      expect(r).toContain("lsm-runner --grace-ms");
+      expect(r).toContain("-- ");
+      expect(serverOf()).toBeUndefined();
+    } finally {
+      await m.close();
+      dir[Symbol.dispose]();
+    }
+  });
+});
