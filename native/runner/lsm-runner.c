@@ -25,7 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/resource.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -61,8 +63,24 @@ static const char *cg_dir;
 static int cg_kill = 1;
 static int cg_created; /* only a group we made may be removed on failure */
 
-/* The nice value we started with; the command gets it back before exec. */
-static int start_nice;
+/* The nice value we started with; the command gets it back before exec.
+ * In server mode it is taken once, before the server raises its own. */
+static int start_nice, start_nice_known;
+
+/* The runner mostly sleeps; a higher priority (root only) lets it act at
+ * once when the deadline comes, even if the command keeps every CPU busy. */
+static void raise_priority(void)
+{
+	if (start_nice_known)
+		return;
+	start_nice_known = 1;
+	errno = 0;
+	start_nice = getpriority(PRIO_PROCESS, 0);
+	if (errno == 0 && start_nice > -10)
+		setpriority(PRIO_PROCESS, 0, -10);
+	else if (errno)
+		start_nice = 0;
+}
 
 static void unavailable(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
@@ -282,6 +300,31 @@ static int enum_by_children(struct pids *out)
 	return unsure ? -1 : 0;
 }
 
+/* Reads up to size - 1 bytes of an open file into buf (NUL-terminated) and
+ * closes it: the length, or -1 with errno.  Every small procfs and cgroup
+ * file is read through here. */
+static ssize_t read_prefix(int fd, char *buf, size_t size)
+{
+	size_t len = 0;
+	while (len < size - 1) {
+		ssize_t r = read(fd, buf + len, size - 1 - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			int err = errno;
+			close(fd);
+			errno = err;
+			return -1;
+		}
+		if (r == 0)
+			break;
+		len += (size_t)r;
+	}
+	close(fd);
+	buf[len] = '\0';
+	return (ssize_t)len;
+}
+
 /* ---- method 2: PPid: of every <proc>/<pid>/status ---------------------- */
 
 /* 0 and *ppid set on success; 1 if the process is gone; -1 after doubt(). */
@@ -298,25 +341,14 @@ static int read_ppid(pid_t pid, pid_t *ppid)
 		return -1;
 	}
 	/* PPid: is within the first few hundred bytes; a prefix is enough. */
-	size_t len = 0;
-	while (len < sizeof buf - 1) {
-		ssize_t r = read(fd, buf + len, sizeof buf - 1 - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int err = errno;
-			close(fd);
-			if (vanished(err) && pid_gone(pid))
-				return 1;
-			doubt("cannot read %s: %s", path, strerror(err));
-			return -1;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
+	ssize_t len = read_prefix(fd, buf, sizeof buf);
+	if (len < 0) {
+		int err = errno;
+		if (vanished(err) && pid_gone(pid))
+			return 1;
+		doubt("cannot read %s: %s", path, strerror(err));
+		return -1;
 	}
-	close(fd);
-	buf[len] = '\0';
 
 	/* Name: is escaped by the kernel, so "\nPPid:" cannot be forged by it. */
 	const char *p = strstr(buf, "\nPPid:");
@@ -448,24 +480,7 @@ static int cg_read(const char *file, char *buf, size_t size)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	size_t len = 0;
-	while (len < size - 1) {
-		ssize_t r = read(fd, buf + len, size - 1 - len);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0) {
-			int err = errno;
-			close(fd);
-			errno = err;
-			return -1;
-		}
-		if (r == 0)
-			break;
-		len += (size_t)r;
-	}
-	close(fd);
-	buf[len] = '\0';
-	return 0;
+	return read_prefix(fd, buf, size) < 0 ? -1 : 0;
 }
 
 /* 1 if the group still has a live member, 0 if it is empty, -1 (after
@@ -742,6 +757,18 @@ static void set_disposition(int sig, void (*handler)(int))
 	sigaction(sig, &sa, NULL);
 }
 
+/* Every signal back to its default action (EINVAL for libc-reserved ones: fine). */
+static void reset_dispositions(void)
+{
+	for (int s = 1; s < NSIG; s++)
+		if (s != SIGKILL && s != SIGSTOP)
+			set_disposition(s, SIG_DFL);
+}
+
+/* Set once the server has reset every disposition it inherited: a command's
+ * child then only has to undo the runner's own SIGPIPE and SIGTTOU. */
+static int dispositions_clean;
+
 /* cg_procs: an open cgroup.procs of the command's group, or -1.  report: the
  * write end of a close-on-exec pipe on which a failed placement is told. */
 static void run_child(char **cmd, int take_tty, int cg_procs, int report)
@@ -768,9 +795,12 @@ static void run_child(char **cmd, int take_tty, int cg_procs, int report)
 	 * call cannot stop us. */
 	if (take_tty)
 		tcsetpgrp(STDIN_FILENO, getpid());
-	for (int s = 1; s < NSIG; s++)
-		if (s != SIGKILL && s != SIGSTOP)
-			set_disposition(s, SIG_DFL); /* EINVAL for libc-reserved ones: fine */
+	if (dispositions_clean) { /* server mode: only our own two differ from the default */
+		set_disposition(SIGPIPE, SIG_DFL);
+		set_disposition(SIGTTOU, SIG_DFL);
+	} else {
+		reset_dispositions();
+	}
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -817,9 +847,15 @@ static const char *opt_value(const char *name, int argc, char **argv, int *i)
 	return argv[++*i];
 }
 
-int main(int argc, char **argv)
+struct opts {
+	long grace_ms, cleanup_ms, pids_max, timeout_ms;
+	int force_ppid, persist;
+};
+
+/* Parses the options (setting cg_dir and proc_root too) and returns the
+ * index of PROGRAM; exits 125 on bad usage. */
+static int parse_options(int argc, char **argv, struct opts *o)
 {
-	pid_t parent = getppid();
 	long grace_ms = 2000, cleanup_ms = -1, pids_max = 0, timeout_ms = -1;
 	int force_ppid = 0, persist = 0, i;
 	const char *v;
@@ -876,7 +912,23 @@ int main(int argc, char **argv)
 		cleanup_ms = grace_ms + EXTRA_CLEANUP_MS;
 	if (cleanup_ms < grace_ms)
 		usage("--cleanup-ms must not be shorter than --grace-ms");
-	char **cmd = argv + i + 1;
+	o->grace_ms = grace_ms;
+	o->cleanup_ms = cleanup_ms;
+	o->pids_max = pids_max;
+	o->timeout_ms = timeout_ms;
+	o->force_ppid = force_ppid;
+	o->persist = persist;
+	return i + 1;
+}
+
+/* Runs cmd under containment as this process's only job and returns the
+ * exit status (see README.md).  parent: the process that asked for it, which
+ * must still be there once the parent-death signal is armed. */
+static int supervise(const struct opts *o, char **cmd, pid_t parent)
+{
+	long grace_ms = o->grace_ms, cleanup_ms = o->cleanup_ms, pids_max = o->pids_max;
+	long timeout_ms = o->timeout_ms;
+	int force_ppid = o->force_ppid, persist = o->persist;
 	self_pid = getpid();
 
 	/* A dead stderr reader must not kill us mid-cleanup, and terminal
@@ -923,14 +975,7 @@ int main(int argc, char **argv)
 		unavailable("cannot enumerate processes: %s", reason);
 	free(probe.v);
 
-	/* The runner mostly sleeps; a higher priority (root only) lets it act at
-	 * once when the deadline comes, even if the command keeps every CPU busy. */
-	errno = 0;
-	start_nice = getpriority(PRIO_PROCESS, 0);
-	if (errno == 0 && start_nice > -10)
-		setpriority(PRIO_PROCESS, 0, -10);
-	else if (errno)
-		start_nice = 0;
+	raise_priority();
 
 	int cg_procs = -1, report[2] = { -1, -1 };
 	if (cg_dir) {
@@ -1030,4 +1075,450 @@ int main(int argc, char **argv)
 	if (WIFSIGNALED(main_status))
 		return 128 + WTERMSIG(main_status);
 	return EXIT_CONTAIN;
+}
+
+/* ---- server mode (--serve) ---------------------------------------------
+ *
+ * One long-lived runner per server.  Requests arrive on stdin, replies leave
+ * on stdout, both as frames: u32 length (of what follows, little endian),
+ * one type byte, u32 command id, data.  For each 'R' request the server
+ * forks a supervisor: a child that does exactly what a per-call runner does
+ * (its own subreaper context, parent-death signal, cgroup, deadline,
+ * cleanup, confirmation), so a command costs one fork+exec of the shell.
+ * The server itself only relays output and exit statuses.  See README.md.
+ */
+
+#define FRAME_HEAD 9
+#define MAX_REQUEST (64u << 20)
+#define MAX_JOBS 4096
+#define CHUNK 65536
+
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+
+extern char **environ;
+
+struct job {
+	uint32_t id;
+	pid_t pid;  /* the supervisor; 0 once reaped */
+	int fd[2];  /* read ends of its stdout and stderr; -1 once closed */
+};
+
+static struct job jobs[MAX_JOBS];
+static size_t njobs;
+static int server_gone; /* our stdout broke: nobody reads replies any more */
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)v;
+	p[1] = (unsigned char)(v >> 8);
+	p[2] = (unsigned char)(v >> 16);
+	p[3] = (unsigned char)(v >> 24);
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Replies are gathered and written once per loop round: one wakeup of the
+ * reader for an exit status and both ends of stream, not three. */
+static unsigned char outbuf[4 * (FRAME_HEAD + CHUNK)];
+static size_t outlen;
+
+static void flush_replies(void)
+{
+	for (unsigned char *p = outbuf; outlen > 0 && !server_gone;) {
+		ssize_t w = write(STDOUT_FILENO, p, outlen);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			server_gone = 1;
+			break;
+		}
+		p += w;
+		outlen -= (size_t)w;
+	}
+	outlen = 0;
+}
+
+static void reply(char type, uint32_t id, const void *data, size_t len)
+{
+	if (server_gone || len > CHUNK)
+		return;
+	if (outlen + FRAME_HEAD + len > sizeof outbuf)
+		flush_replies();
+	unsigned char *out = outbuf + outlen;
+	put_u32(out, (uint32_t)(len + 5));
+	out[4] = (unsigned char)type;
+	put_u32(out + 5, id);
+	if (len)
+		memcpy(out + FRAME_HEAD, data, len);
+	outlen += FRAME_HEAD + len;
+}
+
+/* 'N': the command was not started, and why. */
+static void refuse(uint32_t id, const char *why) { reply('N', id, why, strlen(why)); }
+
+static struct job *job_by_id(uint32_t id)
+{
+	for (size_t i = 0; i < njobs; i++)
+		if (jobs[i].id == id)
+			return &jobs[i];
+	return NULL;
+}
+
+static int live_jobs(void)
+{
+	int n = 0;
+	for (size_t i = 0; i < njobs; i++)
+		n += jobs[i].pid > 0;
+	return n;
+}
+
+static void close_job_fds(struct job *j)
+{
+	for (int s = 0; s < 2; s++)
+		if (j->fd[s] >= 0) {
+			close(j->fd[s]);
+			j->fd[s] = -1;
+		}
+}
+
+/* A job is dropped once its supervisor is reaped and both pipes are closed. */
+static void drop_if_done(struct job *j)
+{
+	if (j->pid == 0 && j->fd[0] < 0 && j->fd[1] < 0)
+		*j = jobs[--njobs];
+}
+
+/* Everything but 0, 1 and 2: a supervisor must not keep the server's pipes
+ * or another command's output open. */
+static void close_from(int lo)
+{
+	if (syscall(SYS_close_range, (unsigned)lo, ~0u, 0) == 0)
+		return;
+	long max = sysconf(_SC_OPEN_MAX);
+	if (max < 0 || max > 65536)
+		max = 65536;
+	for (int fd = lo; fd < max; fd++)
+		close(fd);
+}
+
+/* In the forked supervisor: set up stdio, environment and directory, then
+ * run the command exactly as a per-call runner would. */
+static void job_child(int out_w, int err_w, char *cwd, char **env, int argc, char **argv, pid_t server)
+{
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(out_w, STDOUT_FILENO) < 0 ||
+	    dup2(err_w, STDERR_FILENO) < 0)
+		_exit(EXIT_CONTAIN);
+	close_from(3);
+	environ = env;
+	if (chdir(cwd) < 0) {
+		say("lsm-runner: no working directory %s: %s", cwd, strerror(errno));
+		_exit(EXIT_CONTAIN);
+	}
+	struct opts o;
+	int at = parse_options(argc, argv, &o);
+	_exit(supervise(&o, argv + at, server));
+}
+
+/* 'R': data is "CWD\0ENVC\0" then ENVC "NAME=value\0" entries, then the
+ * per-call runner's arguments ("--timeout-ms\0N\0...--\0PROGRAM\0ARGS...\0"). */
+static void start_job(uint32_t id, char *data, size_t len)
+{
+	if (njobs >= MAX_JOBS) {
+		refuse(id, "too many commands at once");
+		return;
+	}
+	if (job_by_id(id) || len == 0 || data[len - 1] != '\0') {
+		refuse(id, "malformed request");
+		return;
+	}
+	size_t nstr = 0;
+	for (size_t i = 0; i < len; i++)
+		nstr += data[i] == '\0';
+	char **strs = malloc((nstr + 2) * sizeof *strs);
+	if (!strs) {
+		refuse(id, "out of memory");
+		return;
+	}
+	size_t k = 0;
+	for (char *p = data; p < data + len; p += strlen(p) + 1)
+		strs[k++] = p;
+	char *end;
+	errno = 0;
+	long envc = nstr >= 2 ? strtol(strs[1], &end, 10) : -1;
+	if (errno || envc < 0 || (size_t)envc + 2 > nstr || *end) {
+		free(strs);
+		refuse(id, "malformed request");
+		return;
+	}
+	char *cwd = strs[0];
+	char **env = strs + 2;
+	/* Shift the arguments up one to make room for argv[0]. */
+	size_t argc0 = 2 + (size_t)envc;
+	memmove(strs + argc0 + 1, strs + argc0, (nstr - argc0) * sizeof *strs);
+	strs[argc0] = "lsm-runner";
+	int argc = (int)(nstr - argc0 + 1);
+	char **argv = strs + argc0;
+	argv[argc] = NULL;
+	char **envp = malloc(((size_t)envc + 1) * sizeof *envp);
+	if (!envp) {
+		free(strs);
+		refuse(id, "out of memory");
+		return;
+	}
+	memcpy(envp, env, (size_t)envc * sizeof *envp);
+	envp[envc] = NULL;
+
+	int out[2], err[2];
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		free(strs);
+		free(envp);
+		refuse(id, "pipe failed");
+		return;
+	}
+	if (pipe2(err, O_CLOEXEC) < 0) {
+		close(out[0]);
+		close(out[1]);
+		free(strs);
+		free(envp);
+		refuse(id, "pipe failed");
+		return;
+	}
+	pid_t server = getpid();
+	pid_t pid = fork();
+	if (pid == 0)
+		job_child(out[1], err[1], cwd, envp, argc, argv, server);
+	free(strs);
+	free(envp);
+	close(out[1]);
+	close(err[1]);
+	if (pid < 0) {
+		close(out[0]);
+		close(err[0]);
+		refuse(id, "fork failed");
+		return;
+	}
+	jobs[njobs++] = (struct job){ .id = id, .pid = pid, .fd = { out[0], err[0] } };
+	unsigned char p[4];
+	put_u32(p, (uint32_t)pid);
+	reply('S', id, p, 4);
+}
+
+/* Processes re-parented to the server escaped a supervisor that died before
+ * it confirmed its tree gone (killed from outside): nobody else will stop
+ * them, so every child that is not a supervisor is killed.  Each one that
+ * dies re-parents its own children here and brings us back. */
+static void kill_strays(void)
+{
+	static char buf[1 << 16];
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)self_pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read_prefix(fd, buf, sizeof buf) < 0)
+		return;
+	for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
+		pid_t p = parse_pid(tok);
+		int mine = 0;
+		for (size_t i = 0; i < njobs && !mine; i++)
+			mine = jobs[i].pid == p;
+		if (p > 0 && !mine)
+			kill(p, SIGKILL);
+	}
+}
+
+static void reap_jobs(void)
+{
+	for (;;) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+		if (p < 0 && errno == EINTR)
+			continue;
+		if (p <= 0)
+			break;
+		for (size_t i = 0; i < njobs; i++) {
+			if (jobs[i].pid != p)
+				continue;
+			unsigned char b[4];
+			put_u32(b, (uint32_t)st);
+			jobs[i].pid = 0;
+			reply('X', jobs[i].id, b, 4);
+			drop_if_done(&jobs[i]);
+			break;
+		}
+	}
+	kill_strays();
+}
+
+/* Relays one read from a job's pipe: data as 'O'/'E', end of stream as 'C'. */
+static void relay(struct job *j, int s)
+{
+	static char buf[CHUNK];
+	ssize_t r;
+	do
+		r = read(j->fd[s], buf, sizeof buf);
+	while (r < 0 && errno == EINTR);
+	if (r > 0) {
+		reply(s ? 'E' : 'O', j->id, buf, (size_t)r);
+		return;
+	}
+	close(j->fd[s]);
+	j->fd[s] = -1;
+	unsigned char which = (unsigned char)s;
+	reply('C', j->id, &which, 1);
+	drop_if_done(j);
+}
+
+/* Handles every complete frame at the start of buf; returns the bytes used,
+ * or -1 on a malformed frame. */
+static ssize_t handle_requests(unsigned char *buf, size_t len)
+{
+	size_t used = 0;
+	while (len - used >= FRAME_HEAD) {
+		uint32_t flen = get_u32(buf + used);
+		if (flen < 5 || flen > MAX_REQUEST)
+			return -1;
+		if (len - used < 4 + (size_t)flen)
+			break;
+		char type = (char)buf[used + 4];
+		uint32_t id = get_u32(buf + used + 5);
+		char *data = (char *)buf + used + FRAME_HEAD;
+		size_t dlen = flen - 5;
+		struct job *j = job_by_id(id);
+		if (type == 'R') {
+			start_job(id, data, dlen);
+		} else if (type == 'K') { /* stop it: the supervisor cleans up as on SIGTERM */
+			if (j && j->pid > 0)
+				kill(j->pid, SIGTERM);
+		} else if (type == 'F') { /* the caller stopped reading its output */
+			if (j) {
+				close_job_fds(j);
+				drop_if_done(j);
+			}
+		} else {
+			return -1;
+		}
+		used += 4 + (size_t)flen;
+	}
+	return (ssize_t)used;
+}
+
+static int serve(void)
+{
+	pid_t parent = getppid();
+	self_pid = getpid();
+	reset_dispositions();
+	set_disposition(SIGPIPE, SIG_IGN);
+	set_disposition(SIGTTOU, SIG_IGN);
+	dispositions_clean = 1;
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGQUIT);
+	sigaddset(&set, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		unavailable("sigprocmask: %s", strerror(errno));
+	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
+	if (sfd < 0)
+		unavailable("signalfd: %s", strerror(errno));
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		unavailable("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0)
+		unavailable("PR_SET_PDEATHSIG: %s", strerror(errno));
+	if (getppid() != parent)
+		unavailable("parent exited during startup");
+	raise_priority();
+	reply('H', 0, "1", 1);
+	flush_replies();
+
+	static struct pollfd pfd[2 + 2 * MAX_JOBS];
+	static unsigned char in[FRAME_HEAD + MAX_REQUEST];
+	size_t inlen = 0;
+	int stopping = 0, stop_sig = 0;
+	for (;;) {
+		if (stopping && live_jobs() == 0)
+			break;
+		nfds_t n = 0;
+		pfd[n++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+		pfd[n++] = (struct pollfd){ .fd = stopping ? -1 : STDIN_FILENO, .events = POLLIN };
+		for (size_t i = 0; i < njobs; i++)
+			for (int s = 0; s < 2; s++)
+				pfd[n++] = (struct pollfd){ .fd = jobs[i].fd[s], .events = POLLIN };
+		if (poll(pfd, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			unavailable("poll: %s", strerror(errno));
+		}
+		if (pfd[0].revents) {
+			struct signalfd_siginfo si;
+			int chld = 0;
+			while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+				if (si.ssi_signo == SIGCHLD) {
+					chld = 1;
+				} else if (!stopping) {
+					stopping = 1;
+					stop_sig = (int)si.ssi_signo;
+				}
+				struct pollfd more = { .fd = sfd, .events = POLLIN };
+				if (poll(&more, 1, 0) <= 0)
+					break;
+			}
+			if (chld)
+				reap_jobs();
+		}
+		/* Output first: the jobs array may shrink below, which moves entries. */
+		size_t seen_jobs = (n - 2) / 2;
+		for (size_t i = seen_jobs; i-- > 0;) {
+			if (i >= njobs)
+				continue;
+			for (int s = 0; s < 2; s++) {
+				struct pollfd *p = &pfd[2 + 2 * i + s];
+				if (p->fd >= 0 && p->fd == jobs[i].fd[s] && p->revents)
+					relay(&jobs[i], s);
+			}
+		}
+		if (!stopping && pfd[1].revents) {
+			ssize_t r = read(STDIN_FILENO, in + inlen, sizeof in - inlen);
+			if (r < 0 && errno == EINTR) {
+				/* read again next round */
+			} else if (r <= 0) {
+				stopping = 1; /* the server closed our stdin: it is gone */
+			} else {
+				inlen += (size_t)r;
+				ssize_t used = handle_requests(in, inlen);
+				if (used < 0) {
+					say("lsm-runner: malformed request from the server; stopping");
+					stopping = 1;
+					inlen = 0;
+				} else {
+					memmove(in, in + used, inlen - (size_t)used);
+					inlen -= (size_t)used;
+				}
+			}
+		}
+		flush_replies();
+		if (server_gone)
+			stopping = 1;
+		if (stopping) /* every supervisor stops and confirms its own tree */
+			for (size_t i = 0; i < njobs; i++)
+				if (jobs[i].pid > 0)
+					kill(jobs[i].pid, SIGTERM);
+	}
+	return stop_sig ? 128 + stop_sig : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && strcmp(argv[1], "--serve") == 0)
+		return serve();
+	pid_t parent = getppid();
+	struct opts o;
+	int at = parse_options(argc, argv, &o);
+	return supervise(&o, argv + at, parent);
 }

@@ -9,6 +9,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { percentile } from "./lib.ts";
 
 const bin = resolve(process.argv[2] ?? join(import.meta.dir, "..", "..", "dist", "local-shell-mcp"));
@@ -23,6 +24,7 @@ const list: number[] = [];
 let bytes = 0;
 let outputBytes = 0;
 let instructionsBytes = 0;
+let outputSchemas: Record<string, unknown>[] = [];
 for (let i = 0; i < runs; i++) {
   const t0 = performance.now();
   const transport = new StdioClientTransport({ command: bin, args: ["serve", "--workspace-root", ws, "--state-dir", join(work, "state"), "--mode", "stdio"], env, stderr: "ignore" });
@@ -36,6 +38,7 @@ for (let i = 0; i < runs; i++) {
   bytes = JSON.stringify(tools).length;
   outputBytes = tools.tools.reduce((n, t) => n + JSON.stringify(t.outputSchema ?? {}).length, 0);
   instructionsBytes = (client.getInstructions() ?? "").length;
+  outputSchemas = tools.tools.flatMap((t) => (t.outputSchema ? [t.outputSchema as Record<string, unknown>] : []));
   await client.close();
 }
 rmSync(work, { recursive: true, force: true });
@@ -44,3 +47,21 @@ console.log(`tools/list bytes          ${bytes} (${(bytes / 1024).toFixed(1)} Ki
 console.log(`instructions bytes        ${instructionsBytes}`);
 console.log(`SDK listTools()           ${f(list)}`);
 console.log(`ready (spawn→list, SDK)   ${f(ready)}`);
+
+// What listTools() spends its time on: the SDK client compiles every output schema with Ajv. The
+// same schemas with their top-level fields left untyped ({}), for comparison: the typed fields are
+// what the compilation pays for.
+const compileAll = (schemas: Record<string, unknown>[]) => {
+  const validator = new AjvJsonSchemaValidator();
+  const t = performance.now();
+  for (const s of schemas) validator.getValidator(s as never);
+  return performance.now() - t;
+};
+const untyped = outputSchemas.map((s) => ({ type: "object", properties: Object.fromEntries(Object.keys((s.properties ?? {}) as object).map((k) => [k, {}])) }));
+const typedMs: number[] = [];
+const untypedMs: number[] = [];
+for (let i = 0; i < 15; i++) {
+  typedMs.push(compileAll(outputSchemas));
+  untypedMs.push(compileAll(untyped));
+}
+console.log(`Ajv compile, ${outputSchemas.length} output schemas as advertised ${f(typedMs)}; top-level fields untyped ${f(untypedMs)}`);

@@ -3,6 +3,7 @@ import { ToolError } from "../core/errors.ts";
 import { cgroupPopulated, killCgroupEventually } from "./cgroup.ts";
 import { childEnv } from "./env.ts";
 import { excerpt, splitBudget, TailBuffer } from "./output.ts";
+import { type ContainedProcess, currentRunnerServer, type OutputSink, runnerServer } from "./runner-server.ts";
 import type { Semaphore } from "./semaphore.ts";
 
 /** Time the runner gives descendants between SIGTERM and SIGKILL. */
@@ -61,8 +62,8 @@ export interface BoundedResult {
   containment: Containment;
 }
 
-/** Live runner processes, so shutdown can stop them (the runner then reaps their trees). */
-const live = new Set<Bun.Subprocess>();
+/** Live contained commands, so shutdown can stop them (their runner then reaps their trees). */
+const live = new Set<ContainedProcess>();
 
 /**
  * Runners whose cleanup outlived the budget. They are never killed (that would orphan the tree):
@@ -75,7 +76,7 @@ export function leftoverCount(): number {
   return leftovers.size;
 }
 
-function trackLeftover(proc: Bun.Subprocess, command: string, cgroup: string | undefined): void {
+function trackLeftover(proc: ContainedProcess, command: string, cgroup: string | undefined): void {
   const pid = proc.pid;
   leftovers.set(pid, { command, cgroup, since: Date.now() });
   log.warn(`containment unconfirmed for runner ${pid}; its tree is still being stopped in the background`);
@@ -106,32 +107,50 @@ function retryGroup(pid: number, cgroup: string): void {
 /** Asks every runner to stop its tree and waits for them, at most `limitMs`. */
 export function stopAllBounded(limitMs = 6000): Promise<void> {
   const waits = [...live].map((p) => {
-    p.kill("SIGTERM");
+    p.kill();
     return p.exited;
   });
   let timer: Timer | undefined;
   const limit = new Promise<void>((resolve) => {
     timer = setTimeout(resolve, limitMs);
   });
-  return Promise.race([Promise.allSettled(waits).then(() => undefined), limit]).finally(() => clearTimeout(timer));
+  const done = Promise.allSettled(waits).then(() => currentRunnerServer()?.stop());
+  return Promise.race([done, limit]).finally(() => clearTimeout(timer));
 }
 
-/** Reads a stream into a buffer (and `onOutput`, for progress) until it ends or `stop` is called. */
-function drain(stream: ReadableStream<Uint8Array>, into: TailBuffer, onOutput?: (chunk: Uint8Array) => void): { done: Promise<void>; stop: () => void } {
+/** Reads a stream into `sink` until it ends or `stop` is called. */
+function drain(stream: ReadableStream<Uint8Array>, sink: (chunk: Uint8Array) => void): { done: Promise<void>; stop: () => void } {
   const reader = stream.getReader();
   const done = (async () => {
     try {
       for (;;) {
         const { done: end, value } = await reader.read();
         if (end) return;
-        into.push(value);
-        onOutput?.(value);
+        sink(value);
       }
     } catch {
       // Cancelled by stop(): the rest of the output belongs to processes we no longer wait for.
     }
   })();
   return { done, stop: () => void reader.cancel().catch(() => undefined) };
+}
+
+/** The fallback: a fresh runner process for this one command (two process starts). */
+function spawnPerCall(runner: string, args: string[], req: BoundedRequest, sink: OutputSink): ContainedProcess {
+  const proc = Bun.spawn([runner, ...args], { cwd: req.cwd, env: childEnv(req.env), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const readers = [drain(proc.stdout, (c) => sink(0, c)), drain(proc.stderr, (c) => sink(1, c))];
+  return {
+    pid: proc.pid,
+    exited: proc.exited,
+    get signalCode() {
+      return proc.signalCode;
+    },
+    kill: () => proc.kill("SIGTERM"),
+    outputDone: Promise.all(readers.map((r) => r.done)).then(() => undefined),
+    stopOutput: () => {
+      for (const r of readers) r.stop();
+    },
+  };
 }
 
 /**
@@ -160,29 +179,29 @@ function delay(ms: number): { promise: Promise<"late">; cancel: () => void } {
 async function spawnContained(req: BoundedRequest, started: number, deadline: number): Promise<BoundedResult> {
   // The runner also holds the deadline: it wakes by itself (with a raised priority where allowed)
   // instead of waiting for our timer, which a CPU-busy tree can delay for seconds.
-  const args = [req.runner, "--grace-ms", String(KILL_GRACE_MS), "--cleanup-ms", String(runnerCleanupMs(req.cleanupBudgetMs)), "--timeout-ms", String(Math.max(0, deadline - Date.now())), "--persist"];
+  const args = ["--grace-ms", String(KILL_GRACE_MS), "--cleanup-ms", String(runnerCleanupMs(req.cleanupBudgetMs)), "--timeout-ms", String(Math.max(0, deadline - Date.now())), "--persist"];
   if (req.cgroup) {
     args.push("--cgroup", req.cgroup.path);
     if (req.cgroup.pidsMax > 0) args.push("--pids-max", String(req.cgroup.pidsMax));
   }
-  let proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
+  args.push("--", req.shell, "-c", req.command);
+  const out = new TailBuffer(req.maxOutputBytes);
+  const err = new TailBuffer(req.maxOutputBytes);
+  const sink: OutputSink = (stream, chunk) => {
+    (stream === 0 ? out : err).push(chunk);
+    req.onOutput?.(chunk);
+  };
+  // One fork in the long-lived runner when it is up; a runner per call when it is not.
+  const server = await runnerServer(req.runner);
+  let proc: ContainedProcess;
   try {
-    proc = Bun.spawn([...args, "--", req.shell, "-c", req.command], {
-      cwd: req.cwd,
-      env: childEnv(req.env),
-      stdin: "ignore",
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    proc = server?.run(args, req.cwd, childEnv(req.env), sink) ?? spawnPerCall(req.runner, args, req, sink);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT") throw new ToolError("path_not_found", "the working directory vanished before the command started");
     throw new ToolError("spawn_failed", "could not start the command runner");
   }
   live.add(proc);
-  const out = new TailBuffer(req.maxOutputBytes);
-  const err = new TailBuffer(req.maxOutputBytes);
-  const readers = [drain(proc.stdout, out, req.onOutput), drain(proc.stderr, err, req.onOutput)];
 
   let timedOut = false;
   let cancelled = false;
@@ -191,7 +210,7 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
   let returnBy = deadline + req.cleanupBudgetMs;
   let cap = delay(returnBy - Date.now());
   const stop = () => {
-    proc.kill("SIGTERM");
+    proc.kill();
     const by = Date.now() + req.cleanupBudgetMs;
     if (by < returnBy) {
       returnBy = by;
@@ -227,18 +246,21 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
     if (exitCode !== "late") {
       // The tree is gone; what is left in the pipes drains at once unless an outsider holds them.
       const window = delay(Math.min(DRAIN_AFTER_EXIT_MS, returnBy - Date.now()));
-      await Promise.race([Promise.all(readers.map((r) => r.done)), window.promise]);
+      await Promise.race([proc.outputDone, window.promise]);
       window.cancel();
     }
   } finally {
     clearTimeout(timer);
     cap.cancel();
     req.signal?.removeEventListener("abort", onAbort);
-    for (const r of readers) r.stop();
+    proc.stopOutput();
     live.delete(proc);
   }
 
   const [outN, errN] = splitBudget(req.maxOutputBytes, Math.min(out.total, req.maxOutputBytes), Math.min(err.total, req.maxOutputBytes));
+  if (exitCode === CONTAINMENT_FAILED_EXIT && err.total < 4096 && excerpt(err, err.total).text.startsWith("lsm-runner: no working directory")) {
+    throw new ToolError("path_not_found", "the working directory vanished before the command started");
+  }
   const stdout = excerpt(out, outN);
   const stderr = excerpt(err, errN);
   let containment: Containment = "confirmed";

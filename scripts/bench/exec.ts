@@ -1,0 +1,68 @@
+/**
+ * `bash echo hi` next to its floor, in one run: Bun spawning `bash -c 'echo hi'` directly, and the
+ * same command through our `bash` tool over stdio with the cgroup layer on (auto) and off. The
+ * three are sampled in turn, round after round, so a change in the machine's load hits all alike;
+ * the ratios to the floor are the figures to compare between runs.
+ * Usage: bun scripts/bench/exec.ts [path-to-binary] [rounds=100] [other-binary]
+ * With other-binary (e.g. a build of main), its two variants are sampled in the same rounds too.
+ */
+import { loadavg } from "node:os";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { percentile, RawStdioClient } from "./lib.ts";
+
+const bin = resolve(process.argv[2] ?? join(import.meta.dir, "..", "..", "dist", "local-shell-mcp"));
+const rounds = Number(process.argv[3] ?? 100);
+const other = process.argv[4] ? resolve(process.argv[4]) : undefined;
+const work = mkdtempSync(join(tmpdir(), "lsm-bench-exec-"));
+const env = { ...(process.env as Record<string, string>), LOCAL_SHELL_MCP_LOG_LEVEL: "0", XDG_CACHE_HOME: join(work, "cache") };
+
+let servers = 0;
+async function ours(cgroup: "auto" | "off", binary = bin) {
+  const ws = join(work, `ws-${++servers}`);
+  mkdirSync(ws);
+  const client = new RawStdioClient([binary, "serve", "--mode", "stdio", "--workspace-root", ws, "--state-dir", join(work, `state-${servers}`), "--containment-cgroup", cgroup], env);
+  await client.initialize();
+  const started = (await client.request("tools/call", { name: "session_start", arguments: { workdir: "." } })) as { result: { structuredContent: { session_id: string } } };
+  const sid = started.result.structuredContent.session_id;
+  const run = async () => {
+    const r = (await client.request("tools/call", { name: "bash", arguments: { session_id: sid, command: "echo hi" } })) as { result: { structuredContent: { result: { stdout: string } } } };
+    if (r.result.structuredContent.result.stdout !== "hi\n") throw new Error(`unexpected result ${JSON.stringify(r)}`);
+  };
+  return { run, close: () => client.close() };
+}
+
+async function floor() {
+  const p = Bun.spawn(["bash", "-c", "echo hi"], { stdout: "pipe", stderr: "pipe", stdin: "ignore" });
+  await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+}
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const t = performance.now();
+  await fn();
+  return performance.now() - t;
+}
+
+const variants: { name: string; run: () => Promise<unknown>; close?: () => Promise<void>; samples: number[] }[] = [
+  { name: "floor: Bun.spawn bash -c 'echo hi'", run: floor, samples: [] },
+  { name: "bash echo hi, cgroup layer on", ...(await ours("auto")), samples: [] },
+  { name: "bash echo hi, cgroup layer off", ...(await ours("off")), samples: [] },
+];
+if (other) {
+  variants.push({ name: "other binary, cgroup layer on", ...(await ours("auto", other)), samples: [] });
+  variants.push({ name: "other binary, cgroup layer off", ...(await ours("off", other)), samples: [] });
+}
+for (let i = 0; i < 10; i++) for (const v of variants) await v.run();
+const loadBefore = loadavg()[0]!;
+for (let i = 0; i < rounds; i++) for (const v of variants) v.samples.push(await timed(v.run));
+const loadAfter = loadavg()[0]!;
+for (const v of variants) await v.close?.();
+rmSync(work, { recursive: true, force: true });
+
+const f = percentile(variants[0]!.samples, 50);
+console.log(`load average ${loadBefore.toFixed(1)} → ${loadAfter.toFixed(1)}, ${rounds} rounds`);
+for (const v of variants) {
+  const p50 = percentile(v.samples, 50);
+  console.log(`${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor`);
+}

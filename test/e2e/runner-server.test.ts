@@ -1,0 +1,176 @@
+/**
+ * The long-lived containment runner (`lsm-runner --serve`): bounded commands are forked by one
+ * runner per server instead of a fresh runner each. These tests hold it to the per-call runner's
+ * guarantees: the runner killed mid-call fails the call closed and the tree still goes; a
+ * supervisor killed mid-call leaves nothing running; many concurrent calls share one runner; and
+ * the runner keeps no descriptor of a finished call.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { connectStdio, errorCode, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { pidAlive, waitFor } from "../helpers/wait.ts";
+
+let ws: TempDir;
+let mcp: McpHandle & { pid: () => number | null };
+let sid: string;
+
+beforeAll(async () => {
+  ws = tempDir("lsm-runner-server-");
+  // A private helper cache: another build of the same version on this machine may extract its own
+  // runner into the shared one, and an older runner has no server mode (calls then fall back to
+  // one runner each, which is safe but not what these tests look at).
+  mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state"), env: { XDG_CACHE_HOME: join(ws.path, ".cache") } });
+  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+});
+afterAll(async () => {
+  await mcp.close();
+  ws[Symbol.dispose]();
+});
+
+function cmdline(pid: number): string[] {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const task of readdirSync(`/proc/${pid}/task`)) {
+    const text = readFileSync(`/proc/${pid}/task/${task}/children`, "utf8").trim();
+    if (text) out.push(...text.split(" ").map(Number));
+  }
+  return out;
+}
+
+/** The server's long-lived runner: its child running `lsm-runner --serve`. */
+function runnerServerPid(): number | undefined {
+  const server = mcp.pid();
+  if (!server) return undefined;
+  return childrenOf(server).find((p) => {
+    const args = cmdline(p);
+    return args.length === 2 && args[0]!.endsWith("lsm-runner") && args[1] === "--serve";
+  });
+}
+
+const fds = (pid: number) => readdirSync(`/proc/${pid}/fd`).sort();
+
+async function bash(command: string, timeout_s = 30) {
+  return (await mcp.ok<{ result: { ok: boolean; exit_code: number | null; stdout: string; stderr: string } }>("bash", { session_id: sid, command, timeout_s })).result;
+}
+
+describe("the long-lived runner", () => {
+  test("runs bounded commands: one runner for many concurrent calls, which holds no descriptor afterwards", async () => {
+    expect((await bash("echo warm")).stdout).toBe("warm\n");
+    const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner to be running" });
+    const before = fds(runner);
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => bash(`echo out-${i}; echo err-${i} >&2; exit ${i % 3}`)));
+    results.forEach((r, i) => {
+      expect(r.stdout).toBe(`out-${i}\n`);
+      expect(r.stderr).toBe(`err-${i}\n`);
+      expect(r.exit_code).toBe(i % 3);
+    });
+    // The same runner served them all (no per-call runner took over), and it is back to its own
+    // descriptors: stdin, stdout, stderr and its signalfd, none of any finished call.
+    expect(runnerServerPid()).toBe(runner);
+    expect(fds(runner)).toEqual(before);
+    expect(before.length).toBe(4);
+  });
+
+  test("a command starts with no signal ignored or blocked", async () => {
+    // The supervisor is forked, not exec'd, from the server: what the server inherited or set up for
+    // itself (ignored SIGPIPE, blocked SIGCHLD and stop signals) must not reach the command.
+    const r = await bash("grep -E '^Sig(Ign|Blk):' /proc/self/status");
+    expect(r.stdout).toBe("SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  });
+
+  test("a command's background process is stopped and the call's output is exact", async () => {
+    const pidFile = join(ws.path, "bg.pid");
+    const r = await bash(`sleep 300 & echo $! > ${pidFile}; echo done`);
+    expect(r.stdout).toBe("done\n");
+    const bg = Number(readFileSync(pidFile, "utf8"));
+    expect(bg).toBeGreaterThan(0);
+    // The supervisor confirmed the tree gone before the call returned.
+    expect(pidAlive(bg)).toBe(false);
+  });
+
+  test("the runner killed mid-call: the call fails closed, the tree is stopped, and later calls work", async () => {
+    const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
+    const pidFile = join(ws.path, "victim.pid");
+    const call = mcp.call("bash", { session_id: sid, command: `sleep 300 & echo $! > ${pidFile}; wait`, timeout_s: 120 });
+    const victim = await waitFor(() => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")), { what: "the command to start its sleep" });
+    expect(pidAlive(victim)).toBe(true);
+    process.kill(runner, "SIGKILL");
+    const r = await call;
+    // Nothing proves the tree gone from where the server stands: it must not report success.
+    expect(r.isError).toBe(true);
+    expect(errorCode(r)).toBe("containment_unconfirmed");
+    // The supervisor got the parent-death signal and stopped its tree.
+    await waitFor(() => !pidAlive(victim), { timeoutMs: 30_000, what: "the orphaned sleep to be stopped" });
+    // A new runner takes over for the next call.
+    expect((await bash("echo again")).stdout).toBe("again\n");
+    const next = await waitFor(() => runnerServerPid(), { what: "a new long-lived runner" });
+    expect(next).not.toBe(runner);
+  });
+
+  test("a supervisor killed mid-call: its escaped processes are stopped by the runner and the call fails closed", async () => {
+    const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
+    const pidFile = join(ws.path, "escapee.pid");
+    // A double fork and setsid: the sleep's parent exits, so it hangs off the supervisor alone.
+    const call = mcp.call("bash", { session_id: sid, command: `(setsid sleep 301 & echo $! > ${pidFile}) ; sleep 300`, timeout_s: 120 });
+    const escapee = await waitFor(() => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")), { what: "the escapee to start" });
+    const supervisor = await waitFor(() => childrenOf(runner)[0], { what: "the call's supervisor" });
+    expect(pidAlive(escapee)).toBe(true);
+    process.kill(supervisor, "SIGKILL");
+    const r = await call;
+    expect(r.isError).toBe(true);
+    expect(errorCode(r)).toBe("containment_unconfirmed");
+    await waitFor(() => !pidAlive(escapee), { timeoutMs: 30_000, what: "the escapee to be stopped" });
+    // The runner itself survived and keeps serving.
+    expect(runnerServerPid()).toBe(runner);
+    expect((await bash("echo still")).stdout).toBe("still\n");
+  });
+
+  test("a working directory removed before the call is reported as missing, and nothing runs", async () => {
+    const gone = join(ws.path, "gone");
+    await bash(`mkdir -p ${gone}`);
+    const s2 = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "gone" })).session_id;
+    await bash(`rmdir ${gone}`);
+    const r = await mcp.call("bash", { session_id: s2, command: "touch ran" });
+    expect(r.isError).toBe(true);
+    expect(errorCode(r)).toBe("path_not_found");
+    expect(existsSync(join(ws.path, "ran"))).toBe(false);
+  });
+});
+
+describe("a long-lived runner that keeps dying", () => {
+  test("after three deaths every call gets its own runner, and commands still run contained", async () => {
+    const dir = tempDir("lsm-runner-server-deaths-");
+    const m = await connectStdio({ workspace: dir.path, state: join(dir.path, ".state"), env: { XDG_CACHE_HOME: join(dir.path, ".cache") } });
+    try {
+      const s = (await m.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+      const serverOf = () => {
+        const pid = m.pid();
+        return pid ? childrenOf(pid).find((p) => cmdline(p)[1] === "--serve") : undefined;
+      };
+      const run = async (command: string) => (await m.ok<{ result: { stdout: string } }>("bash", { session_id: s, command })).result.stdout;
+      for (let i = 0; i < 3; i++) {
+        expect(await run(`echo round-${i}`)).toBe(`round-${i}\n`);
+        const runner = await waitFor(() => serverOf(), { what: `long-lived runner ${i + 1}` });
+        process.kill(runner, "SIGKILL");
+        // Gone from the process table: the server has reaped it, so it knows it is dead.
+        await waitFor(() => !existsSync(`/proc/${runner}`), { what: "the runner to be reaped" });
+      }
+      // The fallback: a per-call runner, visible as the command's parent while it runs.
+      const r = await run("cat /proc/$PPID/cmdline | tr '\\0' ' '");
+      expect(r).toContain("lsm-runner --grace-ms");
+      expect(r).toContain("-- ");
+      expect(serverOf()).toBeUndefined();
+    } finally {
+      await m.close();
+      dir[Symbol.dispose]();
+    }
+  });
+});
