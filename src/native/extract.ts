@@ -2,14 +2,20 @@ import { chmodSync, lstatSync, readFileSync, renameSync, rmSync } from "node:fs"
 import { homedir } from "node:os";
 import { isAbsolute, join } from "node:path";
 import { ToolError } from "../core/errors.ts";
-import { VERSION } from "../core/version.ts";
+import { BUILD_DIGEST, VERSION } from "../core/version.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { withFileLock } from "../store/lock.ts";
 
-/** Where embedded helpers are extracted: owner-private, one folder per product version. */
+/**
+ * Where embedded helpers are extracted: owner-private, one folder per build. The folder carries the
+ * build digest beside the version because two different builds of one version (a developer's tree
+ * and an installed release, say) would otherwise keep replacing each other's copies, and a server
+ * could start the other build's runner, whose command-line contract may differ. Folders of older
+ * builds are left alone: a server still running from one may need it.
+ */
 export function helperDir(env: Record<string, string | undefined> = process.env): string {
   const base = env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : join(homedir(), ".cache");
-  return join(base, "local-shell-mcp", "helpers", VERSION);
+  return join(base, "local-shell-mcp", "helpers", `${VERSION}-${BUILD_DIGEST.slice(0, 16)}`);
 }
 
 function sha256(bytes: Uint8Array): string {

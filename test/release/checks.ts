@@ -58,8 +58,9 @@ export async function runsInRoot(root: string, inside: string, folder: string, t
     expect(read.matched).toBe(true);
     // The tmux that served it is the embedded one, extracted into the private helper folder.
     // (Under qemu-user the host sees the emulator first on the command line, so match any argument.)
-    const helperTmux = `${home}/.cache/local-shell-mcp/helpers/${pkg.version}/tmux`;
-    const servers = processesInRoot(root).filter((p) => readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").includes(helperTmux));
+    // The folder is named after the version and the build digest, so two builds never share copies.
+    const helperTmux = new RegExp(`^${home}/\\.cache/local-shell-mcp/helpers/${pkg.version.replaceAll(".", "\\.")}-[0-9a-f]{16}/tmux$`);
+    const servers = processesInRoot(root).filter((p) => readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").some((arg) => helperTmux.test(arg)));
     expect(servers.length).toBeGreaterThan(0);
     expect((await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id })).killed).toBe(true);
   } finally {
