@@ -13,7 +13,7 @@ import { errorResponse, jsonResponse } from "../http/json.ts";
 import { type Route, type SocketHandler, UPGRADED } from "../http/server.ts";
 import type { RemoteManager } from "./manager.ts";
 import { cleanText, WORKER_TOKEN_PREFIX } from "./names.ts";
-import { CLOSE_PROTOCOL, decodeFrame, Hello, PROTOCOL_VERSION, WorkerFrame } from "./protocol.ts";
+import { CLOSE_PROTOCOL, CLOSE_TOO_BIG, decodeFrame, Hello, PROTOCOL_VERSION, WorkerFrame } from "./protocol.ts";
 
 const Text = z.string().min(1).max(128).regex(/^[^\u0000-\u001f\u007f]+$/);
 
@@ -81,6 +81,12 @@ function channelHandler(manager: RemoteManager, tokenDigest: string): SocketHand
       helloTimer = setTimeout(() => ws.close(CLOSE_PROTOCOL, "no hello"), 10_000);
     },
     message(ws, message) {
+      const limit = manager.settings.max_http_request_bytes;
+      const size = typeof message === "string" ? Buffer.byteLength(message) : message.byteLength;
+      if (limit > 0 && size > limit) {
+        ws.close(CLOSE_TOO_BIG, "frame too large");
+        return;
+      }
       let decoded;
       try {
         decoded = decodeFrame(WorkerFrame, typeof message === "string" ? message : new Uint8Array(message));

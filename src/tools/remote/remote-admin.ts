@@ -109,6 +109,8 @@ export const remoteAdmin = defineTool({
         const next = text(input.args, "new_name", true).trim();
         await m.store.rename(machine, next);
         m.rename(machine, next);
+        // Sessions on that machine follow it.
+        for (const rec of ctx.app.sessions.list()) if (rec.target === "remote" && rec.machine === machine) ctx.app.sessions.update(rec, { machine: next });
         return { action: input.action, data: { old_name: machine, new_name: next } };
       }
       case "reconnect_command": {
