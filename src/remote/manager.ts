@@ -70,10 +70,17 @@ interface WorkerState {
   runtime?: Hello["runtime"];
   queue: PendingCall[];
   inflight: Map<string, PendingCall>;
+  /** When the link went away (or the controller started, for a worker not seen since). */
+  offlineSince: number;
+}
+
+function offline(machine: string): ToolError {
+  return new ToolError("remote_worker_offline", `worker ${machine} is not connected; start it on its host (remote_admin reconnect_command) and try again`);
 }
 
 export class RemoteManager {
   private readonly workers = new Map<string, WorkerState>();
+  private readonly startedAt = Date.now();
   readonly heartbeatS: number;
 
   constructor(
@@ -99,7 +106,7 @@ export class RemoteManager {
 
   private state(name: string): WorkerState {
     let s = this.workers.get(name);
-    if (!s) this.workers.set(name, (s = { queue: [], inflight: new Map() }));
+    if (!s) this.workers.set(name, (s = { queue: [], inflight: new Map(), offlineSince: this.startedAt }));
     return s;
   }
 
@@ -126,6 +133,8 @@ export class RemoteManager {
       return Promise.reject(new ToolError("remote_queue_full", `worker ${machine} has ${limit} calls queued or running; try again later`));
     }
     if (options.signal?.aborted) return Promise.reject(new ToolError("cancelled", "the operation was cancelled"));
+    // Away longer than the grace already: say so now rather than make every call wait.
+    if (!s.link && Date.now() - s.offlineSince > OFFLINE_GRACE_MS) return Promise.reject(offline(machine));
     const deadlineMs = options.deadlineMs ?? this.settings.remote_job_timeout_s * 1000;
     return new Promise<CallResult>((resolve, reject) => {
       const id = `c_${randomHex(12)}`;
@@ -156,7 +165,7 @@ export class RemoteManager {
     clearTimeout(call.offlineTimer);
     call.offlineTimer = setTimeout(() => {
       if (this.workers.get(machine)?.link) return;
-      this.finish(machine, call, new ToolError("remote_worker_offline", `worker ${machine} is not connected; start it (see remote_admin reconnect_command) and try again`));
+      this.finish(machine, call, offline(machine));
     }, OFFLINE_GRACE_MS);
   }
 
@@ -292,6 +301,7 @@ export class RemoteManager {
     if (!s?.link || s.link.socket !== socket) return;
     clearInterval(s.link.heartbeat);
     s.link = undefined;
+    s.offlineSince = Date.now();
     for (const call of [...s.inflight.values(), ...s.queue]) this.armOffline(machine, call);
   }
 
@@ -324,6 +334,7 @@ export class RemoteManager {
       clearInterval(s.link.heartbeat);
       s.link.socket.close(CLOSE_REPLACED, "renamed");
       s.link = undefined;
+      s.offlineSince = Date.now();
       for (const call of [...s.inflight.values(), ...s.queue]) this.armOffline(newName, call);
     }
   }
