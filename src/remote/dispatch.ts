@@ -141,7 +141,17 @@ async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolCon
   if (!rec.machine || !rec.worker_session_id) throw new ToolError("session_not_found", `session ${rec.session_id} has no worker binding`);
   ctx.app.sessions.touch(rec);
   if (def.name === "session_end") return endRemote(manager, ctx, rec, input, limitMs);
-  const reply = await runTool(manager, ctx, rec.machine, def.name, { ...input, session_id: rec.worker_session_id }, limitMs);
+  const workerSid = rec.worker_session_id;
+  let reply: ToolReply;
+  try {
+    reply = await runTool(manager, ctx, rec.machine, def.name, { ...input, session_id: workerSid }, limitMs);
+  } catch (e) {
+    // The worker's own session id never reaches the model, not even inside an error.
+    if (e instanceof ToolError) {
+      throw new ToolError(e.code, e.message.replaceAll(workerSid, rec.session_id), e.details ? (rewriteSessionIds(e.details, workerSid, rec.session_id) as Record<string, unknown>) : undefined);
+    }
+    throw e;
+  }
   if (def.name === "session_change_cwd") {
     const next = ctx.app.sessions.update(rec, { workdir: String(reply.structured.workdir ?? rec.workdir) });
     return rebind(manager, ctx, next, reply.structured);

@@ -55,7 +55,8 @@ async function invite(ctx: ToolContext, args: Record<string, unknown>) {
 function list(ctx: ToolContext) {
   const m = manager(ctx);
   const now = Date.now() / 1000;
-  const offlineAfter = 2 * m.heartbeatS;
+  // A silent link is dropped after two unanswered pings, i.e. within three heartbeat intervals.
+  const offlineAfter = 3 * m.heartbeatS;
   const machines = m.store.workers().map((w) => {
     const online = m.online(w.name);
     const lastSeen = online ? now : w.last_seen;
