@@ -17,7 +17,7 @@ import { CLOSE_REPLACED, CLOSE_REVOKED, type Call, encodeFrame, frameBytes, type
 import type { RemoteStore } from "./store.ts";
 
 /** How long a worker may be away before calls for it fail `remote_worker_offline`. */
-export const OFFLINE_GRACE_MS = 8_000;
+export const OFFLINE_GRACE_MS = 10_000;
 /** Outgoing bytes buffered on one link before senders wait. */
 const HIGH_WATER_BYTES = 4 * 1024 * 1024;
 

@@ -8,7 +8,7 @@ import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, invite, spawnWorker, startController, startWorker, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
-/** Calls must settle well within the 8 s grace plus a loaded machine's slack. */
+/** Calls must settle within the 10 s grace plus a loaded machine's slack. */
 const SETTLE_MS = 20_000;
 
 describe("remote failures", () => {
@@ -48,8 +48,8 @@ describe("remote failures", () => {
     const waited = performance.now() - t;
     console.log(`offline worker: remote_worker_offline after ${Math.round(waited)} ms`);
     expect(waited).toBeLessThan(SETTLE_MS);
-    // The issue bounds this at 10 s; the grace is 8 s.
-    expect(waited).toBeGreaterThan(5000);
+    // The grace is the issue's bound, 10 s.
+    expect(waited).toBeGreaterThan(7000);
     // Once the grace has passed, calls fail without waiting again.
     const t2 = performance.now();
     expect(await ctl.mcp.fails("read", { session_id: sid, path: "." })).toBe("remote_worker_offline");
