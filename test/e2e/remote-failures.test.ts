@@ -54,6 +54,10 @@ describe("remote failures", () => {
     const t2 = performance.now();
     expect(await ctl.mcp.fails("read", { session_id: sid, path: "." })).toBe("remote_worker_offline");
     expect(performance.now() - t2).toBeLessThan(3000);
+    // Ending the session fails with the worker away, unless forced: then the controller lets go.
+    expect(await ctl.mcp.fails("session_end", { session_id: sid })).toBe("remote_worker_offline");
+    expect(await ctl.mcp.ok("session_end", { session_id: sid, force: true })).toMatchObject({ ended: true, remote_cleanup_succeeded: false, force_released: true });
+    expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("session_not_found");
   });
 
   test("kill -9 of the worker mid-call: without a restart the call fails remote_worker_offline; a restarted worker reports remote_worker_restarted", async () => {
@@ -74,6 +78,11 @@ describe("remote failures", () => {
     const again = spawnWorker({ server: ctl.url, workdir: w.workdir, root: w.root.path, profile: w.profile, mode: "run" });
     extra.push(again);
     await waitFor(() => again.stderr().includes("connected to the controller as fragile"), { what: "the restarted worker to connect" });
+    // One worker per profile: a second one is refused by worker.lock.
+    const twin = spawnWorker({ server: ctl.url, workdir: w.workdir, root: w.root.path, profile: w.profile, mode: "run" });
+    await twin.proc.exited;
+    expect(twin.proc.exitCode).toBe(1);
+    expect(twin.stderr()).toContain(`another worker already runs profile ${w.profile}`);
     call = ctl.mcp.call("bash", { session_id: sid, command: "sleep 30", timeout_s: 60 });
     await Bun.sleep(300);
     again.proc.kill("SIGKILL");
