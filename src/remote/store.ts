@@ -4,6 +4,7 @@
  * plus `.bak`, changed under a cross-process lock. Both copies unreadable is an explicit error
  * (`state_corrupt`), never a silent reset.
  */
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
@@ -61,9 +62,22 @@ export class RemoteStore {
     this.lock = join(stateDir, "locks", "remote-workers.lock");
   }
 
+  /** The parsed primary, keyed by its identity (inode, size, mtime): every call consults the registry. */
+  private cache: { key: string; doc: RemoteFile } | undefined;
+
   private read(): RemoteFile {
+    let key: string | undefined;
+    try {
+      const st = statSync(this.file);
+      key = `${st.ino}:${st.size}:${st.mtimeMs}`;
+      if (this.cache?.key === key) return structuredClone(this.cache.doc);
+    } catch {
+      // Missing primary: the backup logic decides.
+    }
     const r = readJsonWithBackup(this.file, (v) => RemoteFile.parse(v));
-    return r.status === "ok" ? r.value : { version: 1, invites: [], workers: [] };
+    if (r.status !== "ok") return { version: 1, invites: [], workers: [] };
+    this.cache = key && r.source === "primary" ? { key, doc: structuredClone(r.value) } : undefined;
+    return r.value;
   }
 
   /** Read, change and write back under the lock; `fn` returns what the caller gets. */

@@ -114,4 +114,25 @@ describe("remote_admin lifecycle", () => {
     expect(refused.status).toBe(401);
     expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("remote_machine_not_found");
   });
+
+  test("at most 1,024 invites may be pending", async () => {
+    const file = join(state.path, "remote-workers.json");
+    const doc = JSON.parse(readFileSync(file, "utf8"));
+    const t = Date.now() / 1000;
+    for (let i = doc.invites.filter((x: { used: boolean; expires_at: number }) => !x.used && x.expires_at > t).length; i < 1024; i++) {
+      doc.invites.push({ code_sha256: i.toString(16).padStart(64, "0"), name: null, workdir: null, created_at: t, expires_at: t + 600, used: false });
+    }
+    writeFileSync(file, JSON.stringify(doc));
+    expect(await ctl.mcp.fails("remote_admin", { action: "invite", args: {} })).toBe("remote_invite_limit");
+  });
+
+  test("a worker registry whose copies are both unreadable is an explicit error, never a reset", async () => {
+    const file = join(state.path, "remote-workers.json");
+    writeFileSync(file, "{broken");
+    writeFileSync(`${file}.bak`, "{broken too");
+    expect(await ctl.mcp.fails("remote_admin", { action: "list", args: {} })).toBe("state_corrupt");
+    const r = await fetch(`${ctl.url}/remote/channel`, { headers: { authorization: "Bearer lsmcp_wk_anything-at-all" } });
+    expect(r.status).toBe(503);
+    expect(readFileSync(file, "utf8")).toBe("{broken");
+  });
 });

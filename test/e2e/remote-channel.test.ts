@@ -24,7 +24,7 @@ describe("worker channel edges", () => {
   beforeAll(async () => {
     ws = tempDir();
     state = tempDir();
-    ctl = await startController({ state: state.path, workspace: ws.path, args: ["--max-http-request-bytes", String(LIMIT)] });
+    ctl = await startController({ state: state.path, workspace: ws.path, args: ["--max-http-request-bytes", String(LIMIT), "--remote-max-concurrent-jobs", "2", "--remote-max-pending-jobs", "1"] });
     worker = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "steady" })).code);
     // A second identity, used only by the raw clients below.
     const root = tempDir("lsm-worker-");
@@ -91,5 +91,31 @@ describe("worker channel edges", () => {
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "steady", workdir: worker.workdir })).session_id;
     expect(await ctl.mcp.fails("read", { session_id: sid, path: "big.txt:raw" })).toBe("remote_result_too_large");
     expect((await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo after" })).result.stdout).toBe("after\n");
+  });
+
+  test("per worker, remote_max_concurrent_jobs calls run and remote_max_pending_jobs wait; more are refused", async () => {
+    const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "steady", workdir: worker.workdir })).session_id;
+    const go = join(worker.workdir, "go");
+    const held = [0, 1, 2].map((i) => ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: `until [ -e ${go} ]; do sleep 0.05; done; echo held-${i}`, timeout_s: 60 }));
+    await waitFor(async () => {
+      const list = await ctl.mcp.ok<{ data: { machines: Array<{ name: string; queue_depth: number }> } }>("remote_admin", { action: "list", args: {} });
+      return list.data.machines.find((m) => m.name === "steady")!.queue_depth === 3;
+    }, { what: "two running and one waiting call" });
+    expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("remote_queue_full");
+    writeFileSync(go, "");
+    expect((await Promise.all(held)).map((r) => r.result.stdout).sort()).toEqual(["held-0\n", "held-1\n", "held-2\n"]);
+  });
+
+  test("a worker whose runtime fails the gate is refused with 409 and its invite stays usable", async () => {
+    const code = (await invite(ctl.mcp, {})).code;
+    const body = (runtime: unknown) => JSON.stringify({ invite: code, name: "gated", workdir: "/tmp", capabilities: [], info: {}, runtime });
+    const refused = await fetch(`${ctl.url}/remote/register`, { method: "POST", headers: { "content-type": "application/json" }, body: body({ protocol_version: true, runtime_kind: "binary", worker_version: "1", build_digest: "x", bundle_sha256: null }) });
+    expect(refused.status).toBe(409);
+    expect(((await refused.json()) as { error: string }).error).toBe("runtime_incompatible");
+    const ok = await fetch(`${ctl.url}/remote/register`, { method: "POST", headers: { "content-type": "application/json" }, body: body({ protocol_version: 1, runtime_kind: "binary", worker_version: "1", build_digest: "x", bundle_sha256: null }) });
+    expect(ok.status).toBe(200);
+    const data = ((await ok.json()) as { data: { token: string; name: string } }).data;
+    expect(data.name).toBe("gated");
+    expect(data.token).toMatch(/^lsmcp_wk_[A-Za-z0-9_-]{43}$/);
   });
 });

@@ -104,6 +104,7 @@ describe("remote failures", () => {
     const w = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "loyal" })).code);
     workers.push(w);
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "loyal", workdir: w.workdir })).session_id;
+    const job = (await ctl.mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 3; echo outlived-the-controller", async_: true })).result.job_id;
     const port = ctl.port;
     await ctl.stop("SIGKILL");
     await waitFor(() => w.stderr().includes("reconnecting"), { what: "the worker to notice" });
@@ -112,5 +113,8 @@ describe("remote failures", () => {
     const r = await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo back" });
     expect(r.result.stdout).toBe("back\n");
     expect(w.proc.exitCode).toBeNull();
+    const polled = await ctl.mcp.ok<{ jobs: Array<{ status: string }>; outputs: Array<{ output: string }> }>("job", { session_id: sid, poll: [job], wait_s: 20 });
+    expect(polled.jobs[0]!.status).toBe("succeeded");
+    expect(polled.outputs[0]!.output).toBe("outlived-the-controller");
   });
 });
