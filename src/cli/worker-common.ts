@@ -21,6 +21,8 @@ const SECRET = /lsmcp_(?:inv|wk)_[A-Za-z0-9_-]+/g;
 export async function guarded(fn: () => Promise<number | void>): Promise<never> {
   let code = 0;
   try {
+    // Windows has no supported worker service model; refused rather than half-emulated.
+    if (process.platform === "win32") throw new WorkerCommandError("remote workers are not supported on Windows");
     code = (await fn()) ?? 0;
   } catch (e) {
     const message = e instanceof WorkerCommandError || (e instanceof Error && e.name === "ToolError") ? e.message : "unexpected error (see the log)";

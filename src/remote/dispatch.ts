@@ -11,7 +11,6 @@ import type { SessionRecord } from "../sessions/store.ts";
 import type { ToolContext } from "../tools/context.ts";
 import type { ToolDefinition } from "../tools/define.ts";
 import type { CallRoute } from "../tools/registry.ts";
-import { SessionOrientation } from "../tools/sessions/orientation-schema.ts";
 import type { RemoteManager } from "./manager.ts";
 
 /** What the worker's "tool" operation returns. */
@@ -48,7 +47,9 @@ async function runTool(manager: RemoteManager, ctx: ToolContext, machine: string
 const SERVICE_KINDS = new Set(["none", "manual", "systemd", "launchd", "windows_startup", "managed"]);
 
 /** The worker's orientation, validated, with our id, machine and the worker facts we know. */
-function rebind(manager: RemoteManager, ctx: ToolContext, rec: SessionRecord, raw: unknown, message?: string): Record<string, unknown> {
+async function rebind(manager: RemoteManager, ctx: ToolContext, rec: SessionRecord, raw: unknown, message?: string): Promise<Record<string, unknown>> {
+  // Loaded here, not at start-up: the tool schemas load with the first call anyway.
+  const { SessionOrientation } = await import("../tools/sessions/orientation-schema.ts");
   const parsed = SessionOrientation.safeParse(raw);
   if (!parsed.success) throw new ToolError("remote_protocol_error", `worker ${rec.machine} returned an orientation outside the schema`);
   const o = parsed.data;

@@ -43,7 +43,7 @@ function runtimeProblem(runtime: unknown): string | undefined {
 /** What we keep of the worker's self-description: short allowlisted text fields only. */
 export function workerInfo(raw: Record<string, unknown>, runtime?: { version?: string }): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const key of ["hostname", "user", "platform", "arch", "profile_id", "launcher_path", "lsm_version"]) {
+  for (const key of ["hostname", "user", "platform", "arch", "profile_id", "launcher_path", "lsm_version", "service_kind"]) {
     const v = cleanText(raw[key], key === "launcher_path" ? 4096 : 256);
     if (v !== null) out[key] = v;
   }

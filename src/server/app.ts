@@ -22,7 +22,6 @@ import { ToolRegistry } from "../tools/registry.ts";
 import type { Route } from "../http/server.ts";
 import { remoteCallRoute } from "../remote/dispatch.ts";
 import { RemoteManager } from "../remote/manager.ts";
-import { remoteRoutes } from "../remote/routes.ts";
 import { RemoteStore } from "../remote/store.ts";
 import { builtinToolManifest } from "../tools/schemas.macro.ts" with { type: "macro" };
 
@@ -82,7 +81,13 @@ export function createApp(settings: Settings): App {
     services.remote = remote;
     capabilities.remote_worker = true;
     registry.route = remoteCallRoute(remote);
-    routesForWorkers = remoteRoutes(remote);
+    // The route module (and the HTTP layer it builds on) loads with the first worker request.
+    let loaded: Promise<Route> | undefined;
+    routesForWorkers = async (req, url, facts) => {
+      if (!url.pathname.startsWith("/remote/")) return undefined;
+      loaded ??= import("../remote/routes.ts").then((m) => m.remoteRoutes(remote));
+      return (await loaded)(req, url, facts);
+    };
     onShutdown(() => remote.close());
   }
   if (settings.agent_bridge_enabled && (settings.agent_dynamic_mcp_tools || settings.agent_dynamic_skill_tools)) {

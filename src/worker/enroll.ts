@@ -57,6 +57,8 @@ export function canonicalWorkdir(raw: string | undefined): string {
   return realpathSync(dir);
 }
 
+const SERVICE_KINDS = new Set(["manual", "systemd", "launchd", "managed"]);
+
 /** What the worker tells the controller about its host (short allowlisted text only). */
 export function hostInfo(root: string, profileId: string): Record<string, string> {
   const launcher = workerPaths(root).launcher;
@@ -74,6 +76,8 @@ export function hostInfo(root: string, profileId: string): Record<string, string
     lsm_version: VERSION,
     profile_id: profileId,
     ...(existsSync(launcher) ? { launcher_path: launcher } : {}),
+    // Set by the service definitions (systemd, launchd) so orientations can say how the worker runs.
+    ...(SERVICE_KINDS.has(process.env.LOCAL_SHELL_MCP_WORKER_SERVICE_KIND ?? "") ? { service_kind: process.env.LOCAL_SHELL_MCP_WORKER_SERVICE_KIND! } : {}),
   };
 }
 
