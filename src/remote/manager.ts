@@ -18,6 +18,10 @@ import type { RemoteStore } from "./store.ts";
 
 /** How long a worker may be away before calls for it fail `remote_worker_offline`. */
 export const OFFLINE_GRACE_MS = 10_000;
+/** How long past its deadline the controller waits for a call's own answer. */
+const DEADLINE_SLACK_MS = 15_000;
+/** setTimeout's largest delay. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
 /** Outgoing bytes buffered on one link before senders wait. */
 const HIGH_WATER_BYTES = 4 * 1024 * 1024;
 
@@ -53,6 +57,7 @@ interface PendingCall {
   reject(e: ToolError): void;
   cleanup(): void;
   offlineTimer?: Timer;
+  deadlineTimer?: Timer;
 }
 
 interface Link {
@@ -151,9 +156,16 @@ export class RemoteManager {
         cleanup: () => {
           options.signal?.removeEventListener("abort", onAbort);
           clearTimeout(call.offlineTimer);
+          clearTimeout(call.deadlineTimer);
         },
       };
       options.signal?.addEventListener("abort", onAbort, { once: true });
+      // The worker stops the call at its deadline and answers; this only guards against a worker
+      // that stays connected but never answers.
+      call.deadlineTimer = setTimeout(
+        () => this.abandon(machine, call, new ToolError("remote_timeout", `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`)),
+        Math.min(MAX_TIMER_MS, deadlineMs + DEADLINE_SLACK_MS),
+      );
       s.queue.push(call);
       if (!s.link) this.armOffline(machine, call);
       this.pump(machine);

@@ -167,7 +167,7 @@ export class WorkerChannel {
     if (this.seen.size > MAX_SEEN) this.seen.delete(this.seen.values().next().value!);
     const ac = new AbortController();
     this.running.set(call.id, ac);
-    const deadline = setTimeout(() => ac.abort(), call.deadline_ms);
+    const deadline = setTimeout(() => ac.abort(), Math.min(call.deadline_ms, 2 ** 31 - 1));
     const op = workerOperation(call.op);
     const work = op
       ? op({ runtime: this.options.runtime, signal: ac.signal, callId: call.id, ...(body ? { body } : {}) }, call.args)

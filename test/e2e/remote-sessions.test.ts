@@ -99,6 +99,14 @@ describe("remote sessions", () => {
     await ctl.mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: shellId });
   });
 
+  test("session_change_cwd moves the session on the worker and returns its rebound orientation", async () => {
+    const o = await ctl.mcp.ok<Orientation>("session_change_cwd", { session_id: sid, workdir: "sub" });
+    expect(o).toMatchObject({ session_id: sid, target: "remote", machine: "box", workdir: join(worker.workdir, "sub") });
+    expect((await ctl.mcp.ok<Bash>("bash", { session_id: sid, command: "pwd" })).result.stdout).toBe(`${join(worker.workdir, "sub")}\n`);
+    const rec = JSON.parse(readFileSync(join(state.path, "sessions", sid, "session.json"), "utf8"));
+    expect(rec.workdir).toBe(join(worker.workdir, "sub"));
+  });
+
   test("session_end ends the session on both sides", async () => {
     const rec = JSON.parse(readFileSync(join(state.path, "sessions", sid, "session.json"), "utf8"));
     const ended = await ctl.mcp.ok("session_end", { session_id: sid });
