@@ -65,3 +65,6 @@ registerWorkerOperation("tool", async (ctx, raw) => {
   if (!outcome.ok) throw outcome.error;
   return { data: { structured: outcome.structured, ...(call.media.length > 0 ? { media: call.media } : {}) } };
 });
+
+/** `ping`: answers at once and echoes any bytes sent, to measure the link's round trip and throughput. */
+registerWorkerOperation("ping", async (ctx) => ({ data: { pong: true, bytes: ctx.body?.byteLength ?? 0 }, ...(ctx.body ? { body: ctx.body } : {}) }));
