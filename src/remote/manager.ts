@@ -33,6 +33,13 @@ export interface LinkSocket {
   getBufferedAmount(): number;
 }
 
+/** What an attached socket reports through (bound to its worker, whatever its name becomes). */
+export interface LinkHandle {
+  result(frame: Result, body?: Uint8Array): void;
+  pong(): void;
+  closed(): void;
+}
+
 export interface CallOptions {
   signal?: AbortSignal;
   /** How long the call may take, in ms (default remote_job_timeout_s). */
@@ -47,6 +54,8 @@ export interface CallResult {
 }
 
 interface PendingCall {
+  /** The worker's state (not its name: a rename re-keys the table, the calls stay). */
+  worker: WorkerState;
   id: string;
   op: string;
   args: unknown;
@@ -69,6 +78,7 @@ interface Link {
 }
 
 interface WorkerState {
+  name: string;
   link?: Link;
   bootId?: string;
   /** Last runtime the worker reported (for orientation). */
@@ -111,7 +121,7 @@ export class RemoteManager {
 
   private state(name: string): WorkerState {
     let s = this.workers.get(name);
-    if (!s) this.workers.set(name, (s = { queue: [], inflight: new Map(), offlineSince: this.startedAt }));
+    if (!s) this.workers.set(name, (s = { name, queue: [], inflight: new Map(), offlineSince: this.startedAt }));
     return s;
   }
 
@@ -143,8 +153,9 @@ export class RemoteManager {
     const deadlineMs = options.deadlineMs ?? this.settings.remote_job_timeout_s * 1000;
     return new Promise<CallResult>((resolve, reject) => {
       const id = `c_${randomHex(12)}`;
-      const onAbort = () => this.abandon(machine, call, new ToolError("cancelled", "the operation was cancelled"));
+      const onAbort = () => this.abandon(call, new ToolError("cancelled", "the operation was cancelled"));
       const call: PendingCall = {
+        worker: s,
         id,
         op,
         args,
@@ -163,53 +174,51 @@ export class RemoteManager {
       // The worker stops the call at its deadline and answers; this only guards against a worker
       // that stays connected but never answers.
       call.deadlineTimer = setTimeout(
-        () => this.abandon(machine, call, new ToolError("remote_timeout", `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`)),
+        () => this.abandon(call, new ToolError("remote_timeout", `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`)),
         Math.min(MAX_TIMER_MS, deadlineMs + DEADLINE_SLACK_MS),
       );
       s.queue.push(call);
-      if (!s.link) this.armOffline(machine, call);
-      this.pump(machine);
+      if (!s.link) this.armOffline(call);
+      this.pump(s);
     });
   }
 
   /** Fails a call after the grace period unless its worker is back by then. */
-  private armOffline(machine: string, call: PendingCall): void {
+  private armOffline(call: PendingCall): void {
     clearTimeout(call.offlineTimer);
     call.offlineTimer = setTimeout(() => {
-      if (this.workers.get(machine)?.link) return;
-      this.finish(machine, call, offline(machine));
+      if (call.worker.link) return;
+      this.finish(call, offline(call.worker.name));
     }, OFFLINE_GRACE_MS);
   }
 
   /** Removes a call from every table and settles it. */
-  private finish(machine: string, call: PendingCall, outcome: CallResult | ToolError): void {
-    const s = this.workers.get(machine);
-    if (s) {
-      s.inflight.delete(call.id);
-      const i = s.queue.indexOf(call);
-      if (i >= 0) s.queue.splice(i, 1);
-    }
+  private finish(call: PendingCall, outcome: CallResult | ToolError): void {
+    const s = call.worker;
+    s.inflight.delete(call.id);
+    const i = s.queue.indexOf(call);
+    if (i >= 0) s.queue.splice(i, 1);
     call.cleanup();
     if (outcome instanceof ToolError) call.reject(outcome);
     else call.resolve(outcome);
-    this.pump(machine);
+    this.pump(s);
   }
 
   /** The caller gave up: tell the worker to stop it if it already runs there. */
-  private abandon(machine: string, call: PendingCall, error: ToolError): void {
-    const link = this.workers.get(machine)?.link;
+  private abandon(call: PendingCall, error: ToolError): void {
+    const link = call.worker.link;
     if (call.sent && link) this.sendNow(link, encodeFrame({ type: "cancel", id: call.id }));
-    this.finish(machine, call, error);
+    this.finish(call, error);
   }
 
-  private pump(machine: string): void {
-    const s = this.workers.get(machine);
-    if (!s?.link) return;
+  private pump(s: WorkerState): void {
+    const link = s.link;
+    if (!link) return;
     while (s.queue.length > 0 && s.inflight.size < this.settings.remote_max_concurrent_jobs) {
       const call = s.queue.shift()!;
       s.inflight.set(call.id, call);
       call.sent = true;
-      void this.transmit(machine, s.link, call);
+      void this.transmit(link, call);
     }
   }
 
@@ -217,17 +226,17 @@ export class RemoteManager {
     return this.settings.max_http_request_bytes;
   }
 
-  private async transmit(machine: string, link: Link, call: PendingCall): Promise<void> {
+  private async transmit(link: Link, call: PendingCall): Promise<void> {
     const remaining = Math.max(1, call.deadlineAt - Date.now());
     const frame: Call = { type: "call", id: call.id, op: call.op, args: call.args, deadline_ms: remaining };
     const encoded = encodeFrame(frame, call.body);
     const limit = this.frameLimit();
     if (limit > 0 && frameBytes(encoded) > limit) {
-      this.finish(machine, call, new ToolError("remote_call_too_large", `the call is ${frameBytes(encoded)} bytes, above max_http_request_bytes (${limit})`));
+      this.finish(call, new ToolError("remote_call_too_large", `the call is ${frameBytes(encoded)} bytes, above max_http_request_bytes (${limit})`));
       return;
     }
     await this.drained(link);
-    if (this.workers.get(machine)?.link !== link) return; // the hello of the next link resends it
+    if (call.worker.link !== link) return; // the hello of the next link resends it
     this.sendNow(link, encoded);
   }
 
@@ -244,8 +253,11 @@ export class RemoteManager {
     }
   }
 
-  /** A worker completed its hello on a freshly upgraded socket; returns the welcome to send. */
-  attach(machine: string, socket: LinkSocket, hello: Hello): void {
+  /**
+   * A worker completed its hello on a freshly upgraded socket: welcome it, settle or resend the
+   * calls the previous link carried, and return the handle its socket reports through.
+   */
+  attach(machine: string, socket: LinkSocket, hello: Hello): LinkHandle {
     const s = this.state(machine);
     const previous = s.link;
     if (previous) {
@@ -255,7 +267,7 @@ export class RemoteManager {
     const restarted = s.bootId !== undefined && s.bootId !== hello.boot_id;
     s.bootId = hello.boot_id;
     s.runtime = hello.runtime;
-    const link: Link = { socket, bootId: hello.boot_id, missedPongs: 0, runtime: hello.runtime, heartbeat: setInterval(() => this.beat(machine, link), this.heartbeatS * 1000) };
+    const link: Link = { socket, bootId: hello.boot_id, missedPongs: 0, runtime: hello.runtime, heartbeat: setInterval(() => this.beat(s, link), this.heartbeatS * 1000) };
     s.link = link;
     socket.send(
       encodeFrame({ type: "welcome", name: machine, heartbeat_s: this.heartbeatS, runtime_matches: hello.runtime.build_digest === BUILD_DIGEST, max_frame_bytes: this.frameLimit() }),
@@ -264,20 +276,27 @@ export class RemoteManager {
     for (const call of [...s.inflight.values()]) {
       clearTimeout(call.offlineTimer);
       if (restarted) {
-        this.finish(machine, call, new ToolError("remote_worker_restarted", `worker ${machine} restarted while the call ran; its outcome is unknown`));
+        this.finish(call, new ToolError("remote_worker_restarted", `worker ${s.name} restarted while the call ran; its outcome is unknown`));
       } else if (!known.has(call.id)) {
-        void this.transmit(machine, link, call);
+        void this.transmit(link, call);
       }
     }
     for (const call of s.queue) clearTimeout(call.offlineTimer);
-    this.pump(machine);
+    this.pump(s);
+    return {
+      result: (frame, body) => this.onResult(s, socket, frame, body),
+      pong: () => {
+        if (s.link === link) link.missedPongs = 0;
+      },
+      closed: () => this.detach(s, link),
+    };
   }
 
-  private beat(machine: string, link: Link): void {
+  private beat(s: WorkerState, link: Link): void {
     if (link.missedPongs >= 2) {
-      log.warn(`worker ${machine} missed two heartbeats; dropping its link`);
+      log.warn(`worker ${s.name} missed two heartbeats; dropping its link`);
       link.socket.close(1001, "heartbeat timeout");
-      this.detach(machine, link.socket);
+      this.detach(s, link);
       return;
     }
     link.missedPongs++;
@@ -288,33 +307,26 @@ export class RemoteManager {
     }
   }
 
-  pong(machine: string, socket: LinkSocket): void {
-    const link = this.workers.get(machine)?.link;
-    if (link?.socket === socket) link.missedPongs = 0;
-  }
-
   /** A result arrived: settle its call (if anyone still waits) and always acknowledge it. */
-  onResult(machine: string, socket: LinkSocket, frame: Result, body?: Uint8Array): void {
+  private onResult(s: WorkerState, socket: LinkSocket, frame: Result, body?: Uint8Array): void {
     try {
       socket.send(encodeFrame({ type: "ack", id: frame.id }));
     } catch {
       // The worker re-sends after reconnecting; the call is settled below either way.
     }
-    const s = this.workers.get(machine);
-    const call = s?.inflight.get(frame.id);
+    const call = s.inflight.get(frame.id);
     if (!call) return;
-    if (frame.ok) this.finish(machine, call, { data: frame.data, ...(body ? { body } : {}) });
-    else this.finish(machine, call, new ToolError(frame.error?.code ?? "remote_call_failed", frame.error?.message ?? "the worker reported a failure", frame.error?.details));
+    if (frame.ok) this.finish(call, { data: frame.data, ...(body ? { body } : {}) });
+    else this.finish(call, new ToolError(frame.error?.code ?? "remote_call_failed", frame.error?.message ?? "the worker reported a failure", frame.error?.details));
   }
 
-  /** The socket closed (or was dropped): calls wait for the worker's return, up to the grace. */
-  detach(machine: string, socket: LinkSocket): void {
-    const s = this.workers.get(machine);
-    if (!s?.link || s.link.socket !== socket) return;
-    clearInterval(s.link.heartbeat);
+  /** The link closed (or was dropped): calls wait for the worker's return, up to the grace. */
+  private detach(s: WorkerState, link: Link): void {
+    clearInterval(link.heartbeat);
+    if (s.link !== link) return;
     s.link = undefined;
     s.offlineSince = Date.now();
-    for (const call of [...s.inflight.values(), ...s.queue]) this.armOffline(machine, call);
+    for (const call of [...s.inflight.values(), ...s.queue]) this.armOffline(call);
   }
 
   /** Revocation: close the channel now and fail everything it carried. */
@@ -325,29 +337,32 @@ export class RemoteManager {
     if (s.link) {
       clearInterval(s.link.heartbeat);
       s.link.socket.close(CLOSE_REVOKED, "worker revoked");
+      s.link = undefined;
     }
     const err = new ToolError("remote_worker_revoked", `worker ${machine} was revoked`);
     for (const call of [...s.inflight.values(), ...s.queue]) {
       call.cleanup();
       call.reject(err);
     }
+    s.inflight.clear();
+    s.queue.length = 0;
   }
 
   /**
-   * A rename re-keys the calls and closes the link: the worker reconnects at once, is known by its
-   * token under the new name, and its calls carry on through the usual hello.
+   * A rename re-keys the worker's state (its calls keep pointing at it) and closes the link: the
+   * worker reconnects at once, is known by its token under the new name, and its calls carry on
+   * through the usual hello.
    */
   rename(oldName: string, newName: string): void {
     const s = this.workers.get(oldName);
     if (!s) return;
     this.workers.delete(oldName);
     this.workers.set(newName, s);
+    s.name = newName;
     if (s.link) {
-      clearInterval(s.link.heartbeat);
-      s.link.socket.close(CLOSE_REPLACED, "renamed");
-      s.link = undefined;
-      s.offlineSince = Date.now();
-      for (const call of [...s.inflight.values(), ...s.queue]) this.armOffline(newName, call);
+      const link = s.link;
+      link.socket.close(CLOSE_REPLACED, "renamed");
+      this.detach(s, link);
     }
   }
 

@@ -11,7 +11,7 @@ import { isToolError, ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { errorResponse, jsonResponse } from "../http/json.ts";
 import { type Route, type SocketHandler, UPGRADED } from "../http/server.ts";
-import type { RemoteManager } from "./manager.ts";
+import type { LinkHandle, RemoteManager } from "./manager.ts";
 import { cleanText, WORKER_TOKEN_PREFIX } from "./names.ts";
 import { CLOSE_PROTOCOL, CLOSE_TOO_BIG, decodeFrame, Hello, PROTOCOL_VERSION, WorkerFrame } from "./protocol.ts";
 
@@ -62,7 +62,8 @@ type Socket = ServerWebSocket<{ handler: SocketHandler }>;
 
 /** One upgraded channel: waits for `hello`, then feeds results to the manager. */
 function channelHandler(manager: RemoteManager, tokenDigest: string): SocketHandler {
-  let machine: string | undefined;
+  let link: LinkHandle | undefined;
+  let closed = false;
   let helloTimer: Timer | undefined;
   const socketOf = (ws: Socket) => ({
     send: (d: string | Uint8Array) => ws.send(d),
@@ -101,29 +102,30 @@ function channelHandler(manager: RemoteManager, tokenDigest: string): SocketHand
           // Looked up again: a revocation or rename since the upgrade wins.
           const rec = manager.store.workers().find((w) => w.token_sha256 === tokenDigest);
           if (!rec) return ws.close(4001, "worker revoked");
-          machine = rec.name;
           const hello = Hello.parse(frame);
           await manager.store.touch(rec.name, {
             ...(hello.workdir ? { workdir: hello.workdir } : {}),
             ...(hello.capabilities ? { capabilities: hello.capabilities } : {}),
             info: workerInfo({ ...rec.info, ...(hello.info ?? {}) }, hello.runtime),
           });
-          manager.attach(rec.name, wrap(ws), hello);
+          if (closed) return;
+          link = manager.attach(rec.name, wrap(ws), hello);
         })().catch((e) => {
           log.warn(`worker channel hello failed: ${isToolError(e) ? e.message : String(e)}`);
           ws.close(1011, "controller error");
         });
         return;
       }
-      if (!machine) return ws.close(CLOSE_PROTOCOL, "hello first");
-      manager.onResult(machine, wrap(ws), frame, body);
+      if (!link) return ws.close(CLOSE_PROTOCOL, "hello first");
+      link.result(frame, body);
     },
-    close(ws) {
+    close() {
+      closed = true;
       clearTimeout(helloTimer);
-      if (machine) manager.detach(machine, wrap(ws));
+      link?.closed();
     },
-    pong(ws) {
-      if (machine) manager.pong(machine, wrap(ws));
+    pong() {
+      link?.pong();
     },
   };
 }
