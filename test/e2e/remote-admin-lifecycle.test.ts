@@ -78,8 +78,12 @@ describe("remote_admin lifecycle", () => {
     const profile = JSON.parse(p.stdout().split("\n")[0]!).profile_id as string;
     const rc = await ctl.mcp.ok<{ data: { machine: string; profile_id: string; command: string } }>("remote_admin", { action: "reconnect_command", args: { machine: "old-name" } });
     expect(rc.data).toEqual({ machine: "old-name", profile_id: profile, command: `${join(root.path, "run")} ${profile}` });
+    // A call running across the rename still gets its result (the link is re-made under the new name).
+    const across = ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: before, command: "sleep 1; echo across", timeout_s: 30 });
+    await Bun.sleep(200);
     const renamed = await ctl.mcp.ok<{ data: Record<string, string> }>("remote_admin", { action: "rename", args: { machine: "old-name", new_name: "new-name" } });
     expect(renamed.data).toEqual({ old_name: "old-name", new_name: "new-name" });
+    expect((await across).result.stdout).toBe("across\n");
     await waitFor(() => p.stderr().includes("connected to the controller as new-name"), { what: "the worker to reconnect under its new name" });
     const list = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
     expect(list.data.machines.find((m) => m.name === "new-name")).toMatchObject({ status: "online", profile_id: profile });
