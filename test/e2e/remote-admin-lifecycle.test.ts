@@ -4,7 +4,7 @@
  * once, in-flight calls fail, the worker exits 78 and its token is refused before any upgrade).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, invite, spawnWorker, startController, startWorker, type Worker } from "../helpers/remote.ts";
@@ -16,6 +16,7 @@ describe("remote_admin lifecycle", () => {
   let ws: TempDir;
   let state: TempDir;
   let ctl: Controller;
+  let survivorRoot = "";
   const workers: Worker[] = [];
   const dirs: TempDir[] = [];
 
@@ -49,6 +50,7 @@ describe("remote_admin lifecycle", () => {
     const r = await enroll(kept.code);
     expect(r.exit).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ name: "survivor", enrolled: true });
+    survivorRoot = r.root;
     // Expiry is enforced from the stored record: move it into the past rather than wait a minute.
     const file = join(state.path, "remote-workers.json");
     const doc = JSON.parse(readFileSync(file, "utf8"));
@@ -138,5 +140,16 @@ describe("remote_admin lifecycle", () => {
     const r = await fetch(`${ctl.url}/remote/channel`, { headers: { authorization: "Bearer lsmcp_wk_anything-at-all" } });
     expect(r.status).toBe(503);
     expect(readFileSync(file, "utf8")).toBe("{broken");
+    // A worker refused with a 5xx keeps retrying and keeps its identity (only a 401 means revoked).
+    const worker = spawnWorker({ server: ctl.url, workdir: survivorRoot, root: survivorRoot, mode: "run" });
+    try {
+      await waitFor(() => worker.stderr().includes("refused the channel (HTTP 503); retrying"), { what: "the worker to be refused with 503" });
+      expect(worker.proc.exitCode).toBeNull();
+    } finally {
+      worker.proc.kill("SIGTERM");
+      await worker.proc.exited;
+    }
+    expect(worker.proc.exitCode).not.toBe(78);
+    expect(readdirSync(join(survivorRoot, "profiles")).map((p) => existsSync(join(survivorRoot, "profiles", p, "identity.json")))).toEqual([true]);
   });
 });
