@@ -68,12 +68,17 @@ export async function runWorker(root: string, identity: WorkerIdentity): Promise
   const lock = FileLock.attempt(paths.lock);
   if (lock.status === "busy") throw new WorkerCommandError(`another worker already runs profile ${identity.profile_id}`);
   if (lock.status === "error") throw new WorkerCommandError(`the profile lock could not be taken (${lock.reason})`);
-  const { installSignalHandlers } = await import("../server/lifecycle.ts");
-  installSignalHandlers();
+  const { onShutdown, shutdown } = await import("../server/lifecycle.ts");
+  // Stops running command trees, then exits; Ctrl-C reports 130 as §1.5 says.
+  process.on("SIGINT", () => void shutdown("SIGINT", 130));
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGHUP", () => void shutdown("SIGHUP"));
   const { workerRuntime } = await import("../worker/runtime.ts");
   const { WorkerChannel } = await import("../worker/channel.ts");
   const { hostInfo } = await import("../worker/enroll.ts");
   const runtime = workerRuntime(root, identity.profile_id, identity.workdir);
+  // Records of the last calls reach the worker's audit log before it exits.
+  onShutdown(() => runtime.app.services.audit.flush());
   const channel = new WorkerChannel({
     server: identity.server,
     token: identity.token,

@@ -58,6 +58,9 @@ describe("remote sessions", () => {
     expect(r.result.stdout.split("\n")[0]).toBe(worker.workdir);
     // The worker's own LOCAL_SHELL_MCP_* environment (where its identity lives) is not passed on.
     expect(r.result.stdout.split("\n")[1] ?? "").toBe("");
+    // The worker records the call in its own audit log, as transport "worker".
+    const workerAudit = join(worker.root.path, "profiles", worker.profile, "state", "audit_log", "audit.jsonl");
+    await waitFor(() => existsSync(workerAudit) && readFileSync(workerAudit, "utf8").includes('"transport":"worker"'), { what: "the worker's audit record" });
     // An error on the worker comes back with its stable code.
     expect(await ctl.mcp.fails("read", { session_id: sid, path: "missing.txt" })).toBe("path_not_found");
   });

@@ -7,6 +7,7 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { binary, serverEnv, tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, invite, startController } from "../helpers/remote.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 async function worker(args: string[], root: string, stdin: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const proc = Bun.spawn([binary(), "worker", ...args], { env: serverEnv({ LOCAL_SHELL_MCP_WORKER_STATE_DIR: root }), stdin: "pipe", stdout: "pipe", stderr: "pipe" });
@@ -46,6 +47,18 @@ describe("worker CLI", () => {
     const again = await worker(["enroll", "--server", ctl.url, "--profile", "p_testprofile1"], root.path, "");
     expect(JSON.parse(again.stdout)).toMatchObject({ profile_id: "p_testprofile1", enrolled: false });
     expect(existsSync(join(root.path, "profiles", "p_testprofile1", "identity.json"))).toBe(true);
+  });
+
+  test("a running worker stopped with Ctrl-C (SIGINT) exits 130", async () => {
+    const proc = Bun.spawn([binary(), "worker", "run", "p_testprofile1"], { env: serverEnv({ LOCAL_SHELL_MCP_WORKER_STATE_DIR: root.path, LOCAL_SHELL_MCP_LOG_LEVEL: "3" }), stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+    let err = "";
+    void (async () => {
+      for await (const chunk of proc.stderr) err += new TextDecoder().decode(chunk);
+    })();
+    await waitFor(() => err.includes("connected to the controller"), { what: "the worker to connect" });
+    proc.kill("SIGINT");
+    await proc.exited;
+    expect(proc.exitCode).toBe(130);
   });
 
   test("bad arguments fail with one redacted status line and exit 1", async () => {
