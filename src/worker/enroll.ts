@@ -109,7 +109,9 @@ export async function register(input: { server: string; invite: string; name: st
     }
     const reply = (await res.json().catch(() => null)) as { ok?: boolean; error?: string; message?: string; data?: { token?: string; name?: string; workdir?: string } } | null;
     if (res.ok && reply?.ok && typeof reply.data?.token === "string" && typeof reply.data.name === "string") {
-      const identity: WorkerIdentity = { server: input.server, name: reply.data.name, token: reply.data.token, workdir: reply.data.workdir ?? input.workdir, profile_id: input.profileId };
+      // An invite may bind the workdir; it must exist here too (checked before anything is stored).
+      const workdir = reply.data.workdir && reply.data.workdir !== input.workdir ? canonicalWorkdir(reply.data.workdir) : input.workdir;
+      const identity: WorkerIdentity = { server: input.server, name: reply.data.name, token: reply.data.token, workdir, profile_id: input.profileId };
       writeIdentity(input.root, identity);
       return identity;
     }
