@@ -147,6 +147,8 @@ async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolCon
   try {
     reply = await runTool(manager, ctx, rec.machine, def.name, { ...input, session_id: workerSid }, limitMs);
   } catch (e) {
+    // A tool the worker does not offer (download links need the controller's listener).
+    if (e instanceof ToolError && e.code === "unknown_tool") throw new ToolError("remote_unsupported", `${def.name} is not available on remote sessions`);
     // The worker's own session id never reaches the model, not even inside an error.
     if (e instanceof ToolError) {
       throw new ToolError(e.code, e.message.replaceAll(workerSid, rec.session_id), e.details ? (rewriteSessionIds(e.details, workerSid, rec.session_id) as Record<string, unknown>) : undefined);

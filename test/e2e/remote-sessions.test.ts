@@ -63,6 +63,8 @@ describe("remote sessions", () => {
     await waitFor(() => existsSync(workerAudit) && readFileSync(workerAudit, "utf8").includes('"transport":"worker"'), { what: "the worker's audit record" });
     // An error on the worker comes back with its stable code.
     expect(await ctl.mcp.fails("read", { session_id: sid, path: "missing.txt" })).toBe("path_not_found");
+    // Download links need the controller's listener: refused plainly on a remote session.
+    expect(await ctl.mcp.fails("create_file_link", { session_id: sid, path: "notes.txt" })).toBe("remote_unsupported");
   });
 
   test("files: read, edit_lines, apply_patch, write_file, search all act on the worker's files", async () => {
