@@ -51,6 +51,8 @@ const TEXT_RULES: Rule[] = [
   { re: /\bgithub_pat_[A-Za-z0-9_]{20,}/g, rep: REDACTED, needle: "github_pat_" },
   { re: /\bsk-[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: "sk-" },
   { re: /\bAKIA[0-9A-Z]{16}\b/g, rep: REDACTED, needle: "AKIA" },
+  // Remote worker invites and worker tokens
+  { re: /\blsmcp_(?:inv|wk)_[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: "lsmcp_" },
   { re: /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, rep: REDACTED, needle: "eyJ" },
   // URL userinfo and query strings
   // user:password@ (the user may be empty, the password may hold '@'), or a token-like user alone

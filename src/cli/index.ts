@@ -10,5 +10,6 @@ export const mainCommand = defineCommand({
     ssh: () => import("./ssh.ts").then((m) => m.default),
     mcp: () => import("./mcp.ts").then((m) => m.default),
     tui: () => import("./tui.ts").then((m) => m.default),
+    worker: () => import("./worker.ts").then((m) => m.default),
   },
 });

@@ -178,9 +178,10 @@ export const SettingsSchema = z
 
     remote_enabled: bool(true, remote("Accept remote worker enrollment and offer remote sessions.")),
     remote_invite_ttl_s: int(600, 60, DAY, remote("Default lifetime of a worker invite.")),
-    remote_poll_timeout_s: int(25, 1, 3600, remote("Worker long-poll timeout in seconds.")),
+    remote_poll_timeout_s: int(25, 1, 3600, remote("Base of the worker channel heartbeat: pings every max(5, min(this/2, 30)) seconds, two missed pongs drop the link.")),
     remote_job_timeout_s: int(3600, 1, 366 * DAY, remote("Longest a worker job may take.")),
-    remote_max_pending_jobs: int(64, 1, 100_000, remote("Most queued jobs per worker.")),
+    remote_max_pending_jobs: int(64, 1, 100_000, remote("Most calls waiting per worker beyond those running.")),
+    remote_max_concurrent_jobs: int(16, 1, 1024, remote("Most calls one worker runs at once over its channel.")),
     remote_http_transfer_enabled: bool(true, remote("Use the resumable HTTP gateway for large transfers.")),
     remote_http_transfer_threshold_bytes: int(1_048_576, 1, 10_000_000_000_000, remote("Transfers from this size on use the HTTP gateway.")),
     remote_http_transfer_chunk_bytes: int(1_048_576, 1, 4_194_304, remote("Chunk size of gateway transfers.")),

@@ -16,6 +16,8 @@ export interface SocketHandler {
   open(ws: ServerWebSocket<{ handler: SocketHandler }>): void | Promise<void>;
   message(ws: ServerWebSocket<{ handler: SocketHandler }>, message: string | Buffer): void;
   close(ws: ServerWebSocket<{ handler: SocketHandler }>, code: number, reason: string): void;
+  /** A pong answering our ping (the worker channel's heartbeat). */
+  pong?(ws: ServerWebSocket<{ handler: SocketHandler }>): void;
 }
 
 /** Facts about the request that only the listener knows. */
@@ -114,7 +116,8 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
     maxBodyBytes: bodyLimit > 0 ? bodyLimit : UNLIMITED_BODY,
   });
   // Public routes come first: health, and the tokenized download links (the token is the capability).
-  const publicRoutes = [healthRoutes(), downloadRoute(settings, app.services.links, audit)];
+  // The worker routes carry their own bearer (a worker token), never OAuth.
+  const publicRoutes = [healthRoutes(), downloadRoute(settings, app.services.links, audit), ...(app.remoteRoutes ? [app.remoteRoutes] : [])];
   let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;
   let insufficientScope = options.insufficientScope;
@@ -175,12 +178,14 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
     },
     websocket: {
       // Frames above our own 64 KiB control limit are refused by the handler with a close code it
-      // chooses; Bun's hard cap only stops floods far beyond it.
-      maxPayloadLength: 1 << 20,
+      // chooses; Bun's hard cap only stops floods far beyond it. Worker channel frames may be as
+      // large as a request body; a larger one closes the link with 1009.
+      maxPayloadLength: Math.max(1 << 20, bodyLimit > 0 ? bodyLimit : 1 << 30),
       idleTimeout: 0,
       open: (ws) => ws.data.handler.open(ws),
       message: (ws, message) => ws.data.handler.message(ws, message),
       close: (ws, code, reason) => ws.data.handler.close(ws, code, reason),
+      pong: (ws) => ws.data.handler.pong?.(ws),
     },
     error(e) {
       log.error(`HTTP handler failed: ${e.message}`);
@@ -190,6 +195,7 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host;
   const url = `http://${host}:${server.port}`;
   app.services.links.useListenerOrigin(url);
+  app.services.remote?.useListenerOrigin(url);
   if (options.prepare) {
     const prepare = options.prepare;
     ready = prepare(url).then((extra) => {

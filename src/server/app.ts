@@ -19,6 +19,10 @@ import type { AgentBridge } from "../bridge/service.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { BridgeDynamicTools } from "../tools/bridge/dynamic.ts";
 import { ToolRegistry } from "../tools/registry.ts";
+import type { Route } from "../http/server.ts";
+import { remoteCallRoute } from "../remote/dispatch.ts";
+import { RemoteManager } from "../remote/manager.ts";
+import { RemoteStore } from "../remote/store.ts";
 import { builtinToolManifest } from "../tools/schemas.macro.ts" with { type: "macro" };
 
 /** The built-in tools as the bundler saw them; their modules load on the first call. */
@@ -29,6 +33,8 @@ export interface App {
   registry: ToolRegistry;
   /** Builds the per-call context a transport hands to the registry. */
   context(options: { signal: AbortSignal; principal?: Principal; transport: Transport }): ToolContext;
+  /** The worker routes (/remote/register, /remote/channel) when remote workers are enabled. */
+  remoteRoutes?: Route;
 }
 
 /** Wires settings into the services and the tool registry; shared by every transport. */
@@ -68,6 +74,22 @@ export function createApp(settings: Settings): App {
     load: () => import("../tools/index.ts").then((m) => m.builtinTools()),
   });
   registry.observer = auditObserver(services.audit);
+  // Remote workers need a listener to dial: offered by the HTTP modes only, never by a worker itself.
+  let routesForWorkers: Route | undefined;
+  if (settings.remote_enabled && (settings.mode === "mcp" || settings.mode === "http")) {
+    const remote = new RemoteManager(settings, new RemoteStore(settings.state_dir));
+    services.remote = remote;
+    capabilities.remote_worker = true;
+    registry.route = remoteCallRoute(remote);
+    // The route module (and the HTTP layer it builds on) loads with the first worker request.
+    let loaded: Promise<Route> | undefined;
+    routesForWorkers = async (req, url, facts) => {
+      if (!url.pathname.startsWith("/remote/")) return undefined;
+      loaded ??= import("../remote/routes.ts").then((m) => m.remoteRoutes(remote));
+      return (await loaded)(req, url, facts);
+    };
+    onShutdown(() => remote.close());
+  }
   if (settings.agent_bridge_enabled && (settings.agent_dynamic_mcp_tools || settings.agent_dynamic_skill_tools)) {
     const dynamic = new BridgeDynamicTools(settings, new Set(BUILTIN_MANIFEST.map((t) => t.name)), services.bridge!);
     registry.dynamic = dynamic;
@@ -92,6 +114,7 @@ export function createApp(settings: Settings): App {
   return {
     services,
     registry,
+    remoteRoutes: routesForWorkers,
     context: ({ signal, principal, transport }) => ({
       app: services,
       signal,

@@ -11,6 +11,7 @@ import type { Capabilities } from "../sessions/orientation.ts";
 import type { ProbeCache } from "../sessions/probes.ts";
 import type { SessionRecord, SessionStore, SessionTeardown } from "../sessions/store.ts";
 import type { LifecycleLocks } from "../store/lifecycle.ts";
+import type { RemoteManager } from "../remote/manager.ts";
 
 export { SCOPES, type Scope } from "../core/scopes.ts";
 
@@ -54,6 +55,8 @@ export interface AppServices {
   audit: AuditLog;
   /** Tokenized download links to private file snapshots. */
   links: FileLinks;
+  /** Enrolled remote workers and their channels (controller in an HTTP mode with remote_enabled). */
+  remote?: RemoteManager;
   /** The Agent Bridge (upstream MCP servers, Skills), loaded on first use. */
   bridge?: () => Promise<AgentBridge>;
 }

@@ -12,8 +12,9 @@ import { bridgeTools } from "./bridge/index.ts";
 import { createFileLink } from "./links/create-file-link.ts";
 import { listFileLinks } from "./links/list-file-links.ts";
 import { revokeFileLink } from "./links/revoke-file-link.ts";
+import { remoteAdmin } from "./remote/remote-admin.ts";
 
 /** Every built-in tool. Capabilities add theirs here. */
 export function builtinTools(): ToolDefinition[] {
-  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail, ...fileTools(), job, listPersistentShells, readPersistentShellOutput, sendPersistentShellInput, resizePersistentShell, killPersistentShell, createFileLink, listFileLinks, revokeFileLink, ...bridgeTools()] as unknown as ToolDefinition[];
+  return [sessionStart, sessionChangeCwd, sessionEnd, bash, version, auditTail, ...fileTools(), job, listPersistentShells, readPersistentShellOutput, sendPersistentShellInput, resizePersistentShell, killPersistentShell, createFileLink, listFileLinks, revokeFileLink, remoteAdmin, ...bridgeTools()] as unknown as ToolDefinition[];
 }

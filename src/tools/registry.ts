@@ -117,12 +117,19 @@ export interface DynamicTools {
   onChange(listener: () => void): () => void;
 }
 
+/**
+ * Runs a validated, scope-checked call somewhere other than its handler (a remote session's
+ * worker) and returns the result to validate; undefined lets the handler run here.
+ */
+export type CallRoute = (def: ToolDefinition, ctx: ToolContext, input: unknown, limitMs: number) => Promise<unknown> | undefined;
+
 export class ToolRegistry {
   private readonly listings: ToolListing[];
   private readonly byName = new Map<string, ToolListing>();
   private loaded: Promise<Map<string, ToolDefinition>> | undefined;
   observer: CallObserver | undefined;
   dynamic: DynamicTools | undefined;
+  route: CallRoute | undefined;
 
   constructor(
     private readonly settings: Settings,
@@ -245,7 +252,8 @@ export class ToolRegistry {
       }, limitMs);
     });
     try {
-      return await Promise.race([def.run({ ...ctx, signal: watchdog.signal }, input as never), expired]);
+      const inner = { ...ctx, signal: watchdog.signal };
+      return await Promise.race([this.route?.(def, inner, input, limitMs) ?? def.run(inner, input as never), expired]);
     } finally {
       clearTimeout(timer);
       ctx.signal.removeEventListener("abort", onOuterAbort);

@@ -14,12 +14,11 @@ const MAX_TIMEOUT_S = 30;
 
 const NOT_YET_BUILT = new Set([
   // remote hosts
-  "remote_admin",
   "session_copy",
 ]);
 
-/** Contract tools offered only over HTTP (spec §3.6: a download URL needs a listener). */
-const HTTP_ONLY = new Set(["create_file_link", "list_file_links", "revoke_file_link"]);
+/** Contract tools offered only over HTTP (spec §3.6 and §1.9: download URLs and worker channels need a listener). */
+const HTTP_ONLY = new Set(["create_file_link", "list_file_links", "revoke_file_link", "remote_admin"]);
 
 // The same suite over both transports: stdio and Streamable HTTP (auth none, loopback).
 describe.each(["stdio", "http"] as const)("over %s", (transport) => {

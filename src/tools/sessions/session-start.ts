@@ -22,7 +22,9 @@ export const sessionStart = defineTool({
   async run(ctx, input) {
     if (input.target === "remote") {
       if (!input.machine) throw new ToolError("invalid_arguments", "machine is required when target='remote'");
-      throw new ToolError("remote_unavailable", "remote workers are not available on this server");
+      // Remote sessions are routed to their worker before this handler runs (src/remote/dispatch.ts).
+      if (!ctx.app.settings.remote_enabled) throw new ToolError("remote_disabled", "remote workers are disabled on this server");
+      throw new ToolError("remote_unavailable", "remote workers need the server in an HTTP mode (mcp or http)");
     }
     const workdir = resolveWorkdir(input.workdir, dirPolicy(ctx.app));
     // With OAuth the session belongs to the principal that starts it (see SessionStore.requireFor).

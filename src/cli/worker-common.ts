@@ -1,0 +1,92 @@
+import type { ArgsDef } from "citty";
+import { log } from "../core/log.ts";
+import { ensurePrivateDir } from "../store/atomic.ts";
+import { FileLock } from "../store/lock.ts";
+import { canonicalWorkdir, readInviteFromStdin, register, serverOrigin, WorkerCommandError } from "../worker/enroll.ts";
+import { assertProfileId, newProfileId, profilePaths, readIdentity, type WorkerIdentity, workerPaths, workerRoot } from "../worker/layout.ts";
+
+/** Arguments shared by `worker enroll` and `worker connect` (§1.5). */
+export const enrollArgs = {
+  server: { type: "string", required: true, description: "Controller origin, e.g. https://controller.example" },
+  invite: { type: "string", description: "One-time invite (prefer --invite-stdin: a command line is visible to other users)" },
+  "invite-stdin": { type: "boolean", description: "Read the invite from stdin (at most 16 KiB; not a terminal)" },
+  name: { type: "string", description: "Machine name to ask for" },
+  workdir: { type: "string", description: "Directory sessions on this host start from (default: the current one)" },
+  profile: { type: "string", description: "Profile id (p_…); a new one by default" },
+} satisfies ArgsDef;
+
+const SECRET = /lsmcp_(?:inv|wk)_[A-Za-z0-9_-]+/g;
+
+/** Runs a worker command: failures print one redacted status line and exit 1. */
+export async function guarded(fn: () => Promise<number | void>): Promise<never> {
+  let code = 0;
+  try {
+    // Windows has no supported worker service model; refused rather than half-emulated.
+    if (process.platform === "win32") throw new WorkerCommandError("remote workers are not supported on Windows");
+    code = (await fn()) ?? 0;
+  } catch (e) {
+    const message = e instanceof WorkerCommandError || (e instanceof Error && e.name === "ToolError") ? e.message : "unexpected error (see the log)";
+    if (!(e instanceof WorkerCommandError)) log.debug(`worker command error: ${e instanceof Error ? e.message.replace(SECRET, "[redacted]") : String(e)}`);
+    process.stderr.write(`Status: worker command failed: ${message.replace(SECRET, "[redacted]")}\n`);
+    code = 1;
+  }
+  process.exit(code);
+}
+
+/** Uses the profile's stored identity, or enrolls with the invite. */
+export async function enrollOrResume(args: Record<string, unknown>): Promise<{ root: string; identity: WorkerIdentity; enrolled: boolean }> {
+  const root = workerRoot();
+  ensurePrivateDir(root);
+  ensurePrivateDir(workerPaths(root).profiles);
+  const server = serverOrigin(String(args.server ?? ""));
+  let profileId: string;
+  try {
+    profileId = typeof args.profile === "string" ? assertProfileId(args.profile) : newProfileId();
+  } catch {
+    throw new WorkerCommandError("--profile must be p_ followed by 8-64 letters, digits, '_' or '-'");
+  }
+  if (typeof args.invite === "string" && args["invite-stdin"] === true) throw new WorkerCommandError("use either --invite or --invite-stdin");
+  const existing = readIdentity(root, profileId);
+  if (existing && existing.server === server) return { root, identity: existing, enrolled: false };
+  const invite = args["invite-stdin"] === true ? readInviteFromStdin() : typeof args.invite === "string" ? args.invite : "";
+  if (!invite) throw new WorkerCommandError("an invite is required to enroll (--invite-stdin, or --invite)");
+  const workdir = canonicalWorkdir(typeof args.workdir === "string" ? args.workdir : undefined);
+  const name = typeof args.name === "string" && args.name.trim() ? args.name : null;
+  const identity = await register({ server, invite, name, workdir, root, profileId });
+  return { root, identity, enrolled: true };
+}
+
+export function printEnrollment(r: { identity: WorkerIdentity; enrolled: boolean }): void {
+  const { server, name, workdir, profile_id } = r.identity;
+  process.stdout.write(`${JSON.stringify({ schema_version: 1, server, name, workdir, profile_id, enrolled: r.enrolled })}\n`);
+}
+
+/** Runs the channel in the foreground under the profile's single-instance lock. */
+export async function runWorker(root: string, identity: WorkerIdentity): Promise<number> {
+  const paths = profilePaths(root, identity.profile_id);
+  ensurePrivateDir(paths.dir);
+  const lock = FileLock.attempt(paths.lock);
+  if (lock.status === "busy") throw new WorkerCommandError(`another worker already runs profile ${identity.profile_id}`);
+  if (lock.status === "error") throw new WorkerCommandError(`the profile lock could not be taken (${lock.reason})`);
+  const { onShutdown, shutdown } = await import("../server/lifecycle.ts");
+  // Stops running command trees, then exits; Ctrl-C reports 130 as §1.5 says.
+  process.on("SIGINT", () => void shutdown("SIGINT", 130));
+  process.on("SIGTERM", () => void shutdown("SIGTERM"));
+  process.on("SIGHUP", () => void shutdown("SIGHUP"));
+  const { workerRuntime } = await import("../worker/runtime.ts");
+  const { WorkerChannel } = await import("../worker/channel.ts");
+  const { hostInfo } = await import("../worker/enroll.ts");
+  const runtime = workerRuntime(root, identity.profile_id, identity.workdir);
+  // Records of the last calls reach the worker's audit log before it exits.
+  onShutdown(() => runtime.app.services.audit.flush());
+  const channel = new WorkerChannel({
+    server: identity.server,
+    token: identity.token,
+    runtime,
+    info: hostInfo(root, identity.profile_id),
+    status: (line) => process.stderr.write(`${line}\n`),
+  });
+  const code = await channel.run();
+  lock.lock.release();
+  return code;
+}

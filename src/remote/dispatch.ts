@@ -1,0 +1,181 @@
+/**
+ * Remote sessions, in one place: the registry's call route. After validation and scope checks, a
+ * call whose `session_id` names a remote session runs on that session's worker (through the
+ * worker's own registry, audited there with transport "worker"); the result comes back to be
+ * validated against the same output schema, with the worker's session id rewritten to ours.
+ * `session_start(target="remote")` asks the worker for a local session, validates its orientation
+ * and rebinds it (session id, machine, target, label, times).
+ */
+import { ToolError } from "../core/errors.ts";
+import type { SessionRecord } from "../sessions/store.ts";
+import type { ToolContext } from "../tools/context.ts";
+import type { ToolDefinition } from "../tools/define.ts";
+import type { CallRoute } from "../tools/registry.ts";
+import type { RemoteManager } from "./manager.ts";
+
+/** What the worker's "tool" operation returns. */
+interface ToolReply {
+  structured: Record<string, unknown>;
+  media?: Array<{ type: "image"; data: string; mimeType: string }>;
+}
+
+function requireRemoteScope(ctx: ToolContext): void {
+  if (ctx.principal && !ctx.principal.scopes.includes("remote:use")) {
+    throw new ToolError("insufficient_scope", "Missing required OAuth scope: remote:use", { scope: "remote:use" });
+  }
+}
+
+/** Every `session_id` equal to the worker's id becomes ours, at any depth. */
+export function rewriteSessionIds(value: unknown, from: string, to: string): unknown {
+  if (Array.isArray(value)) return value.map((v) => rewriteSessionIds(v, from, to));
+  if (value === null || typeof value !== "object") return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = k === "session_id" && v === from ? to : rewriteSessionIds(v, from, to);
+  return out;
+}
+
+async function runTool(manager: RemoteManager, ctx: ToolContext, machine: string, name: string, args: Record<string, unknown>, limitMs: number): Promise<ToolReply> {
+  const r = await manager.call(machine, "tool", { name, args }, { signal: ctx.signal, deadlineMs: limitMs });
+  const reply = r.data as ToolReply | null;
+  if (!reply || typeof reply !== "object" || typeof reply.structured !== "object" || reply.structured === null) {
+    throw new ToolError("remote_protocol_error", `worker ${machine} answered ${name} with a malformed result`);
+  }
+  if (Array.isArray(reply.media) && ctx.media) ctx.media.push(...reply.media.filter((m) => m && m.type === "image" && typeof m.data === "string"));
+  return reply;
+}
+
+const SERVICE_KINDS = new Set(["none", "manual", "systemd", "launchd", "windows_startup", "managed"]);
+
+/** The worker's orientation, validated, with our id, machine and the worker facts we know. */
+async function rebind(manager: RemoteManager, ctx: ToolContext, rec: SessionRecord, raw: unknown, message?: string): Promise<Record<string, unknown>> {
+  // Loaded here, not at start-up: the tool schemas load with the first call anyway.
+  const { SessionOrientation } = await import("../tools/sessions/orientation-schema.ts");
+  const parsed = SessionOrientation.safeParse(raw);
+  if (!parsed.success) throw new ToolError("remote_protocol_error", `worker ${rec.machine} returned an orientation outside the schema`);
+  const o = parsed.data;
+  const machine = rec.machine!;
+  const runtime = manager.runtimeOf(machine);
+  const info = manager.store.byName(machine)?.info ?? {};
+  const kind = typeof info.service_kind === "string" && SERVICE_KINDS.has(info.service_kind) ? info.service_kind : "manual";
+  const workerTransfer = (manager.store.byName(machine)?.capabilities ?? []).includes("http-transfer-v1");
+  return {
+    ...o,
+    session_id: rec.session_id,
+    target: "remote",
+    machine,
+    created_at: rec.created_at,
+    updated_at: rec.updated_at,
+    expires_at: rec.expires_at,
+    label: rec.label,
+    message: message ?? o.message,
+    environment: {
+      ...o.environment,
+      workspace: {
+        ...o.environment.workspace,
+        target: "remote",
+        machine,
+        worker_runtime: {
+          active: true,
+          worker_version: runtime?.version ?? null,
+          bundle_version: runtime?.bundle_sha256 ? runtime.version : null,
+          service_kind: kind,
+          service_status: "running",
+        },
+      },
+      capabilities: {
+        ...o.environment.capabilities,
+        remote_worker: true,
+        // Only when both ends speak the transfer gateway: ours (set by the gateway when it is
+        // wired) and the worker's advertised capability.
+        http_transfer: ctx.app.capabilities.http_transfer && workerTransfer,
+      },
+    },
+  };
+}
+
+async function startRemote(manager: RemoteManager, ctx: ToolContext, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+  requireRemoteScope(ctx);
+  const machine = input.machine;
+  if (typeof machine !== "string" || machine.length === 0) throw new ToolError("invalid_arguments", "machine is required when target='remote'");
+  const label = (input.label as string | null) ?? null;
+  const reply = await runTool(manager, ctx, machine, "session_start", { workdir: input.workdir, target: "local", label }, limitMs);
+  const workerSid = reply.structured.session_id;
+  const workdir = reply.structured.workdir;
+  if (typeof workerSid !== "string" || typeof workdir !== "string") throw new ToolError("remote_protocol_error", `worker ${machine} returned an orientation without a session`);
+  const owner = ctx.principal ? { client_id: ctx.principal.clientId, subject: ctx.principal.subject } : null;
+  let rec: SessionRecord;
+  try {
+    const local = await ctx.app.sessions.create({ workdir, label, owner }, (sid) => ctx.app.foreground.isBusy(sid));
+    rec = ctx.app.sessions.update(local, { target: "remote", machine, worker_session_id: workerSid });
+  } catch (e) {
+    // Our admission failed: do not leave the worker's session behind.
+    await manager.call(machine, "tool", { name: "session_end", args: { session_id: workerSid, force: true } }, { deadlineMs: 30_000 }).catch(() => undefined);
+    throw e;
+  }
+  return rebind(manager, ctx, rec, reply.structured);
+}
+
+async function endRemote(manager: RemoteManager, ctx: ToolContext, rec: SessionRecord, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+  const force = input.force === true;
+  let remote: Record<string, unknown> | undefined;
+  try {
+    remote = (await runTool(manager, ctx, rec.machine!, "session_end", { session_id: rec.worker_session_id, force }, limitMs)).structured;
+  } catch (e) {
+    if (!force) throw e;
+  }
+  for (const teardown of ctx.app.sessionTeardowns) await teardown(rec.session_id).catch(() => ({}));
+  ctx.app.sessions.remove(rec.session_id);
+  return {
+    session_id: rec.session_id,
+    target: "remote",
+    machine: rec.machine,
+    ended: true,
+    stopped_jobs: (remote?.stopped_jobs as string[] | undefined) ?? [],
+    stopped_shells: (remote?.stopped_shells as string[] | undefined) ?? [],
+    remote_cleanup_succeeded: remote !== undefined,
+    force_released: remote === undefined,
+  };
+}
+
+async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, rec: SessionRecord, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+  requireRemoteScope(ctx);
+  if (!rec.machine || !rec.worker_session_id) throw new ToolError("session_not_found", `session ${rec.session_id} has no worker binding`);
+  ctx.app.sessions.touch(rec);
+  if (def.name === "session_end") return endRemote(manager, ctx, rec, input, limitMs);
+  const workerSid = rec.worker_session_id;
+  let reply: ToolReply;
+  try {
+    reply = await runTool(manager, ctx, rec.machine, def.name, { ...input, session_id: workerSid }, limitMs);
+  } catch (e) {
+    // A tool the worker does not offer (download links need the controller's listener).
+    if (e instanceof ToolError && e.code === "unknown_tool") throw new ToolError("remote_unsupported", `${def.name} is not available on remote sessions`);
+    // The worker's own session id never reaches the model, not even inside an error.
+    if (e instanceof ToolError) {
+      throw new ToolError(e.code, e.message.replaceAll(workerSid, rec.session_id), e.details ? (rewriteSessionIds(e.details, workerSid, rec.session_id) as Record<string, unknown>) : undefined);
+    }
+    throw e;
+  }
+  if (def.name === "session_change_cwd") {
+    const next = ctx.app.sessions.update(rec, { workdir: String(reply.structured.workdir ?? rec.workdir) });
+    return rebind(manager, ctx, next, reply.structured);
+  }
+  return rewriteSessionIds(reply.structured, rec.worker_session_id, rec.session_id);
+}
+
+/** The registry route that sends remote-session calls to their worker. */
+export function remoteCallRoute(manager: RemoteManager): CallRoute {
+  return (def, ctx, input, limitMs) => {
+    const args = input as Record<string, unknown>;
+    if (def.name === "session_start") return args.target === "remote" ? startRemote(manager, ctx, args, limitMs) : undefined;
+    const sid = args?.session_id;
+    if (typeof sid !== "string") return undefined;
+    let rec: SessionRecord;
+    try {
+      rec = ctx.app.sessions.requireFor(sid, ctx.principal);
+    } catch {
+      return undefined; // the handler answers with the same error
+    }
+    if (rec.target !== "remote") return undefined;
+    return forward(manager, def, ctx, rec, args, limitMs);
+  };
+}

@@ -1,0 +1,220 @@
+/**
+ * The worker's end of the channel: it dials out (never listens), says hello, runs calls
+ * concurrently, keeps each result in an outbox until the controller acknowledges it (re-sent after
+ * a reconnect), runs a call id at most once, and reconnects with jittered backoff (≤ 30 s). Only a
+ * 401 (or a revocation close) ends it, with EXIT_REVOKED; a 5xx or a dropped link never touches
+ * the identity.
+ */
+import WebSocket from "ws";
+import { toToolError } from "../core/errors.ts";
+import { randomHex } from "../core/random.ts";
+import { BUILD_DIGEST, VERSION } from "../core/version.ts";
+import { type Call, CLOSE_REVOKED, CLOSE_TOO_BIG, ControllerFrame, decodeFrame, encodeFrame, frameBytes, PROTOCOL_VERSION } from "../remote/protocol.ts";
+import { EXIT_REVOKED } from "./layout.ts";
+import { type WorkerRuntime, workerCapabilities, workerOperation } from "./operations.ts";
+
+const HIGH_WATER_BYTES = 4 * 1024 * 1024;
+const MAX_BACKOFF_S = 30;
+const CONNECT_TIMEOUT_MS = 15_000;
+/** Results kept for an absent controller; older ones are dropped (their callers gave up). */
+const MAX_OUTBOX = 1024;
+/** Call ids remembered for at-most-once execution. */
+const MAX_SEEN = 100_000;
+
+export interface ChannelOptions {
+  server: string;
+  token: string;
+  runtime: WorkerRuntime;
+  info: Record<string, string>;
+  /** Status lines for the operator (never secrets). */
+  status: (line: string) => void;
+}
+
+type Outcome = { kind: "revoked" } | { kind: "closed"; welcomed: boolean };
+
+export function channelUrl(server: string): string {
+  return `${server.replace(/^http/, "ws")}/remote/channel`;
+}
+
+export class WorkerChannel {
+  readonly bootId = randomHex(16);
+  private readonly running = new Map<string, AbortController>();
+  private readonly seen = new Set<string>();
+  private readonly outbox = new Map<string, string | Uint8Array>();
+  private ws: WebSocket | undefined;
+  private maxFrame = 0;
+
+  constructor(private readonly options: ChannelOptions) {}
+
+  /** Runs until revoked; resolves with the exit status. */
+  async run(): Promise<number> {
+    for (let attempt = 0; ; ) {
+      const outcome = await this.connectOnce();
+      if (outcome.kind === "revoked") {
+        this.options.status("Status: the controller revoked this worker; its identity is no longer accepted (enroll again with a new invite)");
+        for (const ac of this.running.values()) ac.abort();
+        return EXIT_REVOKED;
+      }
+      attempt = outcome.welcomed ? 0 : attempt + 1;
+      const base = Math.min(MAX_BACKOFF_S, 0.5 * 2 ** attempt);
+      await Bun.sleep(base * (0.5 + Math.random() / 2) * 1000);
+    }
+  }
+
+  private connectOnce(): Promise<Outcome> {
+    return new Promise((resolve) => {
+      let settled = false;
+      let welcomed = false;
+      let lastHeard = Date.now();
+      let watch: Timer | undefined;
+      const ws = new WebSocket(channelUrl(this.options.server), { headers: { authorization: `Bearer ${this.options.token}` } });
+      this.ws = ws;
+      const done = (o: Outcome) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(connectTimer);
+        clearInterval(watch);
+        if (this.ws === ws) this.ws = undefined;
+        resolve(o);
+      };
+      const connectTimer = setTimeout(() => {
+        ws.terminate();
+        done({ kind: "closed", welcomed: false });
+      }, CONNECT_TIMEOUT_MS);
+      ws.on("unexpected-response", (_req, res) => {
+        const status = res.statusCode ?? 0;
+        if (status === 401) return done({ kind: "revoked" });
+        this.options.status(`Status: the controller refused the channel (HTTP ${status}); retrying`);
+        ws.terminate();
+        done({ kind: "closed", welcomed: false });
+      });
+      ws.on("open", () => {
+        clearTimeout(connectTimer);
+        ws.send(
+          encodeFrame({
+            type: "hello",
+            protocol: PROTOCOL_VERSION,
+            boot_id: this.bootId,
+            runtime: { version: VERSION, build_digest: BUILD_DIGEST, bundle_sha256: bundleDigest() },
+            running: [...this.running.keys()],
+            unacked: [...this.outbox.keys()],
+            workdir: this.options.runtime.workdir,
+            capabilities: workerCapabilities(),
+            info: this.options.info,
+          }),
+        );
+      });
+      ws.on("ping", () => (lastHeard = Date.now()));
+      ws.on("message", (data: Buffer | string, isBinary: boolean) => {
+        lastHeard = Date.now();
+        const bytes = typeof data === "string" ? Buffer.byteLength(data) : data.byteLength;
+        if (this.maxFrame > 0 && bytes > this.maxFrame) {
+          ws.close(CLOSE_TOO_BIG, "frame too large");
+          return;
+        }
+        let decoded;
+        try {
+          const raw = typeof data === "string" ? data : isBinary ? new Uint8Array(data) : data.toString("utf8");
+          decoded = decodeFrame(ControllerFrame, raw);
+        } catch {
+          ws.close(1002, "malformed frame");
+          return;
+        }
+        const { frame, body } = decoded;
+        switch (frame.type) {
+          case "welcome": {
+            welcomed = true;
+            this.maxFrame = frame.max_frame_bytes;
+            this.options.status(`Status: connected to the controller as ${frame.name}`);
+            for (const encoded of this.outbox.values()) this.send(encoded);
+            const limit = frame.heartbeat_s * 2500;
+            watch = setInterval(() => {
+              if (Date.now() - lastHeard > limit) ws.terminate();
+            }, frame.heartbeat_s * 1000);
+            break;
+          }
+          case "call":
+            this.onCall(frame, body);
+            break;
+          case "cancel":
+            this.running.get(frame.id)?.abort();
+            break;
+          case "ack":
+            this.outbox.delete(frame.id);
+            break;
+        }
+      });
+      ws.on("close", (code: number) => {
+        if (code === CLOSE_REVOKED) return done({ kind: "revoked" });
+        if (welcomed) this.options.status(`Status: the channel closed (${code}); reconnecting`);
+        done({ kind: "closed", welcomed });
+      });
+      ws.on("error", () => {
+        // The close event follows and decides.
+        setTimeout(() => done({ kind: "closed", welcomed }), 1000);
+      });
+    });
+  }
+
+  private onCall(call: Call, body?: Uint8Array): void {
+    if (this.seen.has(call.id)) {
+      // Already ran or runs: only its result may be missing on the other side.
+      const out = this.outbox.get(call.id);
+      if (out) this.send(out);
+      return;
+    }
+    this.seen.add(call.id);
+    if (this.seen.size > MAX_SEEN) this.seen.delete(this.seen.values().next().value!);
+    const ac = new AbortController();
+    this.running.set(call.id, ac);
+    const deadline = setTimeout(() => ac.abort(), Math.min(call.deadline_ms, 2 ** 31 - 1));
+    const op = workerOperation(call.op);
+    const work = op
+      ? op({ runtime: this.options.runtime, signal: ac.signal, callId: call.id, ...(body ? { body } : {}) }, call.args)
+      : Promise.reject(Object.assign(new Error(), { code: "remote_unsupported_operation" }));
+    work
+      .then(
+        (r) => this.complete(call.id, { ok: true, data: r.data }, r.body),
+        (e) => {
+          const err = op ? toToolError(e) : { code: "remote_unsupported_operation", message: `the worker does not offer ${call.op}`, details: undefined };
+          this.complete(call.id, { ok: false, error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } });
+        },
+      )
+      .finally(() => {
+        clearTimeout(deadline);
+        this.running.delete(call.id);
+      });
+  }
+
+  private complete(id: string, result: { ok: boolean; data?: unknown; error?: { code: string; message: string; details?: Record<string, unknown> } }, body?: Uint8Array): void {
+    let encoded: string | Uint8Array;
+    try {
+      encoded = encodeFrame({ type: "result", id, ...result }, body);
+    } catch {
+      encoded = encodeFrame({ type: "result", id, ok: false, error: { code: "internal_error", message: "the result could not be serialised" } });
+    }
+    if (this.maxFrame > 0 && frameBytes(encoded) > this.maxFrame) {
+      const size = frameBytes(encoded);
+      encoded = encodeFrame({ type: "result", id, ok: false, error: { code: "remote_result_too_large", message: `the result is ${size} bytes, above the controller's max_http_request_bytes (${this.maxFrame})` } });
+    }
+    this.outbox.set(id, encoded);
+    if (this.outbox.size > MAX_OUTBOX) this.outbox.delete(this.outbox.keys().next().value!);
+    this.send(encoded);
+  }
+
+  /** Sends when connected, after the socket's buffer drains below the high-water mark. */
+  private send(encoded: string | Uint8Array): void {
+    const ws = this.ws;
+    if (!ws || ws.readyState !== WebSocket.OPEN) return; // stays in the outbox
+    void (async () => {
+      for (let i = 0; ws.bufferedAmount > HIGH_WATER_BYTES && i < 60_000 && ws.readyState === WebSocket.OPEN; i++) await Bun.sleep(5);
+      if (ws.readyState === WebSocket.OPEN) ws.send(encoded);
+    })();
+  }
+}
+
+/** The digest of the managed runtime this process was started from, when a launcher says so. */
+function bundleDigest(): string | null {
+  const v = process.env.LOCAL_SHELL_MCP_WORKER_RUNTIME_SHA256;
+  return v && /^[0-9a-f]{64}$/.test(v) ? v : null;
+}

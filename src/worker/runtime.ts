@@ -1,0 +1,20 @@
+/**
+ * The worker's own services, built like `serve` builds them: state in the profile's `state/`,
+ * the enrolled workdir as workspace_root, and full control (the operator enrolled this host to be
+ * driven; see docs/remote-workers.md). Remote dispatch is off, so a worker never calls onwards.
+ */
+import { loadSettings } from "../config/load.ts";
+import { createApp } from "../server/app.ts";
+import { ensurePrivateDir } from "../store/atomic.ts";
+import type { WorkerRuntime } from "./operations.ts";
+import { profilePaths } from "./layout.ts";
+
+export function workerRuntime(root: string, profileId: string, workdir: string): WorkerRuntime {
+  const paths = profilePaths(root, profileId);
+  ensurePrivateDir(paths.state);
+  const settings = loadSettings({
+    flags: { state_dir: paths.state, workspace_root: workdir, allow_full_control: "true", remote_enabled: "false", mode: "stdio" },
+    cwd: workdir,
+  });
+  return { app: createApp(settings), settings, profileId, workdir };
+}
