@@ -16,6 +16,7 @@ import { SessionStore } from "../sessions/store.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import { liveBridgeCapabilities } from "../bridge/capabilities.ts";
 import type { AgentBridge } from "../bridge/service.ts";
+import type { SessionCopyDeps } from "../transfer/session-copy.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { BridgeDynamicTools } from "../tools/bridge/dynamic.ts";
 import { ToolRegistry } from "../tools/registry.ts";
@@ -40,6 +41,18 @@ export function createApp(settings: Settings): App {
   const probes = new ProbeCache();
   const sessionTeardowns: AppServices["sessionTeardowns"] = [];
   const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, teardowns: sessionTeardowns, capabilities, probes });
+  const files = new FileServices(settings);
+  // session_copy: remote sides are served once the worker channel sets `transfer.remote`.
+  const transfer: SessionCopyDeps = {
+    settings,
+    workspaceRoot: canonicalRoot(settings.workspace_root),
+    stateDir: files.stateDir ?? settings.state_dir,
+    sessions,
+    pathLock: (paths, fn) => files.withPathLocks(paths, fn),
+    remote: undefined,
+  };
+  // Registered at start so `job retry` works in a new process; the module loads with the first copy.
+  shellServices.managedJobs.register("session-copy", async (attempt) => (await import("../transfer/session-copy.ts")).sessionCopyRunner(transfer)(attempt));
   const services: AppServices = {
     settings,
     workspaceRoot: canonicalRoot(settings.workspace_root),
@@ -51,7 +64,8 @@ export function createApp(settings: Settings): App {
     foreground: new ForegroundWork(),
     sessionTeardowns,
     ...shellServices,
-    files: new FileServices(settings),
+    files,
+    transfer,
     audit: new AuditLog(settings),
     links: new FileLinks(settings),
     bridge: () => (bridge ??= import("../bridge/service.ts").then((m) => new m.AgentBridge(settings, containmentRunner))),

@@ -15,7 +15,6 @@ const MAX_TIMEOUT_S = 30;
 const NOT_YET_BUILT = new Set([
   // remote hosts
   "remote_admin",
-  "session_copy",
 ]);
 
 /** Contract tools offered only over HTTP (spec §3.6: a download URL needs a listener). */
