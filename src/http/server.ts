@@ -5,6 +5,8 @@ import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
 import { isLoopbackName } from "../core/loopback.ts";
 import { limitBody } from "./body-limit.ts";
+import { isTransferUpload, transferGatewayHandler } from "../transfer/gateway-routes.ts";
+import { gatewayStore } from "../transfer/gateway-store.ts";
 import { downloadRoute } from "./download.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
@@ -114,7 +116,13 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
     maxBodyBytes: bodyLimit > 0 ? bodyLimit : UNLIMITED_BODY,
   });
   // Public routes come first: health, and the tokenized download links (the token is the capability).
-  const publicRoutes = [healthRoutes(), downloadRoute(settings, app.services.links, audit)];
+  const publicRoutes: Route[] = [healthRoutes(), downloadRoute(settings, app.services.links, audit)];
+  // The session_copy gateway (/remote/transfer/{id}): its capability is the Authorization header.
+  const gatewayOn = settings.remote_enabled && settings.remote_http_transfer_enabled;
+  if (gatewayOn) {
+    const limits = { chunkBytes: settings.remote_http_transfer_chunk_bytes, ticketTtlS: settings.remote_http_transfer_ticket_ttl_s, maxActive: settings.remote_http_transfer_max_active, maxSpoolBytes: settings.remote_http_transfer_max_spool_bytes };
+    publicRoutes.push(transferGatewayHandler(gatewayStore(settings.state_dir, limits)));
+  }
   let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;
   let insufficientScope = options.insufficientScope;
@@ -154,7 +162,8 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
           auth = result;
         }
       }
-      const limited = await limitBody(req, url, bodyLimit, audit);
+      // The transfer PUT streams its body itself, bounded by the gateway chunk size.
+      const limited = gatewayOn && isTransferUpload(req.method, url.pathname) ? ({ ok: true, request: req } as const) : await limitBody(req, url, bodyLimit, audit);
       if (!limited.ok) return limited.response;
       req = limited.request;
       if (isMcp) {
