@@ -6,7 +6,7 @@ import type { App } from "../server/app.ts";
 import { isLoopbackName } from "../core/loopback.ts";
 import { limitBody } from "./body-limit.ts";
 import { isTransferUpload, transferGatewayHandler } from "../transfer/gateway-routes.ts";
-import { gatewayStore } from "../transfer/gateway-store.ts";
+import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
 import { downloadRoute } from "./download.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
@@ -120,8 +120,7 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   // The session_copy gateway (/remote/transfer/{id}): its capability is the Authorization header.
   const gatewayOn = settings.remote_enabled && settings.remote_http_transfer_enabled;
   if (gatewayOn) {
-    const limits = { chunkBytes: settings.remote_http_transfer_chunk_bytes, ticketTtlS: settings.remote_http_transfer_ticket_ttl_s, maxActive: settings.remote_http_transfer_max_active, maxSpoolBytes: settings.remote_http_transfer_max_spool_bytes };
-    publicRoutes.push(transferGatewayHandler(gatewayStore(settings.state_dir, limits)));
+    publicRoutes.push(transferGatewayHandler(gatewayStore(settings.state_dir, gatewayLimits(settings))));
   }
   let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;

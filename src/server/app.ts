@@ -17,6 +17,7 @@ import { ensurePrivateDir } from "../store/atomic.ts";
 import { liveBridgeCapabilities } from "../bridge/capabilities.ts";
 import type { AgentBridge } from "../bridge/service.ts";
 import type { SessionCopyDeps } from "../transfer/session-copy.ts";
+import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { BridgeDynamicTools } from "../tools/bridge/dynamic.ts";
 import { ToolRegistry } from "../tools/registry.ts";
@@ -50,6 +51,11 @@ export function createApp(settings: Settings): App {
     sessions,
     pathLock: (paths, fn) => files.withPathLocks(paths, fn),
     remote: undefined,
+    // http_stream needs the gateway route on our listener and a public origin workers can reach.
+    gateway: () =>
+      settings.remote_enabled && settings.remote_http_transfer_enabled && settings.base_url && (settings.mode === "mcp" || settings.mode === "http")
+        ? { store: gatewayStore(settings.state_dir, gatewayLimits(settings)), baseUrl: settings.base_url, thresholdBytes: settings.remote_http_transfer_threshold_bytes }
+        : undefined,
   };
   // Registered at start so `job retry` works in a new process; the module loads with the first copy.
   shellServices.managedJobs.register("session-copy", async (attempt) => (await import("../transfer/session-copy.ts")).sessionCopyRunner(transfer)(attempt));

@@ -1,5 +1,6 @@
 import { ToolError } from "../core/errors.ts";
 import type { StatResult, TransferEndpoint } from "./endpoint.ts";
+import { type GatewayConfig, httpStreamCopy } from "./gateway-copy.ts";
 import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
 
 /**
@@ -27,6 +28,7 @@ export interface CopyProgress {
 export interface CopySide {
   endpoint: TransferEndpoint;
   path: string;
+  sessionId: string;
   /** The session's workdir, for a same-worker copy whose two sides have different bindings. */
   workdir: string;
 }
@@ -40,6 +42,8 @@ export interface CopyRequest {
   resumeKey: string | null;
   signal: AbortSignal;
   progress?: (p: CopyProgress) => void;
+  /** The controller gateway, when http_stream may be used (HTTP listener, base_url, setting on). */
+  gateway?: GatewayConfig;
 }
 
 export interface CopyOutcome {
@@ -95,8 +99,34 @@ function aborted(signal: AbortSignal): void {
 function pickTransport(src: TransferEndpoint, dst: TransferEndpoint): Transport {
   if (src.target === "local" && dst.target === "local") return "local";
   if (src.target === "remote" && dst.target === "remote" && src.machine === dst.machine) return "same_worker";
-  // http_stream needs the controller gateway (spec §2.4–2.6), which is not built yet.
   return "worker_rpc";
+}
+
+/** http_stream only off one host, at or above the threshold, with every remote side speaking it. */
+function useGateway(req: CopyRequest, src: TransferEndpoint, dst: TransferEndpoint, size: number): GatewayConfig | undefined {
+  const g = req.gateway;
+  if (!g || (src.target === "local" && dst.target === "local") || size < g.thresholdBytes) return undefined;
+  return [src, dst].every((e) => e.target === "local" || e.httpTransfer) ? g : undefined;
+}
+
+/** Moves one file by the gateway or by the chunk relay; says which. */
+async function moveFile(req: CopyRequest, src: TransferEndpoint, srcPath: TransferPath, srcSession: string, dst: TransferEndpoint, dstPath: TransferPath, dstSession: string, stat: StatResult, key: string | null, rep: Reporter): Promise<Relay & { transport: Transport }> {
+  const gateway = useGateway(req, src, dst, stat.size);
+  if (!gateway) return { ...(await relayFile(req, src, srcPath, dst, dstPath, stat, key, rep)), transport: rep.state.transport };
+  rep.update({ phase: "transferring", transport: "http_stream", total_bytes: stat.size });
+  const localPath = "localPath" in src ? (src as unknown as { localPath(p: TransferPath): string }).localPath(srcPath) : undefined;
+  const r = await httpStreamCopy({
+    gateway,
+    src: { endpoint: src, path: srcPath, sessionId: srcSession, localPath },
+    dst: { endpoint: dst, path: dstPath, sessionId: dstSession },
+    stat,
+    overwrite: req.overwrite,
+    chunkSize: req.chunkSize,
+    resumeKey: key,
+    signal: req.signal,
+    onBytes: (bytes, chunks) => rep.update({ bytes_transferred: bytes, chunks }),
+  });
+  return { bytes: r.bytes, sha256: r.sha256, chunks: r.chunks, resumed: r.resumed_bytes, resolved: r.resolved_path, transport: "http_stream" };
 }
 
 interface Relay {
@@ -158,9 +188,9 @@ export async function copyBetween(req: CopyRequest): Promise<CopyOutcome> {
     }
     const stat = await src.endpoint.stat(srcPath, { sha256: true });
     if (stat.kind !== "file" || stat.identity !== first.identity) throw new ToolError("source_changed", `the source changed during the copy: ${src.path}`);
-    const r = await relayFile(req, src.endpoint, srcPath, dst.endpoint, dstPath, stat, req.resumeKey, rep);
+    const r = await moveFile(req, src.endpoint, srcPath, src.sessionId, dst.endpoint, dstPath, dst.sessionId, stat, req.resumeKey, rep);
     rep.update({ phase: "completed" });
-    return { ...base, kind: "file", transport, resumed_bytes: r.resumed, bytes: r.bytes, sha256: r.sha256, archive_bytes: null, archive_sha256: null, chunks: r.chunks, entries: null, destination_resolved: r.resolved };
+    return { ...base, kind: "file", transport: r.transport, resumed_bytes: r.resumed, bytes: r.bytes, sha256: r.sha256, archive_bytes: null, archive_sha256: null, chunks: r.chunks, entries: null, destination_resolved: r.resolved };
   }
   return copyDir(req, transport, rep, base);
 }
@@ -174,6 +204,7 @@ async function copyDir(req: CopyRequest, transport: Transport, rep: Reporter, ba
   let resumed = 0;
   let chunks = 0;
   let archive = packed.archive;
+  let moved = transport;
   try {
     aborted(req.signal);
     if (!sameHost) {
@@ -181,15 +212,16 @@ async function copyDir(req: CopyRequest, transport: Transport, rep: Reporter, ba
       archive = key === null ? await dst.endpoint.allocTempPath(packed.compression) : { temp: true, path: `remote-transfer-${transferIdFor(key)}.tar.gz` };
       const stat: StatResult = { path: packed.archive.path, resolved_path: packed.archive.path, kind: "file", size: packed.bytes, mode: 0o600, identity: "", sha256: packed.sha256 };
       const archStat = await src.endpoint.stat(packed.archive, { sha256: false });
-      const r = await relayFile(req, src.endpoint, packed.archive, dst.endpoint, archive, { ...stat, identity: archStat.identity }, key, rep);
+      const r = await moveFile(req, src.endpoint, packed.archive, src.sessionId, dst.endpoint, archive, dst.sessionId, { ...stat, identity: archStat.identity }, key, rep);
       resumed = r.resumed;
       chunks = r.chunks;
+      moved = r.transport;
     }
     aborted(req.signal);
     rep.update({ phase: "unpacking" });
     const u = await dst.endpoint.unpackArchive(archive, { path: dst.path }, { overwrite: req.overwrite, cleanup_archive: true });
     rep.update({ phase: "completed" });
-    return { ...base, kind: "dir", transport, resumed_bytes: resumed, bytes: null, sha256: null, archive_bytes: packed.bytes, archive_sha256: packed.sha256, chunks, entries: u.entries, cleanup_errors: u.cleanup_errors, destination_resolved: u.resolved_path };
+    return { ...base, kind: "dir", transport: moved, resumed_bytes: resumed, bytes: null, sha256: null, archive_bytes: packed.bytes, archive_sha256: packed.sha256, chunks, entries: u.entries, cleanup_errors: u.cleanup_errors, destination_resolved: u.resolved_path };
   } finally {
     // The packed archive is recreated by a retry (packing is deterministic), so it never lingers.
     await src.endpoint.deleteTemp(packed.archive).catch(() => undefined);

@@ -22,6 +22,23 @@ export interface TransferEndpoint {
   packDir(p: TransferPath, compression: "gz" | "none"): Promise<PackDir>;
   unpackArchive(archive: TransferPath, dst: TransferPath, opts: { overwrite: boolean; cleanup_archive: boolean }): Promise<UnpackArchive>;
   deleteTemp(p: TransferPath): Promise<void>;
+  /** Whether the endpoint speaks the gateway protocol (a worker advertising `http-transfer-v1`). */
+  readonly httpTransfer: boolean;
+  /** Worker side of http_stream: upload this file to the controller gateway (gateway-client.ts). */
+  httpUpload(p: TransferPath, call: HttpCall): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean }>;
+  /** Worker side of http_stream: download a ready gateway object into a resumable write. */
+  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string }): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean; resolved_path: string }>;
+}
+
+export interface HttpCall {
+  url: string;
+  controller_url: string;
+  authorization: string;
+  worker: string;
+  expected_bytes: number;
+  expected_sha256: string;
+  chunk_size: number;
+  signal?: AbortSignal;
 }
 
 export interface StatResult {

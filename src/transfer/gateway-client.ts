@@ -61,9 +61,12 @@ async function send(u: URL, init: RequestInit, signal?: AbortSignal): Promise<Re
   return res;
 }
 
+/** HEAD answers carry no body, so their status stands for the code. */
+const HEAD_CODES: Record<number, string> = { 401: "transfer_unauthorized", 404: "transfer_not_found", 409: "transfer_claimed", 410: "transfer_expired" };
+
 async function refusal(res: Response): Promise<never> {
   const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string };
-  throw new ToolError(body.error ?? "transfer_refused", body.message ?? `the gateway refused the request (${res.status})`);
+  throw new ToolError(body.error ?? HEAD_CODES[res.status] ?? "transfer_refused", body.message ?? `the gateway refused the request (${res.status})`);
 }
 
 async function retrying<T>(signal: AbortSignal | undefined, fn: () => Promise<T>, resync?: () => Promise<void>): Promise<T> {

@@ -469,6 +469,11 @@ export class GatewayStore {
   }
 }
 
+/** The gateway limits a server's settings give. */
+export function gatewayLimits(s: { remote_http_transfer_chunk_bytes: number; remote_http_transfer_ticket_ttl_s: number; remote_http_transfer_max_active: number; remote_http_transfer_max_spool_bytes: number }): GatewayLimits {
+  return { chunkBytes: s.remote_http_transfer_chunk_bytes, ticketTtlS: s.remote_http_transfer_ticket_ttl_s, maxActive: s.remote_http_transfer_max_active, maxSpoolBytes: s.remote_http_transfer_max_spool_bytes };
+}
+
 const stores = new Map<string, GatewayStore>();
 /** The one store of a state dir in this process (routes and orchestration share waiters and hashers). */
 export function gatewayStore(stateDir: string, limits: GatewayLimits): GatewayStore {

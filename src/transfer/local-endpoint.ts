@@ -5,7 +5,8 @@ import { randomHex } from "../core/random.ts";
 import { openChecked } from "../fs/resolve.ts";
 import { toWorkspaceRelative } from "../fs/paths.ts";
 import { packDir, unpackArchive, type ArchiveLimits } from "./archive.ts";
-import type { BeginWrite, ChunkRead, PackDir, StatResult, TransferEndpoint, UnpackArchive } from "./endpoint.ts";
+import type { BeginWrite, ChunkRead, HttpCall, PackDir, StatResult, TransferEndpoint, UnpackArchive } from "./endpoint.ts";
+import { httpDownload, httpUpload } from "./gateway-client.ts";
 import { destinationPath, hashRangeAsync, identityOf, type LocalBinding, sourcePath, tempDirOf, type TransferPath } from "./paths.ts";
 import { DestinationWrite, newTransferId } from "./write-txn.ts";
 
@@ -23,7 +24,22 @@ export interface LocalEndpointOptions extends LocalBinding {
 export class LocalTransferEndpoint implements TransferEndpoint {
   readonly target = "local" as const;
   readonly machine = null;
+  /** The worker's own endpoint is local to it and speaks the gateway protocol as a client. */
+  readonly httpTransfer = true;
   constructor(private readonly o: LocalEndpointOptions) {}
+
+  /** The confined real path of a source, for the gateway's no-follow spool snapshot. */
+  localPath(p: TransferPath): string {
+    return sourcePath(this.o, p).real;
+  }
+
+  httpUpload(p: TransferPath, call: HttpCall) {
+    return httpUpload(this, p, call);
+  }
+
+  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string }) {
+    return httpDownload(this, p, call);
+  }
 
   private shown(real: string, p: TransferPath): string {
     return p.temp ? p.path : toWorkspaceRelative(this.o.policy.root, real);

@@ -16,6 +16,17 @@ const Sha = z.string().regex(/^[0-9a-f]{64}$/);
 const Id = z.string().regex(/^[A-Za-z0-9_-]{1,80}$/);
 const Size = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
+const HttpArgs = z.object({
+  url: z.string().max(2048),
+  controller_url: z.string().max(2048),
+  authorization: z.string().max(256),
+  worker: z.string().min(1).max(128),
+  expected_bytes: Size,
+  expected_sha256: Sha,
+  chunk_size: z.number().int().min(1).max(4 * 1024 * 1024),
+  timeout_s: z.number().positive().nullable().default(null),
+});
+
 export type OperationBinding = z.infer<typeof Binding>;
 /** Builds the endpoint for one call's binding (the worker's session lookup or workdir confinement). */
 export type BindEndpoint = (binding: OperationBinding) => TransferEndpoint;
@@ -58,6 +69,12 @@ export const transferOperations: Record<string, TransferOperation> = {
   transfer_unpack_archive: op(z.object({ archive: PathArg, dst: PathArg, overwrite: z.boolean(), cleanup_archive: z.boolean().default(true) }), async (ep, a) => ({
     ...(await ep.unpackArchive(p(a.archive), p(a.dst), { overwrite: a.overwrite, cleanup_archive: a.cleanup_archive })),
   })),
+  transfer_http_upload: op(PathArg.extend(HttpArgs.shape), async (ep, a) => ({ ...(await ep.httpUpload(p(a), a)) })),
+  transfer_http_download: op(PathArg.extend(HttpArgs.shape).extend({ overwrite: z.boolean(), transfer_id: Id }), async (ep, a) => ({ ...(await ep.httpDownload(p(a), a)) })),
+  transfer_http_abort_download: op(PathArg.extend({ transfer_id: Id }), async (ep, a) => {
+    await ep.abortWrite(p(a), a.transfer_id);
+    return { aborted: true };
+  }),
   transfer_delete_temp_path: op(PathArg, async (ep, a) => {
     await ep.deleteTemp(p(a));
     return { deleted: true };

@@ -5,6 +5,7 @@ import type { ManagedAttempt, ManagedRunner } from "../exec/managed-jobs.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
 import { copyBetween, type CopyOutcome, type CopyProgress, normalizeChunkSize } from "./copy.ts";
 import type { TransferEndpoint } from "./endpoint.ts";
+import type { GatewayConfig } from "./gateway-copy.ts";
 import { LocalTransferEndpoint } from "./local-endpoint.ts";
 
 /**
@@ -49,6 +50,8 @@ export interface SessionCopyDeps {
   pathLock: <T>(paths: string[], fn: () => Promise<T> | T) => Promise<T>;
   /** Undefined until the remote worker channel is wired (see docs/remote-workers.md). */
   remote: RemoteTransferResolver | undefined;
+  /** The controller gateway when http_stream is possible here (HTTP listener, base_url, setting on). */
+  gateway?: () => GatewayConfig | undefined;
 }
 
 export function pin(rec: SessionRecord, path: string): PinnedSide {
@@ -98,8 +101,9 @@ export async function runCopy(deps: SessionCopyDeps, payload: CopyPayload, opts:
   const src = endpointFor(deps, payload.src, opts.signal);
   const dst = endpointFor(deps, payload.dst, opts.signal);
   const out: CopyOutcome = await copyBetween({
-    src: { endpoint: src, path: payload.src.path, workdir: payload.src.workdir },
-    dst: { endpoint: dst, path: payload.dst.path, workdir: payload.dst.workdir },
+    src: { endpoint: src, path: payload.src.path, workdir: payload.src.workdir, sessionId: payload.src.session_id },
+    dst: { endpoint: dst, path: payload.dst.path, workdir: payload.dst.workdir, sessionId: payload.dst.session_id },
+    gateway: deps.gateway?.(),
     kind: payload.kind,
     overwrite: payload.overwrite,
     chunkSize: normalizeChunkSize(payload.chunk_size),

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadSettings } from "../../src/config/load.ts";
 import type { Settings } from "../../src/config/schema.ts";
@@ -7,6 +7,8 @@ import { startHttpServer, type RunningHttpServer } from "../../src/http/server.t
 import { createApp } from "../../src/server/app.ts";
 import { httpDownload, httpUpload, validateTransferUrl } from "../../src/transfer/gateway-client.ts";
 import { GatewayStore, gatewayStore } from "../../src/transfer/gateway-store.ts";
+import { httpStreamCopy } from "../../src/transfer/gateway-copy.ts";
+import type { TransferEndpoint } from "../../src/transfer/endpoint.ts";
 import { LocalTransferEndpoint } from "../../src/transfer/local-endpoint.ts";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
 
@@ -177,11 +179,48 @@ describe("gateway refusals (one per §2.5 rule)", () => {
     await refused(get, 409, "transfer_not_ready");
     const err = await Promise.all(Array.from({ length: 8 }, () => prepare().then(() => "ok", (e) => e.code)));
     expect(err).toContain("transfer_quota_exceeded");
+    // Free the quota for the tests that follow.
+    for (const n of readdirSync(store.dir).filter((x) => x.endsWith(".json"))) await store.finish(n.slice(0, -5), "aborted");
     const base = "https://ctl.example";
     const id = "a".repeat(30);
     expect(validateTransferUrl(`${base}/remote/transfer/${id}`, base).pathname).toBe(`/remote/transfer/${id}`);
     for (const bad of [`https://evil.example/remote/transfer/${id}`, `http://ctl.example/remote/transfer/${id}`, `https://u:p@ctl.example/remote/transfer/${id}`, `${base}/remote/transfer/${id}?x=1`, `${base}/remote/transfer/${id}#f`, `${base}/remote/transfer/short`, `${base}/other/${id}`]) {
       expect(() => validateTransferUrl(bad, base)).toThrow(expect.objectContaining({ code: "transfer_url_invalid" }));
     }
+  });
+});
+
+describe("http_stream orchestration (endpoints standing in for workers)", () => {
+  /** The same local endpoint, presented as a worker's: what the channel's remote endpoint will be. */
+  const asWorker = (machine: string): TransferEndpoint =>
+    new Proxy(ep, { get: (t, k) => (k === "target" ? "remote" : k === "machine" ? machine : typeof (t as never)[k] === "function" ? ((t as never)[k] as (...a: unknown[]) => unknown).bind(t) : (t as never)[k]) }) as TransferEndpoint;
+
+  test("remote → local and local → remote go through the spool and leave nothing behind", async () => {
+    const stat = await ep.stat({ path: "src.bin" }, { sha256: true });
+    const gateway = { store, baseUrl: server.url, thresholdBytes: 1 };
+    const before = readdirSync(store.dir).filter((n) => n.endsWith(".spool")).length;
+    const a = await httpStreamCopy({ gateway, src: { endpoint: asWorker("up-box"), path: { path: "src.bin" }, sessionId: "Srcsess1" }, dst: { endpoint: ep, path: { path: "gw-a.bin" }, sessionId: "Dstsess1" }, stat, overwrite: true, chunkSize: CHUNK, resumeKey: null, signal: new AbortController().signal });
+    expect(a).toMatchObject({ bytes: data.length, sha256: sha(data), chunks: 8, resumed_bytes: 0 });
+    expect(sha(readFileSync(join(ws, "gw-a.bin")))).toBe(sha(data));
+    const b = await httpStreamCopy({ gateway, src: { endpoint: ep, path: { path: "src.bin" }, sessionId: "Srcsess1", localPath: ep.localPath({ path: "src.bin" }) }, dst: { endpoint: asWorker("down-box"), path: { path: "gw-b.bin" }, sessionId: "Dstsess1" }, stat, overwrite: true, chunkSize: CHUNK, resumeKey: null, signal: new AbortController().signal });
+    expect(b).toMatchObject({ bytes: data.length, sha256: sha(data), chunks: 4 });
+    expect(sha(readFileSync(join(ws, "gw-b.bin")))).toBe(sha(data));
+    expect(readdirSync(store.dir).filter((n) => n.endsWith(".spool")).length).toBe(before);
+  });
+
+  test("a failed background delivery suspends the object; the retry resumes it with fresh capabilities", async () => {
+    const stat = await ep.stat({ path: "src.bin" }, { sha256: true });
+    const gateway = { store, baseUrl: server.url, thresholdBytes: 1 };
+    writeFileSync(join(ws, "taken.bin"), "already here");
+    const job = { gateway, src: { endpoint: asWorker("up-box"), path: { path: "src.bin" }, sessionId: "Srcsess1" }, dst: { endpoint: ep, path: { path: "taken.bin" }, sessionId: "Dstsess1" }, stat, overwrite: false, chunkSize: CHUNK, resumeKey: "job_feedfacecafe", signal: new AbortController().signal };
+    expect(await httpStreamCopy(job).then(() => "ok", (e) => e.code)).toBe("destination_exists");
+    const kept = readdirSync(store.dir).filter((n) => n.endsWith(".json")).map((n) => store.object(n.slice(0, -5))).find((m) => m.resume_key_hash === sha(new TextEncoder().encode("job_feedfacecafe")));
+    expect(kept).toMatchObject({ state: "ready", upload_token_hash: null, download_token_hash: null, claim: null });
+    expect(kept!.expires_at).toBeGreaterThan(Date.now() / 1000 + 86_000);
+    rmSync(join(ws, "taken.bin"));
+    const r = await httpStreamCopy(job);
+    expect(r.sha256).toBe(sha(data));
+    // The upload was already complete: the worker had nothing left to send.
+    expect(r.resumed_bytes).toBe(data.length);
   });
 });

@@ -118,7 +118,7 @@ describe("transfer operations (JSON, as a worker exposes them)", () => {
     expect(f.sha256).toBe(st.sha256);
     expect(readFileSync(join(ws, "dst.bin"), "utf8")).toBe("worker bytes");
     expect(await code(transferOperations.transfer_write_chunk!(bind, { path: "dst.bin", transfer_id: "x", offset: -1 }))).toBe("invalid_arguments");
-    expect(Object.keys(transferOperations).sort()).toEqual(["transfer_abort_write", "transfer_alloc_temp_path", "transfer_begin_write", "transfer_copy_file", "transfer_delete_temp_path", "transfer_finish_write", "transfer_pack_dir", "transfer_read_chunk", "transfer_stat", "transfer_unpack_archive", "transfer_write_chunk"]);
+    expect(Object.keys(transferOperations).sort()).toEqual(["transfer_abort_write", "transfer_alloc_temp_path", "transfer_begin_write", "transfer_copy_file", "transfer_delete_temp_path", "transfer_finish_write", "transfer_http_abort_download", "transfer_http_download", "transfer_http_upload", "transfer_pack_dir", "transfer_read_chunk", "transfer_stat", "transfer_unpack_archive", "transfer_write_chunk"]);
   });
 });
 
