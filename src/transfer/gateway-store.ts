@@ -1,10 +1,13 @@
-import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, readSync, rmSync, lstatSync, type BigIntStats, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, rmSync, lstatSync, type BigIntStats, writeSync } from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { hashRange } from "./paths.ts";
+import { type Direction, type GatewayLimits, generation, type ObjectMeta, type ObjectState, pidAlive, type Prepared, PROCESS_NONCE, now, sha256hex, snapshotInto, SUSPEND_S, TERMINAL, TRANSFER_OBJECT_ID, timingSafeEqualHex, token } from "./gateway-object.ts";
+
+export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, type ObjectState, type Prepared, TRANSFER_OBJECT_ID } from "./gateway-object.ts";
 
 /**
  * The controller's resumable transfer gateway store (spec §2.4): objects under
@@ -13,83 +16,6 @@ import { hashRange } from "./paths.ts";
  * direction, one worker name and the object, with a sliding expiry; `prepare` rotates them.
  * Errors carry explicit codes (gateway-routes.ts maps them to statuses).
  */
-
-export type Direction = "upload" | "download";
-export type ObjectState = "uploading" | "ready" | "failed" | "aborted" | "consumed";
-const TERMINAL = new Set<ObjectState>(["failed", "aborted", "consumed"]);
-export const TRANSFER_OBJECT_ID = /^[A-Za-z0-9_-]{24,80}$/;
-const SUSPEND_S = 86_400;
-
-export interface ObjectMeta {
-  version: 1;
-  transfer_id: string;
-  resume_key_hash: string | null;
-  source_session_id: string;
-  destination_session_id: string;
-  expected_bytes: number;
-  expected_sha256: string;
-  offset: number;
-  state: ObjectState;
-  spool_identity_a: number;
-  spool_identity_b: number;
-  /** max(ctime_ns, mtime_ns) after the last committed append or rollback. */
-  spool_identity_c: string;
-  created_at: number;
-  updated_at: number;
-  expires_at: number;
-  claim: { id: string; direction: Direction; at: number; owner: string; pid: number } | null;
-  last_chunk: { start: number; end: number; sha256: string } | null;
-  upload_worker: string | null;
-  upload_token_hash: string | null;
-  download_worker: string | null;
-  download_token_hash: string | null;
-}
-
-export interface GatewayLimits {
-  chunkBytes: number;
-  ticketTtlS: number;
-  maxActive: number;
-  maxSpoolBytes: number;
-}
-
-export interface Prepared {
-  transfer_id: string;
-  /** `Transfer <token>` for the uploading worker; null when the controller snapshotted a local source. */
-  upload_authorization: string | null;
-  download_authorization: string | null;
-  offset: number;
-  state: ObjectState;
-  expires_at: number;
-}
-
-const sha256hex = (s: string | Uint8Array) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
-const now = () => Date.now() / 1000;
-/** Our process instance: a claim by another instance whose process is gone is stale. */
-const PROCESS_NONCE = randomHex(12);
-
-function token(): string {
-  return Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
-}
-
-function timingSafeEqualHex(a: string, b: string): boolean {
-  if (a.length !== b.length) return false;
-  let d = 0;
-  for (let i = 0; i < a.length; i++) d |= a.charCodeAt(i) ^ b.charCodeAt(i);
-  return d === 0;
-}
-
-function generation(st: BigIntStats): string {
-  return (st.ctimeNs > st.mtimeNs ? st.ctimeNs : st.mtimeNs).toString();
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 export class GatewayStore {
   readonly dir: string;
@@ -234,7 +160,7 @@ export class GatewayStore {
     let st: BigIntStats;
     let offset = 0;
     try {
-      if (input.snapshot !== null) offset = this.snapshotInto(fd, input.snapshot, input.expected_bytes, input.expected_sha256);
+      if (input.snapshot !== null) offset = snapshotInto(fd, input.snapshot, input.expected_bytes, input.expected_sha256);
       st = fstatSync(fd, { bigint: true });
     } catch (e) {
       closeSync(fd);
@@ -266,30 +192,6 @@ export class GatewayStore {
       download_worker: null,
       download_token_hash: null,
     };
-  }
-
-  /** Copies a local source (opened without following links) into the spool, checking size and digest. */
-  private snapshotInto(out: number, path: string, size: number, sha: string): number {
-    const src = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-    try {
-      const before = fstatSync(src);
-      if (!before.isFile() || before.size !== size) throw new ToolError("source_changed", "the source changed before it was snapshotted");
-      const h = new Bun.CryptoHasher("sha256");
-      const buf = Buffer.allocUnsafe(1 << 20);
-      for (let at = 0; at < size; ) {
-        const n = readSync(src, buf, 0, Math.min(buf.length, size - at), at);
-        if (n <= 0) throw new ToolError("source_changed", "the source became shorter while it was snapshotted");
-        h.update(buf.subarray(0, n));
-        for (let w = 0; w < n; ) w += writeSync(out, buf, w, n - w);
-        at += n;
-      }
-      fsyncSync(out);
-      const after = fstatSync(src);
-      if (after.ino !== before.ino || after.size !== size || after.mtimeMs !== before.mtimeMs || h.digest("hex") !== sha) throw new ToolError("source_changed", "the source changed while it was snapshotted");
-      return size;
-    } finally {
-      closeSync(src);
-    }
   }
 
   /** Opens the spool without following links and checks it is the file the metadata names. */
@@ -467,11 +369,6 @@ export class GatewayStore {
   scratchPath(id: string): string {
     return join(this.dir, `.${id}.${randomHex(8)}.chunk`);
   }
-}
-
-/** The gateway limits a server's settings give. */
-export function gatewayLimits(s: { remote_http_transfer_chunk_bytes: number; remote_http_transfer_ticket_ttl_s: number; remote_http_transfer_max_active: number; remote_http_transfer_max_spool_bytes: number }): GatewayLimits {
-  return { chunkBytes: s.remote_http_transfer_chunk_bytes, ticketTtlS: s.remote_http_transfer_ticket_ttl_s, maxActive: s.remote_http_transfer_max_active, maxSpoolBytes: s.remote_http_transfer_max_spool_bytes };
 }
 
 const stores = new Map<string, GatewayStore>();

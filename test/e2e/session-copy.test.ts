@@ -147,7 +147,7 @@ describe("session_copy between local sessions", () => {
   }, 60_000);
 });
 
-describe("session_copy in the background", () => {
+describe("long copies: background jobs, resume, progress and cancellation", () => {
   test("kill -9 of the server mid-copy: nothing is published, and job retry resumes to the same SHA-256", async () => {
     const src = join(server.workspace, "a", "big.bin");
     bigFile(src, 200);
@@ -240,4 +240,29 @@ describe("session_copy in the background", () => {
     expect(existsSync(join(server.workspace, "b", "huge.bin"))).toBe(false);
     expect(leftovers(join(server.workspace, "b"))).toEqual([]);
   }, 120_000);
+
+  test("a foreground copy reports its progress and, when cancelled, removes its partial file", async () => {
+    await using mcp = await connectStdio(server);
+    const [a, b] = await sessions(mcp);
+    // 2 GiB sparse: cheap to read, long enough to write that progress is reported mid-copy.
+    const fd = openSync(join(server.workspace, "a", "fg.bin"), "w");
+    ftruncateSync(fd, 2 * 1024 ** 3);
+    closeSync(fd);
+    const abort = new AbortController();
+    const seen: string[] = [];
+    const call = mcp.client.callTool({ name: "session_copy", arguments: { src_session_id: a, src_path: "fg.bin", dst_session_id: b, dst_path: "fg.bin" } }, undefined, {
+      signal: abort.signal,
+      timeout: 300_000,
+      onprogress: (p) => {
+        seen.push(p.message ?? "");
+        // The message is "<elapsed> s, <status>"; stop once bytes are durably on the destination side.
+        if ((p.message ?? "").includes("transferring: ") && recordedBytes(join(server.workspace, "b"), "fg.bin") > 0) abort.abort();
+      },
+    });
+    await expect(call).rejects.toThrow();
+    expect(seen.some((m) => /transferring: \d+\/2147483648 bytes, \d+ chunks \(local\)/.test(m))).toBe(true);
+    // The cancelled copy removes its private partial file; nothing was published.
+    await waitFor(() => leftovers(join(server.workspace, "b")).length === 0, { what: "the cancelled copy's partial file to be removed", timeoutMs: 30_000 });
+    expect(existsSync(join(server.workspace, "b", "fg.bin"))).toBe(false);
+  }, 180_000);
 });

@@ -2,7 +2,7 @@ import { basename } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { type CopyPayload, endpointFor, MANAGED_TYPE, pin, runCopy } from "../../transfer/session-copy.ts";
-import { normalizeChunkSize } from "../../transfer/copy.ts";
+import { type CopyProgress, normalizeChunkSize } from "../../transfer/copy.ts";
 import { SessionId } from "../common.ts";
 import { pick } from "../compact.ts";
 import type { ToolContext } from "../context.ts";
@@ -84,7 +84,12 @@ export const sessionCopy = defineTool({
     const srcEndpoint = endpointFor(deps, payload.src, ctx.signal);
     endpointFor(deps, payload.dst, ctx.signal);
     return holdSessions(ctx, [src.session_id, dst.session_id], async () => {
-      if (!input.background) return { result: await runCopy(deps, payload, { resumeKey: null, signal: ctx.signal }) };
+      if (!input.background) {
+        // A client that asked for progress sees the phase and bytes of a long copy.
+        const reporter = ctx.progress;
+        const progress = reporter && ((p: CopyProgress) => reporter.status(`${p.phase}: ${p.bytes_transferred}/${p.total_bytes ?? "?"} bytes, ${p.chunks} chunks (${p.transport})`));
+        return { result: await runCopy(deps, payload, { resumeKey: null, signal: ctx.signal, progress }) };
+      }
       // Admission: the source must exist and have the requested kind; the job then runs on its own.
       const st = await srcEndpoint.stat({ path: input.src_path }, { sha256: false });
       if (input.kind !== "auto" && st.kind !== input.kind) throw new ToolError("kind_mismatch", `source is ${st.kind}, not requested kind ${input.kind}`);
