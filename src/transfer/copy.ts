@@ -182,7 +182,7 @@ export async function copyBetween(req: CopyRequest): Promise<CopyOutcome> {
   const base = { chunk_size: req.chunkSize, cleanup_errors: [] as string[], source_resolved: first.resolved_path };
   if (first.kind === "file") {
     if (transport === "same_worker") {
-      const r = await dst.endpoint.copyFile({ ...srcPath, workdir: src.workdir } as TransferPath, dstPath, { overwrite: req.overwrite, transfer_id: req.resumeKey === null ? null : transferIdFor(req.resumeKey) });
+      const r = await dst.endpoint.copyFile(srcPath, dstPath, { overwrite: req.overwrite, transfer_id: req.resumeKey === null ? null : transferIdFor(req.resumeKey), src_workdir: src.workdir });
       rep.update({ phase: "completed", bytes_transferred: r.bytes, total_bytes: r.bytes, chunks: 1 });
       return { ...base, kind: "file", transport, resumed_bytes: r.resumed_bytes, bytes: r.bytes, sha256: r.sha256, archive_bytes: null, archive_sha256: null, chunks: 1, entries: null, destination_resolved: r.resolved_path };
     }

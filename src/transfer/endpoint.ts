@@ -15,8 +15,11 @@ export interface TransferEndpoint {
   writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string }): Promise<{ offset: number; bytes: number }>;
   finishWrite(p: TransferPath, opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null }): Promise<{ bytes: number; sha256: string; resolved_path: string }>;
   abortWrite(p: TransferPath, transferId: string): Promise<void>;
-  /** A copy within this endpoint (same worker): one verified, atomic write transaction. */
-  copyFile(src: TransferPath, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }>;
+  /**
+   * A copy within this endpoint's host (same worker): one verified, atomic write transaction. A
+   * remote endpoint sends `src_workdir` so the worker binds the source to its own session's workdir.
+   */
+  copyFile(src: TransferPath, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null; src_workdir?: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }>;
   /** A fresh name for an incoming archive in the endpoint's private temp dir. */
   allocTempPath(compression: "gz" | "none"): Promise<TransferPath>;
   packDir(p: TransferPath, compression: "gz" | "none"): Promise<PackDir>;

@@ -140,23 +140,9 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async copyFile(src: TransferPath, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }> {
-    const st = await this.stat(src, { sha256: true });
-    if (st.kind !== "file") throw new ToolError("not_a_file", `the source is not a regular file: ${src.path}`);
-    const begun = await this.beginWrite(dst, { overwrite: opts.overwrite, expected_bytes: st.size, transfer_id: opts.transfer_id });
-    try {
-      for (let at = begun.offset; at < st.size; ) {
-        const c = await this.readChunk(src, at, MAX_CHUNK_BYTES);
-        if (c.identity !== st.identity || c.size !== st.size || c.bytes <= 0) throw new ToolError("source_changed", `the source changed during the copy: ${src.path}`);
-        await this.writeChunk(dst, { transfer_id: begun.transfer_id, offset: at, data: c.data, sha256: c.sha256 });
-        at += c.bytes;
-      }
-      const done = await this.finishWrite(dst, { transfer_id: begun.transfer_id, expected_bytes: st.size, expected_sha256: st.sha256, mode: st.mode });
-      return { ...done, resumed_bytes: begun.offset };
-    } catch (e) {
-      if (opts.transfer_id === null) await this.abortWrite(dst, begun.transfer_id).catch(() => undefined);
-      throw e;
-    }
+  async copyFile(src: TransferPath, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null; src_workdir?: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }> {
+    if (opts.src_workdir) throw new ToolError("invalid_arguments", "a local endpoint copies within its own workdir; bind the source separately (copyWithin)");
+    return copyWithin(this, src, this, dst, opts);
   }
 
   async allocTempPath(compression: "gz" | "none"): Promise<TransferPath> {
@@ -215,3 +201,25 @@ function pruneTemps(dir: string): void {
   }
 }
 
+/**
+ * One verified, atomic copy on this host between two bindings (a same-worker copy between two
+ * sessions): chunks are read from `from` and written through `to`'s write transaction.
+ */
+export async function copyWithin(from: TransferEndpoint, src: TransferPath, to: TransferEndpoint, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }> {
+  const st = await from.stat(src, { sha256: true });
+  if (st.kind !== "file") throw new ToolError("not_a_file", `the source is not a regular file: ${src.path}`);
+  const begun = await to.beginWrite(dst, { overwrite: opts.overwrite, expected_bytes: st.size, transfer_id: opts.transfer_id });
+  try {
+    for (let at = begun.offset; at < st.size; ) {
+      const c = await from.readChunk(src, at, MAX_CHUNK_BYTES);
+      if (c.identity !== st.identity || c.size !== st.size || c.bytes <= 0) throw new ToolError("source_changed", `the source changed during the copy: ${src.path}`);
+      await to.writeChunk(dst, { transfer_id: begun.transfer_id, offset: at, data: c.data, sha256: c.sha256 });
+      at += c.bytes;
+    }
+    const done = await to.finishWrite(dst, { transfer_id: begun.transfer_id, expected_bytes: st.size, expected_sha256: st.sha256, mode: st.mode });
+    return { ...done, resumed_bytes: begun.offset };
+  } catch (e) {
+    if (opts.transfer_id === null) await to.abortWrite(dst, begun.transfer_id).catch(() => undefined);
+    throw e;
+  }
+}

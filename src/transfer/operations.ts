@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
 import type { TransferEndpoint } from "./endpoint.ts";
+import { copyWithin } from "./local-endpoint.ts";
 import type { TransferPath } from "./paths.ts";
 
 /**
@@ -32,13 +33,13 @@ export type OperationBinding = z.infer<typeof Binding>;
 export type BindEndpoint = (binding: OperationBinding) => TransferEndpoint;
 export type TransferOperation = (bind: BindEndpoint, args: unknown) => Promise<Record<string, unknown>>;
 
-function op<S extends z.ZodObject>(schema: S, run: (ep: TransferEndpoint, a: z.output<S>) => Promise<Record<string, unknown>>): TransferOperation {
+function op<S extends z.ZodObject>(schema: S, run: (ep: TransferEndpoint, a: z.output<S>, bind: BindEndpoint) => Promise<Record<string, unknown>>): TransferOperation {
   const full = schema.extend(Binding.shape);
   return async (bind, args) => {
     const parsed = full.safeParse(args);
     if (!parsed.success) throw new ToolError("invalid_arguments", `invalid transfer arguments: ${parsed.error.issues.map((i) => `${i.path.join(".") || "args"}: ${i.message}`).join("; ")}`);
     const a = parsed.data as z.output<S> & OperationBinding;
-    return run(bind({ session_id: a.workdir ? null : a.session_id, workdir: a.workdir }), a);
+    return run(bind({ session_id: a.workdir ? null : a.session_id, workdir: a.workdir }), a, bind);
   };
 }
 
@@ -61,8 +62,9 @@ export const transferOperations: Record<string, TransferOperation> = {
     await ep.abortWrite(p(a), a.transfer_id);
     return { aborted: true };
   }),
-  transfer_copy_file: op(z.object({ src: PathArg, dst: PathArg, overwrite: z.boolean(), transfer_id: Id.nullable().default(null) }), async (ep, a) => ({
-    ...(await ep.copyFile(p(a.src), p(a.dst), { overwrite: a.overwrite, transfer_id: a.transfer_id })),
+  // The destination is the call's binding; the source may be another session's workdir on this worker.
+  transfer_copy_file: op(z.object({ src: PathArg, dst: PathArg, overwrite: z.boolean(), transfer_id: Id.nullable().default(null), src_workdir: z.string().max(4096).nullable().default(null) }), async (ep, a, bind) => ({
+    ...(await copyWithin(a.src_workdir ? bind({ session_id: null, workdir: a.src_workdir }) : ep, p(a.src), ep, p(a.dst), { overwrite: a.overwrite, transfer_id: a.transfer_id })),
   })),
   transfer_alloc_temp_path: op(z.object({ compression: z.enum(["gz", "none"]).default("gz") }), async (ep, a) => ({ ...(await ep.allocTempPath(a.compression)) })),
   transfer_pack_dir: op(PathArg.extend({ compression: z.enum(["gz", "none"]).default("gz") }), async (ep, a) => ({ ...(await ep.packDir(p(a), a.compression)) })),

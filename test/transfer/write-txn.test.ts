@@ -118,6 +118,14 @@ describe("transfer operations (JSON, as a worker exposes them)", () => {
     expect(f.sha256).toBe(st.sha256);
     expect(readFileSync(join(ws, "dst.bin"), "utf8")).toBe("worker bytes");
     expect(await code(transferOperations.transfer_write_chunk!(bind, { path: "dst.bin", transfer_id: "x", offset: -1 }))).toBe("invalid_arguments");
+    // transfer_copy_file (same worker): the source is bound to its own session's workdir.
+    mkdirSync(join(ws, "other"));
+    writeFileSync(join(ws, "other", "o.txt"), "from the other session");
+    const other = new LocalTransferEndpoint({ policy: { root: ws, workdir: join(ws, "other"), stateDir: undefined, denylist: [] }, stateDir: join(dir.path, "state"), limits: { maxEntries: 1, maxUnpackedBytes: 1 }, pathLock: async (_p, fn) => fn() });
+    const byWorkdir = (b: { workdir: string | null }) => (b.workdir === join(ws, "other") ? other : ep);
+    const same = await transferOperations.transfer_copy_file!(byWorkdir, { workdir: ws, src: { path: "o.txt" }, dst: { path: "same.txt" }, overwrite: true, src_workdir: join(ws, "other") });
+    expect(readFileSync(join(ws, "same.txt"), "utf8")).toBe("from the other session");
+    expect(same.resumed_bytes).toBe(0);
     expect(Object.keys(transferOperations).sort()).toEqual(["transfer_abort_write", "transfer_alloc_temp_path", "transfer_begin_write", "transfer_copy_file", "transfer_delete_temp_path", "transfer_finish_write", "transfer_http_abort_download", "transfer_http_download", "transfer_http_upload", "transfer_pack_dir", "transfer_read_chunk", "transfer_stat", "transfer_unpack_archive", "transfer_write_chunk"]);
   });
 });
