@@ -13,7 +13,7 @@ import { FileLock } from "../store/lock.ts";
 import { childEnv } from "./env.ts";
 import supervisorScript from "./jobs-supervisor.ts" with { type: "file" };
 import { randomHex } from "../core/random.ts";
-import { isActive, JobFile, JobRow, type JobView, ProgressFile, StatusFile, TerminalPatch } from "./job-records.ts";
+import { isActive, JobFile, JobRow, type JobView, ManagedFile, type ManagedHooks, ProgressFile, StatusFile, TerminalPatch } from "./job-records.ts";
 
 export { isActive, JOB_STATUSES, type JobRow, type JobStatus, type JobView } from "./job-records.ts";
 
@@ -43,6 +43,8 @@ export class JobManager {
   readonly dir: string;
   private readonly file: string;
   readonly journal: DeferredJournal;
+  /** Runs controller-managed jobs in this process (managed-jobs.ts); set at wiring time. */
+  managed: ManagedHooks | undefined;
 
   constructor(private readonly cfg: JobSettings) {
     this.dir = join(cfg.stateDir, "jobs");
@@ -51,13 +53,13 @@ export class JobManager {
     ensurePrivateDir(this.dir);
   }
 
-  private jobDir(id: string) {
+  jobDir(id: string) {
     return join(this.dir, id);
   }
-  private leasePath(id: string) {
+  leasePath(id: string) {
     return join(this.jobDir(id), "lease");
   }
-  private attemptFile(id: string, attempt: number, kind: "log" | "status.json" | "progress.json" | "spec.json") {
+  attemptFile(id: string, attempt: number, kind: "log" | "status.json" | "progress.json" | "spec.json" | "managed.json") {
     return join(this.jobDir(id), `attempt-${attempt}.${kind}`);
   }
 
@@ -205,8 +207,18 @@ export class JobManager {
   }
 
   private view(r: JobRow, uncertain: boolean): JobView {
-    const { supervisor_pid: _p, lease_version: _l, applied_updates: _a, ...rest } = r;
-    return { ...rest, uncertain };
+    const { supervisor_pid: _p, lease_version: _l, applied_updates: _a, managed: _m, ...rest } = r;
+    let progress: JobView["progress"] = null;
+    let result: JobView["result"] = null;
+    if (r.kind === "managed") {
+      try {
+        const m = ManagedFile.parse(JSON.parse(readFileSync(this.attemptFile(r.job_id, r.attempts, "managed.json"), "utf8")));
+        if (m.attempt === r.attempts) ({ progress, result } = m);
+      } catch {
+        // Nothing reported yet.
+      }
+    }
+    return { ...rest, uncertain, progress, result };
   }
 
   private readStatus(id: string, attempt: number): z.infer<typeof StatusFile> | undefined {
@@ -376,6 +388,7 @@ export class JobManager {
     const [job] = await this.find(sessionId, [id]);
     if (!job || !isActive(job.status)) return { job: job!, killed: false, stderr: "job is not running" };
     const row = this.readRows().find((r) => r.job_id === id)!;
+    if (row.kind === "managed") return this.cancelManaged(sessionId, row);
     const pid = row.supervisor_pid;
     if (!pid || !this.supervisorMatches(pid, id)) {
       const [again] = await this.find(sessionId, [id]);
@@ -409,6 +422,24 @@ export class JobManager {
     return { job: after!, killed: true, stderr: "" };
   }
 
+  /** A managed job runs in the server process that started it; only that process can stop it. */
+  private async cancelManaged(sessionId: string, row: JobRow): Promise<{ job: JobView; killed: boolean; stderr: string }> {
+    const id = row.job_id;
+    if (!this.managed?.isLocal(id)) {
+      const [again] = await this.find(sessionId, [id]);
+      if (again && !isActive(again.status)) return { job: again, killed: false, stderr: "job had already finished" };
+      throw new ToolError("job_stop_unconfirmed", `managed job runs in another server process: ${id}`, { job_id: id });
+    }
+    await this.mutate((rows) => {
+      const r = rows.find((x) => x.job_id === id);
+      if (r && isActive(r.status)) Object.assign(r, { status: "stopping", updated_at: now() });
+    }).catch(() => undefined);
+    await this.managed.cancel(id);
+    const [after] = await this.find(sessionId, [id]);
+    if (!after || isActive(after.status)) throw new ToolError("job_stop_unconfirmed", `managed job could not be confirmed stopped: ${id}`, { job_id: id });
+    return { job: after, killed: true, stderr: "" };
+  }
+
   async retryOne(sessionId: string, id: string): Promise<JobView> {
     const [job] = await this.find(sessionId, [id]);
     if (!job) throw new ToolError("job_not_found", `job not found in session: ${id}`);
@@ -432,12 +463,27 @@ export class JobManager {
       lease.release();
       throw e;
     }
+    if (row.kind === "managed") {
+      if (!this.managed) {
+        lease.release();
+        throw new ToolError("job_start_failed", "managed jobs cannot run in this process");
+      }
+      return this.managed.relaunch(row, lease);
+    }
     return this.finishLaunch(row, lease, env);
   }
 
   /** Session teardown: stops every active job of the session, or fails closed. */
   async teardown(sessionId: string): Promise<string[]> {
     const stopped: string[] = [];
+    // Managed jobs of other sessions whose pinned input names this one (a copy's source or destination).
+    for (const r of this.readRows()) {
+      if (r.session_id === sessionId || r.kind !== "managed" || !isActive(r.status) || !this.managed?.references(r, sessionId)) continue;
+      const [j] = await this.reconcile(r.session_id).then((all) => all.filter((x) => x.job_id === r.job_id));
+      if (!j || !isActive(j.status)) continue;
+      const c = await this.cancelOne(r.session_id, r.job_id);
+      if (c.killed) stopped.push(r.job_id);
+    }
     for (const j of await this.reconcile(sessionId)) {
       if (j.uncertain) throw new ToolError("job_stop_unconfirmed", `tracked job could not be confirmed stopped: ${j.job_id}: status=${j.status}`);
       if (!isActive(j.status)) continue;
@@ -457,6 +503,8 @@ export class JobManager {
     }
     let out: "none" | "live" | "uncertain" = "none";
     for (const r of rows) {
+      // A managed job running here also protects every session its payload references.
+      if (r.kind === "managed" && isActive(r.status) && this.managed?.isLocal(r.job_id) && this.managed.references(r, sessionId)) return "live";
       if (r.session_id !== sessionId || !isActive(r.status)) continue;
       const lease = this.liveness(r);
       if (lease === "held") return "live";

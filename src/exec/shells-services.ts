@@ -6,6 +6,7 @@ import { LifecycleLocks } from "../store/lifecycle.ts";
 import type { SessionTeardown } from "../sessions/store.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
 import { JobManager } from "./jobs.ts";
+import { ManagedJobs } from "./managed-jobs.ts";
 import { ShellManager } from "./shells.ts";
 import { TmuxServer } from "./tmux.ts";
 
@@ -13,6 +14,7 @@ export interface ShellServices {
   lifecycle: LifecycleLocks;
   shells: ShellManager;
   jobs: JobManager;
+  managedJobs: ManagedJobs;
 }
 
 /**
@@ -58,5 +60,5 @@ export function createShellServices(input: {
     if ("tmux" in out && (!r || r.source === "embedded")) Object.assign(out, { tmux: embeddedProbe(r) });
     return out;
   };
-  return { lifecycle, shells, jobs };
+  return { lifecycle, shells, jobs, managedJobs: new ManagedJobs(jobs) };
 }

@@ -5,6 +5,8 @@ import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
 import { isLoopbackName } from "../core/loopback.ts";
 import { limitBody } from "./body-limit.ts";
+import { isTransferUpload, transferGatewayHandler } from "../transfer/gateway-routes.ts";
+import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
 import { downloadRoute } from "./download.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
@@ -117,7 +119,12 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   });
   // Public routes come first: health, and the tokenized download links (the token is the capability).
   // The worker routes carry their own bearer (a worker token), never OAuth.
-  const publicRoutes = [healthRoutes(), downloadRoute(settings, app.services.links, audit), ...(app.remoteRoutes ? [app.remoteRoutes] : [])];
+  const publicRoutes: Route[] = [healthRoutes(), downloadRoute(settings, app.services.links, audit), ...(app.remoteRoutes ? [app.remoteRoutes] : [])];
+  // The session_copy gateway (/remote/transfer/{id}): its capability is the Authorization header.
+  const gatewayOn = settings.remote_enabled && settings.remote_http_transfer_enabled;
+  if (gatewayOn) {
+    publicRoutes.push(transferGatewayHandler(gatewayStore(settings.state_dir, gatewayLimits(settings))));
+  }
   let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;
   let insufficientScope = options.insufficientScope;
@@ -157,7 +164,8 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
           auth = result;
         }
       }
-      const limited = await limitBody(req, url, bodyLimit, audit);
+      // The transfer PUT streams its body itself, bounded by the gateway chunk size.
+      const limited = gatewayOn && isTransferUpload(req.method, url.pathname) ? ({ ok: true, request: req } as const) : await limitBody(req, url, bodyLimit, audit);
       if (!limited.ok) return limited.response;
       req = limited.request;
       if (isMcp) {

@@ -16,6 +16,8 @@ import { SessionStore } from "../sessions/store.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import { liveBridgeCapabilities } from "../bridge/capabilities.ts";
 import type { AgentBridge } from "../bridge/service.ts";
+import type { SessionCopyDeps } from "../transfer/session-copy.ts";
+import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { BridgeDynamicTools } from "../tools/bridge/dynamic.ts";
 import { ToolRegistry } from "../tools/registry.ts";
@@ -46,6 +48,23 @@ export function createApp(settings: Settings): App {
   const probes = new ProbeCache();
   const sessionTeardowns: AppServices["sessionTeardowns"] = [];
   const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, jobRunner: boundedRunner, teardowns: sessionTeardowns, capabilities, probes });
+  const files = new FileServices(settings);
+  // session_copy: remote sides are served once the worker channel sets `transfer.remote`.
+  const transfer: SessionCopyDeps = {
+    settings,
+    workspaceRoot: canonicalRoot(settings.workspace_root),
+    stateDir: files.stateDir ?? settings.state_dir,
+    sessions,
+    pathLock: (paths, fn) => files.withPathLocks(paths, fn),
+    remote: undefined,
+    // http_stream needs the gateway route on our listener and a public origin workers can reach.
+    gateway: () =>
+      settings.remote_enabled && settings.remote_http_transfer_enabled && settings.base_url && (settings.mode === "mcp" || settings.mode === "http")
+        ? { store: gatewayStore(settings.state_dir, gatewayLimits(settings)), baseUrl: settings.base_url, thresholdBytes: settings.remote_http_transfer_threshold_bytes }
+        : undefined,
+  };
+  // Registered at start so `job retry` works in a new process; the module loads with the first copy.
+  shellServices.managedJobs.register("session-copy", async (attempt) => (await import("../transfer/session-copy.ts")).sessionCopyRunner(transfer)(attempt));
   const services: AppServices = {
     settings,
     workspaceRoot: canonicalRoot(settings.workspace_root),
@@ -57,7 +76,8 @@ export function createApp(settings: Settings): App {
     foreground: new ForegroundWork(),
     sessionTeardowns,
     ...shellServices,
-    files: new FileServices(settings),
+    files,
+    transfer,
     audit: new AuditLog(settings),
     links: new FileLinks(settings),
     bridge: () => (bridge ??= import("../bridge/service.ts").then((m) => new m.AgentBridge(settings, containmentRunner))),

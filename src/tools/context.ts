@@ -3,6 +3,8 @@ import type { AuditLog } from "../audit/log.ts";
 import type { AgentBridge } from "../bridge/service.ts";
 import type { Settings } from "../config/schema.ts";
 import type { JobManager } from "../exec/jobs.ts";
+import type { ManagedJobs } from "../exec/managed-jobs.ts";
+import type { SessionCopyDeps } from "../transfer/session-copy.ts";
 import type { ShellManager } from "../exec/shells.ts";
 import type { Semaphore } from "../exec/semaphore.ts";
 import type { FileServices } from "../fs/services.ts";
@@ -49,6 +51,10 @@ export interface AppServices {
   shells: ShellManager;
   /** Durable background jobs. */
   jobs: JobManager;
+  /** Jobs run by this server process itself (background session_copy). */
+  managedJobs: ManagedJobs;
+  /** What session_copy needs; `transfer.remote` is where the worker channel plugs in remote endpoints. */
+  transfer: SessionCopyDeps;
   /** Snapshots, line index and path locks of the workspace file tools. */
   files: FileServices;
   /** The JSONL audit log of this state dir. */

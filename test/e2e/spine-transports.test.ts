@@ -5,17 +5,8 @@ import contract from "../../../shared/reference/tool-contract.json" with { type:
 import { connectHttp, connectStdio, type HttpServer, type McpHandle, processesMatching, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
-/**
- * Contract tools of capabilities that are not built yet (spec/remote-bridge-ui.md: remote hosts, the
- * agent bridge, file links). When one is built, remove it here: the tools/list test then demands it.
- */
 /** The server maximum for command timeouts: long enough that no command here races it. */
 const MAX_TIMEOUT_S = 30;
-
-const NOT_YET_BUILT = new Set([
-  // remote hosts
-  "session_copy",
-]);
 
 /** Contract tools offered only over HTTP (spec §3.6 and §1.9: download URLs and worker channels need a listener). */
 const HTTP_ONLY = new Set(["create_file_link", "list_file_links", "revoke_file_link", "remote_admin"]);
@@ -76,14 +67,14 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
   }
 
   describe("tools/list", () => {
-    test("exactly the contract's tools minus the capabilities not built yet, with its names, arguments and fields", async () => {
+    test("exactly the contract's tools (all 41 over HTTP), with its names, arguments and fields", async () => {
       const { tools } = await mcp.client.listTools();
       const expected = contract.tools
         .map((t) => t.name)
-        .filter((n) => !NOT_YET_BUILT.has(n) && (transport === "http" || !HTTP_ONLY.has(n)))
+        .filter((n) => transport === "http" || !HTTP_ONLY.has(n))
         .sort();
       // Every exclusion names a real contract tool, so the list cannot silently hide a typo.
-      for (const n of [...NOT_YET_BUILT, ...HTTP_ONLY]) expect(contract.tools.map((t) => t.name)).toContain(n);
+      for (const n of HTTP_ONLY) expect(contract.tools.map((t) => t.name)).toContain(n);
       expect(tools.map((t) => t.name).sort()).toEqual(expected);
       const byName = new Map(contract.tools.map((t) => [t.name, t]));
       for (const tool of tools) {

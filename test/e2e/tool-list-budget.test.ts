@@ -5,9 +5,10 @@ import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/
  * The tool list is what every client pays before its first call (the model reads it, SDK clients
  * compile its output schemas), so it has a budget. Raise a budget only with a reason.
  * 40 KiB held the 29 tools of issue 10; the seven Agent Bridge tools added ~8.5 KiB, so 48 KiB
- * (still below the 84.8 KiB the 29 tools took before the schemas were made compact).
+ * (still below the 84.8 KiB the 29 tools took before the schemas were made compact). session_copy
+ * (issue 11) added ~1.5 KiB: 50 KiB.
  */
-const TOOL_LIST_BUDGET_BYTES = 48 * 1024;
+const TOOL_LIST_BUDGET_BYTES = 50 * 1024;
 const INSTRUCTIONS_BUDGET_BYTES = 1536;
 
 type Schema = Record<string, unknown>;

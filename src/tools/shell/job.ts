@@ -39,7 +39,7 @@ export const JobInfo = z.object({
  * is workspace-relative like every path we print, so it can be passed back as it is.
  */
 export function jobInfo(j: JobView, workspaceRoot: string): z.infer<typeof JobInfo> {
-  return { ...j, cwd: toWorkspaceRelative(workspaceRoot, j.cwd), name: j.name ?? j.job_id, progress: null, result: null };
+  return { ...j, cwd: toWorkspaceRelative(workspaceRoot, j.cwd), name: j.name ?? j.job_id, progress: j.progress, result: j.result };
 }
 
 /** A job row in the compact form: what identifies it and what changes. */

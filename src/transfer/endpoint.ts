@@ -1,0 +1,99 @@
+import type { TransferPath } from "./paths.ts";
+
+/**
+ * One side of a copy. The local implementation acts on this host (local-endpoint.ts); a remote one
+ * forwards each method to the worker's internal `transfer_*` operation (operations.ts) over the
+ * worker channel. The copy orchestration (copy.ts) sees only this interface.
+ */
+export interface TransferEndpoint {
+  readonly target: "local" | "remote";
+  /** Registered worker name for remote endpoints, null locally. */
+  readonly machine: string | null;
+  stat(p: TransferPath, opts: { sha256: boolean }): Promise<StatResult>;
+  readChunk(p: TransferPath, offset: number, length: number): Promise<ChunkRead>;
+  beginWrite(p: TransferPath, opts: { overwrite: boolean; expected_bytes: number; transfer_id: string | null }): Promise<BeginWrite>;
+  writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string }): Promise<{ offset: number; bytes: number }>;
+  finishWrite(p: TransferPath, opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null }): Promise<{ bytes: number; sha256: string; resolved_path: string }>;
+  abortWrite(p: TransferPath, transferId: string): Promise<void>;
+  /**
+   * A copy within this endpoint's host (same worker): one verified, atomic write transaction. A
+   * remote endpoint sends `src_workdir` so the worker binds the source to its own session's workdir.
+   */
+  copyFile(src: TransferPath, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null; src_workdir?: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }>;
+  /** A fresh name for an incoming archive in the endpoint's private temp dir. */
+  allocTempPath(compression: "gz" | "none"): Promise<TransferPath>;
+  packDir(p: TransferPath, compression: "gz" | "none"): Promise<PackDir>;
+  unpackArchive(archive: TransferPath, dst: TransferPath, opts: { overwrite: boolean; cleanup_archive: boolean }): Promise<UnpackArchive>;
+  deleteTemp(p: TransferPath): Promise<void>;
+  /** Whether the endpoint speaks the gateway protocol (a worker advertising `http-transfer-v1`). */
+  readonly httpTransfer: boolean;
+  /** Worker side of http_stream: upload this file to the controller gateway (gateway-client.ts). */
+  httpUpload(p: TransferPath, call: HttpCall): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean }>;
+  /** Worker side of http_stream: download a ready gateway object into a resumable write. */
+  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string }): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean; resolved_path: string }>;
+}
+
+export interface HttpCall {
+  url: string;
+  controller_url: string;
+  authorization: string;
+  worker: string;
+  expected_bytes: number;
+  expected_sha256: string;
+  chunk_size: number;
+  signal?: AbortSignal;
+}
+
+export interface StatResult {
+  path: string;
+  /** Workspace-relative (local) or worker-reported resolved path. */
+  resolved_path: string;
+  kind: "file" | "dir" | "other";
+  size: number;
+  mode: number;
+  /** `dev:ino`, checked again while chunks are read. */
+  identity: string;
+  sha256: string | null;
+}
+
+export interface ChunkRead {
+  path: string;
+  offset: number;
+  bytes: number;
+  size: number;
+  eof: boolean;
+  sha256: string;
+  identity: string;
+  data: Uint8Array;
+}
+
+export interface BeginWrite {
+  transfer_id: string;
+  offset: number;
+  resumed: boolean;
+}
+
+export interface PackDir {
+  path: string;
+  archive: TransferPath;
+  bytes: number;
+  sha256: string;
+  compression: "gz" | "none";
+  entries: number;
+}
+
+export interface UnpackArchive {
+  path: string;
+  resolved_path: string;
+  entries: number;
+  completed: boolean;
+  archive_deleted: boolean;
+  backup_deleted: boolean;
+  cleanup_errors: string[];
+}
+
+/**
+ * Finds the endpoint of a session. The local resolver serves local sessions; remote sessions are
+ * served once the worker channel exists (see docs/remote-workers.md, "session_copy").
+ */
+export type EndpointResolver = (session: { session_id: string; target: "local" | "remote"; workdir: string; machine: string | null; worker_session_id: string | null }) => TransferEndpoint;

@@ -1,0 +1,167 @@
+import { ToolError } from "../core/errors.ts";
+import type { TransferEndpoint } from "./endpoint.ts";
+import type { TransferPath } from "./paths.ts";
+
+/**
+ * The worker side of the gateway (spec §2.6): upload a file of this host to the controller, or
+ * download a ready object into a destination write transaction. Only the controller's exact origin
+ * and the gateway path are accepted; redirects are refused; each request is retried a few times
+ * after network trouble, re-synchronising the cursor through HEAD.
+ */
+
+const PATH = /^\/remote\/transfer\/[A-Za-z0-9_-]{24,80}$/;
+const RETRIES = 3;
+
+export interface GatewayCall {
+  url: string;
+  controller_url: string;
+  authorization: string;
+  worker: string;
+  expected_bytes: number;
+  expected_sha256: string;
+  chunk_size: number;
+  signal?: AbortSignal;
+}
+
+/** Refuses any URL but `<controller origin>/remote/transfer/<id>`, without credentials, query or fragment. */
+export function validateTransferUrl(url: string, controllerUrl: string): URL {
+  let u: URL;
+  let c: URL;
+  try {
+    u = new URL(url);
+    c = new URL(controllerUrl);
+  } catch {
+    throw new ToolError("transfer_url_invalid", "the transfer URL is not a valid URL");
+  }
+  if (u.protocol !== c.protocol || u.host !== c.host) throw new ToolError("transfer_url_invalid", "the transfer URL is not on the controller's origin");
+  if (u.username || u.password || u.search || u.hash || url.includes("#") || url.includes("?")) throw new ToolError("transfer_url_invalid", "the transfer URL must not carry credentials, a query or a fragment");
+  if (!PATH.test(u.pathname)) throw new ToolError("transfer_url_invalid", "the transfer URL path is not a gateway object");
+  return u;
+}
+
+function headers(call: GatewayCall, direction: "upload" | "download", extra: Record<string, string> = {}): Record<string, string> {
+  return { authorization: call.authorization, "x-local-shell-mcp-worker": call.worker, "x-local-shell-mcp-transfer-direction": direction, "cache-control": "no-store", ...extra };
+}
+
+/** A refusal from the gateway keeps its code; transport trouble is retryable. */
+class Retryable extends Error {}
+
+async function send(u: URL, init: RequestInit, signal?: AbortSignal): Promise<Response> {
+  let res: Response;
+  try {
+    res = await fetch(u, { ...init, redirect: "error", signal });
+  } catch (e) {
+    if (signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+    throw new Retryable((e as Error).message);
+  }
+  if (res.status >= 500 && res.status !== 507) {
+    await res.body?.cancel().catch(() => undefined);
+    throw new Retryable(`gateway answered ${res.status}`);
+  }
+  return res;
+}
+
+/** HEAD answers carry no body, so their status stands for the code. */
+const HEAD_CODES: Record<number, string> = { 401: "transfer_unauthorized", 404: "transfer_not_found", 409: "transfer_claimed", 410: "transfer_expired" };
+
+async function refusal(res: Response): Promise<never> {
+  const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string };
+  throw new ToolError(body.error ?? HEAD_CODES[res.status] ?? "transfer_refused", body.message ?? `the gateway refused the request (${res.status})`);
+}
+
+async function retrying<T>(signal: AbortSignal | undefined, fn: () => Promise<T>, resync?: () => Promise<void>): Promise<T> {
+  for (let n = 0; ; n++) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (!(e instanceof Retryable) || n >= RETRIES) throw e instanceof Retryable ? new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`) : e;
+      if (signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+      await Bun.sleep(Math.min(100 * 2 ** n, 1000));
+      await resync?.().catch(() => undefined);
+    }
+  }
+}
+
+interface Cursor {
+  offset: number;
+  state: string;
+  expected_bytes: number;
+  expected_sha256: string;
+}
+
+async function head(u: URL, call: GatewayCall, direction: "upload" | "download"): Promise<Cursor> {
+  return retrying(call.signal, async () => {
+    const res = await send(u, { method: "HEAD", headers: headers(call, direction) }, call.signal);
+    if (res.status !== 200) await refusal(res);
+    const h = res.headers;
+    return { offset: Number(h.get("x-transfer-offset")), state: String(h.get("x-transfer-state")), expected_bytes: Number(h.get("x-transfer-expected-bytes")), expected_sha256: String(h.get("x-transfer-expected-sha256")) };
+  });
+}
+
+/** Uploads `path` of `source` to the gateway object, resuming from the gateway's cursor. */
+export async function httpUpload(source: TransferEndpoint, path: TransferPath, call: GatewayCall) {
+  const u = validateTransferUrl(call.url, call.controller_url);
+  const st = await source.stat(path, { sha256: true });
+  if (st.kind !== "file" || st.size !== call.expected_bytes || st.sha256 !== call.expected_sha256) throw new ToolError("source_changed", "the source no longer matches the size and digest the copy started with");
+  let cur = await head(u, call, "upload");
+  const resumed = cur.offset;
+  let chunks = 0;
+  while (cur.offset < st.size) {
+    if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+    const c = await source.readChunk(path, cur.offset, call.chunk_size);
+    if (c.identity !== st.identity || c.size !== st.size || c.bytes <= 0) throw new ToolError("source_changed", "the source changed during the upload");
+    const at = cur.offset;
+    const next = await retrying(
+      call.signal,
+      async () => {
+        const res = await send(u, { method: "PUT", body: c.data, headers: headers(call, "upload", { "content-range": `bytes ${at}-${at + c.bytes - 1}/${st.size}`, "content-length": String(c.bytes), "x-content-sha256": c.sha256, "content-type": "application/octet-stream" }) }, call.signal);
+        if (res.status !== 200) await refusal(res);
+        const body = (await res.json().catch(() => undefined)) as { offset?: number; state?: string } | undefined;
+        if (!body || typeof body.offset !== "number") throw new Retryable("the gateway's answer could not be read");
+        return body as { offset: number; state: string };
+      },
+      async () => {
+        cur = await head(u, call, "upload");
+      },
+    );
+    if (next.offset !== at && next.offset !== at + c.bytes) throw new ToolError("transfer_offset_conflict", `the gateway moved its cursor unexpectedly (to ${next.offset})`);
+    cur = { ...cur, offset: next.offset, state: next.state };
+    chunks++;
+  }
+  const again = await source.stat(path, { sha256: false });
+  if (again.identity !== st.identity || again.size !== st.size) throw new ToolError("source_changed", "the source changed during the upload");
+  const end = await head(u, call, "upload");
+  if (end.offset !== st.size || end.state !== "ready") throw new ToolError("transfer_incomplete", `the gateway did not accept the whole object (state ${end.state})`);
+  return { bytes: st.size, sha256: st.sha256!, chunks, chunk_size: call.chunk_size, resumed_bytes: resumed, completed: true };
+}
+
+/** Downloads a ready object into `path` of `dest`; a failure keeps the verified partial file. */
+export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string }) {
+  const u = validateTransferUrl(call.url, call.controller_url);
+  const h = await head(u, call, "download");
+  if (h.state !== "ready" || h.expected_bytes !== call.expected_bytes || h.expected_sha256 !== call.expected_sha256) throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
+  const begun = await dest.beginWrite(path, { overwrite: call.overwrite, expected_bytes: call.expected_bytes, transfer_id: call.transfer_id });
+  let chunks = 0;
+  for (let at = begun.offset; at < call.expected_bytes; ) {
+    if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+    const want = Math.min(call.chunk_size, call.expected_bytes - at);
+    const data = await retrying(call.signal, async () => {
+      const res = await send(u, { method: "GET", headers: headers(call, "download", { range: `bytes=${at}-${at + want - 1}` }) }, call.signal);
+      if (res.status !== 206) await refusal(res);
+      if (res.headers.get("content-range") !== `bytes ${at}-${at + want - 1}/${call.expected_bytes}`) throw new Retryable("the gateway answered another range");
+      let body: Uint8Array;
+      try {
+        body = new Uint8Array(await res.arrayBuffer());
+      } catch (e) {
+        throw new Retryable(String(e));
+      }
+      if (body.length !== want) throw new Retryable("the range arrived incomplete");
+      return body;
+    });
+    await dest.writeChunk(path, { transfer_id: begun.transfer_id, offset: at, data, sha256: new Bun.CryptoHasher("sha256").update(data).digest("hex") });
+    at += want;
+    chunks++;
+  }
+  const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: call.expected_bytes, expected_sha256: call.expected_sha256, mode: null });
+  return { bytes: done.bytes, sha256: done.sha256, chunks, chunk_size: call.chunk_size, resumed_bytes: begun.offset, completed: true, resolved_path: done.resolved_path };
+}

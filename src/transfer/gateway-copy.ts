@@ -1,0 +1,114 @@
+import { closeSync, constants, readSync } from "node:fs";
+import { ToolError } from "../core/errors.ts";
+import type { StatResult, TransferEndpoint } from "./endpoint.ts";
+import type { GatewayStore } from "./gateway-store.ts";
+import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
+
+/**
+ * The controller side of `http_stream` (spec §2.6): prepare a gateway object, have the source
+ * worker upload it (or snapshot a local source), then deliver it to the destination worker (ranged
+ * GETs) or into a local write transaction fed from the spool. Cross-worker data is staged in the
+ * controller spool; workers never get a route to each other.
+ */
+
+export interface GatewayConfig {
+  store: GatewayStore;
+  /** The controller's public origin (`base_url`); workers accept only this origin. */
+  baseUrl: string;
+  thresholdBytes: number;
+}
+
+export interface StreamSide {
+  endpoint: TransferEndpoint;
+  path: TransferPath;
+  sessionId: string;
+  /** For a local source: the confined real path the spool snapshots (opened without following links). */
+  localPath?: string;
+}
+
+export async function httpStreamCopy(input: {
+  gateway: GatewayConfig;
+  src: StreamSide;
+  dst: StreamSide;
+  stat: StatResult;
+  overwrite: boolean;
+  chunkSize: number;
+  resumeKey: string | null;
+  signal: AbortSignal;
+  onBytes?: (bytes: number, chunks: number) => void;
+}): Promise<{ bytes: number; sha256: string; chunks: number; resumed_bytes: number; resolved_path: string }> {
+  const { gateway, src, dst, stat } = input;
+  if (!stat.sha256) throw new ToolError("internal_error", "an http_stream copy needs the source digest");
+  const store = gateway.store;
+  const chunk = Math.min(input.chunkSize, store.limits.chunkBytes);
+  const prepared = await store.prepare({
+    expected_bytes: stat.size,
+    expected_sha256: stat.sha256,
+    upload_worker: src.endpoint.target === "remote" ? src.endpoint.machine : null,
+    download_worker: dst.endpoint.target === "remote" ? dst.endpoint.machine : null,
+    source_session_id: src.sessionId,
+    destination_session_id: dst.sessionId,
+    resume_key: input.resumeKey,
+    snapshot: src.endpoint.target === "local" ? (src.localPath ?? null) : null,
+  });
+  const id = prepared.transfer_id;
+  const url = `${gateway.baseUrl.replace(/\/+$/, "")}/remote/transfer/${id}`;
+  const transferId = input.resumeKey === null ? `g${id.slice(-40)}` : transferIdFor(input.resumeKey);
+  let upChunks = 0;
+  let upResumed = 0;
+  try {
+    if (prepared.state === "ready") {
+      // A resumed object the source already uploaded completely (or a local snapshot).
+      upResumed = src.endpoint.target === "remote" ? stat.size : 0;
+    } else if (src.endpoint.target === "remote") {
+      const up = await src.endpoint.httpUpload(src.path, { url, controller_url: gateway.baseUrl, authorization: prepared.upload_authorization!, worker: src.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, signal: input.signal });
+      upChunks = up.chunks;
+      upResumed = up.resumed_bytes;
+    } else if (src.localPath === undefined) throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
+    const obj = store.object(id);
+    if (obj.state !== "ready") throw new ToolError("transfer_incomplete", `the gateway object is ${obj.state}, not ready`);
+    let down: { bytes: number; sha256: string; chunks: number; resumed_bytes: number; resolved_path: string };
+    if (dst.endpoint.target === "remote") {
+      down = await dst.endpoint.httpDownload(dst.path, { url, controller_url: gateway.baseUrl, authorization: prepared.download_authorization!, worker: dst.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, overwrite: input.overwrite, transfer_id: transferId, signal: input.signal });
+    } else {
+      down = await spoolToLocal(store, id, dst.endpoint, dst.path, { ...input, chunk, transferId, upChunks });
+    }
+    await store.finish(id, "consumed");
+    return { bytes: down.bytes, sha256: down.sha256, chunks: upChunks + down.chunks, resumed_bytes: Math.max(upResumed, down.resumed_bytes), resolved_path: down.resolved_path };
+  } catch (e) {
+    // A managed job keeps its progress (capabilities revoked) for a retry; anything else is undone.
+    if (input.resumeKey !== null && !input.signal.aborted) await store.suspend(id).catch(() => undefined);
+    else {
+      await dst.endpoint.abortWrite(dst.path, transferId).catch(() => undefined);
+      await store.finish(id, "aborted").catch(() => undefined);
+    }
+    throw e;
+  }
+}
+
+/** The local destination's write transaction fed from the identity-checked spool. */
+async function spoolToLocal(store: GatewayStore, id: string, dst: TransferEndpoint, path: TransferPath, o: { overwrite: boolean; chunk: number; transferId: string; stat: StatResult; signal: AbortSignal; upChunks: number; onBytes?: (b: number, c: number) => void }) {
+  const size = o.stat.size;
+  const begun = await dst.beginWrite(path, { overwrite: o.overwrite, expected_bytes: size, transfer_id: o.transferId });
+  let chunks = 0;
+  const buf = Buffer.allocUnsafe(o.chunk);
+  for (let at = begun.offset; at < size; ) {
+    await yieldToLoop();
+    if (o.signal.aborted) throw new ToolError("cancelled", "the copy was cancelled");
+    const fd = store.openSpool(store.object(id), constants.O_RDONLY);
+    let n: number;
+    try {
+      n = readSync(fd, buf, 0, Math.min(o.chunk, size - at), at);
+    } finally {
+      closeSync(fd);
+    }
+    if (n <= 0) throw new ToolError("transfer_spool_changed", "the spool is shorter than the object");
+    const data = buf.subarray(0, n);
+    await dst.writeChunk(path, { transfer_id: begun.transfer_id, offset: at, data, sha256: new Bun.CryptoHasher("sha256").update(data).digest("hex") });
+    at += n;
+    chunks++;
+    o.onBytes?.(at, o.upChunks + chunks);
+  }
+  const done = await dst.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: size, expected_sha256: o.stat.sha256, mode: o.stat.mode });
+  return { ...done, chunks, resumed_bytes: begun.offset };
+}

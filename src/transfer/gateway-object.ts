@@ -1,0 +1,111 @@
+import { closeSync, constants, fstatSync, fsyncSync, openSync, readSync, type BigIntStats, writeSync } from "node:fs";
+import { ToolError } from "../core/errors.ts";
+import { randomHex } from "../core/random.ts";
+
+/** The gateway's object records and the small helpers its store uses (spec §2.4). */
+
+export type Direction = "upload" | "download";
+export type ObjectState = "uploading" | "ready" | "failed" | "aborted" | "consumed";
+export const TERMINAL = new Set<ObjectState>(["failed", "aborted", "consumed"]);
+export const TRANSFER_OBJECT_ID = /^[A-Za-z0-9_-]{24,80}$/;
+export const SUSPEND_S = 86_400;
+
+export interface ObjectMeta {
+  version: 1;
+  transfer_id: string;
+  resume_key_hash: string | null;
+  source_session_id: string;
+  destination_session_id: string;
+  expected_bytes: number;
+  expected_sha256: string;
+  offset: number;
+  state: ObjectState;
+  spool_identity_a: number;
+  spool_identity_b: number;
+  /** max(ctime_ns, mtime_ns) after the last committed append or rollback. */
+  spool_identity_c: string;
+  created_at: number;
+  updated_at: number;
+  expires_at: number;
+  claim: { id: string; direction: Direction; at: number; owner: string; pid: number } | null;
+  last_chunk: { start: number; end: number; sha256: string } | null;
+  upload_worker: string | null;
+  upload_token_hash: string | null;
+  download_worker: string | null;
+  download_token_hash: string | null;
+}
+
+export interface GatewayLimits {
+  chunkBytes: number;
+  ticketTtlS: number;
+  maxActive: number;
+  maxSpoolBytes: number;
+}
+
+export interface Prepared {
+  transfer_id: string;
+  /** `Transfer <token>` for the uploading worker; null when the controller snapshotted a local source. */
+  upload_authorization: string | null;
+  download_authorization: string | null;
+  offset: number;
+  state: ObjectState;
+  expires_at: number;
+}
+
+export const sha256hex = (s: string | Uint8Array) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
+export const now = () => Date.now() / 1000;
+/** Our process instance: a claim by another instance whose process is gone is stale. */
+export const PROCESS_NONCE = randomHex(12);
+
+export function token(): string {
+  return Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
+}
+
+export function timingSafeEqualHex(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return d === 0;
+}
+
+export function generation(st: BigIntStats): string {
+  return (st.ctimeNs > st.mtimeNs ? st.ctimeNs : st.mtimeNs).toString();
+}
+
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** The gateway limits a server's settings give. */
+export function gatewayLimits(s: { remote_http_transfer_chunk_bytes: number; remote_http_transfer_ticket_ttl_s: number; remote_http_transfer_max_active: number; remote_http_transfer_max_spool_bytes: number }): GatewayLimits {
+  return { chunkBytes: s.remote_http_transfer_chunk_bytes, ticketTtlS: s.remote_http_transfer_ticket_ttl_s, maxActive: s.remote_http_transfer_max_active, maxSpoolBytes: s.remote_http_transfer_max_spool_bytes };
+}
+
+/** Copies a local source (opened without following links) into the spool, checking size and digest. */
+export function snapshotInto(out: number, path: string, size: number, sha: string): number {
+  const src = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+  try {
+    const before = fstatSync(src);
+    if (!before.isFile() || before.size !== size) throw new ToolError("source_changed", "the source changed before it was snapshotted");
+    const h = new Bun.CryptoHasher("sha256");
+    const buf = Buffer.allocUnsafe(1 << 20);
+    for (let at = 0; at < size; ) {
+      const n = readSync(src, buf, 0, Math.min(buf.length, size - at), at);
+      if (n <= 0) throw new ToolError("source_changed", "the source became shorter while it was snapshotted");
+      h.update(buf.subarray(0, n));
+      for (let w = 0; w < n; ) w += writeSync(out, buf, w, n - w);
+      at += n;
+    }
+    fsyncSync(out);
+    const after = fstatSync(src);
+    if (after.ino !== before.ino || after.size !== size || after.mtimeMs !== before.mtimeMs || h.digest("hex") !== sha) throw new ToolError("source_changed", "the source changed while it was snapshotted");
+    return size;
+  } finally {
+    closeSync(src);
+  }
+}

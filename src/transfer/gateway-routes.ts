@@ -1,0 +1,160 @@
+import { closeSync, constants, fsyncSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { ToolError } from "../core/errors.ts";
+import type { Direction, GatewayStore, ObjectMeta } from "./gateway-store.ts";
+
+/**
+ * The gateway's HTTP protocol at `/remote/transfer/{id}` (spec §2.5): HEAD (cursor), PUT (one
+ * upload chunk, streamed to a private scratch file, checked, committed in order), GET (one range of
+ * a ready object). Refusals answer `{ok:false, error:<code>, message, detail}` with a status chosen
+ * by the code, never by message text.
+ */
+
+export const TRANSFER_PATH = /^\/remote\/transfer\/([A-Za-z0-9_-]{24,80})$/;
+const SHA = /^[0-9a-f]{64}$/;
+/** How long a chunk that arrived ahead of the cursor waits for the chunks before it. */
+const ORDER_WAIT_MS = 30_000;
+/** How far ahead of the cursor an uploader may send (several chunks in flight). */
+const MAX_AHEAD_CHUNKS = 8;
+
+const STATUS: Record<string, number> = {
+  transfer_not_found: 404,
+  transfer_expired: 410,
+  transfer_unauthorized: 401,
+  transfer_claimed: 409,
+  transfer_offset_conflict: 409,
+  transfer_replay_mismatch: 409,
+  transfer_not_uploading: 409,
+  transfer_not_ready: 409,
+  transfer_spool_changed: 409,
+  transfer_bad_request: 400,
+  transfer_bad_range: 416,
+  transfer_chunk_too_large: 413,
+  transfer_length_mismatch: 422,
+  transfer_chunk_checksum_mismatch: 422,
+  transfer_quota_exceeded: 507,
+};
+
+const NO_STORE = { "cache-control": "no-store" };
+
+function fail(e: unknown): Response {
+  const te = e instanceof ToolError ? e : new ToolError("internal_error", "the transfer failed on the controller");
+  const status = STATUS[te.code] ?? (te.code === "internal_error" ? 500 : 422);
+  return Response.json({ ok: false, error: te.code, message: te.message, detail: te.message }, { status, headers: NO_STORE });
+}
+
+/** The exact route the body limiter leaves alone: it bounds its own body by the chunk size. */
+export function isTransferUpload(method: string, pathname: string): boolean {
+  return method === "PUT" && TRANSFER_PATH.test(pathname);
+}
+
+function bad(msg: string, code = "transfer_bad_request"): never {
+  throw new ToolError(code, msg);
+}
+
+function cursorHeaders(m: ObjectMeta): Record<string, string> {
+  return { "x-transfer-offset": String(m.offset), "x-transfer-state": m.state, "x-transfer-expected-bytes": String(m.expected_bytes), "x-transfer-expected-sha256": m.expected_sha256, ...NO_STORE };
+}
+
+/** Handles `/remote/transfer/{id}`; undefined for other paths. */
+export function transferGatewayHandler(store: GatewayStore): (req: Request, url: URL) => Promise<Response | undefined> {
+  return async (req, url) => {
+    const id = TRANSFER_PATH.exec(url.pathname)?.[1];
+    if (!id) return undefined;
+    const direction: Direction | undefined = req.method === "PUT" ? "upload" : req.method === "GET" ? "download" : req.method === "HEAD" ? (req.headers.get("x-local-shell-mcp-transfer-direction") as Direction) : undefined;
+    if (direction === undefined) return fail(new ToolError("transfer_bad_request", "use HEAD, PUT or GET"));
+    if (direction !== "upload" && direction !== "download") return fail(new ToolError("transfer_bad_request", "HEAD needs X-Local-Shell-MCP-Transfer-Direction: upload|download"));
+    let claimed = false;
+    try {
+      const m = await store.authorize(id, direction, req.headers.get("x-local-shell-mcp-worker"), req.headers.get("authorization"));
+      claimed = true;
+      if (req.method === "HEAD") {
+        const body = { transfer_id: m.transfer_id, state: m.state, offset: m.offset, expected_bytes: m.expected_bytes, expected_sha256: m.expected_sha256, expires_at: m.expires_at };
+        return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json", ...cursorHeaders(m) } });
+      }
+      if (req.method === "PUT") return await upload(store, m, req);
+      return download(store, m, req);
+    } catch (e) {
+      if (req.body && !req.bodyUsed) void req.body.cancel().catch(() => undefined);
+      return fail(e);
+    } finally {
+      if (claimed) await store.release(id);
+    }
+  };
+}
+
+async function upload(store: GatewayStore, m: ObjectMeta, req: Request): Promise<Response> {
+  const range = /^bytes (\d{1,16})-(\d{1,16})\/(\d{1,16})$/.exec(req.headers.get("content-range") ?? "");
+  if (!range) bad("Content-Range must be 'bytes <start>-<end>/<total>'", "transfer_bad_range");
+  const [start, endIncl, total] = [Number(range[1]), Number(range[2]), Number(range[3])];
+  if (endIncl < start || total <= 0 || endIncl >= total) bad("Content-Range is not a valid range", "transfer_bad_range");
+  if (total !== m.expected_bytes) bad(`Content-Range total ${total} is not the object's ${m.expected_bytes} bytes`, "transfer_bad_range");
+  const len = endIncl - start + 1;
+  if (len > store.limits.chunkBytes) bad(`a chunk may hold at most ${store.limits.chunkBytes} bytes`, "transfer_chunk_too_large");
+  const declared = req.headers.get("content-length");
+  if (declared === null || !/^\d+$/.test(declared) || Number(declared) !== len) bad("Content-Length must equal the chunk length", "transfer_length_mismatch");
+  const sha = req.headers.get("x-content-sha256") ?? "";
+  if (!SHA.test(sha)) bad("X-Content-SHA256 must be 64 lowercase hex characters");
+  if (start > m.offset + MAX_AHEAD_CHUNKS * store.limits.chunkBytes) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
+  const scratch = store.scratchPath(m.transfer_id);
+  try {
+    await receive(req, scratch, len, sha);
+    if (start > m.offset) await store.waitForOffset(m.transfer_id, start, ORDER_WAIT_MS);
+    const r = await store.commitChunk(m.transfer_id, start, endIncl + 1, sha, scratch);
+    return Response.json(r, { headers: cursorHeaders({ ...m, offset: r.offset, state: r.state }) });
+  } finally {
+    rmSync(scratch, { force: true });
+  }
+}
+
+/** Streams the body into a private scratch file, refusing more than `len` bytes or a wrong digest. */
+async function receive(req: Request, scratch: string, len: number, sha: string): Promise<void> {
+  if (!req.body) bad("the chunk body is missing", "transfer_length_mismatch");
+  const fd = openSync(scratch, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  const h = new Bun.CryptoHasher("sha256");
+  let got = 0;
+  try {
+    const reader = req.body.getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      got += value.byteLength;
+      if (got > len) {
+        void reader.cancel().catch(() => undefined);
+        bad("the chunk body is longer than its Content-Range", "transfer_length_mismatch");
+      }
+      h.update(value);
+      for (let w = 0; w < value.byteLength; ) w += writeSync(fd, value, w, value.byteLength - w);
+    }
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  if (got !== len) bad("the chunk body is shorter than its Content-Range", "transfer_length_mismatch");
+  if (h.digest("hex") !== sha) bad("the chunk does not match its X-Content-SHA256", "transfer_chunk_checksum_mismatch");
+}
+
+function download(store: GatewayStore, m: ObjectMeta, req: Request): Response {
+  if (m.state !== "ready") throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, not ready for download`);
+  const range = /^bytes=(\d{1,16})-(\d{0,16})$/.exec(req.headers.get("range") ?? "");
+  if (!range) bad("Range must be 'bytes=<start>-[<end>]'", "transfer_bad_range");
+  const start = Number(range[1]);
+  if (start >= m.expected_bytes) bad("the range starts past the end of the object", "transfer_bad_range");
+  const asked = range[2] === "" ? m.expected_bytes - 1 : Number(range[2]);
+  if (asked < start) bad("the range ends before it starts", "transfer_bad_range");
+  const end = Math.min(asked, start + store.limits.chunkBytes - 1, m.expected_bytes - 1);
+  const fd = store.openSpool(m, constants.O_RDONLY);
+  const body = Buffer.allocUnsafe(end - start + 1);
+  try {
+    for (let at = 0; at < body.length; ) {
+      const n = readSync(fd, body, at, body.length - at, start + at);
+      if (n <= 0) throw new ToolError("transfer_spool_changed", "the spool is shorter than the object");
+      at += n;
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return new Response(body, {
+    status: 206,
+    headers: { "content-type": "application/octet-stream", "content-range": `bytes ${start}-${end}/${m.expected_bytes}`, "content-length": String(body.length), "accept-ranges": "bytes", "x-content-sha256": m.expected_sha256, ...NO_STORE },
+  });
+}

@@ -1,0 +1,380 @@
+import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, rmSync, lstatSync, type BigIntStats, writeSync } from "node:fs";
+import { join } from "node:path";
+import { ToolError } from "../core/errors.ts";
+import { randomHex } from "../core/random.ts";
+import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
+import { FileLock } from "../store/lock.ts";
+import { hashRange } from "./paths.ts";
+import { type Direction, type GatewayLimits, generation, type ObjectMeta, type ObjectState, pidAlive, type Prepared, PROCESS_NONCE, now, sha256hex, snapshotInto, SUSPEND_S, TERMINAL, TRANSFER_OBJECT_ID, timingSafeEqualHex, token } from "./gateway-object.ts";
+
+export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, type ObjectState, type Prepared, TRANSFER_OBJECT_ID } from "./gateway-object.ts";
+
+/**
+ * The controller's resumable transfer gateway store (spec §2.4): objects under
+ * `<state_dir>/remote_transfers` (0700) behind one lock, each a metadata file and an append-only
+ * spool. Capabilities are random tokens of which only the SHA-256 is kept, each bound to one
+ * direction, one worker name and the object, with a sliding expiry; `prepare` rotates them.
+ * Errors carry explicit codes (gateway-routes.ts maps them to statuses).
+ */
+
+export class GatewayStore {
+  readonly dir: string;
+  /** The running whole-object digest of each spool, kept while this process appends to it. */
+  private readonly hashers = new Map<string, { hasher: Bun.CryptoHasher; hashed: number; gen: string }>();
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly claims = new Map<string, number>();
+
+  constructor(stateDir: string, readonly limits: GatewayLimits) {
+    this.dir = join(stateDir, "remote_transfers");
+    ensurePrivateDir(this.dir);
+  }
+
+  private metaPath(id: string) {
+    return join(this.dir, `${id}.json`);
+  }
+  spoolPath(id: string) {
+    return join(this.dir, `${id}.spool`);
+  }
+
+  async locked<T>(fn: () => T | Promise<T>): Promise<T> {
+    const lock = await FileLock.acquire(join(this.dir, "gateway.lock"), 10_000);
+    try {
+      return await fn();
+    } finally {
+      lock.release();
+    }
+  }
+
+  object(id: string): ObjectMeta {
+    if (!TRANSFER_OBJECT_ID.test(id)) throw new ToolError("transfer_not_found", "transfer not found");
+    let raw: string;
+    try {
+      const fd = openSync(this.metaPath(id), constants.O_RDONLY | constants.O_NOFOLLOW);
+      try {
+        raw = readFileSync(fd, "utf8");
+      } finally {
+        closeSync(fd);
+      }
+    } catch {
+      throw new ToolError("transfer_not_found", "transfer not found");
+    }
+    const m = JSON.parse(raw) as ObjectMeta;
+    if (m.version !== 1 || m.transfer_id !== id) throw new ToolError("transfer_not_found", "transfer not found");
+    return m;
+  }
+
+  private save(m: ObjectMeta): void {
+    m.updated_at = now();
+    writeFileAtomic(this.metaPath(m.transfer_id), JSON.stringify(m));
+  }
+
+  private all(): ObjectMeta[] {
+    const out: ObjectMeta[] = [];
+    for (const n of readdirSync(this.dir)) {
+      if (!n.endsWith(".json") || n.startsWith(".")) continue;
+      try {
+        out.push(this.object(n.slice(0, -5)));
+      } catch {
+        // Unreadable metadata is left for expiry by file age below.
+      }
+    }
+    return out;
+  }
+
+  /** Removes expired or terminal objects and stale scratch chunks. Under the lock. */
+  private cleanup(): void {
+    const t = now();
+    for (const m of this.all()) if (TERMINAL.has(m.state) || m.expires_at < t) this.remove(m.transfer_id);
+    const scratchAge = Math.max(60, this.limits.ticketTtlS) * 1000;
+    for (const n of readdirSync(this.dir)) {
+      if (!n.startsWith(".") || !n.endsWith(".chunk")) continue;
+      try {
+        if (Date.now() - lstatSync(join(this.dir, n)).mtimeMs > scratchAge) rmSync(join(this.dir, n), { force: true });
+      } catch {
+        // Gone already.
+      }
+    }
+  }
+
+  private remove(id: string): void {
+    rmSync(this.spoolPath(id), { force: true });
+    rmSync(this.metaPath(id), { force: true });
+    this.hashers.delete(id);
+  }
+
+  /**
+   * Creates an object, or resumes the one of `resume_key` when it describes the same transfer, and
+   * issues fresh capabilities. A local source (`snapshot`) is copied into the spool at once.
+   */
+  async prepare(input: { expected_bytes: number; expected_sha256: string; upload_worker: string | null; download_worker: string | null; source_session_id: string; destination_session_id: string; resume_key: string | null; snapshot: string | null }): Promise<Prepared> {
+    if (!/^[0-9a-f]{64}$/.test(input.expected_sha256) || !Number.isSafeInteger(input.expected_bytes) || input.expected_bytes <= 0) {
+      throw new ToolError("invalid_arguments", "a gateway object needs a positive size and a sha256");
+    }
+    return this.locked(() => {
+      this.cleanup();
+      const keyHash = input.resume_key === null ? null : sha256hex(input.resume_key);
+      let m = keyHash === null ? undefined : this.all().find((o) => o.resume_key_hash === keyHash);
+      if (m && !this.resumable(m, input)) {
+        this.remove(m.transfer_id);
+        m = undefined;
+      }
+      if (!m) m = this.create(input, keyHash);
+      const up = input.snapshot === null && m.state === "uploading" ? token() : null;
+      const down = input.download_worker !== null ? token() : null;
+      Object.assign(m, {
+        upload_worker: input.upload_worker,
+        upload_token_hash: up && sha256hex(up),
+        download_worker: input.download_worker,
+        download_token_hash: down && sha256hex(down),
+        expires_at: now() + this.limits.ticketTtlS,
+        claim: null,
+      });
+      this.save(m);
+      return { transfer_id: m.transfer_id, upload_authorization: up && `Transfer ${up}`, download_authorization: down && `Transfer ${down}`, offset: m.offset, state: m.state, expires_at: m.expires_at };
+    });
+  }
+
+  private resumable(m: ObjectMeta, input: { expected_bytes: number; expected_sha256: string; source_session_id: string; destination_session_id: string }): boolean {
+    if (m.expected_bytes !== input.expected_bytes || m.expected_sha256 !== input.expected_sha256) return false;
+    if (m.source_session_id !== input.source_session_id || m.destination_session_id !== input.destination_session_id) return false;
+    if (TERMINAL.has(m.state)) return false;
+    try {
+      const fd = this.openSpool(m, constants.O_RDONLY);
+      const size = fstatSync(fd).size;
+      closeSync(fd);
+      return size === m.offset;
+    } catch {
+      return false;
+    }
+  }
+
+  private create(input: { expected_bytes: number; expected_sha256: string; source_session_id: string; destination_session_id: string; snapshot: string | null }, keyHash: string | null): ObjectMeta {
+    const live = this.all().filter((o) => !TERMINAL.has(o.state));
+    if (input.expected_bytes > this.limits.maxSpoolBytes) throw new ToolError("transfer_quota_exceeded", "the object is larger than remote_http_transfer_max_spool_bytes");
+    if (live.length >= this.limits.maxActive) throw new ToolError("transfer_quota_exceeded", "too many active gateway transfers (remote_http_transfer_max_active)");
+    if (live.reduce((s, o) => s + o.expected_bytes, 0) + input.expected_bytes > this.limits.maxSpoolBytes) throw new ToolError("transfer_quota_exceeded", "the gateway spool is full (remote_http_transfer_max_spool_bytes)");
+    let id: string;
+    do id = keyHash === null ? Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("base64url") : `${Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("base64url")}${sha256hex(keyHash).slice(0, 32)}`;
+    while (this.all().some((o) => o.transfer_id === id));
+    const fd = openSync(this.spoolPath(id), constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    let st: BigIntStats;
+    let offset = 0;
+    try {
+      if (input.snapshot !== null) offset = snapshotInto(fd, input.snapshot, input.expected_bytes, input.expected_sha256);
+      st = fstatSync(fd, { bigint: true });
+    } catch (e) {
+      closeSync(fd);
+      rmSync(this.spoolPath(id), { force: true });
+      throw e;
+    }
+    closeSync(fd);
+    const t = now();
+    return {
+      version: 1,
+      transfer_id: id,
+      resume_key_hash: keyHash,
+      source_session_id: input.source_session_id,
+      destination_session_id: input.destination_session_id,
+      expected_bytes: input.expected_bytes,
+      expected_sha256: input.expected_sha256,
+      offset,
+      state: input.snapshot !== null ? "ready" : "uploading",
+      spool_identity_a: Number(st.dev),
+      spool_identity_b: Number(st.ino),
+      spool_identity_c: generation(st),
+      created_at: t,
+      updated_at: t,
+      expires_at: t + this.limits.ticketTtlS,
+      claim: null,
+      last_chunk: null,
+      upload_worker: null,
+      upload_token_hash: null,
+      download_worker: null,
+      download_token_hash: null,
+    };
+  }
+
+  /** Opens the spool without following links and checks it is the file the metadata names. */
+  openSpool(m: ObjectMeta, flags: number): number {
+    let fd: number;
+    try {
+      fd = openSync(this.spoolPath(m.transfer_id), flags | constants.O_NOFOLLOW);
+    } catch {
+      throw new ToolError("transfer_spool_changed", "the transfer spool is missing or was replaced");
+    }
+    const st = fstatSync(fd, { bigint: true });
+    if (!st.isFile() || Number(st.dev) !== m.spool_identity_a || Number(st.ino) !== m.spool_identity_b || generation(st) !== m.spool_identity_c) {
+      closeSync(fd);
+      throw new ToolError("transfer_spool_changed", "the transfer spool is missing or was replaced");
+    }
+    return fd;
+  }
+
+  /**
+   * Checks `Transfer <cap>` for the direction and worker, slides the expiry and takes (or shares)
+   * this process's claim. Every failure of the capability itself is the same `transfer_unauthorized`.
+   */
+  async authorize(id: string, direction: Direction, worker: string | null, authorization: string | null): Promise<ObjectMeta> {
+    return this.locked(() => {
+      const m = this.object(id);
+      const cap = /^Transfer ([A-Za-z0-9_-]{16,128})$/.exec(authorization ?? "")?.[1];
+      const want = direction === "upload" ? m.upload_token_hash : m.download_token_hash;
+      const bound = direction === "upload" ? m.upload_worker : m.download_worker;
+      const capOk = cap !== undefined && want !== null && timingSafeEqualHex(sha256hex(cap), want);
+      if (!capOk || worker === null || bound !== worker) throw new ToolError("transfer_unauthorized", "transfer authorization was refused");
+      if (m.expires_at < now()) throw new ToolError("transfer_expired", "transfer authorization expired");
+      if (TERMINAL.has(m.state)) throw new ToolError("transfer_not_found", "transfer not found");
+      const c = m.claim;
+      if (c && c.id !== PROCESS_NONCE && pidAlive(c.pid) && c.pid !== process.pid) throw new ToolError("transfer_claimed", "the transfer is in use by another controller process");
+      if (c && c.id === PROCESS_NONCE && c.direction !== direction && (this.claims.get(id) ?? 0) > 0) throw new ToolError("transfer_claimed", "the transfer is in use in the other direction");
+      m.claim = { id: PROCESS_NONCE, direction, at: now(), owner: worker, pid: process.pid };
+      m.expires_at = now() + this.limits.ticketTtlS;
+      this.claims.set(id, (this.claims.get(id) ?? 0) + 1);
+      this.save(m);
+      return m;
+    });
+  }
+
+  /** Ends one request's share of the claim; the last one clears it. */
+  async release(id: string): Promise<void> {
+    const n = (this.claims.get(id) ?? 1) - 1;
+    if (n > 0) {
+      this.claims.set(id, n);
+      return;
+    }
+    this.claims.delete(id);
+    await this.locked(() => {
+      try {
+        const m = this.object(id);
+        if (m.claim?.id === PROCESS_NONCE) {
+          m.claim = null;
+          this.save(m);
+        }
+      } catch {
+        // Deleted meanwhile.
+      }
+    }).catch(() => undefined);
+  }
+
+  /** Waits (bounded) until the object's cursor reaches `start`, so chunks sent in parallel commit in order. */
+  async waitForOffset(id: string, start: number, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.object(id).offset < start && Date.now() < deadline) {
+      await new Promise<void>((resolve) => {
+        const set = this.waiters.get(id) ?? new Set();
+        this.waiters.set(id, set);
+        const done = () => {
+          set.delete(done);
+          clearTimeout(timer);
+          resolve();
+        };
+        const timer = setTimeout(done, Math.max(1, Math.min(250, deadline - Date.now())));
+        set.add(done);
+      });
+    }
+  }
+
+  private wake(id: string): void {
+    for (const w of [...(this.waiters.get(id) ?? [])]) w();
+  }
+
+  /**
+   * Commits a verified scratch chunk [start, end) with digest `sha`: appends it at the cursor, accepts
+   * an exact replay of the last chunk, refuses anything else. The last byte settles the state.
+   */
+  async commitChunk(id: string, start: number, end: number, sha: string, scratch: string): Promise<{ offset: number; state: ObjectState; replayed: boolean }> {
+    return this.locked(() => {
+      const m = this.object(id);
+      if (m.state !== "uploading") {
+        const lc = m.last_chunk;
+        if (lc && lc.start === start && lc.end === end && lc.sha256 === sha) return { offset: m.offset, state: m.state, replayed: true };
+        throw new ToolError("transfer_not_uploading", `the transfer is ${m.state}, not accepting uploads`);
+      }
+      if (start < m.offset) {
+        const lc = m.last_chunk;
+        if (lc && lc.start === start && lc.end === end && lc.sha256 === sha) return { offset: m.offset, state: m.state, replayed: true };
+        throw new ToolError("transfer_replay_mismatch", `bytes ${start}-${end - 1} were already committed and this is not an exact replay of the last chunk`);
+      }
+      if (start > m.offset) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
+      this.append(m, scratch, end - start, sha);
+      this.wake(id);
+      return { offset: m.offset, state: m.state, replayed: false };
+    });
+  }
+
+  private append(m: ObjectMeta, scratch: string, len: number, sha: string): void {
+    const data = readFileSync(scratch);
+    if (data.length !== len) throw new ToolError("transfer_bad_chunk", "the chunk changed before it was committed");
+    const fd = this.openSpool(m, constants.O_RDWR);
+    try {
+      if (fstatSync(fd).size !== m.offset) throw new ToolError("transfer_spool_changed", "the spool size does not match the committed cursor");
+      try {
+        for (let w = 0; w < len; ) w += writeSync(fd, data, w, len - w, m.offset + w);
+        fsyncSync(fd);
+      } catch (e) {
+        // Back to the last committed cursor, with the identity refreshed to match.
+        ftruncateSync(fd, m.offset);
+        fsyncSync(fd);
+        m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
+        this.save(m);
+        throw e;
+      }
+      const start = m.offset;
+      m.offset += len;
+      m.last_chunk = { start, end: m.offset, sha256: sha };
+      m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
+      let h = this.hashers.get(m.transfer_id);
+      if (!h || h.hashed !== start) {
+        // First append in this process (a restart): the committed prefix is hashed once.
+        h = { hasher: new Bun.CryptoHasher("sha256"), hashed: 0, gen: "" };
+        hashRange(fd, 0, start, h.hasher);
+        h.hashed = start;
+        this.hashers.set(m.transfer_id, h);
+      }
+      h.hasher.update(data);
+      h.hashed = m.offset;
+      if (m.offset === m.expected_bytes) {
+        m.state = h.hasher.digest("hex") === m.expected_sha256 ? "ready" : "failed";
+        this.hashers.delete(m.transfer_id);
+      }
+      this.save(m);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** After a managed job's failure: capabilities revoked, claim cleared, progress kept for 24 h. */
+  async suspend(id: string): Promise<void> {
+    await this.locked(() => {
+      const m = this.object(id);
+      Object.assign(m, { upload_token_hash: null, download_token_hash: null, claim: null, expires_at: now() + SUSPEND_S });
+      this.save(m);
+    });
+  }
+
+  async finish(id: string, state: "consumed" | "aborted"): Promise<void> {
+    await this.locked(() => {
+      try {
+        const m = this.object(id);
+        Object.assign(m, { state, upload_token_hash: null, download_token_hash: null, claim: null });
+        this.save(m);
+      } catch {
+        // Already gone.
+      }
+      this.remove(id);
+    });
+  }
+
+  /** A scratch file name for one incoming chunk. */
+  scratchPath(id: string): string {
+    return join(this.dir, `.${id}.${randomHex(8)}.chunk`);
+  }
+}
+
+const stores = new Map<string, GatewayStore>();
+/** The one store of a state dir in this process (routes and orchestration share waiters and hashers). */
+export function gatewayStore(stateDir: string, limits: GatewayLimits): GatewayStore {
+  let s = stores.get(stateDir);
+  if (!s) stores.set(stateDir, (s = new GatewayStore(stateDir, limits)));
+  return s;
+}
