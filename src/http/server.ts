@@ -6,6 +6,7 @@ import type { App } from "../server/app.ts";
 import { isLoopbackName } from "../core/loopback.ts";
 import { limitBody } from "./body-limit.ts";
 import { downloadRoute } from "./download.ts";
+import { installRoutes } from "../remote/install-routes.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
@@ -115,6 +116,8 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   });
   // Public routes come first: health, and the tokenized download links (the token is the capability).
   const publicRoutes = [healthRoutes(), downloadRoute(settings, app.services.links, audit)];
+  // The worker join script and bundle: public (no secret in them), still behind the Host/Origin guard.
+  if (settings.remote_enabled) publicRoutes.push(installRoutes(settings));
   let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;
   let insufficientScope = options.insufficientScope;
