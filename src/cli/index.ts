@@ -9,5 +9,6 @@ export const mainCommand = defineCommand({
     version: () => import("./version.ts").then((m) => m.default),
     ssh: () => import("./ssh.ts").then((m) => m.default),
     mcp: () => import("./mcp.ts").then((m) => m.default),
+    worker: () => import("./worker.ts").then((m) => m.default),
   },
 });

@@ -128,13 +128,15 @@ main() {
   tar -xzf "$scratch/bundle.tgz" -C "$scratch/bin" --no-same-owner local-shell-mcp </dev/null || die "could not unpack the worker bundle"
   [ -f "$scratch/bin/local-shell-mcp" ] && [ ! -L "$scratch/bin/local-shell-mcp" ] || die "the worker bundle's member is not a regular file"
   chmod 700 "$scratch/bin/local-shell-mcp"
-  "$scratch/bin/local-shell-mcp" --version </dev/null >/dev/null || die "the worker binary does not run on this host"
 
+  # The verified binary installs itself: under install.lock it unpacks into runtimes/<digest>.install.*,
+  # smoke-runs that copy's --version, switches it in atomically and writes runtime.json, profile.json
+  # and the launcher (src/worker/install.ts, the same code `worker update` uses).
   export LOCAL_SHELL_MCP_WORKER_STATE_DIR="$root"
   local install_args=(worker install-runtime --bundle "$scratch/bundle.tgz" --sha256 "$digest" --bundle-version "$version"
     --profile "$profile" --server "$SERVER" --workdir "$workdir")
   [ -z "$name" ] || install_args+=(--name "$name")
-  "$scratch/bin/local-shell-mcp" "${install_args[@]}" </dev/null >/dev/null || die "could not install the worker runtime"
+  "$scratch/bin/local-shell-mcp" "${install_args[@]}" </dev/null >/dev/null || die "could not install the worker runtime (does the binary run on this host?)"
   rm -rf "$scratch"
   trap - EXIT
 
