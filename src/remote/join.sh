@@ -95,10 +95,11 @@ main() {
   local digest version size url platform expected_path want_platform
   manifest_field schema_version '1[,}]' >/dev/null || die "the bundle manifest has an unknown schema_version"
   digest=$(manifest_field sha256 '"[0-9a-f]{64}"') || die "the bundle manifest's sha256 is not 64 hex characters"
-  version=$(manifest_field bundle_version '"[^"[:cntrl:]]{1,128}"') || die "the bundle manifest's version is missing or too long"
+  # Unbounded patterns with the lengths checked afterwards: grep compiles a bounded {1,N} into a huge automaton.
+  version=$(manifest_field bundle_version '"[^"[:cntrl:]]+"') && [ "${#version}" -le 128 ] || die "the bundle manifest's version is missing or too long"
   size=$(manifest_field size '[1-9][0-9]{0,11}') || die "the bundle manifest's size is missing"
-  url=$(manifest_field url '"[^"[:space:]]{1,4096}"') || die "the bundle manifest's url is missing"
-  platform=$(manifest_field platform '"[a-z0-9-]{1,64}"') || die "the bundle manifest's platform is missing"
+  url=$(manifest_field url '"[^"[:space:]]+"') && [ "${#url}" -le 4096 ] || die "the bundle manifest's url is missing or too long"
+  platform=$(manifest_field platform '"[a-z0-9-]+"') && [ "${#platform}" -le 64 ] || die "the bundle manifest's platform is missing"
   [ "$size" -le "$MAX_BUNDLE_BYTES" ] || die "the worker bundle is larger than 256 MiB"
   expected_path="$BUNDLE_PATH?sha256=$digest"
   case "$url" in

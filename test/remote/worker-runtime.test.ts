@@ -82,6 +82,26 @@ describe("worker runtime installation", () => {
     expect(readdirSync(join(root, "runtimes"))).toEqual([manifest.sha256]);
   }, 60_000);
 
+  test("the launcher checks its argument and the profile's runtime, then execs that runtime's worker run", async () => {
+    const { root, id } = await joinedRoot();
+    const launch = async (...args: string[]) => {
+      const proc = Bun.spawn([join(root, "run"), ...args], { env: { PATH: process.env.PATH! }, stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+      const [stderr, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+      return { code, stderr };
+    };
+    expect(await launch()).toEqual({ code: 2, stderr: `usage: ${root}/run <profile_id>\n` });
+    expect((await launch("../../etc")).code).toBe(2);
+    expect(await launch("p_ffffffffffffffff")).toEqual({ code: 1, stderr: `local-shell-mcp worker: no profile p_ffffffffffffffff under ${root}\n` });
+    // The valid profile reaches the installed runtime: none of the launcher's own refusals. (Without
+    // an identity the runtime's `worker run` then fails on its own terms.)
+    const ok = await launch(id);
+    expect(ok.stderr).not.toContain("local-shell-mcp worker: ");
+    expect(ok.stderr).not.toContain("usage:");
+    const path = join(root, "profiles", id, "profile.json");
+    writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, "utf8")), runtime_sha256: "e".repeat(64) }, null, 2));
+    expect(await launch(id)).toEqual({ code: 1, stderr: `local-shell-mcp worker: the runtime of profile ${id} is not installed; run the join command again\n` });
+  }, 60_000);
+
   test("a digest that does not match the archive is refused and nothing is installed", async () => {
     const root = join(dir(), "w");
     const r = await installRuntime(root, bundle, "a".repeat(64));
@@ -96,7 +116,7 @@ describe("worker runtime installation", () => {
       const archive = join(work, "b.tgz");
       const staged = join(work, "s");
       mkdirSync(staged);
-      if (member === "other-name") copyFileSync(binary(), join(staged, member));
+      if (member === "other-name") writeFileSync(join(staged, member), "#!/bin/sh\necho local-shell-mcp 9.9.9\n", { mode: 0o755 });
       else symlinkSync("/bin/sh", join(staged, member));
       expect(Bun.spawnSync(["tar", "-czf", archive, "-C", staged, member]).exitCode).toBe(0);
       const digest = sha256(readFileSync(archive));
