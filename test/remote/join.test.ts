@@ -114,6 +114,16 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
     expect(Bun.spawnSync(["grep", "-rl", INVITE, root]).stdout.toString()).toBe("");
     // The worker only dials out: nothing listens inside the namespace.
     expect((await ns.run(["ss", "-ltnuH"])).stdout.trim()).toBe("");
+
+    // `worker update` from that host goes through the same https origin (Bun trusts the test CA
+    // through NODE_EXTRA_CA_CERTS) and finds the runtime current.
+    const update = await ns.run([bin, "worker", "update", id!], { env: { PATH: "/usr/bin:/bin", HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, NODE_EXTRA_CA_CERTS: ca.caPath } });
+    expect(update.stderr).toBe("");
+    expect(JSON.parse(update.stdout)).toEqual({ schema_version: 1, action: "update", updated: false, version: runtime.bundle_version, sha256: digest, service_restarted: false });
+    // Without trusting the CA the same update is refused (TLS is checked, not bypassed).
+    const untrusted = await ns.run([bin, "worker", "update", id!], { env: { PATH: "/usr/bin:/bin", HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root } });
+    expect(untrusted.code).toBe(1);
+    expect(untrusted.stderr).toBe("Status: worker command failed: the controller could not be reached\n");
   }, 300_000);
 
   test("--background starts the worker under nohup logging to the profile, reusing the installed runtime", async () => {

@@ -166,6 +166,27 @@ describe("worker runtime installation", () => {
     expect(mode(path)).toBe("600");
   }, 60_000);
 
+  test("update restarts a running service bound to the profile only when the runtime changed", async () => {
+    const { root, id } = await joinedRoot();
+    const stubs = dir();
+    const home = dir();
+    writeFileSync(
+      join(stubs, "systemctl"),
+      `#!/bin/bash\nprintf '%s\\n' "$*" >> "${stubs}/log"\nif [ "$1 $2" = "--user show" ]; then printf 'ActiveState=active\\nSubState=running\\nMainPID=99\\nUnitFileState=enabled\\n'; fi\nexit 0\n`,
+      { mode: 0o755 },
+    );
+    const env = { PATH: `${stubs}:${process.env.PATH}`, HOME: home, LOCAL_SHELL_MCP_WORKER_SERVICE_MANAGER: "systemd" };
+    expect((await worker(root, ["install-service"], env)).code).toBe(0);
+    const log = () => readFileSync(join(stubs, "log"), "utf8").split("\n").filter((l) => l && !l.startsWith("--user show"));
+    const installCalls = log().length;
+    expect((await worker(root, ["update"], env)).json()).toMatchObject({ updated: false, service_restarted: false });
+    expect(log().length).toBe(installCalls);
+    const path = join(root, "profiles", id, "profile.json");
+    writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, "utf8")), runtime_sha256: "f".repeat(64) }));
+    expect((await worker(root, ["update"], env)).json()).toMatchObject({ updated: true, service_restarted: true });
+    expect(log().slice(installCalls)).toEqual(["--user restart local-shell-mcp-worker.service"]);
+  }, 60_000);
+
   test("update refuses a numeric downgrade unless --force", async () => {
     const { root, id } = await joinedRoot();
     const path = join(root, "profiles", id, "profile.json");
