@@ -117,7 +117,12 @@ const updateCommand = defineCommand({
       ensureLauncher(root);
       const svc = new WorkerService(root);
       let restarted = false;
-      if (changed && svc.manager !== "unsupported" && svc.boundTo(id) && svc.status().running) restarted = svc.control("restart");
+      if (svc.manager !== "unsupported" && svc.boundTo(id)) {
+        const running = svc.status().running;
+        // An older definition is brought up to date first; rewriting a running one restarts it.
+        if (svc.repair({ root, profileId: id, workdir: profile.workdir })) restarted = running;
+        else if (changed && running) restarted = svc.control("restart");
+      }
       printJson({ schema_version: 1, action: "update", updated: changed, version: installed.version, sha256: installed.sha256, service_restarted: restarted });
     }),
 });

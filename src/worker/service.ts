@@ -134,6 +134,18 @@ export class WorkerService {
     return this.manager === "systemd" ? text.includes(`"${profileId}"\n`) : text.includes(`<string>${profileId}</string>`);
   }
 
+  /**
+   * Rewrites an installed definition that differs from what this build generates (an older unit or
+   * plist, a moved workdir); `install` restarts it when it was running. Returns whether it did.
+   */
+  repair(target: ServiceTarget): boolean {
+    const path = this.definitionPath;
+    if (!path || !existsSync(path)) return false;
+    const text = this.manager === "systemd" ? systemdUnit(target) : launchdPlist(target, this.launchdDomainPath());
+    if (readFileSync(path, "utf8") === text) return false;
+    return this.install(target, !this.status().running);
+  }
+
   /** Writes the definition (when it differs) and enables it; starts it unless `noStart`. */
   install(target: ServiceTarget, noStart: boolean): boolean {
     if (this.manager === "unsupported") this.unsupported();

@@ -185,6 +185,14 @@ describe("worker runtime installation", () => {
     writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, "utf8")), runtime_sha256: "f".repeat(64) }));
     expect((await worker(root, ["update"], env)).json()).toMatchObject({ updated: true, service_restarted: true });
     expect(log().slice(installCalls)).toEqual(["--user restart local-shell-mcp-worker.service"]);
+    // An older unit (here: without RestartPreventExitStatus) is repaired by the next update.
+    const unit = join(home, ".config", "systemd", "user", "local-shell-mcp-worker.service");
+    const current = readFileSync(unit, "utf8");
+    writeFileSync(unit, current.replace("RestartPreventExitStatus=78\n", ""));
+    const before = log().length;
+    expect((await worker(root, ["update"], env)).json()).toMatchObject({ updated: false, service_restarted: true });
+    expect(readFileSync(unit, "utf8")).toBe(current);
+    expect(log().slice(before)).toEqual(["--user daemon-reload", "--user enable --now local-shell-mcp-worker.service", "--user restart local-shell-mcp-worker.service"]);
   }, 60_000);
 
   test("update refuses a numeric downgrade unless --force", async () => {
