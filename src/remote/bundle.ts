@@ -80,8 +80,8 @@ export async function packBundle(source: string, dir: string): Promise<{ sha256:
   const out = await open(tmp, "wx", 0o600);
   const hash = new Bun.CryptoHasher("sha256");
   let size = 0;
+  const gzip = createGzip({ level: 6 });
   try {
-    const gzip = createGzip({ level: 6 });
     const written = (async () => {
       for await (const chunk of gzip as AsyncIterable<Buffer>) {
         size += chunk.length;
@@ -90,8 +90,10 @@ export async function packBundle(source: string, dir: string): Promise<{ sha256:
         await out.write(chunk);
       }
     })();
+    // A failing consumer (size cap, disk) must not leave the producer waiting for a drain forever.
+    written.catch(() => gzip.destroy());
     const feed = async (data: Buffer) => {
-      if (!gzip.write(data)) await new Promise<void>((resolve) => gzip.once("drain", resolve));
+      if (!gzip.write(data)) await Promise.race([new Promise<void>((resolve) => gzip.once("drain", resolve)), written]);
     };
     await feed(tarHeader(BUNDLE_MEMBER, st.size, 0o755));
     let copied = 0;
@@ -111,6 +113,7 @@ export async function packBundle(source: string, dir: string): Promise<{ sha256:
     await rename(tmp, path);
     return { sha256, size, path };
   } catch (e) {
+    gzip.destroy();
     await out.close().catch(() => undefined);
     await rm(tmp, { force: true });
     throw e;
