@@ -10,7 +10,7 @@ import { hostname, userInfo } from "node:os";
 import { isAbsolute } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { installRuntime } from "../worker/fetch-runtime.ts";
-import { installFromFile } from "../worker/install.ts";
+import { executingRuntime, installFromFile } from "../worker/install.ts";
 import { ensureLauncher } from "../worker/launcher.ts";
 import { assertProfileId, profilePaths, PROFILE_ID_PATTERN, readProfile, workerPaths, workerRoot, writeProfile } from "../worker/layout.ts";
 import { migrateLegacy } from "../worker/migrate.ts";
@@ -97,6 +97,18 @@ const installRuntimeCommand = defineCommand({
         writeProfile(root, { schema_version: 1, profile_id: id, runtime_sha256: installed.sha256, runtime_version: installed.version, server, name, workdir: args.workdir });
       }
       printJson({ schema_version: 1, action: "install-runtime", updated: installed.updated, version: installed.version, sha256: installed.sha256, launcher: ensureLauncher(root) });
+    }),
+});
+
+/** What the worker would report as its runtime: the digest only when it runs from its installed copy. */
+const runtimeInfoCommand = defineCommand({
+  meta: { name: "runtime-info", description: "Show whether this binary is an installed worker runtime (JSON)", hidden: true },
+  args: {},
+  run: ({ args }) =>
+    runtimeCommand(async () => {
+      strict(args, {}, 0);
+      const runtime = executingRuntime(workerRoot());
+      printJson({ schema_version: 1, managed: runtime !== null, sha256: runtime?.sha256 ?? null, bundle_version: runtime?.bundle_version ?? null });
     }),
 });
 
@@ -201,6 +213,7 @@ const logsCommand = defineCommand({
 /** `worker <admin subcommand>`, merged into the `worker` group by src/cli/worker.ts. */
 export const workerAdminCommands: SubCommandsDef = {
   "install-runtime": installRuntimeCommand,
+  "runtime-info": runtimeInfoCommand,
   update: updateCommand,
   migrate: migrateCommand,
   "install-service": installServiceCommand,

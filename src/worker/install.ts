@@ -7,8 +7,8 @@
  * into a private `<sha256>.install.<rand>` → smoke-run `--version` → switch atomically (the old copy
  * is kept as `<sha256>.previous`) → write runtime.json (0600). Any failure restores the previous copy.
  */
-import { chmodSync, closeSync, constants, createReadStream, existsSync, lstatSync, openSync, readFileSync, renameSync, rmSync, writeSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, closeSync, constants, createReadStream, existsSync, lstatSync, openSync, readFileSync, realpathSync, renameSync, rmSync, writeSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import { createGunzip } from "node:zlib";
 import { ToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
@@ -59,6 +59,23 @@ export function installedRuntime(root: string, sha256: string): RuntimeRecord | 
     const bin = lstatSync(join(dir, BUNDLE_MEMBER));
     if (!bin.isFile() || (bin.mode & 0o100) === 0) return null;
     return raw as RuntimeRecord;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The installed runtime this process executes from, or null (a binary outside `runtimes/`, an
+ * incomplete install, a copy elsewhere): a worker reports a runtime digest only when the running
+ * executable really is `<root>/runtimes/<sha256>/local-shell-mcp` with a valid runtime.json.
+ */
+export function executingRuntime(root: string, executable: string = process.execPath): RuntimeRecord | null {
+  try {
+    const exe = realpathSync(executable);
+    const digest = basename(dirname(exe));
+    if (!SHA256_PATTERN.test(digest)) return null;
+    if (realpathSync(runtimeBinary(root, digest)) !== exe) return null;
+    return installedRuntime(root, digest);
   } catch {
     return null;
   }

@@ -102,6 +102,23 @@ describe("worker runtime installation", () => {
     expect(await launch(id)).toEqual({ code: 1, stderr: `local-shell-mcp worker: the runtime of profile ${id} is not installed; run the join command again\n` });
   }, 60_000);
 
+  test("runtime-info names a digest only for the binary running from its installed copy", async () => {
+    const { root } = await joinedRoot();
+    const info = async (exe: string) => {
+      const proc = Bun.spawn([exe, "worker", "runtime-info"], { env: { PATH: process.env.PATH!, LOCAL_SHELL_MCP_WORKER_STATE_DIR: root }, stdout: "pipe", stderr: "pipe" });
+      const [stdout, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
+      expect(code).toBe(0);
+      return JSON.parse(stdout);
+    };
+    expect(await info(join(root, "runtimes", manifest.sha256, "local-shell-mcp"))).toEqual({ schema_version: 1, managed: true, sha256: manifest.sha256, bundle_version: manifest.bundle_version });
+    // The very same bytes elsewhere are not the installed runtime.
+    expect(await info(binary())).toEqual({ schema_version: 1, managed: false, sha256: null, bundle_version: null });
+    // Nor is an install whose runtime.json is gone.
+    const record = join(root, "runtimes", manifest.sha256, "runtime.json");
+    writeFileSync(record, "{}");
+    expect((await info(join(root, "runtimes", manifest.sha256, "local-shell-mcp"))).managed).toBe(false);
+  }, 60_000);
+
   test("a digest that does not match the archive is refused and nothing is installed", async () => {
     const root = join(dir(), "w");
     const r = await installRuntime(root, bundle, "a".repeat(64));
