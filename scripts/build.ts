@@ -1,11 +1,13 @@
 /**
  * Builds dist/local-shell-mcp: native helpers first (they are embedded), then one compiled executable.
- * Usage: bun scripts/build.ts [--outfile PATH] [--target NAME]
+ * Usage: bun scripts/build.ts [--outfile PATH] [--target NAME] [--version-override X.Y.Z]
  *
  * Without --target: this machine's target, helpers in build/native/ (the dev and test build).
  * With --target (one of release/targets.ts): Bun's runtime for that target, and that target's own
  * helpers from build/native/<cpu>/ (arm64 ones cross-built by native/cross/build-aarch64.sh; none
  * for macOS). The build records its target and a build digest in the executable (`--version`).
+ * --version-override replaces package.json's version inside the executable: tests use it to build an
+ * older or newer controller for the worker update path; releases never pass it.
  */
 import { $, type BunPlugin } from "bun";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -18,6 +20,11 @@ const root = resolve(import.meta.dir, "..");
 const option = (name: string): string | undefined => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined);
 const outfile = option("--outfile") ? resolve(option("--outfile")!) : join(root, "dist", "local-shell-mcp");
 const targetName = option("--target");
+const versionOverride = option("--version-override");
+if (versionOverride !== undefined && !/^\d+\.\d+\.\d+[0-9A-Za-z.+-]{0,64}$/.test(versionOverride)) {
+  console.error("--version-override must look like MAJOR.MINOR.PATCH");
+  process.exit(2);
+}
 if (targetName !== undefined && !TARGETS[targetName]) {
   console.error(`unknown target ${targetName}; one of: ${Object.keys(TARGETS).join(", ")}`);
   process.exit(2);
@@ -62,6 +69,7 @@ const target = targetName ?? hostTarget();
 function buildDigest(): string {
   const h = new Bun.CryptoHasher("sha256");
   h.update(`target ${target}\nbun ${Bun.version}\n`);
+  if (versionOverride) h.update(`version ${versionOverride}\n`);
   const files: string[] = [];
   const walk = (dir: string) => {
     for (const e of readdirSync(dir, { withFileTypes: true })) {
@@ -126,7 +134,7 @@ const result = await Bun.build({
   minify: true,
   sourcemap: "none",
   target: "bun",
-  define: { __LSM_BUILD_TARGET__: JSON.stringify(target), __LSM_BUILD_DIGEST__: JSON.stringify(buildDigest()) },
+  define: { __LSM_BUILD_TARGET__: JSON.stringify(target), __LSM_BUILD_DIGEST__: JSON.stringify(buildDigest()), ...(versionOverride ? { __LSM_VERSION_OVERRIDE__: JSON.stringify(versionOverride) } : {}) },
   external: opentuiExternal,
   plugins: [...(targetName === undefined ? [] : [helperRemap]), ...(embedsOpenTui ? [] : [noOpenTui]), noTreeSitterAssets],
 });

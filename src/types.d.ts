@@ -12,3 +12,8 @@ declare module "*/tmux" {
   const path: string;
   export default path;
 }
+// The worker join script's body (src/remote/join.sh), served as text.
+declare module "*.sh" {
+  const text: string;
+  export default text;
+}

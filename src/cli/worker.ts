@@ -1,4 +1,5 @@
 import { defineCommand } from "citty";
+import { workerAdminCommands } from "./worker-admin.ts";
 
 /** `local-shell-mcp worker …`: this binary as a remote worker (docs/remote-workers.md). */
 export default defineCommand({
@@ -7,5 +8,6 @@ export default defineCommand({
     enroll: () => import("./worker-enroll.ts").then((m) => m.default),
     connect: () => import("./worker-connect.ts").then((m) => m.default),
     run: () => import("./worker-run.ts").then((m) => m.default),
+    ...workerAdminCommands,
   },
 });

@@ -1,6 +1,8 @@
 import pkg from "../../package.json" with { type: "json" };
 
-export const VERSION: string = pkg.version;
+// Set only by `scripts/build.ts --version-override` (tests of the worker update path).
+declare const __LSM_VERSION_OVERRIDE__: string | undefined;
+export const VERSION: string = typeof __LSM_VERSION_OVERRIDE__ === "string" ? __LSM_VERSION_OVERRIDE__ : pkg.version;
 export const PRODUCT = "local-shell-mcp";
 
 // Set by scripts/build.ts (Bun `define`); absent when the sources run directly (tests, `bun src/main.ts`).

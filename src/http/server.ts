@@ -8,6 +8,7 @@ import { limitBody } from "./body-limit.ts";
 import { isTransferUpload, transferGatewayHandler } from "../transfer/gateway-routes.ts";
 import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
 import { downloadRoute } from "./download.ts";
+import { installRoutes } from "../remote/install-routes.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
@@ -120,6 +121,8 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   // Public routes come first: health, and the tokenized download links (the token is the capability).
   // The worker routes carry their own bearer (a worker token), never OAuth.
   const publicRoutes: Route[] = [healthRoutes(), downloadRoute(settings, app.services.links, audit), ...(app.remoteRoutes ? [app.remoteRoutes] : [])];
+  // The worker join script and bundle: public (no secret in them), still behind the Host/Origin guard.
+  if (settings.remote_enabled) publicRoutes.push(installRoutes(settings));
   // The session_copy gateway (/remote/transfer/{id}): its capability is the Authorization header.
   const gatewayOn = settings.remote_enabled && settings.remote_http_transfer_enabled;
   if (gatewayOn) {

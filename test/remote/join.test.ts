@@ -1,0 +1,225 @@
+/**
+ * The join command on "another host": a network namespace behind a veth pair, reaching the
+ * controller only through a TLS proxy at its off-loopback base_url. The script must download the
+ * controller's own binary, verify it before anything from it runs, install it privately, and hand the
+ * invite to the worker on stdin; a tampered bundle or a manifest naming another origin is refused.
+ *
+ * Until `worker connect` is merged in (another branch), the installed binary answers the final
+ * `worker connect` with its own "Unknown command" error: that proves the script reached it with the
+ * verified runtime. The lead extends this test after the merge.
+ */
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { binary, needsRoot, startHttp, tempDir, type HttpServer, type TempDir } from "../helpers/harness.ts";
+import { createNetns, createTestCa, startTlsProxy, type Netns, type TestCa, type TlsProxy } from "../helpers/netns.ts";
+import { waitFor } from "../helpers/wait.ts";
+
+const INVITE = "lsmcp_inv_TESTSECRETnotOnAnyCommandLine42";
+const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
+const mode = (p: string) => (statSync(p).mode & 0o777).toString(8);
+
+describe.skipIf(needsRoot("the join test builds a network namespace and a veth pair (ip netns)"))("join script on another host", () => {
+  let ns: Netns;
+  let ca: TestCa;
+  let proxy: TlsProxy;
+  let controller: HttpServer;
+  let dirs: TempDir[] = [];
+  let digest: string;
+  let wrappers: string;
+  let curlLog: string;
+
+  const dir = () => {
+    const d = tempDir("lsm-join-");
+    dirs.push(d);
+    return d.path;
+  };
+
+  beforeAll(async () => {
+    ns = createNetns();
+    ca = createTestCa(ns.hostAddr);
+    proxy = startTlsProxy(ns.hostAddr, ca);
+    controller = await startHttp({ workspace: dir(), state: dir(), env: { LOCAL_SHELL_MCP_BASE_URL: proxy.url } });
+    proxy.upstream = controller.url;
+    // Built once per controller process; fetched here so the joins below do not wait for it.
+    digest = ((await (await fetch(`${controller.url}/remote/worker-bundle.tgz?manifest=1`)).json()) as { sha256: string }).sha256;
+    // Every curl the script runs leaves its argv here, so the test sees whether the invite was on one.
+    wrappers = dir();
+    curlLog = join(wrappers, "curl.log");
+    writeFileSync(join(wrappers, "curl"), `#!/bin/bash\nprintf '%s\\n' "$*" >> "$CURL_LOG"\nexec /usr/bin/curl "$@"\n`);
+    chmodSync(join(wrappers, "curl"), 0o755);
+  }, 300_000);
+
+  afterAll(async () => {
+    await controller?.stop();
+    await proxy?.stop();
+    await ns?.[Symbol.asyncDispose]();
+    ca?.[Symbol.dispose]();
+    for (const d of dirs) d[Symbol.dispose]();
+    dirs = [];
+  });
+
+  /** The documented join command, run inside the namespace with the test CA trusted. */
+  function joinCommand(root: string, workdir: string, extra: string[] = []) {
+    const home = dir();
+    return ns.run(["bash", "-c", 'curl -fsSL --cacert "$CA" "$JOIN_URL" | bash -s -- "$@"', "join", "--invite", INVITE, "--workdir", workdir, ...extra], {
+      cwd: workdir,
+      env: {
+        PATH: `${wrappers}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+        HOME: home,
+        CA: ca.caPath,
+        CURL_CA_BUNDLE: ca.caPath,
+        CURL_LOG: curlLog,
+        JOIN_URL: `${proxy.url}/join`,
+        LOCAL_SHELL_MCP_WORKER_STATE_DIR: root,
+      },
+    });
+  }
+
+  test("downloads, verifies and installs the controller's own binary, then starts worker connect", async () => {
+    const root = join(dir(), "worker");
+    const workdir = dir();
+    const r = await joinCommand(root, workdir, ["--name", "box one"]);
+    const id = /^Worker profile: (p_[0-9a-f]{16})$/m.exec(r.stdout)?.[1];
+    expect(id).toBeDefined();
+    expect(r.stdout).toContain(`Reconnect with: ${root}/run ${id}\n`);
+    // The verified runtime ran `worker connect` (not part of this branch yet): its own refusal.
+    expect(r.stderr).toContain("Unknown command");
+    expect(r.stderr).toContain("connect");
+    expect(r.code).toBe(1);
+
+    expect(readdirSync(join(root, "runtimes"))).toEqual([digest]);
+    const bin = join(root, "runtimes", digest, "local-shell-mcp");
+    expect(sha256(readFileSync(bin))).toBe(sha256(readFileSync(binary())));
+    const runtime = JSON.parse(readFileSync(join(root, "runtimes", digest, "runtime.json"), "utf8"));
+    expect(runtime).toMatchObject({ schema_version: 1, sha256: digest });
+    const profile = JSON.parse(readFileSync(join(root, "profiles", id!, "profile.json"), "utf8"));
+    expect(profile).toEqual({ schema_version: 1, profile_id: id, runtime_sha256: digest, runtime_version: runtime.bundle_version, server: proxy.url, name: "box one", workdir });
+    for (const [path, want] of [
+      [root, "700"],
+      [join(root, "profiles"), "700"],
+      [join(root, "profiles", id!), "700"],
+      [join(root, "profiles", id!, "profile.json"), "600"],
+      [join(root, "runtimes"), "700"],
+      [join(root, "runtimes", digest), "700"],
+      [join(root, "runtimes", digest, "runtime.json"), "600"],
+      [bin, "700"],
+      [join(root, "run"), "700"],
+      [join(root, "install.lock"), "600"],
+    ] as const) {
+      expect(`${path} ${mode(path)}`).toBe(`${path} ${want}`);
+    }
+    // No scratch or staging left behind, and the invite was written nowhere.
+    expect(readdirSync(root).sort()).toEqual(["install.lock", "profiles", "run", "runtimes"]);
+    expect(Bun.spawnSync(["grep", "-rl", INVITE, root]).stdout.toString()).toBe("");
+    // The worker only dials out: nothing listens inside the namespace.
+    expect((await ns.run(["ss", "-ltnuH"])).stdout.trim()).toBe("");
+
+    // `worker update` from that host goes through the same https origin (Bun trusts the test CA
+    // through NODE_EXTRA_CA_CERTS) and finds the runtime current.
+    const update = await ns.run([bin, "worker", "update", id!], { env: { PATH: "/usr/bin:/bin", HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, NODE_EXTRA_CA_CERTS: ca.caPath } });
+    expect(update.stderr).toBe("");
+    expect(JSON.parse(update.stdout)).toEqual({ schema_version: 1, action: "update", updated: false, version: runtime.bundle_version, sha256: digest, service_restarted: false });
+    // Without trusting the CA the same update is refused (TLS is checked, not bypassed).
+    const untrusted = await ns.run([bin, "worker", "update", id!], { env: { PATH: "/usr/bin:/bin", HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root } });
+    expect(untrusted.code).toBe(1);
+    expect(untrusted.stderr).toBe("Status: worker command failed: the controller could not be reached\n");
+  }, 300_000);
+
+  test("--background starts the worker under nohup logging to the profile, reusing the installed runtime", async () => {
+    const root = join(dir(), "worker");
+    const workdir = dir();
+    expect((await joinCommand(root, workdir)).code).toBe(1);
+    const r = await joinCommand(root, workdir, ["--background", "--name", "second"]);
+    expect(r.code).toBe(0);
+    const id = /^Worker profile: (p_[0-9a-f]{16})$/m.exec(r.stdout)![1]!;
+    const log = join(root, "profiles", id, "worker.log");
+    expect(r.stdout).toContain(`log ${log})`);
+    await waitFor(() => existsSync(log) && readFileSync(log, "utf8").includes("Unknown command"), { what: "the background worker's log" });
+    expect(mode(log)).toBe("600");
+    expect(readdirSync(join(root, "profiles"))).toHaveLength(2);
+    expect(readdirSync(join(root, "runtimes"))).toEqual([digest]);
+  }, 300_000);
+
+  test("the invite is never on a command line of curl", async () => {
+    const lines = readFileSync(curlLog, "utf8").trim().split("\n");
+    expect(lines.some((l) => l.includes("/remote/worker-bundle.tgz?sha256="))).toBe(true);
+    expect(lines.filter((l) => l.includes(INVITE))).toEqual([]);
+  });
+
+  test("an existing identity is refused with the reconnect hint", async () => {
+    const root = join(dir(), "worker");
+    const profile = "p_00112233aabbccdd";
+    mkdirSync(join(root, "profiles", profile), { recursive: true });
+    writeFileSync(join(root, "profiles", profile, "identity.json"), "{}");
+    const r = await joinCommand(root, dir(), ["--profile", profile]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`reconnect with: ${root}/run ${profile}`);
+    expect(existsSync(join(root, "runtimes")) ? readdirSync(join(root, "runtimes")) : []).toEqual([]);
+  }, 300_000);
+
+  test("a tampered bundle is refused before anything from it runs", async () => {
+    const root = join(dir(), "worker");
+    proxy.rewrite = (path, body) => {
+      if (!path.startsWith("/remote/worker-bundle.tgz?sha256=")) return undefined;
+      const copy = body.slice();
+      const at = copy.length >> 1;
+      copy[at] = copy[at]! ^ 0xff;
+      return copy;
+    };
+    try {
+      const r = await joinCommand(root, dir());
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain("SHA-256 does not match the manifest; refusing to run it");
+      expect(r.stdout).not.toContain("Worker profile:");
+    } finally {
+      proxy.rewrite = undefined;
+    }
+    expect(readdirSync(join(root, "runtimes"))).toEqual([]);
+    expect(existsSync(join(root, "run"))).toBe(false);
+    expect(readdirSync(root).filter((n) => n.startsWith("install."))).toEqual([]);
+  }, 300_000);
+
+  for (const [what, other] of [
+    ["another host", "https://198.51.100.7"],
+    ["another port", null],
+    ["plain http", null],
+  ] as const) {
+    test(`a manifest whose url points to ${what} is refused without downloading`, async () => {
+      const root = join(dir(), "worker");
+      const origin = new URL(proxy.url);
+      const target = other ?? (what === "plain http" ? `http://${origin.host}` : `https://${origin.hostname}:${Number(origin.port) + 1}`);
+      proxy.rewrite = (path, body) => {
+        if (path !== "/remote/worker-bundle.tgz?manifest=1") return undefined;
+        const m = JSON.parse(new TextDecoder().decode(body));
+        return new TextEncoder().encode(JSON.stringify({ ...m, url: `${target}${m.url}` }));
+      };
+      const before = proxy.requests.length;
+      try {
+        const r = await joinCommand(root, dir());
+        expect(r.code).toBe(1);
+        expect(r.stderr).toContain("the bundle url points to another origin");
+      } finally {
+        proxy.rewrite = undefined;
+      }
+      expect(proxy.requests.slice(before).filter((p) => p.includes("sha256="))).toEqual([]);
+      expect(readdirSync(join(root, "runtimes"))).toEqual([]);
+    }, 300_000);
+  }
+
+  test("a manifest for another platform or above 256 MiB is refused", async () => {
+    for (const [patch, message] of [
+      [{ platform: "darwin-arm64" }, "the controller's bundle is for darwin-arm64"],
+      [{ size: 256 * 1024 * 1024 + 1 }, "larger than 256 MiB"],
+    ] as const) {
+      proxy.rewrite = (path, body) => (path === "/remote/worker-bundle.tgz?manifest=1" ? new TextEncoder().encode(JSON.stringify({ ...JSON.parse(new TextDecoder().decode(body)), ...patch })) : undefined);
+      try {
+        const r = await joinCommand(join(dir(), "worker"), dir());
+        expect(r.code).toBe(1);
+        expect(r.stderr).toContain(message);
+      } finally {
+        proxy.rewrite = undefined;
+      }
+    }
+  }, 300_000);
+});
