@@ -159,7 +159,71 @@ async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolCon
     const next = ctx.app.sessions.update(rec, { workdir: String(reply.structured.workdir ?? rec.workdir) });
     return rebind(manager, ctx, next, reply.structured);
   }
+  recordShells(ctx, rec.session_id, def.name, reply.structured);
   return rewriteSessionIds(reply.structured, rec.worker_session_id, rec.session_id);
+}
+
+/** Tools that address a persistent shell by `shell_id`, where `session_id` is optional. */
+const SHELL_ID_TOOLS = new Set(["read_persistent_shell_output", "send_persistent_shell_input", "resize_persistent_shell", "kill_persistent_shell"]);
+const MAX_REMOTE_SHELL_IDS = 256;
+const SHELL_ID = /^[A-Za-z0-9_-]{1,64}$/;
+
+function shellIdsIn(value: unknown, out: Set<string>): void {
+  if (Array.isArray(value)) for (const v of value) shellIdsIn(v, out);
+  else if (value !== null && typeof value === "object") {
+    for (const [k, v] of Object.entries(value)) {
+      if (k === "shell_id" && typeof v === "string" && SHELL_ID.test(v)) out.add(v);
+      else shellIdsIn(v, out);
+    }
+  }
+}
+
+/**
+ * Remembers which worker shells a remote session has (from `bash pty=true`, the shell tools and
+ * `list_persistent_shells`), so that the shell tools called with `shell_id` alone reach them as
+ * they reach a local shell. A stale id costs nothing: the worker answers shell_not_found.
+ */
+function recordShells(ctx: ToolContext, sid: string, tool: string, structured: Record<string, unknown>): void {
+  const seen = new Set<string>();
+  shellIdsIn(structured, seen);
+  let rec: SessionRecord;
+  try {
+    rec = ctx.app.sessions.require(sid);
+  } catch {
+    return;
+  }
+  let next: string[];
+  if (tool === "list_persistent_shells") next = [...seen];
+  else if (tool === "kill_persistent_shell" && structured.killed === true) next = rec.remote_shell_ids.filter((id) => !seen.has(id));
+  else next = [...new Set([...rec.remote_shell_ids, ...seen])];
+  next = next.slice(-MAX_REMOTE_SHELL_IDS);
+  if (next.length === rec.remote_shell_ids.length && next.every((id, i) => id === rec.remote_shell_ids[i])) return;
+  ctx.app.sessions.update(rec, { remote_shell_ids: next });
+}
+
+/**
+ * The caller's remote session that recorded `shellId`, unless a local shell has that id (a local
+ * shell keeps answering as before).
+ */
+async function remoteShellOwner(ctx: ToolContext, shellId: string): Promise<SessionRecord | undefined> {
+  const candidates = ctx.app.sessions.list().filter((r) => r.target === "remote" && r.remote_shell_ids.includes(shellId));
+  if (candidates.length === 0) return undefined;
+  if ((await ctx.app.shells.list(null)).some((s) => s.shell_id === shellId)) return undefined;
+  for (const r of candidates.sort((a, b) => b.updated_at - a.updated_at)) {
+    try {
+      return ctx.app.sessions.requireFor(r.session_id, ctx.principal);
+    } catch {
+      // Another client's session: not this caller's shell.
+    }
+  }
+  return undefined;
+}
+
+async function forwardByShellId(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+  const rec = await remoteShellOwner(ctx, input.shell_id as string);
+  // Not a remote shell: the local handler answers (its own shell, or shell_not_found).
+  if (!rec) return def.run(ctx, input as never);
+  return forward(manager, def, ctx, rec, input, limitMs);
 }
 
 /** The registry route that sends remote-session calls to their worker. */
@@ -168,6 +232,7 @@ export function remoteCallRoute(manager: RemoteManager): CallRoute {
     const args = input as Record<string, unknown>;
     if (def.name === "session_start") return args.target === "remote" ? startRemote(manager, ctx, args, limitMs) : undefined;
     const sid = args?.session_id;
+    if (sid === null && SHELL_ID_TOOLS.has(def.name) && typeof args.shell_id === "string") return forwardByShellId(manager, def, ctx, args, limitMs);
     if (typeof sid !== "string") return undefined;
     let rec: SessionRecord;
     try {

@@ -22,6 +22,8 @@ export const SessionRecordSchema = z.object({
   label: z.string().nullable().default(null),
   termination_requested_at: z.number().nullable().default(null),
   persistent_shell_ids: z.array(z.string()).default([]),
+  /** Remote sessions: ids of shells on the worker seen in this session's results, so a call by `shell_id` alone finds them. */
+  remote_shell_ids: z.array(z.string()).default([]),
   /** Null for sessions started without authentication (stdio, auth_mode=none): usable by anyone, as before. */
   owner: SessionOwnerSchema.nullable().default(null),
 });
@@ -207,6 +209,7 @@ export class SessionStore {
         label: input.label,
         termination_requested_at: null,
         persistent_shell_ids: [],
+        remote_shell_ids: [],
         owner: input.owner ?? null,
       };
       this.write(rec);

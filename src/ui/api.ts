@@ -98,6 +98,34 @@ export async function dashboardFigures(app: App): Promise<{ sessions: number; ru
   };
 }
 
+/**
+ * The Machines view: this host and the enrolled remote workers (when remote workers are on), from
+ * the controller's registry and live links. Only names, state and the reconnect command: never a
+ * token or invite digest, nor the worker's other host facts.
+ */
+async function machines(app: App): Promise<{ remote_enabled: boolean; machines: Array<Record<string, unknown>> }> {
+  const local = { name: "local", remote: false, status: "online", workdir: app.services.workspaceRoot, last_seen: null, queue_depth: 0, reconnect_command: null };
+  const m = app.services.remote;
+  if (!m) return { remote_enabled: false, machines: [local] };
+  // The tool module (and zod) stay off the server's start path: loaded with the first request here.
+  const { reconnectCommand } = await import("../tools/remote/remote-admin.ts");
+  const now = Date.now() / 1000;
+  const remote = m.store.workers().map((w) => {
+    const online = m.online(w.name);
+    return {
+      name: w.name,
+      remote: true,
+      status: online ? "online" : "offline",
+      workdir: w.workdir,
+      last_seen: online ? now : w.last_seen,
+      queue_depth: m.queueDepth(w.name),
+      reconnect_command: reconnectCommand(w.info)?.command ?? null,
+    };
+  });
+  remote.sort((a, b) => (a.status === b.status ? a.name.localeCompare(b.name) : a.status === "online" ? -1 : 1));
+  return { remote_enabled: true, machines: [local, ...remote] };
+}
+
 const ENDPOINTS: Record<string, Endpoint> = {
   bootstrap: {
     method: "GET",
@@ -108,7 +136,7 @@ const ENDPOINTS: Record<string, Endpoint> = {
         version: VERSION,
         ui: { path: s.ui_path, auth_mode: s.auth_mode, wallpaper: s.ui_wallpaper },
         scopes: principal?.scopes ?? null,
-        features: { dashboard: true, sessions: true, terminals: true, terminal_websocket: true, files: true, file_preview: true, todos: true, jobs: true, audit: true, machines: false },
+        features: { dashboard: true, sessions: true, terminals: true, terminal_websocket: true, files: true, file_preview: true, todos: true, jobs: true, audit: true, machines: app.services.remote !== undefined },
         machines: [{ name: "local", remote: false }],
       });
     },
@@ -118,6 +146,16 @@ const ENDPOINTS: Record<string, Endpoint> = {
     scopes: ["shell:read"],
     // The first view in one request (the page asks for it while its script is still starting).
     run: async ({ app }) => ok(await dashboardFigures(app)),
+  },
+  machines: {
+    method: "GET",
+    scopes: [],
+    run: async ({ app, principal }) => {
+      // Which hosts this server drives, and how to bring one back: the operator's view (cookie
+      // session, loopback token, or no auth); a bearer token uses remote_admin with remote:use.
+      if (principal && !principal.operator) throw new ToolError("insufficient_scope", "the machine list is for the operator's UI; use remote_admin");
+      return ok(await machines(app));
+    },
   },
   sessions: {
     method: "GET",

@@ -2,6 +2,10 @@
  * The worker's own services, built like `serve` builds them: state in the profile's `state/`,
  * the enrolled workdir as workspace_root, and full control (the operator enrolled this host to be
  * driven; see docs/remote-workers.md). Remote dispatch is off, so a worker never calls onwards.
+ * The Agent Bridge's dynamic tools are off too: no client lists a worker's tools (the controller
+ * forwards built-in tools by name), and building them loaded the bridge, its SDK client and Ajv at
+ * start and polled every 3 s (~5 MiB of an idle worker). Bridge tools called on a remote session
+ * still load the bridge on first use.
  */
 import { loadSettings } from "../config/load.ts";
 import { createApp } from "../server/app.ts";
@@ -13,7 +17,7 @@ export function workerRuntime(root: string, profileId: string, workdir: string):
   const paths = profilePaths(root, profileId);
   ensurePrivateDir(paths.state);
   const settings = loadSettings({
-    flags: { state_dir: paths.state, workspace_root: workdir, allow_full_control: "true", remote_enabled: "false", mode: "stdio" },
+    flags: { state_dir: paths.state, workspace_root: workdir, allow_full_control: "true", remote_enabled: "false", mode: "stdio", agent_dynamic_mcp_tools: "false", agent_dynamic_skill_tools: "false" },
     cwd: workdir,
   });
   return { app: createApp(settings), settings, profileId, workdir };

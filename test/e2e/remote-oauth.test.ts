@@ -22,6 +22,15 @@ describe("remote workers with OAuth", () => {
       try {
         const sid = (await admin.ok<{ session_id: string }>("session_start", { target: "remote", machine: "guarded", workdir: worker.workdir })).session_id;
         expect((await admin.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo via-oauth" })).result.stdout).toBe("via-oauth\n");
+        // A worker shell is found by shell_id alone only through the caller's own remote session:
+        // another client (even with remote:use) gets the same answer as for an unknown shell.
+        const shellId = (await admin.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "bash --norc", pty: true })).result.shell_id;
+        expect((await admin.ok<{ shell_id: string }>("read_persistent_shell_output", { shell_id: shellId, lines: 10 })).shell_id).toBe(shellId);
+        const other = await obtainToken(server.url, PIN, "shell:read shell:write shell:execute remote:use");
+        await using stranger = await connectHttp(server.url, { authorization: `Bearer ${other.token}` });
+        expect(await stranger.fails("read_persistent_shell_output", { shell_id: shellId })).toBe("shell_not_found");
+        expect(await stranger.fails("kill_persistent_shell", { shell_id: shellId })).toBe("shell_not_found");
+        await admin.ok("kill_persistent_shell", { shell_id: shellId });
 
         const limited = await obtainToken(server.url, PIN, "shell:read shell:write shell:execute");
         await using narrow = await connectHttp(server.url, { authorization: `Bearer ${limited.token}` });

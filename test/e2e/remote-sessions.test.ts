@@ -104,6 +104,24 @@ describe("remote sessions", () => {
     await ctl.mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: shellId });
   });
 
+  test("the shell tools find a worker's shell by shell_id alone, as they find a local one", async () => {
+    const shellId = (await ctl.mcp.ok<Bash>("bash", { session_id: sid, command: "bash --norc", pty: true })).result.shell_id!;
+    // No session_id from here on: the controller remembers which remote session made the shell.
+    await ctl.mcp.ok("send_persistent_shell_input", { shell_id: shellId, input_text: "echo by-id-$((6*7))" });
+    await waitFor(async () => (await ctl.mcp.ok<{ output: string }>("read_persistent_shell_output", { shell_id: shellId, lines: 200 })).output.includes("by-id-42"), {
+      what: "the echo read by shell_id alone",
+    });
+    await ctl.mcp.ok("resize_persistent_shell", { shell_id: shellId, cols: 100, rows: 30 });
+    const sized = await ctl.mcp.ok<{ shells: Array<{ shell_id: string; cols: number; rows: number }> }>("list_persistent_shells", { session_id: sid });
+    expect(sized.shells.find((s) => s.shell_id === shellId)).toMatchObject({ cols: 100, rows: 30 });
+    // The shell really is on the worker: the controller's own tmux has no such shell.
+    const local = await ctl.mcp.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", {});
+    expect(local.shells.map((s) => s.shell_id)).not.toContain(shellId);
+    expect(await ctl.mcp.call("kill_persistent_shell", { shell_id: shellId }).then((r) => (r.structuredContent as { killed: boolean }).killed)).toBe(true);
+    // Once killed, the id is forgotten and answers like any unknown shell.
+    expect(await ctl.mcp.fails("read_persistent_shell_output", { shell_id: shellId })).toBe("shell_not_found");
+  });
+
   test("session_change_cwd moves the session on the worker and returns its rebound orientation", async () => {
     const o = await ctl.mcp.ok<Orientation>("session_change_cwd", { session_id: sid, workdir: "sub" });
     expect(o).toMatchObject({ session_id: sid, target: "remote", machine: "box", workdir: join(worker.workdir, "sub") });

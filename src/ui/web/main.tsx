@@ -342,8 +342,56 @@ function Audit() {
   );
 }
 
+interface Machine {
+  name: string;
+  remote: boolean;
+  status: string;
+  workdir: string;
+  last_seen: number | null;
+  queue_depth: number;
+  reconnect_command: string | null;
+}
+
+/** This host and the enrolled remote workers (name, state, queue, how to bring one back). */
 function Machines() {
-  return <p data-testid="machines">No remote workers connected. This machine ("local") serves every session.</p>;
+  const data = useData<{ remote_enabled: boolean; machines: Machine[] }>("machines").data;
+  if (!data) return <p data-testid="machines">loading…</p>;
+  const online = data.machines.filter((m) => m.remote && m.status === "online").length;
+  return (
+    <div data-testid="machines">
+      <p>
+        {!data.remote_enabled
+          ? 'Remote workers are off on this server (remote_enabled). This machine ("local") serves every session.'
+          : online === 0
+            ? 'No remote workers connected. This machine ("local") serves every session.'
+            : `${online} remote worker${online === 1 ? "" : "s"} connected.`}
+      </p>
+      <table>
+        <thead>
+          <tr>
+            <th>Machine</th>
+            <th>Status</th>
+            <th>Workdir</th>
+            <th>Last seen</th>
+            <th>Queue</th>
+            <th>Reconnect command</th>
+          </tr>
+        </thead>
+        <tbody>
+          {data.machines.map((m) => (
+            <tr key={m.name} data-machine={m.name}>
+              <td>{m.remote ? m.name : `${m.name} (this server)`}</td>
+              <td>{m.status}</td>
+              <td>{m.workdir}</td>
+              <td>{m.last_seen === null ? "" : when(m.last_seen)}</td>
+              <td>{m.queue_depth}</td>
+              <td>{m.reconnect_command ? <code>{m.reconnect_command}</code> : ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
 }
 
 const PANES: Record<View, () => preact.JSX.Element> = { dashboard: Dashboard, sessions: Sessions, terminals: Terminals, files: Files, jobs: Jobs, audit: Audit, machines: Machines };
