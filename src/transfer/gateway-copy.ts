@@ -11,6 +11,9 @@ import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
  * controller spool; workers never get a route to each other.
  */
 
+/** Failures a retry cannot resume from: the partial destination is removed, not kept. */
+export const FINAL_COPY_ERRORS: ReadonlySet<string> = new Set(["cancelled", "transfer_checksum_mismatch", "transfer_identity_changed", "destination_exists", "destination_is_directory", "source_changed", "transfer_size_mismatch"]);
+
 export interface GatewayConfig {
   store: GatewayStore;
   /** The controller's public origin (`base_url`); workers accept only this origin. */
@@ -76,8 +79,10 @@ export async function httpStreamCopy(input: {
     await store.finish(id, "consumed");
     return { bytes: down.bytes, sha256: down.sha256, chunks: upChunks + down.chunks, resumed_bytes: Math.max(upResumed, down.resumed_bytes), resolved_path: down.resolved_path };
   } catch (e) {
-    // A managed job keeps its progress (capabilities revoked) for a retry; anything else is undone.
-    if (input.resumeKey !== null && !input.signal.aborted) await store.suspend(id).catch(() => undefined);
+    // A managed job keeps its progress (capabilities revoked) for a retry; anything else is undone,
+    // as is a copy that failed for good (a retry could not succeed without starting over).
+    const final = e instanceof ToolError && FINAL_COPY_ERRORS.has(e.code);
+    if (input.resumeKey !== null && !input.signal.aborted && !final) await store.suspend(id).catch(() => undefined);
     else {
       await dst.endpoint.abortWrite(dst.path, transferId).catch(() => undefined);
       await store.finish(id, "aborted").catch(() => undefined);
