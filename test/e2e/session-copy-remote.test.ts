@@ -198,6 +198,26 @@ describe("session_copy with remote sessions", () => {
     }, 60_000);
   }
 
+  test("job cancel of a copy into a remote session stops it on the controller and removes the partial file", async () => {
+    bigFile(join(dirs.L, "cancel.bin"), 6);
+    const started = (await ctl.mcp.ok<{ result: Job }>("session_copy", { src_session_id: s.L, src_path: "cancel.bin", dst_session_id: s.A2, dst_path: "cancel.bin", background: true, chunk_size: 65536 })).result;
+    const pid = wa.proc.pid;
+    await waitFor(() => recordedBytes(dirs.A2, "cancel.bin") > 0, { what: "the destination to record its first chunk", timeoutMs: 30_000, intervalMs: 1 });
+    // Frozen, the worker cannot finish the copy before the cancel arrives.
+    process.kill(pid, "SIGSTOP");
+    let cancelled: Promise<{ cancelled: Array<{ job: Job }> }>;
+    try {
+      cancelled = ctl.mcp.ok<{ cancelled: Array<{ job: Job }> }>("job", { session_id: s.A2, cancel: [started.job_id] });
+      // Stopping, not stopped: the copy waits for the frozen worker to remove its partial file.
+      await waitFor(async () => (await ctl.mcp.ok<{ jobs: Job[] }>("job", { session_id: s.A2, poll: [started.job_id] })).jobs[0]!.status === "stopping" || undefined, { what: "the cancel to land", timeoutMs: 20_000 });
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+    expect((await cancelled).cancelled[0]!.job.status).toBe("stopped");
+    expect(existsSync(join(dirs.A2, "cancel.bin"))).toBe(false);
+    expect(leftovers(dirs.A2)).toEqual([]);
+  }, 60_000);
+
   test("kill -9 of the worker mid http_stream copy: nothing is published, the restarted worker resumes on job retry", async () => {
     bigFile(join(dirs.L, "huge.bin"), 200);
     const want = sha(join(dirs.L, "huge.bin"));
@@ -216,6 +236,7 @@ describe("session_copy with remote sessions", () => {
       return j.status === "running" ? undefined : j;
     }, { what: "the copy to fail", timeoutMs: 30_000, intervalMs: 250 });
     expect(failed.status).toBe("failed");
+    expect(failed.error).toMatch(/remote_worker_(offline|restarted)/);
     expect(existsSync(out)).toBe(false);
     expect(leftovers(dirs.A1).length).toBeGreaterThan(0);
     const again = spawnWorker({ server: ctl.url, workdir: wa.workdir, root: wa.root.path, profile: wa.profile, mode: "run" });
