@@ -12,6 +12,8 @@ import type { CallResult, RemoteManager } from "./manager.ts";
 
 /** Chunk and bookkeeping calls are quick; a stalled worker must not hold a copy for the job timeout. */
 const CHUNK_DEADLINE_MS = 120_000;
+/** Room left in a frame for the JSON beside a chunk. */
+const FRAME_HEADROOM = 64 * 1024;
 
 const Size = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 const Sha = z.string().regex(/^[0-9a-f]{64}$/);
@@ -28,6 +30,7 @@ const Unpacked = z.object({ path: Text, resolved_path: Text, entries: Size, comp
 const Moved = z.object({ bytes: Size, sha256: Sha, chunks: Size, chunk_size: Size, resumed_bytes: Size, completed: z.boolean() });
 const Downloaded = Moved.extend({ resolved_path: Text });
 
+const sha256Of = (data: Uint8Array) => new Bun.CryptoHasher("sha256").update(data).digest("hex");
 const arg = (p: TransferPath) => (p.temp ? { path: p.path, temp: true } : { path: p.path });
 
 export class RemoteTransferEndpoint implements TransferEndpoint {
@@ -71,7 +74,9 @@ export class RemoteTransferEndpoint implements TransferEndpoint {
   }
 
   async readChunk(p: TransferPath, offset: number, length: number): Promise<ChunkRead> {
-    const r = await this.call("transfer_read_chunk", { ...arg(p), offset, length }, Chunk);
+    // A chunk and its header travel in one frame, which must fit max_http_request_bytes; a shorter
+    // read is fine (the relay continues from where the chunk ended).
+    const r = await this.call("transfer_read_chunk", { ...arg(p), offset, length: this.frameBytes(length) }, Chunk);
     const data = r.body ?? new Uint8Array(0);
     const c = r.data;
     if (data.byteLength !== c.bytes) throw new ToolError("remote_protocol_error", `worker ${this.machine} sent ${data.byteLength} bytes for a ${c.bytes}-byte chunk`);
@@ -83,7 +88,23 @@ export class RemoteTransferEndpoint implements TransferEndpoint {
   }
 
   async writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string }): Promise<{ offset: number; bytes: number }> {
-    return (await this.call("transfer_write_chunk", { ...arg(p), transfer_id: opts.transfer_id, offset: opts.offset, expected_sha256: opts.sha256 }, Written, { body: opts.data })).data;
+    const frame = this.frameBytes(opts.data.byteLength);
+    const write = (offset: number, data: Uint8Array, sha256: string) => this.call("transfer_write_chunk", { ...arg(p), transfer_id: opts.transfer_id, offset, expected_sha256: sha256 }, Written, { body: data });
+    if (opts.data.byteLength <= frame) return (await write(opts.offset, opts.data, opts.sha256)).data;
+    // Too big for one frame (a local source read a larger chunk): the chunk is checked here against
+    // its digest, then sent in pieces, each verified by the worker against its own digest.
+    if (sha256Of(opts.data) !== opts.sha256) throw new ToolError("transfer_chunk_checksum_mismatch", `the chunk at offset ${opts.offset} does not match its sha256`);
+    for (let at = 0; at < opts.data.byteLength; at += frame) {
+      const piece = opts.data.subarray(at, Math.min(opts.data.byteLength, at + frame));
+      await write(opts.offset + at, piece, sha256Of(piece));
+    }
+    return { offset: opts.offset, bytes: opts.data.byteLength };
+  }
+
+  /** The most chunk bytes one frame may carry (max_http_request_bytes less room for the JSON; 0 = no limit). */
+  private frameBytes(wanted: number): number {
+    const limit = this.manager.settings.max_http_request_bytes;
+    return limit > 0 ? Math.min(wanted, Math.max(FRAME_HEADROOM, limit - FRAME_HEADROOM)) : wanted;
   }
 
   async finishWrite(p: TransferPath, opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null }) {

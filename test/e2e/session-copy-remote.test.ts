@@ -11,7 +11,7 @@ import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, invite, spawnWorker, startController, startWorker, type Worker } from "../helpers/remote.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
-type Copy = { kind: string; transport: string; resumed_bytes: number; bytes: number | null; sha256: string | null; entries: number | null; relation: { route: string }; destination: { resolved_path: string | null } };
+type Copy = { kind: string; transport: string; chunks: number; resumed_bytes: number; bytes: number | null; sha256: string | null; entries: number | null; relation: { route: string }; destination: { resolved_path: string | null } };
 type Job = { job_id: string; status: string; error: string | null; result: Copy | null; progress: Record<string, unknown> | null };
 
 /** Files from this size on go through the gateway; smaller ones by chunk RPCs over the channel. */
@@ -73,7 +73,8 @@ describe("session_copy with remote sessions", () => {
       state: state.path,
       workspace: ws.path,
       port,
-      env: { LOCAL_SHELL_MCP_BASE_URL: `http://127.0.0.1:${port}`, LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(THRESHOLD) },
+      // Frames of at most 2 MB: worker_rpc chunks of 4 MiB must be cut to fit (the gateway PUT is exempt).
+      env: { LOCAL_SHELL_MCP_BASE_URL: `http://127.0.0.1:${port}`, LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(THRESHOLD), LOCAL_SHELL_MCP_MAX_HTTP_REQUEST_BYTES: "2000000" },
     });
     wa = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "alpha" })).code);
     wb = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "beta" })).code);
@@ -129,6 +130,14 @@ describe("session_copy with remote sessions", () => {
       expect(leftovers(dirs[to])).toEqual([]);
       console.log(`${route} ${transport}: ${r.bytes! >> 20} MiB in ${Math.round(ms)} ms (${((r.bytes! / (1 << 20)) / (ms / 1000)).toFixed(0)} MiB/s)`);
     }
+    // A 4 MiB chunk size does not fit the controller's 2 MB frames: a worker source reads shorter chunks.
+    const cut = await copy({ src_session_id: s.A1, src_path: "s.bin", dst_session_id: s.B1, dst_path: "cut.bin", chunk_size: 4 << 20 });
+    expect({ transport: cut.transport, sha256: cut.sha256 }).toEqual({ transport: "worker_rpc", sha256: small });
+    expect(cut.chunks).toBeGreaterThan(2);
+    // From a local source the 4 MiB chunk is read whole and written to the worker in pieces.
+    const split = await copy({ src_session_id: s.L, src_path: "small.bin", dst_session_id: s.B1, dst_path: "split.bin", chunk_size: 4 << 20 });
+    expect({ transport: split.transport, sha256: split.sha256 }).toEqual({ transport: "worker_rpc", sha256: small });
+    expect(sha(join(dirs.B1, "split.bin"))).toBe(small);
     const t = performance.now();
     await Bun.$`cp ${join(dirs.L, "big.bin")} ${join(dirs.L2, "cp.bin")}`.quiet();
     console.log(`cp: 32 MiB in ${Math.round(performance.now() - t)} ms`);
