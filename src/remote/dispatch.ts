@@ -226,6 +226,17 @@ async function forwardByShellId(manager: RemoteManager, def: ToolDefinition, ctx
   return forward(manager, def, ctx, rec, input, limitMs);
 }
 
+/**
+ * A background `session_copy` into a remote session is a managed job run here, on the controller,
+ * recorded under that session: `job` poll/cancel/retry naming only such jobs is answered locally.
+ */
+function controllerJobs(ctx: ToolContext, rec: SessionRecord, args: Record<string, unknown>): boolean {
+  const ids = [args.poll, args.cancel, args.retry].find((v) => Array.isArray(v) && v.length > 0) as unknown[] | undefined;
+  if (!ids) return false;
+  const ours = new Set(ctx.app.jobs.readRows().filter((r) => r.session_id === rec.session_id).map((r) => r.job_id));
+  return ids.every((id) => typeof id === "string" && ours.has(id));
+}
+
 /** The registry route that sends remote-session calls to their worker. */
 export function remoteCallRoute(manager: RemoteManager): CallRoute {
   return (def, ctx, input, limitMs) => {
@@ -241,6 +252,7 @@ export function remoteCallRoute(manager: RemoteManager): CallRoute {
       return undefined; // the handler answers with the same error
     }
     if (rec.target !== "remote") return undefined;
+    if (def.name === "job" && controllerJobs(ctx, rec, args)) return undefined;
     return forward(manager, def, ctx, rec, args, limitMs);
   };
 }

@@ -25,6 +25,7 @@ import type { Route } from "../http/server.ts";
 import { remoteCallRoute } from "../remote/dispatch.ts";
 import { RemoteManager } from "../remote/manager.ts";
 import { RemoteStore } from "../remote/store.ts";
+import { RemoteTransferEndpoint } from "../remote/transfer-endpoint.ts";
 import { builtinToolManifest } from "../tools/schemas.macro.ts" with { type: "macro" };
 
 /** The built-in tools as the bundler saw them; their modules load on the first call. */
@@ -49,7 +50,7 @@ export function createApp(settings: Settings): App {
   const sessionTeardowns: AppServices["sessionTeardowns"] = [];
   const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, jobRunner: boundedRunner, teardowns: sessionTeardowns, capabilities, probes });
   const files = new FileServices(settings);
-  // session_copy: remote sides are served once the worker channel sets `transfer.remote`.
+  // session_copy: remote sides are served by the worker channel (`transfer.remote`, set below).
   const transfer: SessionCopyDeps = {
     settings,
     workspaceRoot: canonicalRoot(settings.workspace_root),
@@ -101,6 +102,9 @@ export function createApp(settings: Settings): App {
     services.remote = remote;
     capabilities.remote_worker = true;
     registry.route = remoteCallRoute(remote);
+    transfer.remote = (side, signal) => new RemoteTransferEndpoint(remote, side, signal);
+    // The gateway is ours to offer when it is configured; a session adds its worker's capability.
+    capabilities.http_transfer = transfer.gateway?.() !== undefined;
     // The route module (and the HTTP layer it builds on) loads with the first worker request.
     let loaded: Promise<Route> | undefined;
     routesForWorkers = async (req, url, facts) => {

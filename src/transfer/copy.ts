@@ -1,6 +1,6 @@
 import { ToolError } from "../core/errors.ts";
 import type { StatResult, TransferEndpoint } from "./endpoint.ts";
-import { type GatewayConfig, httpStreamCopy } from "./gateway-copy.ts";
+import { FINAL_COPY_ERRORS, type GatewayConfig, httpStreamCopy } from "./gateway-copy.ts";
 import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
 
 /**
@@ -90,7 +90,6 @@ class Reporter {
   }
 }
 
-const KEEP_PARTIAL_UNLESS = new Set(["cancelled", "transfer_checksum_mismatch", "transfer_identity_changed", "destination_exists", "destination_is_directory", "source_changed", "transfer_size_mismatch"]);
 
 function aborted(signal: AbortSignal): void {
   if (signal.aborted) throw new ToolError("cancelled", "the copy was cancelled");
@@ -163,7 +162,7 @@ async function relayFile(req: CopyRequest, src: TransferEndpoint, srcPath: Trans
   } catch (e) {
     const code = e instanceof ToolError ? e.code : "internal_error";
     // Cleanup is not tied to the signal: a cancelled copy still removes its partial file.
-    if (transferId === null || req.signal.aborted || KEEP_PARTIAL_UNLESS.has(code)) await dst.abortWrite(dstPath, begun.transfer_id).catch(() => undefined);
+    if (transferId === null || req.signal.aborted || FINAL_COPY_ERRORS.has(code)) await dst.abortWrite(dstPath, begun.transfer_id).catch(() => undefined);
     throw e;
   }
 }

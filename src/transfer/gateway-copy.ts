@@ -11,6 +11,9 @@ import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
  * controller spool; workers never get a route to each other.
  */
 
+/** Failures a retry cannot continue from: the destination's partial file is removed, not kept. */
+export const FINAL_COPY_ERRORS: ReadonlySet<string> = new Set(["cancelled", "transfer_checksum_mismatch", "transfer_identity_changed", "destination_exists", "destination_is_directory", "source_changed", "transfer_size_mismatch"]);
+
 export interface GatewayConfig {
   store: GatewayStore;
   /** The controller's public origin (`base_url`); workers accept only this origin. */
@@ -77,8 +80,12 @@ export async function httpStreamCopy(input: {
     return { bytes: down.bytes, sha256: down.sha256, chunks: upChunks + down.chunks, resumed_bytes: Math.max(upResumed, down.resumed_bytes), resolved_path: down.resolved_path };
   } catch (e) {
     // A managed job keeps its progress (capabilities revoked) for a retry; anything else is undone.
-    if (input.resumeKey !== null && !input.signal.aborted) await store.suspend(id).catch(() => undefined);
-    else {
+    // A failure a retry cannot continue from (destination_exists, a digest mismatch) still removes
+    // the destination's partial file, as the chunk relay does; the verified spool stays for the retry.
+    if (input.resumeKey !== null && !input.signal.aborted) {
+      if (e instanceof ToolError && FINAL_COPY_ERRORS.has(e.code)) await dst.endpoint.abortWrite(dst.path, transferId).catch(() => undefined);
+      await store.suspend(id).catch(() => undefined);
+    } else {
       await dst.endpoint.abortWrite(dst.path, transferId).catch(() => undefined);
       await store.finish(id, "aborted").catch(() => undefined);
     }

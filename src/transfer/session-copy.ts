@@ -38,7 +38,7 @@ export const CopyPayload = z.object({
 });
 export type CopyPayload = z.infer<typeof CopyPayload>;
 
-/** Serves remote sessions once the worker channel exists: the endpoint of a pinned remote side. */
+/** Serves remote sessions over the worker channel: the endpoint of a pinned remote side. */
 export type RemoteTransferResolver = (side: PinnedSide, signal: AbortSignal) => TransferEndpoint;
 
 export interface SessionCopyDeps {
@@ -48,7 +48,7 @@ export interface SessionCopyDeps {
   stateDir: string;
   sessions: SessionStore;
   pathLock: <T>(paths: string[], fn: () => Promise<T> | T) => Promise<T>;
-  /** Undefined until the remote worker channel is wired (see docs/remote-workers.md). */
+  /** Set by the app when remote workers are on (src/remote/transfer-endpoint.ts); undefined otherwise. */
   remote: RemoteTransferResolver | undefined;
   /** The controller gateway when http_stream is possible here (HTTP listener, base_url, setting on). */
   gateway?: () => GatewayConfig | undefined;
@@ -58,7 +58,7 @@ export function pin(rec: SessionRecord, path: string): PinnedSide {
   return { session_id: rec.session_id, target: rec.target, workdir: rec.workdir, machine: rec.machine, worker_session_id: rec.worker_session_id, path };
 }
 
-/** The endpoint of one side; remote sides fail with a stable code until the channel serves them. */
+/** The endpoint of one side; a remote side without the worker channel fails with a stable code. */
 export function endpointFor(deps: SessionCopyDeps, side: PinnedSide, signal: AbortSignal): TransferEndpoint {
   if (side.target === "remote") {
     if (!deps.settings.remote_enabled) throw new ToolError("remote_disabled", "remote workers are disabled on this server (remote_enabled=false)");

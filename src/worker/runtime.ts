@@ -12,6 +12,8 @@ import { createApp } from "../server/app.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import type { WorkerRuntime } from "./operations.ts";
 import { profilePaths } from "./layout.ts";
+// Registers the transfer RPCs (session_copy with remote sessions) beside `tool` and `ping`.
+import "./transfer-operations.ts";
 
 export function workerRuntime(root: string, profileId: string, workdir: string): WorkerRuntime {
   const paths = profilePaths(root, profileId);
