@@ -5,10 +5,11 @@
  * and a background http_stream copy whose worker is killed mid-copy and resumed by `job retry`.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, writeFileSync, writeSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, invite, spawnWorker, startController, startWorker, type Worker } from "../helpers/remote.ts";
+import { bigFile, recordedBytes } from "../helpers/transfer.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 type Copy = { kind: string; transport: string; chunks: number; resumed_bytes: number; bytes: number | null; sha256: string | null; entries: number | null; relation: { route: string }; destination: { resolved_path: string | null } };
@@ -21,31 +22,6 @@ const sha = (p: string) => new Bun.CryptoHasher("sha256").update(readFileSync(p)
 const leftovers = (d: string) => readdirSync(d).filter((n) => n.includes(".local-shell-mcp-transfer-"));
 
 /** A file of `mib` MiB whose every MiB differs (a misplaced chunk changes the digest). */
-function bigFile(path: string, mib: number): void {
-  const fd = openSync(path, "w");
-  const block = Buffer.alloc(1 << 20);
-  try {
-    for (let i = 0; i < mib; i++) {
-      crypto.getRandomValues(block.subarray(0, 65536));
-      block.writeUInt32LE(i, 70000);
-      writeSync(fd, block);
-    }
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Bytes a destination write has durably recorded (its sidecar's received prefix), 0 if none yet. */
-function recordedBytes(dir: string, name: string): number {
-  const side = readdirSync(dir).find((n) => n.startsWith(`.${name}.local-shell-mcp-transfer-`) && n.endsWith(".tmp.json"));
-  if (!side) return 0;
-  try {
-    return (JSON.parse(readFileSync(join(dir, side), "utf8")).received_ranges as Array<[number, number]>)[0]?.[1] ?? 0;
-  } catch {
-    return 0;
-  }
-}
-
 async function freePort(): Promise<number> {
   const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
   const port = s.port;

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, closeSync, existsSync, ftruncateSync, openSync, writeSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, ftruncateSync, openSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connectStdio, type McpHandle, stopStateLeftovers, tempDir, type TempDir } from "../helpers/harness.ts";
+import { bigFile, recordedBytes } from "../helpers/transfer.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 /** session_copy between local sessions, through the compiled binary. */
@@ -34,32 +35,6 @@ async function sessions(mcp: McpHandle): Promise<[string, string]> {
 }
 
 /** A file of `mib` MiB whose every MiB differs (so a misplaced chunk changes the digest). */
-function bigFile(path: string, mib: number): void {
-  const fd = openSync(path, "w");
-  const block = Buffer.alloc(1 << 20);
-  try {
-    for (let i = 0; i < mib; i++) {
-      crypto.getRandomValues(block.subarray(0, 65536));
-      block.writeUInt32LE(i, 70000);
-      writeSync(fd, block);
-    }
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/** Bytes a destination write has durably recorded (its sidecar's received prefix), 0 if none yet. */
-function recordedBytes(dir: string, name: string): number {
-  const side = readdirSync(dir).find((n) => n.startsWith(`.${name}.local-shell-mcp-transfer-`) && n.endsWith(".tmp.json"));
-  if (!side) return 0;
-  try {
-    const ranges = JSON.parse(readFileSync(join(dir, side), "utf8")).received_ranges as Array<[number, number]>;
-    return ranges[0]?.[1] ?? 0;
-  } catch {
-    return 0;
-  }
-}
-
 async function pollJob(mcp: McpHandle, sid: string, id: string): Promise<Job> {
   const r = await mcp.ok<{ jobs: Job[] }>("job", { session_id: sid, poll: [id] });
   return r.jobs[0]!;
