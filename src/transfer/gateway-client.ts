@@ -1,5 +1,5 @@
 import { ToolError } from "../core/errors.ts";
-import type { TransferEndpoint } from "./endpoint.ts";
+import type { HttpCall, TransferEndpoint } from "./endpoint.ts";
 import type { TransferPath } from "./paths.ts";
 
 /**
@@ -12,16 +12,8 @@ import type { TransferPath } from "./paths.ts";
 const PATH = /^\/remote\/transfer\/[A-Za-z0-9_-]{24,80}$/;
 const RETRIES = 3;
 
-export interface GatewayCall {
-  url: string;
-  controller_url: string;
-  authorization: string;
-  worker: string;
-  expected_bytes: number;
-  expected_sha256: string;
-  chunk_size: number;
-  signal?: AbortSignal;
-}
+/** One leg of a gateway transfer, as the controller hands it to the worker (endpoint.ts). */
+type GatewayCall = HttpCall;
 
 /** Refuses any URL but `<controller origin>/remote/transfer/<id>`, without credentials, query or fragment. */
 export function validateTransferUrl(url: string, controllerUrl: string): URL {
