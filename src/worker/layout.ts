@@ -109,12 +109,14 @@ export interface WorkerProfile {
 
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
-function text(value: unknown, field: string, max: number): string {
+/** A non-empty text field of a worker record, at most `max` bytes, without control characters. */
+export function recordText(value: unknown, field: string, max: number, record = "worker record"): string {
   if (typeof value !== "string" || value.length === 0 || Buffer.byteLength(value) > max || CONTROL.test(value)) {
-    throw new ToolError("worker_state_invalid", `the worker record's ${field} is missing or malformed`);
+    throw new ToolError("worker_state_invalid", `the ${record}'s ${field} is missing or malformed`);
   }
   return value;
 }
+const text = (value: unknown, field: string, max: number) => recordText(value, field, max);
 
 function readJsonObject(path: string, what: string): Record<string, unknown> | null {
   if (!existsSync(path)) return null;

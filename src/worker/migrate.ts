@@ -12,7 +12,7 @@ import { FileLock } from "../store/lock.ts";
 import { installRuntime } from "./fetch-runtime.ts";
 import { installedRuntime } from "./install.ts";
 import { ensureLauncher } from "./launcher.ts";
-import { newProfileId, PROFILE_ID_PATTERN, profilePaths, readIdentity, readProfile, workerPaths, writeIdentity, writeProfile, type WorkerIdentity } from "./layout.ts";
+import { newProfileId, PROFILE_ID_PATTERN, profilePaths, readIdentity, readProfile, recordText, workerPaths, writeIdentity, writeProfile, type WorkerIdentity } from "./layout.ts";
 
 export const MIGRATION_SOURCE = "legacy-single-worker";
 const MAX_SCANNED_PROFILES = 1024;
@@ -35,14 +35,7 @@ interface LegacyIdentity {
   workdir: string;
 }
 
-const CONTROL = /[\u0000-\u001f\u007f]/;
-
-function legacyText(value: unknown, field: string, max: number): string {
-  if (typeof value !== "string" || value.length === 0 || value.length > max || CONTROL.test(value)) {
-    throw new ToolError("worker_state_invalid", `the legacy worker identity's ${field} is missing or malformed`);
-  }
-  return value;
-}
+const legacyText = (value: unknown, field: string, max: number) => recordText(value, field, max, "legacy worker identity");
 
 function readLegacy(root: string): LegacyIdentity | null {
   const path = join(root, "identity.json");
