@@ -191,7 +191,7 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
     const log = join(root, "profiles", id, "worker.log");
     expect(r.stdout).toContain(`log ${log})`);
     // The invite was never issued: the background worker's refusal lands in its log.
-    await waitFor(() => existsSync(log) && readFileSync(log, "utf8").includes("Status: worker command failed: "), { what: "the background worker's log" });
+    await waitFor(() => existsSync(log) && readFileSync(log, "utf8").includes("Status: worker command failed: "), { timeoutMs: 60_000, what: "the background worker's log" });
     expect(readFileSync(log, "utf8")).not.toContain(INVITE);
     expect(mode(log)).toBe("600");
     expect(readdirSync(join(root, "profiles"))).toHaveLength(2);
