@@ -3,7 +3,7 @@ import { log } from "../core/log.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { canonicalWorkdir, readInviteFromStdin, register, serverOrigin, WorkerCommandError } from "../worker/enroll.ts";
-import { assertProfileId, newProfileId, profilePaths, readIdentity, type WorkerIdentity, workerPaths, workerRoot } from "../worker/layout.ts";
+import { assertProfileId, newProfileId, profilePaths, readIdentity, readProfile, type WorkerIdentity, workerPaths, workerRoot, writeProfile } from "../worker/layout.ts";
 
 /** Arguments shared by `worker enroll` and `worker connect` (§1.5). */
 export const enrollArgs = {
@@ -47,13 +47,29 @@ export async function enrollOrResume(args: Record<string, unknown>): Promise<{ r
   }
   if (typeof args.invite === "string" && args["invite-stdin"] === true) throw new WorkerCommandError("use either --invite or --invite-stdin");
   const existing = readIdentity(root, profileId);
-  if (existing && existing.server === server) return { root, identity: existing, enrolled: false };
+  if (existing && existing.server === server) {
+    syncProfile(root, existing);
+    return { root, identity: existing, enrolled: false };
+  }
   const invite = args["invite-stdin"] === true ? readInviteFromStdin() : typeof args.invite === "string" ? args.invite : "";
   if (!invite) throw new WorkerCommandError("an invite is required to enroll (--invite-stdin, or --invite)");
   const workdir = canonicalWorkdir(typeof args.workdir === "string" ? args.workdir : undefined);
   const name = typeof args.name === "string" && args.name.trim() ? args.name : null;
   const identity = await register({ server, invite, name, workdir, root, profileId });
+  syncProfile(root, identity);
   return { root, identity, enrolled: true };
+}
+
+/**
+ * The join wrote profile.json before enrolling, with the name it asked for (or user@host); the
+ * controller may have assigned another (a bound invite, a `-2` suffix) or bound the workdir.
+ * profile.json is public (launchers, services, `worker status` read it), so it follows the identity.
+ */
+function syncProfile(root: string, identity: WorkerIdentity): void {
+  const profile = readProfile(root, identity.profile_id);
+  if (!profile) return; // an unmanaged binary: no runtime, no profile to keep current
+  if (profile.name === identity.name && profile.workdir === identity.workdir && profile.server === identity.server) return;
+  writeProfile(root, { ...profile, name: identity.name, workdir: identity.workdir, server: identity.server });
 }
 
 export function printEnrollment(r: { identity: WorkerIdentity; enrolled: boolean }): void {
@@ -80,6 +96,7 @@ export async function runWorker(root: string, identity: WorkerIdentity): Promise
   // Records of the last calls reach the worker's audit log before it exits.
   onShutdown(() => runtime.app.services.audit.flush());
   const channel = new WorkerChannel({
+    root,
     server: identity.server,
     token: identity.token,
     runtime,

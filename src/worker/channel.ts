@@ -10,6 +10,7 @@ import { toToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
 import { type Call, CLOSE_REVOKED, CLOSE_TOO_BIG, ControllerFrame, decodeFrame, encodeFrame, frameBytes, PROTOCOL_VERSION } from "../remote/protocol.ts";
+import { executingRuntime } from "./install.ts";
 import { EXIT_REVOKED } from "./layout.ts";
 import { type WorkerRuntime, workerCapabilities, workerOperation } from "./operations.ts";
 
@@ -22,6 +23,8 @@ const MAX_OUTBOX = 1024;
 const MAX_SEEN = 100_000;
 
 export interface ChannelOptions {
+  /** The worker state root (the hello names the installed runtime this process executes from). */
+  root: string;
   server: string;
   token: string;
   runtime: WorkerRuntime;
@@ -95,7 +98,7 @@ export class WorkerChannel {
             type: "hello",
             protocol: PROTOCOL_VERSION,
             boot_id: this.bootId,
-            runtime: { version: VERSION, build_digest: BUILD_DIGEST, bundle_sha256: bundleDigest() },
+            runtime: { version: VERSION, build_digest: BUILD_DIGEST, bundle_sha256: executingRuntime(this.options.root)?.sha256 ?? null },
             running: [...this.running.keys()],
             unacked: [...this.outbox.keys()],
             workdir: this.options.runtime.workdir,
@@ -211,10 +214,4 @@ export class WorkerChannel {
       if (ws.readyState === WebSocket.OPEN) ws.send(encoded);
     })();
   }
-}
-
-/** The digest of the managed runtime this process was started from, when a launcher says so. */
-function bundleDigest(): string | null {
-  const v = process.env.LOCAL_SHELL_MCP_WORKER_RUNTIME_SHA256;
-  return v && /^[0-9a-f]{64}$/.test(v) ? v : null;
 }

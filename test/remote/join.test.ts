@@ -101,7 +101,7 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
     issued.push(code);
     const home = dir();
     // The foreground join: the script execs `worker connect`, which serves until stopped.
-    const proc = Bun.spawn(ns.argv(["bash", "-c", 'curl -fsSL --cacert "$CA" "$JOIN_URL" | bash -s -- "$@"', "join", "--invite", code, "--workdir", workdir, "--name", "box one"]), {
+    const proc = Bun.spawn(ns.argv(["bash", "-c", 'curl -fsSL --cacert "$CA" "$JOIN_URL" | bash -s -- "$@"', "join", "--invite", code, "--workdir", workdir]), {
       cwd: workdir,
       env: joinEnv(root, home),
       stdin: "ignore",
@@ -125,8 +125,13 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
       expect(sha256(readFileSync(bin))).toBe(sha256(readFileSync(binary())));
       const runtime = JSON.parse(readFileSync(join(root, "runtimes", digest, "runtime.json"), "utf8"));
       expect(runtime).toMatchObject({ schema_version: 1, sha256: digest });
+      // The join wrote profile.json asking for no name (user@host); the invite bound "box one", and
+      // the worker rewrote its public profile with the name the controller assigned.
       const profile = JSON.parse(readFileSync(join(root, "profiles", id, "profile.json"), "utf8"));
       expect(profile).toEqual({ schema_version: 1, profile_id: id, runtime_sha256: digest, runtime_version: runtime.bundle_version, server: proxy.url, name: "box one", workdir });
+      // Its hello reported the profile and launcher: the controller can print how to restart it.
+      const rc = await mcp.ok<{ data: { machine: string; profile_id: string; command: string } }>("remote_admin", { action: "reconnect_command", args: { machine: "box one" } });
+      expect(rc.data).toEqual({ machine: "box one", profile_id: id, command: `${root}/run ${id}` });
       for (const [path, want] of [
         [root, "700"],
         [join(root, "profiles"), "700"],
@@ -160,7 +165,9 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
       expect(readFileSync(join(root, "profiles", id, "identity.json"), "utf8")).toMatch(/"token": "lsmcp_wk_/);
 
       // A remote session on that worker: bash runs in the namespace and the result comes back.
-      const o = await mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "box one", workdir });
+      const o = await mcp.ok<{ session_id: string; environment: { workspace: { worker_runtime: Record<string, unknown> } } }>("session_start", { target: "remote", machine: "box one", workdir });
+      // It runs from its installed copy, so its hello named that runtime's digest (bundle_version).
+      expect(o.environment.workspace.worker_runtime).toMatchObject({ active: true, worker_version: runtime.bundle_version, bundle_version: runtime.bundle_version });
       const r = await mcp.ok<{ result: { exit_code: number; stdout: string } }>("bash", { session_id: o.session_id, command: "echo joined-$((6*7)); ip -4 -o addr show | grep -c " + ns.nsAddr });
       expect(r.result).toMatchObject({ exit_code: 0, stdout: "joined-42\n1\n" });
       // Connected, the worker still only dials out: nothing listens inside the namespace.
