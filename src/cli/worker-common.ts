@@ -1,6 +1,7 @@
 import type { ArgsDef } from "citty";
 import { log } from "../core/log.ts";
-import { ensurePrivateDir } from "../store/atomic.ts";
+import { join } from "node:path";
+import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { canonicalWorkdir, readInviteFromStdin, register, serverOrigin, WorkerCommandError } from "../worker/enroll.ts";
 import { assertProfileId, newProfileId, profilePaths, readIdentity, readProfile, type WorkerIdentity, workerPaths, workerRoot, writeProfile } from "../worker/layout.ts";
@@ -77,13 +78,30 @@ export function printEnrollment(r: { identity: WorkerIdentity; enrolled: boolean
   process.stdout.write(`${JSON.stringify({ schema_version: 1, server, name, workdir, profile_id, enrolled: r.enrolled })}\n`);
 }
 
+/** Takes the profile lock; a successor of an updating worker waits (up to 30 s) for its predecessor to let go. */
+async function takeProfileLock(path: string, profileId: string, waitMs: number): Promise<FileLock> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const lock = FileLock.attempt(path);
+    if (lock.status === "acquired") return lock.lock;
+    if (lock.status === "error") throw new WorkerCommandError(`the profile lock could not be taken (${lock.reason})`);
+    if (Date.now() >= deadline) throw new WorkerCommandError(`another worker already runs profile ${profileId}`);
+    await Bun.sleep(100);
+  }
+}
+
 /** Runs the channel in the foreground under the profile's single-instance lock. */
 export async function runWorker(root: string, identity: WorkerIdentity): Promise<number> {
   const paths = profilePaths(root, identity.profile_id);
   ensurePrivateDir(paths.dir);
-  const lock = FileLock.attempt(paths.lock);
-  if (lock.status === "busy") throw new WorkerCommandError(`another worker already runs profile ${identity.profile_id}`);
-  if (lock.status === "error") throw new WorkerCommandError(`the profile lock could not be taken (${lock.reason})`);
+  const { AutoUpdater, HANDOFF_BOOT_ENV, HANDOFF_READY_ENV } = await import("../worker/auto-update.ts");
+  // Set only by a predecessor handing over after an automatic update; not passed on further.
+  const handoffBoot = process.env[HANDOFF_BOOT_ENV];
+  const handoffReady = process.env[HANDOFF_READY_ENV];
+  delete process.env[HANDOFF_BOOT_ENV];
+  delete process.env[HANDOFF_READY_ENV];
+  const handoff = handoffBoot && /^[0-9a-f]{8,64}$/.test(handoffBoot) && handoffReady === join(paths.dir, "handoff.ready") ? { bootId: handoffBoot, ready: handoffReady } : undefined;
+  let held: FileLock | undefined = await takeProfileLock(paths.lock, identity.profile_id, handoff ? 30_000 : 0);
   const { onShutdown, shutdown } = await import("../server/lifecycle.ts");
   // Stops running command trees, then exits; Ctrl-C reports 130 as §1.5 says.
   process.on("SIGINT", () => void shutdown("SIGINT", 130));
@@ -95,15 +113,41 @@ export async function runWorker(root: string, identity: WorkerIdentity): Promise
   const runtime = workerRuntime(root, identity.profile_id, identity.workdir);
   // Records of the last calls reach the worker's audit log before it exits.
   onShutdown(() => runtime.app.services.audit.flush());
+  const status = (line: string) => process.stderr.write(`${line}\n`);
+  let updater: InstanceType<typeof AutoUpdater> | undefined;
+  let announced = false;
   const channel = new WorkerChannel({
     root,
     server: identity.server,
     token: identity.token,
     runtime,
     info: hostInfo(root, identity.profile_id),
-    status: (line) => process.stderr.write(`${line}\n`),
+    status,
+    ...(handoff ? { bootId: handoff.bootId } : {}),
+    onWelcome: () => {
+      // Tells the predecessor that this runtime came up (it then exits).
+      if (handoff && !announced) {
+        announced = true;
+        writeFileAtomic(handoff.ready, `${process.pid}\n`);
+      }
+    },
+    onRuntimeOffer: (offer) => updater?.offer(offer),
+  });
+  updater = new AutoUpdater({
+    root,
+    profileId: identity.profile_id,
+    server: identity.server,
+    channel,
+    status,
+    releaseLock: () => {
+      held?.release();
+      held = undefined;
+    },
+    retakeLock: async () => {
+      held ??= await takeProfileLock(paths.lock, identity.profile_id, 30_000);
+    },
   });
   const code = await channel.run();
-  lock.lock.release();
+  held?.release();
   return code;
 }
