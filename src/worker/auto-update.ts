@@ -22,6 +22,8 @@ export const HANDOFF_BOOT_ENV = "LOCAL_SHELL_MCP_WORKER_HANDOFF_BOOT_ID";
 export const HANDOFF_READY_ENV = "LOCAL_SHELL_MCP_WORKER_HANDOFF_READY";
 
 const COME_UP_MS = 60_000;
+/** How long new calls may wait for running ones before the update is put off (nothing hangs for it). */
+const DRAIN_MS = 120_000;
 
 export interface AutoUpdateOptions {
   root: string;
@@ -62,7 +64,11 @@ export class AutoUpdater {
     let handedOver = false;
     try {
       status(`Status: the controller offers runtime ${offer.version}; new calls wait until the running ones finish`);
-      await channel.idle();
+      if (!(await channel.idle(DRAIN_MS))) {
+        // Long calls keep running; the waiting ones go ahead, and the next welcome offers again.
+        status(`Status: calls still run after ${DRAIN_MS / 1000} s; the update to ${offer.version} waits for the next connection`);
+        return;
+      }
       status(`Status: updating the worker runtime from ${fromVersion} to ${offer.version}`);
       const installed = await installRuntime({ root, server: this.o.server, currentVersion: fromVersion, expectedSha256: offer.sha256 });
       const before = readProfile(root, profileId);

@@ -73,9 +73,17 @@ export class WorkerChannel {
     for (const { call, body } of held?.values() ?? []) this.onCall(call, body);
   }
 
-  /** Resolves once no call runs and every result was acknowledged (nothing would be lost by leaving). */
-  async idle(): Promise<void> {
-    while (this.running.size > 0 || this.outbox.size > 0) await Bun.sleep(100);
+  /**
+   * True once no call runs and every result was acknowledged (nothing would be lost by leaving);
+   * false when that did not happen within `timeoutMs`.
+   */
+  async idle(timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.running.size > 0 || this.outbox.size > 0) {
+      if (Date.now() > deadline) return false;
+      await Bun.sleep(100);
+    }
+    return true;
   }
 
   /** Closes the link and does not dial again until resume() or finish(). */
