@@ -1,9 +1,10 @@
 import type { ArgsDef } from "citty";
 import { log } from "../core/log.ts";
-import { ensurePrivateDir } from "../store/atomic.ts";
+import { join } from "node:path";
+import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { canonicalWorkdir, readInviteFromStdin, register, serverOrigin, WorkerCommandError } from "../worker/enroll.ts";
-import { assertProfileId, newProfileId, profilePaths, readIdentity, type WorkerIdentity, workerPaths, workerRoot } from "../worker/layout.ts";
+import { assertProfileId, newProfileId, profilePaths, readIdentity, readProfile, type WorkerIdentity, workerPaths, workerRoot, writeProfile } from "../worker/layout.ts";
 
 /** Arguments shared by `worker enroll` and `worker connect` (§1.5). */
 export const enrollArgs = {
@@ -47,13 +48,29 @@ export async function enrollOrResume(args: Record<string, unknown>): Promise<{ r
   }
   if (typeof args.invite === "string" && args["invite-stdin"] === true) throw new WorkerCommandError("use either --invite or --invite-stdin");
   const existing = readIdentity(root, profileId);
-  if (existing && existing.server === server) return { root, identity: existing, enrolled: false };
+  if (existing && existing.server === server) {
+    syncProfile(root, existing);
+    return { root, identity: existing, enrolled: false };
+  }
   const invite = args["invite-stdin"] === true ? readInviteFromStdin() : typeof args.invite === "string" ? args.invite : "";
   if (!invite) throw new WorkerCommandError("an invite is required to enroll (--invite-stdin, or --invite)");
   const workdir = canonicalWorkdir(typeof args.workdir === "string" ? args.workdir : undefined);
   const name = typeof args.name === "string" && args.name.trim() ? args.name : null;
   const identity = await register({ server, invite, name, workdir, root, profileId });
+  syncProfile(root, identity);
   return { root, identity, enrolled: true };
+}
+
+/**
+ * The join wrote profile.json before enrolling, with the name it asked for (or user@host); the
+ * controller may have assigned another (a bound invite, a `-2` suffix) or bound the workdir.
+ * profile.json is public (launchers, services, `worker status` read it), so it follows the identity.
+ */
+function syncProfile(root: string, identity: WorkerIdentity): void {
+  const profile = readProfile(root, identity.profile_id);
+  if (!profile) return; // an unmanaged binary: no runtime, no profile to keep current
+  if (profile.name === identity.name && profile.workdir === identity.workdir && profile.server === identity.server) return;
+  writeProfile(root, { ...profile, name: identity.name, workdir: identity.workdir, server: identity.server });
 }
 
 export function printEnrollment(r: { identity: WorkerIdentity; enrolled: boolean }): void {
@@ -61,13 +78,30 @@ export function printEnrollment(r: { identity: WorkerIdentity; enrolled: boolean
   process.stdout.write(`${JSON.stringify({ schema_version: 1, server, name, workdir, profile_id, enrolled: r.enrolled })}\n`);
 }
 
+/** Takes the profile lock; a successor of an updating worker waits (up to 30 s) for its predecessor to let go. */
+async function takeProfileLock(path: string, profileId: string, waitMs: number): Promise<FileLock> {
+  const deadline = Date.now() + waitMs;
+  for (;;) {
+    const lock = FileLock.attempt(path);
+    if (lock.status === "acquired") return lock.lock;
+    if (lock.status === "error") throw new WorkerCommandError(`the profile lock could not be taken (${lock.reason})`);
+    if (Date.now() >= deadline) throw new WorkerCommandError(`another worker already runs profile ${profileId}`);
+    await Bun.sleep(100);
+  }
+}
+
 /** Runs the channel in the foreground under the profile's single-instance lock. */
 export async function runWorker(root: string, identity: WorkerIdentity): Promise<number> {
   const paths = profilePaths(root, identity.profile_id);
   ensurePrivateDir(paths.dir);
-  const lock = FileLock.attempt(paths.lock);
-  if (lock.status === "busy") throw new WorkerCommandError(`another worker already runs profile ${identity.profile_id}`);
-  if (lock.status === "error") throw new WorkerCommandError(`the profile lock could not be taken (${lock.reason})`);
+  const { AutoUpdater, HANDOFF_BOOT_ENV, HANDOFF_READY_ENV } = await import("../worker/auto-update.ts");
+  // Set only by a predecessor handing over after an automatic update; not passed on further.
+  const handoffBoot = process.env[HANDOFF_BOOT_ENV];
+  const handoffReady = process.env[HANDOFF_READY_ENV];
+  delete process.env[HANDOFF_BOOT_ENV];
+  delete process.env[HANDOFF_READY_ENV];
+  const handoff = handoffBoot && /^[0-9a-f]{8,64}$/.test(handoffBoot) && handoffReady === join(paths.dir, "handoff.ready") ? { bootId: handoffBoot, ready: handoffReady } : undefined;
+  let held: FileLock | undefined = await takeProfileLock(paths.lock, identity.profile_id, handoff ? 30_000 : 0);
   const { onShutdown, shutdown } = await import("../server/lifecycle.ts");
   // Stops running command trees, then exits; Ctrl-C reports 130 as §1.5 says.
   process.on("SIGINT", () => void shutdown("SIGINT", 130));
@@ -79,14 +113,41 @@ export async function runWorker(root: string, identity: WorkerIdentity): Promise
   const runtime = workerRuntime(root, identity.profile_id, identity.workdir);
   // Records of the last calls reach the worker's audit log before it exits.
   onShutdown(() => runtime.app.services.audit.flush());
+  const status = (line: string) => process.stderr.write(`${line}\n`);
+  let updater: InstanceType<typeof AutoUpdater> | undefined;
+  let announced = false;
   const channel = new WorkerChannel({
+    root,
     server: identity.server,
     token: identity.token,
     runtime,
     info: hostInfo(root, identity.profile_id),
-    status: (line) => process.stderr.write(`${line}\n`),
+    status,
+    ...(handoff ? { bootId: handoff.bootId } : {}),
+    onWelcome: () => {
+      // Tells the predecessor that this runtime came up (it then exits).
+      if (handoff && !announced) {
+        announced = true;
+        writeFileAtomic(handoff.ready, `${process.pid}\n`);
+      }
+    },
+    onRuntimeOffer: (offer) => updater?.offer(offer),
+  });
+  updater = new AutoUpdater({
+    root,
+    profileId: identity.profile_id,
+    server: identity.server,
+    channel,
+    status,
+    releaseLock: () => {
+      held?.release();
+      held = undefined;
+    },
+    retakeLock: async () => {
+      held ??= await takeProfileLock(paths.lock, identity.profile_id, 30_000);
+    },
   });
   const code = await channel.run();
-  lock.lock.release();
+  held?.release();
   return code;
 }

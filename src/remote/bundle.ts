@@ -120,6 +120,15 @@ export async function packBundle(source: string, dir: string): Promise<{ sha256:
   }
 }
 
+const caches = new Map<string, BundleCache>();
+
+/** The one cache of a directory in this process (the bundle routes and the channel's update offers share it). */
+export function bundleCache(dir: string): BundleCache {
+  let cache = caches.get(dir);
+  if (!cache) caches.set(dir, (cache = new BundleCache(dir)));
+  return cache;
+}
+
 /** Builds the bundle once per process; later calls share the same promise (a failure is retried). */
 export class BundleCache {
   private pending: Promise<Bundle> | undefined;

@@ -9,13 +9,13 @@ import { isToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import type { Route } from "../http/server.ts";
 import { errorResponse, jsonResponse } from "../http/json.ts";
-import { BUNDLE_PATH, BundleCache } from "./bundle.ts";
+import { BUNDLE_PATH, bundleCache } from "./bundle.ts";
 import { joinScript } from "./join-script.ts";
 
 const DIGEST = /^[0-9a-f]{64}$/;
 
 export function installRoutes(settings: Settings): Route {
-  const cache = new BundleCache(join(settings.state_dir, "remote-bundle"));
+  const cache = bundleCache(join(settings.state_dir, "remote-bundle"));
   return async (req, url) => {
     if (url.pathname !== "/join" && url.pathname !== BUNDLE_PATH) return undefined;
     if (req.method !== "GET" && req.method !== "HEAD") return errorResponse(405, "method_not_allowed", "only GET is served here", {}, { allow: "GET, HEAD" });

@@ -8,6 +8,7 @@
  * it never saw is sent again (the worker runs a call id at most once), and a worker that came back
  * with a new boot id lost its calls (`remote_worker_restarted`).
  */
+import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
@@ -283,6 +284,7 @@ export class RemoteManager {
     }
     for (const call of s.queue) clearTimeout(call.offlineTimer);
     this.pump(s);
+    if (hello.runtime.bundle_sha256) this.offerRuntime(s, link, hello.runtime.bundle_sha256);
     return {
       result: (frame, body) => this.onResult(s, socket, frame, body),
       pong: () => {
@@ -290,6 +292,21 @@ export class RemoteManager {
       },
       closed: () => this.detach(s, link),
     };
+  }
+
+  /**
+   * A worker running an installed runtime learns the controller's current one when it differs
+   * (spec 1.12's automatic update; the worker decides when and whether to install it). A plain
+   * binary reports no runtime digest and is never offered one; nor is anything packed for it.
+   */
+  private offerRuntime(s: WorkerState, link: Link, running: string): void {
+    void import("./bundle.ts")
+      .then(({ bundleCache }) => bundleCache(join(this.settings.state_dir, "remote-bundle")).current())
+      .then((bundle) => {
+        if (s.link !== link || bundle.manifest.sha256 === running) return;
+        link.socket.send(encodeFrame({ type: "runtime", sha256: bundle.manifest.sha256, version: bundle.manifest.bundle_version }));
+      })
+      .catch((e) => log.debug(`no worker runtime to offer ${s.name}: ${(e as Error).message}`));
   }
 
   private beat(s: WorkerState, link: Link): void {

@@ -42,6 +42,18 @@ export const Welcome = z.object({
 });
 export type Welcome = z.infer<typeof Welcome>;
 
+/**
+ * The controller's current worker runtime (src/remote/bundle.ts), sent after the welcome to a
+ * worker whose hello named another installed runtime: packing the bundle takes seconds, so the
+ * welcome does not wait for it. The worker updates itself when idle (src/worker/auto-update.ts).
+ */
+export const RuntimeOffer = z.object({
+  type: z.literal("runtime"),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  version: z.string().min(1).max(128),
+});
+export type RuntimeOffer = z.infer<typeof RuntimeOffer>;
+
 export const Call = z.object({
   type: z.literal("call"),
   id: Id,
@@ -73,7 +85,7 @@ export type Ack = z.infer<typeof Ack>;
 /** What the worker may send, and what the controller may send. */
 export const WorkerFrame = z.discriminatedUnion("type", [Hello, Result]);
 export type WorkerFrame = z.infer<typeof WorkerFrame>;
-export const ControllerFrame = z.discriminatedUnion("type", [Welcome, Call, Cancel, Ack]);
+export const ControllerFrame = z.discriminatedUnion("type", [Welcome, RuntimeOffer, Call, Cancel, Ack]);
 export type ControllerFrame = z.infer<typeof ControllerFrame>;
 
 /** A decoded frame and the raw bytes it carried, if it was binary. */

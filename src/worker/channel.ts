@@ -9,7 +9,8 @@ import WebSocket from "ws";
 import { toToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
-import { type Call, CLOSE_REVOKED, CLOSE_TOO_BIG, ControllerFrame, decodeFrame, encodeFrame, frameBytes, PROTOCOL_VERSION } from "../remote/protocol.ts";
+import { type Call, CLOSE_REVOKED, CLOSE_TOO_BIG, ControllerFrame, decodeFrame, encodeFrame, frameBytes, PROTOCOL_VERSION, type RuntimeOffer } from "../remote/protocol.ts";
+import { executingRuntime } from "./install.ts";
 import { EXIT_REVOKED } from "./layout.ts";
 import { type WorkerRuntime, workerCapabilities, workerOperation } from "./operations.ts";
 
@@ -22,12 +23,20 @@ const MAX_OUTBOX = 1024;
 const MAX_SEEN = 100_000;
 
 export interface ChannelOptions {
+  /** The worker state root (the hello names the installed runtime this process executes from). */
+  root: string;
   server: string;
   token: string;
   runtime: WorkerRuntime;
   info: Record<string, string>;
   /** Status lines for the operator (never secrets). */
   status: (line: string) => void;
+  /** Continues a predecessor's boot (an automatic update that drained it): its calls are ours. */
+  bootId?: string;
+  /** After each welcome (the first one tells an updating predecessor that we came up). */
+  onWelcome?: () => void;
+  /** The controller offered another runtime. */
+  onRuntimeOffer?: (offer: RuntimeOffer) => void;
 }
 
 type Outcome = { kind: "revoked" } | { kind: "closed"; welcomed: boolean };
@@ -37,19 +46,77 @@ export function channelUrl(server: string): string {
 }
 
 export class WorkerChannel {
-  readonly bootId = randomHex(16);
+  readonly bootId: string;
   private readonly running = new Map<string, AbortController>();
+  /** Calls that arrived while draining for an update: they wait (see hold()). */
+  private held: Map<string, { call: Call; body?: Uint8Array }> | undefined;
+  private paused: { promise: Promise<void>; resume: () => void } | undefined;
+  private finished: number | undefined;
   private readonly seen = new Set<string>();
   private readonly outbox = new Map<string, string | Uint8Array>();
   private ws: WebSocket | undefined;
   private maxFrame = 0;
 
-  constructor(private readonly options: ChannelOptions) {}
+  constructor(private readonly options: ChannelOptions) {
+    this.bootId = options.bootId ?? randomHex(16);
+  }
+
+  /** New calls wait from now on (an update drains the worker first). */
+  hold(): void {
+    this.held ??= new Map();
+  }
+
+  /** Runs the calls that waited, and takes new ones again. */
+  release(): void {
+    const held = this.held;
+    this.held = undefined;
+    for (const { call, body } of held?.values() ?? []) this.onCall(call, body);
+  }
+
+  /**
+   * True once no call runs and every result was acknowledged (nothing would be lost by leaving);
+   * false when that did not happen within `timeoutMs`.
+   */
+  async idle(timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.running.size > 0 || this.outbox.size > 0) {
+      if (Date.now() > deadline) return false;
+      await Bun.sleep(100);
+    }
+    return true;
+  }
+
+  /** Closes the link and does not dial again until resume() or finish(). */
+  pause(): void {
+    if (!this.paused) {
+      let resume!: () => void;
+      const promise = new Promise<void>((r) => (resume = r));
+      this.paused = { promise, resume };
+    }
+    this.ws?.close(1000, "worker runtime update");
+  }
+
+  resume(): void {
+    const p = this.paused;
+    this.paused = undefined;
+    p?.resume();
+  }
+
+  /** Ends run() with `code` (a successor took over). */
+  finish(code: number): void {
+    this.finished = code;
+    this.ws?.close(1000, "worker runtime update");
+    this.resume();
+  }
 
   /** Runs until revoked; resolves with the exit status. */
   async run(): Promise<number> {
     for (let attempt = 0; ; ) {
+      if (this.paused) await this.paused.promise;
+      if (this.finished !== undefined) return this.finished;
       const outcome = await this.connectOnce();
+      if (this.finished !== undefined) return this.finished;
+      if (this.paused) continue;
       if (outcome.kind === "revoked") {
         this.options.status("Status: the controller revoked this worker; its identity is no longer accepted (enroll again with a new invite)");
         for (const ac of this.running.values()) ac.abort();
@@ -95,7 +162,7 @@ export class WorkerChannel {
             type: "hello",
             protocol: PROTOCOL_VERSION,
             boot_id: this.bootId,
-            runtime: { version: VERSION, build_digest: BUILD_DIGEST, bundle_sha256: bundleDigest() },
+            runtime: { version: VERSION, build_digest: BUILD_DIGEST, bundle_sha256: executingRuntime(this.options.root)?.sha256 ?? null },
             running: [...this.running.keys()],
             unacked: [...this.outbox.keys()],
             workdir: this.options.runtime.workdir,
@@ -127,16 +194,21 @@ export class WorkerChannel {
             this.maxFrame = frame.max_frame_bytes;
             this.options.status(`Status: connected to the controller as ${frame.name}`);
             for (const encoded of this.outbox.values()) this.send(encoded);
+            this.options.onWelcome?.();
             const limit = frame.heartbeat_s * 2500;
             watch = setInterval(() => {
               if (Date.now() - lastHeard > limit) ws.terminate();
             }, frame.heartbeat_s * 1000);
             break;
           }
+          case "runtime":
+            this.options.onRuntimeOffer?.(frame);
+            break;
           case "call":
             this.onCall(frame, body);
             break;
           case "cancel":
+            this.held?.delete(frame.id);
             this.running.get(frame.id)?.abort();
             break;
           case "ack":
@@ -157,6 +229,11 @@ export class WorkerChannel {
   }
 
   private onCall(call: Call, body?: Uint8Array): void {
+    if (this.held && !this.seen.has(call.id)) {
+      // Not run, so not seen: a successor with our boot id gets it again from the controller.
+      this.held.set(call.id, { call, ...(body ? { body } : {}) });
+      return;
+    }
     if (this.seen.has(call.id)) {
       // Already ran or runs: only its result may be missing on the other side.
       const out = this.outbox.get(call.id);
@@ -211,10 +288,4 @@ export class WorkerChannel {
       if (ws.readyState === WebSocket.OPEN) ws.send(encoded);
     })();
   }
-}
-
-/** The digest of the managed runtime this process was started from, when a launcher says so. */
-function bundleDigest(): string | null {
-  const v = process.env.LOCAL_SHELL_MCP_WORKER_RUNTIME_SHA256;
-  return v && /^[0-9a-f]{64}$/.test(v) ? v : null;
 }

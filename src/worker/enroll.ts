@@ -6,6 +6,7 @@ import { existsSync, readSync, realpathSync, statSync } from "node:fs";
 import { hostname, userInfo } from "node:os";
 import { resolve } from "node:path";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
+import { executingRuntime } from "./install.ts";
 import { type WorkerIdentity, workerPaths, writeIdentity } from "./layout.ts";
 import { workerCapabilities } from "./operations.ts";
 
@@ -87,8 +88,8 @@ function retryable(status: number): boolean {
 
 /** Registers with the controller; retries network trouble and 5xx a few times, never a 4xx. */
 export async function register(input: { server: string; invite: string; name: string | null; workdir: string; root: string; profileId: string }): Promise<WorkerIdentity> {
-  const bundle = process.env.LOCAL_SHELL_MCP_WORKER_RUNTIME_SHA256;
-  const bundleSha = bundle && /^[0-9a-f]{64}$/.test(bundle) ? bundle : null;
+  // A digest only for an installed runtime this process really runs from (spec 1.12).
+  const bundleSha = executingRuntime(input.root)?.sha256 ?? null;
   const body = JSON.stringify({
     invite: input.invite,
     name: input.name,

@@ -39,7 +39,7 @@ describe("remote sessions", () => {
     const o = await ctl.mcp.ok<Orientation>("session_start", { target: "remote", machine: "box", workdir: worker.workdir });
     sid = o.session_id;
     expect(o).toMatchObject({ target: "remote", machine: "box", workdir: worker.workdir, workspace_root: worker.workdir });
-    expect(o.environment.workspace).toMatchObject({ target: "remote", machine: "box", worker_runtime: { active: true, service_kind: "manual", service_status: "running" } });
+    expect(o.environment.workspace).toMatchObject({ target: "remote", machine: "box", worker_runtime: { active: true, bundle_version: null, service_kind: "manual", service_status: "running" } });
     expect(o.environment.capabilities!.remote_worker).toBe(true);
     expect(o.environment.capabilities!.http_transfer).toBe(false);
     // The worker runs with full control (its operator enrolled it to be driven).

@@ -128,7 +128,7 @@ export function createTestCa(ip: string): TestCa {
   };
 }
 
-/** Changes a response on its way to the worker: return new bytes, or undefined to pass it unchanged. */
+/** Changes a response on its way to the worker (served as 200): return new bytes, or undefined to pass it unchanged. */
 export type Rewrite = (pathAndQuery: string, body: Uint8Array) => Uint8Array | undefined;
 
 export interface TlsProxy {
@@ -139,6 +139,12 @@ export interface TlsProxy {
   rewrite: Rewrite | undefined;
   /** Paths (with query) requested through the proxy, in order. */
   requests: string[];
+  /**
+   * Sees each controller-to-worker WebSocket text frame: a string replaces it, null holds it back
+   * until releaseHeld(), undefined passes it on.
+   */
+  down: ((text: string) => string | null | undefined) | undefined;
+  releaseHeld(): void;
   stop(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }
@@ -153,11 +159,16 @@ interface Bridge {
 
 /** A TLS terminator on `host` forwarding plain HTTP and WebSocket traffic to `proxy.upstream`. */
 export function startTlsProxy(host: string, ca: TestCa): TlsProxy {
+  const held: [ServerWebSocket<Bridge>, string][] = [];
   const state: TlsProxy = {
     url: "",
     upstream: "",
     rewrite: undefined,
     requests: [],
+    down: undefined,
+    releaseHeld: () => {
+      for (const [ws, m] of held.splice(0)) if (ws.readyState === 1) ws.send(m);
+    },
     stop: async () => undefined,
     [Symbol.asyncDispose]: async () => undefined,
   };
@@ -194,7 +205,8 @@ export function startTlsProxy(host: string, ca: TestCa): TlsProxy {
       const body = new Uint8Array(await res.arrayBuffer());
       const changed = state.rewrite(target, body);
       if (changed) out.set("content-length", String(changed.length));
-      return new Response(changed ?? body, { status: res.status, headers: out });
+      // A rewritten answer is a success (a test serving a bundle the controller does not have).
+      return new Response(changed ?? body, { status: changed ? 200 : res.status, headers: out });
     },
     websocket: {
       maxPayloadLength: 64 * 1024 * 1024,
@@ -208,7 +220,12 @@ export function startTlsProxy(host: string, ca: TestCa): TlsProxy {
         upstream.onopen = () => {
           for (const m of ws.data.queue.splice(0)) upstream.send(m);
         };
-        upstream.onmessage = (ev) => ws.send(typeof ev.data === "string" ? ev.data : new Uint8Array(ev.data as ArrayBuffer));
+        upstream.onmessage = (ev) => {
+          if (typeof ev.data !== "string") return ws.send(new Uint8Array(ev.data as ArrayBuffer));
+          const changed = state.down?.(ev.data);
+          if (changed === null) held.push([ws, ev.data]);
+          else ws.send(changed ?? ev.data);
+        };
         upstream.onclose = (ev) => ws.close(ev.code >= 1000 && ev.code < 5000 && ev.code !== 1005 && ev.code !== 1006 ? ev.code : 1011, ev.reason);
         upstream.onerror = () => ws.close(1011, "upstream failed");
       },

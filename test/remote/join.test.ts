@@ -3,27 +3,38 @@
  * controller only through a TLS proxy at its off-loopback base_url. The script must download the
  * controller's own binary, verify it before anything from it runs, install it privately, and hand the
  * invite to the worker on stdin; a tampered bundle or a manifest naming another origin is refused.
- *
- * Until `worker connect` is merged in (another branch), the installed binary answers the final
- * `worker connect` with its own "Unknown command" error: that proves the script reached it with the
- * verified runtime. The lead extends this test after the merge.
+ * With a real invite the join ends in `worker connect`, which enrolls and serves the controller
+ * over the proxy's WebSocket; a remote session then runs on that host.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, needsRoot, startHttp, tempDir, type HttpServer, type TempDir } from "../helpers/harness.ts";
+import { binary, connectHttp, type McpHandle, needsRoot, startHttp, tempDir, type HttpServer, type TempDir } from "../helpers/harness.ts";
 import { createNetns, createTestCa, startTlsProxy, type Netns, type TestCa, type TlsProxy } from "../helpers/netns.ts";
-import { waitFor } from "../helpers/wait.ts";
+import { invite } from "../helpers/remote.ts";
+import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 const INVITE = "lsmcp_inv_TESTSECRETnotOnAnyCommandLine42";
 const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 const mode = (p: string) => (statSync(p).mode & 0o777).toString(8);
+
+/** Collects a stream's text as it arrives. */
+function collect(stream: ReadableStream<Uint8Array>): () => string {
+  let text = "";
+  const decoder = new TextDecoder();
+  void (async () => {
+    for await (const chunk of stream) text += decoder.decode(chunk);
+  })();
+  return () => text;
+}
 
 describe.skipIf(needsRoot("the join test builds a network namespace and a veth pair (ip netns)"))("join script on another host", () => {
   let ns: Netns;
   let ca: TestCa;
   let proxy: TlsProxy;
   let controller: HttpServer;
+  let mcp: McpHandle;
+  const issued: string[] = [];
   let dirs: TempDir[] = [];
   let digest: string;
   let wrappers: string;
@@ -41,6 +52,7 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
     proxy = startTlsProxy(ns.hostAddr, ca);
     controller = await startHttp({ workspace: dir(), state: dir(), env: { LOCAL_SHELL_MCP_BASE_URL: proxy.url } });
     proxy.upstream = controller.url;
+    mcp = await connectHttp(controller.url);
     // Built once per controller process; fetched here so the joins below do not wait for it.
     digest = ((await (await fetch(`${controller.url}/remote/worker-bundle.tgz?manifest=1`)).json()) as { sha256: string }).sha256;
     // Every curl the script runs leaves its argv here, so the test sees whether the invite was on one.
@@ -51,6 +63,7 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
   }, 300_000);
 
   afterAll(async () => {
+    await mcp?.close().catch(() => undefined);
     await controller?.stop();
     await proxy?.stop();
     await ns?.[Symbol.asyncDispose]();
@@ -59,71 +72,120 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
     dirs = [];
   });
 
-  /** The documented join command, run inside the namespace with the test CA trusted. */
-  function joinCommand(root: string, workdir: string, extra: string[] = []) {
-    const home = dir();
-    return ns.run(["bash", "-c", 'curl -fsSL --cacert "$CA" "$JOIN_URL" | bash -s -- "$@"', "join", "--invite", INVITE, "--workdir", workdir, ...extra], {
-      cwd: workdir,
-      env: {
-        PATH: `${wrappers}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
-        HOME: home,
-        CA: ca.caPath,
-        CURL_CA_BUNDLE: ca.caPath,
-        CURL_LOG: curlLog,
-        JOIN_URL: `${proxy.url}/join`,
-        LOCAL_SHELL_MCP_WORKER_STATE_DIR: root,
-      },
-    });
+  /**
+   * The join's environment inside the namespace: curl and the worker (Bun's TLS, which the `ws`
+   * client uses too, reads NODE_EXTRA_CA_CERTS) trust the test CA.
+   */
+  function joinEnv(root: string, home: string): Record<string, string> {
+    return {
+      PATH: `${wrappers}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin`,
+      HOME: home,
+      CA: ca.caPath,
+      CURL_CA_BUNDLE: ca.caPath,
+      NODE_EXTRA_CA_CERTS: ca.caPath,
+      CURL_LOG: curlLog,
+      JOIN_URL: `${proxy.url}/join`,
+      LOCAL_SHELL_MCP_WORKER_STATE_DIR: root,
+    };
   }
 
-  test("downloads, verifies and installs the controller's own binary, then starts worker connect", async () => {
+  /** The documented join command with an invite the controller never issued, run to completion. */
+  function joinCommand(root: string, workdir: string, extra: string[] = []) {
+    return ns.run(["bash", "-c", 'curl -fsSL --cacert "$CA" "$JOIN_URL" | bash -s -- "$@"', "join", "--invite", INVITE, "--workdir", workdir, ...extra], { cwd: workdir, env: joinEnv(root, dir()) });
+  }
+
+  test("the join installs the verified binary, enrolls and connects: a remote session runs there", async () => {
     const root = join(dir(), "worker");
     const workdir = dir();
-    const r = await joinCommand(root, workdir, ["--name", "box one"]);
-    const id = /^Worker profile: (p_[0-9a-f]{16})$/m.exec(r.stdout)?.[1];
-    expect(id).toBeDefined();
-    expect(r.stdout).toContain(`Reconnect with: ${root}/run ${id}\n`);
-    // The verified runtime ran `worker connect` (not part of this branch yet): its own refusal.
-    expect(r.stderr).toContain("Unknown command");
-    expect(r.stderr).toContain("connect");
-    expect(r.code).toBe(1);
+    const code = (await invite(mcp, { name: "box one" })).code;
+    issued.push(code);
+    const home = dir();
+    // The foreground join: the script execs `worker connect`, which serves until stopped.
+    const proc = Bun.spawn(ns.argv(["bash", "-c", 'curl -fsSL --cacert "$CA" "$JOIN_URL" | bash -s -- "$@"', "join", "--invite", code, "--workdir", workdir]), {
+      cwd: workdir,
+      env: joinEnv(root, home),
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const out = collect(proc.stdout);
+    const err = collect(proc.stderr);
+    try {
+      const id = await waitFor(() => /^Worker profile: (p_[0-9a-f]{16})$/m.exec(out())?.[1] ?? (proc.exitCode !== null ? Promise.reject(new Error(`join exited ${proc.exitCode}: ${err()}`)) : undefined), { timeoutMs: 60_000, what: "the join to install" });
+      expect(out()).toContain(`Reconnect with: ${root}/run ${id}\n`);
+      // The worker's `ws` client trusts the test CA through NODE_EXTRA_CA_CERTS (TLS checked).
+      await waitFor(() => err().includes("connected to the controller as box one") || (proc.exitCode !== null ? Promise.reject(new Error(`join exited ${proc.exitCode}: ${err()}`)) : undefined), { timeoutMs: 30_000, what: "the worker to connect" });
+      const enrolled = JSON.parse(out().split("\n").find((l) => l.startsWith("{"))!);
+      expect(enrolled).toEqual({ schema_version: 1, server: proxy.url, name: "box one", workdir, profile_id: id, enrolled: true });
+      const listed = await mcp.ok<{ data: { machines: Array<{ name: string; status: string; workdir: string }> } }>("remote_admin", { action: "list", args: {} });
+      expect(listed.data.machines.find((m) => m.name === "box one")).toMatchObject({ status: "online", workdir });
 
-    expect(readdirSync(join(root, "runtimes"))).toEqual([digest]);
-    const bin = join(root, "runtimes", digest, "local-shell-mcp");
-    expect(sha256(readFileSync(bin))).toBe(sha256(readFileSync(binary())));
-    const runtime = JSON.parse(readFileSync(join(root, "runtimes", digest, "runtime.json"), "utf8"));
-    expect(runtime).toMatchObject({ schema_version: 1, sha256: digest });
-    const profile = JSON.parse(readFileSync(join(root, "profiles", id!, "profile.json"), "utf8"));
-    expect(profile).toEqual({ schema_version: 1, profile_id: id, runtime_sha256: digest, runtime_version: runtime.bundle_version, server: proxy.url, name: "box one", workdir });
-    for (const [path, want] of [
-      [root, "700"],
-      [join(root, "profiles"), "700"],
-      [join(root, "profiles", id!), "700"],
-      [join(root, "profiles", id!, "profile.json"), "600"],
-      [join(root, "runtimes"), "700"],
-      [join(root, "runtimes", digest), "700"],
-      [join(root, "runtimes", digest, "runtime.json"), "600"],
-      [bin, "700"],
-      [join(root, "run"), "700"],
-      [join(root, "install.lock"), "600"],
-    ] as const) {
-      expect(`${path} ${mode(path)}`).toBe(`${path} ${want}`);
+      expect(readdirSync(join(root, "runtimes"))).toEqual([digest]);
+      const bin = join(root, "runtimes", digest, "local-shell-mcp");
+      expect(sha256(readFileSync(bin))).toBe(sha256(readFileSync(binary())));
+      const runtime = JSON.parse(readFileSync(join(root, "runtimes", digest, "runtime.json"), "utf8"));
+      expect(runtime).toMatchObject({ schema_version: 1, sha256: digest });
+      // The join wrote profile.json asking for no name (user@host); the invite bound "box one", and
+      // the worker rewrote its public profile with the name the controller assigned.
+      const profile = JSON.parse(readFileSync(join(root, "profiles", id, "profile.json"), "utf8"));
+      expect(profile).toEqual({ schema_version: 1, profile_id: id, runtime_sha256: digest, runtime_version: runtime.bundle_version, server: proxy.url, name: "box one", workdir });
+      // Its hello reported the profile and launcher: the controller can print how to restart it.
+      const rc = await mcp.ok<{ data: { machine: string; profile_id: string; command: string } }>("remote_admin", { action: "reconnect_command", args: { machine: "box one" } });
+      expect(rc.data).toEqual({ machine: "box one", profile_id: id, command: `${root}/run ${id}` });
+      for (const [path, want] of [
+        [root, "700"],
+        [join(root, "profiles"), "700"],
+        [join(root, "profiles", id), "700"],
+        [join(root, "profiles", id, "profile.json"), "600"],
+        [join(root, "profiles", id, "identity.json"), "600"],
+        [join(root, "runtimes"), "700"],
+        [join(root, "runtimes", digest), "700"],
+        [join(root, "runtimes", digest, "runtime.json"), "600"],
+        [bin, "700"],
+        [join(root, "run"), "700"],
+        [join(root, "install.lock"), "600"],
+      ] as const) {
+        expect(`${path} ${mode(path)}`).toBe(`${path} ${want}`);
+      }
+      // The worker process is the installed runtime; the invite is on its command line nowhere,
+      // and in no file (the worker keeps only its token).
+      const pids = Bun.spawnSync(["ip", "netns", "pids", ns.name]).stdout.toString().split(/\s+/).filter(Boolean);
+      const workerPid = pids.find((p) => {
+        try {
+          return readlinkSync(`/proc/${p}/exe`) === bin;
+        } catch {
+          return false;
+        }
+      });
+      expect(workerPid).toBeDefined();
+      const argv = readFileSync(`/proc/${workerPid}/cmdline`, "utf8").split("\0");
+      expect(argv.slice(1, 4)).toEqual(["worker", "connect", "--server"]);
+      expect(argv.join(" ")).not.toContain(code);
+      expect(Bun.spawnSync(["grep", "-rl", code, root, workdir, home]).stdout.toString()).toBe("");
+      expect(readFileSync(join(root, "profiles", id, "identity.json"), "utf8")).toMatch(/"token": "lsmcp_wk_/);
+
+      // A remote session on that worker: bash runs in the namespace and the result comes back.
+      const o = await mcp.ok<{ session_id: string; environment: { workspace: { worker_runtime: Record<string, unknown> } } }>("session_start", { target: "remote", machine: "box one", workdir });
+      // It runs from its installed copy, so its hello named that runtime's digest (bundle_version).
+      expect(o.environment.workspace.worker_runtime).toMatchObject({ active: true, worker_version: runtime.bundle_version, bundle_version: runtime.bundle_version });
+      const r = await mcp.ok<{ result: { exit_code: number; stdout: string } }>("bash", { session_id: o.session_id, command: "echo joined-$((6*7)); ip -4 -o addr show | grep -c " + ns.nsAddr });
+      expect(r.result).toMatchObject({ exit_code: 0, stdout: "joined-42\n1\n" });
+      // Connected, the worker still only dials out: nothing listens inside the namespace.
+      expect(pidAlive(Number(workerPid))).toBe(true);
+      expect((await ns.run(["ss", "-ltnuH"])).stdout.trim()).toBe("");
+
+      // `worker update` from that host goes through the same https origin and finds the runtime current.
+      const update = await ns.run([bin, "worker", "update", id], { env: { PATH: "/usr/bin:/bin", HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, NODE_EXTRA_CA_CERTS: ca.caPath } });
+      expect(update.stderr).toBe("");
+      expect(JSON.parse(update.stdout)).toEqual({ schema_version: 1, action: "update", updated: false, version: runtime.bundle_version, sha256: digest, service_restarted: false });
+      // Without trusting the CA the same update is refused (TLS is checked, not bypassed).
+      const untrusted = await ns.run([bin, "worker", "update", id], { env: { PATH: "/usr/bin:/bin", HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root } });
+      expect(untrusted.code).toBe(1);
+      expect(untrusted.stderr).toBe("Status: worker command failed: the controller could not be reached\n");
+    } finally {
+      proc.kill("SIGTERM");
+      await proc.exited;
     }
-    // No scratch or staging left behind, and the invite was written nowhere.
-    expect(readdirSync(root).sort()).toEqual(["install.lock", "profiles", "run", "runtimes"]);
-    expect(Bun.spawnSync(["grep", "-rl", INVITE, root]).stdout.toString()).toBe("");
-    // The worker only dials out: nothing listens inside the namespace.
-    expect((await ns.run(["ss", "-ltnuH"])).stdout.trim()).toBe("");
-
-    // `worker update` from that host goes through the same https origin (Bun trusts the test CA
-    // through NODE_EXTRA_CA_CERTS) and finds the runtime current.
-    const update = await ns.run([bin, "worker", "update", id!], { env: { PATH: "/usr/bin:/bin", HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, NODE_EXTRA_CA_CERTS: ca.caPath } });
-    expect(update.stderr).toBe("");
-    expect(JSON.parse(update.stdout)).toEqual({ schema_version: 1, action: "update", updated: false, version: runtime.bundle_version, sha256: digest, service_restarted: false });
-    // Without trusting the CA the same update is refused (TLS is checked, not bypassed).
-    const untrusted = await ns.run([bin, "worker", "update", id!], { env: { PATH: "/usr/bin:/bin", HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root } });
-    expect(untrusted.code).toBe(1);
-    expect(untrusted.stderr).toBe("Status: worker command failed: the controller could not be reached\n");
   }, 300_000);
 
   test("--background starts the worker under nohup logging to the profile, reusing the installed runtime", async () => {
@@ -135,7 +197,9 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
     const id = /^Worker profile: (p_[0-9a-f]{16})$/m.exec(r.stdout)![1]!;
     const log = join(root, "profiles", id, "worker.log");
     expect(r.stdout).toContain(`log ${log})`);
-    await waitFor(() => existsSync(log) && readFileSync(log, "utf8").includes("Unknown command"), { what: "the background worker's log" });
+    // The invite was never issued: the background worker's refusal lands in its log.
+    await waitFor(() => existsSync(log) && readFileSync(log, "utf8").includes("Status: worker command failed: "), { timeoutMs: 60_000, what: "the background worker's log" });
+    expect(readFileSync(log, "utf8")).not.toContain(INVITE);
     expect(mode(log)).toBe("600");
     expect(readdirSync(join(root, "profiles"))).toHaveLength(2);
     expect(readdirSync(join(root, "runtimes"))).toEqual([digest]);
@@ -144,7 +208,8 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
   test("the invite is never on a command line of curl", async () => {
     const lines = readFileSync(curlLog, "utf8").trim().split("\n");
     expect(lines.some((l) => l.includes("/remote/worker-bundle.tgz?sha256="))).toBe(true);
-    expect(lines.filter((l) => l.includes(INVITE))).toEqual([]);
+    expect(issued).toHaveLength(1);
+    expect(lines.filter((l) => [INVITE, ...issued].some((c) => l.includes(c)))).toEqual([]);
   });
 
   test("an existing identity is refused with the reconnect hint", async () => {
