@@ -65,8 +65,20 @@ describe("tui in tmux", () => {
     keys("3");
     await shows(shellId, "the shell on Shells");
 
-    keys("Enter");
-    await shows(`attached to ${shellId}`, "the attached terminal");
+    // A key pressed while a loaded machine is still drawing the list can be lost: press Enter again
+    // every few seconds until the terminal is attached (an extra Enter reaches the shell, harmlessly).
+    let pressed = 0;
+    await waitFor(
+      () => {
+        if (screen().includes(`attached to ${shellId}`)) return true;
+        if (Date.now() - pressed > 3000) {
+          keys("Enter");
+          pressed = Date.now();
+        }
+        return false;
+      },
+      { what: "the attached terminal", timeoutMs: 30_000 },
+    );
     keys("-l", "echo tui-hello-$((40+2))");
     keys("Enter");
     await shows("tui-hello-42", "the command's output on screen");
@@ -94,7 +106,8 @@ describe("tui in tmux", () => {
     // The shell outlives the TUI and its attachment.
     const shells = await mcp.ok<{ shells: Array<{ shell_id: string; status: string }> }>("list_persistent_shells", { session_id: sid });
     expect(shells.shells.find((s) => s.shell_id === shellId)?.status).toBe("running");
-  });
+    // Several screens each wait up to 30 s on a loaded machine; the whole walk gets its own bound.
+  }, 240_000);
 });
 
 describe("tui command", () => {
