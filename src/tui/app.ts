@@ -45,7 +45,7 @@ export async function runTui(target: TuiTarget): Promise<number> {
   const refresh = async () => {
     if (busy) return;
     try {
-      snap = await loadSnapshot(api);
+      snap = await loadSnapshot(api, screen === "Sessions");
       selected = Math.min(selected, Math.max(0, attachable(snap).length - 1));
       if (note.startsWith("refresh failed")) note = "";
     } catch (e) {
@@ -81,6 +81,7 @@ export async function runTui(target: TuiTarget): Promise<number> {
     renderer.keyInput.on("keypress", (key) => {
       if (busy) return;
       if (key.ctrl && key.name === "c") return quit(130);
+      const before = screen;
       const n = Number(key.name);
       if (Number.isInteger(n) && n >= 1 && n <= SCREENS.length) screen = SCREENS[n - 1]!;
       else if (key.name === "right" || key.name === "tab") screen = SCREENS[(SCREENS.indexOf(screen) + 1) % SCREENS.length]!;
@@ -92,6 +93,8 @@ export async function runTui(target: TuiTarget): Promise<number> {
       else if ((key.name === "return" || key.name === "enter" || key.name === "a") && screen === "Shells") return void attach();
       else return;
       draw();
+      // The Sessions screen shows todos, which the other screens' refreshes leave out.
+      if (screen === "Sessions" && before !== "Sessions") void refresh();
     });
   });
 }

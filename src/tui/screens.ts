@@ -58,7 +58,8 @@ export interface Snapshot {
 /** Todos are fetched for this many of the most recent sessions only (one request each). */
 const TODO_SESSIONS = 8;
 
-export async function loadSnapshot(api: UiApi): Promise<Snapshot> {
+/** One refresh. Todos cost a request per session, so they are fetched only for the Sessions screen. */
+export async function loadSnapshot(api: UiApi, withTodos = false): Promise<Snapshot> {
   const [boot, sessions, shells, jobs, audit] = await Promise.all([
     api.get<{ version: string; ui: { path: string } }>("bootstrap"),
     api.get<{ sessions: SessionRow[] }>("sessions"),
@@ -68,7 +69,7 @@ export async function loadSnapshot(api: UiApi): Promise<Snapshot> {
   ]);
   const todos = new Map<string, Todo[]>();
   await Promise.all(
-    sessions.sessions.slice(0, TODO_SESSIONS).map(async (s) => {
+    (withTodos ? sessions.sessions.slice(0, TODO_SESSIONS) : []).map(async (s) => {
       const t = await api.get<{ todos: Todo[] }>("todos", { session_id: s.session_id }).catch(() => ({ todos: [] }));
       todos.set(s.session_id, t.todos);
     }),
