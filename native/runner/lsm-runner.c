@@ -769,6 +769,34 @@ static void reset_dispositions(void)
  * child then only has to undo the runner's own SIGPIPE and SIGTTOU. */
 static int dispositions_clean;
 
+/* What the per-call runner and the server both are before they start anything:
+ * signals they collect synchronously blocked (returned in *set), a subreaper
+ * of what they start, and dead with `parent` (who must still be there once the
+ * parent-death signal is armed).  A dead stderr reader must not kill us
+ * mid-cleanup, and terminal handover (tcsetpgrp) must not stop us; a
+ * command's child resets both. */
+static void become_guardian(pid_t parent, sigset_t *set)
+{
+	set_disposition(SIGPIPE, SIG_IGN);
+	set_disposition(SIGTTOU, SIG_IGN);
+	/* Blocked before anything can send them: they stay pending and are
+	 * collected synchronously (sigtimedwait, or the server's signalfd). */
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGQUIT);
+	sigaddset(set, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, set, NULL) < 0)
+		unavailable("sigprocmask: %s", strerror(errno));
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		unavailable("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0)
+		unavailable("PR_SET_PDEATHSIG: %s", strerror(errno));
+	if (getppid() != parent) /* it died before PDEATHSIG was armed */
+		unavailable("parent exited during startup");
+}
+
 /* cg_procs: an open cgroup.procs of the command's group, or -1.  report: the
  * write end of a close-on-exec pipe on which a failed placement is told. */
 static void run_child(char **cmd, int take_tty, int cg_procs, int report)
@@ -931,29 +959,8 @@ static int supervise(const struct opts *o, char **cmd, pid_t parent)
 	int force_ppid = o->force_ppid, persist = o->persist;
 	self_pid = getpid();
 
-	/* A dead stderr reader must not kill us mid-cleanup, and terminal
-	 * handover (tcsetpgrp) must not stop us.  The child resets both. */
-	set_disposition(SIGPIPE, SIG_IGN);
-	set_disposition(SIGTTOU, SIG_IGN);
-
-	/* Blocked before anything can send them: they stay pending and are
-	 * collected synchronously with sigwaitinfo/sigtimedwait. */
 	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		unavailable("sigprocmask: %s", strerror(errno));
-
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-		unavailable("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
-	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0)
-		unavailable("PR_SET_PDEATHSIG: %s", strerror(errno));
-	if (getppid() != parent) /* it died before PDEATHSIG was armed */
-		unavailable("parent exited during startup");
+	become_guardian(parent, &set);
 
 	/* Only fall back for good if the kernel lacks the children file; any
 	 * other failure keeps both methods in play so errors get reported. */
@@ -1412,27 +1419,12 @@ static int serve(void)
 	pid_t parent = getppid();
 	self_pid = getpid();
 	reset_dispositions();
-	set_disposition(SIGPIPE, SIG_IGN);
-	set_disposition(SIGTTOU, SIG_IGN);
 	dispositions_clean = 1;
 	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	sigaddset(&set, SIGQUIT);
-	sigaddset(&set, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
-		unavailable("sigprocmask: %s", strerror(errno));
+	become_guardian(parent, &set);
 	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
 	if (sfd < 0)
 		unavailable("signalfd: %s", strerror(errno));
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
-		unavailable("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
-	if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0)
-		unavailable("PR_SET_PDEATHSIG: %s", strerror(errno));
-	if (getppid() != parent)
-		unavailable("parent exited during startup");
 	raise_priority();
 	reply('H', 0, "1", 1);
 	flush_replies();
