@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, invite, spawnWorker, startController, startWorker, type Worker } from "../helpers/remote.ts";
+import { type Controller, enrolWorker, invite, spawnWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 type List = { data: { machines: Array<{ name: string; status: string; profile_id: string | null; reconnect_command: string | null }> } };
@@ -98,7 +98,7 @@ describe("remote_admin lifecycle", () => {
   });
 
   test("revocation closes the channel at once, fails the call in flight, the worker exits 78 and its token is refused", async () => {
-    const w = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "doomed" })).code);
+    const w = await enrolWorker(ctl, "doomed");
     workers.push(w);
     const token = JSON.parse(readFileSync(join(w.root.path, "profiles", w.profile, "identity.json"), "utf8")).token as string;
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "doomed", workdir: w.workdir })).session_id;

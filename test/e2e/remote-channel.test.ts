@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, invite, spawnWorker, startController, startWorker, type Worker } from "../helpers/remote.ts";
+import { type Controller, enrolWorker, invite, spawnWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const LIMIT = 300_000;
@@ -25,7 +25,7 @@ describe("worker channel edges", () => {
     ws = tempDir();
     state = tempDir();
     ctl = await startController({ state: state.path, workspace: ws.path, args: ["--max-http-request-bytes", String(LIMIT), "--remote-max-concurrent-jobs", "2", "--remote-max-pending-jobs", "1"] });
-    worker = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "steady" })).code);
+    worker = await enrolWorker(ctl, "steady");
     // A second identity, used only by the raw clients below.
     const root = tempDir("lsm-worker-");
     const wd = tempDir("lsm-worker-wd-");

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, invite, startController, startWorker, type Worker } from "../helpers/remote.ts";
+import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 describe("concurrent calls on one worker", () => {
@@ -21,7 +21,7 @@ describe("concurrent calls on one worker", () => {
     ws = tempDir();
     state = tempDir();
     ctl = await startController({ state: state.path, workspace: ws.path });
-    worker = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "busy" })).code, { env: { LOCAL_SHELL_MCP_MAX_CONCURRENT_COMMANDS: "8" } });
+    worker = await enrolWorker(ctl, "busy", { env: { LOCAL_SHELL_MCP_MAX_CONCURRENT_COMMANDS: "8" } });
     sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "busy", workdir: worker.workdir })).session_id;
     writeFileSync(join(worker.workdir, "small.txt"), "hello\n");
   });

@@ -5,7 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, invite, spawnWorker, startController, startWorker, type Worker } from "../helpers/remote.ts";
+import { type Controller, enrolWorker, spawnWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 /** Calls must settle within the 10 s grace plus a loaded machine's slack. */
@@ -38,7 +38,7 @@ describe("remote failures", () => {
   });
 
   test("a stopped worker's machine fails with remote_worker_offline after the grace period, not a hang", async () => {
-    const w = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "sleepy" })).code);
+    const w = await enrolWorker(ctl, "sleepy");
     workers.push(w);
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "sleepy", workdir: w.workdir })).session_id;
     await w.stop();
@@ -61,7 +61,7 @@ describe("remote failures", () => {
   });
 
   test("kill -9 of the worker mid-call: without a restart the call fails remote_worker_offline; a restarted worker reports remote_worker_restarted", async () => {
-    const w = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "fragile" })).code);
+    const w = await enrolWorker(ctl, "fragile");
     workers.push(w);
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "fragile", workdir: w.workdir })).session_id;
     // An async job is a separate supervisor process: it outlives its worker.
@@ -101,7 +101,7 @@ describe("remote failures", () => {
   });
 
   test("kill -9 and restart of the controller: the worker reconnects by itself and the session keeps working", async () => {
-    const w = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "loyal" })).code);
+    const w = await enrolWorker(ctl, "loyal");
     workers.push(w);
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "loyal", workdir: w.workdir })).session_id;
     const job = (await ctl.mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 3; echo outlived-the-controller", async_: true })).result.job_id;

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, invite, startController, startWorker, type Worker } from "../helpers/remote.ts";
+import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 type List = { data: { machines: Array<{ name: string; status: string; offline_after_s: number }> } };
@@ -20,7 +20,7 @@ describe("channel heartbeats", () => {
     state = tempDir();
     // remote_poll_timeout_s=10 gives the shortest heartbeat, max(5, min(10/2, 30)) = 5 s.
     ctl = await startController({ state: state.path, workspace: ws.path, args: ["--remote-poll-timeout-s", "10"] });
-    worker = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "frozen" })).code);
+    worker = await enrolWorker(ctl, "frozen");
   });
   afterAll(async () => {
     worker.proc.kill("SIGCONT");

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, invite, startController, startWorker, type Worker } from "../helpers/remote.ts";
+import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 type Orientation = { session_id: string; target: string; machine: string | null; workdir: string; workspace_root: string; environment: Record<string, Record<string, unknown>> };
@@ -24,7 +24,7 @@ describe("remote sessions", () => {
     ws = tempDir();
     state = tempDir();
     ctl = await startController({ state: state.path, workspace: ws.path });
-    worker = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "box" })).code);
+    worker = await enrolWorker(ctl, "box");
     writeFileSync(join(worker.workdir, "notes.txt"), "alpha\nbeta\ngamma\n");
   });
   afterAll(async () => {

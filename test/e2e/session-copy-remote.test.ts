@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, invite, spawnWorker, startController, startWorker, type Worker } from "../helpers/remote.ts";
+import { type Controller, enrolWorker, spawnWorker, startController, type Worker } from "../helpers/remote.ts";
 import { bigFile, recordedBytes } from "../helpers/transfer.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
@@ -52,8 +52,8 @@ describe("session_copy with remote sessions", () => {
       // Frames of at most 2 MB: worker_rpc chunks of 4 MiB must be cut to fit (the gateway PUT is exempt).
       env: { LOCAL_SHELL_MCP_BASE_URL: `http://127.0.0.1:${port}`, LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(THRESHOLD), LOCAL_SHELL_MCP_MAX_HTTP_REQUEST_BYTES: "2000000" },
     });
-    wa = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "alpha" })).code);
-    wb = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "beta" })).code);
+    wa = await enrolWorker(ctl, "alpha");
+    wb = await enrolWorker(ctl, "beta");
     dirs.L = join(ws.path, "l");
     dirs.L2 = join(ws.path, "l2");
     dirs.A1 = join(wa.workdir, "one");

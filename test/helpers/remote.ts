@@ -119,3 +119,8 @@ export async function startWorker(server: string, code: string, opts: { name?: s
     },
   };
 }
+
+/** Invites a worker named `name` on `ctl` and starts it: the usual way a test gets a worker. */
+export async function enrolWorker(ctl: Controller, name: string, opts: { env?: Record<string, string>; workdir?: string } = {}): Promise<Worker> {
+  return startWorker(ctl.url, (await invite(ctl.mcp, { name })).code, opts);
+}
