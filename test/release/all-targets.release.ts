@@ -1,6 +1,6 @@
 /**
- * All six release archives (slow: six compiles; not in the default suite).
- * Run: LSM_RELEASE_ALL=1 bun test --timeout 600000 test/release/all-targets.test.ts
+ * All six release archives (slow: six compiles). Named `.release.ts` so the default suite does not
+ * collect it; run it on its own: bun test --timeout 600000 ./test/release/all-targets.release.ts
  * (LSM_RELEASE_OUT=DIR: test archives already built with `bun scripts/release.ts --out DIR`.)
  *
  * - every archive and SHA256SUMS verify;
@@ -21,8 +21,6 @@ import { runsInRoot } from "./checks.ts";
 import { inRoot, isRoot, killRootProcesses, makeRoot, unpackInto } from "./roots.ts";
 
 const recorded = parse(readFileSync(join(ROOT, "docs", "provenance.md"), "utf8"));
-const enabled = process.env.LSM_RELEASE_ALL === "1";
-if (!enabled) console.error("all-targets.test.ts: skipped (six compiles); run it with LSM_RELEASE_ALL=1");
 let dir: TempDir;
 let out: string;
 const unpack = (target: string): string => {
@@ -33,20 +31,17 @@ const unpack = (target: string): string => {
 };
 const helper = (cpu: string, name: string) => readFileSync(join(ROOT, "build", "native", cpu, name));
 
-// Slow by design (six compiles); enabled with LSM_RELEASE_ALL=1, documented in release/README.md.
 // LSM_RELEASE_OUT=DIR tests the archives already built there (bun scripts/release.ts --out DIR).
-if (enabled) {
-  beforeAll(() => {
-    dir = tempDir("lsm-release-all-");
-    out = process.env.LSM_RELEASE_OUT || join(dir.path, "out");
-    if (process.env.LSM_RELEASE_OUT) return;
-    const r = Bun.spawnSync([process.execPath, join(ROOT, "scripts", "release.ts"), "--out", out], { cwd: ROOT, stderr: "pipe" });
-    if (r.exitCode !== 0) throw new Error(`release.ts failed: ${r.stderr.toString().slice(-3000)}`);
-  }, 3_600_000);
-  afterAll(() => dir?.[Symbol.dispose]());
-}
+beforeAll(() => {
+  dir = tempDir("lsm-release-all-");
+  out = process.env.LSM_RELEASE_OUT || join(dir.path, "out");
+  if (process.env.LSM_RELEASE_OUT) return;
+  const r = Bun.spawnSync([process.execPath, join(ROOT, "scripts", "release.ts"), "--out", out], { cwd: ROOT, stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`release.ts failed: ${r.stderr.toString().slice(-3000)}`);
+}, 3_600_000);
+afterAll(() => dir?.[Symbol.dispose]());
 
-describe.skipIf(!enabled)("all six release archives", () => {
+describe("all six release archives", () => {
   test("six archives, each with its .sha256, all in SHA256SUMS, all verifying", () => {
     const archives = readdirSync(out).filter((f) => f.endsWith(".tar.gz")).sort();
     expect(archives).toEqual(TARGET_NAMES.map((t) => `local-shell-mcp-${pkg.version}-${t}.tar.gz`).sort());
@@ -130,7 +125,7 @@ function dynamicSymbols(file: string): { defined: Set<string>; undefinedStrong: 
 // The musl archives run where there is no glibc: an Alpine-like root with Debian's musl and a
 // static busybox (arm64 under qemu-user), once without the library (it must refuse to start and
 // say what is missing), then with lib/libstdc++.so.6 installed as QUICKSTART.txt says.
-describe.skipIf(!enabled)("musl archives in a musl-only root", () => {
+describe("musl archives in a musl-only root", () => {
   for (const [target, flavour] of [["linux-x64-musl", "musl-amd64"], ["linux-arm64-musl", "musl-arm64"]] as const) {
     // Root is needed to chroot into the musl root.
     test.skipIf(!isRoot)(`${target}: --version, MCP tools/list, contained bash, embedded tmux`, async () => {
