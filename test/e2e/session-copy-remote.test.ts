@@ -211,6 +211,28 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
     expect(leftovers(dirs.A2)).toEqual([]);
   }, 60_000);
 
+  test("job list on a remote session shows the worker's jobs and the controller's background copies into it", async () => {
+    const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "alpha", workdir: dirs.A1 })).session_id;
+    const shellJob = (await ctl.mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "echo on-worker", async_: true })).result.job_id;
+    writeFileSync(join(dirs.L, "listed.txt"), "listed\n");
+    const copyJob = (await ctl.mcp.ok<{ result: Job }>("session_copy", { src_session_id: s.L, src_path: "listed.txt", dst_session_id: sid, dst_path: "listed.txt", background: true })).result.job_id;
+    // Each poll goes where its job lives: the copy's to the controller, the shell job's to the worker.
+    expect((await ctl.mcp.ok<{ jobs: Job[] }>("job", { session_id: sid, poll: [copyJob], wait_s: 30 })).jobs[0]!.status).toBe("succeeded");
+    expect((await ctl.mcp.ok<{ jobs: Job[] }>("job", { session_id: sid, poll: [shellJob], wait_s: 30 })).jobs[0]!.status).toBe("succeeded");
+    type Listed = { operation: string; jobs: Array<{ job_id: string; kind: string; session_id: string; status: string }>; counts: Record<string, number>; message: string };
+    const listed = await ctl.mcp.ok<Listed>("job", { session_id: sid, list_jobs: true });
+    expect(listed.operation).toBe("list");
+    expect(listed.jobs.map((j) => ({ job_id: j.job_id, kind: j.kind, session_id: j.session_id, status: j.status }))).toEqual([
+      { job_id: shellJob, kind: "shell", session_id: sid, status: "succeeded" },
+      { job_id: copyJob, kind: "managed", session_id: sid, status: "succeeded" },
+    ]);
+    expect(listed.counts).toEqual({ succeeded: 2 });
+    // Only active jobs: none on either side, the counts still cover both.
+    const active = await ctl.mcp.ok<Listed>("job", { session_id: sid, list_jobs: true, include_finished: false });
+    expect(active.jobs).toEqual([]);
+    expect(active.counts).toEqual({ succeeded: 2 });
+  }, 60_000);
+
   test("kill -9 of the worker mid http_stream copy: nothing is published, the restarted worker resumes on job retry", async () => {
     bigFile(join(dirs.L, "huge.bin"), 200);
     const want = sha(join(dirs.L, "huge.bin"));
