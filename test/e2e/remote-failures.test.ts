@@ -35,7 +35,8 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
   test("an unknown machine fails at once with remote_machine_not_found", async () => {
     const t = performance.now();
     expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "ghost", workdir: "/tmp" })).toBe("remote_machine_not_found");
-    expect(performance.now() - t).toBeLessThan(SETTLE_MS);
+    // Nothing to wait for: the issue's bound is 10 s, this answers at once (3 s is load headroom).
+    expect(performance.now() - t).toBeLessThan(3000);
     expect(await ctl.mcp.fails("session_start", { target: "remote", workdir: "/tmp" })).toBe("invalid_arguments");
   });
 
@@ -55,6 +56,8 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     // Once the grace has passed, calls fail without waiting again.
     const t2 = performance.now();
     expect(await ctl.mcp.fails("read", { session_id: sid, path: "." })).toBe("remote_worker_offline");
+    // So does a new session on that machine. (At once in practice; 3 s is headroom for a loaded machine.)
+    expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "sleepy", workdir: w.workdir })).toBe("remote_worker_offline");
     expect(performance.now() - t2).toBeLessThan(3000);
     // Ending the session fails with the worker away, unless forced: then the controller lets go.
     expect(await ctl.mcp.fails("session_end", { session_id: sid })).toBe("remote_worker_offline");
