@@ -13,6 +13,17 @@ import { binary, connectHttp, type McpHandle, serverEnv, stopStateLeftovers, tem
 import { type ControllerAddress, createControllerAddress, createNetns, createTestCa, type Netns, startTlsProxy, type TestCa, type TlsProxy } from "./netns.ts";
 import { waitFor } from "./wait.ts";
 
+/** Controllers and workers still running: killed when the test process exits, whatever happened. */
+const live = new Set<Bun.Subprocess>();
+process.on("exit", () => {
+  for (const p of live) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+});
+function track(proc: Bun.Subprocess): Bun.Subprocess {
+  live.add(proc);
+  void proc.exited.then(() => live.delete(proc));
+  return proc;
+}
+
 /** Collects a stream's text as it arrives. */
 function collect(stream: ReadableStream<Uint8Array>): () => string {
   let text = "";
@@ -96,10 +107,10 @@ export interface Controller {
 export async function startController(opts: { state: string; workspace: string; port?: number; env?: Record<string, string>; args?: string[]; net?: boolean | RemoteNet }): Promise<Controller> {
   const net = opts.net === true ? createRemoteNet() : opts.net || undefined;
   try {
-    const proc = Bun.spawn(
+    const proc = track(Bun.spawn(
       [binary(), "serve", "--mode", "mcp", "--auth-mode", "none", "--host", "127.0.0.1", "--port", String(opts.port ?? 0), "--workspace-root", opts.workspace, "--state-dir", opts.state, ...(opts.args ?? [])],
       { env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...(net ? { LOCAL_SHELL_MCP_BASE_URL: net.proxy.url } : {}), ...opts.env }), stdin: "ignore", stdout: "ignore", stderr: "pipe" },
-    );
+    )) as Bun.Subprocess<"ignore", "ignore", "pipe">;
     const stderr = collect(proc.stderr);
     const url = await waitFor(() => /listening on (http:\/\/[^\s]+)\/mcp/.exec(stderr())?.[1] ?? (proc.exitCode !== null ? Promise.reject(new Error(`controller exited: ${stderr()}`)) : undefined), {
       timeoutMs: 20_000,
@@ -176,6 +187,7 @@ export function spawnWorker(opts: { server: string; invite?: string; workdir: st
     stderr: "pipe",
     cwd: opts.workdir,
   });
+  track(proc);
   proc.stdin.write(`${opts.invite ?? ""}\n`);
   proc.stdin.end();
   return { proc, stdout: collect(proc.stdout), stderr: collect(proc.stderr) };
