@@ -40,7 +40,9 @@ interface Owned {
 
 function startTime(pid: number): string | null {
   try {
-    return readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[19]!;
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // After the command name, which may itself hold ") ".
+    return stat.slice(stat.lastIndexOf(") ") + 2).split(" ")[19] ?? null;
   } catch {
     return null;
   }
