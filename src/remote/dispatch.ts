@@ -237,6 +237,29 @@ function controllerJobs(ctx: ToolContext, rec: SessionRecord, args: Record<strin
   return ids.every((id) => typeof id === "string" && ours.has(id));
 }
 
+type JobRow = { created_at: number };
+type JobList = { jobs: JobRow[]; counts: Record<string, number>; message: string | null };
+
+/** `job` without poll, cancel or retry: the list action. */
+function isJobList(args: Record<string, unknown>): boolean {
+  return [args.poll, args.cancel, args.retry].every((v) => v === null || v === undefined);
+}
+
+/**
+ * Lists a remote session's jobs: the worker's, plus the managed jobs this controller runs under the
+ * session (background `session_copy` into it), which the worker knows nothing about.
+ */
+async function listRemoteJobs(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, rec: SessionRecord, args: Record<string, unknown>, limitMs: number): Promise<unknown> {
+  const remote = (await forward(manager, def, ctx, rec, args, limitMs)) as JobList;
+  const local = (await def.run(ctx, { ...args, session_id: rec.session_id } as never)) as JobList;
+  const localTotal = Object.values(local.counts).reduce((a, b) => a + b, 0);
+  if (localTotal === 0) return remote;
+  const counts = { ...remote.counts };
+  for (const [status, n] of Object.entries(local.counts)) counts[status] = (counts[status] ?? 0) + n;
+  const jobs = [...remote.jobs, ...local.jobs].sort((a, b) => a.created_at - b.created_at);
+  return { ...remote, jobs, counts, message: local.message };
+}
+
 /** The registry route that sends remote-session calls to their worker. */
 export function remoteCallRoute(manager: RemoteManager): CallRoute {
   return (def, ctx, input, limitMs) => {
@@ -253,6 +276,7 @@ export function remoteCallRoute(manager: RemoteManager): CallRoute {
     }
     if (rec.target !== "remote") return undefined;
     if (def.name === "job" && controllerJobs(ctx, rec, args)) return undefined;
+    if (def.name === "job" && isJobList(args)) return listRemoteJobs(manager, def, ctx, rec, args, limitMs);
     return forward(manager, def, ctx, rec, args, limitMs);
   };
 }

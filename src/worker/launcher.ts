@@ -3,10 +3,15 @@
  * through it; it holds no secret, URL or name. It derives the state root from its own location,
  * reads the profile's runtime digest from profile.json, checks that runtime is installed, and execs
  * that runtime's `worker run <profile_id>`, which reads the identity inside the worker process.
+ *
+ * Under launchd (the plist sets LOCAL_SHELL_MCP_WORKER_SERVICE_KIND=launchd) it stays the parent
+ * instead: launchd has no RestartPreventExitStatus, so the plist restarts only an unsuccessful exit
+ * (KeepAlive SuccessfulExit=false) and the launcher reports a revoked worker (78) as a success,
+ * and any other end, a clean one included (an update's handover), as a failure to restart.
  */
 import { readFileSync } from "node:fs";
 import { writeFileAtomic } from "../store/atomic.ts";
-import { workerPaths } from "./layout.ts";
+import { EXIT_REVOKED, workerPaths } from "./layout.ts";
 
 export const LAUNCHER_SCRIPT = `#!/usr/bin/env bash
 # local-shell-mcp worker launcher: run <profile_id>. Generated; rewritten by installs and updates.
@@ -27,7 +32,21 @@ if [ ! -f "$root/runtimes/$digest/runtime.json" ] || [ ! -x "$bin" ]; then
   exit 1
 fi
 export LOCAL_SHELL_MCP_WORKER_STATE_DIR="$root"
-exec "$bin" worker run "$id"
+[ "\${LOCAL_SHELL_MCP_WORKER_SERVICE_KIND:-}" = launchd ] || exec "$bin" worker run "$id"
+"$bin" worker run "$id" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null || true' TERM INT HUP
+status=0
+while :; do
+  wait "$child" && status=0 || status=$?
+  kill -0 "$child" 2>/dev/null || break
+done
+if [ "$status" = ${EXIT_REVOKED} ]; then
+  echo "local-shell-mcp worker: profile $id was revoked; launchd will not start it again" >&2
+  exit 0
+fi
+[ "$status" != 0 ] || status=1
+exit "$status"
 `;
 
 /** Writes `<root>/run` (0700) when it is missing or differs; returns its path. */

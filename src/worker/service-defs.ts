@@ -12,6 +12,8 @@ import { EXIT_REVOKED, WORKER_STATE_ENV } from "./layout.ts";
 export const SYSTEMD_UNIT = "local-shell-mcp-worker.service";
 export const LAUNCHD_LABEL = "com.fwerkor.local-shell-mcp-worker";
 export const MANAGED_ENV = "LOCAL_SHELL_MCP_WORKER_MANAGED";
+/** Which manager runs the worker: its hello reports it (`service_kind`), and the launcher acts on launchd. */
+export const SERVICE_KIND_ENV = "LOCAL_SHELL_MCP_WORKER_SERVICE_KIND";
 
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
@@ -63,6 +65,7 @@ export function systemdUnit(t: ServiceTarget): string {
     `WorkingDirectory=${systemdPath(t.workdir, "workdir")}`,
     `Environment=${systemdQuote(`${WORKER_STATE_ENV}=${t.root}`, "state root")}`,
     `Environment=${systemdQuote(`${MANAGED_ENV}=1`, "environment")}`,
+    `Environment=${systemdQuote(`${SERVICE_KIND_ENV}=systemd`, "environment")}`,
     "Restart=always",
     "RestartSec=5",
     // A revoked worker exits with this status; restarting it could only fail again.
@@ -112,8 +115,10 @@ function plistValue(value: PlistValue, indent: string, what: string): string[] {
 export function launchdPlist(t: ServiceTarget, domainPath: string | undefined): string {
   const log = launchdLogPath(t.root);
   const body: PlistValue = {
-    EnvironmentVariables: { [WORKER_STATE_ENV]: t.root, [MANAGED_ENV]: "1", PATH: launchdPath(t.root, domainPath) },
-    KeepAlive: true,
+    EnvironmentVariables: { [WORKER_STATE_ENV]: t.root, [MANAGED_ENV]: "1", [SERVICE_KIND_ENV]: "launchd", PATH: launchdPath(t.root, domainPath) },
+    // No RestartPreventExitStatus in launchd: restart only unsuccessful exits, and the launcher
+    // (seeing SERVICE_KIND_ENV) turns a revoked worker's 78 into a success, every other end into a failure.
+    KeepAlive: { SuccessfulExit: false },
     Label: LAUNCHD_LABEL,
     ProcessType: "Background",
     ProgramArguments: [join(t.root, "run"), t.profileId],

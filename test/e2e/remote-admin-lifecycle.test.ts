@@ -2,11 +2,13 @@
  * The lifecycle remote_admin manages, through the compiled binary: invites that outlive a
  * controller restart or expire, rename, reconnect_command, and revocation (the channel closes at
  * once, in-flight calls fail, the worker exits 78 and its token is refused before any upgrade).
+ * The revoked worker runs on "another host" (its own network namespace, through the TLS proxy at
+ * base_url), so the close travels the same way a real one does; the rest stays on loopback.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { IS_ROOT, needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, enrolWorker, invite, spawnWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -23,11 +25,11 @@ describe("remote_admin lifecycle", () => {
   beforeAll(async () => {
     ws = tempDir();
     state = tempDir();
-    ctl = await startController({ state: state.path, workspace: ws.path });
+    ctl = await startController({ state: state.path, workspace: ws.path, net: IS_ROOT });
   });
   afterAll(async () => {
     for (const w of workers) await w.stop();
-    await ctl.stop();
+    await ctl?.dispose();
     for (const d of [...workers.map((w) => w.root), ...dirs, ws, state]) d[Symbol.dispose]();
   });
 
@@ -46,7 +48,7 @@ describe("remote_admin lifecycle", () => {
     // TTLs are clamped to [60, 86400].
     expect(expiring.ttl_s).toBe(60);
     await ctl.stop();
-    ctl = await startController({ state: state.path, workspace: ws.path });
+    ctl = await startController({ state: state.path, workspace: ws.path, net: ctl.net });
     const r = await enroll(kept.code);
     expect(r.exit).toBe(0);
     expect(JSON.parse(r.stdout)).toMatchObject({ name: "survivor", enrolled: true });
@@ -97,8 +99,8 @@ describe("remote_admin lifecycle", () => {
     expect(await ctl.mcp.fails("remote_admin", { action: "rename", args: { machine: "nobody", new_name: "x" } })).toBe("remote_machine_not_found");
   });
 
-  test("revocation closes the channel at once, fails the call in flight, the worker exits 78 and its token is refused", async () => {
-    const w = await enrolWorker(ctl, "doomed");
+  test.skipIf(needsRoot("the revoked worker runs in its own network namespace (ip netns, veth)"))("revocation closes the channel at once, fails the call in flight, the worker exits 78 and its token is refused", async () => {
+    const w = await enrolWorker(ctl, "doomed", { netns: true });
     workers.push(w);
     const token = JSON.parse(readFileSync(join(w.root.path, "profiles", w.profile, "identity.json"), "utf8")).token as string;
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "doomed", workdir: w.workdir })).session_id;

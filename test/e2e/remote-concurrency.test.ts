@@ -1,16 +1,17 @@
 /**
  * One worker runs many calls at once over its single channel (the Python worker ran one job at a
  * time): concurrent sleeps overlap, a read answers during a long command, and a cancelled remote
- * command leaves no process behind.
+ * command leaves no process behind. The worker runs on "another host" (its own network namespace,
+ * through the TLS proxy at base_url), so the bounds include a real link and a TLS hop.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
-describe("concurrent calls on one worker", () => {
+describe.skipIf(needsRoot("the worker runs in its own network namespace (ip netns, veth)"))("concurrent calls on one worker", () => {
   let ws: TempDir;
   let state: TempDir;
   let ctl: Controller;
@@ -20,15 +21,15 @@ describe("concurrent calls on one worker", () => {
   beforeAll(async () => {
     ws = tempDir();
     state = tempDir();
-    ctl = await startController({ state: state.path, workspace: ws.path });
-    worker = await enrolWorker(ctl, "busy", { env: { LOCAL_SHELL_MCP_MAX_CONCURRENT_COMMANDS: "8" } });
+    ctl = await startController({ state: state.path, workspace: ws.path, net: true });
+    worker = await enrolWorker(ctl, "busy", { netns: true, env: { LOCAL_SHELL_MCP_MAX_CONCURRENT_COMMANDS: "8" } });
     sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "busy", workdir: worker.workdir })).session_id;
     writeFileSync(join(worker.workdir, "small.txt"), "hello\n");
   });
   afterAll(async () => {
-    await worker.stop();
-    await ctl.stop();
-    for (const d of [worker.root, ws, state]) d[Symbol.dispose]();
+    await worker?.stop();
+    await ctl?.dispose();
+    for (const d of [worker?.root, ws, state]) d?.[Symbol.dispose]();
   });
 
   test("8 concurrent `sleep 1` finish together, not one after another", async () => {
@@ -74,7 +75,10 @@ describe("concurrent calls on one worker", () => {
     abort.abort();
     await call.catch(() => undefined);
     await waitFor(() => !pidAlive(pid), { timeoutMs: 20_000, what: "the cancelled sleep to be gone" });
-    console.log(`remote cancel: sleeper gone after ${Math.round(performance.now() - cancelledAt)} ms`);
+    const gone = performance.now() - cancelledAt;
+    console.log(`remote cancel: sleeper gone after ${Math.round(gone)} ms`);
+    // The issue asks for no process within 2 s; 6 s is the headroom for a loaded 2-core machine.
+    expect(gone).toBeLessThan(6000);
     // The worker still serves the session afterwards.
     expect((await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo alive" })).result.stdout).toBe("alive\n");
   });

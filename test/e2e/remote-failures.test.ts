@@ -1,17 +1,19 @@
 /**
  * What callers see when workers or the controller fail, through the compiled binary: stable
  * errors within the grace period (never a hang), a worker that reconnects by itself after the
- * controller is killed and restarted, and a restarted worker's lost call reported as such.
+ * controller is killed and restarted, and a restarted worker's lost call reported as such. Each
+ * worker runs on "another host" (its own network namespace, through the TLS proxy at base_url);
+ * the proxy stays up while the controller behind it is killed and started again.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, enrolWorker, spawnWorker, startController, type Worker } from "../helpers/remote.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
+import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 /** Calls must settle within the 10 s grace plus a loaded machine's slack. */
 const SETTLE_MS = 20_000;
 
-describe("remote failures", () => {
+describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns, veth)"))("remote failures", () => {
   let ws: TempDir;
   let state: TempDir;
   let ctl: Controller;
@@ -21,24 +23,25 @@ describe("remote failures", () => {
   beforeAll(async () => {
     ws = tempDir();
     state = tempDir();
-    ctl = await startController({ state: state.path, workspace: ws.path });
+    ctl = await startController({ state: state.path, workspace: ws.path, net: true });
   });
   afterAll(async () => {
     for (const p of extra) if (p.proc.exitCode === null) p.proc.kill("SIGKILL");
     for (const w of workers) await w.stop();
-    await ctl.stop();
+    await ctl?.dispose();
     for (const d of [...workers.map((w) => w.root), ws, state]) d[Symbol.dispose]();
   });
 
   test("an unknown machine fails at once with remote_machine_not_found", async () => {
     const t = performance.now();
     expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "ghost", workdir: "/tmp" })).toBe("remote_machine_not_found");
-    expect(performance.now() - t).toBeLessThan(SETTLE_MS);
+    // Nothing to wait for: the issue's bound is 10 s, this answers at once (3 s is load headroom).
+    expect(performance.now() - t).toBeLessThan(3000);
     expect(await ctl.mcp.fails("session_start", { target: "remote", workdir: "/tmp" })).toBe("invalid_arguments");
   });
 
   test("a stopped worker's machine fails with remote_worker_offline after the grace period, not a hang", async () => {
-    const w = await enrolWorker(ctl, "sleepy");
+    const w = await enrolWorker(ctl, "sleepy", { netns: true });
     workers.push(w);
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "sleepy", workdir: w.workdir })).session_id;
     await w.stop();
@@ -53,6 +56,8 @@ describe("remote failures", () => {
     // Once the grace has passed, calls fail without waiting again.
     const t2 = performance.now();
     expect(await ctl.mcp.fails("read", { session_id: sid, path: "." })).toBe("remote_worker_offline");
+    // So does a new session on that machine. (At once in practice; 3 s is headroom for a loaded machine.)
+    expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "sleepy", workdir: w.workdir })).toBe("remote_worker_offline");
     expect(performance.now() - t2).toBeLessThan(3000);
     // Ending the session fails with the worker away, unless forced: then the controller lets go.
     expect(await ctl.mcp.fails("session_end", { session_id: sid })).toBe("remote_worker_offline");
@@ -61,7 +66,7 @@ describe("remote failures", () => {
   });
 
   test("kill -9 of the worker mid-call: without a restart the call fails remote_worker_offline; a restarted worker reports remote_worker_restarted", async () => {
-    const w = await enrolWorker(ctl, "fragile");
+    const w = await enrolWorker(ctl, "fragile", { netns: true });
     workers.push(w);
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "fragile", workdir: w.workdir })).session_id;
     // An async job is a separate supervisor process: it outlives its worker.
@@ -75,18 +80,18 @@ describe("remote failures", () => {
     expect(performance.now() - t).toBeLessThan(SETTLE_MS);
 
     // Started again from its stored identity: a call in flight during the crash is reported lost.
-    const again = spawnWorker({ server: ctl.url, workdir: w.workdir, root: w.root.path, profile: w.profile, mode: "run" });
+    const again = w.respawn();
     extra.push(again);
     await waitFor(() => again.stderr().includes("connected to the controller as fragile"), { what: "the restarted worker to connect" });
     // One worker per profile: a second one is refused by worker.lock.
-    const twin = spawnWorker({ server: ctl.url, workdir: w.workdir, root: w.root.path, profile: w.profile, mode: "run" });
+    const twin = w.respawn();
     await twin.proc.exited;
     expect(twin.proc.exitCode).toBe(1);
     expect(twin.stderr()).toContain(`another worker already runs profile ${w.profile}`);
     call = ctl.mcp.call("bash", { session_id: sid, command: "sleep 30", timeout_s: 60 });
     await Bun.sleep(300);
     again.proc.kill("SIGKILL");
-    const third = spawnWorker({ server: ctl.url, workdir: w.workdir, root: w.root.path, profile: w.profile, mode: "run" });
+    const third = w.respawn();
     extra.push(third);
     t = performance.now();
     const restarted = await call;
@@ -101,14 +106,16 @@ describe("remote failures", () => {
   });
 
   test("kill -9 and restart of the controller: the worker reconnects by itself and the session keeps working", async () => {
-    const w = await enrolWorker(ctl, "loyal");
+    const w = await enrolWorker(ctl, "loyal", { netns: true });
     workers.push(w);
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "loyal", workdir: w.workdir })).session_id;
     const job = (await ctl.mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 3; echo outlived-the-controller", async_: true })).result.job_id;
     const port = ctl.port;
+    const net = ctl.net;
     await ctl.stop("SIGKILL");
     await waitFor(() => w.stderr().includes("reconnecting"), { what: "the worker to notice" });
-    ctl = await startController({ state: state.path, workspace: ws.path, port });
+    // Same port behind the same proxy: the worker's base_url is unchanged.
+    ctl = await startController({ state: state.path, workspace: ws.path, port, net });
     await waitFor(() => w.stderr().split("connected to the controller as loyal").length >= 3, { timeoutMs: 60_000, what: "the worker to reconnect by itself" });
     const r = await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo back" });
     expect(r.result.stdout).toBe("back\n");

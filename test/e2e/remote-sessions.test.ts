@@ -1,19 +1,20 @@
 /**
  * A remote session runs every session-bound tool on the worker's host: bash (sync and async),
  * jobs, persistent shells, read/edit/patch/search. Controller and worker are separate processes of
- * the compiled binary; the worker's workdir is a directory only it was told about.
+ * the compiled binary; the worker runs on "another host" (its own network namespace, reaching the
+ * controller only through the https base_url), and its workdir is a directory only it was told about.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 type Orientation = { session_id: string; target: string; machine: string | null; workdir: string; workspace_root: string; environment: Record<string, Record<string, unknown>> };
 type Bash = { mode: string; cwd: string; result: { exit_code: number; stdout: string; job_id?: string; shell_id?: string } };
 
-describe("remote sessions", () => {
+describe.skipIf(needsRoot("the worker runs in its own network namespace (ip netns, veth)"))("remote sessions", () => {
   let ws: TempDir;
   let state: TempDir;
   let ctl: Controller;
@@ -23,14 +24,14 @@ describe("remote sessions", () => {
   beforeAll(async () => {
     ws = tempDir();
     state = tempDir();
-    ctl = await startController({ state: state.path, workspace: ws.path });
-    worker = await enrolWorker(ctl, "box");
+    ctl = await startController({ state: state.path, workspace: ws.path, net: true });
+    worker = await enrolWorker(ctl, "box", { netns: true });
     writeFileSync(join(worker.workdir, "notes.txt"), "alpha\nbeta\ngamma\n");
   });
   afterAll(async () => {
-    await worker.stop();
-    await ctl.stop();
-    worker.root[Symbol.dispose]();
+    await worker?.stop();
+    await ctl?.dispose();
+    worker?.root[Symbol.dispose]();
     ws[Symbol.dispose]();
     state[Symbol.dispose]();
   });
@@ -41,7 +42,8 @@ describe("remote sessions", () => {
     expect(o).toMatchObject({ target: "remote", machine: "box", workdir: worker.workdir, workspace_root: worker.workdir });
     expect(o.environment.workspace).toMatchObject({ target: "remote", machine: "box", worker_runtime: { active: true, bundle_version: null, service_kind: "manual", service_status: "running" } });
     expect(o.environment.capabilities!.remote_worker).toBe(true);
-    expect(o.environment.capabilities!.http_transfer).toBe(false);
+    // base_url is the https origin and the worker speaks the gateway: transfers may use it.
+    expect(o.environment.capabilities!.http_transfer).toBe(true);
     // The worker runs with full control (its operator enrolled it to be driven).
     expect(o.environment.policy!.full_control).toBe(true);
     // The controller's own session record names the worker's session; the worker has its own.
@@ -51,13 +53,16 @@ describe("remote sessions", () => {
     expect(existsSync(join(worker.root.path, "profiles", worker.profile, "state", "sessions", rec.worker_session_id, "session.json"))).toBe(true);
   });
 
-  test("bash runs on the worker, in its workdir", async () => {
-    const r = await ctl.mcp.ok<Bash>("bash", { session_id: sid, command: "pwd; echo $LOCAL_SHELL_MCP_WORKER_STATE_DIR" });
+  test("bash runs on the worker, in its workdir, on its host", async () => {
+    const r = await ctl.mcp.ok<Bash>("bash", { session_id: sid, command: "pwd; echo $LOCAL_SHELL_MCP_WORKER_STATE_DIR; ip -4 -o addr show scope global | awk '{print $4}'" });
     expect(r.mode).toBe("command");
     expect(r.result.exit_code).toBe(0);
-    expect(r.result.stdout.split("\n")[0]).toBe(worker.workdir);
+    const [pwd, stateDir, ...addrs] = r.result.stdout.trimEnd().split("\n");
+    expect(pwd).toBe(worker.workdir);
     // The worker's own LOCAL_SHELL_MCP_* environment (where its identity lives) is not passed on.
-    expect(r.result.stdout.split("\n")[1] ?? "").toBe("");
+    expect(stateDir).toBe("");
+    // It ran in the worker's namespace: the only address there is the private link's.
+    expect(addrs).toEqual([`${worker.ns!.nsAddr}/30`]);
     // The worker records the call in its own audit log, as transport "worker".
     const workerAudit = join(worker.root.path, "profiles", worker.profile, "state", "audit_log", "audit.jsonl");
     await waitFor(() => existsSync(workerAudit) && readFileSync(workerAudit, "utf8").includes('"transport":"worker"'), { what: "the worker's audit record" });

@@ -1,14 +1,16 @@
 /**
  * session_copy with remote sessions, through the compiled binary: one controller (`serve` on
- * loopback, base_url = its own URL so http_stream is possible) and two workers. Every route, files
- * and directories, the worker_rpc / http_stream / same_worker transports, overwrite=false at commit,
- * and a background http_stream copy whose worker is killed mid-copy and resumed by `job retry`.
+ * loopback behind a TLS proxy on a private address: base_url is that https origin, so http_stream
+ * is possible) and two workers, each on "another host" (its own network namespace and veth pair,
+ * reaching only the controller's address; never each other). Every route, files and directories,
+ * the worker_rpc / http_stream / same_worker transports, overwrite=false at commit, and a
+ * background http_stream copy whose worker is killed mid-copy and resumed by `job retry`.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { type Controller, enrolWorker, spawnWorker, startController, type Worker } from "../helpers/remote.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
+import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { bigFile, recordedBytes } from "../helpers/transfer.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
@@ -21,15 +23,7 @@ const THRESHOLD = 8 << 20;
 const sha = (p: string) => new Bun.CryptoHasher("sha256").update(readFileSync(p)).digest("hex");
 const leftovers = (d: string) => readdirSync(d).filter((n) => n.includes(".local-shell-mcp-transfer-"));
 
-/** A file of `mib` MiB whose every MiB differs (a misplaced chunk changes the digest). */
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
-
-describe("session_copy with remote sessions", () => {
+describe.skipIf(needsRoot("the workers run in their own network namespaces (ip netns, veth)"))("session_copy with remote sessions", () => {
   let ws: TempDir;
   let state: TempDir;
   let ctl: Controller;
@@ -44,16 +38,18 @@ describe("session_copy with remote sessions", () => {
   beforeAll(async () => {
     ws = tempDir("lsm-rcopy-");
     state = tempDir("lsm-rcopy-state-");
-    const port = await freePort();
     ctl = await startController({
       state: state.path,
       workspace: ws.path,
-      port,
+      net: true,
       // Frames of at most 2 MB: worker_rpc chunks of 4 MiB must be cut to fit (the gateway PUT is exempt).
-      env: { LOCAL_SHELL_MCP_BASE_URL: `http://127.0.0.1:${port}`, LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(THRESHOLD), LOCAL_SHELL_MCP_MAX_HTTP_REQUEST_BYTES: "2000000" },
+      env: { LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(THRESHOLD), LOCAL_SHELL_MCP_MAX_HTTP_REQUEST_BYTES: "2000000" },
     });
-    wa = await enrolWorker(ctl, "alpha");
-    wb = await enrolWorker(ctl, "beta");
+    wa = await enrolWorker(ctl, "alpha", { netns: true });
+    wb = await enrolWorker(ctl, "beta", { netns: true });
+    // Two hosts: neither worker has a route to the other's address, only to the controller's.
+    expect((await wa.ns!.run(["ip", "route", "get", wb.ns!.nsAddr])).stderr).toContain("unreachable");
+    expect((await wb.ns!.run(["ip", "route", "get", wa.ns!.nsAddr])).stderr).toContain("unreachable");
     dirs.L = join(ws.path, "l");
     dirs.L2 = join(ws.path, "l2");
     dirs.A1 = join(wa.workdir, "one");
@@ -73,7 +69,7 @@ describe("session_copy with remote sessions", () => {
     for (const p of extra) if (p.proc.exitCode === null) p.proc.kill("SIGKILL");
     await wa?.stop();
     await wb?.stop();
-    await ctl?.stop();
+    await ctl?.dispose();
     for (const d of [wa?.root, wb?.root, ws, state]) d?.[Symbol.dispose]();
   });
 
@@ -147,9 +143,21 @@ describe("session_copy with remote sessions", () => {
     const noise = Buffer.alloc(12 << 20);
     for (let at = 0; at < noise.length; at += 65536) crypto.getRandomValues(noise.subarray(at, at + 65536));
     writeFileSync(join(dirs.L, "bigtree", "x.bin"), noise);
-    const r = await copy({ src_session_id: s.L, src_path: "bigtree", dst_session_id: s.B1, dst_path: "bigtree" });
-    expect(r.transport).toBe("http_stream");
-    expect(sha(join(dirs.B1, "bigtree", "x.bin"))).toBe(sha(join(dirs.L, "bigtree", "x.bin")));
+    const want = sha(join(dirs.L, "bigtree", "x.bin"));
+    // Through the gateway in each direction: to a worker, between the two workers, back to the controller.
+    for (const [from, to, route] of [
+      ["L", "B1", "local_to_remote"],
+      ["B1", "A1", "remote_to_remote_different_machines"],
+      ["A1", "L2", "remote_to_local"],
+    ] as const) {
+      const r = await copy({ src_session_id: s[from], src_path: "bigtree", dst_session_id: s[to], dst_path: "bigtree" });
+      expect({ kind: r.kind, transport: r.transport, route: r.relation.route }).toEqual({ kind: "dir", transport: "http_stream", route });
+      expect(sha(join(dirs[to], "bigtree", "x.bin"))).toBe(want);
+    }
+    // And the plain local route for a tree.
+    const local = await copy({ src_session_id: s.L, src_path: "bigtree", dst_session_id: s.L2, dst_path: "bigtree-local" });
+    expect({ kind: local.kind, transport: local.transport }).toEqual({ kind: "dir", transport: "local" });
+    expect(sha(join(dirs.L2, "bigtree-local", "x.bin"))).toBe(want);
   }, 60_000);
 
   for (const [transport, mib] of [["worker_rpc", 6], ["http_stream", 32]] as const) {
@@ -203,6 +211,28 @@ describe("session_copy with remote sessions", () => {
     expect(leftovers(dirs.A2)).toEqual([]);
   }, 60_000);
 
+  test("job list on a remote session shows the worker's jobs and the controller's background copies into it", async () => {
+    const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "alpha", workdir: dirs.A1 })).session_id;
+    const shellJob = (await ctl.mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "echo on-worker", async_: true })).result.job_id;
+    writeFileSync(join(dirs.L, "listed.txt"), "listed\n");
+    const copyJob = (await ctl.mcp.ok<{ result: Job }>("session_copy", { src_session_id: s.L, src_path: "listed.txt", dst_session_id: sid, dst_path: "listed.txt", background: true })).result.job_id;
+    // Each poll goes where its job lives: the copy's to the controller, the shell job's to the worker.
+    expect((await ctl.mcp.ok<{ jobs: Job[] }>("job", { session_id: sid, poll: [copyJob], wait_s: 30 })).jobs[0]!.status).toBe("succeeded");
+    expect((await ctl.mcp.ok<{ jobs: Job[] }>("job", { session_id: sid, poll: [shellJob], wait_s: 30 })).jobs[0]!.status).toBe("succeeded");
+    type Listed = { operation: string; jobs: Array<{ job_id: string; kind: string; session_id: string; status: string }>; counts: Record<string, number>; message: string };
+    const listed = await ctl.mcp.ok<Listed>("job", { session_id: sid, list_jobs: true });
+    expect(listed.operation).toBe("list");
+    expect(listed.jobs.map((j) => ({ job_id: j.job_id, kind: j.kind, session_id: j.session_id, status: j.status }))).toEqual([
+      { job_id: shellJob, kind: "shell", session_id: sid, status: "succeeded" },
+      { job_id: copyJob, kind: "managed", session_id: sid, status: "succeeded" },
+    ]);
+    expect(listed.counts).toEqual({ succeeded: 2 });
+    // Only active jobs: none on either side, the counts still cover both.
+    const active = await ctl.mcp.ok<Listed>("job", { session_id: sid, list_jobs: true, include_finished: false });
+    expect(active.jobs).toEqual([]);
+    expect(active.counts).toEqual({ succeeded: 2 });
+  }, 60_000);
+
   test("kill -9 of the worker mid http_stream copy: nothing is published, the restarted worker resumes on job retry", async () => {
     bigFile(join(dirs.L, "huge.bin"), 200);
     const want = sha(join(dirs.L, "huge.bin"));
@@ -224,7 +254,7 @@ describe("session_copy with remote sessions", () => {
     expect(failed.error).toMatch(/remote_worker_(offline|restarted)/);
     expect(existsSync(out)).toBe(false);
     expect(leftovers(dirs.A1).length).toBeGreaterThan(0);
-    const again = spawnWorker({ server: ctl.url, workdir: wa.workdir, root: wa.root.path, profile: wa.profile, mode: "run" });
+    const again = wa.respawn();
     extra.push(again);
     await waitFor(() => again.stderr().includes("connected to the controller as alpha"), { what: "the restarted worker to connect" });
     await ctl.mcp.ok("job", { session_id: s.A1, retry: [started.job_id] });

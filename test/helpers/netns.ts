@@ -1,14 +1,20 @@
 /**
  * "Another host" for remote-worker tests: a network namespace joined to this one by a veth pair whose
  * only addresses are a private /30 on that link, a throw-away test CA with a server certificate for
- * the host side's address, and a small TLS proxy on that address forwarding HTTP and WebSocket
- * upgrades to a controller listening on loopback. So `base_url = https://<host addr>:<port>` is a
+ * an off-loopback address of this side, and a small TLS proxy on that address forwarding HTTP and
+ * WebSocket upgrades to a controller listening on loopback. So `base_url = https://<addr>:<port>` is a
  * real off-loopback https origin, and a worker inside the namespace can reach nothing else.
  *
+ * Several namespaces can share one controller address (`createControllerAddress`): it sits on a
+ * port-less bridge here, and each namespace gets one host route to it through its own link, so the
+ * workers reach the controller and never each other.
+ *
  * Needs root (`ip netns`, veth). Everything is removed on dispose: processes left in the namespace,
- * the namespace, the link, the proxy and the CA directory.
+ * the namespace, the links, the proxy and the CA directory. What a test run cannot remove itself (it
+ * was killed) is recorded under /run/lsm-test-netns with the owner's pid and start time, and swept by
+ * the next run that creates one; an `exit` handler removes this process's leftovers.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ServerWebSocket } from "bun";
@@ -21,12 +27,91 @@ function sh(argv: string[]): string {
 
 const hex = (n: number) => Buffer.from(crypto.getRandomValues(new Uint8Array(n))).toString("hex");
 
+/** Where each live fixture is recorded, so a killed run's namespaces and links are swept later. */
+const OWNERS = "/run/lsm-test-netns";
+
+interface Owned {
+  pid: number;
+  /** Field 22 of /proc/<pid>/stat: tells a reused pid from the owner. */
+  start: string;
+  netns: string | null;
+  links: string[];
+}
+
+function startTime(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // After the command name, which may itself hold ") ".
+    return stat.slice(stat.lastIndexOf(") ") + 2).split(" ")[19] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/** Kills what runs in `netns`, then removes it and `links` (each step tolerates "already gone"). */
+function removeNetwork(netns: string | null, links: string[]): void {
+  if (netns) {
+    const pids = Bun.spawnSync(["ip", "netns", "pids", netns], { stdout: "pipe", stderr: "ignore" }).stdout.toString().split(/\s+/).filter(Boolean).map(Number);
+    for (const pid of pids) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // Already gone.
+      }
+    }
+    Bun.spawnSync(["ip", "netns", "del", netns], { stderr: "ignore" });
+  }
+  for (const link of links) Bun.spawnSync(["ip", "link", "del", link], { stderr: "ignore" });
+}
+
+const mine = new Map<string, Owned>();
+let exitHookInstalled = false;
+
+/** Records a fixture (and sweeps those of dead runs) before anything is created. */
+function own(id: string, netns: string | null, links: string[]): () => void {
+  mkdirSync(OWNERS, { recursive: true, mode: 0o700 });
+  for (const f of readdirSync(OWNERS)) {
+    try {
+      const o = JSON.parse(readFileSync(join(OWNERS, f), "utf8")) as Owned;
+      if (startTime(o.pid) === o.start) continue;
+      removeNetwork(o.netns, o.links);
+    } catch {
+      // Unreadable record: nothing we can act on.
+    }
+    rmSync(join(OWNERS, f), { force: true });
+  }
+  const rec: Owned = { pid: process.pid, start: startTime(process.pid) ?? "", netns, links };
+  writeFileSync(join(OWNERS, id), JSON.stringify(rec), { mode: 0o600 });
+  mine.set(id, rec);
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.on("exit", () => {
+      for (const [key, o] of mine) {
+        removeNetwork(o.netns, o.links);
+        rmSync(join(OWNERS, key), { force: true });
+      }
+    });
+  }
+  return () => {
+    removeNetwork(netns, links);
+    mine.delete(id);
+    rmSync(join(OWNERS, id), { force: true });
+  };
+}
+
 export interface Netns {
   name: string;
   /** Address of this (the controller's) side of the link. */
   hostAddr: string;
   /** Address inside the namespace. */
   nsAddr: string;
+  /** This side's end of the veth pair. */
+  hostIf: string;
+  /**
+   * Takes the link down (this side's end) or brings it back, as an outage would: established
+   * connections stay open and stall, packets are dropped meanwhile.
+   */
+  setLink(up: boolean): void;
   /** argv prefixed so it runs inside the namespace. */
   argv(cmd: string[]): string[];
   /**
@@ -37,7 +122,7 @@ export interface Netns {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
-/** A /30 in 10.0.0.0/8 that no local interface uses yet: .1 here, .2 in the namespace. */
+/** A /30 in 10.200.0.0–10.249.255.255 that no local interface uses yet: .1 here, .2 in the namespace. */
 function freeSubnet(): [string, string] {
   const used = sh(["ip", "-4", "-o", "addr", "show"]);
   for (;;) {
@@ -48,26 +133,47 @@ function freeSubnet(): [string, string] {
   }
 }
 
-export function createNetns(): Netns {
+export interface ControllerAddress {
+  /** An address of this namespace that is not loopback (give it to `createTestCa`, `startTlsProxy`). */
+  addr: string;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * A private /32 of this namespace, off loopback, on a bridge with no ports (the kernel here has
+ * no dummy interfaces). Namespaces made with `createNetns({ reach: [addr] })` route to it.
+ */
+export function createControllerAddress(): ControllerAddress {
+  const id = hex(3);
+  const link = `lsmc${id}`;
+  const release = own(link, null, [link]);
+  // 10.250–10.254: never a /30 of freeSubnet.
+  const used = sh(["ip", "-4", "-o", "addr", "show"]);
+  let addr = "";
+  do {
+    const [a, b, c] = crypto.getRandomValues(new Uint8Array(3));
+    addr = `10.${250 + (a! % 5)}.${b}.${1 + (c! % 250)}`;
+  } while (used.includes(`inet ${addr}/`));
+  try {
+    sh(["ip", "link", "add", link, "type", "bridge"]);
+    sh(["ip", "addr", "add", `${addr}/32`, "dev", link]);
+    sh(["ip", "link", "set", link, "up"]);
+  } catch (e) {
+    release();
+    throw e;
+  }
+  return { addr, [Symbol.asyncDispose]: async () => release() };
+}
+
+/** A namespace behind its own veth pair; `reach` adds a host route to each address through the link. */
+export function createNetns(opts: { reach?: string[] } = {}): Netns {
   const id = hex(3);
   const name = `lsm-${id}`;
   const hostIf = `lsmh${id}`;
   const nsIf = `lsmn${id}`;
+  const release = own(name, name, [hostIf]);
   const [hostAddr, nsAddr] = freeSubnet();
   const inside = (cmd: string[]) => ["ip", "netns", "exec", name, ...cmd];
-  const dispose = async () => {
-    // Whatever a test started in there (a worker) goes with the namespace.
-    const pids = Bun.spawnSync(["ip", "netns", "pids", name], { stdout: "pipe", stderr: "ignore" }).stdout.toString().split(/\s+/).filter(Boolean).map(Number);
-    for (const pid of pids) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // Already gone.
-      }
-    }
-    Bun.spawnSync(["ip", "netns", "del", name], { stderr: "ignore" });
-    Bun.spawnSync(["ip", "link", "del", hostIf], { stderr: "ignore" });
-  };
   try {
     sh(["ip", "netns", "add", name]);
     sh(["ip", "link", "add", hostIf, "type", "veth", "peer", "name", nsIf]);
@@ -77,14 +183,20 @@ export function createNetns(): Netns {
     sh(inside(["ip", "addr", "add", `${nsAddr}/30`, "dev", nsIf]));
     sh(inside(["ip", "link", "set", nsIf, "up"]));
     sh(inside(["ip", "link", "set", "lo", "up"]));
+    // Only this side's end ever goes down (setLink): routes on the namespace's end would be flushed.
+    for (const to of opts.reach ?? []) sh(inside(["ip", "route", "add", `${to}/32`, "via", hostAddr]));
   } catch (e) {
-    void dispose();
+    release();
     throw e;
   }
   return {
     name,
     hostAddr,
     nsAddr,
+    hostIf,
+    setLink(up) {
+      sh(["ip", "link", "set", hostIf, up ? "up" : "down"]);
+    },
     argv: inside,
     async run(cmd, opts = {}) {
       const proc = Bun.spawn(inside(cmd), {
@@ -97,7 +209,8 @@ export function createNetns(): Netns {
       const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
       return { code, stdout, stderr };
     },
-    [Symbol.asyncDispose]: dispose,
+    // Whatever a test started in there (a worker, its jobs and shells) goes with the namespace.
+    [Symbol.asyncDispose]: async () => release(),
   };
 }
 

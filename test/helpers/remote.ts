@@ -1,9 +1,28 @@
 /**
  * Remote worker fixtures: a controller (`serve --mode mcp` on loopback) and workers
  * (`worker connect`, each with its own LOCAL_SHELL_MCP_WORKER_STATE_DIR), both the compiled binary.
+ *
+ * With `net: true` the controller gets an off-loopback https origin (a test CA and a TLS proxy on a
+ * private address, `base_url` set to it), and `enrolWorker(ctl, name, { netns: true })` starts a
+ * worker on "another host": its own network namespace behind a veth pair, reaching only that
+ * address, trusting the CA through NODE_EXTRA_CA_CERTS. Needs root. `ctl.dispose()` and
+ * `worker.stop()` remove the namespaces, links, proxy and CA; the process's `exit` hook and the next
+ * run's sweep (test/helpers/netns.ts) catch what a failed or killed test left.
  */
 import { binary, connectHttp, type McpHandle, serverEnv, stopStateLeftovers, tempDir, type TempDir } from "./harness.ts";
+import { type ControllerAddress, createControllerAddress, createNetns, createTestCa, type Netns, startTlsProxy, type TestCa, type TlsProxy } from "./netns.ts";
 import { waitFor } from "./wait.ts";
+
+/** Controllers and workers still running: killed when the test process exits, whatever happened. */
+const live = new Set<Bun.Subprocess>();
+process.on("exit", () => {
+  for (const p of live) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+});
+function track(proc: Bun.Subprocess): Bun.Subprocess {
+  live.add(proc);
+  void proc.exited.then(() => live.delete(proc));
+  return proc;
+}
 
 /** Collects a stream's text as it arrives. */
 function collect(stream: ReadableStream<Uint8Array>): () => string {
@@ -20,40 +39,110 @@ function collect(stream: ReadableStream<Uint8Array>): () => string {
   return () => text;
 }
 
+/**
+ * The controller's side of the test network: a private address off loopback, a test CA with a
+ * certificate for it, and a TLS proxy there forwarding to the controller's loopback listener.
+ */
+export interface RemoteNet {
+  address: ControllerAddress;
+  ca: TestCa;
+  proxy: TlsProxy;
+  /** A new "host": a namespace with its own veth pair, routed to `address` and nothing else. */
+  host(): Netns;
+  dispose(): Promise<void>;
+}
+
+export function createRemoteNet(): RemoteNet {
+  const address = createControllerAddress();
+  const hosts = new Set<Netns>();
+  let ca: TestCa | undefined;
+  try {
+    ca = createTestCa(address.addr);
+    const proxy = startTlsProxy(address.addr, ca);
+    const made = ca;
+    return {
+      address,
+      ca,
+      proxy,
+      host() {
+        const ns = createNetns({ reach: [address.addr] });
+        hosts.add(ns);
+        return ns;
+      },
+      async dispose() {
+        for (const ns of hosts) await ns[Symbol.asyncDispose]();
+        hosts.clear();
+        await proxy.stop();
+        made[Symbol.dispose]();
+        await address[Symbol.asyncDispose]();
+      },
+    };
+  } catch (e) {
+    ca?.[Symbol.dispose]();
+    void address[Symbol.asyncDispose]();
+    throw e;
+  }
+}
+
 export interface Controller {
+  /** The controller's own loopback URL (what the test's MCP client uses). */
   url: string;
+  /** What workers dial: the TLS proxy's https origin (= base_url) with `net`, else `url`. */
+  server: string;
   port: number;
   proc: Bun.Subprocess;
   stderr: () => string;
   mcp: McpHandle;
+  net: RemoteNet | undefined;
+  /** Stops the process only (a test may start the controller again on the same port and net). */
   stop(signal?: NodeJS.Signals): Promise<void>;
+  /** Stops the process and removes the test network, with every worker namespace made from it. */
+  dispose(): Promise<void>;
 }
 
-export async function startController(opts: { state: string; workspace: string; port?: number; env?: Record<string, string>; args?: string[] }): Promise<Controller> {
-  const proc = Bun.spawn(
-    [binary(), "serve", "--mode", "mcp", "--auth-mode", "none", "--host", "127.0.0.1", "--port", String(opts.port ?? 0), "--workspace-root", opts.workspace, "--state-dir", opts.state, ...(opts.args ?? [])],
-    { env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...opts.env }), stdin: "ignore", stdout: "ignore", stderr: "pipe" },
-  );
-  const stderr = collect(proc.stderr);
-  const url = await waitFor(() => /listening on (http:\/\/[^\s]+)\/mcp/.exec(stderr())?.[1] ?? (proc.exitCode !== null ? Promise.reject(new Error(`controller exited: ${stderr()}`)) : undefined), {
-    timeoutMs: 20_000,
-    what: "the controller to listen",
-  });
-  const mcp = await connectHttp(url);
-  return {
-    url,
-    port: Number(new URL(url).port),
-    proc,
-    stderr,
-    mcp,
-    async stop(signal = "SIGTERM") {
+/**
+ * `net: true` makes a new test network (base_url = its proxy, unless env sets one); pass an existing
+ * `RemoteNet` to restart a controller behind the same proxy (with the same `port`).
+ */
+export async function startController(opts: { state: string; workspace: string; port?: number; env?: Record<string, string>; args?: string[]; net?: boolean | RemoteNet }): Promise<Controller> {
+  const net = opts.net === true ? createRemoteNet() : opts.net || undefined;
+  try {
+    const proc = track(Bun.spawn(
+      [binary(), "serve", "--mode", "mcp", "--auth-mode", "none", "--host", "127.0.0.1", "--port", String(opts.port ?? 0), "--workspace-root", opts.workspace, "--state-dir", opts.state, ...(opts.args ?? [])],
+      { env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...(net ? { LOCAL_SHELL_MCP_BASE_URL: net.proxy.url } : {}), ...opts.env }), stdin: "ignore", stdout: "ignore", stderr: "pipe" },
+    )) as Bun.Subprocess<"ignore", "ignore", "pipe">;
+    const stderr = collect(proc.stderr);
+    const url = await waitFor(() => /listening on (http:\/\/[^\s]+)\/mcp/.exec(stderr())?.[1] ?? (proc.exitCode !== null ? Promise.reject(new Error(`controller exited: ${stderr()}`)) : undefined), {
+      timeoutMs: 20_000,
+      what: "the controller to listen",
+    });
+    if (net) net.proxy.upstream = url;
+    const mcp = await connectHttp(url);
+    const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
       await mcp.close().catch(() => undefined);
       if (proc.exitCode === null && proc.signalCode === null) {
         proc.kill(signal);
         await proc.exited;
       }
-    },
-  };
+    };
+    return {
+      url,
+      server: net ? net.proxy.url : url,
+      port: Number(new URL(url).port),
+      proc,
+      stderr,
+      mcp,
+      net,
+      stop,
+      async dispose() {
+        await stop();
+        await net?.dispose();
+      },
+    };
+  } catch (e) {
+    if (opts.net === true) await net?.dispose();
+    throw e;
+  }
 }
 
 export interface Worker {
@@ -63,7 +152,18 @@ export interface Worker {
   name: string;
   profile: string;
   stderr: () => string;
+  /** The worker's own network namespace (`netns: true`), else undefined (loopback). */
+  ns: Netns | undefined;
+  /** Starts `worker run <profile>` again where and as this worker ran (its namespace, its CA). */
+  respawn(): Spawned;
+  /** Stops the process (and removes its namespace with whatever still runs there). */
   stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export interface Spawned {
+  proc: Bun.Subprocess;
+  stdout: () => string;
+  stderr: () => string;
 }
 
 export async function invite(mcp: McpHandle, args: Record<string, unknown> = {}): Promise<{ code: string; command: string; join_url: string; expires_at: number; ttl_s: number; name: string | null }> {
@@ -71,38 +171,59 @@ export async function invite(mcp: McpHandle, args: Record<string, unknown> = {})
   return r.data;
 }
 
-/** Spawns `worker connect` fed the invite on stdin, and waits until it is connected. */
-export function spawnWorker(opts: { server: string; invite?: string; workdir: string; root: string; name?: string; profile?: string; env?: Record<string, string>; mode?: "connect" | "enroll" | "run" }): { proc: Bun.Subprocess; stdout: () => string; stderr: () => string } {
+/** Spawns `worker connect` (or enroll, run) fed the invite on stdin; inside `ns` when given. */
+export function spawnWorker(opts: { server: string; invite?: string; workdir: string; root: string; name?: string; profile?: string; env?: Record<string, string>; mode?: "connect" | "enroll" | "run"; ns?: Netns }): Spawned {
   const mode = opts.mode ?? "connect";
   const args =
     mode === "run"
       ? ["worker", "run", ...(opts.profile ? [opts.profile] : [])]
       : ["worker", mode, "--server", opts.server, "--invite-stdin", "--workdir", opts.workdir, ...(opts.name ? ["--name", opts.name] : []), ...(opts.profile ? ["--profile", opts.profile] : [])];
-  const proc = Bun.spawn([binary(), ...args], {
+  // `ip netns exec` execs in place: proc.pid is the worker's own pid (tests signal it).
+  const argv = opts.ns ? opts.ns.argv([binary(), ...args]) : [binary(), ...args];
+  const proc = Bun.spawn(argv, {
     env: serverEnv({ LOCAL_SHELL_MCP_WORKER_STATE_DIR: opts.root, LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...opts.env }),
     stdin: "pipe",
     stdout: "pipe",
     stderr: "pipe",
     cwd: opts.workdir,
   });
+  track(proc);
   proc.stdin.write(`${opts.invite ?? ""}\n`);
   proc.stdin.end();
   return { proc, stdout: collect(proc.stdout), stderr: collect(proc.stderr) };
 }
 
-export async function startWorker(server: string, code: string, opts: { name?: string; env?: Record<string, string>; workdir?: string } = {}): Promise<Worker> {
+export interface WorkerOptions {
+  name?: string;
+  env?: Record<string, string>;
+  workdir?: string;
+  /** Run inside this namespace (give `env.NODE_EXTRA_CA_CERTS` for an https server with a test CA). */
+  ns?: Netns;
+}
+
+export async function startWorker(server: string, code: string, opts: WorkerOptions = {}): Promise<Worker> {
   const root = tempDir("lsm-worker-");
   const workdir = opts.workdir ?? tempDir("lsm-worker-wd-").path;
-  const { proc, stdout, stderr } = spawnWorker({ server, invite: code, workdir, root: root.path, name: opts.name, env: opts.env });
-  const enrolled = await waitFor(
-    () => {
-      if (proc.exitCode !== null) throw new Error(`worker exited ${proc.exitCode}: ${stderr()}`);
-      const line = stdout().split("\n")[0];
-      return line && stdout().includes("\n") ? (JSON.parse(line) as { name: string; profile_id: string }) : undefined;
-    },
-    { timeoutMs: 20_000, what: "the worker to enroll" },
-  );
-  await waitFor(() => stderr().includes("connected to the controller"), { timeoutMs: 20_000, what: "the worker to connect" });
+  const { proc, stdout, stderr } = spawnWorker({ server, invite: code, workdir, root: root.path, name: opts.name, env: opts.env, ns: opts.ns });
+  const stopNs = async () => {
+    await opts.ns?.[Symbol.asyncDispose]();
+  };
+  let enrolled: { name: string; profile_id: string };
+  try {
+    enrolled = await waitFor(
+      () => {
+        if (proc.exitCode !== null) throw new Error(`worker exited ${proc.exitCode}: ${stderr()}`);
+        const line = stdout().split("\n")[0];
+        return line && stdout().includes("\n") ? (JSON.parse(line) as { name: string; profile_id: string }) : undefined;
+      },
+      { timeoutMs: 20_000, what: "the worker to enroll" },
+    );
+    await waitFor(() => stderr().includes("connected to the controller"), { timeoutMs: 20_000, what: "the worker to connect" });
+  } catch (e) {
+    proc.kill("SIGKILL");
+    await stopNs();
+    throw e;
+  }
   return {
     proc,
     root,
@@ -110,17 +231,26 @@ export async function startWorker(server: string, code: string, opts: { name?: s
     name: enrolled.name,
     profile: enrolled.profile_id,
     stderr,
+    ns: opts.ns,
+    respawn: () => spawnWorker({ server, workdir, root: root.path, profile: enrolled.profile_id, env: opts.env, mode: "run", ns: opts.ns }),
     async stop(signal = "SIGTERM") {
       if (proc.exitCode === null && proc.signalCode === null) {
         proc.kill(signal);
         await proc.exited;
       }
       stopStateLeftovers(`${root.path}/profiles/${enrolled.profile_id}/state`);
+      await stopNs();
     },
   };
 }
 
-/** Invites a worker named `name` on `ctl` and starts it: the usual way a test gets a worker. */
-export async function enrolWorker(ctl: Controller, name: string, opts: { env?: Record<string, string>; workdir?: string } = {}): Promise<Worker> {
-  return startWorker(ctl.url, (await invite(ctl.mcp, { name })).code, opts);
+/**
+ * Invites a worker named `name` on `ctl` and starts it: the usual way a test gets a worker. With
+ * `netns` (the controller must have been started with `net`) it runs on "another host".
+ */
+export async function enrolWorker(ctl: Controller, name: string, opts: Omit<WorkerOptions, "ns" | "name"> & { netns?: boolean } = {}): Promise<Worker> {
+  const code = (await invite(ctl.mcp, { name })).code;
+  if (!opts.netns) return startWorker(ctl.url, code, opts);
+  if (!ctl.net) throw new Error("enrolWorker(netns): start the controller with net: true");
+  return startWorker(ctl.server, code, { ...opts, ns: ctl.net.host(), env: { NODE_EXTRA_CA_CERTS: ctl.net.ca.caPath, ...opts.env } });
 }

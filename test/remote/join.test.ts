@@ -97,11 +97,14 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
   test("the join installs the verified binary, enrolls and connects: a remote session runs there", async () => {
     const root = join(dir(), "worker");
     const workdir = dir();
-    const code = (await invite(mcp, { name: "box one" })).code;
+    const printed = await invite(mcp, { name: "box one", workdir });
+    const code = printed.code;
     issued.push(code);
+    expect(printed.command).toBe(`curl -fsSL ${proxy.url}/join | bash -s -- --invite ${code} --name 'box one' --workdir ${workdir}`);
     const home = dir();
-    // The foreground join: the script execs `worker connect`, which serves until stopped.
-    const proc = Bun.spawn(ns.argv(["bash", "-c", 'curl -fsSL --cacert "$CA" "$JOIN_URL" | bash -s -- "$@"', "join", "--invite", code, "--workdir", workdir]), {
+    // The foreground join, with the command exactly as printed (curl trusts the test CA through
+    // CURL_CA_BUNDLE): the script execs `worker connect`, which serves until stopped.
+    const proc = Bun.spawn(ns.argv(["bash", "-c", printed.command]), {
       cwd: workdir,
       env: joinEnv(root, home),
       stdin: "ignore",

@@ -7,7 +7,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, startHttp, tempDir, type HttpServer, type TempDir } from "../helpers/harness.ts";
+import { binary, connectHttp, startHttp, tempDir, type HttpServer, type TempDir } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 const mode = (p: string) => (statSync(p).mode & 0o777).toString(8);
@@ -100,6 +101,36 @@ describe("worker runtime installation", () => {
     const path = join(root, "profiles", id, "profile.json");
     writeFileSync(path, JSON.stringify({ ...JSON.parse(readFileSync(path, "utf8")), runtime_sha256: "e".repeat(64) }, null, 2));
     expect(await launch(id)).toEqual({ code: 1, stderr: `local-shell-mcp worker: the runtime of profile ${id} is not installed; run the join command again\n` });
+  }, 60_000);
+
+  test("under launchd the launcher turns a real revocation into a clean stop (no restart); systemd gets exit 78", async () => {
+    const mcp = await connectHttp(controller.url);
+    try {
+      for (const [kind, want] of [["launchd", 0], ["systemd", 78]] as const) {
+        const { root, id } = await joinedRoot();
+        const name = `svc-${kind}`;
+        const code = ((await mcp.ok("remote_admin", { action: "invite", args: { name } })) as { data: { code: string } }).data.code;
+        const enrolled = Bun.spawn([join(root, "runtimes", manifest.sha256, "local-shell-mcp"), "worker", "enroll", "--server", controller.url, "--invite-stdin", "--profile", id, "--workdir", dir()], {
+          env: { PATH: process.env.PATH!, HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root },
+          stdin: new TextEncoder().encode(`${code}\n`),
+          stdout: "pipe",
+          stderr: "pipe",
+        });
+        expect(await enrolled.exited).toBe(0);
+        // What the service starts: the launcher with the profile id, the manager's kind in the environment.
+        const service = Bun.spawn([join(root, "run"), id], { env: { PATH: process.env.PATH!, HOME: dir(), LOCAL_SHELL_MCP_WORKER_SERVICE_KIND: kind }, stdin: "ignore", stdout: "ignore", stderr: "pipe" });
+        let stderr = "";
+        void (async () => {
+          for await (const chunk of service.stderr) stderr += new TextDecoder().decode(chunk);
+        })();
+        await waitFor(() => stderr.includes(`connected to the controller as ${name}`), { what: `the ${kind} worker to connect` });
+        await mcp.ok("remote_admin", { action: "revoke", args: { machine: name } });
+        expect(await service.exited).toBe(want);
+        if (kind === "launchd") expect(stderr).toContain(`local-shell-mcp worker: profile ${id} was revoked; launchd will not start it again`);
+      }
+    } finally {
+      await mcp.close();
+    }
   }, 60_000);
 
   test("runtime-info names a digest only for the binary running from its installed copy", async () => {
