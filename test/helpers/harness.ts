@@ -6,7 +6,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { waitFor } from "./wait.ts";
@@ -119,6 +119,43 @@ export async function connectStdio(s: ServerEnv): Promise<McpHandle & { pid: () 
     await client.close().catch(() => undefined);
   });
   return Object.assign(h, { pid: () => transport.pid });
+}
+
+export interface StdioSession {
+  mcp: McpHandle & { pid: () => number | null };
+  /** The agent session started in the workspace. */
+  sid: string;
+  workspace: string;
+  state: string;
+  /** Stops the server and removes its temp dir with whatever still runs from it. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * The common start of an e2e suite: a stdio server on a fresh temp dir (`ws/` and `state/` inside)
+ * with one agent session started in `workdir` (default "."); `prepare` fills the workspace before
+ * the server starts.
+ */
+export async function openStdioSession(opts: { prefix?: string; workdir?: string; env?: Record<string, string>; args?: string[]; prepare?: (workspace: string) => void } = {}): Promise<StdioSession> {
+  const dir = tempDir(opts.prefix);
+  const workspace = join(dir.path, "ws");
+  const state = join(dir.path, "state");
+  const close = async () => {
+    await mcp?.close();
+    dir[Symbol.dispose]();
+  };
+  let mcp: (McpHandle & { pid: () => number | null }) | undefined;
+  try {
+    mkdirSync(workspace);
+    opts.prepare?.(workspace);
+    mcp = await connectStdio({ workspace, state, env: opts.env, args: opts.args });
+    const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: opts.workdir ?? "." })).session_id;
+    return { mcp, sid, workspace, state, close, [Symbol.asyncDispose]: close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
 }
 
 export interface HttpServer {
