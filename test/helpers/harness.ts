@@ -308,7 +308,7 @@ function withDescendants(roots: number[]): number[] {
 const STOP_WAIT_MS = 10_000;
 
 /**
- * Stops every process whose command line names a path inside `dir`, and their descendants: a
+ * Stops every process whose command line names `dir` or a path inside it, and their descendants: a
  * server under test that was not stopped, the private tmux server of a state dir there (its command
  * line carries `-S <state>/tmux/shells`, so it is found even after its socket is gone) with the
  * shells' runners below it, job supervisors (their spec lies under the state dir). Persistent
@@ -318,7 +318,7 @@ const STOP_WAIT_MS = 10_000;
  * Synchronous, because it runs in `Symbol.dispose`.
  */
 export function stopProcessesUnder(dir: string): void {
-  const named = processesMatching(`${dir}/`).filter((pid) => pid !== process.pid);
+  const named = processesMatching(dir).filter((pid) => pid !== process.pid && namesPathIn(pid, dir));
   if (named.length === 0) return;
   const targets = withDescendants(named);
   for (const pid of named) {
@@ -336,6 +336,17 @@ export function stopProcessesUnder(dir: string): void {
     } catch {
       // Gone meanwhile.
     }
+  }
+}
+
+/** Whether an argument of `pid` is `dir` itself or contains a path below it (`/tmp/x` is not below `/tmp/x1`). */
+function namesPathIn(pid: number, dir: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      .split("\0")
+      .some((arg) => arg === dir || arg.includes(`${dir}/`));
+  } catch {
+    return false;
   }
 }
 
