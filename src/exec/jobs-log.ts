@@ -27,14 +27,7 @@ export function readJobLog(path: string, droppedBefore: boolean, lines: number, 
     const size = fstatSync(fd).size;
     if (offset !== null) return readFrom(fd, size, offset, lines, maxBytes);
     const n = Math.min(size, maxBytes);
-    const buf = Buffer.alloc(n);
-    let got = 0;
-    while (got < n) {
-      const r = readSync(fd, buf, got, n - got, size - n + got);
-      if (r <= 0) break;
-      got += r;
-    }
-    const all = buf.subarray(0, got).toString("utf8").split("\n");
+    const all = readAt(fd, size - n, n).toString("utf8").split("\n");
     if (all.at(-1) === "") all.pop();
     const kept = all.slice(-lines);
     return { text: kept.join("\n"), truncated: n < size || kept.length < all.length || droppedBefore, next_offset: size, reset: false };
@@ -43,21 +36,25 @@ export function readJobLog(path: string, droppedBefore: boolean, lines: number, 
   }
 }
 
+/** Up to `n` bytes from `position`; fewer if the file ends sooner (a compaction may shorten it). */
+function readAt(fd: number, position: number, n: number): Buffer {
+  const buf = Buffer.alloc(n);
+  let got = 0;
+  while (got < n) {
+    const r = readSync(fd, buf, got, n - got, position + got);
+    if (r <= 0) break;
+    got += r;
+  }
+  return buf.subarray(0, got);
+}
+
 /** Reads whole lines of a log from `offset`: at most `lines` lines and `maxBytes` bytes. */
 function readFrom(fd: number, size: number, offset: number, lines: number, maxBytes: number): JobLogSlice {
   const reset = offset > size;
   const start = reset ? 0 : offset;
-  const n = Math.min(size - start, maxBytes);
-  const buf = Buffer.alloc(n);
-  let got = 0;
-  while (got < n) {
-    const r = readSync(fd, buf, got, n - got, start + got);
-    if (r <= 0) break;
-    got += r;
-  }
-  let chunk = buf.subarray(0, got);
+  let chunk = readAt(fd, start, Math.min(size - start, maxBytes));
   // Stop after the last complete line when more follows, so the next read starts on a line.
-  if (start + got < size) {
+  if (start + chunk.length < size) {
     const nl = chunk.lastIndexOf(10);
     if (nl >= 0) chunk = chunk.subarray(0, nl + 1);
   }
