@@ -8,7 +8,6 @@ import { sanitizeShellName, tmuxKey, tmuxLiteral } from "./shells-keys.ts";
 import { type ReadOptions, type ReadResult, ShellOutputReader } from "./shells-output.ts";
 import { DEFAULT_COLS, DEFAULT_ROWS, HISTORY_LIMIT, type Inventory, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
 
-
 /** Time the containment runner gives a shell's processes between SIGTERM and SIGKILL. */
 const SHELL_GRACE_MS = 1000;
 /** The runner's whole cleanup budget for a shell, grace included. */
