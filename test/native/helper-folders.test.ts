@@ -5,6 +5,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, lstatSync, lutimesSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { holdHelperFolder, IN_USE_LOCK } from "../../src/native/helper-folders.ts";
+import { FileLock } from "../../src/store/lock.ts";
 import { binary, removeDir, ROOT, serverEnv, tempDir } from "../helpers/harness.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
@@ -150,4 +152,24 @@ describe("helper folders of other builds", () => {
     await stop(again);
     removeDir(outside);
   }, 120_000);
+});
+
+describe("holding a helper folder", () => {
+  test("a holder kept waiting by a pruner ends up holding the lock of the folder made again after the removal", async () => {
+    using scratch = tempDir("lsm-hold-");
+    const folder = join(scratch.path, "0.0.3-eeeeeeeeeeeeeeee");
+    mkdirSync(folder, { mode: 0o700 });
+    // The pruner's side: exclusive lock taken, so the holder has to wait.
+    const pruner = FileLock.attempt(join(folder, IN_USE_LOCK), "exclusive");
+    if (pruner.status !== "acquired") throw new Error("the test could not take the exclusive lock");
+    // Its first attempt (made before the call returns) finds the lock taken; it polls from then on.
+    const holding = holdHelperFolder(folder);
+    // The folder goes, as a pruner renames and deletes it, and the lock of the deleted file is released last.
+    removeDir(folder);
+    pruner.lock.release();
+    expect(await holding).toBe(true);
+    // The folder was made again and its lock file is the one the holder has: an exclusive attempt is refused.
+    expect(lstatSync(folder).isDirectory()).toBe(true);
+    expect(FileLock.attempt(join(folder, IN_USE_LOCK), "exclusive").status).toBe("busy");
+  });
 });
