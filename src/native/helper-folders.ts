@@ -52,8 +52,9 @@ export async function holdHelperFolder(dir: string): Promise<boolean> {
         }
         r.lock.release();
       }
-    } catch {
-      // The folder was being renamed away under us; make it again.
+    } catch (e) {
+      // Only a folder renamed away under us is worth another try; an unsafe or unwritable one is not.
+      if ((e as NodeJS.ErrnoException).code !== "ENOENT") return false;
     }
     await Bun.sleep(25);
   }
