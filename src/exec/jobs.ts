@@ -1,29 +1,23 @@
-import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
-import { log } from "../core/log.ts";
+import { randomHex } from "../core/random.ts";
 import { extractHelper } from "../native/extract.ts";
 import { isCompiledBinary } from "../sessions/orientation.ts";
-import { ensurePrivateDir, readJsonWithBackup, writeFileAtomic, writeJsonWithBackup } from "../store/atomic.ts";
-import { DeferredJournal, type DeferredUpdate } from "../store/journal.ts";
-import { acquireLease, leaseState, type LeaseState } from "../store/lease.ts";
-import { jobsLockPath } from "../store/lifecycle.ts";
-import { FileLock } from "../store/lock.ts";
+import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
+import { acquireLease, leaseState } from "../store/lease.ts";
+import type { FileLock } from "../store/lock.ts";
 import { childEnv } from "./env.ts";
+import { isActive, JobRow, type JobView, type ManagedHooks } from "./job-records.ts";
+import { type JobLogSlice, readJobLog } from "./jobs-log.ts";
+import { type JobTerminalPatch, JobStore, now } from "./jobs-store.ts";
 import supervisorScript from "./jobs-supervisor.ts" with { type: "file" };
-import { randomHex } from "../core/random.ts";
-import { isActive, JobFile, JobRow, type JobView, ManagedFile, type ManagedHooks, ProgressFile, StatusFile, TerminalPatch } from "./job-records.ts";
 
 export { isActive, JOB_STATUSES, type JobRow, type JobStatus, type JobView } from "./job-records.ts";
 
-/** Lock budget for the job registry; past it, terminal updates go to the deferred journal. */
-export const JOBS_LOCK_MS = 2000;
 const JOB_GRACE_MS = 1500;
 const STOP_WAIT_MS = JOB_GRACE_MS + 8000;
-const MAX_APPLIED_IDS = 64;
-
-const now = () => Date.now() / 1000;
 
 export interface JobSettings {
   stateDir: string;
@@ -37,86 +31,15 @@ export interface JobSettings {
  * Durable background jobs. Each attempt runs in a detached supervisor process (see
  * jobs-supervisor.ts) that holds the job's liveness lease; any server process sharing the state dir
  * reconciles a job from that lease and the attempt's durable status file: held = running,
- * unlocked with a status = finished, unlocked without one = lost, undecidable = left as is.
+ * unlocked with a status = finished, unlocked without one = lost, undecidable = left as is
+ * (jobs-store.ts). This class starts, waits for, stops and retries attempts.
  */
-export class JobManager {
-  readonly dir: string;
-  private readonly file: string;
-  readonly journal: DeferredJournal;
+export class JobManager extends JobStore {
   /** Runs controller-managed jobs in this process (managed-jobs.ts); set at wiring time. */
   managed: ManagedHooks | undefined;
 
   constructor(private readonly cfg: JobSettings) {
-    this.dir = join(cfg.stateDir, "jobs");
-    this.file = join(cfg.stateDir, "jobs.json");
-    this.journal = new DeferredJournal(join(this.dir, "deferred"), ["complete", "lost"]);
-    ensurePrivateDir(this.dir);
-  }
-
-  jobDir(id: string) {
-    return join(this.dir, id);
-  }
-  leasePath(id: string) {
-    return join(this.jobDir(id), "lease");
-  }
-  attemptFile(id: string, attempt: number, kind: "log" | "status.json" | "progress.json" | "spec.json" | "managed.json") {
-    return join(this.jobDir(id), `attempt-${attempt}.${kind}`);
-  }
-
-  /** Reads the registry (primary, then backup); both bad → `state_corrupt`. */
-  readRows(): JobRow[] {
-    const r = readJsonWithBackup(this.file, (v) => JobFile.parse(v));
-    return r.status === "ok" ? r.value.jobs : [];
-  }
-
-  /** Runs `fn` on the registry under its cross-process lock, replaying deferred updates first. */
-  async mutate<T>(fn: (rows: JobRow[]) => T, timeoutMs = JOBS_LOCK_MS): Promise<T> {
-    ensurePrivateDir(join(this.cfg.stateDir, "locks"));
-    let lock: FileLock;
-    try {
-      lock = await FileLock.acquire(jobsLockPath(this.cfg.stateDir), timeoutMs);
-    } catch (e) {
-      if (e instanceof ToolError && e.code === "lock_timeout") throw new ToolError("job_store_busy", "job store is busy; try again");
-      throw e;
-    }
-    try {
-      const rows = this.readRows();
-      const pending = this.journal.pending();
-      const applied = pending.updates.filter((u) => this.applyDeferred(rows, u));
-      const result = fn(rows);
-      this.prune(rows);
-      writeJsonWithBackup(this.file, { version: 2, jobs: rows });
-      for (const u of pending.updates) this.journal.remove(u.id);
-      if (applied.length) log.info(`replayed ${applied.length} deferred job update(s)`);
-      return result;
-    } finally {
-      lock.release();
-    }
-  }
-
-  private applyDeferred(rows: JobRow[], u: DeferredUpdate): boolean {
-    const row = rows.find((r) => r.job_id === u.job_id);
-    if (!row || row.session_id !== u.session_id) {
-      log.warn(`deferred job update ${u.id} rejected: no matching job`);
-      return false;
-    }
-    if (row.applied_updates.includes(u.id)) return false;
-    row.applied_updates = [...row.applied_updates, u.id].slice(-MAX_APPLIED_IDS);
-    const attempt = Number(u.data.attempt);
-    if (attempt !== row.attempts || !isActive(row.status)) return true;
-    const parsed = TerminalPatch.safeParse(u.data.patch);
-    if (parsed.success) Object.assign(row, parsed.data, { updated_at: now() });
-    return true;
-  }
-
-  /** Keeps every active job and the newest finished ones up to max_jobs; drops the rest with their logs. */
-  private prune(rows: JobRow[]): void {
-    const finished = rows.filter((r) => !isActive(r.status)).sort((a, b) => b.created_at - a.created_at);
-    const room = Math.max(0, this.cfg.maxJobs - (rows.length - finished.length));
-    for (const r of finished.slice(room)) {
-      rows.splice(rows.indexOf(r), 1);
-      rmSync(this.jobDir(r.job_id), { recursive: true, force: true });
-    }
+    super(cfg.stateDir, cfg.maxJobs);
   }
 
   private async supervisorPath(): Promise<string> {
@@ -206,78 +129,6 @@ export class JobManager {
     return this.view(started, false);
   }
 
-  private view(r: JobRow, uncertain: boolean): JobView {
-    const { supervisor_pid: _p, lease_version: _l, applied_updates: _a, managed: _m, ...rest } = r;
-    let progress: JobView["progress"] = null;
-    let result: JobView["result"] = null;
-    if (r.kind === "managed") {
-      try {
-        const m = ManagedFile.parse(JSON.parse(readFileSync(this.attemptFile(r.job_id, r.attempts, "managed.json"), "utf8")));
-        if (m.attempt === r.attempts) ({ progress, result } = m);
-      } catch {
-        // Nothing reported yet.
-      }
-    }
-    return { ...rest, uncertain, progress, result };
-  }
-
-  private readStatus(id: string, attempt: number): z.infer<typeof StatusFile> | undefined {
-    try {
-      const s = StatusFile.parse(JSON.parse(readFileSync(this.attemptFile(id, attempt, "status.json"), "utf8")));
-      return s.attempt === attempt ? s : undefined;
-    } catch {
-      return undefined;
-    }
-  }
-
-  private liveness(r: JobRow): LeaseState {
-    return r.lease_version === 1 ? leaseState(this.leasePath(r.job_id)) : "unlocked";
-  }
-
-  /** What an active row should become now, from its lease and status file; undefined = unchanged. */
-  private terminalPatch(r: JobRow): { patch: z.infer<typeof TerminalPatch> | undefined; uncertain: boolean } {
-    if (!isActive(r.status)) return { patch: undefined, uncertain: false };
-    const lease = this.liveness(r);
-    if (lease === "held") return { patch: undefined, uncertain: false };
-    if (lease === "uncertain") return { patch: undefined, uncertain: true };
-    const s = this.readStatus(r.job_id, r.attempts);
-    if (s) {
-      return {
-        patch: {
-          status: s.cancelled ? "stopped" : s.exit_code === 0 ? "succeeded" : "failed",
-          exit_code: s.exit_code,
-          completed_at: s.completed_at,
-          error: s.error,
-          output_bytes: s.output_bytes,
-          log_truncated: s.log_truncated,
-        },
-        uncertain: false,
-      };
-    }
-    return {
-      patch: {
-        status: "lost",
-        exit_code: null,
-        completed_at: now(),
-        error: r.lease_version === 1 ? "job supervisor ended without a durable completion record; retry it to run the command again" : "job predates liveness leases; retry it to run the command again",
-        output_bytes: r.output_bytes,
-        log_truncated: r.log_truncated,
-      },
-      uncertain: false,
-    };
-  }
-
-  private withProgress(r: JobRow): JobRow {
-    if (!isActive(r.status)) return r;
-    try {
-      const p = ProgressFile.parse(JSON.parse(readFileSync(this.attemptFile(r.job_id, r.attempts, "progress.json"), "utf8")));
-      if (p.attempt === r.attempts) return { ...r, output_bytes: p.output_bytes, log_truncated: p.dropped_bytes > 0 };
-    } catch {
-      // No progress yet.
-    }
-    return r;
-  }
-
   /**
    * Reconciles the session's jobs and commits terminal transitions. When the registry lock is busy
    * the transition is written to the deferred journal and the caller still sees the new state.
@@ -285,7 +136,7 @@ export class JobManager {
   async reconcile(sessionId: string): Promise<JobView[]> {
     const rows = this.readRows().filter((r) => r.session_id === sessionId);
     const views: JobView[] = [];
-    const changes: Array<{ row: JobRow; patch: z.infer<typeof TerminalPatch> }> = [];
+    const changes: Array<{ row: JobRow; patch: JobTerminalPatch }> = [];
     for (const r of rows) {
       const { patch, uncertain } = this.terminalPatch(r);
       if (patch) changes.push({ row: r, patch });
@@ -295,7 +146,7 @@ export class JobManager {
     return views.sort((a, b) => b.created_at - a.created_at);
   }
 
-  private async commit(changes: Array<{ row: JobRow; patch: z.infer<typeof TerminalPatch> }>): Promise<void> {
+  private async commit(changes: Array<{ row: JobRow; patch: JobTerminalPatch }>): Promise<void> {
     try {
       await this.mutate((rows) => {
         for (const { row, patch } of changes) {
@@ -323,41 +174,9 @@ export class JobManager {
     });
   }
 
-  /**
-   * Without `offset`: the last `lines` lines of the attempt's log, at most `maxBytes` from its end.
-   * With `offset` (a `next_offset` from an earlier read): what was written since, from its first
-   * line on, so nothing is sent twice and nothing is skipped; `reset` when the log was replaced
-   * and is now shorter than the offset (then it is read from its start).
-   */
-  output(job: JobView, lines: number, maxBytes: number, offset: number | null = null): { text: string; truncated: boolean; next_offset: number; reset: boolean } {
-    const path = this.attemptFile(job.job_id, job.attempts, "log");
-    let fd: number;
-    try {
-      fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-    } catch {
-      return { text: "", truncated: false, next_offset: 0, reset: offset !== null && offset > 0 };
-    }
-    try {
-      // The open file, not the path: a compaction may have replaced the log since we opened it.
-      const size = fstatSync(fd).size;
-      if (offset !== null) return readFrom(fd, size, offset, lines, maxBytes);
-      const n = Math.min(size, maxBytes);
-      const buf = Buffer.alloc(n);
-      let got = 0;
-      while (got < n) {
-        const r = readSync(fd, buf, got, n - got, size - n + got);
-        if (r <= 0) break;
-        got += r;
-      }
-      let text = buf.subarray(0, got).toString("utf8");
-      const all = text.split("\n");
-      if (all.at(-1) === "") all.pop();
-      const kept = all.slice(-lines);
-      text = kept.join("\n");
-      return { text, truncated: n < size || kept.length < all.length || job.log_truncated, next_offset: size, reset: false };
-    } finally {
-      closeSync(fd);
-    }
+  /** The attempt's log: its end, or what follows `offset` (see readJobLog). */
+  output(job: JobView, lines: number, maxBytes: number, offset: number | null = null): JobLogSlice {
+    return readJobLog(this.attemptFile(job.job_id, job.attempts, "log"), job.log_truncated, lines, maxBytes, offset);
   }
 
   /**
@@ -512,34 +331,4 @@ export class JobManager {
     }
     return out;
   }
-}
-
-/** Reads whole lines of a log from `offset`: at most `lines` lines and `maxBytes` bytes. */
-function readFrom(fd: number, size: number, offset: number, lines: number, maxBytes: number): { text: string; truncated: boolean; next_offset: number; reset: boolean } {
-  const reset = offset > size;
-  const start = reset ? 0 : offset;
-  const n = Math.min(size - start, maxBytes);
-  const buf = Buffer.alloc(n);
-  let got = 0;
-  while (got < n) {
-    const r = readSync(fd, buf, got, n - got, start + got);
-    if (r <= 0) break;
-    got += r;
-  }
-  let chunk = buf.subarray(0, got);
-  // Stop after the last complete line when more follows, so the next read starts on a line.
-  if (start + got < size) {
-    const nl = chunk.lastIndexOf(10);
-    if (nl >= 0) chunk = chunk.subarray(0, nl + 1);
-  }
-  let end = 0;
-  let count = 0;
-  while (count < lines && end < chunk.length) {
-    const nl = chunk.indexOf(10, end);
-    end = nl < 0 ? chunk.length : nl + 1;
-    count++;
-  }
-  const kept = chunk.subarray(0, end);
-  const text = kept.toString("utf8").replace(/\n$/, "");
-  return { text, truncated: start + kept.length < size, next_offset: start + kept.length, reset };
 }

@@ -3,8 +3,10 @@ import { ToolError } from "../core/errors.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
 import { tmuxAdmissionLockPath } from "../store/lifecycle.ts";
 import { withFileLock } from "../store/lock.ts";
-import { HISTORY_LIMIT, type Inventory, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
 import { randomHex } from "../core/random.ts";
+import { sanitizeShellName, tmuxKey, tmuxLiteral } from "./shells-keys.ts";
+import { type ReadOptions, type ReadResult, ShellOutputReader } from "./shells-output.ts";
+import { DEFAULT_COLS, DEFAULT_ROWS, HISTORY_LIMIT, type Inventory, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
 
 /** Time the containment runner gives a shell's processes between SIGTERM and SIGKILL. */
 const SHELL_GRACE_MS = 1000;
@@ -15,64 +17,6 @@ const STOP_MARGIN_MS = 3000;
 const STOP_CONFIRM_MS = 5000;
 const ADMISSION_WAIT_MS = 15_000;
 const POLL_MS = 40;
-export const DEFAULT_COLS = 200;
-export const DEFAULT_ROWS = 50;
-
-/** `[^A-Za-z0-9_-]` → `-`, at most 64 chars, no leading/trailing `-`; dots are replaced because tmux rewrites them. */
-export function sanitizeShellName(name: string): string {
-  return name
-    .replace(/[^A-Za-z0-9_-]/g, "-")
-    .slice(0, 64)
-    .replace(/^[-]+|[-]+$/g, "");
-}
-
-/** tmux reads an argument ending in `;` as a command separator; this keeps such text literal. */
-export function tmuxLiteral(arg: string): string {
-  return arg.endsWith(";") ? `${arg.slice(0, -1)}\\;` : arg;
-}
-
-const NAMED_KEYS: Record<string, string> = {
-  enter: "Enter",
-  return: "Enter",
-  tab: "Tab",
-  btab: "BTab",
-  "shift-tab": "BTab",
-  escape: "Escape",
-  esc: "Escape",
-  space: "Space",
-  backspace: "BSpace",
-  bspace: "BSpace",
-  up: "Up",
-  down: "Down",
-  left: "Left",
-  right: "Right",
-  home: "Home",
-  end: "End",
-  pageup: "PageUp",
-  pgup: "PageUp",
-  pagedown: "PageDown",
-  pgdn: "PageDown",
-  insert: "IC",
-  ic: "IC",
-  delete: "DC",
-  del: "DC",
-  dc: "DC",
-};
-
-/** Maps a friendly key name (`Ctrl-C`, `ctrl+d`, `^C`, `Esc`, `Up`, `F5`, `M-x`) to tmux's name. */
-export function tmuxKey(key: string): string {
-  const k = key.trim();
-  const lower = k.toLowerCase();
-  const ctrl = /^(?:c|ctrl|control)[-+]([a-z@\[\]\\^_?])$/.exec(lower) ?? /^\^([a-z@\[\]\\^_?])$/.exec(lower);
-  if (ctrl) return `C-${ctrl[1]}`;
-  const meta = /^(?:m|meta|alt)[-+]([a-z0-9])$/.exec(lower);
-  if (meta) return `M-${meta[1]}`;
-  const f = /^f([1-9]|1[0-2])$/.exec(lower);
-  if (f) return `F${f[1]}`;
-  const named = NAMED_KEYS[lower];
-  if (named) return named;
-  throw new ToolError("invalid_key", `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`);
-}
 
 export interface ShellView {
   shell_id: string;
@@ -87,44 +31,6 @@ export interface ShellView {
   command: string;
   cols: number;
   rows: number;
-}
-
-export interface ReadOptions {
-  lines: number;
-  offset: number | null;
-  waitFor: RegExp | null;
-  idleMs: number | null;
-  timeoutMs: number;
-  maxBytes: number;
-  signal?: AbortSignal;
-}
-
-export interface ReadResult {
-  output: string;
-  current_line: string;
-  next_offset: number;
-  lines: number;
-  truncated: boolean;
-  reset: boolean;
-  history_full: boolean;
-  status: "running" | "exited";
-  exit_code: number | null;
-  matched: boolean | null;
-  idle: boolean | null;
-  timed_out: boolean;
-  waited_ms: number;
-}
-
-interface Snapshot {
-  historySize: number;
-  cursorX: number;
-  cursorY: number;
-  height: number;
-  dead: boolean;
-  deadStatus: number | null;
-  /** Rows from `firstRow` (absolute) to the end of the captured region. */
-  rows: string[];
-  firstRow: number;
 }
 
 /**
@@ -165,6 +71,8 @@ function startFailure(r: { code: number | null; stderr: string }, info: Inventor
  * session, kept after the program exits (remain-on-exit) until killed.
  */
 export class ShellManager {
+  private readonly output: ShellOutputReader;
+
   constructor(
     private readonly stateDir: string,
     readonly tmux: TmuxServer,
@@ -172,7 +80,9 @@ export class ShellManager {
     private readonly runner: () => Promise<string>,
     private readonly shell: string,
     private readonly maxShells: number,
-  ) {}
+  ) {
+    this.output = new ShellOutputReader(tmux);
+  }
 
   private admission<T>(fn: () => Promise<T>): Promise<T> {
     return withFileLock(tmuxAdmissionLockPath(this.stateDir), fn, ADMISSION_WAIT_MS).catch((e) => {
@@ -338,120 +248,9 @@ export class ShellManager {
     await this.tmux.must(["resize-window", "-t", paneTarget(id), "-x", String(cols), "-y", String(rows)]);
   }
 
-  /** History size seen last per shell: the guess that lets one tmux call read an absolute row range. */
-  private readonly lastHistory = new Map<string, number>();
-
-  private async snapshot(id: string, fromRow: number | null, lines: number): Promise<Snapshot> {
-    const t = paneTarget(id);
-    for (let attempt = 0; ; attempt++) {
-      const guess = this.lastHistory.get(id) ?? 0;
-      const height = this.lastHeight.get(id) ?? DEFAULT_ROWS;
-      const start = fromRow === null ? Math.max(0, guess - Math.max(1, lines)) : fromRow;
-      // Metadata and rows come from one command sequence, which tmux runs without reading pane
-      // output in between, so the rows are exactly those of the history size it reports.
-      const text = await this.tmux.must([
-        "display-message", "-p", "-t", t, "#{history_size}\t#{cursor_y}\t#{pane_height}\t#{pane_dead}\t#{pane_dead_status}\t#{cursor_x}", ";",
-        "capture-pane", "-p", "-N", "-t", t, "-S", String(start - guess), "-E", String(Math.max(height, 1) - 1),
-      ]);
-      const nl = text.indexOf("\n");
-      const [hs, cy, h, dead, status, cx] = text.slice(0, nl).split("\t");
-      const historySize = Number(hs) || 0;
-      const realHeight = Number(h) || 0;
-      this.lastHistory.set(id, historySize);
-      this.lastHeight.set(id, realHeight);
-      if ((historySize !== guess || realHeight !== height) && attempt < 3) continue;
-      const rows = start > historySize + realHeight - 1 ? [] : text.slice(nl + 1).split("\n");
-      if (rows.at(-1) === "") rows.pop();
-      return { cursorX: Number(cx) || 0, historySize, cursorY: Number(cy) || 0, height: realHeight, dead: dead === "1", deadStatus: dead === "1" && status ? Number(status) : null, rows,
-        // tmux captured from `historySize + (start - guess)`; equal to `start` once the guess held.
-        firstRow: Math.max(0, historySize + start - guess) };
-    }
-  }
-
-  private readonly lastHeight = new Map<string, number>();
-
   async read(id: string, sid: string | null, o: ReadOptions): Promise<ReadResult> {
     await this.owned(id, sid);
-    const started = Date.now();
-    const deadline = started + o.timeoutMs;
-    let last = "";
-    let lastChange = Date.now();
-    for (;;) {
-      const view = await this.view1(id, o);
-      const haystack = view.current_line ? `${view.output}\n${view.current_line}` : view.output;
-      const matched = o.waitFor ? o.waitFor.test(haystack) : null;
-      const fingerprint = `${view.next_offset}\u0000${haystack}`;
-      if (fingerprint !== last) {
-        last = fingerprint;
-        lastChange = Date.now();
-      }
-      const idle = o.idleMs !== null ? Date.now() - lastChange >= o.idleMs : null;
-      const waiting = (o.waitFor !== null && !matched) || (o.idleMs !== null && !idle);
-      const exited = view.status === "exited";
-      if (!waiting || exited || Date.now() >= deadline || o.signal?.aborted) {
-        return { ...view, matched, idle, timed_out: waiting && !exited && Date.now() >= deadline, waited_ms: Date.now() - started };
-      }
-      await Bun.sleep(POLL_MS);
-    }
-  }
-
-  private async view1(id: string, o: ReadOptions): Promise<Omit<ReadResult, "matched" | "idle" | "timed_out" | "waited_ms">> {
-    let snap = await this.snapshot(id, o.offset, o.lines);
-    const total = snap.historySize + snap.height;
-    let reset = false;
-    if (o.offset !== null && o.offset > total) {
-      reset = true;
-      snap = await this.snapshot(id, 0, o.lines);
-    }
-    // Rows before the cursor are complete; the cursor row may still be written to (a prompt).
-    let end: number;
-    let current = "";
-    if (snap.dead) {
-      // After exit the pane ends in blank screen rows and tmux's "Pane is dead (status …)" line;
-      // neither is output (the status is reported in the footer), so both are dropped.
-      end = snap.firstRow + snap.rows.length;
-      const filler = (row: string) => row.trim() === "" || /^Pane is dead \(/.test(row.trim());
-      while (end > snap.firstRow && filler(snap.rows[end - 1 - snap.firstRow]!)) end--;
-    } else {
-      end = Math.max(snap.firstRow, snap.historySize + snap.cursorY);
-      // Rows keep trailing spaces (-N) so a prompt such as ">>> " is seen as typed up to the cursor.
-      const raw = snap.rows[end - snap.firstRow] ?? "";
-      current = raw.trimEnd().length > snap.cursorX ? raw.trimEnd() : raw.slice(0, snap.cursorX);
-    }
-    let rows = snap.rows.slice(0, Math.max(0, end - snap.firstRow)).map((r) => r.trimEnd());
-    if (o.offset === null) {
-      rows = rows.slice(-o.lines);
-      while (rows.length && rows[0]!.trim() === "") rows = rows.slice(1);
-    }
-    let truncated = false;
-    let output = rows.join("\n");
-    let nextOffset = end;
-    if (Buffer.byteLength(output) > o.maxBytes) {
-      truncated = true;
-      if (o.offset === null) {
-        const buf = Buffer.from(output);
-        output = buf.subarray(buf.length - o.maxBytes).toString("utf8");
-      } else {
-        // Keep the head so the next read continues where this one stopped.
-        let bytes = 0;
-        let n = 0;
-        while (n < rows.length && bytes + Buffer.byteLength(rows[n]!) + 1 <= o.maxBytes) bytes += Buffer.byteLength(rows[n++]!) + 1;
-        output = rows.slice(0, n).join("\n");
-        nextOffset = (reset ? 0 : snap.firstRow) + n;
-        current = "";
-      }
-    }
-    return {
-      output,
-      current_line: current,
-      next_offset: nextOffset,
-      lines: output ? output.split("\n").length : 0,
-      truncated,
-      reset,
-      history_full: snap.historySize >= HISTORY_LIMIT,
-      status: snap.dead ? "exited" : "running",
-      exit_code: snap.deadStatus,
-    };
+    return this.output.read(id, o);
   }
 
   /** Stops the shell's process tree (confirmed), then removes the tmux session and its reservation. */

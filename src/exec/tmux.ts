@@ -10,6 +10,9 @@ export const OWNER_OPTION = "@lsm-owner";
 export const KIND_OPTION = "@lsm-kind";
 /** Lines of scrollback a shell keeps. */
 export const HISTORY_LIMIT = 10_000;
+/** Window size a new shell starts with (the model reads it as text; wide enough for most tables). */
+export const DEFAULT_COLS = 200;
+export const DEFAULT_ROWS = 50;
 /** Longest socket path bind() accepts on Linux, less a margin. */
 const MAX_SOCKET_PATH = 100;
 const COMMAND_TIMEOUT_MS = 5000;

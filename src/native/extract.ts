@@ -5,13 +5,14 @@ import { ToolError } from "../core/errors.ts";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { withFileLock } from "../store/lock.ts";
+import { holdHelperFolder, pruneOtherBuilds } from "./helper-folders.ts";
 
 /**
  * Where embedded helpers are extracted: owner-private, one folder per build. The folder carries the
  * build digest beside the version because two different builds of one version (a developer's tree
  * and an installed release, say) would otherwise keep replacing each other's copies, and a server
- * could start the other build's runner, whose command-line contract may differ. Folders of older
- * builds are left alone: a server still running from one may need it.
+ * could start the other build's runner, whose command-line contract may differ. Folders of other
+ * builds are removed once nothing uses them (helper-folders.ts).
  */
 export function helperDir(env: Record<string, string | undefined> = process.env): string {
   const base = env.XDG_CACHE_HOME && isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : join(homedir(), ".cache");
@@ -34,6 +35,22 @@ function matches(path: string, digest: string): boolean {
 
 const ready = new Map<string, Promise<string>>();
 
+/** Prunes other builds' folders this long after the first extraction, off the start-up path. */
+const PRUNE_DELAY_MS = 2000;
+let buildFolderInUse: Promise<boolean> | undefined;
+
+/**
+ * Marks this build's helper folder as in use for the life of the process before anything in it is
+ * used, and then, once, clears out the folders of other builds that nothing uses any more.
+ */
+function useBuildFolder(buildDir: string): Promise<boolean> {
+  buildFolderInUse ??= holdHelperFolder(buildDir).then((held) => {
+    setTimeout(() => pruneOtherBuilds(buildDir), PRUNE_DELAY_MS).unref();
+    return held;
+  });
+  return buildFolderInUse;
+}
+
 /**
  * Returns the path of an executable copy of an embedded helper. The copy lives in an owner-private
  * versioned folder; it is (re)written atomically under a cross-process lock whenever it is missing
@@ -55,6 +72,8 @@ async function doExtract(name: string, embeddedPath: string, dir: string): Promi
   if (bytes.length === 0) throw new ToolError("helper_unavailable", `embedded helper ${name} is empty`);
   const digest = sha256(bytes);
   const target = join(dir, name);
+  const buildDir = helperDir();
+  if (dir === buildDir || dir.startsWith(`${buildDir}/`)) await useBuildFolder(buildDir);
   // The folder is checked (ours, a real directory, 0700) before a copy in it is trusted: a copy
   // whose digest matched is only as safe as the directory that others could rename it in.
   ensurePrivateDir(dir);

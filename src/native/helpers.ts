@@ -2,6 +2,7 @@ import runnerEmbedded from "../../build/native/lsm-runner" with { type: "file" }
 import { join } from "node:path";
 import { writeFileAtomic, ensurePrivateDir } from "../store/atomic.ts";
 import { extractHelper, helperDir } from "./extract.ts";
+import { holdHelperFolder } from "./helper-folders.ts";
 import { selfArgv } from "./macos/cli.ts";
 
 /** The containment runner (native/runner), embedded at build time and extracted on first use. */
@@ -16,7 +17,7 @@ export function containmentRunner(): Promise<string> {
  */
 export function boundedRunner(platform: string = process.platform): Promise<string> {
   if (platform !== "darwin") return containmentRunner();
-  macScript ??= Promise.resolve().then(() => writeRunnerScript(helperDir(), selfArgv()));
+  macScript ??= holdHelperFolder(helperDir()).then(() => writeRunnerScript(helperDir(), selfArgv()));
   macScript.catch(() => (macScript = undefined));
   return macScript;
 }

@@ -12,19 +12,13 @@ import { FileLock } from "../store/lock.ts";
 import { installRuntime } from "./fetch-runtime.ts";
 import { installedRuntime } from "./install.ts";
 import { ensureLauncher } from "./launcher.ts";
-import { newProfileId, PROFILE_ID_PATTERN, profilePaths, readIdentity, readProfile, recordText, workerPaths, writeIdentity, writeProfile, type WorkerIdentity } from "./layout.ts";
+import { newProfileId, PROFILE_ID_PATTERN, profilePaths, readIdentity, readProfile, recordText, workerPaths, writeIdentity, writeProfile, type WorkerIdentity, type WorkerProfile } from "./layout.ts";
 
 export const MIGRATION_SOURCE = "legacy-single-worker";
 const MAX_SCANNED_PROFILES = 1024;
 
-export interface MigrationResult {
-  schema_version: 1;
-  profile_id: string;
-  runtime_sha256: string;
-  runtime_version: string;
-  server: string;
-  name: string;
-  workdir: string;
+/** The migrated profile, and the command that reconnects it. */
+export interface MigrationResult extends WorkerProfile {
   reconnect_command: string;
 }
 

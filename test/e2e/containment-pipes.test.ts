@@ -7,22 +7,19 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { type McpHandle, openStdioSession, type StdioSession } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
-let ws: TempDir;
+let session: StdioSession;
+let ws: string;
 let mcp: McpHandle;
 let sid: string;
 
 beforeAll(async () => {
-  ws = tempDir("lsm-pipes-");
-  mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state") });
-  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  session = await openStdioSession({ prefix: "lsm-pipes-" });
+  ({ mcp, sid, workspace: ws } = session);
 });
-afterAll(async () => {
-  await mcp.close();
-  ws[Symbol.dispose]();
-});
+afterAll(() => session?.close());
 
 // A holder started by the test, outside the command's tree: it receives a file descriptor over a
 // unix socket (SCM_RIGHTS) and keeps it open until it is killed.
@@ -44,11 +41,11 @@ socket.send_fds(s, [b"x"], [1])
 
 describe("a pipe held open by an outsider", () => {
   test("does not hold the call once the command's tree is gone", async () => {
-    const sock = join(ws.path, "holder.sock");
-    const got = join(ws.path, "holder.got");
-    writeFileSync(join(ws.path, "holder.py"), HOLDER);
-    writeFileSync(join(ws.path, "sender.py"), SENDER);
-    const holder = Bun.spawn(["python3", join(ws.path, "holder.py"), sock, got], { stdin: "ignore", stdout: "ignore", stderr: "inherit" });
+    const sock = join(ws, "holder.sock");
+    const got = join(ws, "holder.got");
+    writeFileSync(join(ws, "holder.py"), HOLDER);
+    writeFileSync(join(ws, "sender.py"), SENDER);
+    const holder = Bun.spawn(["python3", join(ws, "holder.py"), sock, got], { stdin: "ignore", stdout: "ignore", stderr: "inherit" });
     try {
       await waitFor(() => existsSync(sock), { what: "the holder to listen" });
       const started = performance.now();

@@ -1,32 +1,26 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { type McpHandle, openStdioSession, type StdioSession } from "../helpers/harness.ts";
 
-let ws: TempDir;
-let st: TempDir;
+let session: StdioSession;
+let ws: string;
 let mcp: McpHandle;
 let sid: string;
 
 type Read = { content: string; file: { snapshot_id: string; total_lines: number; file_sha256: string; truncated: boolean; line_count: number } };
 
 beforeAll(async () => {
-  ws = tempDir("lsm-files-ws-");
-  st = tempDir("lsm-files-state-");
-  mcp = await connectStdio({ workspace: ws.path, state: st.path });
-  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  session = await openStdioSession({ prefix: "lsm-files-" });
+  ({ mcp, sid, workspace: ws } = session);
 });
-afterAll(async () => {
-  await mcp.close();
-  ws[Symbol.dispose]();
-  st[Symbol.dispose]();
-});
+afterAll(() => session?.close());
 
 const put = (name: string, text: string | Buffer) => {
-  mkdirSync(join(ws.path, name, ".."), { recursive: true });
-  writeFileSync(join(ws.path, name), text);
+  mkdirSync(join(ws, name, ".."), { recursive: true });
+  writeFileSync(join(ws, name), text);
 };
-const get = (name: string) => readFileSync(join(ws.path, name), "utf8");
+const get = (name: string) => readFileSync(join(ws, name), "utf8");
 const read = (path: string) => mcp.ok<Read>("read", { session_id: sid, path });
 
 describe("read selectors", () => {
@@ -51,7 +45,7 @@ describe("read selectors", () => {
   test("directories list sorted entries", async () => {
     put("dir/b.txt", "b");
     put("dir/a.txt", "a");
-    mkdirSync(join(ws.path, "dir/c"));
+    mkdirSync(join(ws, "dir/c"));
     const r = await mcp.ok<{ kind: string; content: string; directory: { is_truncated: boolean } }>("read", { session_id: sid, path: "dir" });
     expect(r.kind).toBe("directory");
     expect(r.content).toBe("file\tdir/a.txt\nfile\tdir/b.txt\ndir\tdir/c/");
@@ -141,11 +135,11 @@ describe("hashline_edit", () => {
 describe("edit_lines and write_file", () => {
   test("edit_lines guards and keeps mode", async () => {
     put("el.sh", "#!/bin/sh\necho a\r\necho b\r\n");
-    chmodSync(join(ws.path, "el.sh"), 0o755);
+    chmodSync(join(ws, "el.sh"), 0o755);
     const r = await read("el.sh:2-3");
     await mcp.ok("edit_lines", { session_id: sid, path: "el.sh", start_line: 2, end_line: 2, replacement: "echo A\necho AA\n", snapshot_id: r.file.snapshot_id });
     expect(get("el.sh")).toBe("#!/bin/sh\necho A\r\necho AA\r\necho b\r\n");
-    expect(statSync(join(ws.path, "el.sh")).mode & 0o777).toBe(0o755);
+    expect(statSync(join(ws, "el.sh")).mode & 0o777).toBe(0o755);
     expect(await mcp.fails("edit_lines", { session_id: sid, path: "el.sh", start_line: 2, end_line: 2, replacement: "x", expected_sha256: "0".repeat(64) })).toBe("file_changed");
     expect(await mcp.fails("edit_lines", { session_id: sid, path: "el.sh", start_line: 9, end_line: 9, replacement: "x" })).toBe("line_out_of_range");
   });
@@ -162,7 +156,7 @@ describe("edit_lines and write_file", () => {
 
   test("delete_file_or_dir", async () => {
     put("del/a.txt", "a");
-    symlinkSync(join(ws.path, "del/a.txt"), join(ws.path, "del-link"));
+    symlinkSync(join(ws, "del/a.txt"), join(ws, "del-link"));
     expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "del-link" })).toMatchObject({ deleted: "link" });
     expect(get("del/a.txt")).toBe("a");
     expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "del" })).toBe("is_a_directory");

@@ -1,25 +1,24 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, errorCode, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { errorCode, type McpHandle, openStdioSession, type StdioSession, tempDir, type TempDir } from "../helpers/harness.ts";
 
 // Symlinks in file-tool paths: a final symlink is never followed out by a write, and symlinked
 // parents are checked when the path is used, not once and remembered.
-let ws: TempDir;
+let session: StdioSession;
+let ws: string;
 let outside: TempDir;
 let mcp: McpHandle;
 let sid: string;
 
 beforeAll(async () => {
-  ws = tempDir("lsm-links-ws-");
   outside = tempDir("lsm-links-out-");
-  mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state") });
-  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  session = await openStdioSession({ prefix: "lsm-links-" });
+  ({ mcp, sid, workspace: ws } = session);
 });
 afterAll(async () => {
-  await mcp.close();
-  ws[Symbol.dispose]();
-  outside[Symbol.dispose]();
+  await session?.close();
+  outside?.[Symbol.dispose]();
 });
 
 /** Points the symlink `link` at `target` in one atomic rename, as an attacker racing us would. */
@@ -33,7 +32,7 @@ function repoint(link: string, target: string): void {
 describe("a final symlink", () => {
   test("pointing out: writes and edits are refused and the target is untouched", async () => {
     writeFileSync(join(outside.path, "target.txt"), "outside\n");
-    symlinkSync(join(outside.path, "target.txt"), join(ws.path, "out-final"));
+    symlinkSync(join(outside.path, "target.txt"), join(ws, "out-final"));
     for (const [tool, args] of [
       ["write_file", { path: "out-final", content: "pwned\n" }],
       ["write_file", { path: "out-final", content: "pwned\n", overwrite: true }],
@@ -42,27 +41,27 @@ describe("a final symlink", () => {
       expect(await mcp.fails(tool, { session_id: sid, ...args })).toBe("path_outside_workdir");
     }
     expect(readFileSync(join(outside.path, "target.txt"), "utf8")).toBe("outside\n");
-    expect(readlinkSync(join(ws.path, "out-final"))).toBe(join(outside.path, "target.txt"));
+    expect(readlinkSync(join(ws, "out-final"))).toBe(join(outside.path, "target.txt"));
   });
 
   test("pointing inside: the write replaces the target by rename and the link stays a link", async () => {
-    writeFileSync(join(ws.path, "real.txt"), "old\n");
-    symlinkSync("real.txt", join(ws.path, "in-final"));
+    writeFileSync(join(ws, "real.txt"), "old\n");
+    symlinkSync("real.txt", join(ws, "in-final"));
     await mcp.ok("write_file", { session_id: sid, path: "in-final", content: "new\n" });
-    expect(readFileSync(join(ws.path, "real.txt"), "utf8")).toBe("new\n");
-    expect(lstatSync(join(ws.path, "in-final")).isSymbolicLink()).toBe(true);
-    expect(readlinkSync(join(ws.path, "in-final"))).toBe("real.txt");
+    expect(readFileSync(join(ws, "real.txt"), "utf8")).toBe("new\n");
+    expect(lstatSync(join(ws, "in-final")).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(join(ws, "in-final"))).toBe("real.txt");
   });
 });
 
 describe("a symlinked parent", () => {
   test("is checked again on every use: allowed while it points inside, refused once repointed out", async () => {
-    mkdirSync(join(ws.path, "inside-dir"));
+    mkdirSync(join(ws, "inside-dir"));
     mkdirSync(join(outside.path, "dir"));
-    writeFileSync(join(ws.path, "inside-dir", "f.txt"), "inside\n");
+    writeFileSync(join(ws, "inside-dir", "f.txt"), "inside\n");
     writeFileSync(join(outside.path, "dir", "f.txt"), "outside secret\n");
-    const link = join(ws.path, "parent");
-    symlinkSync(join(ws.path, "inside-dir"), link);
+    const link = join(ws, "parent");
+    symlinkSync(join(ws, "inside-dir"), link);
     expect(await mcp.ok("read", { session_id: sid, path: "parent/f.txt" })).toMatchObject({ kind: "file" });
     await mcp.ok("write_file", { session_id: sid, path: "parent/g.txt", content: "ok\n" });
     repoint(link, join(outside.path, "dir"));
@@ -75,12 +74,12 @@ describe("a symlinked parent", () => {
   });
 
   test("flipping between inside and outside while reads and writes run never lets one through", async () => {
-    mkdirSync(join(ws.path, "flip-in"));
+    mkdirSync(join(ws, "flip-in"));
     mkdirSync(join(outside.path, "flip-out"));
-    writeFileSync(join(ws.path, "flip-in", "f.txt"), "inside\n");
+    writeFileSync(join(ws, "flip-in", "f.txt"), "inside\n");
     writeFileSync(join(outside.path, "flip-out", "f.txt"), "outside secret\n");
-    const link = join(ws.path, "flip");
-    symlinkSync(join(ws.path, "flip-in"), link);
+    const link = join(ws, "flip");
+    symlinkSync(join(ws, "flip-in"), link);
     // A separate process repoints the parent as fast as it can until told to stop.
     const stop = join(outside.path, "stop-flipping");
     const flipper = Bun.spawn([
@@ -91,7 +90,7 @@ describe("a symlinked parent", () => {
       `while [ ! -e "$4" ]; do ln -sfn "$2" "$1.tmp" && mv -T "$1.tmp" "$1"; ln -sfn "$3" "$1.tmp" && mv -T "$1.tmp" "$1"; done`,
       "flipper",
       link,
-      join(ws.path, "flip-in"),
+      join(ws, "flip-in"),
       join(outside.path, "flip-out"),
       stop,
     ]);

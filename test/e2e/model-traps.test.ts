@@ -7,32 +7,30 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, errorCode, type McpHandle, stopStateLeftovers, tempDir, type TempDir } from "../helpers/harness.ts";
+import { errorCode, type McpHandle, openStdioSession, type StdioSession } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const text = (r: CallToolResult) => (r.content[0] as { text: string }).text;
 
 describe("traps a model falls into", () => {
-  let ws: TempDir;
-  let state: TempDir;
+  let session: StdioSession;
+  let ws: string;
   let mcp: McpHandle;
   let sid: string;
 
   beforeAll(async () => {
-    ws = tempDir("lsm-traps-");
-    state = tempDir("lsm-traps-state-");
-    mkdirSync(join(ws.path, "proj", "src"), { recursive: true });
-    writeFileSync(join(ws.path, "proj", "a.txt"), "alpha\n");
-    writeFileSync(join(ws.path, "proj", "src", "main.py"), "def main():\n    return 42\n");
-    mcp = await connectStdio({ workspace: ws.path, state: state.path });
-    sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "proj" })).session_id;
+    session = await openStdioSession({
+      prefix: "lsm-traps-",
+      workdir: "proj",
+      prepare: (workspace) => {
+        mkdirSync(join(workspace, "proj", "src"), { recursive: true });
+        writeFileSync(join(workspace, "proj", "a.txt"), "alpha\n");
+        writeFileSync(join(workspace, "proj", "src", "main.py"), "def main():\n    return 42\n");
+      },
+    });
+    ({ mcp, sid, workspace: ws } = session);
   });
-  afterAll(async () => {
-    await mcp.close();
-    stopStateLeftovers(state.path);
-    ws[Symbol.dispose]();
-    state[Symbol.dispose]();
-  });
+  afterAll(() => session?.close());
 
   test("unknown arguments are refused with a did-you-mean, never ignored", async () => {
     const r = await mcp.call("bash", { session_id: sid, command: "true", timeot_s: 5 });
@@ -101,15 +99,15 @@ describe("traps a model falls into", () => {
     expect(errorCode(missing)).toBe("path_not_found");
     expect(text(missing)).toBe("[path_not_found] no such file or directory: src/mian.py; did you mean src/main.py?");
     // When both readings exist the path is ambiguous, and "./" picks the workdir-relative one.
-    mkdirSync(join(ws.path, "proj", "proj"));
-    writeFileSync(join(ws.path, "proj", "proj", "a.txt"), "inner\n");
+    mkdirSync(join(ws, "proj", "proj"));
+    writeFileSync(join(ws, "proj", "proj", "a.txt"), "inner\n");
     const both = await mcp.call("read", { session_id: sid, path: "proj/a.txt" });
     expect(errorCode(both)).toBe("ambiguous_path");
     expect((await mcp.ok<{ content: string }>("read", { session_id: sid, path: "./proj/a.txt" })).content).toContain("1:inner");
     // bash prints its cwd workspace-relative; that spelling works as a cwd too.
     const inSrc = await mcp.ok<{ cwd: string; result: { stdout: string } }>("bash", { session_id: sid, command: "pwd", cwd: "proj/src" });
     expect(inSrc.cwd).toBe("proj/src");
-    expect(inSrc.result.stdout).toBe(`${join(ws.path, "proj", "src")}\n`);
+    expect(inSrc.result.stdout).toBe(`${join(ws, "proj", "src")}\n`);
     // A path outside the workdir stays refused, printed or not.
     expect(await mcp.fails("read", { session_id: sid, path: "../outside.txt" })).toBe("path_outside_workdir");
   });
@@ -155,7 +153,7 @@ describe("traps a model falls into", () => {
   });
 
   describe("edits that retry in one shot", () => {
-    const put = (name: string, body: string) => writeFileSync(join(ws.path, "proj", name), body);
+    const put = (name: string, body: string) => writeFileSync(join(ws, "proj", name), body);
     const headerOf = async (name: string) => /^\[[^\]]+\]/.exec((await mcp.ok<{ content: string }>("read", { session_id: sid, path: name })).content)![0];
 
     test("old_text_mismatch shows what was sent and what the line has, whitespace visible", async () => {
@@ -199,18 +197,18 @@ describe("traps a model falls into", () => {
       expect(text(good)).toContain(`fresh context:\n${files[0]!.context}`);
       const fresh = /^\[[^\]]+\]/.exec(files[0]!.context!)![0];
       await mcp.ok("hashline_edit", { session_id: sid, input: `${fresh}\n6:        return f.read()\n+        return f.read().strip()` });
-      expect(readFileSync(join(ws.path, "proj", "cfg.py"), "utf8")).toContain("return f.read().strip()");
+      expect(readFileSync(join(ws, "proj", "cfg.py"), "utf8")).toContain("return f.read().strip()");
     });
 
     test("an edit that changes nothing says so and writes nothing", async () => {
       put("same.txt", "one\ntwo\n");
-      const before = statSync(join(ws.path, "proj", "same.txt")).mtimeMs;
+      const before = statSync(join(ws, "proj", "same.txt")).mtimeMs;
       const header = await headerOf("same.txt");
       const r = await mcp.call("hashline_edit", { session_id: sid, input: `${header}\n2:two\n+two` });
       expect(text(r)).toStartWith("no change: the new lines equal the current ones; nothing was written");
       const lines = await mcp.call("edit_lines", { session_id: sid, path: "same.txt", start_line: 1, end_line: 1, replacement: "one\n" });
       expect(text(lines)).toStartWith("no change: the replacement equals the current lines; nothing was written");
-      expect(statSync(join(ws.path, "proj", "same.txt")).mtimeMs).toBe(before);
+      expect(statSync(join(ws, "proj", "same.txt")).mtimeMs).toBe(before);
     });
   });
 });

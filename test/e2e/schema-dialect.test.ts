@@ -1,25 +1,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { type McpHandle, openStdioSession, type StdioSession } from "../helpers/harness.ts";
 
 // Lax clients (MCP Inspector CLI, the Python original's callers) send numbers as strings.
 describe("numeric strings for nullable numbers", () => {
-  let ws: TempDir;
-  let state: TempDir;
+  let session: StdioSession;
   let mcp: McpHandle;
   let sid: string;
 
   beforeAll(async () => {
-    ws = tempDir("lsm-ws-");
-    state = tempDir("lsm-state-");
-    mcp = await connectStdio({ workspace: ws.path, state: state.path });
-    sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+    session = await openStdioSession();
+    ({ mcp, sid } = session);
   });
 
-  afterAll(async () => {
-    await mcp?.close();
-    ws?.[Symbol.dispose]();
-    state?.[Symbol.dispose]();
-  });
+  afterAll(() => session?.close());
 
   test('"10" is taken as 10 for a nullable integer', async () => {
     const out = await mcp.ok<{ result: { stdout: string; truncated: boolean } }>("bash", { session_id: sid, command: "printf '%0100d' 0", max_output_bytes: "10" });

@@ -4,23 +4,18 @@
  * unless it is told the terminal is UTF-8 (-u) and finds a UTF-8 LC_CTYPE.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { type McpHandle, openStdioSession, type StdioSession } from "../helpers/harness.ts";
 
-let ws: TempDir;
+let session: StdioSession;
 let mcp: McpHandle;
 let sid: string;
 
 beforeAll(async () => {
-  ws = tempDir("lsm-shell-locale-");
   // Empty values are what "unset" means to setlocale; the harness cannot remove inherited names.
-  mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state"), env: { LANG: "", LC_ALL: "", LC_CTYPE: "", LANGUAGE: "" } });
-  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  session = await openStdioSession({ prefix: "lsm-shell-locale-", env: { LANG: "", LC_ALL: "", LC_CTYPE: "", LANGUAGE: "" } });
+  ({ mcp, sid } = session);
 });
-afterAll(async () => {
-  await mcp.close();
-  ws[Symbol.dispose]();
-});
+afterAll(() => session?.close());
 
 interface Read {
   output: string;

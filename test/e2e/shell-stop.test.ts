@@ -7,8 +7,7 @@
  * loaded 2-core machine). Run the full figure by hand with SHELL_STOP_KILLS=200.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { join } from "node:path";
-import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { type McpHandle, openStdioSession, type StdioSession } from "../helpers/harness.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 const KILLS = Number(process.env.SHELL_STOP_KILLS ?? 45);
@@ -19,22 +18,20 @@ const PROGRAMS = [
   { command: "trap 'echo got-hup' HUP; echo trapping; while :; do sleep 1; done", ready: "trapping" },
 ];
 
-let ws: TempDir;
+let session: StdioSession;
 let mcp: McpHandle;
 let sid: string;
 let hog: Bun.Subprocess | undefined;
 
 beforeAll(async () => {
-  ws = tempDir("lsm-shell-stop-");
-  mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state") });
-  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  session = await openStdioSession({ prefix: "lsm-shell-stop-" });
+  ({ mcp, sid } = session);
   // The failures showed on busy machines: keep one core busy for the whole test.
   hog = Bun.spawn(["sh", "-c", "exec yes > /dev/null"], { stdin: "ignore", stdout: "ignore", stderr: "ignore" });
 });
 afterAll(async () => {
   hog?.kill("SIGKILL");
-  await mcp.close();
-  ws[Symbol.dispose]();
+  await session?.close();
 });
 
 interface Read {

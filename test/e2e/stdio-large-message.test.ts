@@ -6,32 +6,21 @@
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { tempDir, type TempDir } from "../helpers/harness.ts";
-import { startRawStdio, type RawStdio } from "../helpers/raw-stdio.ts";
+import { openRawStdio, type RawStdio } from "../helpers/raw-stdio.ts";
 
 const MiB = 1024 * 1024;
 const LIMIT = 16_000_000; // the default max_http_request_bytes
-let ws: TempDir;
-let state: TempDir;
 let raw: RawStdio;
-let nextId = 1;
 
 beforeAll(async () => {
-  ws = tempDir();
-  state = tempDir();
-  raw = startRawStdio({ workspace: ws.path, state: state.path });
-  await raw.initialize();
+  raw = await openRawStdio();
 });
 
-afterAll(async () => {
-  await raw.close();
-  ws[Symbol.dispose]();
-  state[Symbol.dispose]();
-});
+afterAll(() => raw?.close());
 
 /** Streams one `ping` line of about `bytes` bytes (padding in _meta) and returns its id. */
 async function streamPing(bytes: number): Promise<number> {
-  const id = nextId++;
+  const id = raw.nextId();
   const head = `{"jsonrpc":"2.0","id":${id},"method":"ping","params":{"_meta":{"pad":"`;
   const tail = `"}}}`;
   const chunk = Buffer.alloc(MiB, "x");
@@ -53,7 +42,7 @@ function peakRssKiB(pid: number): number {
 }
 
 async function stillServes(): Promise<void> {
-  const id = nextId++;
+  const id = raw.nextId();
   raw.send({ jsonrpc: "2.0", id, method: "tools/list" });
   const answer = await raw.answer(id);
   expect((answer.result as { tools: unknown[] }).tools.length).toBeGreaterThan(5);

@@ -4,13 +4,11 @@
  * returned by read_todos.
  */
 import { expect, test } from "bun:test";
-import { connectStdio, tempDir } from "../helpers/harness.ts";
+import { openStdioSession } from "../helpers/harness.ts";
 
 test("write_todos keeps free-form fields and free status strings, and requires content", async () => {
-  using ws = tempDir();
-  using state = tempDir();
-  await using mcp = await connectStdio({ workspace: ws.path, state: state.path });
-  const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+  await using session = await openStdioSession();
+  const { mcp, sid } = session;
   const items = [
     { content: "ship it", status: "blocked", priority: "p0", owner: "ana", tags: ["release", "ui"], estimate: { hours: 3 } },
     { id: 7, content: "write docs", activeForm: "Writing docs" },

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { ToolError } from "../../src/core/errors.ts";
-import { sanitizeShellName, tmuxKey, tmuxLiteral } from "../../src/exec/shells.ts";
+import { sanitizeShellName, tmuxKey, tmuxLiteral } from "../../src/exec/shells-keys.ts";
 
 describe("persistent shell helpers", () => {
   test("shell names are sanitized to tmux-safe ids", () => {

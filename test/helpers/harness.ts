@@ -6,7 +6,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { waitFor } from "./wait.ts";
@@ -38,10 +38,13 @@ export interface TempDir {
   [Symbol.dispose](): void;
 }
 
-/** A fresh private temp dir (symlinks resolved), removed on dispose. */
+/**
+ * A fresh private temp dir (symlinks resolved). On dispose, whatever still runs from it is stopped
+ * (stopProcessesUnder) and then it is removed.
+ */
 export function tempDir(prefix = "lsm-test-"): TempDir {
   const path = realpathSync(mkdtempSync(join(tmpdir(), prefix)));
-  return { path, [Symbol.dispose]: () => rmSync(path, { recursive: true, force: true }) };
+  return { path, [Symbol.dispose]: () => removeDir(path) };
 }
 
 export interface ServerEnv {
@@ -116,6 +119,43 @@ export async function connectStdio(s: ServerEnv): Promise<McpHandle & { pid: () 
     await client.close().catch(() => undefined);
   });
   return Object.assign(h, { pid: () => transport.pid });
+}
+
+export interface StdioSession {
+  mcp: McpHandle & { pid: () => number | null };
+  /** The agent session started in the workspace. */
+  sid: string;
+  workspace: string;
+  state: string;
+  /** Stops the server and removes its temp dir with whatever still runs from it. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/**
+ * The common start of an e2e suite: a stdio server on a fresh temp dir (`ws/` and `state/` inside)
+ * with one agent session started in `workdir` (default "."); `prepare` fills the workspace before
+ * the server starts.
+ */
+export async function openStdioSession(opts: { prefix?: string; workdir?: string; env?: Record<string, string>; args?: string[]; prepare?: (workspace: string) => void } = {}): Promise<StdioSession> {
+  const dir = tempDir(opts.prefix);
+  const workspace = join(dir.path, "ws");
+  const state = join(dir.path, "state");
+  const close = async () => {
+    await mcp?.close();
+    dir[Symbol.dispose]();
+  };
+  let mcp: (McpHandle & { pid: () => number | null }) | undefined;
+  try {
+    mkdirSync(workspace);
+    opts.prepare?.(workspace);
+    mcp = await connectStdio({ workspace, state, env: opts.env, args: opts.args });
+    const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: opts.workdir ?? "." })).session_id;
+    return { mcp, sid, workspace, state, close, [Symbol.asyncDispose]: close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
 }
 
 export interface HttpServer {
@@ -233,22 +273,96 @@ export function tmpSnapshot(): { added(prefix: string): string[] } {
   return { added: (prefix) => readdirSync(tmpdir()).filter((n) => n.startsWith(prefix) && !before.has(n)) };
 }
 
-/**
- * Stops what a failed test may leave behind in a state dir: the private tmux server and the job
- * supervisors of that dir (matched by the state path on their command line, never by name).
- */
+/** Stops what a test may leave behind in a state dir (see stopProcessesUnder). */
 export function stopStateLeftovers(state: string): void {
-  Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "kill-server"], { stderr: "ignore" });
+  stopProcessesUnder(state);
+}
+
+/** Parent pid of `pid` from /proc, or undefined once it is gone. */
+function parentOf(pid: number): number | undefined {
   try {
-    for (const j of JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")).jobs as Array<{ supervisor_pid: number | null }>) {
-      const pid = j.supervisor_pid;
-      if (pid && readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(state)) process.kill(pid, "SIGTERM");
-    }
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
   } catch {
-    // No registry, or the supervisor is already gone.
+    return undefined;
   }
 }
 
+/** `roots` and every live process below them. */
+function withDescendants(roots: number[]): number[] {
+  const all = new Set(roots);
+  const pids = processesMatching("");
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const pid of pids) {
+      const parent = parentOf(pid);
+      if (parent !== undefined && all.has(parent) && !all.has(pid)) {
+        all.add(pid);
+        grew = true;
+      }
+    }
+  }
+  return [...all];
+}
+
+const STOP_WAIT_MS = 10_000;
+
+/**
+ * Stops every process whose command line names `dir` or a path inside it, and their descendants: a
+ * server under test that was not stopped, the private tmux server of a state dir there (its command
+ * line carries `-S <state>/tmux/shells`, so it is found even after its socket is gone) with the
+ * shells' runners below it, job supervisors (their spec lies under the state dir). Persistent
+ * shells outlive their server by design (docs/shells-and-jobs.md), so without this a test that
+ * leaves a shell and then deletes its temp dir leaves a tmux server running for good. SIGTERM
+ * first, so runners stop their trees as they would in use; SIGKILL for what is left after 10 s.
+ * Synchronous, because it runs in `Symbol.dispose`.
+ */
+export function stopProcessesUnder(dir: string): void {
+  const named = processesMatching(dir).filter((pid) => pid !== process.pid && namesPathIn(pid, dir));
+  if (named.length === 0) return;
+  const targets = withDescendants(named);
+  for (const pid of named) {
+    try {
+      process.kill(pid, "SIGTERM");
+    } catch {
+      // Gone already.
+    }
+  }
+  const until = Date.now() + STOP_WAIT_MS;
+  while (targets.some(alive) && Date.now() < until) Bun.sleepSync(20);
+  for (const pid of targets.filter(alive)) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+}
+
+/** Whether an argument of `pid` is `dir` itself or contains a path below it (`/tmp/x` is not below `/tmp/x1`). */
+function namesPathIn(pid: number, dir: string): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      .split("\0")
+      .some((arg) => arg === dir || arg.includes(`${dir}/`));
+  } catch {
+    return false;
+  }
+}
+
+/** Whether `pid` is a live process (a zombie counts as gone: it only waits to be reaped). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const state = stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3);
+    return state !== "Z" && state !== "X";
+  } catch {
+    return false;
+  }
+}
+
+/** Stops what still runs from `path` (stopProcessesUnder), then removes it. */
 export function removeDir(path: string): void {
+  stopProcessesUnder(path);
   rmSync(path, { recursive: true, force: true });
 }

@@ -2,7 +2,9 @@
  * A raw JSON-RPC peer for `serve --mode stdio`: writes lines the official client cannot produce
  * (oversized, deeply nested) and reads answers by id. Used where the SDK client would itself choke.
  */
-import { binary, serverEnv, type ServerEnv } from "./harness.ts";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { binary, serverEnv, type ServerEnv, tempDir } from "./harness.ts";
 import { waitFor } from "./wait.ts";
 
 export interface RawStdio {
@@ -13,6 +15,10 @@ export interface RawStdio {
   sendLine(line: string | Uint8Array): Promise<void>;
   /** Waits for the answer with this id. */
   answer(id: number | string, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** A request id not used before on this connection. */
+  nextId(): number;
+  /** Sends tools/call with a fresh id and waits for its answer. */
+  call(name: string, args: Record<string, unknown>, timeoutMs?: number): Promise<Record<string, unknown>>;
   /** Initializes the MCP session. */
   initialize(): Promise<void>;
   stderr(): string;
@@ -52,8 +58,15 @@ export function startRawStdio(s: ServerEnv): RawStdio {
     proc.stdin.write("\n");
     await proc.stdin.flush();
   };
+  let lastId = 0;
   const raw: RawStdio = {
     proc,
+    nextId: () => ++lastId,
+    call(name, args, timeoutMs) {
+      const id = raw.nextId();
+      raw.send({ jsonrpc: "2.0", id, method: "tools/call", params: { name, arguments: args } });
+      return raw.answer(id, timeoutMs);
+    },
     send: (message) => void sendLine(JSON.stringify(message)),
     sendLine,
     answer: (id, timeoutMs = 30_000) =>
@@ -80,6 +93,29 @@ export function startRawStdio(s: ServerEnv): RawStdio {
     },
   };
   return raw;
+}
+
+/**
+ * An initialized raw stdio server on a fresh temp dir (`ws/` and `state/` inside); close() stops
+ * the server and removes the dir.
+ */
+export async function openRawStdio(s: Omit<ServerEnv, "workspace" | "state"> = {}): Promise<RawStdio & { workspace: string }> {
+  const dir = tempDir("lsm-raw-");
+  const workspace = join(dir.path, "ws");
+  mkdirSync(workspace);
+  const raw = startRawStdio({ ...s, workspace, state: join(dir.path, "state") });
+  const close = raw.close;
+  raw.close = async () => {
+    await close();
+    dir[Symbol.dispose]();
+  };
+  try {
+    await raw.initialize();
+  } catch (e) {
+    await raw.close();
+    throw e;
+  }
+  return Object.assign(raw, { workspace });
 }
 
 /** The error code and text of a tools/call answer that failed as a tool result. */
