@@ -49,12 +49,12 @@ describe("the advertised tool list", () => {
     expect(Buffer.byteLength(mcp.client.getInstructions() ?? "")).toBeLessThanOrEqual(INSTRUCTIONS_BUDGET_BYTES);
   });
 
-  test("single-type dialects: anyOf instead of type arrays, no empty {} schema, no safe-integer bounds", () => {
+  test("inputs for single-type dialects: anyOf instead of type arrays, no empty {} schema, no safe-integer bounds", () => {
     const problems: string[] = [];
     for (const tool of tools) {
       for (const [which, root] of [["input", tool.inputSchema], ["output", tool.outputSchema]] as const) {
         for (const [path, s] of subSchemas(root, `${tool.name}.${which}`)) {
-          if (Array.isArray(s.type)) problems.push(`${path}: type array`);
+          if (which === "input" && Array.isArray(s.type)) problems.push(`${path}: type array`);
           if (Object.keys(s).length === 0) problems.push(`${path}: {}`);
           if (Math.abs(Number(s.minimum)) === Number.MAX_SAFE_INTEGER || Math.abs(Number(s.maximum)) === Number.MAX_SAFE_INTEGER) problems.push(`${path}: ±2^53 bound`);
           if (s.description !== undefined) problems.push(`${path}: description inside a schema`);
@@ -62,6 +62,28 @@ describe("the advertised tool list", () => {
       }
     }
     expect(problems).toEqual([]);
+  });
+
+  test("outputs: every top-level field typed by one `type` keyword and nothing else (the form Ajv compiles cheapest)", () => {
+    const jsonTypes = new Set(["string", "number", "integer", "boolean", "object", "array", "null"]);
+    const problems: string[] = [];
+    let fields = 0;
+    for (const tool of tools) {
+      const out = tool.outputSchema as Schema | undefined;
+      if (!out) {
+        problems.push(`${tool.name}: no output schema`);
+        continue;
+      }
+      if (JSON.stringify(Object.keys(out).sort()) !== JSON.stringify(["properties", "type"])) problems.push(`${tool.name}: keywords ${Object.keys(out)}`);
+      for (const [name, field] of Object.entries(out.properties as Record<string, Schema>)) {
+        fields++;
+        const types = Array.isArray(field.type) ? (field.type as unknown[]) : [field.type];
+        if (Object.keys(field).join() !== "type") problems.push(`${tool.name}.${name}: ${JSON.stringify(field)}`);
+        else if (types.length === 0 || !types.every((t) => jsonTypes.has(t as string)) || new Set(types).size !== types.length) problems.push(`${tool.name}.${name}: type ${JSON.stringify(field.type)}`);
+      }
+    }
+    expect(problems).toEqual([]);
+    expect(fields).toBeGreaterThan(100);
   });
 
   test("the session id schema is written once: one spelling, the pattern alone", () => {
@@ -80,6 +102,7 @@ describe("the advertised tool list", () => {
     const props = start.outputSchema!.properties as Record<string, Schema>;
     expect(props.session_id).toEqual({ type: "string" });
     expect(props.environment).toEqual({ type: "object" });
-    expect(props.expires_at).toEqual({ anyOf: [{ type: "number" }, { type: "null" }] });
+    expect(props.expires_at).toEqual({ type: ["number", "null"] });
+    expect(props.target).toEqual({ type: "string" });
   });
 });
