@@ -1,14 +1,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectHttp, type HttpServer, type McpHandle, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
 
 /**
  * The tool list is what every client pays before its first call (the model reads it, SDK clients
- * compile its output schemas), so it has a budget. Raise a budget only with a reason.
- * 40 KiB held the 29 tools of issue 10; the seven Agent Bridge tools added ~8.5 KiB, so 48 KiB
- * (still below the 84.8 KiB the 29 tools took before the schemas were made compact). session_copy
- * (issue 11) added ~1.5 KiB: 50 KiB.
+ * compile its output schemas), so it has a budget, measured on the whole list (all 41 contract
+ * tools, as Streamable HTTP offers them). Raise a budget only with a reason.
+ * History: 84.8 KiB for 29 tools before the schemas were made compact; 40 KiB held those 29; the
+ * Agent Bridge and session_copy took the 41 tools to 52.8 KiB; output fields typed by one `type`
+ * keyword and tighter descriptions brought them to 44.4 KiB. Of that, per-tool metadata the spec
+ * requires (annotations, securitySchemes, names, titles) is ~9.5 KiB, input schemas ~11 KiB and
+ * output schemas ~8.7 KiB: the issue's 40 KiB would leave ~250 bytes of description per tool, less
+ * than the model needs for the edit, patch and shell tools (docs/benchmarks.md).
  */
-const TOOL_LIST_BUDGET_BYTES = 50 * 1024;
+const TOOL_LIST_BUDGET_BYTES = 45 * 1024;
 const INSTRUCTIONS_BUDGET_BYTES = 1536;
 
 type Schema = Record<string, unknown>;
@@ -26,24 +30,27 @@ function* subSchemas(s: unknown, path: string): Generator<[string, Schema]> {
 describe("the advertised tool list", () => {
   let ws: TempDir;
   let state: TempDir;
+  let server: HttpServer;
   let mcp: McpHandle;
   let tools: Awaited<ReturnType<McpHandle["client"]["listTools"]>>["tools"];
 
   beforeAll(async () => {
     ws = tempDir("lsm-ws-");
     state = tempDir("lsm-state-");
-    mcp = await connectStdio({ workspace: ws.path, state: state.path });
+    server = await startHttp({ workspace: ws.path, state: state.path });
+    mcp = await connectHttp(server.url);
     tools = (await mcp.client.listTools()).tools;
   });
 
   afterAll(async () => {
     await mcp?.close();
+    await server?.stop();
     ws?.[Symbol.dispose]();
     state?.[Symbol.dispose]();
   });
 
   test(`stays within ${TOOL_LIST_BUDGET_BYTES} bytes and the instructions within ${INSTRUCTIONS_BUDGET_BYTES}`, () => {
-    expect(tools.length).toBeGreaterThan(20);
+    expect(tools.length).toBe(41);
     const bytes = Buffer.byteLength(JSON.stringify({ tools }));
     expect(bytes).toBeLessThanOrEqual(TOOL_LIST_BUDGET_BYTES);
     expect(Buffer.byteLength(mcp.client.getInstructions() ?? "")).toBeLessThanOrEqual(INSTRUCTIONS_BUDGET_BYTES);
@@ -84,6 +91,13 @@ describe("the advertised tool list", () => {
     }
     expect(problems).toEqual([]);
     expect(fields).toBeGreaterThan(100);
+  });
+
+  test("descriptions carry no line breaks that only wrap the source (paragraphs and list items keep theirs)", () => {
+    // A line that continues a paragraph: neither a list item nor after a blank line or a list item.
+    const wraps = (text: string) => text.split("\n").some((line, i, lines) => i > 0 && line !== "" && !line.startsWith("- ") && lines[i - 1] !== "" && !lines[i - 1]!.startsWith("- "));
+    const wrapped = tools.filter((t) => wraps(t.description ?? "")).map((t) => t.name);
+    expect(wrapped).toEqual([]);
   });
 
   test("the session id schema is written once: one spelling, the pattern alone", () => {
