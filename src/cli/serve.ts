@@ -1,4 +1,4 @@
-import { defineCommand } from "citty";
+import type { ArgsDef, CommandDef } from "citty";
 import { SettingsError } from "../config/load.ts";
 import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
@@ -47,75 +47,136 @@ export function startupProblem(s: Settings): string | undefined {
   return undefined;
 }
 
-export default defineCommand({
+const serveArgs: ArgsDef = settingsArgs();
+
+/** The camelCase spelling citty also accepts for a flag (`max-output-bytes` → `maxOutputBytes`). */
+function camel(flag: string): string {
+  return flag.replace(/-([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
+}
+
+/**
+ * `serve`'s arguments parsed as citty parses them, without citty, whose parser converts the case of
+ * every one of the ~190 flag names on each run (~4 ms of a cold start): a string flag takes the
+ * next word (or `=value`; none gives ""), a boolean one is true unless `=false`, `--no-x` makes x
+ * false, a flag also answers to its camelCase spelling (the kebab one wins when both are given), and
+ * `--` ends the flags. Other words are ignored: `serve` takes none, and an unknown flag takes no
+ * value.
+ */
+export function parseServeArgv(argv: readonly string[], defs: ArgsDef = serveArgs): Record<string, unknown> {
+  const byCamel = new Map(Object.keys(defs).map((name) => [camel(name), name]));
+  const flagOf = (spelling: string) => (Object.hasOwn(defs, spelling) ? spelling : byCamel.get(spelling));
+  /** Values by spelling as written, the last one winning. */
+  const given = new Map<string, unknown>();
+  const negated: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i]!;
+    if (word === "--") break;
+    if (!word.startsWith("--")) continue;
+    if (word.startsWith("--no-")) {
+      negated.push(word.slice(5));
+      continue;
+    }
+    const eq = word.indexOf("=");
+    const spelling = eq < 0 ? word.slice(2) : word.slice(2, eq);
+    const flag = flagOf(spelling);
+    if (flag === undefined) continue;
+    if (defs[flag]!.type === "boolean") given.set(spelling, eq < 0 || word.slice(eq + 1) !== "false");
+    else given.set(spelling, eq >= 0 ? word.slice(eq + 1) : i + 1 < argv.length ? argv[++i] : "");
+  }
+  const out: Record<string, unknown> = {};
+  for (const flag of Object.keys(defs)) {
+    const value = given.has(flag) ? given.get(flag) : given.get(camel(flag));
+    if (value !== undefined) out[flag] = value;
+  }
+  for (const spelling of negated) {
+    const flag = flagOf(spelling);
+    if (flag !== undefined) out[flag] = false;
+  }
+  return out;
+}
+
+/** `serve` without citty (main.ts): parse, run, and fail as citty's runMain would. */
+export async function runServe(argv: readonly string[]): Promise<void> {
+  try {
+    await serve(parseServeArgv(argv));
+  } catch (e) {
+    console.error(e, "\n");
+    process.exit(1);
+  }
+}
+
+async function serve(args: Record<string, unknown>): Promise<void> {
+  let settings: Settings;
+  try {
+    settings = settingsFromArgs(args);
+  } catch (e) {
+    if (e instanceof SettingsError) {
+      process.stderr.write(`local-shell-mcp: invalid setting: ${e.message}\n`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  const problem = startupProblem(settings);
+  if (problem) {
+    process.stderr.write(`local-shell-mcp: refusing to start: ${problem}\n`);
+    process.exit(2);
+  }
+  if (settings.mode !== "stdio" && settings.auth_mode === "oauth" && settings.base_url === null && settings.oauth_admin_pin === null) {
+    const { ensureLocalAdminPin } = await import("../oauth/local-pin.ts");
+    const generated = await ensureLocalAdminPin(settings.state_dir);
+    settings.oauth_admin_pin = generated.pin;
+    log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
+  }
+  const { makeNonDumpable } = await import("../native/harden.ts");
+  if (!makeNonDumpable()) log.warn("could not mark the server non-dumpable; same-user processes can read its memory");
+  const { createApp } = await import("../server/app.ts");
+  const { installSignalHandlers, onShutdown } = await import("../server/lifecycle.ts");
+  installSignalHandlers();
+  const app = createApp(settings);
+  // Registered first, so it runs last: records of the final calls reach the disk.
+  onShutdown(() => app.services.audit.flush());
+  if (settings.mode === "stdio") {
+    const { serveStdio } = await import("../server/stdio.ts");
+    await serveStdio(app);
+    log.info(`serving MCP over stdio (workspace ${settings.workspace_root})`);
+    return;
+  }
+  const { startHttpServer } = await import("../http/server.ts");
+  const oauth = settings.auth_mode === "oauth" ? await import("../oauth/index.ts") : undefined;
+  const ui = settings.ui_enabled ? await import("../ui/index.ts") : undefined;
+  let humanUi: import("../ui/index.ts").HumanUi | undefined;
+  const http = startHttpServer(app, {
+    rest: settings.mode === "http",
+    ...(oauth
+      ? {
+          prepare: async (origin: string) => {
+            const { oauth: server, options } = await oauth.setupOAuth(app, origin);
+            humanUi = ui?.humanUi(app, server);
+            return { ...options, routes: [...(options.routes ?? []), ...(humanUi?.routes ?? [])] };
+          },
+        }
+      : { routes: (humanUi = ui?.humanUi(app, undefined))?.routes ?? [] }),
+  });
+  onShutdown(() => http.stop());
+  // Registered after the listener, so it runs before it: browser terminals detach first.
+  onShutdown(async () => {
+    await humanUi?.close();
+  });
+  try {
+    await http.ready;
+  } catch (e) {
+    const message = e instanceof ToolError ? e.message : "the OAuth state could not be initialised";
+    process.stderr.write(`local-shell-mcp: refusing to start: ${message}\n`);
+    await http.stop().catch(() => undefined);
+    process.exit(2);
+  }
+  const endpoint = settings.mode === "http" ? "/tools" : "/mcp";
+  log.info(`listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`);
+}
+
+const serveCommand: CommandDef = {
   meta: { name: "serve", description: "Run the MCP server (Streamable HTTP at /mcp, or stdio)" },
-  args: settingsArgs(),
-  async run({ args }) {
-    let settings: Settings;
-    try {
-      settings = settingsFromArgs(args);
-    } catch (e) {
-      if (e instanceof SettingsError) {
-        process.stderr.write(`local-shell-mcp: invalid setting: ${e.message}\n`);
-        process.exit(2);
-      }
-      throw e;
-    }
-    const problem = startupProblem(settings);
-    if (problem) {
-      process.stderr.write(`local-shell-mcp: refusing to start: ${problem}\n`);
-      process.exit(2);
-    }
-    if (settings.mode !== "stdio" && settings.auth_mode === "oauth" && settings.base_url === null && settings.oauth_admin_pin === null) {
-      const { ensureLocalAdminPin } = await import("../oauth/local-pin.ts");
-      const generated = await ensureLocalAdminPin(settings.state_dir);
-      settings.oauth_admin_pin = generated.pin;
-      log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
-    }
-    const { makeNonDumpable } = await import("../native/harden.ts");
-    if (!makeNonDumpable()) log.warn("could not mark the server non-dumpable; same-user processes can read its memory");
-    const { createApp } = await import("../server/app.ts");
-    const { installSignalHandlers, onShutdown } = await import("../server/lifecycle.ts");
-    installSignalHandlers();
-    const app = createApp(settings);
-    // Registered first, so it runs last: records of the final calls reach the disk.
-    onShutdown(() => app.services.audit.flush());
-    if (settings.mode === "stdio") {
-      const { serveStdio } = await import("../server/stdio.ts");
-      await serveStdio(app);
-      log.info(`serving MCP over stdio (workspace ${settings.workspace_root})`);
-      return;
-    }
-    const { startHttpServer } = await import("../http/server.ts");
-    const oauth = settings.auth_mode === "oauth" ? await import("../oauth/index.ts") : undefined;
-    const ui = settings.ui_enabled ? await import("../ui/index.ts") : undefined;
-    let humanUi: import("../ui/index.ts").HumanUi | undefined;
-    const http = startHttpServer(app, {
-      rest: settings.mode === "http",
-      ...(oauth
-        ? {
-            prepare: async (origin: string) => {
-              const { oauth: server, options } = await oauth.setupOAuth(app, origin);
-              humanUi = ui?.humanUi(app, server);
-              return { ...options, routes: [...(options.routes ?? []), ...(humanUi?.routes ?? [])] };
-            },
-          }
-        : { routes: (humanUi = ui?.humanUi(app, undefined))?.routes ?? [] }),
-    });
-    onShutdown(() => http.stop());
-    // Registered after the listener, so it runs before it: browser terminals detach first.
-    onShutdown(async () => {
-      await humanUi?.close();
-    });
-    try {
-      await http.ready;
-    } catch (e) {
-      const message = e instanceof ToolError ? e.message : "the OAuth state could not be initialised";
-      process.stderr.write(`local-shell-mcp: refusing to start: ${message}\n`);
-      await http.stop().catch(() => undefined);
-      process.exit(2);
-    }
-    const endpoint = settings.mode === "http" ? "/tools" : "/mcp";
-    log.info(`listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`);
-  },
-});
+  args: serveArgs,
+  run: ({ args }) => serve(args),
+};
+export default serveCommand;
