@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import { connectHttp, type HttpServer, type McpHandle, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
 
 /**
@@ -14,6 +15,12 @@ import { connectHttp, type HttpServer, type McpHandle, startHttp, tempDir, type 
  */
 const TOOL_LIST_BUDGET_BYTES = 45 * 1024;
 const INSTRUCTIONS_BUDGET_BYTES = 1536;
+/**
+ * What the SDK client's listTools() spends most of its time on is Ajv compiling the output
+ * schemas, in proportion to the code Ajv generates (per typed field, more for `anyOf` and `enum`).
+ * 96.6 KiB for the 41 tools (131 KiB with nullable fields as `anyOf` and string enums).
+ */
+const OUTPUT_VALIDATOR_CODE_BUDGET_BYTES = 104 * 1024;
 
 type Schema = Record<string, unknown>;
 
@@ -91,6 +98,16 @@ describe("the advertised tool list", () => {
     }
     expect(problems).toEqual([]);
     expect(fields).toBeGreaterThan(100);
+  });
+
+  test(`the SDK client's Ajv generates at most ${OUTPUT_VALIDATOR_CODE_BUDGET_BYTES} bytes of validators for the output schemas`, () => {
+    // The SDK's own Ajv instance, with its options (strict off, all errors, formats), as the client
+    // builds it; compiled functions print their generated source.
+    const ajv = (new AjvJsonSchemaValidator() as unknown as { _ajv: { compile(s: object): { toString(): string } } })._ajv;
+    let bytes = 0;
+    for (const tool of tools) if (tool.outputSchema) bytes += ajv.compile(tool.outputSchema).toString().length;
+    expect(bytes).toBeGreaterThan(10_000);
+    expect(bytes).toBeLessThanOrEqual(OUTPUT_VALIDATOR_CODE_BUDGET_BYTES);
   });
 
   test("descriptions carry no line breaks that only wrap the source (paragraphs and list items keep theirs)", () => {
