@@ -11,9 +11,10 @@
  *   against the full zod schema;
  * - in inputs, nullable types are `anyOf` branches, never `type` arrays, and no `{}` schema is
  *   left, so single-type dialects (Gemini style function declarations) accept every tool;
- * - outputs are not function declarations (Claude Code and Codex do not show them to the model;
- *   SDK clients compile them with Ajv), so each field is one `type` keyword, a list when
- *   nullable: Ajv compiles that about a fifth faster than `anyOf` branches.
+ * - outputs are not function declarations (Claude Code does not show them to the model, Codex
+ *   only renders them as TypeScript types in its code mode; SDK clients compile them with Ajv), so
+ *   each field is one `type` keyword, a list when nullable: Ajv compiles that about a fifth faster
+ *   than `anyOf` branches.
  */
 type Schema = Record<string, unknown>;
 
