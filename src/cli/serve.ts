@@ -98,85 +98,84 @@ export function parseServeArgv(argv: readonly string[], defs: ArgsDef = serveArg
 /** `serve` without citty (main.ts): parse, run, and fail as citty's runMain would. */
 export async function runServe(argv: readonly string[]): Promise<void> {
   try {
-    await serve(parseServeArgv(argv));
+    await serveCommand.run!({ args: parseServeArgv(argv) as never, rawArgs: [...argv], cmd: serveCommand });
   } catch (e) {
     console.error(e, "\n");
     process.exit(1);
   }
 }
 
-async function serve(args: Record<string, unknown>): Promise<void> {
-  let settings: Settings;
-  try {
-    settings = settingsFromArgs(args);
-  } catch (e) {
-    if (e instanceof SettingsError) {
-      process.stderr.write(`local-shell-mcp: invalid setting: ${e.message}\n`);
-      process.exit(2);
-    }
-    throw e;
-  }
-  const problem = startupProblem(settings);
-  if (problem) {
-    process.stderr.write(`local-shell-mcp: refusing to start: ${problem}\n`);
-    process.exit(2);
-  }
-  if (settings.mode !== "stdio" && settings.auth_mode === "oauth" && settings.base_url === null && settings.oauth_admin_pin === null) {
-    const { ensureLocalAdminPin } = await import("../oauth/local-pin.ts");
-    const generated = await ensureLocalAdminPin(settings.state_dir);
-    settings.oauth_admin_pin = generated.pin;
-    log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
-  }
-  const { makeNonDumpable } = await import("../native/harden.ts");
-  if (!makeNonDumpable()) log.warn("could not mark the server non-dumpable; same-user processes can read its memory");
-  const { createApp } = await import("../server/app.ts");
-  const { installSignalHandlers, onShutdown } = await import("../server/lifecycle.ts");
-  installSignalHandlers();
-  const app = createApp(settings);
-  // Registered first, so it runs last: records of the final calls reach the disk.
-  onShutdown(() => app.services.audit.flush());
-  if (settings.mode === "stdio") {
-    const { serveStdio } = await import("../server/stdio.ts");
-    await serveStdio(app);
-    log.info(`serving MCP over stdio (workspace ${settings.workspace_root})`);
-    return;
-  }
-  const { startHttpServer } = await import("../http/server.ts");
-  const oauth = settings.auth_mode === "oauth" ? await import("../oauth/index.ts") : undefined;
-  const ui = settings.ui_enabled ? await import("../ui/index.ts") : undefined;
-  let humanUi: import("../ui/index.ts").HumanUi | undefined;
-  const http = startHttpServer(app, {
-    rest: settings.mode === "http",
-    ...(oauth
-      ? {
-          prepare: async (origin: string) => {
-            const { oauth: server, options } = await oauth.setupOAuth(app, origin);
-            humanUi = ui?.humanUi(app, server);
-            return { ...options, routes: [...(options.routes ?? []), ...(humanUi?.routes ?? [])] };
-          },
-        }
-      : { routes: (humanUi = ui?.humanUi(app, undefined))?.routes ?? [] }),
-  });
-  onShutdown(() => http.stop());
-  // Registered after the listener, so it runs before it: browser terminals detach first.
-  onShutdown(async () => {
-    await humanUi?.close();
-  });
-  try {
-    await http.ready;
-  } catch (e) {
-    const message = e instanceof ToolError ? e.message : "the OAuth state could not be initialised";
-    process.stderr.write(`local-shell-mcp: refusing to start: ${message}\n`);
-    await http.stop().catch(() => undefined);
-    process.exit(2);
-  }
-  const endpoint = settings.mode === "http" ? "/tools" : "/mcp";
-  log.info(`listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`);
-}
-
+// A plain command object (not citty's defineCommand) so the fast path does not load citty.
 const serveCommand: CommandDef = {
   meta: { name: "serve", description: "Run the MCP server (Streamable HTTP at /mcp, or stdio)" },
   args: serveArgs,
-  run: ({ args }) => serve(args),
+  async run({ args }) {
+    let settings: Settings;
+    try {
+      settings = settingsFromArgs(args);
+    } catch (e) {
+      if (e instanceof SettingsError) {
+        process.stderr.write(`local-shell-mcp: invalid setting: ${e.message}\n`);
+        process.exit(2);
+      }
+      throw e;
+    }
+    const problem = startupProblem(settings);
+    if (problem) {
+      process.stderr.write(`local-shell-mcp: refusing to start: ${problem}\n`);
+      process.exit(2);
+    }
+    if (settings.mode !== "stdio" && settings.auth_mode === "oauth" && settings.base_url === null && settings.oauth_admin_pin === null) {
+      const { ensureLocalAdminPin } = await import("../oauth/local-pin.ts");
+      const generated = await ensureLocalAdminPin(settings.state_dir);
+      settings.oauth_admin_pin = generated.pin;
+      log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
+    }
+    const { makeNonDumpable } = await import("../native/harden.ts");
+    if (!makeNonDumpable()) log.warn("could not mark the server non-dumpable; same-user processes can read its memory");
+    const { createApp } = await import("../server/app.ts");
+    const { installSignalHandlers, onShutdown } = await import("../server/lifecycle.ts");
+    installSignalHandlers();
+    const app = createApp(settings);
+    // Registered first, so it runs last: records of the final calls reach the disk.
+    onShutdown(() => app.services.audit.flush());
+    if (settings.mode === "stdio") {
+      const { serveStdio } = await import("../server/stdio.ts");
+      await serveStdio(app);
+      log.info(`serving MCP over stdio (workspace ${settings.workspace_root})`);
+      return;
+    }
+    const { startHttpServer } = await import("../http/server.ts");
+    const oauth = settings.auth_mode === "oauth" ? await import("../oauth/index.ts") : undefined;
+    const ui = settings.ui_enabled ? await import("../ui/index.ts") : undefined;
+    let humanUi: import("../ui/index.ts").HumanUi | undefined;
+    const http = startHttpServer(app, {
+      rest: settings.mode === "http",
+      ...(oauth
+        ? {
+            prepare: async (origin: string) => {
+              const { oauth: server, options } = await oauth.setupOAuth(app, origin);
+              humanUi = ui?.humanUi(app, server);
+              return { ...options, routes: [...(options.routes ?? []), ...(humanUi?.routes ?? [])] };
+            },
+          }
+        : { routes: (humanUi = ui?.humanUi(app, undefined))?.routes ?? [] }),
+    });
+    onShutdown(() => http.stop());
+    // Registered after the listener, so it runs before it: browser terminals detach first.
+    onShutdown(async () => {
+      await humanUi?.close();
+    });
+    try {
+      await http.ready;
+    } catch (e) {
+      const message = e instanceof ToolError ? e.message : "the OAuth state could not be initialised";
+      process.stderr.write(`local-shell-mcp: refusing to start: ${message}\n`);
+      await http.stop().catch(() => undefined);
+      process.exit(2);
+    }
+    const endpoint = settings.mode === "http" ? "/tools" : "/mcp";
+    log.info(`listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`);
+  },
 };
 export default serveCommand;
