@@ -8,12 +8,13 @@ import { connectHttp, type HttpServer, type McpHandle, startHttp, tempDir, type 
  * tools, as Streamable HTTP offers them). Raise a budget only with a reason.
  * History: 84.8 KiB for 29 tools before the schemas were made compact; 40 KiB held those 29; the
  * Agent Bridge and session_copy took the 41 tools to 52.8 KiB; output fields typed by one `type`
- * keyword and tighter descriptions brought them to 44.4 KiB. Of that, per-tool metadata the spec
+ * keyword and tighter descriptions brought them to 44.6 KiB. Of that, per-tool metadata the spec
  * requires (annotations, securitySchemes, names, titles) is ~9.5 KiB, input schemas ~11 KiB and
  * output schemas ~8.7 KiB: the issue's 40 KiB would leave ~250 bytes of description per tool, less
- * than the model needs for the edit, patch and shell tools (docs/benchmarks.md).
+ * than the model needs for the edit, patch and shell tools (docs/benchmarks.md). The budget leaves
+ * ~1.4 KiB for what other changes add until then.
  */
-const TOOL_LIST_BUDGET_BYTES = 45 * 1024;
+const TOOL_LIST_BUDGET_BYTES = 46 * 1024;
 const INSTRUCTIONS_BUDGET_BYTES = 1536;
 /**
  * What the SDK client's listTools() spends most of its time on is Ajv compiling the output
