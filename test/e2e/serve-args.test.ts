@@ -37,6 +37,8 @@ describe("serve arguments", () => {
     ["--mode", "stdio", "--", "--port", "1"],
     ["--command-denylist", "rm, shutdown ,", "--allow-full-control", "true"],
     ["--port", "70000"],
+    ["--config", "/nonexistent/lsm.yaml", "--mode", "stdio"],
+    ["--config=/nonexistent/lsm.yaml"],
   ];
 
   for (const argv of cases) {
