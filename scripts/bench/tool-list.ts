@@ -34,11 +34,13 @@ async function stdioList(bin: string, i: number, clientName: string) {
   const client = new Client({ name: clientName, version: "0" });
   await client.connect(transport);
   const t1 = performance.now();
+  const c1 = process.cpuUsage();
   const { tools } = await client.listTools();
+  const c2 = process.cpuUsage(c1);
   const t2 = performance.now();
   const instructions = client.getInstructions() ?? "";
   await client.close();
-  return { ready: t2 - t0, list: t2 - t1, tools, instructions };
+  return { ready: t2 - t0, list: t2 - t1, listCpu: (c2.user + c2.system) / 1000, tools, instructions };
 }
 
 /** All tools: the HTTP-only ones (file links, remote_admin) are offered over Streamable HTTP alone. */
@@ -68,13 +70,14 @@ async function httpList(bin: string, i: number): Promise<Tools> {
   }
 }
 
-const stats = bins.map(() => ({ ready: [] as number[], list: [] as number[] }));
+const stats = bins.map(() => ({ ready: [] as number[], list: [] as number[], listCpu: [] as number[] }));
 const load0 = loadavg();
 for (let r = 0; r < runs; r++) {
   for (const [i, bin] of bins.entries()) {
     const s = await stdioList(bin, i, "bench");
     stats[i]!.ready.push(s.ready);
     stats[i]!.list.push(s.list);
+    stats[i]!.listCpu.push(s.listCpu);
   }
 }
 const load1 = loadavg();
@@ -111,11 +114,16 @@ for (const [i, bin] of bins.entries()) {
   console.log(`  tools/list to Claude Code (stdio) ${kib(bytesOf(claude.tools))}; its model reads ${kib(modelBytes)}`);
   console.log(`  instructions                      ${Buffer.byteLength(plain.instructions)} B`);
   console.log(`  SDK listTools() (stdio)           ${f(stats[i]!.list)}`);
+  // The client's own CPU time in listTools() (parsing the reply, compiling the output schemas):
+  // less sensitive than wall time to what else the machine runs.
+  console.log(`  client CPU in listTools()         ${f(stats[i]!.listCpu)}`);
   console.log(`  ready (spawn→list, SDK, stdio)    ${f(stats[i]!.ready)}`);
   console.log(`  Ajv compile, ${outputSchemas.length} output schemas  ${f(typedMs)}; top-level fields untyped ${f(untypedMs)}`);
 }
 if (bins.length > 1) {
-  const p = (i: number, k: "list" | "ready") => percentile(stats[i]![k], 50);
-  for (let i = 1; i < bins.length; i++) console.log(`\nratio ${i}/0 (p50): listTools ${(p(i, "list") / p(0, "list")).toFixed(2)}x, ready ${(p(i, "ready") / p(0, "ready")).toFixed(2)}x`);
+  const p = (i: number, k: "list" | "listCpu" | "ready") => percentile(stats[i]![k], 50);
+  for (let i = 1; i < bins.length; i++) {
+    console.log(`\nratio ${i}/0 (p50): listTools ${(p(i, "list") / p(0, "list")).toFixed(2)}x (client CPU ${(p(i, "listCpu") / p(0, "listCpu")).toFixed(2)}x), ready ${(p(i, "ready") / p(0, "ready")).toFixed(2)}x`);
+  }
 }
 rmSync(work, { recursive: true, force: true });
