@@ -23,6 +23,13 @@ if (argv[0] === "serve") {
   }
 }
 
-const { runMain } = await import("citty");
-const { mainCommand } = await import("./cli/index.ts");
-await runMain(mainCommand);
+// Fast path: `serve` starts every MCP client's server, so it skips citty's parser (only its help
+// goes through citty, which treats a --help or -h anywhere as a request for help).
+if (argv[0] === "serve" && !argv.includes("--help") && !argv.includes("-h")) {
+  const { runServe } = await import("./cli/serve.ts");
+  await runServe(argv.slice(1));
+} else {
+  const { runMain } = await import("citty");
+  const { mainCommand } = await import("./cli/index.ts");
+  await runMain(mainCommand);
+}

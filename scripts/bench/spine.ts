@@ -1,14 +1,18 @@
 /**
  * Spine benchmark: binary cold start, spawn→initialize→tools/list over stdio, and the `bash echo hi`
  * round trip over stdio and HTTP next to the floor (Bun spawning `bash -c 'echo hi'` directly).
- * Usage: bun scripts/bench/spine.ts [path-to-binary]
+ * With a second binary, its cold start and ready time are sampled in the same rounds (interleaved)
+ * and compared as ratios; the bash round trips are measured on the first binary only.
+ * Usage: bun scripts/bench/spine.ts [path-to-binary] [other-binary]
  */
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { loadavg } from "node:os";
 import { percentile, RawStdioClient, summary } from "./lib.ts";
 
 const bin = resolve(process.argv[2] ?? join(import.meta.dir, "..", "..", "dist", "local-shell-mcp"));
+const other = process.argv[3] ? resolve(process.argv[3]) : undefined;
 const work = mkdtempSync(join(tmpdir(), "lsm-bench-"));
 const ws = join(work, "ws");
 mkdirSync(ws);
@@ -23,25 +27,38 @@ async function timeIt(fn: () => Promise<unknown>): Promise<number> {
 
 const results: string[] = [];
 
+results.push(`load average ${loadavg()[0]!.toFixed(1)} at the start`);
+
 // 1. Cold start of the binary (page cache warm).
-const coldStart: number[] = [];
-for (let i = 0; i < 40; i++) coldStart.push(await timeIt(async () => void (await Bun.spawn([bin, "--version"], { stdout: "ignore" }).exited)));
-results.push(summary("cold start (--version)", coldStart));
+const coldStart = (b: string) => timeIt(async () => void (await Bun.spawn([b, "--version"], { stdout: "ignore" }).exited));
+const cold: number[] = [];
+const coldOther: number[] = [];
+for (let i = 0; i < 40; i++) {
+  cold.push(await coldStart(bin));
+  if (other) coldOther.push(await coldStart(other));
+}
+results.push(summary("cold start (--version)", cold));
+if (other) results.push(summary("  other binary", coldOther), `  ratio (p50) ${(percentile(cold, 50) / percentile(coldOther, 50)).toFixed(2)}x`);
 
 // 2. spawn → initialize → tools/list over stdio.
-const ready: number[] = [];
-for (let i = 0; i < 15; i++) {
+async function readyOnce(b: string): Promise<number> {
   let client: RawStdioClient | undefined;
-  ready.push(
-    await timeIt(async () => {
-      client = new RawStdioClient([bin, ...serveArgs, "--mode", "stdio"], env);
-      await client.initialize();
-      await client.request("tools/list");
-    }),
-  );
+  const t = await timeIt(async () => {
+    client = new RawStdioClient([b, ...serveArgs, "--mode", "stdio"], env);
+    await client.initialize();
+    await client.request("tools/list");
+  });
   await client!.close();
+  return t;
+}
+const ready: number[] = [];
+const readyOther: number[] = [];
+for (let i = 0; i < 25; i++) {
+  ready.push(await readyOnce(bin));
+  if (other) readyOther.push(await readyOnce(other));
 }
 results.push(summary("spawn → initialize → tools/list (stdio)", ready));
+if (other) results.push(summary("  other binary", readyOther), `  ratio (p50) ${(percentile(ready, 50) / percentile(readyOther, 50)).toFixed(2)}x`);
 
 // 3. Floor: Bun spawning bash directly.
 const floor: number[] = [];

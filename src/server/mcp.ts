@@ -1,6 +1,8 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
+import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
+import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import { PRODUCT, VERSION } from "../core/version.ts";
 import type { MediaBlock, Principal, Transport } from "../tools/context.ts";
 import type { ToolOutcome } from "../tools/registry.ts";
@@ -48,18 +50,41 @@ function principalFrom(auth: AuthInfo | undefined): Principal | undefined {
 
 const relaxed = new WeakMap<object, { type: "object" }>();
 
+/**
+ * Whether a schema is already in the relaxed form: no `required` list and fields that are one
+ * keyword each. The built-in output schemas are (schema-compact.ts), so the first tools/list does
+ * not deep-copy every one of them (~2 ms of a cold start).
+ */
+function alreadyRelaxed(schema: Record<string, unknown>): boolean {
+  if ("required" in schema) return false;
+  for (const field of Object.values((schema.properties ?? {}) as Record<string, unknown>)) {
+    if (field === null || typeof field !== "object" || Object.keys(field).length !== 1 || !("type" in field)) return false;
+  }
+  return true;
+}
+
 /** The output schema a connection in `mode` is told about (none when it gets text only). */
 function outputSchemaFor(schema: Record<string, unknown>, mode: OutputMode): { outputSchema?: { type: "object" } } {
   if (mode === "off") return {};
   if (mode === "full") return { outputSchema: schema as { type: "object" } };
   let r = relaxed.get(schema);
-  if (!r) relaxed.set(schema, (r = relaxedSchema(schema) as { type: "object" }));
+  if (!r) relaxed.set(schema, (r = (alreadyRelaxed(schema) ? schema : relaxedSchema(schema)) as { type: "object" }));
   return { outputSchema: r };
+}
+
+/**
+ * The SDK server builds an Ajv instance with its formats in its constructor, only to check
+ * elicitation answers, which we never ask for: ~2.5 ms of every start and of every HTTP session.
+ * This one builds it on first use.
+ */
+function lazyValidator(): jsonSchemaValidator {
+  let ajv: AjvJsonSchemaValidator | undefined;
+  return { getValidator: (schema) => (ajv ??= new AjvJsonSchemaValidator()).getValidator(schema) };
 }
 
 /** One MCP server object (one per stdio connection or per HTTP session) over the shared registry. */
 export function createMcpServer(app: App, transport: Transport, hooks: McpServerHooks = {}): Server {
-  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: { listChanged: true }, logging: {} }, instructions });
+  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: { listChanged: true }, logging: {} }, instructions, jsonSchemaValidator: lazyValidator() });
   // Decided per connection from the client's initialize request; until then the setting alone.
   const mode = (): OutputMode => outputModeFor(app.services.settings.structured_output, server.getClientVersion()?.name);
   server.setRequestHandler(ListToolsRequestSchema, () => ({

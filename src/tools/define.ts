@@ -56,7 +56,7 @@ export function isAvailable(when: Availability | undefined, settings: Settings):
 export interface ToolManifestEntry {
   name: string;
   title: string;
-  /** Raw description text; placeholders are filled at run time. */
+  /** Description text, unwrapped at bundle time; placeholders are filled at run time. */
   description: string;
   scopes: string[];
   annotations: ToolAnnotations;
@@ -73,6 +73,31 @@ export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(def: To
 
 /** Annotation presets matching the compatibility matrix. */
 export const READ_ONLY: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+
+/**
+ * A description as the model gets it: the line breaks that only wrap the source at 100 columns are
+ * joined with a space (they carry nothing and cost two bytes of JSON each); paragraph breaks and
+ * list items (`- `) stay on their own lines.
+ */
+export function unwrapDescription(text: string): string {
+  const out: string[] = [];
+  // What the previous line was: nothing to join to, a paragraph, or a list item (whose own
+  // continuation lines are indented; an unindented line after it starts a new line).
+  let previous: "none" | "paragraph" | "item" = "none";
+  for (const line of text.trim().split("\n")) {
+    const item = line.startsWith("- ");
+    if (line.trim() === "") {
+      out.push("");
+      previous = "none";
+    } else if (!item && (previous === "paragraph" || (previous === "item" && /^\s/.test(line)))) {
+      out[out.length - 1] += ` ${line.trim()}`;
+    } else {
+      out.push(line.trimEnd());
+      previous = item ? "item" : "paragraph";
+    }
+  }
+  return out.join("\n");
+}
 
 export function fillDescription(text: string, settings: Settings): string {
   return text.trim().replace(/\{\{(\w+)\}\}/g, (m, name: string) => {

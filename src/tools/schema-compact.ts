@@ -7,10 +7,14 @@
  *   `.int()`, `propertyNames: string`, `default: null` and `default: false`, the null branch of optional
  *   arguments, descriptions that the tool text already gives);
  * - outputs type the stable top-level fields and leave the deep parts open (`{type: "object"}`)
- *   with no `required` list,
- *   while the registry still validates every result against the full zod schema;
- * - nullable types are `anyOf` branches, never `type` arrays, and no `{}` schema is left, so
- *   single-type dialects (Gemini style) accept every tool.
+ *   with no `required` list and no `enum`, while the registry still validates every result
+ *   against the full zod schema;
+ * - in inputs, nullable types are `anyOf` branches, never `type` arrays, and no `{}` schema is
+ *   left, so single-type dialects (Gemini style function declarations) accept every tool;
+ * - outputs are not function declarations (Claude Code does not show them to the model, Codex
+ *   only renders them as TypeScript types in its code mode; SDK clients compile them with Ajv), so
+ *   each field is one `type` keyword, a list when nullable: Ajv compiles that about a fifth faster
+ *   than `anyOf` branches.
  */
 type Schema = Record<string, unknown>;
 
@@ -85,17 +89,33 @@ function omittable(s: Schema): Schema {
   return branches.length === 1 ? branches[0]! : { anyOf: branches };
 }
 
-/** Only the shape of a value: its type(s) and small enums, nothing below. */
+/** The JSON type of a constant or enum value. */
+function jsonType(v: unknown): string {
+  if (v === null) return "null";
+  if (Array.isArray(v)) return "array";
+  return typeof v === "number" ? (Number.isInteger(v) ? "integer" : "number") : typeof v;
+}
+
+/** Every JSON type a value may have, from its `type`, its branches or its constants. */
+function typesOf(s: Schema): string[] {
+  if (Array.isArray(s.type)) return s.type as string[];
+  if (typeof s.type === "string") return [s.type];
+  const branches = (s.anyOf ?? s.oneOf) as Schema[] | undefined;
+  if (Array.isArray(branches)) return branches.flatMap(typesOf);
+  if (s.const !== undefined) return [jsonType(s.const)];
+  if (Array.isArray(s.enum)) return s.enum.map(jsonType);
+  throw new Error(`an output field has no type: ${JSON.stringify(s)}`);
+}
+
+/**
+ * Only the type of a value, as one `type` keyword (a list when it may be several, e.g. nullable):
+ * the form the SDK client's Ajv compiles cheapest (an `anyOf` costs it two sub-schemas and their
+ * errors, an `enum` one more check; docs/benchmarks.md).
+ */
 function shallow(raw: Schema): Schema {
-  const s = splitTypeArray(raw);
-  if (Array.isArray(s.anyOf) || Array.isArray(s.oneOf)) {
-    const branches = dedupe(((s.anyOf ?? s.oneOf) as Schema[]).map(shallow).flatMap((b) => (b.anyOf ? (b.anyOf as Schema[]) : [b])));
-    return branches.length === 1 ? branches[0]! : { anyOf: branches };
-  }
-  if (s.const !== undefined) return { type: typeof s.const === "number" ? "number" : typeof s.const === "boolean" ? "boolean" : "string" };
-  if (typeof s.type !== "string") throw new Error(`an output field has no type: ${JSON.stringify(raw)}`);
-  if (s.type === "string" && Array.isArray(s.enum)) return { type: "string", enum: s.enum };
-  return { type: s.type };
+  const types = [...new Set(typesOf(raw))];
+  const distinct = types.includes("number") ? types.filter((t) => t !== "integer") : types;
+  return { type: distinct.length === 1 ? distinct[0]! : distinct };
 }
 
 /**

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { ToolManifestEntry } from "./define.ts";
+import { type ToolManifestEntry, unwrapDescription } from "./define.ts";
 import { builtinTools } from "./index.ts";
 import { advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
 
@@ -15,7 +15,7 @@ export function builtinToolManifest(): ToolManifestEntry[] {
     return {
       name: t.name,
       title: t.title,
-      description: t.description,
+      description: unwrapDescription(t.description),
       scopes: [...t.scopes],
       annotations: t.annotations,
       noauthHint: t.noauthHint ?? false,
