@@ -9,14 +9,18 @@
  * `worker.stop()` remove the namespaces, links, proxy and CA; the process's `exit` hook and the next
  * run's sweep (test/helpers/netns.ts) catch what a failed or killed test left.
  */
+import { rmSync } from "node:fs";
 import { binary, connectHttp, type McpHandle, serverEnv, stopStateLeftovers, tempDir, type TempDir } from "./harness.ts";
 import { type ControllerAddress, createControllerAddress, createNetns, createTestCa, type Netns, startTlsProxy, type TestCa, type TlsProxy } from "./netns.ts";
 import { waitFor } from "./wait.ts";
 
 /** Controllers and workers still running: killed when the test process exits, whatever happened. */
 const live = new Set<Bun.Subprocess>();
+/** Worker roots and workdirs this module made: tests may read them after a stop, so they go at exit. */
+const madeDirs = new Set<string>();
 process.on("exit", () => {
   for (const p of live) if (p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+  for (const dir of madeDirs) rmSync(dir, { recursive: true, force: true });
 });
 function track(proc: Bun.Subprocess): Bun.Subprocess {
   live.add(proc);
@@ -203,7 +207,9 @@ export interface WorkerOptions {
 
 export async function startWorker(server: string, code: string, opts: WorkerOptions = {}): Promise<Worker> {
   const root = tempDir("lsm-worker-");
+  madeDirs.add(root.path);
   const workdir = opts.workdir ?? tempDir("lsm-worker-wd-").path;
+  if (!opts.workdir) madeDirs.add(workdir);
   const { proc, stdout, stderr } = spawnWorker({ server, invite: code, workdir, root: root.path, name: opts.name, env: opts.env, ns: opts.ns });
   const stopNs = async () => {
     await opts.ns?.[Symbol.asyncDispose]();
