@@ -618,20 +618,55 @@ static void cg_remove(void)
 
 /* ---- process management ------------------------------------------------ */
 
-static void reap_all(void)
+#ifndef __WALL
+#define __WALL 0x40000000
+#endif
+
+/* Reaps every child that has exited.  Returns 1 when the kernel says we have
+ * no child at all (ECHILD), 0 when some remain.  __WALL: a child whatever its
+ * exit signal, so "none" really means none. */
+static int reap_all(void)
 {
 	for (;;) {
 		int st;
-		pid_t p = waitpid(-1, &st, WNOHANG);
+		pid_t p = waitpid(-1, &st, WNOHANG | __WALL);
 		if (p < 0 && errno == EINTR)
 			continue;
-		if (p <= 0) /* 0: children remain but none has exited; ECHILD: none */
-			return;
+		if (p < 0)
+			return errno == ECHILD;
+		if (p == 0) /* children remain but none has exited */
+			return 0;
 		if (p == main_pid) {
 			main_status = st;
 			main_reaped = 1;
 		}
 	}
+}
+
+/* The authoritative short cut of cleanup: no child at all means no living
+ * descendant.  We are a child subreaper, and the kernel re-parents a dying
+ * process's children to us before that process becomes a zombie we could
+ * reap, so every living descendant has a chain of parents (living, or zombies
+ * not yet reaped) that ends in one of our children.  Beside that, the main
+ * child's process group must be gone (a member outside our tree is
+ * signalled by the full path) and the command's cgroup, if any, empty.
+ * Returns 1 when all of that holds; 0 leaves the decision to the full path. */
+static int tree_gone(pid_t pgid, int *group_gone)
+{
+	if (!reap_all())
+		return 0;
+	if (!*group_gone) {
+		if (!(kill(-pgid, 0) < 0 && errno == ESRCH))
+			return 0;
+		*group_gone = 1;
+	}
+	if (cg_dir) {
+		int pop = cg_populated();
+		reset_doubt(); /* a doubt here is the full path's to find again */
+		if (pop != 0)
+			return 0;
+	}
+	return 1;
 }
 
 /* Sleep until SIGCHLD (blocked, so it stays pending) or the timeout. */
@@ -676,6 +711,11 @@ static int cleanup(long grace_ms, long budget_ms, int persist, pid_t pgid)
 	long give_up = start + budget_ms;
 	int empties = 0, group_termed = 0, group_gone = 0, overdue = 0;
 
+	/* The usual case, a command that left nothing behind, is settled by
+	 * the kernel's word without a walk of procfs. */
+	if (tree_gone(pgid, &group_gone))
+		return 0;
+
 	/* A large CPU-busy tree would otherwise starve the process that has to
 	 * stop it.  Only root may raise its priority; elsewhere this fails, and
 	 * the tree's own priority is lowered as it is signalled instead. */
@@ -683,7 +723,8 @@ static int cleanup(long grace_ms, long budget_ms, int persist, pid_t pgid)
 	setpriority(PRIO_PGRP, (id_t)pgid, 19);
 
 	for (;;) {
-		reap_all();
+		if (tree_gone(pgid, &group_gone))
+			return overdue ? 1 : 0;
 		int populated = 0, pop = 0, sure;
 		if (cg_dir)
 			pop = cg_populated();
@@ -795,6 +836,35 @@ static void become_guardian(pid_t parent, sigset_t *set)
 		unavailable("PR_SET_PDEATHSIG: %s", strerror(errno));
 	if (getppid() != parent) /* it died before PDEATHSIG was armed */
 		unavailable("parent exited during startup");
+}
+
+/* Set by a server once prove_enumeration() passed for it on /proc. */
+static int enumeration_proven;
+
+/* Decides how to enumerate and proves it works before anything runs (exit
+ * 125 if it does not): a runner that could not find the command's
+ * descendants could never confirm them gone.  Only falls back to the PPid
+ * scan for good if the kernel lacks the children file; any other failure
+ * keeps both methods in play so errors get reported. */
+static void prove_enumeration(int force_ppid)
+{
+	if (force_ppid) {
+		use_children_file = 0;
+	} else {
+		char path[MAX_ROOT_LEN + 64];
+		struct stat st;
+		snprintf(path, sizeof path, "%s/%d/task/%d", proc_root, (int)self_pid, (int)self_pid);
+		if (stat(path, &st) == 0) {
+			snprintf(path, sizeof path, "%s/%d/task/%d/children", proc_root, (int)self_pid,
+				 (int)self_pid);
+			if (stat(path, &st) < 0 && errno == ENOENT)
+				use_children_file = 0;
+		}
+	}
+	struct pids probe = { 0 };
+	if (enumerate(&probe) != 0)
+		unavailable("cannot enumerate processes: %s", reason);
+	free(probe.v);
 }
 
 /* cg_procs: an open cgroup.procs of the command's group, or -1.  report: the
@@ -962,25 +1032,10 @@ static int supervise(const struct opts *o, char **cmd, pid_t parent)
 	sigset_t set;
 	become_guardian(parent, &set);
 
-	/* Only fall back for good if the kernel lacks the children file; any
-	 * other failure keeps both methods in play so errors get reported. */
-	if (force_ppid) {
-		use_children_file = 0;
-	} else {
-		char path[MAX_ROOT_LEN + 64];
-		struct stat st;
-		snprintf(path, sizeof path, "%s/%d/task/%d", proc_root, (int)self_pid, (int)self_pid);
-		if (stat(path, &st) == 0) {
-			snprintf(path, sizeof path, "%s/%d/task/%d/children", proc_root, (int)self_pid,
-				 (int)self_pid);
-			if (stat(path, &st) < 0 && errno == ENOENT)
-				use_children_file = 0;
-		}
-	}
-	struct pids probe = { 0 };
-	if (enumerate(&probe) != 0)
-		unavailable("cannot enumerate processes: %s", reason);
-	free(probe.v);
+	/* A server that proved enumeration on the real procfs at start needs no
+	 * new proof from each supervisor it forks on that same procfs. */
+	if (!(enumeration_proven && !force_ppid && strcmp(proc_root, "/proc") == 0))
+		prove_enumeration(force_ppid);
 
 	raise_priority();
 
@@ -1130,9 +1185,14 @@ static uint32_t get_u32(const unsigned char *p)
 }
 
 /* Replies are gathered and written once per loop round: one wakeup of the
- * reader for an exit status and both ends of stream, not three. */
+ * reader for an exit status and both ends of stream, not three.  Frames the
+ * reader has no use for yet (a supervisor's pid, the end of a stream whose
+ * supervisor is still exiting) wait for the next frame it needs, or for
+ * HOLD_MS at most: the caller then wakes once per command's end, not twice. */
 static unsigned char outbuf[4 * (FRAME_HEAD + CHUNK)];
 static size_t outlen;
+static int urgent; /* a frame in outbuf the reader is waiting for */
+#define HOLD_MS 20
 
 static void flush_replies(void)
 {
@@ -1148,9 +1208,19 @@ static void flush_replies(void)
 		outlen -= (size_t)w;
 	}
 	outlen = 0;
+	urgent = 0;
 }
 
+/* A frame that may wait in outbuf (see above). */
+static void reply_later(char type, uint32_t id, const void *data, size_t len);
+
 static void reply(char type, uint32_t id, const void *data, size_t len)
+{
+	reply_later(type, id, data, len);
+	urgent = 1;
+}
+
+static void reply_later(char type, uint32_t id, const void *data, size_t len)
 {
 	if (server_gone || len > CHUNK)
 		return;
@@ -1313,7 +1383,7 @@ static void start_job(uint32_t id, char *data, size_t len)
 	jobs[njobs++] = (struct job){ .id = id, .pid = pid, .fd = { out[0], err[0] } };
 	unsigned char p[4];
 	put_u32(p, (uint32_t)pid);
-	reply('S', id, p, 4);
+	reply_later('S', id, p, 4);
 }
 
 /* Processes re-parented to the server escaped a supervisor that died before
@@ -1376,7 +1446,12 @@ static void relay(struct job *j, int s)
 	close(j->fd[s]);
 	j->fd[s] = -1;
 	unsigned char which = (unsigned char)s;
-	reply('C', j->id, &which, 1);
+	/* The supervisor holds both pipes to its end, so the end of a stream
+	 * means it is exiting: its exit status follows at once. */
+	if (j->pid > 0)
+		reply_later('C', j->id, &which, 1);
+	else
+		reply('C', j->id, &which, 1);
 	drop_if_done(j);
 }
 
@@ -1425,6 +1500,8 @@ static int serve(void)
 	int sfd = signalfd(-1, &set, SFD_CLOEXEC);
 	if (sfd < 0)
 		unavailable("signalfd: %s", strerror(errno));
+	prove_enumeration(0);
+	enumeration_proven = 1;
 	raise_priority();
 	reply('H', 0, "1", 1);
 	flush_replies();
@@ -1433,6 +1510,7 @@ static int serve(void)
 	static unsigned char in[FRAME_HEAD + MAX_REQUEST];
 	size_t inlen = 0;
 	int stopping = 0, stop_sig = 0;
+	long held_since = 0; /* when the oldest frame waiting in outbuf was queued */
 	for (;;) {
 		if (stopping && live_jobs() == 0)
 			break;
@@ -1442,7 +1520,7 @@ static int serve(void)
 		for (size_t i = 0; i < njobs; i++)
 			for (int s = 0; s < 2; s++)
 				pfd[n++] = (struct pollfd){ .fd = jobs[i].fd[s], .events = POLLIN };
-		if (poll(pfd, n, -1) < 0) {
+		if (poll(pfd, n, outlen ? HOLD_MS : -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			unavailable("poll: %s", strerror(errno));
@@ -1494,7 +1572,14 @@ static int serve(void)
 				}
 			}
 		}
-		flush_replies();
+		if (!outlen)
+			held_since = 0;
+		else if (!held_since)
+			held_since = now_ms();
+		if (outlen && (urgent || stopping || now_ms() - held_since >= HOLD_MS)) {
+			flush_replies();
+			held_since = 0;
+		}
 		if (server_gone)
 			stopping = 1;
 		if (stopping) /* every supervisor stops and confirms its own tree */

@@ -96,6 +96,28 @@ describe("the long-lived runner", () => {
     expect(pidAlive(bg)).toBe(false);
   });
 
+  test("a tree still alive when the shell exits is stopped before the call returns, whatever its shape", async () => {
+    // The supervisor confirms an empty tree at once when the kernel reports no child left; these
+    // shapes all leave children, in process groups other than the shell's, when the shell exits.
+    const f = (name: string) => join(ws.path, `shape-${name}.pid`);
+    const quiet = "</dev/null >/dev/null 2>&1";
+    const script = [
+      "set -m",
+      `sh -c 'echo $$ > ${f("job")}; exec sleep 302' ${quiet} &`,
+      `(setsid sh -c "trap '' TERM; echo \\$\\$ > ${f("ignorer")}; exec sleep 303" ${quiet} &)`,
+      `mkfifo ${f("fifo")}; bash -c 'sleep 304 ${quiet} & echo $! > ${f("orphan")}; read x < ${f("fifo")}' ${quiet} &`,
+      `until [ -s ${f("job")} ] && [ -s ${f("ignorer")} ] && [ -s ${f("orphan")} ]; do sleep 0.01; done`,
+      `echo go > ${f("fifo")}; echo started`,
+    ].join("\n");
+    const r = await bash(script);
+    expect(r.stdout).toBe("started\n");
+    for (const name of ["job", "ignorer", "orphan"]) {
+      const pid = Number(readFileSync(f(name), "utf8"));
+      expect(pid).toBeGreaterThan(0); // it ran
+      expect(pidAlive(pid)).toBe(false);
+    }
+  });
+
   test("the runner killed mid-call: the call fails closed, the tree is stopped, and later calls work", async () => {
     const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
     const pidFile = join(ws.path, "victim.pid");
