@@ -1283,45 +1283,34 @@ static void close_from(int lo)
 		close(fd);
 }
 
-/* In the forked supervisor: set up stdio, environment and directory, then
- * run the command exactly as a per-call runner would. */
-static void job_child(int out_w, int err_w, char *cwd, char **env, int argc, char **argv, pid_t server)
+/* A request's parts, pointing into its data: argv[0] is "lsm-runner". */
+struct request {
+	char *cwd;
+	char **env;  /* NULL-terminated */
+	int argc;
+	char **argv; /* NULL-terminated */
+	char **strs; /* what to free, with env */
+};
+
+static void free_request(struct request *rq)
 {
-	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(out_w, STDOUT_FILENO) < 0 ||
-	    dup2(err_w, STDERR_FILENO) < 0)
-		_exit(EXIT_CONTAIN);
-	close_from(3);
-	environ = env;
-	if (chdir(cwd) < 0) {
-		say("lsm-runner: no working directory %s: %s", cwd, strerror(errno));
-		_exit(EXIT_CONTAIN);
-	}
-	struct opts o;
-	int at = parse_options(argc, argv, &o);
-	_exit(supervise(&o, argv + at, server));
+	free(rq->strs);
+	free(rq->env);
 }
 
-/* 'R': data is "CWD\0ENVC\0" then ENVC "NAME=value\0" entries, then the
- * per-call runner's arguments ("--timeout-ms\0N\0...--\0PROGRAM\0ARGS...\0"). */
-static void start_job(uint32_t id, char *data, size_t len)
+/* 'R' data is "CWD\0ENVC\0" then ENVC "NAME=value\0" entries, then the
+ * per-call runner's arguments ("--timeout-ms\0N\0...--\0PROGRAM\0ARGS...\0").
+ * NULL on success, else why the request cannot be served. */
+static const char *parse_request(char *data, size_t len, struct request *rq)
 {
-	if (njobs >= MAX_JOBS) {
-		refuse(id, "too many commands at once");
-		return;
-	}
-	if (job_by_id(id) || len == 0 || data[len - 1] != '\0') {
-		refuse(id, "malformed request");
-		return;
-	}
+	if (len == 0 || data[len - 1] != '\0')
+		return "malformed request";
 	size_t nstr = 0;
 	for (size_t i = 0; i < len; i++)
 		nstr += data[i] == '\0';
 	char **strs = malloc((nstr + 2) * sizeof *strs);
-	if (!strs) {
-		refuse(id, "out of memory");
-		return;
-	}
+	if (!strs)
+		return "out of memory";
 	size_t k = 0;
 	for (char *p = data; p < data + len; p += strlen(p) + 1)
 		strs[k++] = p;
@@ -1330,48 +1319,233 @@ static void start_job(uint32_t id, char *data, size_t len)
 	long envc = nstr >= 2 ? strtol(strs[1], &end, 10) : -1;
 	if (errno || envc < 0 || (size_t)envc + 2 > nstr || *end) {
 		free(strs);
-		refuse(id, "malformed request");
-		return;
+		return "malformed request";
 	}
-	char *cwd = strs[0];
-	char **env = strs + 2;
 	/* Shift the arguments up one to make room for argv[0]. */
 	size_t argc0 = 2 + (size_t)envc;
 	memmove(strs + argc0 + 1, strs + argc0, (nstr - argc0) * sizeof *strs);
 	strs[argc0] = "lsm-runner";
-	int argc = (int)(nstr - argc0 + 1);
-	char **argv = strs + argc0;
-	argv[argc] = NULL;
 	char **envp = malloc(((size_t)envc + 1) * sizeof *envp);
 	if (!envp) {
 		free(strs);
-		refuse(id, "out of memory");
+		return "out of memory";
+	}
+	memcpy(envp, strs + 2, (size_t)envc * sizeof *envp);
+	envp[envc] = NULL;
+	rq->cwd = strs[0];
+	rq->env = envp;
+	rq->argc = (int)(nstr - argc0 + 1);
+	rq->argv = strs + argc0;
+	rq->argv[rq->argc] = NULL;
+	rq->strs = strs;
+	return NULL;
+}
+
+/* In the forked supervisor, stdio in place: take the request's environment
+ * and directory, then run the command exactly as a per-call runner would. */
+static void run_request(struct request *rq, pid_t server)
+{
+	environ = rq->env;
+	if (chdir(rq->cwd) < 0) {
+		say("lsm-runner: no working directory %s: %s", rq->cwd, strerror(errno));
+		_exit(EXIT_CONTAIN);
+	}
+	struct opts o;
+	int at = parse_options(rq->argc, rq->argv, &o);
+	_exit(supervise(&o, rq->argv + at, server));
+}
+
+/* /dev/null on stdin, the pipes on stdout and stderr, and req (if >= 0) on
+ * descriptor 3; everything else closed, so a supervisor holds neither the
+ * server's pipes nor another command's output. */
+static void supervisor_stdio(int out_w, int err_w, int req)
+{
+	/* Out of the way of 0..3 first, whatever numbers the pipes got. */
+	if (req >= 0 && (req = fcntl(req, F_DUPFD_CLOEXEC, 10)) < 0)
+		_exit(EXIT_CONTAIN);
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0 || dup2(null, STDIN_FILENO) < 0 || dup2(out_w, STDOUT_FILENO) < 0 ||
+	    dup2(err_w, STDERR_FILENO) < 0 || (req >= 0 && dup2(req, 3) < 0))
+		_exit(EXIT_CONTAIN);
+	close_from(req >= 0 ? 4 : 3);
+}
+
+/* Reads exactly len bytes; 0, or -1 on error or early end of file. */
+static int read_full(int fd, void *buf, size_t len)
+{
+	for (char *p = buf; len > 0;) {
+		ssize_t r = read(fd, p, len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		p += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t len)
+{
+	for (const char *p = buf; len > 0;) {
+		ssize_t w = write(fd, p, len);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+/* ---- the waiting supervisor ---------------------------------------------
+ *
+ * The fork of a supervisor (and its own setup) would sit between a request
+ * and its command's start.  So the server keeps one supervisor forked ahead,
+ * waiting on a pipe of its own for the request (u32 length, then the 'R'
+ * data), and forks the next one after the round in which it handed one over.
+ * A waiting supervisor has started nothing: it is killed outright if the
+ * server stops, and it exits by itself when its request pipe closes first.
+ */
+
+static struct {
+	pid_t pid;  /* 0: none waiting */
+	int req;    /* write end of its request pipe */
+	int fd[2];  /* read ends of its stdout and stderr */
+} waiting = { 0, -1, { -1, -1 } };
+
+static void waiting_child(int out_w, int err_w, int req_r, pid_t server)
+{
+	supervisor_stdio(out_w, err_w, req_r);
+	uint32_t len;
+	char *data;
+	if (read_full(3, &len, sizeof len) < 0 || len == 0 || len > MAX_REQUEST || !(data = malloc(len)) ||
+	    read_full(3, data, len) < 0)
+		_exit(EXIT_CONTAIN); /* no request came: the server is gone or gave up on us */
+	close(3);
+	struct request rq;
+	const char *why = parse_request(data, len, &rq);
+	if (why) { /* the server checked it already */
+		say("lsm-runner: %s", why);
+		_exit(EXIT_CONTAIN);
+	}
+	run_request(&rq, server);
+}
+
+/* Forks the next waiting supervisor; on failure there is none, and requests
+ * fork their own supervisor as they come. */
+static void fork_waiting(void)
+{
+	int out[2], err[2], req[2];
+	if (pipe2(out, O_CLOEXEC) < 0)
+		return;
+	if (pipe2(err, O_CLOEXEC) < 0)
+		goto close_out;
+	if (pipe2(req, O_CLOEXEC) < 0)
+		goto close_err;
+	pid_t server = getpid();
+	pid_t pid = fork();
+	if (pid == 0)
+		waiting_child(out[1], err[1], req[0], server);
+	close(out[1]);
+	close(err[1]);
+	close(req[0]);
+	if (pid < 0) {
+		close(out[0]);
+		close(err[0]);
+		close(req[1]);
 		return;
 	}
-	memcpy(envp, env, (size_t)envc * sizeof *envp);
-	envp[envc] = NULL;
+	waiting.pid = pid;
+	waiting.req = req[1];
+	waiting.fd[0] = out[0];
+	waiting.fd[1] = err[0];
+	return;
+close_err:
+	close(err[0]);
+	close(err[1]);
+close_out:
+	close(out[0]);
+	close(out[1]);
+}
+
+/* Lets go of the waiting supervisor (its pipes closed; killed unless it took
+ * a request).  Reaped like any other child. */
+static void drop_waiting(int kill_it)
+{
+	if (waiting.pid > 0 && kill_it)
+		kill(waiting.pid, SIGKILL);
+	if (waiting.req >= 0)
+		close(waiting.req);
+	waiting.pid = 0;
+	waiting.req = -1;
+	waiting.fd[0] = waiting.fd[1] = -1;
+}
+
+/* Gives the request to the waiting supervisor; 0 if it took it. */
+static int hand_over(uint32_t id, const char *data, size_t len)
+{
+	unsigned char head[4];
+	put_u32(head, (uint32_t)len);
+	if (waiting.pid <= 0)
+		return -1;
+	if (write_full(waiting.req, head, 4) < 0 || write_full(waiting.req, data, len) < 0) {
+		/* It died waiting (killed from outside): nothing ran. */
+		close(waiting.fd[0]);
+		close(waiting.fd[1]);
+		drop_waiting(1);
+		return -1;
+	}
+	jobs[njobs++] = (struct job){ .id = id, .pid = waiting.pid, .fd = { waiting.fd[0], waiting.fd[1] } };
+	drop_waiting(0);
+	return 0;
+}
+
+static void start_job(uint32_t id, char *data, size_t len)
+{
+	if (njobs >= MAX_JOBS) {
+		refuse(id, "too many commands at once");
+		return;
+	}
+	if (job_by_id(id)) {
+		refuse(id, "malformed request");
+		return;
+	}
+	struct request rq;
+	const char *why = parse_request(data, len, &rq);
+	if (why) {
+		refuse(id, why);
+		return;
+	}
+	unsigned char p[4];
+	if (hand_over(id, data, len) == 0) {
+		free_request(&rq);
+		put_u32(p, (uint32_t)jobs[njobs - 1].pid);
+		reply_later('S', id, p, 4);
+		return;
+	}
 
 	int out[2], err[2];
 	if (pipe2(out, O_CLOEXEC) < 0) {
-		free(strs);
-		free(envp);
+		free_request(&rq);
 		refuse(id, "pipe failed");
 		return;
 	}
 	if (pipe2(err, O_CLOEXEC) < 0) {
 		close(out[0]);
 		close(out[1]);
-		free(strs);
-		free(envp);
+		free_request(&rq);
 		refuse(id, "pipe failed");
 		return;
 	}
 	pid_t server = getpid();
 	pid_t pid = fork();
-	if (pid == 0)
-		job_child(out[1], err[1], cwd, envp, argc, argv, server);
-	free(strs);
-	free(envp);
+	if (pid == 0) {
+		supervisor_stdio(out[1], err[1], -1);
+		run_request(&rq, server);
+	}
+	free_request(&rq);
 	close(out[1]);
 	close(err[1]);
 	if (pid < 0) {
@@ -1381,7 +1555,6 @@ static void start_job(uint32_t id, char *data, size_t len)
 		return;
 	}
 	jobs[njobs++] = (struct job){ .id = id, .pid = pid, .fd = { out[0], err[0] } };
-	unsigned char p[4];
 	put_u32(p, (uint32_t)pid);
 	reply_later('S', id, p, 4);
 }
@@ -1400,7 +1573,7 @@ static void kill_strays(void)
 		return;
 	for (char *tok = strtok(buf, " \n"); tok; tok = strtok(NULL, " \n")) {
 		pid_t p = parse_pid(tok);
-		int mine = 0;
+		int mine = p == waiting.pid;
 		for (size_t i = 0; i < njobs && !mine; i++)
 			mine = jobs[i].pid == p;
 		if (p > 0 && !mine)
@@ -1417,6 +1590,12 @@ static void reap_jobs(void)
 			continue;
 		if (p <= 0)
 			break;
+		if (p == waiting.pid) { /* died waiting (killed from outside): nothing ran */
+			close(waiting.fd[0]);
+			close(waiting.fd[1]);
+			drop_waiting(0);
+			continue;
+		}
 		for (size_t i = 0; i < njobs; i++) {
 			if (jobs[i].pid != p)
 				continue;
@@ -1505,6 +1684,7 @@ static int serve(void)
 	raise_priority();
 	reply('H', 0, "1", 1);
 	flush_replies();
+	fork_waiting();
 
 	static struct pollfd pfd[2 + 2 * MAX_JOBS];
 	static unsigned char in[FRAME_HEAD + MAX_REQUEST];
@@ -1582,6 +1762,13 @@ static int serve(void)
 		}
 		if (server_gone)
 			stopping = 1;
+		if (stopping && waiting.pid > 0) {
+			close(waiting.fd[0]);
+			close(waiting.fd[1]);
+			drop_waiting(1);
+		} else if (!stopping && waiting.pid == 0 && njobs < MAX_JOBS) {
+			fork_waiting(); /* after this round's replies went out */
+		}
 		if (stopping) /* every supervisor stops and confirms its own tree */
 			for (size_t i = 0; i < njobs; i++)
 				if (jobs[i].pid > 0)
