@@ -50,10 +50,12 @@ static uint32_t get_u32(const unsigned char *p)
 }
 
 /* Replies are gathered and written once per loop round: one wakeup of the
- * reader for an exit status and both ends of stream, not three.  Frames the
- * reader has no use for yet (a supervisor's pid, the end of a stream whose
- * supervisor is still exiting) wait for the next frame it needs, or for
- * HOLD_MS at most: the caller then wakes once per command's end, not twice. */
+ * reader for an exit status and both ends of stream, not three.  Frames that
+ * can wait (a supervisor's pid, output, the end of a stream whose supervisor
+ * is still exiting) are held for the next frame that cannot (an exit status,
+ * a refusal), for HOLD_MS at most, or until the buffer is full: a short
+ * command then costs the caller one wakeup, and a chatty one a wakeup per
+ * HOLD_MS or per buffer, not one per chunk. */
 static unsigned char outbuf[4 * (FRAME_HEAD + CHUNK)];
 static size_t outlen;
 static int urgent; /* a frame in outbuf the reader is waiting for */
@@ -484,7 +486,7 @@ static void relay(struct job *j, int s)
 		r = read(j->fd[s], buf, sizeof buf);
 	while (r < 0 && errno == EINTR);
 	if (r > 0) {
-		reply(s ? 'E' : 'O', j->id, buf, (size_t)r);
+		reply_later(s ? 'E' : 'O', j->id, buf, (size_t)r);
 		return;
 	}
 	close(j->fd[s]);
