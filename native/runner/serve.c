@@ -567,7 +567,13 @@ int serve(void)
 		for (size_t i = 0; i < njobs; i++)
 			for (int s = 0; s < 2; s++)
 				pfd[n++] = (struct pollfd){ .fd = jobs[i].fd[s], .events = POLLIN };
-		if (poll(pfd, n, outlen ? HOLD_MS : -1) < 0) {
+		long hold = -1; /* held frames go out HOLD_MS after the first of them was queued */
+		if (outlen) {
+			hold = HOLD_MS - (now_ms() - held_since);
+			if (hold < 1)
+				hold = 1;
+		}
+		if (poll(pfd, n, (int)hold) < 0) {
 			if (errno == EINTR)
 				continue;
 			unavailable("poll: %s", strerror(errno));
