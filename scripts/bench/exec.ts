@@ -1,7 +1,8 @@
 /**
  * `bash echo hi` next to its floor, in one run: Bun spawning `bash -c 'echo hi'` directly, and the
  * same command through our `bash` tool over stdio with the cgroup layer on (auto) and off. The
- * three are sampled in turn, round after round, so a change in the machine's load hits all alike;
+ * three are sampled in turn (in an order that rotates each round), round after round, so a change in
+ * the machine's load hits all alike;
  * the ratios to the floor are the figures to compare between runs.
  * Usage: bun scripts/bench/exec.ts [path-to-binary] [rounds=100] [other-binary]
  * With other-binary (e.g. a build of main), its two variants are sampled in the same rounds too.
@@ -61,7 +62,10 @@ variants.push({ name: "cgroup off, right after another call", run: off.run, warm
 for (let i = 0; i < 10; i++) for (const v of variants) await v.run();
 const loadBefore = loadavg()[0]!;
 for (let i = 0; i < rounds; i++) {
-  for (const v of variants) {
+  // A rotating order, so that no variant always runs right after the same one (the floor's
+  // process exit, say, still being cleaned up when the next call starts).
+  for (let k = 0; k < variants.length; k++) {
+    const v = variants[(i + k) % variants.length]!;
     await v.warmUp?.();
     v.samples.push(await timed(v.run));
   }
