@@ -8,10 +8,11 @@
  *
  * One long-lived runner per server.  Requests arrive on stdin, replies leave
  * on stdout, both as frames: u32 length (of what follows, little endian),
- * one type byte, u32 command id, data.  For each 'R' request the server
- * forks a supervisor: a child that does exactly what a per-call runner does
- * (its own subreaper context, parent-death signal, cgroup, deadline,
- * cleanup, confirmation), so a command costs one fork+exec of the shell.
+ * one type byte, u32 command id, data.  Each 'R' request goes to a
+ * supervisor, forked ahead of it (see "the waiting supervisor" below): a
+ * child that does exactly what a per-call runner does (its own subreaper
+ * context, parent-death signal, cgroup, deadline, cleanup, confirmation), so
+ * a command costs one fork+exec of the shell once its request is in.
  * The server itself only relays output and exit statuses.  See README.md.
  */
 

@@ -1,9 +1,9 @@
 import { log } from "../core/log.ts";
 
 /**
- * The long-lived containment runner (`lsm-runner --serve`): one per server, which forks a
- * supervisor per bounded command instead of us spawning a fresh runner for each, so a command
- * costs one fork+exec of the shell. Each supervisor keeps every guarantee of a per-call runner
+ * The long-lived containment runner (`lsm-runner --serve`): one per server, which hands each
+ * bounded command to a supervisor it forked ahead of the request instead of us spawning a fresh
+ * runner for each, so a command costs one fork+exec of the shell. Each supervisor keeps every guarantee of a per-call runner
  * (own subreaper context, parent-death signal, cgroup, deadline, cleanup, confirmation); this
  * side only frames requests and relays output. Fail closed: when the server dies or misbehaves,
  * every call in flight ends as killed (containment unconfirmed), the supervisors stop their trees
