@@ -196,8 +196,10 @@ describe("the long-lived runner", () => {
     const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
     const waiting = await waitFor(() => waitingSupervisors(runner)[0], { what: "a supervisor forked ahead" });
     process.kill(waiting, "SIGKILL");
+    // Once the runner has reaped it, the next call lands on a supervisor forked after it. (A request
+    // handed over while it is dying fails closed instead: nothing ran, the call ends unconfirmed.)
+    await waitFor(() => !childrenOf(runner).includes(waiting), { what: "the runner to reap the killed supervisor" });
     const pidFile = join(ws.path, "after-waiting.pid");
-    // The next call lands on a fresh supervisor, whether or not the runner has reaped the dead one.
     const r = await bash(`sleep 305 & echo $! > ${pidFile}; echo ran`);
     expect(r.stdout).toBe("ran\n");
     const bg = Number(readFileSync(pidFile, "utf8"));
