@@ -1,10 +1,11 @@
 /**
- * `lsm-runner --serve` driven directly through src/exec/runner-server.ts: how it batches replies.
- * Frames that can wait (pid, output, an end of stream) are held for the exit status or a short
- * while; output of a command that keeps running must still arrive while it runs.
+ * `lsm-runner --serve` driven directly through src/exec/runner-server.ts. How it batches replies:
+ * frames that can wait (pid, output, an end of stream) are held for the exit status or a short
+ * while, and output of a command that keeps running must still arrive while it runs. And what its
+ * supervisors may skip: the server's own proof that enumeration works covers /proc only.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { RunnerServer } from "../../src/exec/runner-server.ts";
@@ -29,17 +30,19 @@ afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-function run(script: string) {
+function run(script: string, options: string[] = []) {
   let out = "";
+  let err = "";
   const decoder = new TextDecoder();
-  const p = server.run(["--timeout-ms", "60000", "--", "sh", "-c", script], dir, env, (stream, chunk) => {
+  const p = server.run([...options, "--timeout-ms", "60000", "--", "sh", "-c", script], dir, env, (stream, chunk) => {
     if (stream === 0) out += decoder.decode(chunk);
+    else err += decoder.decode(chunk);
   });
   if (!p) throw new Error("the runner server is gone");
-  return { p, out: () => out };
+  return { p, out: () => out, err: () => err };
 }
 
-describe("the runner server's replies", () => {
+describe("the runner server driven directly", () => {
   test("a short command: pid, output, exit status and both ends of stream all arrive", async () => {
     const { p, out } = run("echo hi; echo err >&2; exit 3");
     expect(await p.exited).toBe(3);
@@ -54,5 +57,23 @@ describe("the runner server's replies", () => {
     expect(long.p.pid).toBeGreaterThan(0); // the pid came with it
     long.p.kill();
     expect(await long.p.exited).toBe(143);
+  });
+
+  test("a request naming its own procfs still proves enumeration there before anything runs", async () => {
+    // The server proved enumeration on /proc at its start, and its supervisors rely on that; a
+    // request with --proc-root (tests only) must not: an empty directory fails it closed.
+    const fake = join(dir, "empty-proc");
+    mkdirSync(fake);
+    const marker = join(dir, "ran");
+    const r = run(`touch ${marker}`, ["--proc-root", fake]);
+    expect(await r.p.exited).toBe(125);
+    await r.p.outputDone;
+    expect(r.err()).toStartWith("lsm-runner: containment unavailable: ");
+    expect(existsSync(marker)).toBe(false);
+    // And the server keeps serving.
+    const ok = run("echo fine");
+    expect(await ok.p.exited).toBe(0);
+    await ok.p.outputDone;
+    expect(ok.out()).toBe("fine\n");
   });
 });
