@@ -19,7 +19,9 @@ umask 022
 HERE=$(dirname -- "$(readlink -f "${BASH_SOURCE[0]}")")
 ROOT=$(cd -- "$HERE/../.." && pwd)
 TMUX_SCRIPT=$ROOT/native/tmux/build.sh
-RUNNER_SRC=$ROOT/native/runner/lsm-runner.c
+# The runner's sources in scripts/build-native.sh's order, and its header.
+RUNNER_SRC=("$ROOT"/native/runner/{util,enumerate,cgroup,supervise,serve,main}.c)
+RUNNER_HDR=$ROOT/native/runner/lsm-runner.h
 
 # --------------------------------------------------------------- pins -------
 MUSL_VERSION=1.2.3
@@ -43,7 +45,7 @@ MUSL_KEY=$({ sed -n '/^# --- musl ---/,/^# --- end musl ---/p' "$0"; echo "$MUSL
 MUSL_DIR=$CACHE_ROOT/musl-aarch64-$MUSL_KEY
 TMUX_KEY=$({ cat "$0"; echo "$MUSL_KEY $TMUX_DEBVER $TMUX_ORIG_SHA256 $LIBEVENT_ORIG_SHA256 $NCURSES_ORIG_SHA256 $TERM_FALLBACKS"; } | sha256sum | cut -c1-16)
 TMUX_DIR=$CACHE_ROOT/tmux-aarch64-$TMUX_KEY
-RUNNER_KEY=$({ cat "$0" "$RUNNER_SRC"; echo "$MUSL_KEY"; } | sha256sum | cut -c1-16)
+RUNNER_KEY=$({ cat "$0" "${RUNNER_SRC[@]}" "$RUNNER_HDR"; echo "$MUSL_KEY"; } | sha256sum | cut -c1-16)
 RUNNER_DIR=$CACHE_ROOT/runner-aarch64-$RUNNER_KEY
 
 command -v "$XCC" >/dev/null || die "$XCC not found (apt-get install gcc-aarch64-linux-gnu)"
@@ -105,7 +107,7 @@ export REALGCC=$XCC
 
 if [[ ! -f "$RUNNER_DIR/lsm-runner" ]]; then
   mkdir -p "$WORK/runner"
-  run runner "$MUSL_GCC" -std=c11 -Os -Wall -Wextra -static -ffile-prefix-map="$ROOT"=. -o "$WORK/runner/lsm-runner" "$RUNNER_SRC"
+  run runner "$MUSL_GCC" -std=c11 -Os -Wall -Wextra -static -ffile-prefix-map="$ROOT"=. -o "$WORK/runner/lsm-runner" "${RUNNER_SRC[@]}"
   "$XSTRIP" "$WORK/runner/lsm-runner"
   is_static_aarch64 "$WORK/runner/lsm-runner"
   rm -rf -- "$RUNNER_DIR"; mkdir -p "$RUNNER_DIR.tmp"; mv "$WORK/runner/lsm-runner" "$RUNNER_DIR.tmp/" && mv "$RUNNER_DIR.tmp" "$RUNNER_DIR"

@@ -1,10 +1,13 @@
 /**
  * `bash echo hi` next to its floor, in one run: Bun spawning `bash -c 'echo hi'` directly, and the
  * same command through our `bash` tool over stdio with the cgroup layer on (auto) and off. The
- * three are sampled in turn, round after round, so a change in the machine's load hits all alike;
+ * three are sampled in turn (in an order that rotates each round), round after round, so a change in
+ * the machine's load hits all alike;
  * the ratios to the floor are the figures to compare between runs.
  * Usage: bun scripts/bench/exec.ts [path-to-binary] [rounds=100] [other-binary]
  * With other-binary (e.g. a build of main), its two variants are sampled in the same rounds too.
+ * The last line times a call made right after another on the same server (cgroup layer off): the
+ * others find their server idle since the previous round, with its code and data gone cold.
  */
 import { loadavg } from "node:os";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -44,7 +47,8 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t;
 }
 
-const variants: { name: string; run: () => Promise<unknown>; close?: () => Promise<void>; samples: number[] }[] = [
+type Variant = { name: string; run: () => Promise<unknown>; close?: () => Promise<void>; samples: number[]; warmUp?: () => Promise<unknown> };
+const variants: Variant[] = [
   { name: "floor: Bun.spawn bash -c 'echo hi'", run: floor, samples: [] },
   { name: "bash echo hi, cgroup layer on", ...(await ours("auto")), samples: [] },
   { name: "bash echo hi, cgroup layer off", ...(await ours("off")), samples: [] },
@@ -53,9 +57,20 @@ if (other) {
   variants.push({ name: "other binary, cgroup layer on", ...(await ours("auto", other)), samples: [] });
   variants.push({ name: "other binary, cgroup layer off", ...(await ours("off", other)), samples: [] });
 }
+// A server of its own: sharing one would warm the "off" variant's server too.
+const warm = await ours("off");
+variants.push({ name: "cgroup off, right after another call", ...warm, warmUp: warm.run, samples: [] });
 for (let i = 0; i < 10; i++) for (const v of variants) await v.run();
 const loadBefore = loadavg()[0]!;
-for (let i = 0; i < rounds; i++) for (const v of variants) v.samples.push(await timed(v.run));
+for (let i = 0; i < rounds; i++) {
+  // A rotating order, so that no variant always runs right after the same one (the floor's
+  // process exit, say, still being cleaned up when the next call starts).
+  for (let k = 0; k < variants.length; k++) {
+    const v = variants[(i + k) % variants.length]!;
+    await v.warmUp?.();
+    v.samples.push(await timed(v.run));
+  }
+}
 const loadAfter = loadavg()[0]!;
 for (const v of variants) await v.close?.();
 rmSync(work, { recursive: true, force: true });

@@ -2,11 +2,14 @@
  * The containment layer alone, without the MCP tool path: `bash -c 'echo hi'` spawned by Bun
  * directly (the floor), under a per-call `lsm-runner` (two process starts), and through the
  * long-lived `lsm-runner --serve` (one fork+exec of the shell per command), sampled in turn in the
- * same rounds. No cgroup here (that needs a writable cgroup v2 group; exec.ts covers it end to end).
+ * same rounds; where this process may create cgroup v2 groups (root), the long-lived runner is also
+ * sampled with a fresh group per command (`--cgroup`, as the server runs them with the layer on).
  * Usage: bun scripts/bench/runner.ts [path-to-lsm-runner] [rounds=150]
  */
+import { mkdirSync, rmdirSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
+import { ownCgroupDir } from "../../src/exec/cgroup.ts";
 import { RunnerServer } from "../../src/exec/runner-server.ts";
 import { percentile } from "./lib.ts";
 
@@ -22,20 +25,36 @@ async function drained(p: Bun.Subprocess<"ignore", "pipe", "pipe">): Promise<voi
 
 const server = new RunnerServer(runner);
 if (!(await server.ready)) throw new Error(`${runner} --serve did not start`);
+/** Our own cgroup v2 group, if we may create groups under it. */
+function cgroupBase(): string | undefined {
+  const own = ownCgroupDir().dir;
+  if (!own) return undefined;
+  try {
+    mkdirSync(join(own, `lsm-bench-probe-${process.pid}`));
+    rmdirSync(join(own, `lsm-bench-probe-${process.pid}`));
+    return own;
+  } catch {
+    return undefined;
+  }
+}
+const cgBase = cgroupBase();
+let seq = 0;
+
+async function served(extra: string[]): Promise<void> {
+  const p = server.run([...extra, ...args], process.cwd(), env, () => undefined);
+  if (!p) throw new Error("the runner server died");
+  const [code] = await Promise.all([p.exited, p.outputDone]);
+  p.stopOutput();
+  if (code !== 0) throw new Error(`the runner exited with ${code}`);
+}
+
 const variants: { name: string; run: () => Promise<unknown>; samples: number[] }[] = [
   { name: "floor: Bun.spawn bash -c 'echo hi'", run: () => drained(Bun.spawn(command, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env })), samples: [] },
   { name: "per-call lsm-runner", run: () => drained(Bun.spawn([runner, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env })), samples: [] },
-  {
-    name: "long-lived lsm-runner --serve",
-    run: async () => {
-      const p = server.run(args, process.cwd(), env, () => undefined);
-      if (!p) throw new Error("the runner server died");
-      await Promise.all([p.exited, p.outputDone]);
-      p.stopOutput();
-    },
-    samples: [],
-  },
+  { name: "long-lived lsm-runner --serve", run: () => served([]), samples: [] },
 ];
+if (cgBase) variants.push({ name: "--serve, a cgroup per command", run: () => served(["--cgroup", join(cgBase, `lsm-bench-${process.pid}-${++seq}`)]), samples: [] });
+else console.log("no writable cgroup v2 group here: the cgroup variant is left out");
 for (let i = 0; i < 10; i++) for (const v of variants) await v.run();
 const loadBefore = loadavg()[0]!;
 for (let i = 0; i < rounds; i++) {

@@ -135,6 +135,15 @@ function drain(stream: ReadableStream<Uint8Array>, sink: (chunk: Uint8Array) => 
   return { done, stop: () => void reader.cancel().catch(() => undefined) };
 }
 
+/** The command environment when a call sets no variable: built once, frozen, so its encoding is kept. */
+let plainEnv: Readonly<Record<string, string>> | undefined;
+
+function commandEnv(overrides: Record<string, string>): Record<string, string> {
+  if (Object.keys(overrides).length > 0) return childEnv(overrides);
+  plainEnv ??= Object.freeze(childEnv({}));
+  return plainEnv as Record<string, string>;
+}
+
 /** The fallback: a fresh runner process for this one command (two process starts). */
 function spawnPerCall(runner: string, args: string[], req: BoundedRequest, sink: OutputSink): ContainedProcess {
   const proc = Bun.spawn([runner, ...args], { cwd: req.cwd, env: childEnv(req.env), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
@@ -195,7 +204,7 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
   const server = await runnerServer(req.runner);
   let proc: ContainedProcess;
   try {
-    proc = server?.run(args, req.cwd, childEnv(req.env), sink) ?? spawnPerCall(req.runner, args, req, sink);
+    proc = server?.run(args, req.cwd, commandEnv(req.env), sink) ?? spawnPerCall(req.runner, args, req, sink);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code === "ENOENT") throw new ToolError("path_not_found", "the working directory vanished before the command started");

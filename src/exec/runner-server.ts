@@ -1,9 +1,9 @@
 import { log } from "../core/log.ts";
 
 /**
- * The long-lived containment runner (`lsm-runner --serve`): one per server, which forks a
- * supervisor per bounded command instead of us spawning a fresh runner for each, so a command
- * costs one fork+exec of the shell. Each supervisor keeps every guarantee of a per-call runner
+ * The long-lived containment runner (`lsm-runner --serve`): one per server, which hands each
+ * bounded command to a supervisor it forked ahead of the request instead of us spawning a fresh
+ * runner for each, so a command costs one fork+exec of the shell. Each supervisor keeps every guarantee of a per-call runner
  * (own subreaper context, parent-death signal, cgroup, deadline, cleanup, confirmation); this
  * side only frames requests and relays output. Fail closed: when the server dies or misbehaves,
  * every call in flight ends as killed (containment unconfirmed), the supervisors stop their trees
@@ -57,6 +57,35 @@ function frame(type: string, id: number, data?: Uint8Array): Uint8Array {
 
 const encoder = new TextEncoder();
 
+/**
+ * The environment part of a request ("ENVC\0" and the "NAME=value\0" entries), encoded once per
+ * environment object: calls without overrides pass the same frozen object every time.
+ */
+const envBlocks = new WeakMap<Record<string, string>, Uint8Array>();
+
+function envBlock(env: Record<string, string>): Uint8Array {
+  let block = envBlocks.get(env);
+  if (!block) {
+    const parts = [String(Object.keys(env).length)];
+    for (const [k, v] of Object.entries(env)) parts.push(`${k}=${v}`);
+    block = encoder.encode(`${parts.join("\0")}\0`);
+    if (Object.isFrozen(env)) envBlocks.set(env, block);
+  }
+  return block;
+}
+
+/** The data of an 'R' frame: "CWD\0", the environment block, then the runner's arguments. */
+function requestData(cwd: string, env: Record<string, string>, args: string[]): Uint8Array {
+  const head = encoder.encode(`${cwd}\0`);
+  const block = envBlock(env);
+  const tail = encoder.encode(`${args.join("\0")}\0`);
+  const out = new Uint8Array(head.length + block.length + tail.length);
+  out.set(head);
+  out.set(block, head.length);
+  out.set(tail, head.length + block.length);
+  return out;
+}
+
 export class RunnerServer {
   private readonly proc: Bun.Subprocess<"pipe", "pipe", "inherit">;
   private readonly calls = new Map<number, Call>();
@@ -93,16 +122,13 @@ export class RunnerServer {
   run(args: string[], cwd: string, env: Record<string, string>, sink: OutputSink): ContainedProcess | undefined {
     if (this.dead) return undefined;
     const id = this.nextId++;
-    const parts = [cwd, String(Object.keys(env).length)];
-    for (const [k, v] of Object.entries(env)) parts.push(`${k}=${v}`);
-    parts.push(...args);
     let resolveExit!: (code: number) => void;
     let resolveOutput!: () => void;
     const exited = new Promise<number>((r) => (resolveExit = r));
     const outputDone = new Promise<void>((r) => (resolveOutput = r));
     const call: Call = { pid: 0, signalCode: null, sink, open: 2, reaped: false, resolveExit, resolveOutput };
     this.calls.set(id, call);
-    if (!this.send(frame("R", id, encoder.encode(`${parts.join("\0")}\0`)))) {
+    if (!this.send(frame("R", id, requestData(cwd, env, args)))) {
       // The request may have gone out in part: the call fails closed like every call in flight.
       this.fail("cannot take a request");
       abandon(call);

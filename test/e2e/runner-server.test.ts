@@ -6,7 +6,7 @@
  * the runner keeps no descriptor of a finished call.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, readlinkSync } from "node:fs";
 import { join } from "node:path";
 import { connectStdio, errorCode, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
@@ -57,6 +57,37 @@ function runnerServerPid(): number | undefined {
 
 const fds = (pid: number) => readdirSync(`/proc/${pid}/fd`).sort();
 
+/** What each descriptor of a process is (pipe:[inode], /dev/null, anon_inode:[signalfd] ...). */
+function fdTargets(pid: number): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const fd of fds(pid)) {
+    try {
+      out.set(fd, readlinkSync(`/proc/${pid}/fd/${fd}`));
+    } catch {
+      // closed while we looked
+    }
+  }
+  return out;
+}
+
+/** The runner's children that run no command: its supervisor forked ahead, waiting for a request. */
+function waitingSupervisors(runner: number): number[] {
+  return childrenOf(runner).filter((p) => childrenOf(p).length === 0);
+}
+
+/**
+ * The runner's descriptors beyond stdin, stdout, stderr and its signalfd, each checked to be one
+ * end of a pipe of the waiting supervisor (its request pipe, its stdout and stderr), none of a
+ * finished call.
+ */
+function extraFdsAreTheWaitingSupervisors(runner: number): boolean {
+  const waiting = waitingSupervisors(runner);
+  if (waiting.length !== 1) return false;
+  const theirs = new Set(fdTargets(waiting[0]!).values());
+  const extra = [...fdTargets(runner)].filter(([fd]) => Number(fd) > 3);
+  return fdTargets(runner).get("3")!.includes("signalfd") && extra.length === 3 && extra.every(([, target]) => target.startsWith("pipe:") && theirs.has(target));
+}
+
 async function bash(command: string, timeout_s = 30) {
   return (await mcp.ok<{ result: { ok: boolean; exit_code: number | null; stdout: string; stderr: string } }>("bash", { session_id: sid, command, timeout_s })).result;
 }
@@ -65,7 +96,8 @@ describe("the long-lived runner", () => {
   test("runs bounded commands: one runner for many concurrent calls, which holds no descriptor afterwards", async () => {
     expect((await bash("echo warm")).stdout).toBe("warm\n");
     const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner to be running" });
-    const before = fds(runner);
+    // Between calls it holds its own descriptors and the pipes of the supervisor it forked ahead.
+    await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), { what: "the runner to hold only its own and its waiting supervisor's descriptors" });
     const results = await Promise.all(Array.from({ length: 40 }, (_, i) => bash(`echo out-${i}; echo err-${i} >&2; exit ${i % 3}`)));
     results.forEach((r, i) => {
       expect(r.stdout).toBe(`out-${i}\n`);
@@ -73,10 +105,10 @@ describe("the long-lived runner", () => {
       expect(r.exit_code).toBe(i % 3);
     });
     // The same runner served them all (no per-call runner took over), and it is back to its own
-    // descriptors: stdin, stdout, stderr and its signalfd, none of any finished call.
+    // descriptors (stdin, stdout, stderr, its signalfd) and the next waiting supervisor's pipes,
+    // none of any finished call.
     expect(runnerServerPid()).toBe(runner);
-    expect(fds(runner)).toEqual(before);
-    expect(before.length).toBe(4);
+    await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), { what: "the runner to let go of every finished call's descriptors" });
   });
 
   test("a command starts with no signal ignored or blocked", async () => {
@@ -96,12 +128,35 @@ describe("the long-lived runner", () => {
     expect(pidAlive(bg)).toBe(false);
   });
 
+  test("a tree still alive when the shell exits is stopped before the call returns, whatever its shape", async () => {
+    // The supervisor confirms an empty tree at once when the kernel reports no child left; these
+    // shapes all leave children, in process groups other than the shell's, when the shell exits.
+    const f = (name: string) => join(ws.path, `shape-${name}.pid`);
+    const quiet = "</dev/null >/dev/null 2>&1";
+    const script = [
+      "set -m",
+      `sh -c 'echo $$ > ${f("job")}; exec sleep 302' ${quiet} &`,
+      `(setsid sh -c "trap '' TERM; echo \\$\\$ > ${f("ignorer")}; exec sleep 303" ${quiet} &)`,
+      `mkfifo ${f("fifo")}; bash -c 'sleep 304 ${quiet} & echo $! > ${f("orphan")}; read x < ${f("fifo")}' ${quiet} &`,
+      `until [ -s ${f("job")} ] && [ -s ${f("ignorer")} ] && [ -s ${f("orphan")} ]; do sleep 0.01; done`,
+      `echo go > ${f("fifo")}; echo started`,
+    ].join("\n");
+    const r = await bash(script);
+    expect(r.stdout).toBe("started\n");
+    for (const name of ["job", "ignorer", "orphan"]) {
+      const pid = Number(readFileSync(f(name), "utf8"));
+      expect(pid).toBeGreaterThan(0); // it ran
+      expect(pidAlive(pid)).toBe(false);
+    }
+  });
+
   test("the runner killed mid-call: the call fails closed, the tree is stopped, and later calls work", async () => {
     const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
     const pidFile = join(ws.path, "victim.pid");
     const call = mcp.call("bash", { session_id: sid, command: `sleep 300 & echo $! > ${pidFile}; wait`, timeout_s: 120 });
     const victim = await waitFor(() => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")), { what: "the command to start its sleep" });
     expect(pidAlive(victim)).toBe(true);
+    const waiting = await waitFor(() => waitingSupervisors(runner)[0], { what: "a supervisor forked ahead" });
     process.kill(runner, "SIGKILL");
     const r = await call;
     // Nothing proves the tree gone from where the server stands: it must not report success.
@@ -109,6 +164,8 @@ describe("the long-lived runner", () => {
     expect(errorCode(r)).toBe("containment_unconfirmed");
     // The supervisor got the parent-death signal and stopped its tree.
     await waitFor(() => !pidAlive(victim), { timeoutMs: 30_000, what: "the orphaned sleep to be stopped" });
+    // The supervisor forked ahead saw its request pipe close and exited (it had started nothing).
+    await waitFor(() => !pidAlive(waiting) || readFileSync(`/proc/${waiting}/stat`, "utf8").split(") ")[1]!.startsWith("Z"), { what: "the waiting supervisor to exit" });
     // A new runner takes over for the next call.
     expect((await bash("echo again")).stdout).toBe("again\n");
     const next = await waitFor(() => runnerServerPid(), { what: "a new long-lived runner" });
@@ -121,7 +178,8 @@ describe("the long-lived runner", () => {
     // A double fork and setsid: the sleep's parent exits, so it hangs off the supervisor alone.
     const call = mcp.call("bash", { session_id: sid, command: `(setsid sleep 301 & echo $! > ${pidFile}) ; sleep 300`, timeout_s: 120 });
     const escapee = await waitFor(() => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")), { what: "the escapee to start" });
-    const supervisor = await waitFor(() => childrenOf(runner)[0], { what: "the call's supervisor" });
+    // The call's supervisor is the runner's child with a child of its own (the shell).
+    const supervisor = await waitFor(() => childrenOf(runner).find((p) => childrenOf(p).length > 0), { what: "the call's supervisor" });
     expect(pidAlive(escapee)).toBe(true);
     process.kill(supervisor, "SIGKILL");
     const r = await call;
@@ -131,6 +189,24 @@ describe("the long-lived runner", () => {
     // The runner itself survived and keeps serving.
     expect(runnerServerPid()).toBe(runner);
     expect((await bash("echo still")).stdout).toBe("still\n");
+  });
+
+  test("a waiting supervisor killed from outside: nothing had run, and the next calls run contained", async () => {
+    expect((await bash("echo warm")).stdout).toBe("warm\n");
+    const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
+    const waiting = await waitFor(() => waitingSupervisors(runner)[0], { what: "a supervisor forked ahead" });
+    process.kill(waiting, "SIGKILL");
+    // Once the runner has reaped it, the next call lands on a supervisor forked after it. (A request
+    // handed over while it is dying fails closed instead: nothing ran, the call ends unconfirmed.)
+    await waitFor(() => !childrenOf(runner).includes(waiting), { what: "the runner to reap the killed supervisor" });
+    const pidFile = join(ws.path, "after-waiting.pid");
+    const r = await bash(`sleep 305 & echo $! > ${pidFile}; echo ran`);
+    expect(r.stdout).toBe("ran\n");
+    const bg = Number(readFileSync(pidFile, "utf8"));
+    expect(bg).toBeGreaterThan(0);
+    expect(pidAlive(bg)).toBe(false);
+    expect(runnerServerPid()).toBe(runner);
+    expect(waitingSupervisors(runner)).not.toContain(waiting);
   });
 
   test("a working directory removed before the call is reported as missing, and nothing runs", async () => {

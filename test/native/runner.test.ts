@@ -354,18 +354,34 @@ describe("lsm-runner fails closed", () => {
     expect(existsSync(marker)).toBe(false);
   });
 
-  test("enumeration turning uncertain during cleanup exits 125", async () => {
+  test("enumeration turning uncertain during cleanup, with a descendant left, exits 125", async () => {
     const fake = join(dir, "fake-late");
     const marker = join(dir, "fake-late-marker");
-    // A well-formed fake entry for the runner lets it start; the command then
-    // corrupts it (its $PPID is the runner), so cleanup can never be sure.
+    const s = tag();
+    // A well-formed fake entry for the runner lets it start; the command then corrupts it (its
+    // $PPID is the runner), so no enumeration can be sure, and leaves a sleeper in a session of its
+    // own that the fake procfs does not show. The kernel still reports a child, so the runner may
+    // not take its no-child short cut: it must give up unconfirmed.
     const plant = `mkdir -p "$F/$P/task/$P"; : > "$F/$P/task/$P/children"; ${STATUS("$PPID")}`;
-    const corrupt = `touch '${marker}'; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
-    const r = await viaFakeProc(fake, plant, `--grace-ms 100 -- sh -c '${corrupt.replaceAll("'", "'\\''")}'`);
+    const corrupt = `setsid sleep ${s} ${QUIET} & touch '${marker}'; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
+    const r = await viaFakeProc(fake, plant, `--grace-ms 100 --cleanup-ms 1000 -- sh -c '${corrupt.replaceAll("'", "'\\''")}'`);
     expect(existsSync(marker)).toBe(true); // it did launch
     expect(r.code).toBe(125);
     expect(r.stderr).toStartWith("lsm-runner: containment cleanup failed: ");
-    // Bounded: the runner gives up after grace + 5 s (generous headroom for a loaded machine).
+    // Bounded: the runner gives up after its 1 s budget (generous headroom for a loaded machine).
     expect(r.ms).toBeLessThan(20_000);
   }, 30_000);
+
+  test("with the tree gone, the kernel's word confirms it even when procfs turns uncertain", async () => {
+    const fake = join(dir, "fake-gone");
+    const marker = join(dir, "fake-gone-marker");
+    // No child is left when the command ends, which the kernel reports (ECHILD) whatever the
+    // (corrupted) procfs says: the runner is a subreaper, so no child means no descendant.
+    const plant = `mkdir -p "$F/$P/task/$P"; : > "$F/$P/task/$P/children"; ${STATUS("$PPID")}`;
+    const corrupt = `touch '${marker}'; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
+    const r = await viaFakeProc(fake, plant, `--grace-ms 100 -- sh -c '${corrupt.replaceAll("'", "'\\''")}'`);
+    expect(existsSync(marker)).toBe(true);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toBe("");
+  });
 });
