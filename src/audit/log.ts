@@ -13,7 +13,10 @@ const MINIMAL = ["id", "ts", "event", "call_id", "tool", "session", "ok"] as con
 /** Records kept in memory while the file is busy; beyond this the oldest are counted and dropped. */
 const MAX_QUEUE = 20_000;
 const GC_INTERVAL_MS = 60_000;
-/** How long a record may wait so that records of nearby calls share one append. */
+/**
+ * How long a record may wait, while other calls are still running, so that records of nearby calls
+ * share one append. With no call running the writer starts right after the reply has gone out.
+ */
 const BATCH_DELAY_MS = 20;
 
 export type AuditRecord = Record<string, unknown> & { id: string; ts: number; event: string };
@@ -52,6 +55,8 @@ export class AuditLog implements AuditSink {
   private payloadWritten = false;
   /** Calls started in this process whose end record is not written yet: retention keeps them. */
   private readonly openCalls = new Set<string>();
+  /** Calls started and not yet ended (their end record queued), in this process. */
+  private running = 0;
 
   constructor(private readonly settings: Settings) {
     this.dir = join(settings.state_dir, "audit_log");
@@ -81,12 +86,15 @@ export class AuditLog implements AuditSink {
     const id = newAuditId();
     // Sanitising large values costs real time; it happens in the writer, after the caller's reply.
     if (event === "tool_call_start" && typeof fields.call_id === "string") this.openCalls.add(fields.call_id);
+    if (event === "tool_call_start") this.running++;
+    else if (event === "tool_call_end" && this.running > 0) this.running--;
     if (this.queue.length >= MAX_QUEUE) {
       this.queue.shift();
       this.dropped++;
     }
     this.queue.push({ id, ts: Date.now() / 1000, event, fields });
     this.kick();
+    if (this.running === 0) this.wake?.();
     return id;
   }
 
@@ -117,13 +125,14 @@ export class AuditLog implements AuditSink {
   private kick(): void {
     if (this.writer) return;
     this.writer = (async () => {
-      // Wait briefly: the tool result goes out first, and records of calls made close together
-      // share one locked append. flush() cuts the wait short.
+      // Wait: the tool result goes out first (a timer, never a microtask, so the reply of the call
+      // that queued this record is written before), and while other calls run their records share
+      // one locked append. The last call ending and flush() cut the wait short.
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, BATCH_DELAY_MS);
+        let timer = setTimeout(resolve, this.running > 0 ? BATCH_DELAY_MS : 0);
         this.wake = () => {
           clearTimeout(timer);
-          resolve();
+          timer = setTimeout(resolve, 0);
         };
       });
       this.wake = undefined;
