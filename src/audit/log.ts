@@ -2,6 +2,7 @@ import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, writ
 import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
 import { log } from "../core/log.ts";
+import { outputFlushed } from "../core/output-flush.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { asPayloadRef, PayloadStore } from "./payloads.ts";
@@ -18,6 +19,8 @@ const GC_INTERVAL_MS = 60_000;
  * share one append. With no call running the writer starts right after the reply has gone out.
  */
 const BATCH_DELAY_MS = 20;
+/** Longest wait for replies being written before the writer runs anyway. */
+const OUTPUT_WAIT_MS = 200;
 
 export type AuditRecord = Record<string, unknown> & { id: string; ts: number; event: string };
 /** An event as recorded, before redaction. */
@@ -136,6 +139,9 @@ export class AuditLog implements AuditSink {
         };
       });
       this.wake = undefined;
+      // Sanitising a large value holds the event loop for a millisecond or more: not while the
+      // reply it belongs to is still being written to the client.
+      await outputFlushed(OUTPUT_WAIT_MS);
       while (this.queue.length > 0) {
         const batch = this.queue;
         this.queue = [];

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { outputFlushed } from "../core/output-flush.ts";
 
 /**
  * Gives memory back. Large replies (whole-file reads, long outputs) leave megabytes of short-lived
@@ -6,8 +7,8 @@ import { readFileSync } from "node:fs";
  * itself the engine collects them late and the allocator keeps the freed pages, so a read-heavy
  * load grew the process to 200–230 MiB. Two levers, priced differently:
  *
- * - After every large reply, a light collection (`Bun.gc(false)`): it only asks the engine to
- *   collect soon and costs microseconds.
+ * - After every 2 MiB of large replies, a light collection (`Bun.gc(false)`, a fraction of a
+ *   millisecond).
  * - A full collection (`Bun.gc(true)`, which also hands free allocator pages back to the system)
  *   costs ~10 ms of the only JS thread here (it marks the whole heap, mostly code). It runs after
  *   a large reply once the resident size is above `memory_soft_limit_mb`, but never takes more
@@ -17,7 +18,11 @@ import { readFileSync } from "node:fs";
  *   when the server goes idle above the limit it runs regardless: nobody waits then.
  */
 const LARGE_REPLY_BYTES = 64 * 1024;
+/** Large-reply bytes between light collections (one costs ~0.3 ms here, so not after each). */
+const LIGHT_GC_BYTES = 2 * 1024 * 1024;
 const IDLE_MS = 1000;
+/** Longest wait for replies being written before collecting anyway. */
+const OUTPUT_WAIT_MS = 200;
 const PAGE_BYTES = 4096;
 /** The pause before the next full collection, as a multiple of what the last one took. */
 const SPACING_MIN = 4;
@@ -39,6 +44,8 @@ export function residentBytes(): number {
 export class MemoryGovernor {
   private idleTimer: Timer | undefined;
   private scheduled = false;
+  /** Bytes of large replies since the last light collection. */
+  private largeBytes = 0;
   /** Earliest time (performance.now()) the next full collection may run while replies come. */
   private nextFullAt = 0;
   private spacing = SPACING_MIN;
@@ -68,23 +75,30 @@ export class MemoryGovernor {
     return this.spacing === SPACING_MIN && rss > this.softLimitBytes * CEILING;
   }
 
-  /** Called when a call has finished with a reply of this many bytes. */
+  /** Called when a call has finished with a reply of this many bytes (before the reply is sent). */
   afterCall(replyBytes: number): void {
     if (this.softLimitBytes <= 0) return;
     this.idleCollected = false;
-    if (replyBytes >= LARGE_REPLY_BYTES) Bun.gc(false);
-    // Small replies too: a thousand commands or searches grow the process as much as large reads.
-    if (!this.scheduled && this.due()) {
-        this.scheduled = true;
-        // After this reply has gone out, so the caller does not wait for the collection.
-        setTimeout(() => {
-          this.scheduled = false;
-          this.collectFull();
-        }, 0);
+    if (replyBytes >= LARGE_REPLY_BYTES) this.largeBytes += replyBytes;
+    // Everything else once this reply has been written out (core/output-flush.ts): even the light
+    // collection and reading the resident size cost the caller ~0.5 ms when done before.
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setTimeout(() => void outputFlushed(OUTPUT_WAIT_MS).then(() => this.afterReply()), 0);
     }
     clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => this.onIdle(), IDLE_MS);
     this.idleTimer.unref();
+  }
+
+  private afterReply(): void {
+    this.scheduled = false;
+    if (this.largeBytes >= LIGHT_GC_BYTES) {
+      this.largeBytes = 0;
+      Bun.gc(false);
+    }
+    // Small replies too: a thousand commands or searches grow the process as much as large reads.
+    if (this.due()) this.collectFull();
   }
 
   /**

@@ -1,6 +1,7 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { log } from "../core/log.ts";
+import { outputStarted } from "../core/output-flush.ts";
 
 /** JSON-RPC error codes we answer with when a line cannot become a message. */
 const PARSE_ERROR = -32700;
@@ -110,8 +111,15 @@ export class BoundedStdioTransport implements Transport {
   send(message: JSONRPCMessage): Promise<void> {
     return new Promise((resolve) => {
       if (this.closed) return resolve();
-      if (this.stdout.write(`${JSON.stringify(message)}\n`)) resolve();
-      else this.stdout.once("drain", resolve);
+      // Two writes rather than one concatenation: a large reply is not copied once more for "\n".
+      this.stdout.write(JSON.stringify(message));
+      if (this.stdout.write("\n")) return resolve();
+      // The rest goes out as the client reads; deferred work waits for it (core/output-flush.ts).
+      const written = outputStarted();
+      this.stdout.once("drain", () => {
+        written();
+        resolve();
+      });
     });
   }
 
