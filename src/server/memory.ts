@@ -13,7 +13,7 @@ import { outputFlushed } from "../core/output-flush.ts";
  *   costs ~10 ms of the only JS thread here (it marks the whole heap, mostly code). It runs after
  *   a large reply once the resident size is above `memory_soft_limit_mb`, but never takes more
  *   than 1/SPACING_MIN of the time since the previous one, and backs off further while collecting
- *   does not bring the size under the limit (live data is not garbage). Above 1.2× the limit it
+ *   gives back little (live data is not garbage). Above 1.2× the limit it
  *   does not wait for the spacing (while collecting helps), which bounds the peak of a burst. Once
  *   when the server goes idle above the limit it runs regardless: nobody waits then.
  */
@@ -27,6 +27,8 @@ const PAGE_BYTES = 4096;
 /** The pause before the next full collection, as a multiple of what the last one took. */
 const SPACING_MIN = 4;
 const SPACING_MAX = 256;
+/** What a full collection must give back to count as helping (else the spacing doubles). */
+const HELPED_BYTES = 4 * 1024 * 1024;
 /** Above this multiple of the soft limit a full collection does not wait for the spacing. */
 const CEILING = 1.2;
 /** Growth since the last quiet spell that makes the next one collect even below the limit. */
@@ -56,11 +58,15 @@ export class MemoryGovernor {
   constructor(private readonly softLimitBytes: number) {}
 
   private collectFull(): void {
+    const before = residentBytes();
     const t = performance.now();
     Bun.gc(true);
     const took = performance.now() - t;
-    // Still above the limit: what is left is live, so collect less often until that changes.
-    this.spacing = residentBytes() > this.softLimitBytes ? Math.min(SPACING_MAX, this.spacing * 2) : SPACING_MIN;
+    const after = residentBytes();
+    // It helped when it gave back a few MiB or brought the size under the limit; otherwise what is
+    // left is live, so collect less often until that changes.
+    const helped = after <= this.softLimitBytes || before - after >= HELPED_BYTES;
+    this.spacing = helped ? SPACING_MIN : Math.min(SPACING_MAX, this.spacing * 2);
     this.nextFullAt = performance.now() + took * this.spacing;
   }
 
