@@ -81,6 +81,8 @@ for (let i = 0; i < calls; i++) {
 await Bun.sleep(1500);
 const cpuOurs = (cpuMs(ours.proc.pid) - cpuStart[0]!) / calls;
 const cpuFloor = (cpuMs(floor.proc.pid) - cpuStart[1]!) / calls;
+const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+const rss = [rssMiB(ours.proc.pid), rssMiB(floor.proc.pid)];
 await ours.close();
 await floor.close();
 rmSync(work, { recursive: true, force: true });
@@ -88,5 +90,5 @@ const a = percentile(oursMs, 50);
 const b = percentile(floorMs, 50);
 console.log(`reply: ${JSON.stringify(sample).length} bytes, ${shape}, identical in both servers`);
 console.log(`read 256 KiB: ours ${a.toFixed(2)} ms p50 (p25 ${percentile(oursMs, 25).toFixed(2)}), minimal SDK server ${b.toFixed(2)} ms p50 (p25 ${percentile(floorMs, 25).toFixed(2)})`);
-console.log(`CPU per call (user + system, deferred work included): ours ${cpuOurs.toFixed(2)} ms, minimal SDK server ${cpuFloor.toFixed(2)} ms (${(cpuOurs / cpuFloor).toFixed(2)}x)`);
+console.log(`CPU per call (user + system, deferred work included): ours ${cpuOurs.toFixed(2)} ms, minimal SDK server ${cpuFloor.toFixed(2)} ms (${(cpuOurs / cpuFloor).toFixed(2)}x); RSS after: ours ${rss[0]!.toFixed(1)} MiB, floor ${rss[1]!.toFixed(1)} MiB`);
 console.log(`ratio of p50s ${(a / b).toFixed(2)}x, median per-round ratio ${percentile(ratios, 50).toFixed(2)}x (n=${calls}, load average ${loadavg().map((l) => l.toFixed(1)).join(" ")})`);

@@ -13,7 +13,7 @@ import { outputFlushed } from "../core/output-flush.ts";
  *   costs ~10 ms of the only JS thread here (it marks the whole heap, mostly code). It runs after
  *   a large reply once the resident size is above `memory_soft_limit_mb`, but never takes more
  *   than 1/SPACING_MIN of the time since the previous one, and backs off further while collecting
- *   gives back little (live data is not garbage). Above 1.2× the limit it
+ *   gives back little (live data is not garbage). Above 1.125× the limit it
  *   does not wait for the spacing (while collecting helps), which bounds the peak of a burst. Once
  *   when the server goes idle above the limit it runs regardless: nobody waits then.
  */
@@ -29,8 +29,8 @@ const SPACING_MIN = 4;
 const SPACING_MAX = 256;
 /** What a full collection must give back to count as helping (else the spacing doubles). */
 const HELPED_BYTES = 4 * 1024 * 1024;
-/** Above this multiple of the soft limit a full collection does not wait for the spacing. */
-const CEILING = 1.2;
+/** Above this multiple of the soft limit (90 MiB for the default 80) a full collection does not wait for the spacing. */
+const CEILING = 1.125;
 /** Growth since the last quiet spell that makes the next one collect even below the limit. */
 const IDLE_GROWTH_BYTES = 4 * 1024 * 1024;
 
@@ -71,7 +71,7 @@ export class MemoryGovernor {
   }
 
   /**
-   * Above the soft limit once the spacing has passed; above the ceiling (the limit plus a fifth) at
+   * Above the soft limit once the spacing has passed; above the ceiling (CEILING times the limit) at
    * once, unless collecting has stopped helping, so a burst cannot outrun a busy machine's timers.
    */
   private due(): boolean {
