@@ -11,11 +11,14 @@ import { outputFlushed } from "../core/output-flush.ts";
  *   millisecond).
  * - A full collection (`Bun.gc(true)`, which also hands free allocator pages back to the system)
  *   costs ~10 ms of the only JS thread here (it marks the whole heap, mostly code). It runs after
- *   a large reply once the resident size is above `memory_soft_limit_mb`, but never takes more
- *   than 1/SPACING_MIN of the time since the previous one, and backs off further while collecting
- *   gives back little (live data is not garbage). Above 1.125× the limit it
- *   does not wait for the spacing (while collecting helps), which bounds the peak of a burst. Once
- *   when the server goes idle above the limit it runs regardless: nobody waits then.
+ *   a call (any call: a burst of commands grows the process too) while the resident size is above
+ *   `memory_soft_limit_mb`, never taking more than 1/SPACING_MIN of the time since the previous
+ *   one, and backing off further while collecting gives back little (live data is not garbage).
+ *   Above CEILING times the limit it does not wait for the spacing (while collecting helps), which
+ *   bounds the peak of a burst. Once per quiet spell it runs regardless of the spacing (nobody
+ *   waits then) when above the limit or grown by IDLE_GROWTH_BYTES.
+ *
+ * Nothing of this runs before the reply is written (core/output-flush.ts).
  */
 const LARGE_REPLY_BYTES = 64 * 1024;
 /** Large-reply bytes between light collections (one costs ~0.3 ms here, so not after each). */
