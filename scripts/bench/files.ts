@@ -31,6 +31,9 @@ for (let i = 0; i < 20; i++) writeFileSync(join(ws, "p", `f${i}.txt`), "alpha\nb
 
 const env: Record<string, string> = {};
 for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("LOCAL_SHELL_MCP_")) env[k] = v;
+// Full structured results: the edit steps take snapshot ids from them (compact mode, the default
+// for an unknown client, leaves the metadata out of a read that was not cut short).
+env.LOCAL_SHELL_MCP_STRUCTURED_OUTPUT = "full";
 const transport = new StdioClientTransport({ command: binary, args: ["serve", "--mode", "stdio", "--workspace-root", ws, "--state-dir", state], env, stderr: "ignore" });
 const client = new Client({ name: "bench", version: "0" });
 await client.connect(transport);

@@ -2,6 +2,7 @@ import { closeSync, constants, fstatSync, openSync, readFileSync, readSync, writ
 import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
 import { log } from "../core/log.ts";
+import { outputFlushed } from "../core/output-flush.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { asPayloadRef, PayloadStore } from "./payloads.ts";
@@ -13,8 +14,13 @@ const MINIMAL = ["id", "ts", "event", "call_id", "tool", "session", "ok"] as con
 /** Records kept in memory while the file is busy; beyond this the oldest are counted and dropped. */
 const MAX_QUEUE = 20_000;
 const GC_INTERVAL_MS = 60_000;
-/** How long a record may wait so that records of nearby calls share one append. */
+/**
+ * How long a record may wait, while other calls are still running, so that records of nearby calls
+ * share one append. With no call running the writer starts right after the reply has gone out.
+ */
 const BATCH_DELAY_MS = 20;
+/** Longest wait for replies being written before the writer runs anyway. */
+const OUTPUT_WAIT_MS = 200;
 
 export type AuditRecord = Record<string, unknown> & { id: string; ts: number; event: string };
 /** An event as recorded, before redaction. */
@@ -52,6 +58,8 @@ export class AuditLog implements AuditSink {
   private payloadWritten = false;
   /** Calls started in this process whose end record is not written yet: retention keeps them. */
   private readonly openCalls = new Set<string>();
+  /** Calls started and not yet ended (their end record queued), in this process. */
+  private running = 0;
 
   constructor(private readonly settings: Settings) {
     this.dir = join(settings.state_dir, "audit_log");
@@ -81,12 +89,15 @@ export class AuditLog implements AuditSink {
     const id = newAuditId();
     // Sanitising large values costs real time; it happens in the writer, after the caller's reply.
     if (event === "tool_call_start" && typeof fields.call_id === "string") this.openCalls.add(fields.call_id);
+    if (event === "tool_call_start") this.running++;
+    else if (event === "tool_call_end" && this.running > 0) this.running--;
     if (this.queue.length >= MAX_QUEUE) {
       this.queue.shift();
       this.dropped++;
     }
     this.queue.push({ id, ts: Date.now() / 1000, event, fields });
     this.kick();
+    if (this.running === 0) this.wake?.();
     return id;
   }
 
@@ -117,16 +128,20 @@ export class AuditLog implements AuditSink {
   private kick(): void {
     if (this.writer) return;
     this.writer = (async () => {
-      // Wait briefly: the tool result goes out first, and records of calls made close together
-      // share one locked append. flush() cuts the wait short.
+      // Wait: the tool result goes out first (a timer, never a microtask, so the reply of the call
+      // that queued this record is written before), and while other calls run their records share
+      // one locked append. The last call ending and flush() cut the wait short.
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, BATCH_DELAY_MS);
+        let timer = setTimeout(resolve, this.running > 0 ? BATCH_DELAY_MS : 0);
         this.wake = () => {
           clearTimeout(timer);
-          resolve();
+          timer = setTimeout(resolve, 0);
         };
       });
       this.wake = undefined;
+      // Sanitising a large value holds the event loop for a millisecond or more: not while the
+      // reply it belongs to is still being written to the client.
+      await outputFlushed(OUTPUT_WAIT_MS);
       while (this.queue.length > 0) {
         const batch = this.queue;
         this.queue = [];

@@ -73,8 +73,9 @@ export class PayloadStore {
     if (!this.limits.enabled || bytes > this.limits.maxBytes) {
       return { value: { [TRUNCATED_KEY]: { reason: "payload_byte_limit", original_bytes: bytes, max_bytes: this.limits.enabled ? this.limits.maxBytes : this.limits.inlineBytes, preview: preview(value) } }, stored: false };
     }
-    const body = Buffer.from(canonical);
-    const sha256 = new Bun.CryptoHasher("sha256").update(body).digest("hex");
+    // Hashed from the string (UTF-8, the same bytes); the bytes themselves are made only when the
+    // object is not stored yet, so a repeated large value costs no copy.
+    const sha256 = new Bun.CryptoHasher("sha256").update(canonical, "utf8").digest("hex");
     try {
       ensurePrivateDir(this.dir);
       const path = join(this.dir, `${sha256}.json.gz`);
@@ -92,7 +93,7 @@ export class PayloadStore {
         utimesSync(path, new Date(), new Date());
       } else {
         // Level 6: close to level 9 on JSON text at a fraction of the time, and still deterministic.
-        const gz = await gzipAsync(body, { level: 6 });
+        const gz = await gzipAsync(Buffer.from(canonical), { level: 6 });
         if (gz.byteLength > this.limits.storeBytes) {
           return { value: { [TRUNCATED_KEY]: { reason: "payload_store_object_limit", original_bytes: bytes, compressed_bytes: gz.byteLength, max_store_bytes: this.limits.storeBytes, preview: preview(value) } }, stored: false };
         }

@@ -18,14 +18,14 @@ export interface FileRead {
   size: number;
   sha: string;
   total: number;
-  /** The selected lines; empty when `body` already holds them (whole-file reads). */
+  /** The selected lines; empty for whole-file reads, which render from the text itself. */
   rows: Row[];
   /** Selected line numbers: first, last and how many. */
   first: number | null;
   last: number | null;
   count: number;
-  /** The selected lines rendered as hashline rows (`\nN:text` each), without the header. */
-  body: string;
+  /** The selected lines as hashline text: `header` then one `\nN:text` row per line, built on demand. */
+  render(header: string): string;
   /** Exact bytes of the selected lines (line endings included), for `:raw`. */
   raw: string;
   bytesRead: number;
@@ -237,40 +237,49 @@ export function readLines(fd: number, st: Stats, ranges: readonly LineRange[], b
   return withRows({ size: st.size, sha: entry.sha, total: entry.total, rows: col.rows, raw: col.raw.join(""), bytesRead: col.bytes, truncated: col.truncated, ranges: shownRanges(col.rows) });
 }
 
-function withRows(r: Omit<FileRead, "first" | "last" | "count" | "body">): FileRead {
-  let body = "";
-  for (const row of r.rows) body += `\n${row.line}:${row.text}`;
-  return { ...r, first: r.rows[0]?.line ?? null, last: r.rows[r.rows.length - 1]?.line ?? null, count: r.rows.length, body };
+function withRows(r: Omit<FileRead, "first" | "last" | "count" | "render">): FileRead {
+  const render = (header: string) => hashlineText(header, r.rows);
+  return { ...r, first: r.rows[0]?.line ?? null, last: r.rows[r.rows.length - 1]?.line ?? null, count: r.rows.length, render };
 }
 
 /**
  * The whole of a file without carriage returns, in one pass: the file hash and the shown range's
- * hash share one SHA-256 run (the range hash covers the same bytes minus the final newline), and the
- * hashline rows are built straight from the text. Files with `\r` take the general path.
+ * hash share one SHA-256 run (the range hash covers the same bytes minus the final newline). The
+ * hashline rows are rendered only when asked for, straight from the text into one join (no line
+ * array, no per-row strings kept, no separate body to concatenate with the header afterwards).
+ * Files with `\r` take the general path.
  */
 function readWhole(buf: Buffer, shown: string): FileRead | undefined {
   if (buf.indexOf(13) >= 0) return undefined;
   const text = decodeUtf8(buf, shown);
   const size = buf.length;
   const hash = new Bun.CryptoHasher("sha256");
-  if (size === 0) return { size, sha: hash.digest("hex"), total: 0, rows: [], first: null, last: null, count: 0, body: "", raw: text, bytesRead: 0, truncated: false, ranges: [] };
+  if (size === 0) return { size, sha: hash.digest("hex"), total: 0, rows: [], first: null, last: null, count: 0, render: (header) => header, raw: text, bytesRead: 0, truncated: false, ranges: [] };
   const terminated = buf[size - 1] === 10;
   hash.update(terminated ? buf.subarray(0, size - 1) : buf);
   const h = hash.copy().digest("hex").slice(0, 16);
   if (terminated) hash.update(buf.subarray(size - 1));
-  const lines = (terminated ? text.slice(0, -1) : text).split("\n");
-  const total = lines.length;
-  const parts = new Array<string>(total);
-  for (let i = 0; i < total; i++) parts[i] = `${i + 1}:${lines[i]}`;
-  const body = `\n${parts.join("\n")}`;
-  return { size, sha: hash.digest("hex"), total, rows: [], first: 1, last: total, count: total, body, raw: text, bytesRead: size, truncated: false, ranges: [{ start: 1, end: total, h }] };
+  let total = 1;
+  for (let i = buf.indexOf(10); i >= 0 && i < size - 1; i = buf.indexOf(10, i + 1)) total++;
+  const shownText = terminated ? text.slice(0, -1) : text;
+  const render = (header: string): string => {
+    const parts = [header];
+    let start = 0;
+    for (let n = 1; ; n++) {
+      const nl = shownText.indexOf("\n", start);
+      parts.push(`\n${n}:`, nl < 0 ? shownText.slice(start) : shownText.slice(start, nl));
+      if (nl < 0) return parts.join("");
+      start = nl + 1;
+    }
+  };
+  return { size, sha: hash.digest("hex"), total, rows: [], first: 1, last: total, count: total, render, raw: text, bytesRead: size, truncated: false, ranges: [{ start: 1, end: total, h }] };
 }
 
-/** `[path#snapshot]` header plus `N:text` rows (see `FileRead.body` for a pre-rendered form). */
-export function hashlineText(rel: string, snapshotId: string, rows: readonly Row[]): string {
-  let out = `[${rel}#${snapshotId}]`;
-  for (const r of rows) out += `\n${r.line}:${r.text}`;
-  return out;
+/** `header` (e.g. `[path#snapshot]`) plus one `\nN:text` row per line. */
+export function hashlineText(header: string, rows: readonly Row[]): string {
+  const parts = [header];
+  for (const r of rows) parts.push(`\n${r.line}:`, r.text);
+  return parts.join("");
 }
 
 /** Refuses a file that is not a regular file. */

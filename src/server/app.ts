@@ -93,6 +93,8 @@ export function createApp(settings: Settings): App {
   const registry = new ToolRegistry(settings, {
     manifest: BUILTIN_MANIFEST,
     load: () => import("../tools/index.ts").then((m) => m.builtinTools()),
+    // A worker never lists tools: it imports only the modules of the tools it is asked to run.
+    loadOne: (name) => import("../tools/loaders.ts").then((m) => m.loadTool(name)),
   });
   registry.observer = auditObserver(services.audit);
   // Remote workers need a listener to dial: offered by the HTTP modes only, never by a worker itself.

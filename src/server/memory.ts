@@ -1,20 +1,44 @@
 import { readFileSync } from "node:fs";
+import { outputFlushed } from "../core/output-flush.ts";
 
 /**
  * Gives memory back. Large replies (whole-file reads, long outputs) leave megabytes of short-lived
- * strings and buffers: the reply JSON, the text block, the audit writer's redacted copy. The engine
- * collects them late and its allocator keeps freed pages, so a read-heavy load grew the process to
- * 230 MiB. A full collection (`Bun.gc(true)`, which also asks mimalloc to return free pages) costs
- * ~10 ms and makes the next large allocations fault their pages in again, so it runs only when
- * needed: after a large reply while the resident size is above `memory_soft_limit_mb`, and once
- * when the server goes idle above that size.
+ * strings and buffers: the reply JSON, the text block, the audit writer's redacted copy. Left to
+ * itself the engine collects them late and the allocator keeps the freed pages, so a read-heavy
+ * load grew the process to 200–230 MiB. Two levers, priced differently:
+ *
+ * - After every 2 MiB of large replies, a light collection (`Bun.gc(false)`, a fraction of a
+ *   millisecond).
+ * - A full collection (`Bun.gc(true)`, which also hands free allocator pages back to the system)
+ *   costs ~10 ms of the only JS thread here (it marks the whole heap, mostly code). It runs after
+ *   a call (any call: a burst of commands grows the process too) while the resident size is above
+ *   `memory_soft_limit_mb`, never taking more than 1/SPACING_MIN of the time since the previous
+ *   one, and backing off further while collecting gives back little (live data is not garbage).
+ *   Above CEILING times the limit it does not wait for the spacing (while collecting helps), which
+ *   bounds the peak of a burst. Once per quiet spell it runs regardless of the spacing (nobody
+ *   waits then) when above the limit or grown by IDLE_GROWTH_BYTES.
+ *
+ * Nothing of this runs before the reply is written (core/output-flush.ts).
  */
 const LARGE_REPLY_BYTES = 64 * 1024;
+/** Large-reply bytes between light collections (one costs ~0.3 ms here, so not after each). */
+const LIGHT_GC_BYTES = 2 * 1024 * 1024;
 const IDLE_MS = 1000;
+/** Longest wait for replies being written before collecting anyway. */
+const OUTPUT_WAIT_MS = 200;
 const PAGE_BYTES = 4096;
+/** The pause before the next full collection, as a multiple of what the last one took. */
+const SPACING_MIN = 4;
+const SPACING_MAX = 256;
+/** What a full collection must give back to count as helping (else the spacing doubles). */
+const HELPED_BYTES = 4 * 1024 * 1024;
+/** Above this multiple of the soft limit (90 MiB for the default 80) a full collection does not wait for the spacing. */
+const CEILING = 1.125;
+/** Growth since the last quiet spell that makes the next one collect even below the limit. */
+const IDLE_GROWTH_BYTES = 4 * 1024 * 1024;
 
 /** Resident set size in bytes (second field of /proc/self/statm, in pages); 0 when unknown. */
-function residentBytes(): number {
+export function residentBytes(): number {
   try {
     return Number(readFileSync("/proc/self/statm", "latin1").split(" ")[1]) * PAGE_BYTES;
   } catch {
@@ -22,39 +46,82 @@ function residentBytes(): number {
   }
 }
 
-/** Reply bytes between collections while above the limit: doubles while collecting does not help. */
-const MIN_SPACING_BYTES = 512 * 1024;
-const MAX_SPACING_BYTES = 64 * 1024 * 1024;
-
 export class MemoryGovernor {
   private idleTimer: Timer | undefined;
-  private collecting = false;
-  private sinceGc = Number.POSITIVE_INFINITY;
-  private spacing = MIN_SPACING_BYTES;
+  private scheduled = false;
+  /** Bytes of large replies since the last light collection. */
+  private largeBytes = 0;
+  /** Earliest time (performance.now()) the next full collection may run while replies come. */
+  private nextFullAt = 0;
+  private spacing = SPACING_MIN;
+  private idleCollected = true;
+  /** Resident size after the last idle collection (0 before the first). */
+  private idleBaseline = 0;
 
   constructor(private readonly softLimitBytes: number) {}
 
-  private collectIfAbove(): void {
-    if (this.collecting || residentBytes() <= this.softLimitBytes) return;
-    this.collecting = true;
-    this.sinceGc = 0;
-    // After this reply has gone out, so the caller does not wait for the collection.
-    setTimeout(() => {
-      this.collecting = false;
-      Bun.gc(true);
-      // Live data above the limit is not garbage: back off instead of collecting after every reply.
-      this.spacing = residentBytes() > this.softLimitBytes ? Math.min(MAX_SPACING_BYTES, this.spacing * 2) : MIN_SPACING_BYTES;
-    }, 0);
+  private collectFull(): void {
+    const before = residentBytes();
+    const t = performance.now();
+    Bun.gc(true);
+    const took = performance.now() - t;
+    const after = residentBytes();
+    // It helped when it gave back a few MiB or brought the size under the limit; otherwise what is
+    // left is live, so collect less often until that changes.
+    const helped = after <= this.softLimitBytes || before - after >= HELPED_BYTES;
+    this.spacing = helped ? SPACING_MIN : Math.min(SPACING_MAX, this.spacing * 2);
+    this.nextFullAt = performance.now() + took * this.spacing;
   }
 
-  /** Called when a call has finished with a reply of this many bytes. */
+  /**
+   * Above the soft limit once the spacing has passed; above the ceiling (CEILING times the limit) at
+   * once, unless collecting has stopped helping, so a burst cannot outrun a busy machine's timers.
+   */
+  private due(): boolean {
+    const rss = residentBytes();
+    if (rss <= this.softLimitBytes) return false;
+    if (performance.now() >= this.nextFullAt) return true;
+    return this.spacing === SPACING_MIN && rss > this.softLimitBytes * CEILING;
+  }
+
+  /** Called when a call has finished with a reply of this many bytes (before the reply is sent). */
   afterCall(replyBytes: number): void {
     if (this.softLimitBytes <= 0) return;
-    this.sinceGc += replyBytes;
-    if (replyBytes >= LARGE_REPLY_BYTES && this.sinceGc >= this.spacing) this.collectIfAbove();
+    this.idleCollected = false;
+    if (replyBytes >= LARGE_REPLY_BYTES) this.largeBytes += replyBytes;
+    // Everything else once this reply has been written out (core/output-flush.ts): even the light
+    // collection and reading the resident size cost the caller ~0.5 ms when done before.
+    if (!this.scheduled) {
+      this.scheduled = true;
+      setTimeout(() => void outputFlushed(OUTPUT_WAIT_MS).then(() => this.afterReply()), 0);
+    }
     clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => this.collectIfAbove(), IDLE_MS);
+    this.idleTimer = setTimeout(() => this.onIdle(), IDLE_MS);
     this.idleTimer.unref();
+  }
+
+  private afterReply(): void {
+    this.scheduled = false;
+    if (this.largeBytes >= LIGHT_GC_BYTES) {
+      this.largeBytes = 0;
+      Bun.gc(false);
+    }
+    // Small replies too: a thousand commands or searches grow the process as much as large reads.
+    if (this.due()) this.collectFull();
+  }
+
+  /**
+   * Once per quiet spell, whatever the spacing (nobody waits for a reply then): when above the soft
+   * limit, or grown by IDLE_GROWTH_BYTES since the last quiet spell ended, as a burst of small
+   * calls leaves the process without reaching the limit.
+   */
+  private onIdle(): void {
+    if (this.idleCollected) return;
+    const rss = residentBytes();
+    if (rss <= this.softLimitBytes && rss <= this.idleBaseline + IDLE_GROWTH_BYTES) return;
+    this.idleCollected = true;
+    this.collectFull();
+    this.idleBaseline = residentBytes();
   }
 }
 

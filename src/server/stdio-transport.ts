@@ -1,6 +1,7 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { log } from "../core/log.ts";
+import { outputStarted } from "../core/output-flush.ts";
 
 /** JSON-RPC error codes we answer with when a line cannot become a message. */
 const PARSE_ERROR = -32700;
@@ -17,6 +18,32 @@ type Id = string | number | null;
  * naming the limit, and goes on reading. Lines that are not JSON-RPC are answered too, instead of
  * being dropped silently.
  */
+/** Strings from this length on are escaped once per message, however often they appear in it. */
+const SHARED_STRING_CHARS = 64 * 1024;
+const rawJSON = (JSON as unknown as { rawJSON?: (text: string) => unknown }).rawJSON;
+
+/**
+ * The message's JSON. A tool result often carries one large string twice (a whole-file read's text
+ * block and its structured content): when a text block is large, that string is escaped once and
+ * emitted twice (JSON.rawJSON), which saved ~0.2 ms of a 256 KiB read's reply. Same bytes as
+ * JSON.stringify.
+ */
+export function serializeMessage(message: JSONRPCMessage): string {
+  const content = (message as { result?: { content?: unknown } }).result?.content;
+  const large = Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= SHARED_STRING_CHARS);
+  if (!large || !rawJSON) return JSON.stringify(message);
+  let last: string | undefined;
+  let lastJson: unknown;
+  return JSON.stringify(message, (_key, value: unknown) => {
+    if (typeof value !== "string" || value.length < SHARED_STRING_CHARS) return value;
+    if (value !== last) {
+      last = value;
+      lastJson = rawJSON(JSON.stringify(value));
+    }
+    return lastJson;
+  });
+}
+
 export class BoundedStdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
@@ -110,8 +137,15 @@ export class BoundedStdioTransport implements Transport {
   send(message: JSONRPCMessage): Promise<void> {
     return new Promise((resolve) => {
       if (this.closed) return resolve();
-      if (this.stdout.write(`${JSON.stringify(message)}\n`)) resolve();
-      else this.stdout.once("drain", resolve);
+      // Two writes rather than one concatenation: a large reply is not copied once more for "\n".
+      this.stdout.write(serializeMessage(message));
+      if (this.stdout.write("\n")) return resolve();
+      // The rest goes out as the client reads; deferred work waits for it (core/output-flush.ts).
+      const written = outputStarted();
+      this.stdout.once("drain", () => {
+        written();
+        resolve();
+      });
     });
   }
 

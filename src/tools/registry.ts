@@ -103,7 +103,9 @@ function clipText(text: string): string {
  * Where a registry's tools come from: definitions at hand, or a bundle-time manifest plus a loader
  * that imports the tool modules only when the first call needs them.
  */
-export type ToolSource = ToolDefinition[] | { manifest: ToolManifestEntry[]; load: () => Promise<ToolDefinition[]> };
+export type ToolSource =
+  | ToolDefinition[]
+  | { manifest: ToolManifestEntry[]; load: () => Promise<ToolDefinition[]>; loadOne?: (name: string) => Promise<ToolDefinition | undefined> };
 
 /**
  * Tools that appear and disappear while the server runs (the Agent Bridge's upstream tools and
@@ -143,6 +145,7 @@ export class ToolRegistry {
     } else {
       this.listings = source.manifest.filter((m) => isAvailable(m.availableWhen, settings)).map(({ availableWhen: _, ...m }) => ({ ...m, description: fillDescription(m.description, settings) }));
       this.load = source.load;
+      this.loadOne = source.loadOne;
     }
     for (const l of this.listings) {
       if (this.byName.has(l.name)) throw new Error(`duplicate tool ${l.name}`);
@@ -151,6 +154,16 @@ export class ToolRegistry {
   }
 
   private readonly load: () => Promise<ToolDefinition[]>;
+  private readonly loadOne: ((name: string) => Promise<ToolDefinition | undefined>) | undefined;
+  private readonly single = new Map<string, Promise<ToolDefinition | undefined>>();
+
+  /** One built-in definition: from the full set once that is loading, else only its own module. */
+  private builtin(name: string): Promise<ToolDefinition | undefined> {
+    if (this.loaded || !this.loadOne) return this.definitions().then((m) => m.get(name));
+    let p = this.single.get(name);
+    if (!p) this.single.set(name, (p = this.loadOne(name)));
+    return p;
+  }
 
   private listingOf(def: ToolDefinition, inputSchema: Record<string, unknown>, outputSchema: Record<string, unknown>): ToolListing {
     return {
@@ -196,7 +209,7 @@ export class ToolRegistry {
   }
 
   async call(ctx: ToolContext, name: string, args: unknown): Promise<ToolOutcome> {
-    const def = this.byName.has(name) ? (await this.definitions()).get(name) : this.dynamic?.definition(name);
+    const def = this.byName.has(name) ? await this.builtin(name) : this.dynamic?.definition(name);
     if (!def) return { ok: false, error: new ToolError("unknown_tool", `Unknown tool: ${name}`) };
     const started = performance.now();
     // Before anything recursive (audit redaction, size check, zod) walks the arguments.

@@ -9,6 +9,7 @@
  */
 import { loadSettings } from "../config/load.ts";
 import { createApp } from "../server/app.ts";
+import { memoryGovernor } from "../server/memory.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import type { WorkerRuntime } from "./operations.ts";
 import { profilePaths } from "./layout.ts";
@@ -22,5 +23,18 @@ export function workerRuntime(root: string, profileId: string, workdir: string):
     flags: { state_dir: paths.state, workspace_root: workdir, allow_full_control: "true", remote_enabled: "false", mode: "stdio", agent_dynamic_mcp_tools: "false", agent_dynamic_skill_tools: "false" },
     cwd: workdir,
   });
-  return { app: createApp(settings), settings, profileId, workdir };
+  const app = createApp(settings);
+  // The worker answers calls over its channel, not through an MCP server, so the memory governor
+  // that `serve` runs after each reply is hooked in here: without it nothing gave back what a burst
+  // of calls left (idle collection once quiet, full collections above memory_soft_limit_mb).
+  const memory = memoryGovernor(settings.memory_soft_limit_mb);
+  const audit = app.registry.observer;
+  app.registry.observer = {
+    start: (info) => audit?.start(info),
+    end: (info) => {
+      audit?.end(info);
+      memory.afterCall(0);
+    },
+  };
+  return { app, settings, profileId, workdir };
 }

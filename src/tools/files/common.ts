@@ -97,7 +97,7 @@ export function contextFor(ctx: ToolContext, sid: string, rel: string, doc: Line
     file_sha256: sha,
     seen_ranges: ranges.map(({ start: a, end: b }) => ({ start: a, end: b })),
     truncated: false,
-    content: hashlineText(rel, snap!.id, rows),
+    content: hashlineText(`[${rel}#${snap!.id}]`, rows),
   };
 }
 

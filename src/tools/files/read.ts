@@ -64,7 +64,7 @@ export const read = defineTool({
         seen_ranges: r.ranges.map(({ start, end }) => ({ start, end })),
         truncated: r.truncated,
       };
-      const content = target.raw ? r.raw : `[${res.rel}#${snap!.id}]${r.body}`;
+      const content = target.raw ? r.raw : r.render(`[${res.rel}#${snap!.id}]`);
       return { kind: "file" as const, path: res.rel, raw: target.raw, content, file, directory: null };
     } finally {
       closeSync(fd);
