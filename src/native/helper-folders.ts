@@ -27,7 +27,8 @@ const BUILD_FOLDER = /^\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?-[0-9a-f]{16}$/;
 const REMOVAL = /^\.removing-\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?-[0-9a-f]{16}-\d+$/;
 const HOLD_ATTEMPTS = 40;
 
-let held: FileLock | undefined;
+/** Locks this process holds, by folder (one in practice: its own build's). */
+const held = new Map<string, FileLock>();
 
 /**
  * Takes a shared lock on `dir`'s in-use file and keeps it for the life of the process (the
@@ -37,7 +38,7 @@ let held: FileLock | undefined;
  * Returns whether the lock is held; failures are not errors (the age and process checks still apply).
  */
 export async function holdHelperFolder(dir: string): Promise<boolean> {
-  if (held) return true;
+  if (held.has(dir)) return true;
   for (let i = 0; i < HOLD_ATTEMPTS; i++) {
     try {
       ensurePrivateDir(dir);
@@ -47,7 +48,7 @@ export async function holdHelperFolder(dir: string): Promise<boolean> {
         const mine = fstatSync(r.lock.descriptor!);
         const there = lstatSync(path, { throwIfNoEntry: false });
         if (there && there.ino === mine.ino && there.dev === mine.dev) {
-          held = r.lock;
+          held.set(dir, r.lock);
           return true;
         }
         r.lock.release();
