@@ -12,7 +12,12 @@ export interface TransferEndpoint {
   stat(p: TransferPath, opts: { sha256: boolean }): Promise<StatResult>;
   readChunk(p: TransferPath, offset: number, length: number): Promise<ChunkRead>;
   beginWrite(p: TransferPath, opts: { overwrite: boolean; expected_bytes: number; transfer_id: string | null }): Promise<BeginWrite>;
-  writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string }): Promise<{ offset: number; bytes: number }>;
+  /**
+   * `sha256` is the sender's digest of the chunk, checked before anything is written; null only for
+   * a local destination fed bytes that came without one (gateway downloads, the controller's spool),
+   * which the whole-file digest at finish covers.
+   */
+  writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null }): Promise<{ offset: number; bytes: number }>;
   finishWrite(p: TransferPath, opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null }): Promise<{ bytes: number; sha256: string; resolved_path: string }>;
   abortWrite(p: TransferPath, transferId: string): Promise<void>;
   /**

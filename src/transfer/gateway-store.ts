@@ -1,7 +1,6 @@
 import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, rmSync, lstatSync, type BigIntStats, writeSync } from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
-import { randomHex } from "../core/random.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { hashRange } from "./paths.ts";
@@ -15,7 +14,21 @@ export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, typ
  * spool. Capabilities are random tokens of which only the SHA-256 is kept, each bound to one
  * direction, one worker name and the object, with a sliding expiry; `prepare` rotates them.
  * Errors carry explicit codes (gateway-routes.ts maps them to statuses).
+ *
+ * Uploads are checkpointed, not made durable per chunk: while this process appends to a spool its
+ * metadata lives in memory (`active`), and the spool is fsynced and the metadata saved (offset,
+ * generation, last chunk) after the first chunk, every CHECKPOINT_BYTES or CHECKPOINT_MS, and at the
+ * last byte (before the object is `ready`). A crash loses at most the bytes since the last
+ * checkpoint: the next `prepare` finds the same spool inode longer than the saved cursor, truncates
+ * it back to that cursor, fsyncs and refreshes the generation (`recover`), and the uploader resumes
+ * from there. A spool of the saved size with another generation, or another inode, is still refused.
+ * Capability expiry slides in memory and is saved when it lags by more than 5 % of the TTL; a claim
+ * is saved when it changes hands or direction, not on every request.
  */
+
+/** Appended bytes between two durable checkpoints of an uploading spool. */
+export const CHECKPOINT_BYTES = 32 * 1024 * 1024;
+export const CHECKPOINT_MS = 2000;
 
 export class GatewayStore {
   readonly dir: string;
@@ -23,6 +36,10 @@ export class GatewayStore {
   private readonly hashers = new Map<string, { hasher: Bun.CryptoHasher; hashed: number; gen: string }>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly claims = new Map<string, number>();
+  /** Objects this process appends to: their metadata here is ahead of the saved copy. */
+  private readonly active = new Map<string, ObjectMeta>();
+  /** What was saved at each active object's last checkpoint (its spool fsynced up to `offset`). */
+  private readonly durable = new Map<string, { offset: number; at: number; gen: string; last_chunk: ObjectMeta["last_chunk"] }>();
 
   constructor(stateDir: string, readonly limits: GatewayLimits) {
     this.dir = join(stateDir, "remote_transfers");
@@ -47,6 +64,8 @@ export class GatewayStore {
 
   object(id: string): ObjectMeta {
     if (!TRANSFER_OBJECT_ID.test(id)) throw new ToolError("transfer_not_found", "transfer not found");
+    const a = this.active.get(id);
+    if (a) return a;
     let raw: string;
     try {
       const fd = openSync(this.metaPath(id), constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -63,9 +82,12 @@ export class GatewayStore {
     return m;
   }
 
+  /** Saves metadata; for an active object only its durable cursor, never bytes not yet fsynced. */
   private save(m: ObjectMeta): void {
     m.updated_at = now();
-    writeFileAtomic(this.metaPath(m.transfer_id), JSON.stringify(m));
+    const d = this.active.has(m.transfer_id) ? this.durable.get(m.transfer_id) : undefined;
+    const out = d ? { ...m, offset: d.offset, spool_identity_c: d.gen, last_chunk: d.last_chunk } : m;
+    writeFileAtomic(this.metaPath(m.transfer_id), JSON.stringify(out));
   }
 
   private all(): ObjectMeta[] {
@@ -100,6 +122,8 @@ export class GatewayStore {
     rmSync(this.spoolPath(id), { force: true });
     rmSync(this.metaPath(id), { force: true });
     this.hashers.delete(id);
+    this.active.delete(id);
+    this.durable.delete(id);
   }
 
   /**
@@ -114,6 +138,7 @@ export class GatewayStore {
       this.cleanup();
       const keyHash = input.resume_key === null ? null : sha256hex(input.resume_key);
       let m = keyHash === null ? undefined : this.all().find((o) => o.resume_key_hash === keyHash);
+      if (m && !this.active.has(m.transfer_id)) this.recover(m);
       if (m && !this.resumable(m, input)) {
         this.remove(m.transfer_id);
         m = undefined;
@@ -132,6 +157,30 @@ export class GatewayStore {
       this.save(m);
       return { transfer_id: m.transfer_id, upload_authorization: up && `Transfer ${up}`, download_authorization: down && `Transfer ${down}`, offset: m.offset, state: m.state, expires_at: m.expires_at };
     });
+  }
+
+  /**
+   * An object another process was appending to may have a spool longer than its saved cursor (bytes
+   * after the last checkpoint): the same inode is cut back to the cursor and its generation renewed.
+   */
+  private recover(m: ObjectMeta): void {
+    if (m.state !== "uploading") return;
+    let fd: number;
+    try {
+      fd = openSync(this.spoolPath(m.transfer_id), constants.O_RDWR | constants.O_NOFOLLOW);
+    } catch {
+      return;
+    }
+    try {
+      const st = fstatSync(fd, { bigint: true });
+      if (!st.isFile() || Number(st.dev) !== m.spool_identity_a || Number(st.ino) !== m.spool_identity_b || Number(st.size) <= m.offset) return;
+      ftruncateSync(fd, m.offset);
+      fsyncSync(fd);
+      m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
+      this.save(m);
+    } finally {
+      closeSync(fd);
+    }
   }
 
   private resumable(m: ObjectMeta, input: { expected_bytes: number; expected_sha256: string; source_session_id: string; destination_session_id: string }): boolean {
@@ -194,6 +243,14 @@ export class GatewayStore {
     };
   }
 
+  /** Drops what this process holds in memory (running digests, unsaved cursors), as a restart does. */
+  forgetProcessState(): void {
+    this.hashers.clear();
+    this.active.clear();
+    this.durable.clear();
+    this.claims.clear();
+  }
+
   /** Opens the spool without following links and checks it is the file the metadata names. */
   openSpool(m: ObjectMeta, flags: number): number {
     let fd: number;
@@ -227,33 +284,27 @@ export class GatewayStore {
       const c = m.claim;
       if (c && c.id !== PROCESS_NONCE && pidAlive(c.pid) && c.pid !== process.pid) throw new ToolError("transfer_claimed", "the transfer is in use by another controller process");
       if (c && c.id === PROCESS_NONCE && c.direction !== direction && (this.claims.get(id) ?? 0) > 0) throw new ToolError("transfer_claimed", "the transfer is in use in the other direction");
-      m.claim = { id: PROCESS_NONCE, direction, at: now(), owner: worker, pid: process.pid };
-      m.expires_at = now() + this.limits.ticketTtlS;
+      const t = now();
+      const ttl = this.limits.ticketTtlS;
+      const claimChanged = !(c && c.id === PROCESS_NONCE && c.direction === direction && c.owner === worker);
+      const lagging = m.expires_at < t + ttl - Math.max(1, ttl * 0.05);
+      if (claimChanged) m.claim = { id: PROCESS_NONCE, direction, at: t, owner: worker, pid: process.pid };
+      m.expires_at = t + ttl;
       this.claims.set(id, (this.claims.get(id) ?? 0) + 1);
-      this.save(m);
+      if (claimChanged || lagging) this.save(m);
       return m;
     });
   }
 
-  /** Ends one request's share of the claim; the last one clears it. */
+  /**
+   * Ends one request's share of the claim. The saved claim stays until the object is finished or
+   * suspended: it names this live process, and requests in the other direction are refused only
+   * while one is in progress here, so keeping it costs nothing and saves a write per request.
+   */
   async release(id: string): Promise<void> {
     const n = (this.claims.get(id) ?? 1) - 1;
-    if (n > 0) {
-      this.claims.set(id, n);
-      return;
-    }
-    this.claims.delete(id);
-    await this.locked(() => {
-      try {
-        const m = this.object(id);
-        if (m.claim?.id === PROCESS_NONCE) {
-          m.claim = null;
-          this.save(m);
-        }
-      } catch {
-        // Deleted meanwhile.
-      }
-    }).catch(() => undefined);
+    if (n > 0) this.claims.set(id, n);
+    else this.claims.delete(id);
   }
 
   /** Waits (bounded) until the object's cursor reaches `start`, so chunks sent in parallel commit in order. */
@@ -282,7 +333,7 @@ export class GatewayStore {
    * Commits a verified scratch chunk [start, end) with digest `sha`: appends it at the cursor, accepts
    * an exact replay of the last chunk, refuses anything else. The last byte settles the state.
    */
-  async commitChunk(id: string, start: number, end: number, sha: string, scratch: string): Promise<{ offset: number; state: ObjectState; replayed: boolean }> {
+  async commitChunk(id: string, start: number, end: number, sha: string, data: Uint8Array): Promise<{ offset: number; state: ObjectState; replayed: boolean }> {
     return this.locked(() => {
       const m = this.object(id);
       if (m.state !== "uploading") {
@@ -296,33 +347,33 @@ export class GatewayStore {
         throw new ToolError("transfer_replay_mismatch", `bytes ${start}-${end - 1} were already committed and this is not an exact replay of the last chunk`);
       }
       if (start > m.offset) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
-      this.append(m, scratch, end - start, sha);
+      if (data.length !== end - start) throw new ToolError("transfer_bad_chunk", "the chunk does not fill its range");
+      this.append(m, data, sha);
       this.wake(id);
       return { offset: m.offset, state: m.state, replayed: false };
     });
   }
 
-  private append(m: ObjectMeta, scratch: string, len: number, sha: string): void {
-    const data = readFileSync(scratch);
-    if (data.length !== len) throw new ToolError("transfer_bad_chunk", "the chunk changed before it was committed");
+  private append(m: ObjectMeta, data: Uint8Array, sha: string): void {
+    const len = data.length;
     const fd = this.openSpool(m, constants.O_RDWR);
     try {
       if (fstatSync(fd).size !== m.offset) throw new ToolError("transfer_spool_changed", "the spool size does not match the committed cursor");
       try {
         for (let w = 0; w < len; ) w += writeSync(fd, data, w, len - w, m.offset + w);
-        fsyncSync(fd);
       } catch (e) {
-        // Back to the last committed cursor, with the identity refreshed to match.
+        // Back to the last committed cursor, made durable, with the identity refreshed to match.
         ftruncateSync(fd, m.offset);
         fsyncSync(fd);
         m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
-        this.save(m);
+        this.checkpointed(m);
         throw e;
       }
       const start = m.offset;
       m.offset += len;
       m.last_chunk = { start, end: m.offset, sha256: sha };
       m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
+      this.active.set(m.transfer_id, m);
       let h = this.hashers.get(m.transfer_id);
       if (!h || h.hashed !== start) {
         // First append in this process (a restart): the committed prefix is hashed once.
@@ -333,13 +384,28 @@ export class GatewayStore {
       }
       h.hasher.update(data);
       h.hashed = m.offset;
-      if (m.offset === m.expected_bytes) {
+      const last = m.offset === m.expected_bytes;
+      if (last) {
         m.state = h.hasher.digest("hex") === m.expected_sha256 ? "ready" : "failed";
         this.hashers.delete(m.transfer_id);
       }
-      this.save(m);
+      const d = this.durable.get(m.transfer_id);
+      if (last || !d || m.offset - d.offset >= CHECKPOINT_BYTES || Date.now() - d.at >= CHECKPOINT_MS) {
+        fsyncSync(fd);
+        this.checkpointed(m);
+      }
     } finally {
       closeSync(fd);
+    }
+  }
+
+  /** Saves an active object's metadata after its spool was fsynced; a settled one leaves memory. */
+  private checkpointed(m: ObjectMeta): void {
+    this.durable.set(m.transfer_id, { offset: m.offset, at: Date.now(), gen: m.spool_identity_c, last_chunk: m.last_chunk });
+    this.save(m);
+    if (m.state !== "uploading") {
+      this.active.delete(m.transfer_id);
+      this.durable.delete(m.transfer_id);
     }
   }
 
@@ -365,10 +431,6 @@ export class GatewayStore {
     });
   }
 
-  /** A scratch file name for one incoming chunk. */
-  scratchPath(id: string): string {
-    return join(this.dir, `.${id}.${randomHex(8)}.chunk`);
-  }
 }
 
 const stores = new Map<string, GatewayStore>();

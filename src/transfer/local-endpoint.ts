@@ -111,7 +111,7 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string }): Promise<{ offset: number; bytes: number }> {
+  async writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null }): Promise<{ offset: number; bytes: number }> {
     if (opts.data.length > MAX_CHUNK_BYTES) throw new ToolError("invalid_arguments", `a chunk may hold at most ${MAX_CHUNK_BYTES} bytes`);
     const x = this.writer(p, opts.transfer_id);
     try {
