@@ -121,7 +121,7 @@ export async function httpUpload(source: TransferEndpoint, path: TransferPath, c
       call.signal,
       async () => {
         if (committed) return end;
-        const res = await send(u, { method: "PUT", body: c.data, headers: headers(call, "upload", { "content-range": `bytes ${at}-${end - 1}/${st.size}`, "content-length": String(c.bytes), "x-content-sha256": c.sha256, "content-type": "application/octet-stream" }) }, call.signal);
+        const res = await send(u, { method: "PUT", body: c.data, headers: headers(call, "upload", { "content-range": `bytes ${at}-${end - 1}/${st.size}`, "content-length": String(c.bytes), "x-content-sha256": c.sha256!, "content-type": "application/octet-stream" }) }, call.signal);
         if (res.status !== 200) await refusal(res);
         const body = (await res.json().catch(() => undefined)) as { offset?: number } | undefined;
         if (!body || typeof body.offset !== "number") throw new Retryable("the gateway's answer could not be read");
@@ -162,7 +162,8 @@ export async function httpUpload(source: TransferEndpoint, path: TransferPath, c
 export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string }) {
   const u = validateTransferUrl(call.url, call.controller_url);
   const h = await head(u, call, "download");
-  if (h.state !== "ready" || h.expected_bytes !== call.expected_bytes || h.expected_sha256 !== call.expected_sha256) throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
+  // `uploading` is a local source the controller is still snapshotting: its GETs wait for the bytes.
+  if ((h.state !== "ready" && h.state !== "uploading") || h.expected_bytes !== call.expected_bytes || h.expected_sha256 !== call.expected_sha256) throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
   const begun = await dest.beginWrite(path, { overwrite: call.overwrite, expected_bytes: call.expected_bytes, transfer_id: call.transfer_id });
   const get = (at: number, want: number) =>
     retrying(call.signal, async () => {

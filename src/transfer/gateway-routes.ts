@@ -75,7 +75,7 @@ export function transferGatewayHandler(store: GatewayStore): (req: Request, url:
         return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json", ...cursorHeaders(m) } });
       }
       if (req.method === "PUT") return await upload(store, m, req);
-      return download(store, m, req);
+      return await download(store, m, req);
     } catch (e) {
       if (req.body && !req.bodyUsed) void req.body.cancel().catch(() => undefined);
       return fail(e);
@@ -140,8 +140,14 @@ async function receive(req: Request, len: number, sha: string): Promise<Uint8Arr
   return buf;
 }
 
-function download(store: GatewayStore, m: ObjectMeta, req: Request): Response {
-  if (m.state !== "ready") throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, not ready for download`);
+/**
+ * One range of the object. A ready object is served at once; one the controller is still
+ * snapshotting from a local source (no upload capability) is served as its spool grows: the GET
+ * waits for its bytes. The destination's whole-file digest decides in the end either way.
+ */
+async function download(store: GatewayStore, m: ObjectMeta, req: Request): Promise<Response> {
+  const growing = m.state === "uploading" && m.upload_worker === null;
+  if (m.state !== "ready" && !growing) throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, not ready for download`);
   const range = /^bytes=(\d{1,16})-(\d{0,16})$/.exec(req.headers.get("range") ?? "");
   if (!range) bad("Range must be 'bytes=<start>-[<end>]'", "transfer_bad_range");
   const start = Number(range[1]);
@@ -149,6 +155,11 @@ function download(store: GatewayStore, m: ObjectMeta, req: Request): Response {
   const asked = range[2] === "" ? m.expected_bytes - 1 : Number(range[2]);
   if (asked < start) bad("the range ends before it starts", "transfer_bad_range");
   const end = Math.min(asked, start + store.limits.chunkBytes - 1, m.expected_bytes - 1);
+  if (growing) {
+    await store.waitForOffset(m.transfer_id, end + 1, ORDER_WAIT_MS);
+    m = store.object(m.transfer_id);
+    if (m.offset <= end || (m.state !== "uploading" && m.state !== "ready")) throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, its bytes ${start}-${end} are not there`);
+  }
   const fd = store.openSpool(m, constants.O_RDONLY);
   const body = Buffer.allocUnsafe(end - start + 1);
   try {

@@ -1,10 +1,10 @@
-import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, rmSync, lstatSync, type BigIntStats, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, fsync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, readSync, rmSync, lstatSync, type BigIntStats, writeSync } from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { hashRange } from "./paths.ts";
-import { type Direction, type GatewayLimits, generation, type ObjectMeta, type ObjectState, pidAlive, type Prepared, PROCESS_NONCE, now, sha256hex, snapshotInto, SUSPEND_S, TERMINAL, TRANSFER_OBJECT_ID, timingSafeEqualHex, token } from "./gateway-object.ts";
+import { type Direction, type GatewayLimits, generation, type ObjectMeta, type ObjectState, pidAlive, type Prepared, PROCESS_NONCE, now, sha256hex, SUSPEND_S, TERMINAL, TRANSFER_OBJECT_ID, timingSafeEqualHex, token } from "./gateway-object.ts";
 
 export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, type ObjectState, type Prepared, TRANSFER_OBJECT_ID } from "./gateway-object.ts";
 
@@ -29,6 +29,8 @@ export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, typ
 /** Appended bytes between two durable checkpoints of an uploading spool. */
 export const CHECKPOINT_BYTES = 32 * 1024 * 1024;
 export const CHECKPOINT_MS = 2000;
+/** Bytes a snapshot copies between two turns of the event loop. */
+const SNAPSHOT_CHUNK = 4 * 1024 * 1024;
 
 export class GatewayStore {
   readonly dir: string;
@@ -39,6 +41,7 @@ export class GatewayStore {
   /** Objects this process appends to: their metadata here is ahead of the saved copy. */
   private readonly active = new Map<string, ObjectMeta>();
   /** What was saved at each active object's last checkpoint (its spool fsynced up to `offset`). */
+  private readonly flushing = new Set<string>();
   private readonly durable = new Map<string, { offset: number; at: number; gen: string; last_chunk: ObjectMeta["last_chunk"] }>();
 
   constructor(stateDir: string, readonly limits: GatewayLimits) {
@@ -128,7 +131,8 @@ export class GatewayStore {
 
   /**
    * Creates an object, or resumes the one of `resume_key` when it describes the same transfer, and
-   * issues fresh capabilities. A local source (`snapshot`) is copied into the spool at once.
+   * issues fresh capabilities. A local source (`snapshot`) gets no upload capability: the controller
+   * copies it into the spool itself (`snapshot()`), while downloads may already read what is there.
    */
   async prepare(input: { expected_bytes: number; expected_sha256: string; upload_worker: string | null; download_worker: string | null; source_session_id: string; destination_session_id: string; resume_key: string | null; snapshot: string | null }): Promise<Prepared> {
     if (!/^[0-9a-f]{64}$/.test(input.expected_sha256) || !Number.isSafeInteger(input.expected_bytes) || input.expected_bytes <= 0) {
@@ -207,9 +211,8 @@ export class GatewayStore {
     while (this.all().some((o) => o.transfer_id === id));
     const fd = openSync(this.spoolPath(id), constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
     let st: BigIntStats;
-    let offset = 0;
+    const offset = 0;
     try {
-      if (input.snapshot !== null) offset = snapshotInto(fd, input.snapshot, input.expected_bytes, input.expected_sha256);
       st = fstatSync(fd, { bigint: true });
     } catch (e) {
       closeSync(fd);
@@ -227,7 +230,7 @@ export class GatewayStore {
       expected_bytes: input.expected_bytes,
       expected_sha256: input.expected_sha256,
       offset,
-      state: input.snapshot !== null ? "ready" : "uploading",
+      state: "uploading",
       spool_identity_a: Number(st.dev),
       spool_identity_b: Number(st.ino),
       spool_identity_c: generation(st),
@@ -354,7 +357,48 @@ export class GatewayStore {
     });
   }
 
-  private append(m: ObjectMeta, data: Uint8Array, sha: string): void {
+  /**
+   * Copies a local source into the object's spool from its cursor, through a no-follow handle that
+   * must stay the same file of the expected size. Ranges already in the spool are served to
+   * downloads meanwhile (each GET waits for its bytes); the last byte settles `ready` only when the
+   * whole spool has the expected digest, and the source is checked unchanged at the end.
+   */
+  async snapshot(id: string, path: string, signal: AbortSignal): Promise<void> {
+    const src = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    try {
+      const before = fstatSync(src);
+      const size = this.object(id).expected_bytes;
+      if (!before.isFile() || before.size !== size) throw new ToolError("source_changed", "the source changed before it was snapshotted");
+      const buf = Buffer.allocUnsafe(SNAPSHOT_CHUNK);
+      for (;;) {
+        if (signal.aborted) throw new ToolError("cancelled", "the copy was cancelled");
+        const at = this.object(id).offset;
+        if (at >= size || this.object(id).state !== "uploading") break;
+        const want = Math.min(buf.length, size - at);
+        for (let got = 0; got < want; ) {
+          const n = readSync(src, buf, got, want - got, at + got);
+          if (n <= 0) throw new ToolError("source_changed", "the source became shorter while it was snapshotted");
+          got += n;
+        }
+        await this.locked(() => {
+          const m = this.object(id);
+          if (m.state !== "uploading" || m.offset !== at) throw new ToolError("transfer_offset_conflict", "the spool moved while it was snapshotted");
+          this.append(m, buf.subarray(0, want), null);
+          this.wake(id);
+        });
+        // Downloads of what is already here run between the pieces.
+        await new Promise((r) => setImmediate(r));
+      }
+      const after = fstatSync(src);
+      if (after.ino !== before.ino || after.size !== size || after.mtimeMs !== before.mtimeMs) throw new ToolError("source_changed", "the source changed while it was snapshotted");
+      const m = this.object(id);
+      if (m.state !== "ready") throw new ToolError(m.state === "failed" ? "source_changed" : "transfer_incomplete", m.state === "failed" ? "the snapshot does not match the source's sha256 (the source changed during the copy)" : `the snapshot is ${m.state}`);
+    } finally {
+      closeSync(src);
+    }
+  }
+
+  private append(m: ObjectMeta, data: Uint8Array, sha: string | null): void {
     const len = data.length;
     const fd = this.openSpool(m, constants.O_RDWR);
     try {
@@ -371,7 +415,8 @@ export class GatewayStore {
       }
       const start = m.offset;
       m.offset += len;
-      m.last_chunk = { start, end: m.offset, sha256: sha };
+      // The controller's own snapshot pieces have no digest and nobody to replay them.
+      m.last_chunk = sha === null ? null : { start, end: m.offset, sha256: sha };
       m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
       this.active.set(m.transfer_id, m);
       let h = this.hashers.get(m.transfer_id);
@@ -390,13 +435,36 @@ export class GatewayStore {
         this.hashers.delete(m.transfer_id);
       }
       const d = this.durable.get(m.transfer_id);
-      if (last || !d || m.offset - d.offset >= CHECKPOINT_BYTES || Date.now() - d.at >= CHECKPOINT_MS) {
+      if (last || !d) {
         fsyncSync(fd);
         this.checkpointed(m);
-      }
+      } else if (!this.flushing.has(m.transfer_id) && (m.offset - d.offset >= CHECKPOINT_BYTES || Date.now() - d.at >= CHECKPOINT_MS)) this.checkpointSoon(m);
     } finally {
       closeSync(fd);
     }
+  }
+
+  /**
+   * A checkpoint in the background: the spool is fsynced on the thread pool while appends go on, then
+   * the cursor, generation and last chunk as they were when the fsync began are saved.
+   */
+  private checkpointSoon(m: ObjectMeta): void {
+    const id = m.transfer_id;
+    const at = { offset: m.offset, gen: m.spool_identity_c, last_chunk: m.last_chunk };
+    const fd = this.openSpool(m, constants.O_RDONLY);
+    this.flushing.add(id);
+    fsync(fd, (err) => {
+      try {
+        closeSync(fd);
+        if (err || this.active.get(id) !== m) return;
+        this.durable.set(id, { ...at, at: Date.now() });
+        this.save(m);
+      } catch {
+        // The next checkpoint tries again; the older saved cursor stands meanwhile.
+      } finally {
+        this.flushing.delete(id);
+      }
+    });
   }
 
   /** Saves an active object's metadata after its spool was fsynced; a settled one leaves memory. */
@@ -407,6 +475,26 @@ export class GatewayStore {
       this.active.delete(m.transfer_id);
       this.durable.delete(m.transfer_id);
     }
+  }
+
+  /**
+   * A ready spool is immutable, but linking it into a destination (or unlinking that link) moves its
+   * ctime: the same inode of the object's size gets its generation renewed, so a retry can resume it.
+   */
+  async refreshIdentity(id: string): Promise<void> {
+    await this.locked(() => {
+      const m = this.object(id);
+      if (m.state !== "ready") return;
+      const fd = openSync(this.spoolPath(id), constants.O_RDONLY | constants.O_NOFOLLOW);
+      try {
+        const st = fstatSync(fd, { bigint: true });
+        if (!st.isFile() || Number(st.dev) !== m.spool_identity_a || Number(st.ino) !== m.spool_identity_b || Number(st.size) !== m.expected_bytes) return;
+        m.spool_identity_c = generation(st);
+        this.save(m);
+      } finally {
+        closeSync(fd);
+      }
+    });
   }
 
   /** After a managed job's failure: capabilities revoked, claim cleared, progress kept for 24 h. */

@@ -1,4 +1,4 @@
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, ftruncateSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fsync, fstatSync, fsyncSync, ftruncateSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 import type { PinnedDir } from "../fs/resolve.ts";
@@ -18,7 +18,8 @@ import { assertTransferId, errnoOf, hashRange, tempNameFor } from "./paths.ts";
  * CHECKPOINT_BYTES more are received or CHECKPOINT_MS passed, and in begin. Bytes past the recorded
  * prefix may be lost or torn by a crash; a resume truncates them away, so what a resume continues
  * from was always verified and durable. Between checkpoints this process keeps the transfer's state
- * (ranges, size, identity, running digest) in memory.
+ * (ranges, size, identity, running digest) in memory. A checkpoint while chunks arrive flushes on
+ * the thread pool (the writer goes on) and records only the prefix written before its fsync began.
  */
 
 const PRUNE_AFTER_MS = 24 * 3600 * 1000;
@@ -53,6 +54,10 @@ interface Live {
   /** SHA-256 of [0, hashed), fed while chunks arrive in order. */
   hasher: Bun.CryptoHasher;
   hashed: number;
+  /** A background checkpoint is flushing: no second one starts meanwhile. */
+  flushing?: boolean;
+  /** The digest of an adopted file that was verified before it was linked here (see adopt). */
+  verified?: string;
 }
 const live = new Map<string, Live>();
 
@@ -141,6 +146,46 @@ export class DestinationWrite {
     return fresh;
   }
 
+  /**
+   * The same in the background: fsync on the thread pool, then the sidecar records the prefix that
+   * was written before the fsync started (later bytes wait for the next checkpoint). The parent is
+   * pinned by its own descriptor until then; a transfer finished or discarded meanwhile is left alone.
+   */
+  private checkpointSoon(l: Live): void {
+    const n = prefixEnd(l.ranges);
+    const size = l.size;
+    const key = this.key();
+    let dirFd: number | undefined;
+    let dataFd: number | undefined;
+    try {
+      dirFd = openSync(this.parent.path("."), constants.O_RDONLY | constants.O_DIRECTORY);
+      dataFd = openSync(this.parent.path(this.temp), constants.O_RDONLY | constants.O_NOFOLLOW);
+      if (fstatSync(dataFd).ino !== l.ino) throw new ToolError("transfer_identity_changed", "the transfer temp file was replaced");
+    } catch (e) {
+      if (dataFd !== undefined) closeSync(dataFd);
+      if (dirFd !== undefined) closeSync(dirFd);
+      throw e;
+    }
+    l.flushing = true;
+    l.lastCheckpoint = Date.now();
+    const sidecar = `/proc/self/fd/${dirFd}/${this.sidecar}`;
+    fsync(dataFd, (err) => {
+      try {
+        closeSync(dataFd!);
+        if (err || live.get(key) !== l || n <= l.durable) return;
+        const next: Sidecar = { ...l.sidecar, received_ranges: [[0, n]], temporary_size: size };
+        writeFileAtomic(sidecar, JSON.stringify(next));
+        l.sidecar = next;
+        l.durable = n;
+      } catch {
+        // The next checkpoint (or finish) tries again; until then the older prefix stands.
+      } finally {
+        closeSync(dirFd!);
+        l.flushing = false;
+      }
+    });
+  }
+
   /** Makes [0, prefix) durable: fsync the data, then record it in the sidecar. */
   private checkpoint(l: Live, fd: number): void {
     const n = prefixEnd(l.ranges);
@@ -182,8 +227,11 @@ export class DestinationWrite {
       try {
         const { fd, st } = this.openTemp(constants.O_RDONLY);
         try {
-          this.checkIdentity(mine, st);
-          if (prefixEnd(mine.ranges) > mine.durable) this.checkpoint(mine, fd);
+          // The same file, holding at least the prefix (bytes past it are cut off by tryResume).
+          if (st.isFile() && st.ino === mine.ino && st.dev === mine.dev && st.size >= prefixEnd(mine.ranges) && prefixEnd(mine.ranges) > mine.durable) {
+            mine.size = st.size;
+            this.checkpoint(mine, fd);
+          }
         } finally {
           closeSync(fd);
         }
@@ -218,6 +266,38 @@ export class DestinationWrite {
       closeSync(fd);
     }
     return { transfer_id: this.transferId, offset: 0, resumed: false };
+  }
+
+  /**
+   * Takes a complete file whose digest was already verified and which nobody writes any more (the
+   * gateway's ready spool) as this transfer's temp file, by a hard link: no byte is copied or hashed
+   * again. The link must be the file `source` names (device, inode, size). False when the file is on
+   * another filesystem (the caller copies it then). finish() then publishes it like any other.
+   */
+  adopt(overwrite: boolean, expectedBytes: number, source: { path: string; dev: number; ino: number; sha256: string }): boolean {
+    this.pruneStale();
+    if (!overwrite) this.refuseExisting();
+    this.discard();
+    try {
+      linkSync(source.path, this.parent.path(this.temp));
+    } catch (e) {
+      if (errnoOf(e) === "EXDEV") return false;
+      if (errnoOf(e) === "EEXIST") throw new ToolError("transfer_busy", "another transfer with this id is starting for the destination");
+      throw e;
+    }
+    const { fd, st } = this.openTemp(constants.O_RDONLY);
+    try {
+      if (!st.isFile() || st.dev !== source.dev || st.ino !== source.ino || st.size !== expectedBytes) {
+        rmSync(this.parent.path(this.temp), { force: true });
+        throw new ToolError("transfer_identity_changed", "the file to adopt is not the verified one");
+      }
+      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: expectedBytes > 0 ? [[0, expectedBytes]] : [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: expectedBytes };
+      this.writeSidecar(sidecar);
+      live.set(this.key(), { sidecar, dev: st.dev, ino: st.ino, size: expectedBytes, ranges: sidecar.received_ranges, durable: expectedBytes, lastCheckpoint: Date.now(), hasher: new Bun.CryptoHasher("sha256"), hashed: expectedBytes, verified: source.sha256 });
+    } finally {
+      closeSync(fd);
+    }
+    return true;
   }
 
   /** The resume offset, or undefined when the old state does not fit and must be discarded. */
@@ -296,7 +376,7 @@ export class DestinationWrite {
         hashRange(fd, end, prefix, l.hasher);
         l.hashed = prefix;
       }
-      if (prefix > l.durable && (prefix - l.durable >= CHECKPOINT_BYTES || Date.now() - l.lastCheckpoint >= CHECKPOINT_MS)) this.checkpoint(l, fd);
+      if (prefix > l.durable && !l.flushing && (prefix - l.durable >= CHECKPOINT_BYTES || Date.now() - l.lastCheckpoint >= CHECKPOINT_MS)) this.checkpointSoon(l);
     } finally {
       closeSync(fd);
     }
@@ -317,8 +397,11 @@ export class DestinationWrite {
       if (st.size !== expectedBytes) throw new ToolError("transfer_size_mismatch", `the temp file holds ${st.size} bytes, expected ${expectedBytes}`);
       // Only what this process did not hash while writing is read again (a resumed transfer's prefix).
       live.delete(this.key());
-      hashRange(fd, l.hashed, st.size, l.hasher);
-      sha = l.hasher.digest("hex");
+      if (l.verified !== undefined && st.ino === l.ino) sha = l.verified;
+      else {
+        hashRange(fd, l.hashed, st.size, l.hasher);
+        sha = l.hasher.digest("hex");
+      }
       if (expectedSha256 && sha !== expectedSha256) {
         throw new ToolError("transfer_checksum_mismatch", "the received file does not match the source's sha256; nothing was published");
       }

@@ -200,8 +200,10 @@ describe("http_stream orchestration (endpoints standing in for workers)", () => 
     const gateway = { store, baseUrl: server.url, thresholdBytes: 1 };
     const before = readdirSync(store.dir).filter((n) => n.endsWith(".spool")).length;
     const a = await httpStreamCopy({ gateway, src: { endpoint: asWorker("up-box"), path: { path: "src.bin" }, sessionId: "Srcsess1" }, dst: { endpoint: ep, path: { path: "gw-a.bin" }, sessionId: "Dstsess1" }, stat, overwrite: true, chunkSize: CHUNK, resumeKey: null, signal: new AbortController().signal });
-    expect(a).toMatchObject({ bytes: data.length, sha256: sha(data), chunks: 8, resumed_bytes: 0 });
+    // Four chunks up; the local delivery links the verified spool (same filesystem), copying nothing.
+    expect(a).toMatchObject({ bytes: data.length, sha256: sha(data), chunks: 4, resumed_bytes: 0 });
     expect(sha(readFileSync(join(ws, "gw-a.bin")))).toBe(sha(data));
+    expect(statSync(join(ws, "gw-a.bin")).nlink).toBe(1);
     const b = await httpStreamCopy({ gateway, src: { endpoint: ep, path: { path: "src.bin" }, sessionId: "Srcsess1", localPath: ep.localPath({ path: "src.bin" }) }, dst: { endpoint: asWorker("down-box"), path: { path: "gw-b.bin" }, sessionId: "Dstsess1" }, stat, overwrite: true, chunkSize: CHUNK, resumeKey: null, signal: new AbortController().signal });
     expect(b).toMatchObject({ bytes: data.length, sha256: sha(data), chunks: 4 });
     expect(sha(readFileSync(join(ws, "gw-b.bin")))).toBe(sha(data));
