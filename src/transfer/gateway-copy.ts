@@ -64,14 +64,15 @@ export async function httpStreamCopy(input: {
   input.signal.addEventListener("abort", onAbort);
   let snapshot: Promise<void> | undefined;
   try {
+    // resumed_bytes counts what did not cross the link again: a worker's upload the gateway already
+    // held, or a destination's durable prefix. The controller's own snapshot of a local source is not
+    // link traffic, so it does not count.
     if (prepared.state === "ready") {
-      // A resumed object the source already uploaded (or the controller snapshotted) completely.
-      upResumed = stat.size;
+      if (src.endpoint.target === "remote") upResumed = stat.size;
     } else if (src.endpoint.target === "local") {
       if (src.localPath === undefined) throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
       if (dst.endpoint.target !== "remote") throw new ToolError("internal_error", "a local source goes through the gateway only to a worker");
       // The snapshot fills the spool while the worker already downloads what is there.
-      upResumed = prepared.offset;
       snapshot = store.snapshot(id, src.localPath, stopSnapshot.signal);
       snapshot.catch(() => undefined);
     } else {

@@ -287,6 +287,8 @@ export class GatewayStore {
       const c = m.claim;
       if (c && c.id !== PROCESS_NONCE && pidAlive(c.pid) && c.pid !== process.pid) throw new ToolError("transfer_claimed", "the transfer is in use by another controller process");
       if (c && c.id === PROCESS_NONCE && c.direction !== direction && (this.claims.get(id) ?? 0) > 0) throw new ToolError("transfer_claimed", "the transfer is in use in the other direction");
+      // Appended to by a process that is gone (a restart): cut back to the saved cursor first.
+      if (!this.active.has(id)) this.recover(m);
       const t = now();
       const ttl = this.limits.ticketTtlS;
       const claimChanged = !(c && c.id === PROCESS_NONCE && c.direction === direction && c.owner === worker);
@@ -333,21 +335,19 @@ export class GatewayStore {
   }
 
   /**
-   * Commits a verified scratch chunk [start, end) with digest `sha`: appends it at the cursor, accepts
-   * an exact replay of the last chunk, refuses anything else. The last byte settles the state.
+   * Commits a verified chunk [start, end) with digest `sha`: appends it at the cursor, accepts an
+   * exact replay of committed bytes, refuses anything else. The last byte settles the state.
    */
   async commitChunk(id: string, start: number, end: number, sha: string, data: Uint8Array): Promise<{ offset: number; state: ObjectState; replayed: boolean }> {
     return this.locked(() => {
       const m = this.object(id);
       if (m.state !== "uploading") {
-        const lc = m.last_chunk;
-        if (lc && lc.start === start && lc.end === end && lc.sha256 === sha) return { offset: m.offset, state: m.state, replayed: true };
+        if (this.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
         throw new ToolError("transfer_not_uploading", `the transfer is ${m.state}, not accepting uploads`);
       }
       if (start < m.offset) {
-        const lc = m.last_chunk;
-        if (lc && lc.start === start && lc.end === end && lc.sha256 === sha) return { offset: m.offset, state: m.state, replayed: true };
-        throw new ToolError("transfer_replay_mismatch", `bytes ${start}-${end - 1} were already committed and this is not an exact replay of the last chunk`);
+        if (this.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
+        throw new ToolError("transfer_replay_mismatch", `bytes ${start}-${end - 1} were already committed and this is not an exact replay of them`);
       }
       if (start > m.offset) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
       if (data.length !== end - start) throw new ToolError("transfer_bad_chunk", "the chunk does not fill its range");
@@ -395,6 +395,25 @@ export class GatewayStore {
       if (m.state !== "ready") throw new ToolError(m.state === "failed" ? "source_changed" : "transfer_incomplete", m.state === "failed" ? "the snapshot does not match the source's sha256 (the source changed during the copy)" : `the snapshot is ${m.state}`);
     } finally {
       closeSync(src);
+    }
+  }
+
+  /**
+   * Whether [start, end) with digest `sha` is exactly what the spool already holds there: the last
+   * chunk by its recorded digest, an older one by reading it back (a duplicate from an uploader
+   * that retried, or from one that was still running when the controller restarted).
+   */
+  private isReplay(m: ObjectMeta, start: number, end: number, sha: string): boolean {
+    const lc = m.last_chunk;
+    if (lc && lc.start === start && lc.end === end) return lc.sha256 === sha;
+    if (end > m.offset || end - start > this.limits.chunkBytes) return false;
+    const fd = this.openSpool(m, constants.O_RDONLY);
+    try {
+      const h = new Bun.CryptoHasher("sha256");
+      hashRange(fd, start, end, h);
+      return h.digest("hex") === sha;
+    } finally {
+      closeSync(fd);
     }
   }
 

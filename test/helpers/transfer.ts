@@ -182,3 +182,25 @@ export async function quickBigFile(path: string, mib: number): Promise<void> {
   }
   await w.end();
 }
+
+/** SHA-256 of a (large) file, streamed. */
+export async function sha256File(path: string): Promise<string> {
+  const h = new Bun.CryptoHasher("sha256");
+  for await (const chunk of Bun.file(path).stream()) h.update(chunk);
+  return h.digest("hex");
+}
+
+/** The furthest durably saved cursor of the controller's gateway objects (`<state>/remote_transfers`). */
+export function gatewayOffset(stateDir: string): number {
+  const dir = join(stateDir, "remote_transfers");
+  let best = 0;
+  for (const n of readdirSync(dir)) {
+    if (!n.endsWith(".json") || n.startsWith(".")) continue;
+    try {
+      best = Math.max(best, Number(JSON.parse(readFileSync(join(dir, n), "utf8")).offset) || 0);
+    } catch {
+      // Being replaced right now.
+    }
+  }
+  return best;
+}
