@@ -1,9 +1,9 @@
-import { closeSync, constants, fstatSync, fsync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, readSync, rmSync, lstatSync, type BigIntStats, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, readSync, rmSync, lstatSync, type BigIntStats } from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
-import { hashRange } from "./paths.ts";
+import { SpoolAppends } from "./gateway-spool.ts";
 import { type Direction, type GatewayLimits, generation, type ObjectMeta, type ObjectState, pidAlive, type Prepared, PROCESS_NONCE, now, sha256hex, SUSPEND_S, TERMINAL, TRANSFER_OBJECT_ID, timingSafeEqualHex, token } from "./gateway-object.ts";
 
 export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, type ObjectState, type Prepared, TRANSFER_OBJECT_ID } from "./gateway-object.ts";
@@ -15,34 +15,20 @@ export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, typ
  * direction, one worker name and the object, with a sliding expiry; `prepare` rotates them.
  * Errors carry explicit codes (gateway-routes.ts maps them to statuses).
  *
- * Uploads are checkpointed, not made durable per chunk: while this process appends to a spool its
- * metadata lives in memory (`active`), and the spool is fsynced and the metadata saved (offset,
- * generation, last chunk) after the first chunk, every CHECKPOINT_BYTES or CHECKPOINT_MS, and at the
- * last byte (before the object is `ready`). A crash loses at most the bytes since the last
- * checkpoint: the next `prepare` finds the same spool inode longer than the saved cursor, truncates
- * it back to that cursor, fsyncs and refreshes the generation (`recover`), and the uploader resumes
- * from there. A spool of the saved size with another generation, or another inode, is still refused.
- * Capability expiry slides in memory and is saved when it lags by more than 5 % of the TTL; a claim
- * is saved when it changes hands or direction, not on every request.
+ * Appends, their running digest and checkpointed durability are in gateway-spool.ts. Capability
+ * expiry slides in memory and is saved when it lags by more than 5 % of the TTL; a claim is saved
+ * when it changes hands or direction, not on every request.
  */
 
-/** Appended bytes between two durable checkpoints of an uploading spool. */
-export const CHECKPOINT_BYTES = 32 * 1024 * 1024;
-export const CHECKPOINT_MS = 2000;
 /** Bytes a snapshot copies between two turns of the event loop. */
 const SNAPSHOT_CHUNK = 4 * 1024 * 1024;
 
 export class GatewayStore {
   readonly dir: string;
-  /** The running whole-object digest of each spool, kept while this process appends to it. */
-  private readonly hashers = new Map<string, { hasher: Bun.CryptoHasher; hashed: number; gen: string }>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly claims = new Map<string, number>();
-  /** Objects this process appends to: their metadata here is ahead of the saved copy. */
-  private readonly active = new Map<string, ObjectMeta>();
-  /** What was saved at each active object's last checkpoint (its spool fsynced up to `offset`). */
-  private readonly flushing = new Set<string>();
-  private readonly durable = new Map<string, { offset: number; at: number; gen: string; last_chunk: ObjectMeta["last_chunk"] }>();
+  /** Appends in progress here: running digests, unsaved cursors, checkpoints (gateway-spool.ts). */
+  private readonly spool = new SpoolAppends(this);
 
   constructor(stateDir: string, readonly limits: GatewayLimits) {
     this.dir = join(stateDir, "remote_transfers");
@@ -67,7 +53,7 @@ export class GatewayStore {
 
   object(id: string): ObjectMeta {
     if (!TRANSFER_OBJECT_ID.test(id)) throw new ToolError("transfer_not_found", "transfer not found");
-    const a = this.active.get(id);
+    const a = this.spool.current(id);
     if (a) return a;
     let raw: string;
     try {
@@ -86,11 +72,9 @@ export class GatewayStore {
   }
 
   /** Saves metadata; for an active object only its durable cursor, never bytes not yet fsynced. */
-  private save(m: ObjectMeta): void {
+  save(m: ObjectMeta): void {
     m.updated_at = now();
-    const d = this.active.has(m.transfer_id) ? this.durable.get(m.transfer_id) : undefined;
-    const out = d ? { ...m, offset: d.offset, spool_identity_c: d.gen, last_chunk: d.last_chunk } : m;
-    writeFileAtomic(this.metaPath(m.transfer_id), JSON.stringify(out));
+    writeFileAtomic(this.metaPath(m.transfer_id), JSON.stringify(this.spool.savedView(m)));
   }
 
   private all(): ObjectMeta[] {
@@ -124,9 +108,7 @@ export class GatewayStore {
   private remove(id: string): void {
     rmSync(this.spoolPath(id), { force: true });
     rmSync(this.metaPath(id), { force: true });
-    this.hashers.delete(id);
-    this.active.delete(id);
-    this.durable.delete(id);
+    this.spool.drop(id);
   }
 
   /**
@@ -142,7 +124,7 @@ export class GatewayStore {
       this.cleanup();
       const keyHash = input.resume_key === null ? null : sha256hex(input.resume_key);
       let m = keyHash === null ? undefined : this.all().find((o) => o.resume_key_hash === keyHash);
-      if (m && !this.active.has(m.transfer_id)) this.recover(m);
+      if (m && !this.spool.current(m.transfer_id)) this.spool.recover(m);
       if (m && !this.resumable(m, input)) {
         this.remove(m.transfer_id);
         m = undefined;
@@ -161,30 +143,6 @@ export class GatewayStore {
       this.save(m);
       return { transfer_id: m.transfer_id, upload_authorization: up && `Transfer ${up}`, download_authorization: down && `Transfer ${down}`, offset: m.offset, state: m.state, expires_at: m.expires_at };
     });
-  }
-
-  /**
-   * An object another process was appending to may have a spool longer than its saved cursor (bytes
-   * after the last checkpoint): the same inode is cut back to the cursor and its generation renewed.
-   */
-  private recover(m: ObjectMeta): void {
-    if (m.state !== "uploading") return;
-    let fd: number;
-    try {
-      fd = openSync(this.spoolPath(m.transfer_id), constants.O_RDWR | constants.O_NOFOLLOW);
-    } catch {
-      return;
-    }
-    try {
-      const st = fstatSync(fd, { bigint: true });
-      if (!st.isFile() || Number(st.dev) !== m.spool_identity_a || Number(st.ino) !== m.spool_identity_b || Number(st.size) <= m.offset) return;
-      ftruncateSync(fd, m.offset);
-      fsyncSync(fd);
-      m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
-      this.save(m);
-    } finally {
-      closeSync(fd);
-    }
   }
 
   private resumable(m: ObjectMeta, input: { expected_bytes: number; expected_sha256: string; source_session_id: string; destination_session_id: string }): boolean {
@@ -248,9 +206,7 @@ export class GatewayStore {
 
   /** Drops what this process holds in memory (running digests, unsaved cursors), as a restart does. */
   forgetProcessState(): void {
-    this.hashers.clear();
-    this.active.clear();
-    this.durable.clear();
+    this.spool.clear();
     this.claims.clear();
   }
 
@@ -288,7 +244,7 @@ export class GatewayStore {
       if (c && c.id !== PROCESS_NONCE && pidAlive(c.pid) && c.pid !== process.pid) throw new ToolError("transfer_claimed", "the transfer is in use by another controller process");
       if (c && c.id === PROCESS_NONCE && c.direction !== direction && (this.claims.get(id) ?? 0) > 0) throw new ToolError("transfer_claimed", "the transfer is in use in the other direction");
       // Appended to by a process that is gone (a restart): cut back to the saved cursor first.
-      if (!this.active.has(id)) this.recover(m);
+      if (!this.spool.current(id)) this.spool.recover(m);
       const t = now();
       const ttl = this.limits.ticketTtlS;
       const claimChanged = !(c && c.id === PROCESS_NONCE && c.direction === direction && c.owner === worker);
@@ -342,16 +298,16 @@ export class GatewayStore {
     return this.locked(() => {
       const m = this.object(id);
       if (m.state !== "uploading") {
-        if (this.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
+        if (this.spool.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
         throw new ToolError("transfer_not_uploading", `the transfer is ${m.state}, not accepting uploads`);
       }
       if (start < m.offset) {
-        if (this.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
+        if (this.spool.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
         throw new ToolError("transfer_replay_mismatch", `bytes ${start}-${end - 1} were already committed and this is not an exact replay of them`);
       }
       if (start > m.offset) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
       if (data.length !== end - start) throw new ToolError("transfer_bad_chunk", "the chunk does not fill its range");
-      this.append(m, data, sha);
+      this.spool.append(m, data, sha);
       this.wake(id);
       return { offset: m.offset, state: m.state, replayed: false };
     });
@@ -383,7 +339,7 @@ export class GatewayStore {
         await this.locked(() => {
           const m = this.object(id);
           if (m.state !== "uploading" || m.offset !== at) throw new ToolError("transfer_offset_conflict", "the spool moved while it was snapshotted");
-          this.append(m, buf.subarray(0, want), null);
+          this.spool.append(m, buf.subarray(0, want), null);
           this.wake(id);
         });
         // Downloads of what is already here run between the pieces.
@@ -395,104 +351,6 @@ export class GatewayStore {
       if (m.state !== "ready") throw new ToolError(m.state === "failed" ? "source_changed" : "transfer_incomplete", m.state === "failed" ? "the snapshot does not match the source's sha256 (the source changed during the copy)" : `the snapshot is ${m.state}`);
     } finally {
       closeSync(src);
-    }
-  }
-
-  /**
-   * Whether [start, end) with digest `sha` is exactly what the spool already holds there: the last
-   * chunk by its recorded digest, an older one by reading it back (a duplicate from an uploader
-   * that retried, or from one that was still running when the controller restarted).
-   */
-  private isReplay(m: ObjectMeta, start: number, end: number, sha: string): boolean {
-    const lc = m.last_chunk;
-    if (lc && lc.start === start && lc.end === end) return lc.sha256 === sha;
-    if (end > m.offset || end - start > this.limits.chunkBytes) return false;
-    const fd = this.openSpool(m, constants.O_RDONLY);
-    try {
-      const h = new Bun.CryptoHasher("sha256");
-      hashRange(fd, start, end, h);
-      return h.digest("hex") === sha;
-    } finally {
-      closeSync(fd);
-    }
-  }
-
-  private append(m: ObjectMeta, data: Uint8Array, sha: string | null): void {
-    const len = data.length;
-    const fd = this.openSpool(m, constants.O_RDWR);
-    try {
-      if (fstatSync(fd).size !== m.offset) throw new ToolError("transfer_spool_changed", "the spool size does not match the committed cursor");
-      try {
-        for (let w = 0; w < len; ) w += writeSync(fd, data, w, len - w, m.offset + w);
-      } catch (e) {
-        // Back to the last committed cursor, made durable, with the identity refreshed to match.
-        ftruncateSync(fd, m.offset);
-        fsyncSync(fd);
-        m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
-        this.checkpointed(m);
-        throw e;
-      }
-      const start = m.offset;
-      m.offset += len;
-      // The controller's own snapshot pieces have no digest and nobody to replay them.
-      m.last_chunk = sha === null ? null : { start, end: m.offset, sha256: sha };
-      m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
-      this.active.set(m.transfer_id, m);
-      let h = this.hashers.get(m.transfer_id);
-      if (!h || h.hashed !== start) {
-        // First append in this process (a restart): the committed prefix is hashed once.
-        h = { hasher: new Bun.CryptoHasher("sha256"), hashed: 0, gen: "" };
-        hashRange(fd, 0, start, h.hasher);
-        h.hashed = start;
-        this.hashers.set(m.transfer_id, h);
-      }
-      h.hasher.update(data);
-      h.hashed = m.offset;
-      const last = m.offset === m.expected_bytes;
-      if (last) {
-        m.state = h.hasher.digest("hex") === m.expected_sha256 ? "ready" : "failed";
-        this.hashers.delete(m.transfer_id);
-      }
-      const d = this.durable.get(m.transfer_id);
-      if (last || !d) {
-        fsyncSync(fd);
-        this.checkpointed(m);
-      } else if (!this.flushing.has(m.transfer_id) && (m.offset - d.offset >= CHECKPOINT_BYTES || Date.now() - d.at >= CHECKPOINT_MS)) this.checkpointSoon(m);
-    } finally {
-      closeSync(fd);
-    }
-  }
-
-  /**
-   * A checkpoint in the background: the spool is fsynced on the thread pool while appends go on, then
-   * the cursor, generation and last chunk as they were when the fsync began are saved.
-   */
-  private checkpointSoon(m: ObjectMeta): void {
-    const id = m.transfer_id;
-    const at = { offset: m.offset, gen: m.spool_identity_c, last_chunk: m.last_chunk };
-    const fd = this.openSpool(m, constants.O_RDONLY);
-    this.flushing.add(id);
-    fsync(fd, (err) => {
-      try {
-        closeSync(fd);
-        if (err || this.active.get(id) !== m) return;
-        this.durable.set(id, { ...at, at: Date.now() });
-        this.save(m);
-      } catch {
-        // The next checkpoint tries again; the older saved cursor stands meanwhile.
-      } finally {
-        this.flushing.delete(id);
-      }
-    });
-  }
-
-  /** Saves an active object's metadata after its spool was fsynced; a settled one leaves memory. */
-  private checkpointed(m: ObjectMeta): void {
-    this.durable.set(m.transfer_id, { offset: m.offset, at: Date.now(), gen: m.spool_identity_c, last_chunk: m.last_chunk });
-    this.save(m);
-    if (m.state !== "uploading") {
-      this.active.delete(m.transfer_id);
-      this.durable.delete(m.transfer_id);
     }
   }
 
