@@ -8,7 +8,7 @@
  * from the gateway's saved cursor.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
@@ -87,6 +87,8 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
     await ctl?.stop();
     link?.stop();
     for (const d of [worker?.root, ws, state]) d?.[Symbol.dispose]();
+    // The worker's workdir is a plain temp dir (startWorker does not remove it): it holds GiBs here.
+    if (worker) rmSync(worker.workdir, { recursive: true, force: true });
   });
 
   /** Cuts the link once `progressed()` holds, waits for the copy to fail, restores the link and the worker's return. */
