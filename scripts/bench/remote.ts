@@ -6,6 +6,9 @@
  *    loopback, the link the worker uses here);
  *  - the worker's RSS (VmRSS) after start, after the calls, and `idle_s` seconds after the last one.
  * Usage: bun scripts/bench/remote.ts [binary] [calls=100] [idle_s=10]
+ *
+ * `copy` mode (scripts/bench/remote-copy.ts): `session_copy` of large files against plain `curl` and
+ * `cp` over the same link. Usage: bun scripts/bench/remote.ts copy [binary] [mib=1024] [rounds=3]
  */
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -14,6 +17,10 @@ import { invite, startController, startWorker } from "../../test/helpers/remote.
 import { tempDir } from "../../test/helpers/harness.ts";
 import { percentile, summary } from "./lib.ts";
 
+if (process.argv[2] === "copy") {
+  await import("./remote-copy.ts");
+  process.exit(0);
+}
 const [binArg, callsArg, idleArg] = process.argv.slice(2);
 if (binArg) process.env.LSM_TEST_BINARY = resolve(binArg);
 const N = Math.max(50, Number(callsArg ?? 100));

@@ -87,10 +87,12 @@ export class RemoteTransferEndpoint implements TransferEndpoint {
     return (await this.call("transfer_begin_write", { ...arg(p), ...opts }, Begin)).data;
   }
 
-  async writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string }): Promise<{ offset: number; bytes: number }> {
+  async writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null }): Promise<{ offset: number; bytes: number }> {
+    // The worker always checks a chunk against a digest: one the sender gave, or the one taken here.
+    if (opts.sha256 === null) opts = { ...opts, sha256: sha256Of(opts.data) };
     const frame = this.frameBytes(opts.data.byteLength);
     const write = (offset: number, data: Uint8Array, sha256: string) => this.call("transfer_write_chunk", { ...arg(p), transfer_id: opts.transfer_id, offset, expected_sha256: sha256 }, Written, { body: data });
-    if (opts.data.byteLength <= frame) return (await write(opts.offset, opts.data, opts.sha256)).data;
+    if (opts.data.byteLength <= frame) return (await write(opts.offset, opts.data, opts.sha256!)).data;
     // Too big for one frame (a local source read a larger chunk): the chunk is checked here against
     // its digest, then sent in pieces, each verified by the worker against its own digest.
     if (sha256Of(opts.data) !== opts.sha256) throw new ToolError("transfer_chunk_checksum_mismatch", `the chunk at offset ${opts.offset} does not match its sha256`);

@@ -10,11 +10,26 @@ export interface TransferEndpoint {
   /** Registered worker name for remote endpoints, null locally. */
   readonly machine: string | null;
   stat(p: TransferPath, opts: { sha256: boolean }): Promise<StatResult>;
-  readChunk(p: TransferPath, offset: number, length: number): Promise<ChunkRead>;
+  /**
+   * `digest: false` (local endpoints) skips the chunk's SHA-256 when the bytes go straight to a write
+   * in this same process, where a digest of the buffer would only be checked against itself.
+   */
+  readChunk(p: TransferPath, offset: number, length: number, opts?: { digest?: boolean }): Promise<ChunkRead>;
   beginWrite(p: TransferPath, opts: { overwrite: boolean; expected_bytes: number; transfer_id: string | null }): Promise<BeginWrite>;
-  writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string }): Promise<{ offset: number; bytes: number }>;
+  /**
+   * `sha256` is the sender's digest of the chunk, checked before anything is written; null only for
+   * a local destination fed bytes that came without one (gateway downloads, the controller's spool),
+   * which the whole-file digest at finish covers.
+   */
+  writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null }): Promise<{ offset: number; bytes: number }>;
   finishWrite(p: TransferPath, opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null }): Promise<{ bytes: number; sha256: string; resolved_path: string }>;
   abortWrite(p: TransferPath, transferId: string): Promise<void>;
+  /**
+   * Local endpoints only: makes a complete, verified, immutable file on this host (the gateway's
+   * ready spool) the write's temp file by a hard link (DestinationWrite.adopt). False across
+   * filesystems. finishWrite publishes it.
+   */
+  adoptFile?(p: TransferPath, opts: { transfer_id: string; overwrite: boolean; expected_bytes: number; source: { path: string; dev: number; ino: number; sha256: string } }): Promise<boolean>;
   /**
    * A copy within this endpoint's host (same worker): one verified, atomic write transaction. A
    * remote endpoint sends `src_workdir` so the worker binds the source to its own session's workdir.
@@ -62,7 +77,8 @@ export interface ChunkRead {
   bytes: number;
   size: number;
   eof: boolean;
-  sha256: string;
+  /** Null only when the caller asked for no digest. */
+  sha256: string | null;
   identity: string;
   data: Uint8Array;
 }

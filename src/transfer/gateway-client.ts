@@ -90,57 +90,89 @@ async function head(u: URL, call: GatewayCall, direction: "upload" | "download")
   });
 }
 
-/** Uploads `path` of `source` to the gateway object, resuming from the gateway's cursor. */
+/** Requests of one transfer in flight at once: the link stays busy while a chunk is read or written. */
+const DEPTH = 4;
+
+/** A promise whose rejection is handled even if nobody awaits it (a later chunk after a failure). */
+function quiet<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
+}
+
+/**
+ * Uploads `path` of `source` to the gateway object, resuming from the gateway's cursor, with up to
+ * DEPTH chunks in flight (the gateway commits them in order). The source is not hashed whole here:
+ * each chunk carries its digest, the gateway checks the whole object against the expected digest at
+ * the last byte, and the source's size and identity are checked before and after.
+ */
 export async function httpUpload(source: TransferEndpoint, path: TransferPath, call: GatewayCall) {
   const u = validateTransferUrl(call.url, call.controller_url);
-  const st = await source.stat(path, { sha256: true });
-  if (st.kind !== "file" || st.size !== call.expected_bytes || st.sha256 !== call.expected_sha256) throw new ToolError("source_changed", "the source no longer matches the size and digest the copy started with");
-  let cur = await head(u, call, "upload");
-  const resumed = cur.offset;
+  const st = await source.stat(path, { sha256: false });
+  if (st.kind !== "file" || st.size !== call.expected_bytes) throw new ToolError("source_changed", "the source no longer matches the size the copy started with");
+  const first = await head(u, call, "upload");
+  const resumed = first.offset;
   let chunks = 0;
-  while (cur.offset < st.size) {
-    if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-    const c = await source.readChunk(path, cur.offset, call.chunk_size);
-    if (c.identity !== st.identity || c.size !== st.size || c.bytes <= 0) throw new ToolError("source_changed", "the source changed during the upload");
-    const at = cur.offset;
+  const put = async (at: number, want: number): Promise<number> => {
+    const c = await source.readChunk(path, at, want);
+    if (c.identity !== st.identity || c.size !== st.size || c.bytes !== want) throw new ToolError("source_changed", "the source changed during the upload");
+    const end = at + c.bytes;
+    let committed = false;
     const next = await retrying(
       call.signal,
       async () => {
-        const res = await send(u, { method: "PUT", body: c.data, headers: headers(call, "upload", { "content-range": `bytes ${at}-${at + c.bytes - 1}/${st.size}`, "content-length": String(c.bytes), "x-content-sha256": c.sha256, "content-type": "application/octet-stream" }) }, call.signal);
+        if (committed) return end;
+        const res = await send(u, { method: "PUT", body: c.data, headers: headers(call, "upload", { "content-range": `bytes ${at}-${end - 1}/${st.size}`, "content-length": String(c.bytes), "x-content-sha256": c.sha256!, "content-type": "application/octet-stream" }) }, call.signal);
         if (res.status !== 200) await refusal(res);
-        const body = (await res.json().catch(() => undefined)) as { offset?: number; state?: string } | undefined;
+        const body = (await res.json().catch(() => undefined)) as { offset?: number } | undefined;
         if (!body || typeof body.offset !== "number") throw new Retryable("the gateway's answer could not be read");
-        return body as { offset: number; state: string };
+        return body.offset;
       },
+      // After a network failure: if the gateway already holds this chunk, it is not sent again.
       async () => {
-        cur = await head(u, call, "upload");
+        committed = (await head(u, call, "upload")).offset >= end;
       },
     );
-    if (next.offset !== at && next.offset !== at + c.bytes) throw new ToolError("transfer_offset_conflict", `the gateway moved its cursor unexpectedly (to ${next.offset})`);
-    cur = { ...cur, offset: next.offset, state: next.state };
+    if (next < end) throw new ToolError("transfer_offset_conflict", `the gateway moved its cursor unexpectedly (to ${next})`);
     chunks++;
+    return end;
+  };
+  const inflight: Array<Promise<number>> = [];
+  let at = first.offset;
+  while (at < st.size || inflight.length) {
+    while (at < st.size && inflight.length < DEPTH) {
+      if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+      const from = at;
+      at = Math.min(st.size, at + call.chunk_size);
+      inflight.push(quiet(put(from, at - from)));
+    }
+    await inflight.shift()!;
   }
   const again = await source.stat(path, { sha256: false });
   if (again.identity !== st.identity || again.size !== st.size) throw new ToolError("source_changed", "the source changed during the upload");
   const end = await head(u, call, "upload");
-  if (end.offset !== st.size || end.state !== "ready") throw new ToolError("transfer_incomplete", `the gateway did not accept the whole object (state ${end.state})`);
-  return { bytes: st.size, sha256: st.sha256!, chunks, chunk_size: call.chunk_size, resumed_bytes: resumed, completed: true };
+  if (end.offset !== st.size || end.state !== "ready") throw new ToolError(end.state === "failed" ? "source_changed" : "transfer_incomplete", end.state === "failed" ? "the uploaded object does not match the source's sha256 (the source changed during the copy)" : `the gateway did not accept the whole object (state ${end.state})`);
+  return { bytes: st.size, sha256: call.expected_sha256, chunks, chunk_size: call.chunk_size, resumed_bytes: resumed, completed: true };
 }
 
-/** Downloads a ready object into `path` of `dest`; a failure keeps the verified partial file. */
+/**
+ * Downloads a ready object into `path` of `dest` with up to DEPTH ranges in flight, written in
+ * order; a failure keeps the verified partial file. The gateway sends no per-range digest, so the
+ * bytes are written as they came and the whole-file SHA-256 at finish decides.
+ */
 export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string }) {
   const u = validateTransferUrl(call.url, call.controller_url);
   const h = await head(u, call, "download");
-  if (h.state !== "ready" || h.expected_bytes !== call.expected_bytes || h.expected_sha256 !== call.expected_sha256) throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
+  // `uploading` is a local source the controller is still snapshotting: its GETs wait for the bytes.
+  if ((h.state !== "ready" && h.state !== "uploading") || h.expected_bytes !== call.expected_bytes || h.expected_sha256 !== call.expected_sha256) throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
   const begun = await dest.beginWrite(path, { overwrite: call.overwrite, expected_bytes: call.expected_bytes, transfer_id: call.transfer_id });
-  let chunks = 0;
-  for (let at = begun.offset; at < call.expected_bytes; ) {
-    if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-    const want = Math.min(call.chunk_size, call.expected_bytes - at);
-    const data = await retrying(call.signal, async () => {
+  const get = (at: number, want: number) =>
+    retrying(call.signal, async () => {
       const res = await send(u, { method: "GET", headers: headers(call, "download", { range: `bytes=${at}-${at + want - 1}` }) }, call.signal);
       if (res.status !== 206) await refusal(res);
-      if (res.headers.get("content-range") !== `bytes ${at}-${at + want - 1}/${call.expected_bytes}`) throw new Retryable("the gateway answered another range");
+      if (res.headers.get("content-range") !== `bytes ${at}-${at + want - 1}/${call.expected_bytes}`) {
+        await res.body?.cancel().catch(() => undefined);
+        throw new Retryable("the gateway answered another range");
+      }
       let body: Uint8Array;
       try {
         body = new Uint8Array(await res.arrayBuffer());
@@ -150,8 +182,18 @@ export async function httpDownload(dest: TransferEndpoint, path: TransferPath, c
       if (body.length !== want) throw new Retryable("the range arrived incomplete");
       return body;
     });
-    await dest.writeChunk(path, { transfer_id: begun.transfer_id, offset: at, data, sha256: new Bun.CryptoHasher("sha256").update(data).digest("hex") });
-    at += want;
+  let chunks = 0;
+  const inflight: Array<{ at: number; body: Promise<Uint8Array> }> = [];
+  let next = begun.offset;
+  while (next < call.expected_bytes || inflight.length) {
+    while (next < call.expected_bytes && inflight.length < DEPTH) {
+      const want = Math.min(call.chunk_size, call.expected_bytes - next);
+      inflight.push({ at: next, body: quiet(get(next, want)) });
+      next += want;
+    }
+    if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+    const { at, body } = inflight.shift()!;
+    await dest.writeChunk(path, { transfer_id: begun.transfer_id, offset: at, data: await body, sha256: null });
     chunks++;
   }
   const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: call.expected_bytes, expected_sha256: call.expected_sha256, mode: null });

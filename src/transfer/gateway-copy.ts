@@ -59,43 +59,82 @@ export async function httpStreamCopy(input: {
   const transferId = input.resumeKey === null ? `g${id.slice(-40)}` : transferIdFor(input.resumeKey);
   let upChunks = 0;
   let upResumed = 0;
+  const stopSnapshot = new AbortController();
+  const onAbort = () => stopSnapshot.abort();
+  input.signal.addEventListener("abort", onAbort);
+  let snapshot: Promise<void> | undefined;
   try {
+    // resumed_bytes counts what did not cross the link again: a worker's upload the gateway already
+    // held, or a destination's durable prefix. The controller's own snapshot of a local source is not
+    // link traffic, so it does not count.
     if (prepared.state === "ready") {
-      // A resumed object the source already uploaded completely (or a local snapshot).
-      upResumed = src.endpoint.target === "remote" ? stat.size : 0;
-    } else if (src.endpoint.target === "remote") {
+      if (src.endpoint.target === "remote") upResumed = stat.size;
+    } else if (src.endpoint.target === "local") {
+      if (src.localPath === undefined) throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
+      if (dst.endpoint.target !== "remote") throw new ToolError("internal_error", "a local source goes through the gateway only to a worker");
+      // The snapshot fills the spool while the worker already downloads what is there.
+      snapshot = store.snapshot(id, src.localPath, stopSnapshot.signal);
+      snapshot.catch(() => undefined);
+    } else {
       const up = await src.endpoint.httpUpload(src.path, { url, controller_url: gateway.baseUrl, authorization: prepared.upload_authorization!, worker: src.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, signal: input.signal });
       upChunks = up.chunks;
       upResumed = up.resumed_bytes;
-    } else if (src.localPath === undefined) throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
-    const obj = store.object(id);
-    if (obj.state !== "ready") throw new ToolError("transfer_incomplete", `the gateway object is ${obj.state}, not ready`);
+    }
+    if (!snapshot) {
+      const obj = store.object(id);
+      if (obj.state !== "ready") throw new ToolError("transfer_incomplete", `the gateway object is ${obj.state}, not ready`);
+    }
     let down: { bytes: number; sha256: string; chunks: number; resumed_bytes: number; resolved_path: string };
     if (dst.endpoint.target === "remote") {
-      down = await dst.endpoint.httpDownload(dst.path, { url, controller_url: gateway.baseUrl, authorization: prepared.download_authorization!, worker: dst.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, overwrite: input.overwrite, transfer_id: transferId, signal: input.signal });
+      // A failed snapshot fails the download too (its GETs are refused); its own error says why.
+      down = await Promise.race([
+        dst.endpoint.httpDownload(dst.path, { url, controller_url: gateway.baseUrl, authorization: prepared.download_authorization!, worker: dst.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, overwrite: input.overwrite, transfer_id: transferId, signal: input.signal }),
+        ...(snapshot ? [snapshot.then(() => new Promise<never>(() => undefined))] : []),
+      ]);
+      if (snapshot) await snapshot;
     } else {
       down = await spoolToLocal(store, id, dst.endpoint, dst.path, { ...input, chunk, transferId, upChunks });
     }
     await store.finish(id, "consumed");
     return { bytes: down.bytes, sha256: down.sha256, chunks: upChunks + down.chunks, resumed_bytes: Math.max(upResumed, down.resumed_bytes), resolved_path: down.resolved_path };
   } catch (e) {
+    stopSnapshot.abort();
+    await snapshot?.catch(() => undefined);
     // A managed job keeps its progress (capabilities revoked) for a retry; anything else is undone.
     // A failure a retry cannot continue from (destination_exists, a digest mismatch) still removes
     // the destination's partial file, as the chunk relay does; the verified spool stays for the retry.
     if (input.resumeKey !== null && !input.signal.aborted) {
       if (e instanceof ToolError && FINAL_COPY_ERRORS.has(e.code)) await dst.endpoint.abortWrite(dst.path, transferId).catch(() => undefined);
+      // A local delivery may have linked the spool (and the abort unlinked it): same file, new ctime.
+      await store.refreshIdentity(id).catch(() => undefined);
       await store.suspend(id).catch(() => undefined);
     } else {
       await dst.endpoint.abortWrite(dst.path, transferId).catch(() => undefined);
       await store.finish(id, "aborted").catch(() => undefined);
     }
     throw e;
+  } finally {
+    input.signal.removeEventListener("abort", onAbort);
   }
 }
 
 /** The local destination's write transaction fed from the identity-checked spool. */
 async function spoolToLocal(store: GatewayStore, id: string, dst: TransferEndpoint, path: TransferPath, o: { overwrite: boolean; chunk: number; transferId: string; stat: StatResult; signal: AbortSignal; upChunks: number; onBytes?: (b: number, c: number) => void }) {
   const size = o.stat.size;
+  if (dst.adoptFile) {
+    // The ready spool is verified and immutable: on the same filesystem it becomes the destination's
+    // temp file by a hard link, and nothing is copied or hashed again.
+    const m = store.object(id);
+    closeSync(store.openSpool(m, constants.O_RDONLY));
+    const source = { path: store.spoolPath(id), dev: m.spool_identity_a, ino: m.spool_identity_b, sha256: m.expected_sha256 };
+    const adopted = await dst.adoptFile(path, { transfer_id: o.transferId, overwrite: o.overwrite, expected_bytes: size, source });
+    await store.refreshIdentity(id);
+    if (adopted) {
+      o.onBytes?.(size, o.upChunks);
+      const done = await dst.finishWrite(path, { transfer_id: o.transferId, expected_bytes: size, expected_sha256: o.stat.sha256, mode: o.stat.mode });
+      return { ...done, chunks: 0, resumed_bytes: 0 };
+    }
+  }
   const begun = await dst.beginWrite(path, { overwrite: o.overwrite, expected_bytes: size, transfer_id: o.transferId });
   let chunks = 0;
   const buf = Buffer.allocUnsafe(o.chunk);
@@ -111,7 +150,9 @@ async function spoolToLocal(store: GatewayStore, id: string, dst: TransferEndpoi
     }
     if (n <= 0) throw new ToolError("transfer_spool_changed", "the spool is shorter than the object");
     const data = buf.subarray(0, n);
-    await dst.writeChunk(path, { transfer_id: begun.transfer_id, offset: at, data, sha256: new Bun.CryptoHasher("sha256").update(data).digest("hex") });
+    // The spool is the controller's own verified, immutable copy: the whole-file digest at finish
+    // covers these bytes, so no per-chunk digest is taken of them (a remote destination takes one).
+    await dst.writeChunk(path, { transfer_id: begun.transfer_id, offset: at, data, sha256: null });
     at += n;
     chunks++;
     o.onBytes?.(at, o.upChunks + chunks);

@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, fsyncSync, openSync, readSync, type BigIntStats, writeSync } from "node:fs";
+import type { BigIntStats } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 
@@ -84,28 +84,4 @@ export function pidAlive(pid: number): boolean {
 /** The gateway limits a server's settings give. */
 export function gatewayLimits(s: { remote_http_transfer_chunk_bytes: number; remote_http_transfer_ticket_ttl_s: number; remote_http_transfer_max_active: number; remote_http_transfer_max_spool_bytes: number }): GatewayLimits {
   return { chunkBytes: s.remote_http_transfer_chunk_bytes, ticketTtlS: s.remote_http_transfer_ticket_ttl_s, maxActive: s.remote_http_transfer_max_active, maxSpoolBytes: s.remote_http_transfer_max_spool_bytes };
-}
-
-/** Copies a local source (opened without following links) into the spool, checking size and digest. */
-export function snapshotInto(out: number, path: string, size: number, sha: string): number {
-  const src = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-  try {
-    const before = fstatSync(src);
-    if (!before.isFile() || before.size !== size) throw new ToolError("source_changed", "the source changed before it was snapshotted");
-    const h = new Bun.CryptoHasher("sha256");
-    const buf = Buffer.allocUnsafe(1 << 20);
-    for (let at = 0; at < size; ) {
-      const n = readSync(src, buf, 0, Math.min(buf.length, size - at), at);
-      if (n <= 0) throw new ToolError("source_changed", "the source became shorter while it was snapshotted");
-      h.update(buf.subarray(0, n));
-      for (let w = 0; w < n; ) w += writeSync(out, buf, w, n - w);
-      at += n;
-    }
-    fsyncSync(out);
-    const after = fstatSync(src);
-    if (after.ino !== before.ino || after.size !== size || after.mtimeMs !== before.mtimeMs || h.digest("hex") !== sha) throw new ToolError("source_changed", "the source changed while it was snapshotted");
-    return size;
-  } finally {
-    closeSync(src);
-  }
 }

@@ -1,4 +1,4 @@
-import { closeSync, constants, fsyncSync, openSync, readSync, rmSync, writeSync } from "node:fs";
+import { closeSync, constants, readSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import type { Direction, GatewayStore, ObjectMeta } from "./gateway-store.ts";
 
@@ -15,6 +15,9 @@ const SHA = /^[0-9a-f]{64}$/;
 const ORDER_WAIT_MS = 30_000;
 /** How far ahead of the cursor an uploader may send (several chunks in flight). */
 const MAX_AHEAD_CHUNKS = 8;
+/** Chunk bodies held in memory per object at once (the window plus retries); more are refused. */
+const MAX_BODIES_PER_OBJECT = 2 * MAX_AHEAD_CHUNKS;
+const bodies = new Map<string, number>();
 
 const STATUS: Record<string, number> = {
   transfer_not_found: 404,
@@ -72,7 +75,7 @@ export function transferGatewayHandler(store: GatewayStore): (req: Request, url:
         return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json", ...cursorHeaders(m) } });
       }
       if (req.method === "PUT") return await upload(store, m, req);
-      return download(store, m, req);
+      return await download(store, m, req);
     } catch (e) {
       if (req.body && !req.bodyUsed) void req.body.cancel().catch(() => undefined);
       return fail(e);
@@ -95,46 +98,56 @@ async function upload(store: GatewayStore, m: ObjectMeta, req: Request): Promise
   const sha = req.headers.get("x-content-sha256") ?? "";
   if (!SHA.test(sha)) bad("X-Content-SHA256 must be 64 lowercase hex characters");
   if (start > m.offset + MAX_AHEAD_CHUNKS * store.limits.chunkBytes) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
-  const scratch = store.scratchPath(m.transfer_id);
+  const held = bodies.get(m.transfer_id) ?? 0;
+  if (held >= MAX_BODIES_PER_OBJECT) throw new ToolError("transfer_claimed", "too many chunks of this transfer are in flight");
+  bodies.set(m.transfer_id, held + 1);
   try {
-    await receive(req, scratch, len, sha);
+    const data = await receive(req, len, sha);
     if (start > m.offset) await store.waitForOffset(m.transfer_id, start, ORDER_WAIT_MS);
-    const r = await store.commitChunk(m.transfer_id, start, endIncl + 1, sha, scratch);
+    const r = await store.commitChunk(m.transfer_id, start, endIncl + 1, sha, data);
     return Response.json(r, { headers: cursorHeaders({ ...m, offset: r.offset, state: r.state }) });
   } finally {
-    rmSync(scratch, { force: true });
+    const n = (bodies.get(m.transfer_id) ?? 1) - 1;
+    if (n > 0) bodies.set(m.transfer_id, n);
+    else bodies.delete(m.transfer_id);
   }
 }
 
-/** Streams the body into a private scratch file, refusing more than `len` bytes or a wrong digest. */
-async function receive(req: Request, scratch: string, len: number, sha: string): Promise<void> {
+/**
+ * Reads the body into one buffer of the chunk's length (at most the chunk limit), hashing as it
+ * arrives; refuses more than `len` bytes, fewer, or a wrong digest. Nothing touches the disk before
+ * the chunk is verified, and it is written once, into the spool.
+ */
+async function receive(req: Request, len: number, sha: string): Promise<Uint8Array> {
   if (!req.body) bad("the chunk body is missing", "transfer_length_mismatch");
-  const fd = openSync(scratch, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  const buf = new Uint8Array(len);
   const h = new Bun.CryptoHasher("sha256");
   let got = 0;
-  try {
-    const reader = req.body.getReader();
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      got += value.byteLength;
-      if (got > len) {
-        void reader.cancel().catch(() => undefined);
-        bad("the chunk body is longer than its Content-Range", "transfer_length_mismatch");
-      }
-      h.update(value);
-      for (let w = 0; w < value.byteLength; ) w += writeSync(fd, value, w, value.byteLength - w);
+  const reader = req.body.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    if (got + value.byteLength > len) {
+      void reader.cancel().catch(() => undefined);
+      bad("the chunk body is longer than its Content-Range", "transfer_length_mismatch");
     }
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
+    buf.set(value, got);
+    got += value.byteLength;
+    h.update(value);
   }
   if (got !== len) bad("the chunk body is shorter than its Content-Range", "transfer_length_mismatch");
   if (h.digest("hex") !== sha) bad("the chunk does not match its X-Content-SHA256", "transfer_chunk_checksum_mismatch");
+  return buf;
 }
 
-function download(store: GatewayStore, m: ObjectMeta, req: Request): Response {
-  if (m.state !== "ready") throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, not ready for download`);
+/**
+ * One range of the object. A ready object is served at once; one the controller is still
+ * snapshotting from a local source (no upload capability) is served as its spool grows: the GET
+ * waits for its bytes. The destination's whole-file digest decides in the end either way.
+ */
+async function download(store: GatewayStore, m: ObjectMeta, req: Request): Promise<Response> {
+  const growing = m.state === "uploading" && m.upload_worker === null;
+  if (m.state !== "ready" && !growing) throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, not ready for download`);
   const range = /^bytes=(\d{1,16})-(\d{0,16})$/.exec(req.headers.get("range") ?? "");
   if (!range) bad("Range must be 'bytes=<start>-[<end>]'", "transfer_bad_range");
   const start = Number(range[1]);
@@ -142,6 +155,11 @@ function download(store: GatewayStore, m: ObjectMeta, req: Request): Response {
   const asked = range[2] === "" ? m.expected_bytes - 1 : Number(range[2]);
   if (asked < start) bad("the range ends before it starts", "transfer_bad_range");
   const end = Math.min(asked, start + store.limits.chunkBytes - 1, m.expected_bytes - 1);
+  if (growing) {
+    await store.waitForOffset(m.transfer_id, end + 1, ORDER_WAIT_MS);
+    m = store.object(m.transfer_id);
+    if (m.offset <= end || (m.state !== "uploading" && m.state !== "ready")) throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, its bytes ${start}-${end} are not there`);
+  }
   const fd = store.openSpool(m, constants.O_RDONLY);
   const body = Buffer.allocUnsafe(end - start + 1);
   try {

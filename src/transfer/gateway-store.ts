@@ -1,11 +1,10 @@
-import { closeSync, constants, fstatSync, fsyncSync, ftruncateSync, openSync, readdirSync, readFileSync, rmSync, lstatSync, type BigIntStats, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, readSync, rmSync, lstatSync, type BigIntStats } from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
-import { randomHex } from "../core/random.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
-import { hashRange } from "./paths.ts";
-import { type Direction, type GatewayLimits, generation, type ObjectMeta, type ObjectState, pidAlive, type Prepared, PROCESS_NONCE, now, sha256hex, snapshotInto, SUSPEND_S, TERMINAL, TRANSFER_OBJECT_ID, timingSafeEqualHex, token } from "./gateway-object.ts";
+import { SpoolAppends } from "./gateway-spool.ts";
+import { type Direction, type GatewayLimits, generation, type ObjectMeta, type ObjectState, pidAlive, type Prepared, PROCESS_NONCE, now, sha256hex, SUSPEND_S, TERMINAL, TRANSFER_OBJECT_ID, timingSafeEqualHex, token } from "./gateway-object.ts";
 
 export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, type ObjectState, type Prepared, TRANSFER_OBJECT_ID } from "./gateway-object.ts";
 
@@ -15,14 +14,21 @@ export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, typ
  * spool. Capabilities are random tokens of which only the SHA-256 is kept, each bound to one
  * direction, one worker name and the object, with a sliding expiry; `prepare` rotates them.
  * Errors carry explicit codes (gateway-routes.ts maps them to statuses).
+ *
+ * Appends, their running digest and checkpointed durability are in gateway-spool.ts. Capability
+ * expiry slides in memory and is saved when it lags by more than 5 % of the TTL; a claim is saved
+ * when it changes hands or direction, not on every request.
  */
+
+/** Bytes a snapshot copies between two turns of the event loop. */
+const SNAPSHOT_CHUNK = 4 * 1024 * 1024;
 
 export class GatewayStore {
   readonly dir: string;
-  /** The running whole-object digest of each spool, kept while this process appends to it. */
-  private readonly hashers = new Map<string, { hasher: Bun.CryptoHasher; hashed: number; gen: string }>();
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly claims = new Map<string, number>();
+  /** Appends in progress here: running digests, unsaved cursors, checkpoints (gateway-spool.ts). */
+  private readonly spool = new SpoolAppends(this);
 
   constructor(stateDir: string, readonly limits: GatewayLimits) {
     this.dir = join(stateDir, "remote_transfers");
@@ -47,6 +53,8 @@ export class GatewayStore {
 
   object(id: string): ObjectMeta {
     if (!TRANSFER_OBJECT_ID.test(id)) throw new ToolError("transfer_not_found", "transfer not found");
+    const a = this.spool.current(id);
+    if (a) return a;
     let raw: string;
     try {
       const fd = openSync(this.metaPath(id), constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -63,9 +71,10 @@ export class GatewayStore {
     return m;
   }
 
-  private save(m: ObjectMeta): void {
+  /** Saves metadata; for an active object only its durable cursor, never bytes not yet fsynced. */
+  save(m: ObjectMeta): void {
     m.updated_at = now();
-    writeFileAtomic(this.metaPath(m.transfer_id), JSON.stringify(m));
+    writeFileAtomic(this.metaPath(m.transfer_id), JSON.stringify(this.spool.savedView(m)));
   }
 
   private all(): ObjectMeta[] {
@@ -99,12 +108,13 @@ export class GatewayStore {
   private remove(id: string): void {
     rmSync(this.spoolPath(id), { force: true });
     rmSync(this.metaPath(id), { force: true });
-    this.hashers.delete(id);
+    this.spool.drop(id);
   }
 
   /**
    * Creates an object, or resumes the one of `resume_key` when it describes the same transfer, and
-   * issues fresh capabilities. A local source (`snapshot`) is copied into the spool at once.
+   * issues fresh capabilities. A local source (`snapshot`) gets no upload capability: the controller
+   * copies it into the spool itself (`snapshot()`), while downloads may already read what is there.
    */
   async prepare(input: { expected_bytes: number; expected_sha256: string; upload_worker: string | null; download_worker: string | null; source_session_id: string; destination_session_id: string; resume_key: string | null; snapshot: string | null }): Promise<Prepared> {
     if (!/^[0-9a-f]{64}$/.test(input.expected_sha256) || !Number.isSafeInteger(input.expected_bytes) || input.expected_bytes <= 0) {
@@ -114,6 +124,7 @@ export class GatewayStore {
       this.cleanup();
       const keyHash = input.resume_key === null ? null : sha256hex(input.resume_key);
       let m = keyHash === null ? undefined : this.all().find((o) => o.resume_key_hash === keyHash);
+      if (m && !this.spool.current(m.transfer_id)) this.spool.recover(m);
       if (m && !this.resumable(m, input)) {
         this.remove(m.transfer_id);
         m = undefined;
@@ -158,9 +169,8 @@ export class GatewayStore {
     while (this.all().some((o) => o.transfer_id === id));
     const fd = openSync(this.spoolPath(id), constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
     let st: BigIntStats;
-    let offset = 0;
+    const offset = 0;
     try {
-      if (input.snapshot !== null) offset = snapshotInto(fd, input.snapshot, input.expected_bytes, input.expected_sha256);
       st = fstatSync(fd, { bigint: true });
     } catch (e) {
       closeSync(fd);
@@ -178,7 +188,7 @@ export class GatewayStore {
       expected_bytes: input.expected_bytes,
       expected_sha256: input.expected_sha256,
       offset,
-      state: input.snapshot !== null ? "ready" : "uploading",
+      state: "uploading",
       spool_identity_a: Number(st.dev),
       spool_identity_b: Number(st.ino),
       spool_identity_c: generation(st),
@@ -192,6 +202,12 @@ export class GatewayStore {
       download_worker: null,
       download_token_hash: null,
     };
+  }
+
+  /** Drops what this process holds in memory (running digests, unsaved cursors), as a restart does. */
+  forgetProcessState(): void {
+    this.spool.clear();
+    this.claims.clear();
   }
 
   /** Opens the spool without following links and checks it is the file the metadata names. */
@@ -227,33 +243,29 @@ export class GatewayStore {
       const c = m.claim;
       if (c && c.id !== PROCESS_NONCE && pidAlive(c.pid) && c.pid !== process.pid) throw new ToolError("transfer_claimed", "the transfer is in use by another controller process");
       if (c && c.id === PROCESS_NONCE && c.direction !== direction && (this.claims.get(id) ?? 0) > 0) throw new ToolError("transfer_claimed", "the transfer is in use in the other direction");
-      m.claim = { id: PROCESS_NONCE, direction, at: now(), owner: worker, pid: process.pid };
-      m.expires_at = now() + this.limits.ticketTtlS;
+      // Appended to by a process that is gone (a restart): cut back to the saved cursor first.
+      if (!this.spool.current(id)) this.spool.recover(m);
+      const t = now();
+      const ttl = this.limits.ticketTtlS;
+      const claimChanged = !(c && c.id === PROCESS_NONCE && c.direction === direction && c.owner === worker);
+      const lagging = m.expires_at < t + ttl - Math.max(1, ttl * 0.05);
+      if (claimChanged) m.claim = { id: PROCESS_NONCE, direction, at: t, owner: worker, pid: process.pid };
+      m.expires_at = t + ttl;
       this.claims.set(id, (this.claims.get(id) ?? 0) + 1);
-      this.save(m);
+      if (claimChanged || lagging) this.save(m);
       return m;
     });
   }
 
-  /** Ends one request's share of the claim; the last one clears it. */
+  /**
+   * Ends one request's share of the claim. The saved claim stays until the object is finished or
+   * suspended: it names this live process, and requests in the other direction are refused only
+   * while one is in progress here, so keeping it costs nothing and saves a write per request.
+   */
   async release(id: string): Promise<void> {
     const n = (this.claims.get(id) ?? 1) - 1;
-    if (n > 0) {
-      this.claims.set(id, n);
-      return;
-    }
-    this.claims.delete(id);
-    await this.locked(() => {
-      try {
-        const m = this.object(id);
-        if (m.claim?.id === PROCESS_NONCE) {
-          m.claim = null;
-          this.save(m);
-        }
-      } catch {
-        // Deleted meanwhile.
-      }
-    }).catch(() => undefined);
+    if (n > 0) this.claims.set(id, n);
+    else this.claims.delete(id);
   }
 
   /** Waits (bounded) until the object's cursor reaches `start`, so chunks sent in parallel commit in order. */
@@ -279,68 +291,87 @@ export class GatewayStore {
   }
 
   /**
-   * Commits a verified scratch chunk [start, end) with digest `sha`: appends it at the cursor, accepts
-   * an exact replay of the last chunk, refuses anything else. The last byte settles the state.
+   * Commits a verified chunk [start, end) with digest `sha`: appends it at the cursor, accepts an
+   * exact replay of committed bytes, refuses anything else. The last byte settles the state.
    */
-  async commitChunk(id: string, start: number, end: number, sha: string, scratch: string): Promise<{ offset: number; state: ObjectState; replayed: boolean }> {
+  async commitChunk(id: string, start: number, end: number, sha: string, data: Uint8Array): Promise<{ offset: number; state: ObjectState; replayed: boolean }> {
     return this.locked(() => {
       const m = this.object(id);
       if (m.state !== "uploading") {
-        const lc = m.last_chunk;
-        if (lc && lc.start === start && lc.end === end && lc.sha256 === sha) return { offset: m.offset, state: m.state, replayed: true };
+        if (this.spool.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
         throw new ToolError("transfer_not_uploading", `the transfer is ${m.state}, not accepting uploads`);
       }
       if (start < m.offset) {
-        const lc = m.last_chunk;
-        if (lc && lc.start === start && lc.end === end && lc.sha256 === sha) return { offset: m.offset, state: m.state, replayed: true };
-        throw new ToolError("transfer_replay_mismatch", `bytes ${start}-${end - 1} were already committed and this is not an exact replay of the last chunk`);
+        if (this.spool.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
+        throw new ToolError("transfer_replay_mismatch", `bytes ${start}-${end - 1} were already committed and this is not an exact replay of them`);
       }
       if (start > m.offset) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
-      this.append(m, scratch, end - start, sha);
+      if (data.length !== end - start) throw new ToolError("transfer_bad_chunk", "the chunk does not fill its range");
+      this.spool.append(m, data, sha);
       this.wake(id);
       return { offset: m.offset, state: m.state, replayed: false };
     });
   }
 
-  private append(m: ObjectMeta, scratch: string, len: number, sha: string): void {
-    const data = readFileSync(scratch);
-    if (data.length !== len) throw new ToolError("transfer_bad_chunk", "the chunk changed before it was committed");
-    const fd = this.openSpool(m, constants.O_RDWR);
+  /**
+   * Copies a local source into the object's spool from its cursor, through a no-follow handle that
+   * must stay the same file of the expected size. Ranges already in the spool are served to
+   * downloads meanwhile (each GET waits for its bytes); the last byte settles `ready` only when the
+   * whole spool has the expected digest, and the source is checked unchanged at the end.
+   */
+  async snapshot(id: string, path: string, signal: AbortSignal): Promise<void> {
+    const src = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
     try {
-      if (fstatSync(fd).size !== m.offset) throw new ToolError("transfer_spool_changed", "the spool size does not match the committed cursor");
-      try {
-        for (let w = 0; w < len; ) w += writeSync(fd, data, w, len - w, m.offset + w);
-        fsyncSync(fd);
-      } catch (e) {
-        // Back to the last committed cursor, with the identity refreshed to match.
-        ftruncateSync(fd, m.offset);
-        fsyncSync(fd);
-        m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
-        this.save(m);
-        throw e;
+      const before = fstatSync(src);
+      const size = this.object(id).expected_bytes;
+      if (!before.isFile() || before.size !== size) throw new ToolError("source_changed", "the source changed before it was snapshotted");
+      const buf = Buffer.allocUnsafe(SNAPSHOT_CHUNK);
+      for (;;) {
+        if (signal.aborted) throw new ToolError("cancelled", "the copy was cancelled");
+        const at = this.object(id).offset;
+        if (at >= size || this.object(id).state !== "uploading") break;
+        const want = Math.min(buf.length, size - at);
+        for (let got = 0; got < want; ) {
+          const n = readSync(src, buf, got, want - got, at + got);
+          if (n <= 0) throw new ToolError("source_changed", "the source became shorter while it was snapshotted");
+          got += n;
+        }
+        await this.locked(() => {
+          const m = this.object(id);
+          if (m.state !== "uploading" || m.offset !== at) throw new ToolError("transfer_offset_conflict", "the spool moved while it was snapshotted");
+          this.spool.append(m, buf.subarray(0, want), null);
+          this.wake(id);
+        });
+        // Downloads of what is already here run between the pieces.
+        await new Promise((r) => setImmediate(r));
       }
-      const start = m.offset;
-      m.offset += len;
-      m.last_chunk = { start, end: m.offset, sha256: sha };
-      m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
-      let h = this.hashers.get(m.transfer_id);
-      if (!h || h.hashed !== start) {
-        // First append in this process (a restart): the committed prefix is hashed once.
-        h = { hasher: new Bun.CryptoHasher("sha256"), hashed: 0, gen: "" };
-        hashRange(fd, 0, start, h.hasher);
-        h.hashed = start;
-        this.hashers.set(m.transfer_id, h);
-      }
-      h.hasher.update(data);
-      h.hashed = m.offset;
-      if (m.offset === m.expected_bytes) {
-        m.state = h.hasher.digest("hex") === m.expected_sha256 ? "ready" : "failed";
-        this.hashers.delete(m.transfer_id);
-      }
-      this.save(m);
+      const after = fstatSync(src);
+      if (after.ino !== before.ino || after.size !== size || after.mtimeMs !== before.mtimeMs) throw new ToolError("source_changed", "the source changed while it was snapshotted");
+      const m = this.object(id);
+      if (m.state !== "ready") throw new ToolError(m.state === "failed" ? "source_changed" : "transfer_incomplete", m.state === "failed" ? "the snapshot does not match the source's sha256 (the source changed during the copy)" : `the snapshot is ${m.state}`);
     } finally {
-      closeSync(fd);
+      closeSync(src);
     }
+  }
+
+  /**
+   * A ready spool is immutable, but linking it into a destination (or unlinking that link) moves its
+   * ctime: the same inode of the object's size gets its generation renewed, so a retry can resume it.
+   */
+  async refreshIdentity(id: string): Promise<void> {
+    await this.locked(() => {
+      const m = this.object(id);
+      if (m.state !== "ready") return;
+      const fd = openSync(this.spoolPath(id), constants.O_RDONLY | constants.O_NOFOLLOW);
+      try {
+        const st = fstatSync(fd, { bigint: true });
+        if (!st.isFile() || Number(st.dev) !== m.spool_identity_a || Number(st.ino) !== m.spool_identity_b || Number(st.size) !== m.expected_bytes) return;
+        m.spool_identity_c = generation(st);
+        this.save(m);
+      } finally {
+        closeSync(fd);
+      }
+    });
   }
 
   /** After a managed job's failure: capabilities revoked, claim cleared, progress kept for 24 h. */
@@ -365,10 +396,6 @@ export class GatewayStore {
     });
   }
 
-  /** A scratch file name for one incoming chunk. */
-  scratchPath(id: string): string {
-    return join(this.dir, `.${id}.${randomHex(8)}.chunk`);
-  }
 }
 
 const stores = new Map<string, GatewayStore>();

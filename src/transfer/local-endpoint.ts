@@ -68,7 +68,7 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async readChunk(p: TransferPath, offset: number, length: number): Promise<ChunkRead> {
+  async readChunk(p: TransferPath, offset: number, length: number, opts: { digest?: boolean } = {}): Promise<ChunkRead> {
     if (!(length > 0) || length > MAX_CHUNK_BYTES) throw new ToolError("invalid_arguments", `chunk length must be 1..${MAX_CHUNK_BYTES}`);
     const src = sourcePath(this.o, p);
     const fd = openChecked(src.policy, src.real, src.shown);
@@ -85,7 +85,7 @@ export class LocalTransferEndpoint implements TransferEndpoint {
         got += n;
       }
       const bytes = data.subarray(0, got);
-      return { path: p.path, offset, bytes: got, size: st.size, eof: offset + got >= st.size, sha256: new Bun.CryptoHasher("sha256").update(bytes).digest("hex"), identity: identityOf(st), data: bytes };
+      return { path: p.path, offset, bytes: got, size: st.size, eof: offset + got >= st.size, sha256: opts.digest === false ? null : new Bun.CryptoHasher("sha256").update(bytes).digest("hex"), identity: identityOf(st), data: bytes };
     } finally {
       closeSync(fd);
     }
@@ -111,7 +111,7 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string }): Promise<{ offset: number; bytes: number }> {
+  async writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null }): Promise<{ offset: number; bytes: number }> {
     if (opts.data.length > MAX_CHUNK_BYTES) throw new ToolError("invalid_arguments", `a chunk may hold at most ${MAX_CHUNK_BYTES} bytes`);
     const x = this.writer(p, opts.transfer_id);
     try {
@@ -126,6 +126,15 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     try {
       const r = await this.o.pathLock([x.real], () => x.w.finish(opts.expected_bytes, opts.expected_sha256, opts.mode));
       return { ...r, resolved_path: this.shown(x.real, p) };
+    } finally {
+      x.close();
+    }
+  }
+
+  async adoptFile(p: TransferPath, opts: { transfer_id: string; overwrite: boolean; expected_bytes: number; source: { path: string; dev: number; ino: number; sha256: string } }): Promise<boolean> {
+    const x = this.writer(p, opts.transfer_id);
+    try {
+      return x.w.adopt(opts.overwrite, opts.expected_bytes, opts.source);
     } finally {
       x.close();
     }
@@ -211,7 +220,9 @@ export async function copyWithin(from: TransferEndpoint, src: TransferPath, to: 
   const begun = await to.beginWrite(dst, { overwrite: opts.overwrite, expected_bytes: st.size, transfer_id: opts.transfer_id });
   try {
     for (let at = begun.offset; at < st.size; ) {
-      const c = await from.readChunk(src, at, MAX_CHUNK_BYTES);
+      // Both bindings are on this host, in this process: the buffer goes straight to the write, and
+      // the whole-file digest (against the source's, taken first) is what verifies the copy.
+      const c = await from.readChunk(src, at, MAX_CHUNK_BYTES, { digest: false });
       if (c.identity !== st.identity || c.size !== st.size || c.bytes <= 0) throw new ToolError("source_changed", `the source changed during the copy: ${src.path}`);
       await to.writeChunk(dst, { transfer_id: begun.transfer_id, offset: at, data: c.data, sha256: c.sha256 });
       at += c.bytes;

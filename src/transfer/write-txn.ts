@@ -1,4 +1,4 @@
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, ftruncateSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fsync, fstatSync, fsyncSync, ftruncateSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 import type { PinnedDir } from "../fs/resolve.ts";
@@ -8,13 +8,25 @@ import { assertTransferId, errnoOf, hashRange, tempNameFor } from "./paths.ts";
 /**
  * The destination write transaction (spec §2.2), shared by local endpoints and workers: bytes go to
  * a private temp file beside the destination (`O_EXCL`, 0600) described by a private sidecar; each
- * chunk is checked against its SHA-256 and recorded durably (data fsynced before the sidecar says
- * so); finish checks contiguous ranges, size, file identity and the whole-file SHA-256, re-checks
+ * chunk is checked against its SHA-256 (when the sender gave one) and written at its offset; finish
+ * checks contiguous ranges, size, file identity and the whole-file SHA-256, fsyncs, re-checks
  * `overwrite=false` and publishes with one atomic directory operation. A partial file survives a
  * crash and is resumed by the same transfer id.
+ *
+ * Durability is checkpointed, not per chunk: the sidecar records the contiguous prefix [0, n) only
+ * after the temp file was fsynced, and that happens after the first chunk, then whenever
+ * CHECKPOINT_BYTES more are received or CHECKPOINT_MS passed, and in begin. Bytes past the recorded
+ * prefix may be lost or torn by a crash; a resume truncates them away, so what a resume continues
+ * from was always verified and durable. Between checkpoints this process keeps the transfer's state
+ * (ranges, size, identity, running digest) in memory. A checkpoint while chunks arrive flushes on
+ * the thread pool (the writer goes on) and records only the prefix written before its fsync began.
  */
 
 const PRUNE_AFTER_MS = 24 * 3600 * 1000;
+/** Received bytes between two durable checkpoints (an fsync and a sidecar update). */
+export const CHECKPOINT_BYTES = 32 * 1024 * 1024;
+/** And at most this long between them while bytes arrive (a slow link still checkpoints). */
+export const CHECKPOINT_MS = 2000;
 
 interface Sidecar {
   version: 1;
@@ -28,8 +40,26 @@ interface Sidecar {
   temporary_size: number;
 }
 
-/** The whole-file hash kept incrementally over the received prefix, per temp file, in this process. */
-const hashers = new Map<string, { hasher: Bun.CryptoHasher; hashed: number; ino: number }>();
+/** A transfer this process is writing: authoritative between checkpoints. */
+interface Live {
+  sidecar: Sidecar;
+  dev: number;
+  ino: number;
+  /** Current size of the temp file as this process wrote it. */
+  size: number;
+  ranges: Array<[number, number]>;
+  /** End of the prefix the sidecar records (fsynced before it was recorded). */
+  durable: number;
+  lastCheckpoint: number;
+  /** SHA-256 of [0, hashed), fed while chunks arrive in order. */
+  hasher: Bun.CryptoHasher;
+  hashed: number;
+  /** A background checkpoint is flushing: no second one starts meanwhile. */
+  flushing?: boolean;
+  /** The digest of an adopted file that was verified before it was linked here (see adopt). */
+  verified?: string;
+}
+const live = new Map<string, Live>();
 
 export interface BeginResult {
   transfer_id: string;
@@ -40,6 +70,8 @@ export interface FinishResult {
   bytes: number;
   sha256: string;
 }
+
+const prefixEnd = (r: ReadonlyArray<[number, number]>) => (r.length && r[0]![0] === 0 ? r[0]![1] : 0);
 
 export class DestinationWrite {
   readonly temp: string;
@@ -93,10 +125,75 @@ export class DestinationWrite {
     return { fd, st: fstatSync(fd) };
   }
 
-  private checkIdentity(s: Sidecar, st: Stats): void {
-    if (!st.isFile() || st.ino !== s.temporary_identity_b || st.dev !== s.temporary_identity_a || st.size !== s.temporary_size) {
+  private checkIdentity(l: Live, st: Stats): void {
+    if (!st.isFile() || st.ino !== l.ino || st.dev !== l.dev || st.size !== l.size) {
       throw new ToolError("transfer_identity_changed", "the transfer temp file changed outside the transfer");
     }
+  }
+
+  /**
+   * This process's state of the transfer, or one rebuilt from the sidecar (another process began
+   * it): then the temp file must be exactly as recorded.
+   */
+  private state(): Live {
+    const k = this.key();
+    const l = live.get(k);
+    if (l) return l;
+    const s = this.readSidecar();
+    if (!s) throw new ToolError("transfer_not_found", "no transfer in progress with this id for the destination");
+    const fresh: Live = { sidecar: s, dev: s.temporary_identity_a, ino: s.temporary_identity_b, size: s.temporary_size, ranges: s.received_ranges.map(([a, b]) => [a, b] as [number, number]), durable: prefixEnd(s.received_ranges), lastCheckpoint: Date.now(), hasher: new Bun.CryptoHasher("sha256"), hashed: 0 };
+    live.set(k, fresh);
+    return fresh;
+  }
+
+  /**
+   * The same in the background: fsync on the thread pool, then the sidecar records the prefix that
+   * was written before the fsync started (later bytes wait for the next checkpoint). The parent is
+   * pinned by its own descriptor until then; a transfer finished or discarded meanwhile is left alone.
+   */
+  private checkpointSoon(l: Live): void {
+    const n = prefixEnd(l.ranges);
+    const size = l.size;
+    const key = this.key();
+    let dirFd: number | undefined;
+    let dataFd: number | undefined;
+    try {
+      dirFd = openSync(this.parent.path("."), constants.O_RDONLY | constants.O_DIRECTORY);
+      dataFd = openSync(this.parent.path(this.temp), constants.O_RDONLY | constants.O_NOFOLLOW);
+      if (fstatSync(dataFd).ino !== l.ino) throw new ToolError("transfer_identity_changed", "the transfer temp file was replaced");
+    } catch (e) {
+      if (dataFd !== undefined) closeSync(dataFd);
+      if (dirFd !== undefined) closeSync(dirFd);
+      throw e;
+    }
+    l.flushing = true;
+    l.lastCheckpoint = Date.now();
+    const sidecar = `/proc/self/fd/${dirFd}/${this.sidecar}`;
+    fsync(dataFd, (err) => {
+      try {
+        closeSync(dataFd!);
+        if (err || live.get(key) !== l || n <= l.durable) return;
+        const next: Sidecar = { ...l.sidecar, received_ranges: [[0, n]], temporary_size: size };
+        writeFileAtomic(sidecar, JSON.stringify(next));
+        l.sidecar = next;
+        l.durable = n;
+      } catch {
+        // The next checkpoint (or finish) tries again; until then the older prefix stands.
+      } finally {
+        closeSync(dirFd!);
+        l.flushing = false;
+      }
+    });
+  }
+
+  /** Makes [0, prefix) durable: fsync the data, then record it in the sidecar. */
+  private checkpoint(l: Live, fd: number): void {
+    const n = prefixEnd(l.ranges);
+    fsyncSync(fd);
+    l.sidecar = { ...l.sidecar, received_ranges: n > 0 ? [[0, n]] : [], temporary_size: l.size };
+    this.writeSidecar(l.sidecar);
+    l.durable = n;
+    l.lastCheckpoint = Date.now();
   }
 
   /** Removes this destination's temp files and sidecars older than 24 h (other ids). */
@@ -122,10 +219,34 @@ export class DestinationWrite {
   begin(overwrite: boolean, expectedBytes: number): BeginResult {
     this.pruneStale();
     if (!overwrite) this.refuseExisting();
+    const key = this.key();
+    const mine = live.get(key);
+    if (mine) {
+      // Begun again in this process (a retried copy): what it received so far becomes durable first.
+      live.delete(key);
+      try {
+        const { fd, st } = this.openTemp(constants.O_RDONLY);
+        try {
+          // The same file, holding at least the prefix (bytes past it are cut off by tryResume).
+          if (st.isFile() && st.ino === mine.ino && st.dev === mine.dev && st.size >= prefixEnd(mine.ranges) && prefixEnd(mine.ranges) > mine.durable) {
+            mine.size = st.size;
+            this.checkpoint(mine, fd);
+          }
+        } finally {
+          closeSync(fd);
+        }
+      } catch {
+        // Changed under us: the sidecar decides below, and a mismatch starts afresh.
+      }
+    }
     const old = this.readSidecar();
     if (old) {
       const resumed = this.tryResume(old, overwrite, expectedBytes);
-      if (resumed !== undefined) return { transfer_id: this.transferId, offset: resumed, resumed: resumed > 0 };
+      if (resumed !== undefined) {
+        const keep = mine && mine.ino === old.temporary_identity_b && mine.hashed <= resumed.offset;
+        live.set(key, { sidecar: resumed.sidecar, dev: old.temporary_identity_a, ino: old.temporary_identity_b, size: resumed.offset, ranges: resumed.offset > 0 ? [[0, resumed.offset]] : [], durable: resumed.offset, lastCheckpoint: Date.now(), hasher: keep ? mine.hasher : new Bun.CryptoHasher("sha256"), hashed: keep ? mine.hashed : 0 });
+        return { transfer_id: this.transferId, offset: resumed.offset, resumed: resumed.offset > 0 };
+      }
       this.discard();
     } else rmSync(this.parent.path(this.temp), { force: true });
     let fd: number;
@@ -137,16 +258,50 @@ export class DestinationWrite {
     }
     try {
       const st = fstatSync(fd);
-      this.writeSidecar({ version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: 0 });
-      hashers.set(this.key(), { hasher: new Bun.CryptoHasher("sha256"), hashed: 0, ino: st.ino });
+      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: 0 };
+      this.writeSidecar(sidecar);
+      // The first chunk checkpoints at once (lastCheckpoint 0): a copy is resumable early.
+      live.set(key, { sidecar, dev: st.dev, ino: st.ino, size: 0, ranges: [], durable: 0, lastCheckpoint: 0, hasher: new Bun.CryptoHasher("sha256"), hashed: 0 });
     } finally {
       closeSync(fd);
     }
     return { transfer_id: this.transferId, offset: 0, resumed: false };
   }
 
+  /**
+   * Takes a complete file whose digest was already verified and which nobody writes any more (the
+   * gateway's ready spool) as this transfer's temp file, by a hard link: no byte is copied or hashed
+   * again. The link must be the file `source` names (device, inode, size). False when the file is on
+   * another filesystem (the caller copies it then). finish() then publishes it like any other.
+   */
+  adopt(overwrite: boolean, expectedBytes: number, source: { path: string; dev: number; ino: number; sha256: string }): boolean {
+    this.pruneStale();
+    if (!overwrite) this.refuseExisting();
+    this.discard();
+    try {
+      linkSync(source.path, this.parent.path(this.temp));
+    } catch (e) {
+      if (errnoOf(e) === "EXDEV") return false;
+      if (errnoOf(e) === "EEXIST") throw new ToolError("transfer_busy", "another transfer with this id is starting for the destination");
+      throw e;
+    }
+    const { fd, st } = this.openTemp(constants.O_RDONLY);
+    try {
+      if (!st.isFile() || st.dev !== source.dev || st.ino !== source.ino || st.size !== expectedBytes) {
+        rmSync(this.parent.path(this.temp), { force: true });
+        throw new ToolError("transfer_identity_changed", "the file to adopt is not the verified one");
+      }
+      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: expectedBytes > 0 ? [[0, expectedBytes]] : [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: expectedBytes };
+      this.writeSidecar(sidecar);
+      live.set(this.key(), { sidecar, dev: st.dev, ino: st.ino, size: expectedBytes, ranges: sidecar.received_ranges, durable: expectedBytes, lastCheckpoint: Date.now(), hasher: new Bun.CryptoHasher("sha256"), hashed: expectedBytes, verified: source.sha256 });
+    } finally {
+      closeSync(fd);
+    }
+    return true;
+  }
+
   /** The resume offset, or undefined when the old state does not fit and must be discarded. */
-  private tryResume(s: Sidecar, overwrite: boolean, expectedBytes: number): number | undefined {
+  private tryResume(s: Sidecar, overwrite: boolean, expectedBytes: number): { offset: number; sidecar: Sidecar } | undefined {
     if (s.overwrite !== overwrite || s.expected_bytes !== expectedBytes) return undefined;
     const r = s.received_ranges;
     if (!(r.length === 0 || (r.length === 1 && r[0]![0] === 0))) return undefined;
@@ -158,19 +313,21 @@ export class DestinationWrite {
       return undefined;
     }
     const { fd, st } = opened;
+    let sidecar = s;
     try {
       if (!st.isFile() || st.ino !== s.temporary_identity_b || st.dev !== s.temporary_identity_a || st.size < n) return undefined;
-      // Bytes past the recorded prefix were written but never recorded (a crash between the data
-      // fsync and the sidecar update): the prefix is what is durable and verified.
+      // Bytes past the recorded prefix were written after the last checkpoint (a crash, or chunks
+      // that arrived out of order): only the prefix is known to be durable and verified.
       if (st.size > n) {
         ftruncateSync(fd, n);
         fsyncSync(fd);
-        this.writeSidecar({ ...s, temporary_size: n });
+        sidecar = { ...s, temporary_size: n };
+        this.writeSidecar(sidecar);
       }
     } finally {
       closeSync(fd);
     }
-    return n;
+    return { offset: n, sidecar };
   }
 
   private refuseExisting(): void {
@@ -183,64 +340,78 @@ export class DestinationWrite {
     if (exists) throw new ToolError("destination_exists", `destination already exists and overwrite is false: ${this.name}`);
   }
 
-  /** Writes one chunk at `offset` after checking its digest, bounds and overlap. */
-  write(offset: number, data: Uint8Array, sha256: string): { offset: number; bytes: number } {
+  /**
+   * Writes one chunk at `offset` after checking its digest, bounds and overlap. `sha256` is null only
+   * for bytes whose sender gave no per-chunk digest (a gateway download, the controller's own spool):
+   * the whole-file digest at finish covers them.
+   */
+  write(offset: number, data: Uint8Array, sha256: string | null): { offset: number; bytes: number } {
     if (!Number.isSafeInteger(offset) || offset < 0) throw new ToolError("invalid_arguments", "offset must be a non-negative integer");
     if (data.length === 0) throw new ToolError("invalid_arguments", "a chunk must hold at least one byte");
-    const got = new Bun.CryptoHasher("sha256").update(data).digest("hex");
-    if (got !== sha256) throw new ToolError("transfer_chunk_checksum_mismatch", `chunk at offset ${offset} does not match its sha256`);
-    const s = this.readSidecar();
-    if (!s) throw new ToolError("transfer_not_found", "no transfer in progress with this id for the destination");
+    if (sha256 !== null && new Bun.CryptoHasher("sha256").update(data).digest("hex") !== sha256) throw new ToolError("transfer_chunk_checksum_mismatch", `chunk at offset ${offset} does not match its sha256`);
+    const l = this.state();
     const end = offset + data.length;
-    if (end > s.expected_bytes) throw new ToolError("transfer_out_of_bounds", `chunk ends at ${end}, past the expected ${s.expected_bytes} bytes`);
-    if (s.received_ranges.some(([a, b]) => offset < b && a < end)) throw new ToolError("transfer_offset_conflict", `chunk at offset ${offset} overlaps bytes already received`);
-    const { fd, st } = this.openTemp(constants.O_WRONLY);
+    if (end > l.sidecar.expected_bytes) throw new ToolError("transfer_out_of_bounds", `chunk ends at ${end}, past the expected ${l.sidecar.expected_bytes} bytes`);
+    if (l.ranges.some(([a, b]) => offset < b && a < end)) throw new ToolError("transfer_offset_conflict", `chunk at offset ${offset} overlaps bytes already received`);
+    const { fd, st } = this.openTemp(constants.O_RDWR);
     try {
-      this.checkIdentity(s, st);
+      this.checkIdentity(l, st);
       let done = 0;
-      while (done < data.length) done += writeSync(fd, data, done, data.length - done, offset + done);
-      fsyncSync(fd);
-      const after = fstatSync(fd);
-      this.writeSidecar({ ...s, received_ranges: mergeRange(s.received_ranges, offset, end), temporary_size: after.size });
+      try {
+        while (done < data.length) done += writeSync(fd, data, done, data.length - done, offset + done);
+      } catch (e) {
+        // Back to what this process knows, so the identity check holds for the next attempt.
+        ftruncateSync(fd, l.size);
+        throw e;
+      }
+      l.size = Math.max(l.size, end);
+      l.ranges = mergeRange(l.ranges, offset, end);
+      if (l.hashed === offset) {
+        l.hasher.update(data);
+        l.hashed = end;
+      }
+      // A chunk that closed a gap: the bytes after it, already written, join the running digest.
+      const prefix = prefixEnd(l.ranges);
+      if (l.hashed === end && prefix > end) {
+        hashRange(fd, end, prefix, l.hasher);
+        l.hashed = prefix;
+      }
+      if (prefix > l.durable && !l.flushing && (prefix - l.durable >= CHECKPOINT_BYTES || Date.now() - l.lastCheckpoint >= CHECKPOINT_MS)) this.checkpointSoon(l);
     } finally {
       closeSync(fd);
-    }
-    const h = hashers.get(this.key());
-    if (h && h.ino === st.ino && h.hashed === offset) {
-      h.hasher.update(data);
-      h.hashed = end;
     }
     return { offset: end, bytes: data.length };
   }
 
-  /** Verifies everything and publishes; `mode` is applied to the file before it becomes visible. */
+  /** Verifies everything, fsyncs and publishes; `mode` is applied to the file before it becomes visible. */
   finish(expectedBytes: number, expectedSha256: string | null, mode: number | null): FinishResult {
-    const s = this.readSidecar();
-    if (!s) throw new ToolError("transfer_not_found", "no transfer in progress with this id for the destination");
-    if (s.expected_bytes !== expectedBytes) throw new ToolError("transfer_size_mismatch", `expected ${expectedBytes} bytes, the transfer was started for ${s.expected_bytes}`);
-    const r = s.received_ranges;
+    const l = this.state();
+    if (l.sidecar.expected_bytes !== expectedBytes) throw new ToolError("transfer_size_mismatch", `expected ${expectedBytes} bytes, the transfer was started for ${l.sidecar.expected_bytes}`);
+    const r = l.ranges;
     const complete = expectedBytes === 0 ? r.length === 0 : r.length === 1 && r[0]![0] === 0 && r[0]![1] === expectedBytes;
     if (!complete) throw new ToolError("transfer_incomplete", `the destination has not received all ${expectedBytes} bytes`);
     const { fd, st } = this.openTemp(constants.O_RDONLY);
     let sha: string;
     try {
-      this.checkIdentity(s, st);
+      this.checkIdentity(l, st);
       if (st.size !== expectedBytes) throw new ToolError("transfer_size_mismatch", `the temp file holds ${st.size} bytes, expected ${expectedBytes}`);
       // Only what this process did not hash while writing is read again (a resumed transfer's prefix).
-      const key = this.key();
-      const h = hashers.get(key);
-      const state = h && h.ino === st.ino ? h : { hasher: new Bun.CryptoHasher("sha256"), hashed: 0, ino: st.ino };
-      hashRange(fd, state.hashed, st.size, state.hasher);
-      sha = state.hasher.digest("hex");
-      hashers.delete(key);
+      live.delete(this.key());
+      if (l.verified !== undefined && st.ino === l.ino) sha = l.verified;
+      else {
+        hashRange(fd, l.hashed, st.size, l.hasher);
+        sha = l.hasher.digest("hex");
+      }
+      if (expectedSha256 && sha !== expectedSha256) {
+        throw new ToolError("transfer_checksum_mismatch", "the received file does not match the source's sha256; nothing was published");
+      }
       if (mode !== null) fchmodSync(fd, mode & 0o777);
+      // The one fsync that makes the whole file durable before its name can point at it.
+      fsyncSync(fd);
     } finally {
       closeSync(fd);
     }
-    if (expectedSha256 && sha !== expectedSha256) {
-      throw new ToolError("transfer_checksum_mismatch", "the received file does not match the source's sha256; nothing was published");
-    }
-    this.publish(s.overwrite);
+    this.publish(l.sidecar.overwrite);
     rmSync(this.parent.path(this.sidecar), { force: true });
     return { bytes: expectedBytes, sha256: sha };
   }
@@ -274,7 +445,7 @@ export class DestinationWrite {
     rmSync(this.parent.path(this.temp), { force: true });
     rmSync(this.parent.path(this.sidecar), { force: true });
     try {
-      hashers.delete(this.key());
+      live.delete(this.key());
     } catch {
       // The parent is gone; nothing is cached for it then.
     }
