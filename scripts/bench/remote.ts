@@ -9,6 +9,8 @@
  *
  * `copy` mode (scripts/bench/remote-copy.ts): `session_copy` of large files against plain `curl` and
  * `cp` over the same link. Usage: bun scripts/bench/remote.ts copy [binary] [mib=1024] [rounds=3]
+ * [--link 1gbit] (the worker and curl in a network namespace behind a veth pair shaped to that rate;
+ * root).
  */
 import { readFileSync } from "node:fs";
 import { loadavg } from "node:os";

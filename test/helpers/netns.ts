@@ -112,6 +112,14 @@ export interface Netns {
    * connections stay open and stall, packets are dropped meanwhile.
    */
   setLink(up: boolean): void;
+  /**
+   * Limits the link to `rate` (tc syntax, "1gbit") each way: a token bucket (tbf) as the root qdisc
+   * of both veth ends, so each side's egress is shaped. null puts the default qdiscs back. The
+   * qdiscs go with the links when the namespace is removed.
+   */
+  shape(rate: string | null): void;
+  /** `tc -s qdisc` of this side's end, then of the namespace's end (to see that shaping applies). */
+  qdiscs(): string;
   /** argv prefixed so it runs inside the namespace. */
   argv(cmd: string[]): string[];
   /**
@@ -196,6 +204,16 @@ export function createNetns(opts: { reach?: string[] } = {}): Netns {
     hostIf,
     setLink(up) {
       sh(["ip", "link", "set", hostIf, up ? "up" : "down"]);
+    },
+    shape(rate) {
+      for (const [dev, wrap] of [[hostIf, (c: string[]) => c], [nsIf, inside]] as const) {
+        if (rate === null) Bun.spawnSync(wrap(["tc", "qdisc", "del", "dev", dev, "root"]), { stderr: "ignore" });
+        // burst ≥ rate / HZ (4 ms at 1 Gbit/s with HZ=250) or tbf cannot reach its rate; 1 MB covers that.
+        else sh(wrap(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", "1mb", "latency", "20ms"]));
+      }
+    },
+    qdiscs() {
+      return sh(["tc", "-s", "qdisc", "show", "dev", hostIf]) + sh(inside(["tc", "-s", "qdisc", "show", "dev", nsIf]));
     },
     argv: inside,
     async run(cmd, opts = {}) {
