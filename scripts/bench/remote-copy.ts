@@ -83,9 +83,10 @@ let server: Awaited<ReturnType<typeof fileServer>> | undefined;
 const relays: BulkProxy[] = [];
 let curlProxy: TlsProxy | undefined;
 // Interrupted: the exit hooks of test/helpers (processes, namespaces, links, worker dirs) run, and
-// these remove the GiB files and the file server.
+// these remove the GiB files, the file server and the test CA (its removal is otherwise dispose's).
 process.on("exit", () => {
   server?.kill();
+  if (ctl?.net) rmSync(ctl.net.ca.dir, { recursive: true, force: true });
   rmSync(ws.path, { recursive: true, force: true });
   rmSync(state.path, { recursive: true, force: true });
 });
