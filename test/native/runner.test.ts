@@ -363,7 +363,10 @@ describe("lsm-runner fails closed", () => {
     // own that the fake procfs does not show. The kernel still reports a child, so the runner may
     // not take its no-child short cut: it must give up unconfirmed.
     const plant = `mkdir -p "$F/$P/task/$P"; : > "$F/$P/task/$P/children"; ${STATUS("$PPID")}`;
-    const corrupt = `setsid sleep ${s} ${QUIET} & touch '${marker}'; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
+    // The sleeper touches the marker only once it is in its own session, and the command waits for
+    // it: a sleeper still in the command's group when the command ends would be stopped with the
+    // group (rightly, and then the tree is gone), which a loaded machine made happen.
+    const corrupt = `setsid sh -c 'touch "$1"; exec sleep ${s}' sh '${marker}' ${QUIET} & while [ ! -e '${marker}' ]; do sleep 0.01; done; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
     const r = await viaFakeProc(fake, plant, `--grace-ms 100 --cleanup-ms 1000 -- sh -c '${corrupt.replaceAll("'", "'\\''")}'`);
     expect(existsSync(marker)).toBe(true); // it did launch
     expect(r.code).toBe(125);
