@@ -17,8 +17,10 @@ export const BINARY = process.env.LSM_TEST_BINARY ?? join(ROOT, "dist", "local-s
 
 /** The compiled binary; the test command builds it before `bun test` runs. */
 export function binary(): string {
-  if (!existsSync(BINARY)) throw new Error(`missing ${BINARY}: run the build (bun scripts/build.ts) before the tests`);
-  return BINARY;
+  // Read again here: a benchmark may set LSM_TEST_BINARY after importing this module.
+  const path = process.env.LSM_TEST_BINARY ?? BINARY;
+  if (!existsSync(path)) throw new Error(`missing ${path}: run the build (bun scripts/build.ts) before the tests`);
+  return path;
 }
 
 /** Whether the suite runs as root (CI does; scripts/test-as-user.sh runs it as a plain user). */
