@@ -63,3 +63,20 @@ export class RawStdioClient {
     await this.proc.exited;
   }
 }
+
+/** Reads a starting `serve`'s stderr until it logs its /mcp URL; returns the origin (the reader is released). */
+export async function listeningOrigin(proc: Bun.Subprocess<"ignore" | "pipe", "ignore" | "pipe", "pipe">): Promise<string> {
+  const reader = proc.stderr.getReader();
+  const decoder = new TextDecoder();
+  let log = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`server exited: ${log}`);
+    log += decoder.decode(value, { stream: true });
+    const origin = /listening on (http:\/\/\S+)\/mcp/.exec(log)?.[1];
+    if (origin) {
+      reader.releaseLock();
+      return origin;
+    }
+  }
+}

@@ -9,7 +9,7 @@ import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { loadavg } from "node:os";
-import { percentile, RawStdioClient, summary } from "./lib.ts";
+import { listeningOrigin, percentile, RawStdioClient, summary } from "./lib.ts";
 
 const bin = resolve(process.argv[2] ?? join(import.meta.dir, "..", "..", "dist", "local-shell-mcp"));
 const other = process.argv[3] ? resolve(process.argv[3]) : undefined;
@@ -83,15 +83,7 @@ results.push(summary("bash echo hi round trip (stdio)", stdioBash));
 
 // 5. bash round trip over Streamable HTTP.
 const server = Bun.spawn([bin, ...serveArgs, "--mode", "mcp", "--auth-mode", "none", "--port", "0"], { env: { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "3" }, stderr: "pipe", stdout: "ignore" });
-let log = "";
-const reader = server.stderr.getReader();
-let base: string | undefined;
-while (!base) {
-  const { value, done } = await reader.read();
-  if (done) throw new Error(`server failed: ${log}`);
-  log += new TextDecoder().decode(value);
-  base = /listening on (http:\/\/\S+)\/mcp/.exec(log)?.[1];
-}
+const base = await listeningOrigin(server);
 const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
 let rpcId = 1;
 async function rpc(sessionId: string | undefined, method: string, params: Record<string, unknown>) {

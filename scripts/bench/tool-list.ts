@@ -14,7 +14,7 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { percentile } from "./lib.ts";
+import { listeningOrigin, percentile } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const runs = args.length > 0 && /^\d+$/.test(args.at(-1)!) ? Number(args.pop()) : 15;
@@ -47,16 +47,7 @@ async function stdioList(bin: string, i: number, clientName: string) {
 async function httpList(bin: string, i: number): Promise<Tools> {
   const server = Bun.spawn([bin, ...serveArgs(i, "mcp"), "--auth-mode", "none", "--port", "0"], { env: { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "3" }, stderr: "pipe", stdout: "ignore" });
   try {
-    const reader = server.stderr.getReader();
-    let log = "";
-    let base: string | undefined;
-    while (!base) {
-      const { value, done } = await reader.read();
-      if (done) throw new Error(`server failed: ${log}`);
-      log += new TextDecoder().decode(value);
-      base = /listening on (http:\/\/\S+)\/mcp/.exec(log)?.[1];
-    }
-    reader.releaseLock();
+    const base = await listeningOrigin(server);
     const client = new Client({ name: "bench", version: "0" });
     const transport = new StreamableHTTPClientTransport(new URL(`${base}/mcp`));
     await client.connect(transport);

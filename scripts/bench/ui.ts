@@ -10,20 +10,12 @@ import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { chromium } from "playwright-core";
-import { percentile, summary } from "./lib.ts";
+import { listeningOrigin, percentile, summary } from "./lib.ts";
 
 const binary = resolve(process.argv[2] ?? join(import.meta.dir, "..", "..", "dist", "local-shell-mcp"));
 const dir = mkdtempSync(join(tmpdir(), "lsm-bench-ui-"));
 const proc = Bun.spawn([binary, "serve", "--auth-mode", "none", "--host", "127.0.0.1", "--port", "0", "--workspace-root", dir, "--state-dir", join(dir, ".state")], { stderr: "pipe", stdout: "ignore" });
-let log = "";
-const reader = proc.stderr.getReader();
-let base: string | undefined;
-while (!base) {
-  const { value, done } = await reader.read();
-  if (done) throw new Error(`server exited: ${log}`);
-  log += new TextDecoder().decode(value);
-  base = /listening on (http:\/\/\S+)\/mcp/.exec(log)?.[1];
-}
+const base = await listeningOrigin(proc);
 
 try {
   const client = new Client({ name: "bench", version: "0" });
