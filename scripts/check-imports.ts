@@ -40,26 +40,13 @@ export const LAYERS: string[][] = [
  * Imports that go up a layer on purpose, each with its reason. A key is `from-file -> to-file`,
  * both relative to src/.
  */
-export const ALLOWED_UPWARD: Record<string, string> = {
-  // The remote admin tools (worker invite, list, revoke) act on the controller's live RemoteManager,
-  // which server/app.ts creates and puts in the tool context. Both imports are `import type`; the
-  // manager itself sits above tools because it also routes registry calls to workers.
-  "tools/context.ts -> remote/manager.ts": "type of the RemoteManager in the tool context",
-  "tools/remote/remote-admin.ts -> remote/manager.ts": "type of the RemoteManager the admin tools call",
-};
+export const ALLOWED_UPWARD: Record<string, string> = {};
 
 /**
  * Cycles that close only through `import type`, each named by its files (sorted, joined by " <-> ")
  * with the reason it stays.
  */
-export const ALLOWED_TYPE_CYCLES: Record<string, string> = {
-  // `App` (server/app.ts) is the composition root's type: app.ts builds the HTTP server and the MCP
-  // server and hands itself to them, and they name its type in their parameters. Moving `App` into
-  // a types-only module would untie it; app.ts and http/server.ts are edited by many hands at once,
-  // so that move is left for a quiet moment.
-  "http/download.ts <-> http/mcp-sessions.ts <-> http/rest.ts <-> http/server.ts <-> remote/install-routes.ts <-> server/app.ts <-> server/mcp.ts":
-    "App, the composition root's type, named by the transports it wires",
-};
+export const ALLOWED_TYPE_CYCLES: Record<string, string> = {};
 
 export interface ImportEdge {
   from: string;

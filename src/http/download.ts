@@ -4,7 +4,7 @@ import type { Settings } from "../config/schema.ts";
 import { contentDisposition, tokenFingerprint } from "../links/format.ts";
 import type { DownloadRefusal, FileLinks } from "../links/index.ts";
 import { errorResponse } from "./json.ts";
-import type { Route } from "./server.ts";
+import type { Route } from "./route.ts";
 
 const CHUNK = 64 * 1024;
 /** A token is 43 base64url characters; anything else cannot name a link. */

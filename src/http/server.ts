@@ -1,5 +1,4 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
-import type { ServerWebSocket } from "bun";
 import { PRODUCT, VERSION } from "../core/version.ts";
 import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
@@ -13,29 +12,7 @@ import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
 import { checkOrigin, hostWellFormed, originPolicy } from "./origin-guard.ts";
-
-/** What one upgraded WebSocket does; it rides on the socket's data, so the listener needs no table. */
-export interface SocketHandler {
-  open(ws: ServerWebSocket<{ handler: SocketHandler }>): void | Promise<void>;
-  message(ws: ServerWebSocket<{ handler: SocketHandler }>, message: string | Buffer): void;
-  close(ws: ServerWebSocket<{ handler: SocketHandler }>, code: number, reason: string): void;
-  /** A pong answering our ping (the worker channel's heartbeat). */
-  pong?(ws: ServerWebSocket<{ handler: SocketHandler }>): void;
-}
-
-/** Facts about the request that only the listener knows. */
-export interface RequestFacts {
-  /** Transport peer address (forwarded headers are never trusted). */
-  peer: string;
-  /** Upgrades the request to a WebSocket served by `handler` (echoing `protocol` when given). */
-  upgrade?: (handler: SocketHandler, protocol?: string) => boolean;
-}
-
-/** What a route returns after it upgraded the request: the listener then answers nothing itself. */
-export const UPGRADED: unique symbol = Symbol("upgraded");
-
-/** A route handler: returns a response, or undefined to let the next route try. */
-export type Route = (req: Request, url: URL, facts: RequestFacts) => Promise<Response | typeof UPGRADED | undefined> | Response | typeof UPGRADED | undefined;
+import { type RequestFacts, type Route, type SocketHandler, UPGRADED } from "./route.ts";
 
 /** What authenticates protected routes: auth info, or a refusal response. */
 export type Authenticate = (req: Request, url: URL, facts: RequestFacts) => Promise<AuthInfo | Response | undefined>;
@@ -206,7 +183,7 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host;
   const url = `http://${host}:${server.port}`;
   app.services.links.useListenerOrigin(url);
-  app.services.remote?.useListenerOrigin(url);
+  app.remote?.useListenerOrigin(url);
   if (options.prepare) {
     const prepare = options.prepare;
     ready = prepare(url).then((extra) => {

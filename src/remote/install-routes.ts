@@ -7,7 +7,7 @@ import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
 import { isToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
-import type { Route } from "../http/server.ts";
+import type { Route } from "../http/route.ts";
 import { errorResponse, jsonResponse } from "../http/json.ts";
 import { BUNDLE_PATH, bundleCache } from "./bundle.ts";
 import { joinScript } from "./join-script.ts";

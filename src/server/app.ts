@@ -21,7 +21,7 @@ import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { BridgeDynamicTools } from "../tools/bridge/dynamic.ts";
 import { ToolRegistry } from "../tools/registry.ts";
-import type { Route } from "../http/server.ts";
+import type { Route } from "../http/route.ts";
 import { remoteCallRoute } from "../remote/dispatch.ts";
 import { RemoteManager } from "../remote/manager.ts";
 import { RemoteStore } from "../remote/store.ts";
@@ -38,6 +38,8 @@ export interface App {
   context(options: { signal: AbortSignal; principal?: Principal; transport: Transport }): ToolContext;
   /** The worker routes (/remote/register, /remote/channel) when remote workers are enabled. */
   remoteRoutes?: Route;
+  /** The worker registry itself (the tools see it as `services.remote`, through a narrower type). */
+  remote?: RemoteManager;
 }
 
 /** Wires settings into the services and the tool registry; shared by every transport. */
@@ -99,9 +101,11 @@ export function createApp(settings: Settings): App {
   registry.observer = auditObserver(services.audit);
   // Remote workers need a listener to dial: offered by the HTTP modes only, never by a worker itself.
   let routesForWorkers: Route | undefined;
+  let remoteManager: RemoteManager | undefined;
   if (settings.remote_enabled && (settings.mode === "mcp" || settings.mode === "http")) {
     const remote = new RemoteManager(settings, new RemoteStore(settings.state_dir));
     services.remote = remote;
+    remoteManager = remote;
     capabilities.remote_worker = true;
     registry.route = remoteCallRoute(remote);
     transfer.remote = (side, signal) => new RemoteTransferEndpoint(remote, side, signal);
@@ -141,6 +145,7 @@ export function createApp(settings: Settings): App {
     services,
     registry,
     remoteRoutes: routesForWorkers,
+    remote: remoteManager,
     context: ({ signal, principal, transport }) => ({
       app: services,
       signal,

@@ -13,7 +13,7 @@ import type { Capabilities } from "../sessions/orientation.ts";
 import type { ProbeCache } from "../sessions/probes.ts";
 import type { SessionRecord, SessionStore, SessionTeardown } from "../sessions/store.ts";
 import type { LifecycleLocks } from "../store/lifecycle.ts";
-import type { RemoteManager } from "../remote/manager.ts";
+import type { RemoteAdmin } from "./remote/admin.ts";
 
 export { SCOPES, type Scope } from "../core/scopes.ts";
 
@@ -62,7 +62,7 @@ export interface AppServices {
   /** Tokenized download links to private file snapshots. */
   links: FileLinks;
   /** Enrolled remote workers and their channels (controller in an HTTP mode with remote_enabled). */
-  remote?: RemoteManager;
+  remote?: RemoteAdmin;
   /** The Agent Bridge (upstream MCP servers, Skills), loaded on first use. */
   bridge?: () => Promise<AgentBridge>;
 }

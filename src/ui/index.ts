@@ -1,5 +1,5 @@
 import { errorResponse } from "../http/json.ts";
-import { type Route, UPGRADED } from "../http/server.ts";
+import { type Route, UPGRADED } from "../http/route.ts";
 import type { OAuthServer } from "../oauth/server.ts";
 import type { App } from "../server/app.ts";
 import { dashboardFigures, handleApi } from "./api.ts";

@@ -1,7 +1,7 @@
 import type { ServerWebSocket } from "bun";
 import type { Settings } from "../config/schema.ts";
 import { TerminalBridges, type Viewer } from "../exec/bridge.ts";
-import type { SocketHandler } from "../http/server.ts";
+import type { SocketHandler } from "../http/route.ts";
 import type { App } from "../server/app.ts";
 import { BINDING_PROTOCOL_PREFIX, uiOrigin, type UiSessions } from "./auth.ts";
 import { LOCAL_TOKEN_HEADER } from "./local-token.ts";

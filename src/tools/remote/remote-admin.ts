@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
-import type { RemoteManager } from "../../remote/manager.ts";
+import type { RemoteAdmin } from "./admin.ts";
 import type { ToolContext } from "../context.ts";
 import { defineTool } from "../define.ts";
 import description from "./remote-admin.md" with { type: "text" };
@@ -12,7 +12,7 @@ function shellQuote(arg: string): string {
   return /^[A-Za-z0-9_./:=@%+-]+$/.test(arg) ? arg : `'${arg.replaceAll("'", `'"'"'`)}'`;
 }
 
-function manager(ctx: ToolContext): RemoteManager {
+function manager(ctx: ToolContext): RemoteAdmin {
   if (!ctx.app.remote) throw new ToolError("remote_disabled", "remote workers are disabled on this server");
   return ctx.app.remote;
 }
