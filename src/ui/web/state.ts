@@ -1,0 +1,54 @@
+/** The Human UI's shared state and data loading: the open view, sign-in state, the problem line. */
+import { signal } from "@preact/signals";
+import { useEffect, useState } from "preact/hooks";
+import { api, ApiError, AuthRequired, config } from "./api.ts";
+
+export type View = "dashboard" | "sessions" | "terminals" | "files" | "jobs" | "audit" | "machines";
+export const view = signal<View>((location.hash.slice(1) as View) || "dashboard");
+export const signedOut = signal(false);
+export const problem = signal<string | null>(null);
+
+/**
+ * Requests started before the first render (the script asks for the opening view's data right
+ * away instead of after Preact mounted); useData takes each one once.
+ */
+const early = new Map<string, Promise<unknown>>();
+export function prefetch(path: string): void {
+  const p = api.get(path);
+  p.catch(() => undefined);
+  early.set(path, p);
+}
+
+/** Loads data for a view; re-runs every `everyMs` and when `key` changes. */
+export function useData<T>(path: string | null, everyMs = 5000): { data: T | undefined; reload: () => void } {
+  // Data the page came with is shown in the very first render, not one effect later.
+  const [data, setData] = useState<T | undefined>(() => (path === "dashboard" && config.dashboard ? (config.dashboard as T) : undefined));
+  const [tick, setTick] = useState(0);
+  useEffect(() => {
+    if (!path) return;
+    let live = true;
+    const load = () => {
+      const first = early.get(path) as Promise<T> | undefined;
+      early.delete(path);
+      return (first ?? api.get<T>(path))
+        .then((d) => live && setData(d))
+        .catch((e: unknown) => {
+          if (e instanceof AuthRequired) signedOut.value = true;
+          else if (live) problem.value = e instanceof Error ? e.message : String(e);
+        });
+    };
+    void load();
+    const t = setInterval(load, everyMs);
+    return () => {
+      live = false;
+      clearInterval(t);
+    };
+  }, [path, tick]);
+  return { data, reload: () => setTick((n) => n + 1) };
+}
+
+export const when = (ts: number) => new Date(ts * 1000).toLocaleString();
+
+export function act(p: Promise<unknown>, after: () => void): void {
+  p.then(after).catch((e: unknown) => (problem.value = e instanceof ApiError ? `${e.code}: ${e.message}` : String(e)));
+}

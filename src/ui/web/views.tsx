@@ -1,0 +1,330 @@
+/** The Human UI's views, one component each; every machine-sourced text is rendered as text. */
+import { Fragment } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api } from "./api.ts";
+import { act, problem, useData, when } from "./state.ts";
+type TerminalModule = typeof import("./terminal.tsx");
+let terminalModule: Promise<TerminalModule> | undefined;
+
+/** xterm is most of the app's bytes and only this view needs it: its chunk loads on first use. */
+function TerminalView(props: { shellId: string; onClose: () => void }) {
+  const [mod, setMod] = useState<TerminalModule>();
+  useEffect(() => {
+    let live = true;
+    (terminalModule ??= import("./terminal.tsx"))
+      .then((m) => live && setMod(m))
+      .catch((e: unknown) => (problem.value = `could not load the terminal: ${String(e)}`));
+    return () => {
+      live = false;
+    };
+  }, []);
+  return mod ? <mod.TerminalView {...props} /> : <p>loading the terminal…</p>;
+}
+
+interface Session {
+  session_id: string;
+  label: string | null;
+  workdir: string;
+  updated_at: number;
+  shells: number;
+}
+interface Shell {
+  shell_id: string;
+  session_id: string | null;
+  name: string;
+  status: string;
+  cwd: string;
+  command: string;
+  cols: number;
+  rows: number;
+}
+interface Job {
+  job_id: string;
+  session_id: string;
+  name: string | null;
+  status: string;
+  command: string;
+  created_at: number;
+  exit_code: number | null;
+}
+
+
+export function Dashboard() {
+  const d = useData<{ sessions: number; running_shells: number; running_jobs: number }>("dashboard").data;
+  return (
+    <div class="cards" data-testid="dashboard">
+      <div class="card">
+        <b>{d?.sessions ?? 0}</b> sessions
+      </div>
+      <div class="card">
+        <b>{d?.running_shells ?? 0}</b> running shells
+      </div>
+      <div class="card">
+        <b>{d?.running_jobs ?? 0}</b> running jobs
+      </div>
+    </div>
+  );
+}
+
+function Todos({ sessionId }: { sessionId: string }) {
+  const data = useData<{ todos: Array<{ id: string; content: string; status: string }>; revision: number }>(`todos?session_id=${sessionId}`).data;
+  if (!data) return null;
+  return (
+    <ul class="todos" data-testid="todos">
+      {data.todos.length === 0 ? <li>no todos</li> : data.todos.map((t) => <li key={t.id}>[{t.status}] {t.content}</li>)}
+    </ul>
+  );
+}
+
+export function Sessions() {
+  const { data, reload } = useData<{ sessions: Session[] }>("sessions");
+  const [open, setOpen] = useState<string | null>(null);
+  return (
+    <table data-testid="sessions">
+      <thead>
+        <tr>
+          <th>Session</th>
+          <th>Label</th>
+          <th>Workdir</th>
+          <th>Last used</th>
+          <th />
+        </tr>
+      </thead>
+      <tbody>
+        {(data?.sessions ?? []).map((s) => (
+          <Fragment key={s.session_id}>
+            <tr>
+              <td>
+                <button type="button" class="link" onClick={() => setOpen(open === s.session_id ? null : s.session_id)}>
+                  {s.session_id}
+                </button>
+              </td>
+              <td>{s.label ?? ""}</td>
+              <td>{s.workdir}</td>
+              <td>{when(s.updated_at)}</td>
+              <td>
+                <button type="button" onClick={() => confirm(`End session ${s.session_id}? Its shells and jobs stop.`) && act(api.post("sessions/end", { session_id: s.session_id }), reload)}>
+                  End
+                </button>
+              </td>
+            </tr>
+            {open === s.session_id ? (
+              <tr>
+                <td colSpan={5}>
+                  <Todos sessionId={s.session_id} />
+                </td>
+              </tr>
+            ) : null}
+          </Fragment>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+export function Terminals() {
+  const shells = useData<{ shells: Shell[] }>("terminals").data?.shells ?? [];
+  const [open, setOpen] = useState<string | null>(null);
+  if (open) return <TerminalView shellId={open} onClose={() => setOpen(null)} />;
+  return (
+    <table data-testid="terminals">
+      <thead>
+        <tr>
+          <th>Shell</th>
+          <th>Session</th>
+          <th>Command</th>
+          <th>Size</th>
+          <th>Status</th>
+        </tr>
+      </thead>
+      <tbody>
+        {shells.map((s) => (
+          <tr key={s.shell_id}>
+            <td>
+              <button type="button" class="link" disabled={s.status !== "running"} onClick={() => setOpen(s.shell_id)}>
+                {s.shell_id}
+              </button>
+            </td>
+            <td>{s.session_id ?? ""}</td>
+            <td>{s.command}</td>
+            <td>
+              {s.cols}×{s.rows}
+            </td>
+            <td>{s.status}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+export function Files() {
+  const sessions = useData<{ sessions: Session[] }>("sessions").data?.sessions ?? [];
+  const [sid, setSid] = useState<string>("");
+  const [path, setPath] = useState(".");
+  const [preview, setPreview] = useState<{ path: string; text?: string; hex?: string } | null>(null);
+  const active = sid || sessions[0]?.session_id || "";
+  const listing = useData<{ path: string; entries: Array<{ name: string; kind: string }> }>(active ? `files?session_id=${active}&path=${encodeURIComponent(path)}` : null, 15000).data;
+  const join = (name: string) => (path === "." ? name : `${path}/${name}`);
+  return (
+    <div class="files" data-testid="files">
+      <label>
+        Session{" "}
+        <select value={active} onChange={(e) => (setSid((e.target as HTMLSelectElement).value), setPath("."), setPreview(null))}>
+          {sessions.map((s) => (
+            <option key={s.session_id} value={s.session_id}>
+              {s.session_id} {s.label ?? ""}
+            </option>
+          ))}
+        </select>
+      </label>
+      <p>
+        <code>{listing?.path ?? path}</code> {path !== "." ? <button type="button" onClick={() => setPath(path.split("/").slice(0, -1).join("/") || ".")}>Up</button> : null}
+      </p>
+      <ul>
+        {(listing?.entries ?? []).map((e) => (
+          <li key={e.name}>
+            {e.kind === "dir" ? (
+              <button type="button" class="link" onClick={() => setPath(join(e.name))}>
+                {e.name}/
+              </button>
+            ) : (
+              <>
+                <button type="button" class="link" onClick={() => act(api.get<{ path: string; text?: string; hex?: string }>(`files/preview?session_id=${active}&path=${encodeURIComponent(join(e.name))}`).then(setPreview), () => undefined)}>
+                  {e.name}
+                </button>{" "}
+                <a href={`/api/ui/files/download?session_id=${active}&path=${encodeURIComponent(join(e.name))}`} download>
+                  download
+                </a>
+              </>
+            )}
+          </li>
+        ))}
+      </ul>
+      {preview ? (
+        <pre class="preview" data-testid="preview">
+          {preview.text ?? `binary, first bytes: ${preview.hex}`}
+        </pre>
+      ) : null}
+    </div>
+  );
+}
+
+export function Jobs() {
+  const { data, reload } = useData<{ jobs: Job[] }>("jobs");
+  const [log, setLog] = useState<string | null>(null);
+  return (
+    <div data-testid="jobs">
+      <table>
+        <thead>
+          <tr>
+            <th>Job</th>
+            <th>Session</th>
+            <th>Command</th>
+            <th>Status</th>
+            <th />
+          </tr>
+        </thead>
+        <tbody>
+          {(data?.jobs ?? []).map((j) => (
+            <tr key={j.job_id}>
+              <td>
+                <button type="button" class="link" onClick={() => act(api.get<{ jobs: Array<{ output?: string }> }>(`jobs/log?session_id=${j.session_id}&job_id=${j.job_id}`).then((r) => setLog(r.jobs[0]?.output ?? "")), () => undefined)}>
+                  {j.job_id}
+                </button>
+              </td>
+              <td>{j.session_id}</td>
+              <td>{j.command}</td>
+              <td>
+                {j.status}
+                {j.exit_code !== null ? ` (${j.exit_code})` : ""}
+              </td>
+              <td>{j.status === "running" ? <button type="button" onClick={() => act(api.post("jobs/cancel", { session_id: j.session_id, job_id: j.job_id }), reload)}>Cancel</button> : null}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {log !== null ? <pre class="preview">{log}</pre> : null}
+    </div>
+  );
+}
+
+export function Audit() {
+  const entries = useData<{ entries: Array<Record<string, unknown>> }>("audit?limit=200", 10000).data?.entries ?? [];
+  return (
+    <table data-testid="audit">
+      <thead>
+        <tr>
+          <th>Time</th>
+          <th>Event</th>
+          <th>Tool</th>
+          <th>Session</th>
+          <th>Result</th>
+        </tr>
+      </thead>
+      <tbody>
+        {entries.map((e) => (
+          <tr key={String(e.id)}>
+            <td>{typeof e.ts === "number" ? when(e.ts) : ""}</td>
+            <td>{String(e.event ?? "")}</td>
+            <td>{String(e.tool ?? "")}</td>
+            <td>{String(e.session ?? "")}</td>
+            <td>{e.ok === false || e.status === "failed" ? "failed" : e.ok === true ? "ok" : ""}</td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}
+
+interface Machine {
+  name: string;
+  remote: boolean;
+  status: string;
+  workdir: string;
+  last_seen: number | null;
+  queue_depth: number;
+  reconnect_command: string | null;
+}
+
+/** This host and the enrolled remote workers (name, state, queue, how to bring one back). */
+export function Machines() {
+  const data = useData<{ remote_enabled: boolean; machines: Machine[] }>("machines").data;
+  if (!data) return <p data-testid="machines">loading…</p>;
+  const online = data.machines.filter((m) => m.remote && m.status === "online").length;
+  return (
+    <div data-testid="machines">
+      <p>
+        {!data.remote_enabled
+          ? 'Remote workers are off on this server (remote_enabled). This machine ("local") serves every session.'
+          : online === 0
+            ? 'No remote workers connected. This machine ("local") serves every session.'
+            : `${online} remote worker${online === 1 ? "" : "s"} connected.`}
+      </p>
+      <table>
+        <thead>
+          <tr>
+            <th>Machine</th>
+            <th>Status</th>
+            <th>Workdir</th>
+            <th>Last seen</th>
+            <th>Queue</th>
+            <th>Reconnect command</th>
+          </tr>
+        </thead>
+        <tbody>
+          {data.machines.map((m) => (
+            <tr key={m.name} data-machine={m.name}>
+              <td>{m.remote ? m.name : `${m.name} (this server)`}</td>
+              <td>{m.status}</td>
+              <td>{m.workdir}</td>
+              <td>{m.last_seen === null ? "" : when(m.last_seen)}</td>
+              <td>{m.queue_depth}</td>
+              <td>{m.reconnect_command ? <code>{m.reconnect_command}</code> : ""}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
