@@ -90,11 +90,13 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
   server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: app.registry.list().map((t) => ({
       name: t.name,
-      title: t.title,
+      // Our own tools go without a title: our names already read as labels, no model is shown the
+      // title, and clients display the name instead (docs/benchmarks.md, "Lean tool list"). A tool
+      // the Agent Bridge forwards keeps the title its upstream server gave it.
+      ...(app.registry.isBuiltin(t.name) ? {} : { title: t.title }),
       description: t.description,
       inputSchema: t.inputSchema as { type: "object" },
       ...outputSchemaFor(t.outputSchema, mode()),
-      // The title is given once, at the top level (clients prefer it to annotations.title).
       annotations: t.annotations,
       _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
     })),

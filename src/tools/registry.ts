@@ -195,6 +195,11 @@ export class ToolRegistry {
     return this.dynamic ? [...this.listings, ...this.dynamic.listings().filter((l) => !this.byName.has(l.name))] : this.listings;
   }
 
+  /** Whether `name` is one of ours (not a tool the Agent Bridge forwards from an upstream server). */
+  isBuiltin(name: string): boolean {
+    return this.byName.has(name);
+  }
+
   listing(name: string): ToolListing | undefined {
     return this.byName.get(name) ?? this.dynamic?.listings().find((l) => l.name === name);
   }

@@ -21,6 +21,8 @@ type Schema = Record<string, unknown>;
 const SAFE_INTEGER = Number.MAX_SAFE_INTEGER;
 /** A regex that fixes the length by itself, like the session id's `^[A-Za-z0-9]{8}$`. */
 const FIXED_LENGTH_PATTERN = /^\^\[[^\]]+\]\{(\d+)\}\$$/;
+/** One character class repeated, like the shell id's `^[A-Za-z0-9_-]+$`: its length bounds fit in the quantifier. */
+const REPEATED_CLASS_PATTERN = /^\^(\[[^\]]+\])[+*]\$$/;
 
 function isEmpty(s: unknown): boolean {
   return typeof s === "object" && s !== null && !Array.isArray(s) && Object.keys(s).length === 0;
@@ -57,6 +59,14 @@ function compactInput(raw: Schema): Schema {
   if (isEmpty(s.additionalProperties)) delete s.additionalProperties;
   const fixed = typeof s.pattern === "string" ? FIXED_LENGTH_PATTERN.exec(s.pattern) : null;
   if (fixed && s.minLength === Number(fixed[1]) && s.maxLength === Number(fixed[1])) {
+    delete s.minLength;
+    delete s.maxLength;
+  }
+  const repeated = typeof s.pattern === "string" ? REPEATED_CLASS_PATTERN.exec(s.pattern) : null;
+  if (repeated && typeof s.maxLength === "number") {
+    // `^[c]{1,64}$` says what `^[c]+$` with minLength 1 and maxLength 64 say, in one keyword.
+    const min = Math.max(typeof s.minLength === "number" ? s.minLength : 0, (s.pattern as string).endsWith("+$") ? 1 : 0);
+    s.pattern = `^${repeated[1]}{${min},${s.maxLength}}$`;
     delete s.minLength;
     delete s.maxLength;
   }
