@@ -128,6 +128,7 @@ export const SettingsSchema = z
     max_session_snapshot_bytes: int(8_388_608, 1024, 16_000_000, limits("Bytes of snapshot metadata kept per session.")),
     max_file_read_bytes: int(512_000, 1, 1_000_000_000, limits("Most bytes one read returns.")),
     memory_soft_limit_mb: int(80, 0, 1_000_000, limits("Resident size above which the server runs full garbage collections after calls, spaced by their own cost (at once above 1.125x this size), and once when idle (0 = leave it to the engine). Also the worker's.")),
+    memory_idle_release_s: int(8, 0, DAY, limits("Seconds without a call after which the server (and a worker) unmaps the executable's resident read-only pages (Linux); the next call maps back the ones it needs from the page cache, a few ms of CPU (0 = never).")),
     max_view_image_bytes: int(20_971_520, 1, 1_000_000_000, limits("Largest image view_image will send.")),
     max_skills: int(256, 1, 100_000, limits("Most skills discovered.")),
     max_skill_related_files: int(1000, 1, 1_000_000, limits("Most files listed beside one skill.")),

@@ -101,7 +101,7 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
     })),
   }));
-  const memory = memoryGovernor(app.services.settings.memory_soft_limit_mb);
+  const memory = memoryGovernor(app.services.settings.memory_soft_limit_mb, app.services.settings.memory_idle_release_s);
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const ctx = app.context({ signal: extra.signal, principal: principalFrom(extra.authInfo), transport });
     // notifications/cancelled (and an HTTP client disconnect, see http/mcp-sessions.ts) aborts

@@ -1,5 +1,7 @@
 import { readFileSync } from "node:fs";
 import { outputFlushed } from "../core/output-flush.ts";
+import { log } from "../core/log.ts";
+import { CodePages } from "../native/code-pages.ts";
 
 /**
  * Gives memory back. Large replies (whole-file reads, long outputs) leave megabytes of short-lived
@@ -19,6 +21,11 @@ import { outputFlushed } from "../core/output-flush.ts";
  *   waits then) when above the limit or grown by IDLE_GROWTH_BYTES.
  *
  * Nothing of this runs before the reply is written (core/output-flush.ts).
+ *
+ * After `memory_idle_release_s` of quiet (no call since; also counted from the start) it drops the
+ * executable's resident code pages (native/code-pages.ts): ~30 MiB of the idle size that is not
+ * ours to free otherwise. The next call faults back the pages it needs from the page cache, which
+ * costs it a few milliseconds of CPU on the 2-core VM (docs/benchmarks.md, "Reads and memory").
  */
 const LARGE_REPLY_BYTES = 64 * 1024;
 /** Large-reply bytes between light collections (one costs ~0.3 ms here, so not after each). */
@@ -58,7 +65,48 @@ export class MemoryGovernor {
   /** Resident size after the last idle collection (0 before the first). */
   private idleBaseline = 0;
 
-  constructor(private readonly softLimitBytes: number) {}
+  private releaseTimer: Timer | undefined;
+  private lastCallAt = 0;
+  private readonly codePages = new CodePages();
+  /** Set once dropping code pages proved impossible here (no ffi, no libc, not Linux). */
+  private codePagesUnavailable = false;
+
+  constructor(
+    private readonly softLimitBytes: number,
+    private readonly releaseAfterMs = 0,
+  ) {
+    // A server that has not been called yet is quiet too.
+    this.armRelease();
+  }
+
+  /**
+   * Starts the quiet spell after which the executable's code pages are dropped
+   * (native/code-pages.ts). One timer per spell: calls only move `lastCallAt`, and a timer that
+   * fires early waits for the rest of the spell.
+   */
+  private armRelease(): void {
+    this.lastCallAt = performance.now();
+    if (this.releaseAfterMs <= 0 || this.codePagesUnavailable || this.releaseTimer) return;
+    this.releaseTimer = setTimeout(() => this.onReleaseTimer(), this.releaseAfterMs);
+    this.releaseTimer.unref();
+  }
+
+  private onReleaseTimer(): void {
+    const left = this.lastCallAt + this.releaseAfterMs - performance.now();
+    if (left > 1) {
+      this.releaseTimer = setTimeout(() => this.onReleaseTimer(), left);
+      this.releaseTimer.unref();
+      return;
+    }
+    this.releaseTimer = undefined;
+    void this.releaseCodePages();
+  }
+
+  private async releaseCodePages(): Promise<void> {
+    const released = await this.codePages.release();
+    if (released === null) this.codePagesUnavailable = true;
+    else log.debug(`memory: dropped ${(released.bytes / 1048576).toFixed(1)} MiB of the executable's resident pages in ${released.ms.toFixed(1)} ms`);
+  }
 
   private collectFull(): void {
     const before = residentBytes();
@@ -86,6 +134,7 @@ export class MemoryGovernor {
 
   /** Called when a call has finished with a reply of this many bytes (before the reply is sent). */
   afterCall(replyBytes: number): void {
+    this.armRelease();
     if (this.softLimitBytes <= 0) return;
     this.idleCollected = false;
     if (replyBytes >= LARGE_REPLY_BYTES) this.largeBytes += replyBytes;
@@ -128,7 +177,7 @@ export class MemoryGovernor {
 let governor: MemoryGovernor | undefined;
 
 /** The process's governor (one per process: memory is per process, not per connection). */
-export function memoryGovernor(softLimitMb: number): MemoryGovernor {
-  governor ??= new MemoryGovernor(softLimitMb * 1024 * 1024);
+export function memoryGovernor(softLimitMb: number, releaseAfterS = 0): MemoryGovernor {
+  governor ??= new MemoryGovernor(softLimitMb * 1024 * 1024, releaseAfterS * 1000);
   return governor;
 }

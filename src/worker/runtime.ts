@@ -27,7 +27,7 @@ export function workerRuntime(root: string, profileId: string, workdir: string):
   // The worker answers calls over its channel, not through an MCP server, so the memory governor
   // that `serve` runs after each reply is hooked in here: without it nothing gave back what a burst
   // of calls left (idle collection once quiet, full collections above memory_soft_limit_mb).
-  const memory = memoryGovernor(settings.memory_soft_limit_mb);
+  const memory = memoryGovernor(settings.memory_soft_limit_mb, settings.memory_idle_release_s);
   const audit = app.registry.observer;
   app.registry.observer = {
     start: (info) => audit?.start(info),
