@@ -2,6 +2,7 @@ import { log } from "../core/log.ts";
 import { AuditLog } from "../audit/log.ts";
 import { auditObserver } from "./audit-observer.ts";
 import { onShutdown } from "./lifecycle.ts";
+import { memoryGovernor } from "./memory.ts";
 import type { Settings } from "../config/schema.ts";
 import { ForegroundWork } from "../exec/foreground.ts";
 import { Semaphore } from "../exec/semaphore.ts";
@@ -99,6 +100,9 @@ export function createApp(settings: Settings): App {
     loadOne: (name) => import("../tools/loaders.ts").then((m) => m.loadTool(name)),
   });
   registry.observer = auditObserver(services.audit);
+  // Made here, not with the first MCP session: an HTTP server nobody has connected to yet is idle
+  // too and gives its executable's pages back the same way (server/memory.ts).
+  memoryGovernor(settings.memory_soft_limit_mb, settings.memory_idle_release_s);
   // Remote workers need a listener to dial: offered by the HTTP modes only, never by a worker itself.
   let routesForWorkers: Route | undefined;
   let remoteManager: RemoteManager | undefined;
