@@ -5,7 +5,7 @@
  * supervisors may skip: the server's own proof that enumeration works covers /proc only.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { RunnerServer } from "../../src/exec/runner-server.ts";
@@ -55,6 +55,26 @@ describe("the runner server driven directly", () => {
     const long = run("echo started; exec sleep 600");
     await waitFor(() => long.out() === "started\n", { what: "the first line while the command runs" });
     expect(long.p.pid).toBeGreaterThan(0); // the pid came with it
+    long.p.kill();
+    expect(await long.p.exited).toBe(143);
+  });
+
+  test("a supervisor is forked ahead again after each hand-over: once the command ended, or while a long one runs", async () => {
+    const children = () => readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, "utf8").trim().split(" ").filter(Boolean).map(Number);
+    const first = run("exit 0");
+    expect(await first.p.exited).toBe(0);
+    await waitFor(() => children().length === 1 && children()[0] !== first.p.pid, { what: "a waiting supervisor after a short command" });
+    const ahead = children()[0];
+    // The next command goes to that supervisor: nothing was forked between its request and its start.
+    const long = run("echo started; exec sleep 600");
+    await waitFor(() => long.out() === "started\n", { what: "the long command's first line" });
+    expect(long.p.pid).toBe(ahead!);
+    // Not held back until the long command ends: a waiting supervisor comes next to it.
+    await waitFor(() => children().length === 2, { what: "a waiting supervisor beside a running command" });
+    const next = children().find((c) => c !== long.p.pid);
+    const short = run("echo hi");
+    expect(await short.p.exited).toBe(0);
+    expect(short.p.pid).toBe(next!);
     long.p.kill();
     expect(await long.p.exited).toBe(143);
   });
