@@ -97,3 +97,58 @@ describe("the runner server driven directly", () => {
     expect(ok.out()).toBe("fine\n");
   });
 });
+
+/** Frames read from a raw `--serve` process (type and id only), for protocol edge cases. */
+async function rawServe(runner: string) {
+  const proc = Bun.spawn([runner, "--serve"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const frames: { type: string; id: number }[] = [];
+  void (async () => {
+    let buf = new Uint8Array(0);
+    for await (const chunk of proc.stdout) {
+      const joined = new Uint8Array(buf.length + chunk.length);
+      joined.set(buf);
+      joined.set(chunk, buf.length);
+      buf = joined;
+      while (buf.length >= 9) {
+        const view = new DataView(buf.buffer, buf.byteOffset);
+        const len = view.getUint32(0, true);
+        if (buf.length < 4 + len) break;
+        frames.push({ type: String.fromCharCode(buf[4]!), id: view.getUint32(5, true) });
+        buf = buf.slice(4 + len);
+      }
+    }
+  })();
+  const send = (type: string, id: number, data = "") => {
+    const body = new TextEncoder().encode(data);
+    const out = new Uint8Array(9 + body.length);
+    const view = new DataView(out.buffer);
+    view.setUint32(0, 5 + body.length, true);
+    out[4] = type.charCodeAt(0);
+    view.setUint32(5, id, true);
+    out.set(body, 9);
+    proc.stdin.write(out);
+    void proc.stdin.flush();
+  };
+  await waitFor(() => frames.some((f) => f.type === "H"), { what: "the server's hello" });
+  return { proc, frames, send };
+}
+
+describe("the runner server's request stream", () => {
+  test("a request that cannot be parsed is refused, and the next one runs", async () => {
+    const { proc, frames, send } = await rawServe(join(dir, "lsm-runner"));
+    send("R", 7); // no data at all
+    await waitFor(() => frames.some((f) => f.type === "N" && f.id === 7), { what: "the refusal" });
+    send("R", 8, `${dir}\0${"0"}\0--timeout-ms\0${"60000"}\0--\0true\0`);
+    await waitFor(() => frames.some((f) => f.type === "X" && f.id === 8), { what: "the next command's exit status" });
+    expect(frames.some((f) => f.type === "S" && f.id === 8)).toBe(true);
+    proc.stdin.end();
+    expect(await proc.exited).toBe(0);
+  });
+
+  test("a malformed frame stops the server, whoever reads it", async () => {
+    const { proc, send } = await rawServe(join(dir, "lsm-runner"));
+    send("Z", 1);
+    expect(await proc.exited).toBe(0);
+    expect(await new Response(proc.stderr).text()).toContain("malformed request");
+  });
+});
