@@ -61,6 +61,9 @@ static unsigned char outbuf[4 * (FRAME_HEAD + CHUNK)];
 static size_t outlen;
 static int urgent; /* a frame in outbuf the reader is waiting for */
 #define HOLD_MS 20
+/* How long after a hand-over the next waiting supervisor is forked while the
+ * command still runs (at once when it has ended). */
+#define FORK_AHEAD_MS 3
 
 static void flush_replies(void)
 {
@@ -559,6 +562,7 @@ int serve(void)
 	size_t inlen = 0;
 	int stopping = 0, stop_sig = 0;
 	long held_since = 0; /* when the oldest frame waiting in outbuf was queued */
+	long handed_at = 0;  /* when the waiting supervisor was used up, until the next is forked */
 	for (;;) {
 		if (stopping && live_jobs() == 0)
 			break;
@@ -573,6 +577,13 @@ int serve(void)
 			hold = HOLD_MS - (now_ms() - held_since);
 			if (hold < 1)
 				hold = 1;
+		}
+		if (handed_at && !stopping) { /* wake to fork the next waiting supervisor (below) */
+			long left = FORK_AHEAD_MS - (now_ms() - handed_at);
+			if (left < 1)
+				left = 1;
+			if (hold < 0 || left < hold)
+				hold = left;
 		}
 		if (poll(pfd, n, (int)hold) < 0) {
 			if (errno == EINTR)
@@ -641,7 +652,17 @@ int serve(void)
 			close(waiting.fd[1]);
 			drop_waiting(1);
 		} else if (!stopping && waiting.pid == 0 && njobs < MAX_JOBS) {
-			fork_waiting(); /* after this round's replies went out */
+			/* Not while the command just handed over is starting: on a
+			 * machine with few cores the fork and the new child's setup
+			 * would compete with it.  Once nothing runs (its exit status
+			 * went out above), or FORK_AHEAD_MS after the hand-over for a
+			 * longer command. */
+			if (!handed_at)
+				handed_at = now_ms();
+			if (live_jobs() == 0 || now_ms() - handed_at >= FORK_AHEAD_MS) {
+				fork_waiting();
+				handed_at = 0;
+			}
 		}
 		if (stopping) /* every supervisor stops and confirms its own tree */
 			for (size_t i = 0; i < njobs; i++)

@@ -4,7 +4,8 @@
  * long-lived `lsm-runner --serve` (one fork+exec of the shell per command), sampled in turn in the
  * same rounds; where this process may create cgroup v2 groups (root), the long-lived runner is also
  * sampled with a fresh group per command (`--cgroup`, as the server runs them with the layer on).
- * Usage: bun scripts/bench/runner.ts [path-to-lsm-runner] [rounds=150]
+ * Usage: bun scripts/bench/runner.ts [path-to-lsm-runner] [rounds=150] [other-lsm-runner]
+ * With other-lsm-runner (e.g. main's), its long-lived variants are sampled in the same rounds too.
  */
 import { mkdirSync, rmdirSync } from "node:fs";
 import { loadavg } from "node:os";
@@ -15,6 +16,7 @@ import { percentile } from "./lib.ts";
 
 const runner = resolve(process.argv[2] ?? join(import.meta.dir, "..", "..", "build", "native", "lsm-runner"));
 const rounds = Number(process.argv[3] ?? 150);
+const otherRunner = process.argv[4] ? resolve(process.argv[4]) : undefined;
 const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
 const command = ["bash", "-c", "echo hi"];
 const args = ["--timeout-ms", "30000", "--persist", "--", ...command];
@@ -25,6 +27,8 @@ async function drained(p: Bun.Subprocess<"ignore", "pipe", "pipe">): Promise<voi
 
 const server = new RunnerServer(runner);
 if (!(await server.ready)) throw new Error(`${runner} --serve did not start`);
+const other = otherRunner ? new RunnerServer(otherRunner) : undefined;
+if (other && !(await other.ready)) throw new Error(`${otherRunner} --serve did not start`);
 /** Our own cgroup v2 group, if we may create groups under it. */
 function cgroupBase(): string | undefined {
   const own = ownCgroupDir().dir;
@@ -40,8 +44,8 @@ function cgroupBase(): string | undefined {
 const cgBase = cgroupBase();
 let seq = 0;
 
-async function served(extra: string[]): Promise<void> {
-  const p = server.run([...extra, ...args], process.cwd(), env, () => undefined);
+async function served(extra: string[], via = server): Promise<void> {
+  const p = via.run([...extra, ...args], process.cwd(), env, () => undefined);
   if (!p) throw new Error("the runner server died");
   const [code] = await Promise.all([p.exited, p.outputDone]);
   p.stopOutput();
@@ -55,6 +59,10 @@ const variants: { name: string; run: () => Promise<unknown>; samples: number[] }
 ];
 if (cgBase) variants.push({ name: "--serve, a cgroup per command", run: () => served(["--cgroup", join(cgBase, `lsm-bench-${process.pid}-${++seq}`)]), samples: [] });
 else console.log("no writable cgroup v2 group here: the cgroup variant is left out");
+if (other) {
+  variants.push({ name: "other runner: --serve", run: () => served([], other), samples: [] });
+  if (cgBase) variants.push({ name: "other runner: --serve, a cgroup each", run: () => served(["--cgroup", join(cgBase, `lsm-bench-${process.pid}-${++seq}`)], other), samples: [] });
+}
 for (let i = 0; i < 10; i++) for (const v of variants) await v.run();
 const loadBefore = loadavg()[0]!;
 for (let i = 0; i < rounds; i++) {
@@ -66,6 +74,7 @@ for (let i = 0; i < rounds; i++) {
 }
 const loadAfter = loadavg()[0]!;
 server.stop();
+other?.stop();
 const f = percentile(variants[0]!.samples, 50);
 console.log(`load average ${loadBefore.toFixed(1)} → ${loadAfter.toFixed(1)}, ${rounds} rounds`);
 for (const v of variants) {

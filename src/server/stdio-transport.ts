@@ -1,5 +1,5 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { JSONRPCMessageSchema, type JSONRPCMessage, type JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
 import { log } from "../core/log.ts";
 import { outputStarted } from "../core/output-flush.ts";
 
@@ -48,6 +48,11 @@ export class BoundedStdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
+  /**
+   * Set after the server connected (see serveStdio): takes a message already known to be a
+   * request straight to the server's request dispatch, past the SDK's message-type checks.
+   */
+  onrequest?: (request: JSONRPCRequest) => void;
 
   /** Chunks of the current line (none while discarding). */
   private parts: Buffer[] = [];
@@ -116,6 +121,13 @@ export class BoundedStdioTransport implements Transport {
       this.reply(null, PARSE_ERROR, "the line is not valid JSON");
       return;
     }
+    if (isPlainRequest(value)) {
+      // Each request is parsed in full by its handler's own schema; the union check below would
+      // repeat that, and the SDK's dispatch would run three more schemas to tell what it is.
+      if (this.onrequest) this.onrequest(value);
+      else this.onmessage?.(value);
+      return;
+    }
     const parsed = JSONRPCMessageSchema.safeParse(value);
     if (!parsed.success) {
       const id = value !== null && typeof value === "object" && "id" in value ? (value as { id: unknown }).id : null;
@@ -157,6 +169,24 @@ export class BoundedStdioTransport implements Transport {
     this.parts = [];
     this.onclose?.();
   }
+}
+
+const REQUEST_KEYS = new Set(["jsonrpc", "id", "method", "params"]);
+
+/**
+ * Whether a parsed line is a JSON-RPC request in the form JSONRPCRequestSchema accepts (exactly
+ * those keys, an integer or string id, params an object) without `_meta`, whose shape the full
+ * schema checks: a line with `_meta` takes the full path.
+ */
+export function isPlainRequest(value: unknown): value is JSONRPCRequest {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return false;
+  const m = value as Record<string, unknown>;
+  if (m.jsonrpc !== "2.0" || typeof m.method !== "string") return false;
+  if (!(typeof m.id === "string" || Number.isSafeInteger(m.id))) return false;
+  for (const k in m) if (!REQUEST_KEYS.has(k)) return false;
+  const params = m.params;
+  if (params === undefined) return !("params" in m);
+  return params !== null && typeof params === "object" && !Array.isArray(params) && !("_meta" in params);
 }
 
 /**

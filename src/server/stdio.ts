@@ -1,3 +1,4 @@
+import type { JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { App } from "./app.ts";
 import { onShutdown, shutdown } from "./lifecycle.ts";
 import { createMcpServer } from "./mcp.ts";
@@ -15,4 +16,9 @@ export async function serveStdio(app: App): Promise<void> {
   process.stdin.on("end", () => void shutdown("stdin closed"));
   process.stdin.on("close", () => void shutdown("stdin closed"));
   await server.connect(transport);
+  // A request goes straight to the server's dispatch (the SDK's own message routing runs three
+  // schemas on it first to tell a request from a response). Where a later SDK has no such method,
+  // every message keeps the SDK's path.
+  const dispatch = (server as unknown as { _onrequest?: (request: JSONRPCRequest) => void })._onrequest;
+  if (typeof dispatch === "function") transport.onrequest = (request) => dispatch.call(server, request);
 }

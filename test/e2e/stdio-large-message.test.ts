@@ -81,3 +81,27 @@ test("a line that is not JSON gets a parse error instead of silence", async () =
   expect((answer.error as { code: number }).code).toBe(-32700);
   await stillServes();
 });
+
+test("requests keep their answers past the stdio short cut (isPlainRequest)", async () => {
+  // Not a JSON-RPC request (an extra top-level key): refused as before.
+  const extra = raw.nextId();
+  await raw.sendLine(JSON.stringify({ jsonrpc: "2.0", id: extra, method: "ping", extra: 1 }));
+  expect(((await raw.answer(extra)).error as { code: number }).code).toBe(-32600);
+  // A tools/call whose params do not fit the schema: InvalidParams (through the SDK's Server it was
+  // InternalError, its Protocol layer's parse throwing before the wrapper's InvalidParams).
+  const noName = raw.nextId();
+  raw.send({ jsonrpc: "2.0", id: noName, method: "tools/call", params: { arguments: {} } });
+  const err = (await raw.answer(noName)).error as { code: number; message: string };
+  expect(err.code).toBe(-32602);
+  expect(err.message).toContain("Invalid tools/call request");
+  // An unknown method: MethodNotFound; a string id and a request with _meta (full path) both served.
+  const unknown = raw.nextId();
+  raw.send({ jsonrpc: "2.0", id: unknown, method: "no/such" });
+  expect(((await raw.answer(unknown)).error as { code: number }).code).toBe(-32601);
+  await raw.sendLine(JSON.stringify({ jsonrpc: "2.0", id: "s1", method: "ping" }));
+  expect((await raw.answer("s1")).result).toEqual({});
+  const meta = raw.nextId();
+  raw.send({ jsonrpc: "2.0", id: meta, method: "tools/call", params: { name: "no_such_tool", arguments: {}, _meta: { progressToken: 1 } } });
+  expect(((await raw.answer(meta)).result as { isError: boolean }).isError).toBe(true);
+  await stillServes();
+});

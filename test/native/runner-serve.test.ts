@@ -5,7 +5,7 @@
  * supervisors may skip: the server's own proof that enumeration works covers /proc only.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { RunnerServer } from "../../src/exec/runner-server.ts";
@@ -59,6 +59,26 @@ describe("the runner server driven directly", () => {
     expect(await long.p.exited).toBe(143);
   });
 
+  test("a supervisor is forked ahead again after each hand-over: once the command ended, or while a long one runs", async () => {
+    const children = () => readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, "utf8").trim().split(" ").filter(Boolean).map(Number);
+    const first = run("exit 0");
+    expect(await first.p.exited).toBe(0);
+    await waitFor(() => children().length === 1 && children()[0] !== first.p.pid, { what: "a waiting supervisor after a short command" });
+    const ahead = children()[0];
+    // The next command goes to that supervisor: nothing was forked between its request and its start.
+    const long = run("echo started; exec sleep 600");
+    await waitFor(() => long.out() === "started\n", { what: "the long command's first line" });
+    expect(long.p.pid).toBe(ahead!);
+    // Not held back until the long command ends: a waiting supervisor comes next to it.
+    await waitFor(() => children().length === 2, { what: "a waiting supervisor beside a running command" });
+    const next = children().find((c) => c !== long.p.pid);
+    const short = run("echo hi");
+    expect(await short.p.exited).toBe(0);
+    expect(short.p.pid).toBe(next!);
+    long.p.kill();
+    expect(await long.p.exited).toBe(143);
+  });
+
   test("a request naming its own procfs still proves enumeration there before anything runs", async () => {
     // The server proved enumeration on /proc at its start, and its supervisors rely on that; a
     // request with --proc-root (tests only) must not: an empty directory fails it closed.
@@ -75,5 +95,60 @@ describe("the runner server driven directly", () => {
     expect(await ok.p.exited).toBe(0);
     await ok.p.outputDone;
     expect(ok.out()).toBe("fine\n");
+  });
+});
+
+/** Frames read from a raw `--serve` process (type and id only), for protocol edge cases. */
+async function rawServe(runner: string) {
+  const proc = Bun.spawn([runner, "--serve"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  const frames: { type: string; id: number }[] = [];
+  void (async () => {
+    let buf = new Uint8Array(0);
+    for await (const chunk of proc.stdout) {
+      const joined = new Uint8Array(buf.length + chunk.length);
+      joined.set(buf);
+      joined.set(chunk, buf.length);
+      buf = joined;
+      while (buf.length >= 9) {
+        const view = new DataView(buf.buffer, buf.byteOffset);
+        const len = view.getUint32(0, true);
+        if (buf.length < 4 + len) break;
+        frames.push({ type: String.fromCharCode(buf[4]!), id: view.getUint32(5, true) });
+        buf = buf.slice(4 + len);
+      }
+    }
+  })();
+  const send = (type: string, id: number, data = "") => {
+    const body = new TextEncoder().encode(data);
+    const out = new Uint8Array(9 + body.length);
+    const view = new DataView(out.buffer);
+    view.setUint32(0, 5 + body.length, true);
+    out[4] = type.charCodeAt(0);
+    view.setUint32(5, id, true);
+    out.set(body, 9);
+    proc.stdin.write(out);
+    void proc.stdin.flush();
+  };
+  await waitFor(() => frames.some((f) => f.type === "H"), { what: "the server's hello" });
+  return { proc, frames, send };
+}
+
+describe("the runner server's request stream", () => {
+  test("a request that cannot be parsed is refused, and the next one runs", async () => {
+    const { proc, frames, send } = await rawServe(join(dir, "lsm-runner"));
+    send("R", 7); // no data at all
+    await waitFor(() => frames.some((f) => f.type === "N" && f.id === 7), { what: "the refusal" });
+    send("R", 8, `${dir}\0${"0"}\0--timeout-ms\0${"60000"}\0--\0true\0`);
+    await waitFor(() => frames.some((f) => f.type === "X" && f.id === 8), { what: "the next command's exit status" });
+    expect(frames.some((f) => f.type === "S" && f.id === 8)).toBe(true);
+    proc.stdin.end();
+    expect(await proc.exited).toBe(0);
+  });
+
+  test("a malformed frame stops the server, whoever reads it", async () => {
+    const { proc, send } = await rawServe(join(dir, "lsm-runner"));
+    send("Z", 1);
+    expect(await proc.exited).toBe(0);
+    expect(await new Response(proc.stderr).text()).toContain("malformed request");
   });
 });
