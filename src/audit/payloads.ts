@@ -2,6 +2,7 @@ import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, read
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { gunzipSync, gzip } from "node:zlib";
+import { HAS_RAW_JSON, LARGE_STRING_CHARS, LargeStringMemo, rawJsonString } from "../core/large-memo.ts";
 import { ensurePrivateDir, writeFileAtomicAsync } from "../store/atomic.ts";
 
 /** Compression on the thread pool: the audit writer runs beside tool calls. */
@@ -30,9 +31,13 @@ export interface PayloadLimits {
 
 const DIGEST = /^[0-9a-f]{64}$/;
 
-/** JSON with sorted keys, compact: the content address is taken over these bytes. */
+/**
+ * JSON with sorted keys, compact: the content address is taken over these bytes. Large strings are
+ * escaped once however often they are recorded (core/large-memo.ts; same bytes).
+ */
 export function canonicalJson(v: unknown): string {
   return JSON.stringify(v, (_k, x: unknown) => {
+    if (typeof x === "string") return x.length >= LARGE_STRING_CHARS && HAS_RAW_JSON ? rawJsonString(x) : x;
     if (x === null || typeof x !== "object" || Array.isArray(x)) return x;
     const sorted: Record<string, unknown> = {};
     for (const k of Object.keys(x).sort()) sorted[k] = (x as Record<string, unknown>)[k];
@@ -57,6 +62,8 @@ export function asPayloadRef(v: unknown): PayloadRef | undefined {
  */
 export class PayloadStore {
   readonly dir: string;
+  /** SHA-256 of large canonical texts recorded recently. */
+  private readonly digests = new LargeStringMemo<string>(2 * 1024 * 1024, 4);
 
   constructor(
     auditDir: string,
@@ -74,8 +81,13 @@ export class PayloadStore {
       return { value: { [TRUNCATED_KEY]: { reason: "payload_byte_limit", original_bytes: bytes, max_bytes: this.limits.enabled ? this.limits.maxBytes : this.limits.inlineBytes, preview: preview(value) } }, stored: false };
     }
     // Hashed from the string (UTF-8, the same bytes); the bytes themselves are made only when the
-    // object is not stored yet, so a repeated large value costs no copy.
-    const sha256 = new Bun.CryptoHasher("sha256").update(canonical, "utf8").digest("hex");
+    // object is not stored yet, so a repeated large value costs no copy, and the digest of a value
+    // recorded moments ago is remembered (found by comparing the canonical text itself).
+    let sha256 = this.digests.get(canonical);
+    if (sha256 === undefined) {
+      sha256 = new Bun.CryptoHasher("sha256").update(canonical, "utf8").digest("hex");
+      if (canonical.length >= LARGE_STRING_CHARS) this.digests.set(canonical, sha256);
+    }
     try {
       ensurePrivateDir(this.dir);
       const path = join(this.dir, `${sha256}.json.gz`);

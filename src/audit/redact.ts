@@ -4,6 +4,8 @@
  * configured admin PIN are replaced; structures are bounded in depth, width and string length.
  */
 
+import { LARGE_STRING_CHARS, LargeStringMemo, stringBytes } from "../core/large-memo.ts";
+
 export const REDACTED = "<redacted>";
 export const TRUNCATED_KEY = "$local_shell_mcp_audit_truncated";
 export const BINARY_KEY = "$local_shell_mcp_audit_binary";
@@ -124,7 +126,20 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
   const exact = secrets.filter((s) => s.length > 0).flatMap((s) => [s, jsonQuoted(s)]);
   exact.sort((a, b) => b.length - a.length);
 
+  // A large text seen again (a re-read of an unchanged file) is not scanned again: the rules are
+  // a pure function of the text. The result is often the input itself, which then costs no bytes.
+  const large = new LargeStringMemo<string>(2 * 1024 * 1024, 4);
   const text = (input: string): string => {
+    if (input.length < LARGE_STRING_CHARS) return scrub(input);
+    let s = large.get(input);
+    if (s === undefined) {
+      s = scrub(input);
+      large.set(input, s, s === input ? 0 : stringBytes(s));
+    }
+    return s;
+  };
+
+  const scrub = (input: string): string => {
     let s = input;
     for (const secret of exact) if (s.includes(secret)) s = s.split(secret).join(REDACTED);
     for (const rule of TEXT_RULES) if (!rule.needle || s.includes(rule.needle)) s = s.replace(rule.re, rule.rep as string);

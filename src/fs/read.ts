@@ -1,5 +1,6 @@
 import { readSync, type Stats } from "node:fs";
 import { ToolError } from "../core/errors.ts";
+import { LargeStringMemo, stringBytes } from "../core/large-memo.ts";
 import { decodeUtf8, splitDoc } from "./lines.ts";
 import type { LineRange } from "./selectors.ts";
 
@@ -243,6 +244,15 @@ function withRows(r: Omit<FileRead, "first" | "last" | "count" | "render">): Fil
 }
 
 /**
+ * What re-reading an unchanged file need not work out again, found by the SHA-256 of the bytes just
+ * read (so never stale): that they are UTF-8 and how many lines they hold, and their hashline
+ * rendering under a given header. Bounded; the renderings are emptied after a quiet spell.
+ */
+const MAX_CHECKED_TEXTS = 256;
+const checkedTexts = new Map<string, number>();
+const renderings = new LargeStringMemo<string>(4 * 1024 * 1024, 4);
+
+/**
  * The whole of a file without carriage returns, in one pass: the file hash and the shown range's
  * hash share one SHA-256 run (the range hash covers the same bytes minus the final newline). The
  * hashline rows are rendered only when asked for, straight from the text into one join (no line
@@ -251,28 +261,59 @@ function withRows(r: Omit<FileRead, "first" | "last" | "count" | "render">): Fil
  */
 function readWhole(buf: Buffer, shown: string): FileRead | undefined {
   if (buf.indexOf(13) >= 0) return undefined;
-  const text = decodeUtf8(buf, shown);
+  let decoded: string | undefined;
+  const text = () => (decoded ??= decodeUtf8(buf, shown));
   const size = buf.length;
   const hash = new Bun.CryptoHasher("sha256");
-  if (size === 0) return { size, sha: hash.digest("hex"), total: 0, rows: [], first: null, last: null, count: 0, render: (header) => header, raw: text, bytesRead: 0, truncated: false, ranges: [] };
+  if (size === 0) return { size, sha: hash.digest("hex"), total: 0, rows: [], first: null, last: null, count: 0, render: (header) => header, raw: "", bytesRead: 0, truncated: false, ranges: [] };
   const terminated = buf[size - 1] === 10;
   hash.update(terminated ? buf.subarray(0, size - 1) : buf);
   const h = hash.copy().digest("hex").slice(0, 16);
   if (terminated) hash.update(buf.subarray(size - 1));
-  let total = 1;
-  for (let i = buf.indexOf(10); i >= 0 && i < size - 1; i = buf.indexOf(10, i + 1)) total++;
-  const shownText = terminated ? text.slice(0, -1) : text;
+  const sha = hash.digest("hex");
+  let total = checkedTexts.get(sha);
+  if (total === undefined) {
+    // New bytes are decoded now, so a file that is not UTF-8 is refused before anything is recorded.
+    text();
+    total = 1;
+    for (let i = buf.indexOf(10); i >= 0 && i < size - 1; i = buf.indexOf(10, i + 1)) total++;
+    checkedTexts.set(sha, total);
+    if (checkedTexts.size > MAX_CHECKED_TEXTS) checkedTexts.delete(checkedTexts.keys().next().value as string);
+  }
   const render = (header: string): string => {
+    const key = `${sha}\0${header}`;
+    const known = renderings.get(key);
+    if (known !== undefined) return known;
+    const whole = text();
+    const shownText = terminated ? whole.slice(0, -1) : whole;
     const parts = [header];
     let start = 0;
     for (let n = 1; ; n++) {
       const nl = shownText.indexOf("\n", start);
       parts.push(`\n${n}:`, nl < 0 ? shownText.slice(start) : shownText.slice(start, nl));
-      if (nl < 0) return parts.join("");
+      if (nl < 0) break;
       start = nl + 1;
     }
+    const rendered = parts.join("");
+    renderings.set(key, rendered, stringBytes(rendered));
+    return rendered;
   };
-  return { size, sha: hash.digest("hex"), total, rows: [], first: 1, last: total, count: total, render, raw: text, bytesRead: size, truncated: false, ranges: [{ start: 1, end: total, h }] };
+  return {
+    size,
+    sha,
+    total,
+    rows: [],
+    first: 1,
+    last: total,
+    count: total,
+    render,
+    get raw() {
+      return text();
+    },
+    bytesRead: size,
+    truncated: false,
+    ranges: [{ start: 1, end: total, h }],
+  };
 }
 
 /** `header` (e.g. `[path#snapshot]`) plus one `\nN:text` row per line. */

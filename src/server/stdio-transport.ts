@@ -1,6 +1,7 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { JSONRPCMessageSchema, type JSONRPCMessage, type JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
 import { log } from "../core/log.ts";
+import { HAS_RAW_JSON, LARGE_STRING_CHARS, rawJsonString } from "../core/large-memo.ts";
 import { outputStarted } from "../core/output-flush.ts";
 
 /** JSON-RPC error codes we answer with when a line cannot become a message. */
@@ -18,29 +19,19 @@ type Id = string | number | null;
  * naming the limit, and goes on reading. Lines that are not JSON-RPC are answered too, instead of
  * being dropped silently.
  */
-/** Strings from this length on are escaped once per message, however often they appear in it. */
-const SHARED_STRING_CHARS = 64 * 1024;
-const rawJSON = (JSON as unknown as { rawJSON?: (text: string) => unknown }).rawJSON;
-
 /**
  * The message's JSON. A tool result often carries one large string twice (a whole-file read's text
- * block and its structured content): when a text block is large, that string is escaped once and
- * emitted twice (JSON.rawJSON), which saved ~0.2 ms of a 256 KiB read's reply. Same bytes as
- * JSON.stringify.
+ * block and its structured content), and a re-read of an unchanged file sends the same string again:
+ * a large string is escaped once and emitted as often as it appears (JSON.rawJSON, remembered
+ * across messages by core/large-memo.ts). Same bytes as JSON.stringify.
  */
 export function serializeMessage(message: JSONRPCMessage): string {
   const content = (message as { result?: { content?: unknown } }).result?.content;
-  const large = Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= SHARED_STRING_CHARS);
-  if (!large || !rawJSON) return JSON.stringify(message);
-  let last: string | undefined;
-  let lastJson: unknown;
+  const large = Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS);
+  if (!large || !HAS_RAW_JSON) return JSON.stringify(message);
   return JSON.stringify(message, (_key, value: unknown) => {
-    if (typeof value !== "string" || value.length < SHARED_STRING_CHARS) return value;
-    if (value !== last) {
-      last = value;
-      lastJson = rawJSON(JSON.stringify(value));
-    }
-    return lastJson;
+    if (typeof value !== "string" || value.length < LARGE_STRING_CHARS) return value;
+    return rawJsonString(value);
   });
 }
 

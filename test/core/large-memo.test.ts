@@ -1,0 +1,100 @@
+import { describe, expect, test } from "bun:test";
+import { closeSync, openSync, fstatSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { createRedactor, REDACTED } from "../../src/audit/redact.ts";
+import { canonicalJson } from "../../src/audit/payloads.ts";
+import { LargeStringMemo, rawJsonString } from "../../src/core/large-memo.ts";
+import { LineIndexCache, readLines } from "../../src/fs/read.ts";
+import { tempDir } from "../helpers/harness.ts";
+
+const big = (seed: string) => `${seed}\n${"const v = f(a, b); // some text\n".repeat(4000)}`;
+
+describe("large string memo", () => {
+  test("hits only on equal content, never on a different string of the same length", () => {
+    const m = new LargeStringMemo<number>(1 << 20);
+    const a = big("aaaa");
+    m.set(a, 1);
+    expect(m.get(big("aaaa"))).toBe(1);
+    expect(m.get(big("aaab"))).toBeUndefined();
+  });
+
+  test("keeps within its byte and entry bounds, dropping the least recently used", () => {
+    const keys = ["k1", "k2", "k3", "k4"].map(big);
+    const m = new LargeStringMemo<number>(3 * keys[0]!.length * 2, 8);
+    m.set(keys[0]!, 0);
+    m.set(keys[1]!, 1);
+    m.set(keys[2]!, 2);
+    expect(m.get(keys[0]!)).toBe(0);
+    m.set(keys[3]!, 3);
+    expect(m.size).toBe(3);
+    expect(m.get(keys[1]!)).toBeUndefined();
+    expect(m.get(keys[0]!)).toBe(0);
+    const few = new LargeStringMemo<number>(1 << 30, 2);
+    for (const [i, k] of keys.entries()) few.set(k, i);
+    expect(few.size).toBe(2);
+    m.set("x".repeat(2 << 20), 9);
+    expect(m.get("x".repeat(2 << 20))).toBeUndefined();
+  });
+
+  test("lets go of everything after a quiet spell", async () => {
+    const m = new LargeStringMemo<number>(1 << 20);
+    m.set(big("q"), 1);
+    const deadline = Date.now() + 10_000;
+    while (m.size > 0 && Date.now() < deadline) await Bun.sleep(50);
+    expect(m.size).toBe(0);
+  });
+
+  test("escaped JSON is the same text JSON.stringify makes", () => {
+    const s = `${big("\"quoted\"\t\u0001 é \ud83d\ude00")}\\`;
+    const obj = { a: s, b: [s], c: "small" };
+    const viaRaw = JSON.stringify(obj, (_k, v: unknown) => (typeof v === "string" && v.length > 1000 ? rawJsonString(v) : v));
+    expect(viaRaw).toBe(JSON.stringify(obj));
+    expect(JSON.stringify(obj, (_k, v: unknown) => (typeof v === "string" && v.length > 1000 ? rawJsonString(v) : v))).toBe(viaRaw);
+    expect(canonicalJson({ z: s, a: 1 })).toBe(`{"a":1,"z":${JSON.stringify(s)}}`);
+  });
+
+  test("a large text seen before is redacted the same way, a changed one afresh", () => {
+    const r = createRedactor([], 1 << 20);
+    const clean = big("nothing secret");
+    expect(r.text(clean)).toBe(clean);
+    expect(r.text(clean)).toBe(clean);
+    const leaky = `${clean}Authorization: Bearer abcdefgh12345678\n`;
+    for (let i = 0; i < 2; i++) {
+      const out = r.text(leaky);
+      expect(out).not.toContain("abcdefgh12345678");
+      expect(out).toContain(REDACTED);
+    }
+  });
+});
+
+describe("whole-file reads of content seen before", () => {
+  const read = (path: string) => {
+    const fd = openSync(path, "r");
+    try {
+      return readLines(fd, fstatSync(fd), [], 1 << 20, new LineIndexCache(), path);
+    } finally {
+      closeSync(fd);
+    }
+  };
+
+  test("a changed file renders its new content; unchanged bytes render the same", () => {
+    using dir = tempDir();
+    const p = join(dir.path, "f.txt");
+    writeFileSync(p, big("first"));
+    const a = read(p).render("[f.txt#1]");
+    expect(read(p).render("[f.txt#1]")).toBe(a);
+    expect(a.startsWith("[f.txt#1]\n1:first\n2:const")).toBe(true);
+    writeFileSync(p, big("second"));
+    const b = read(p);
+    expect(b.render("[f.txt#1]").startsWith("[f.txt#1]\n1:second\n")).toBe(true);
+    expect(b.raw).toBe(big("second"));
+    expect(read(p).render("[f.txt#2]").startsWith("[f.txt#2]\n1:second\n")).toBe(true);
+  });
+
+  test("bytes that are not UTF-8 are refused on every read", () => {
+    using dir = tempDir();
+    const p = join(dir.path, "bin.dat");
+    writeFileSync(p, Buffer.from([0x61, 0xff, 0xfe, 0x0a]));
+    for (let i = 0; i < 2; i++) expect(() => read(p)).toThrow(/not UTF-8/);
+  });
+});
