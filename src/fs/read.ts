@@ -250,7 +250,7 @@ function withRows(r: Omit<FileRead, "first" | "last" | "count" | "render">): Fil
  */
 const MAX_CHECKED_TEXTS = 256;
 const checkedTexts = new Map<string, number>();
-const renderings = new LargeStringMemo<string>(4 * 1024 * 1024, 4);
+const renderings = new LargeStringMemo<string>(2 * 1024 * 1024, 4);
 
 /**
  * The whole of a file without carriage returns, in one pass: the file hash and the shown range's

@@ -1,7 +1,7 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { JSONRPCMessageSchema, type JSONRPCMessage, type JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
 import { log } from "../core/log.ts";
-import { HAS_RAW_JSON, LARGE_STRING_CHARS, rawJsonString } from "../core/large-memo.ts";
+import { HAS_RAW_JSON, LARGE_STRING_CHARS, LargeStringMemo, rawJsonString } from "../core/large-memo.ts";
 import { outputStarted } from "../core/output-flush.ts";
 
 /** JSON-RPC error codes we answer with when a line cannot become a message. */
@@ -33,6 +33,47 @@ export function serializeMessage(message: JSONRPCMessage): string {
     if (typeof value !== "string" || value.length < LARGE_STRING_CHARS) return value;
     return rawJsonString(value);
   });
+}
+
+/** Stands in for a large string in a reply's skeleton; random per process, so no text can forge it. */
+const SLOT_TEXT = `"\\u0000lsm-slot-${Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")}"`;
+const slotJson = HAS_RAW_JSON ? (JSON as unknown as { rawJSON: (text: string) => unknown }).rawJSON(SLOT_TEXT) : undefined;
+/** UTF-8 bytes of large strings' JSON, as written; a re-read of an unchanged file sends them again. */
+const encodedStrings = new LargeStringMemo<Buffer>(3 * 1024 * 1024, 4);
+
+function encodedJson(s: string): Buffer {
+  let b = encodedStrings.get(s);
+  if (b === undefined) {
+    b = Buffer.from(JSON.stringify(s));
+    encodedStrings.set(s, b, b.byteLength);
+  }
+  return b;
+}
+
+/**
+ * The message's JSON as pieces to write in turn: the same bytes as JSON.stringify, but each large
+ * string (a whole-file read carries one twice) goes out as its encoded JSON, made once and kept
+ * while it is sent again, so neither the whole reply nor its UTF-8 copy is built per message.
+ */
+export function serializePieces(message: JSONRPCMessage): Array<string | Uint8Array> {
+  const content = (message as { result?: { content?: unknown } }).result?.content;
+  const large = Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS);
+  if (!large || !slotJson) return [serializeMessage(message)];
+  const slots: Buffer[] = [];
+  const skeleton = JSON.stringify(message, (_key, value: unknown) => {
+    if (typeof value !== "string" || value.length < LARGE_STRING_CHARS) return value;
+    slots.push(encodedJson(value));
+    return slotJson;
+  });
+  const between = skeleton.split(SLOT_TEXT);
+  // Only a string holding the marker itself could make these differ; then the plain way.
+  if (between.length !== slots.length + 1) return [serializeMessage(message)];
+  const pieces: Array<string | Uint8Array> = [];
+  between.forEach((text, i) => {
+    if (text.length > 0) pieces.push(text);
+    if (i < slots.length) pieces.push(slots[i]!);
+  });
+  return pieces;
 }
 
 export class BoundedStdioTransport implements Transport {
@@ -140,8 +181,8 @@ export class BoundedStdioTransport implements Transport {
   send(message: JSONRPCMessage): Promise<void> {
     return new Promise((resolve) => {
       if (this.closed) return resolve();
-      // Two writes rather than one concatenation: a large reply is not copied once more for "\n".
-      this.stdout.write(serializeMessage(message));
+      // Pieces rather than one concatenation: a large reply is not copied once more for "\n".
+      for (const piece of serializePieces(message)) this.stdout.write(piece);
       if (this.stdout.write("\n")) return resolve();
       // The rest goes out as the client reads; deferred work waits for it (core/output-flush.ts).
       const written = outputStarted();

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { serializeMessage } from "../../src/server/stdio-transport.ts";
+import { serializeMessage, serializePieces } from "../../src/server/stdio-transport.ts";
 
 describe("stdio reply serialization", () => {
   test("is byte for byte JSON.stringify, with a large string shared by the text block and structured content", () => {
@@ -15,5 +15,14 @@ describe("stdio reply serialization", () => {
       { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: 1, progress: 2, message: big } },
     ] as unknown as JSONRPCMessage[];
     for (const m of messages) expect(serializeMessage(m)).toBe(JSON.stringify(m));
+    // Written as pieces (large strings as their encoded JSON, kept between replies), twice over so
+    // that the second pass takes the kept bytes: the same bytes as the whole message.
+    for (let pass = 0; pass < 2; pass++) {
+      for (const m of messages) {
+        const pieces = serializePieces(m);
+        expect(Buffer.concat(pieces.map((p) => (typeof p === "string" ? Buffer.from(p) : p))).equals(Buffer.from(JSON.stringify(m)))).toBe(true);
+      }
+    }
+    expect(serializePieces(messages[0]!).length).toBeGreaterThan(1);
   });
 });
