@@ -70,7 +70,7 @@ const oursMs: number[] = [];
 const floorMs: number[] = [];
 const ratios: number[] = [];
 const extraMs = extra.map(() => [] as number[]);
-const time = async (c: RawStdioClient, a: unknown = args): Promise<number> => {
+const time = async (c: RawStdioClient, a: Record<string, unknown> = args): Promise<number> => {
   const t = performance.now();
   await c.request("tools/call", a);
   return performance.now() - t;
