@@ -9,6 +9,12 @@
  * value (a file's SHA-256 for its rendering), so nothing stale can come back. Bounded by bytes and
  * entries, least recently used first out, and emptied after a quiet spell so that an idle server
  * holds none of it (QUIET_MS is below the memory governor's idle collection, which then frees it).
+ *
+ * A key is admitted on its second sighting among the last few (as many as the memo holds entries):
+ * a load cycling through more large files than fit would otherwise keep every value just long
+ * enough to reach the old generation, which only a full collection frees (`memory.ts` cycling 8
+ * files peaked 17–26 MiB higher). A 64-bit hash of the key records a sighting; it only decides
+ * admission, never a hit.
  */
 
 /** Quiet time after which every memo lets go of its entries. */
@@ -25,6 +31,8 @@ interface Entry<V> {
 
 export class LargeStringMemo<V> {
   private entries: Entry<V>[] = [];
+  /** Hashes of keys recently offered but not admitted, newest last. */
+  private sightings: bigint[] = [];
   private bytes = 0;
   private lastUse = 0;
   private timer: Timer | undefined;
@@ -61,6 +69,16 @@ export class LargeStringMemo<V> {
   set(key: string, value: V, valueBytes = 0): void {
     const bytes = stringBytes(key) + valueBytes;
     if (bytes > this.maxBytes) return;
+    const seen = BigInt(Bun.hash(key));
+    const at = this.sightings.indexOf(seen);
+    this.lastUse = performance.now();
+    this.armTimer(QUIET_MS);
+    if (at < 0) {
+      this.sightings.push(seen);
+      if (this.sightings.length > this.maxEntries) this.sightings.shift();
+      return;
+    }
+    this.sightings.splice(at, 1);
     const list = this.entries;
     for (let i = 0; i < list.length; i++) {
       if (list[i]!.key === key) {
@@ -72,12 +90,11 @@ export class LargeStringMemo<V> {
     list.push({ key, value, bytes });
     this.bytes += bytes;
     while (this.bytes > this.maxBytes || list.length > this.maxEntries) this.bytes -= list.shift()!.bytes;
-    this.lastUse = performance.now();
-    this.armTimer(QUIET_MS);
   }
 
   clear(): void {
     this.entries = [];
+    this.sightings = [];
     this.bytes = 0;
     clearTimeout(this.timer);
     this.timer = undefined;

@@ -29,9 +29,15 @@ export function serializeMessage(message: JSONRPCMessage): string {
   const content = (message as { result?: { content?: unknown } }).result?.content;
   const large = Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS);
   if (!large || !HAS_RAW_JSON) return JSON.stringify(message);
+  let last: string | undefined;
+  let lastJson: unknown;
   return JSON.stringify(message, (_key, value: unknown) => {
     if (typeof value !== "string" || value.length < LARGE_STRING_CHARS) return value;
-    return rawJsonString(value);
+    if (value !== last) {
+      last = value;
+      lastJson = rawJsonString(value);
+    }
+    return lastJson;
   });
 }
 
@@ -60,9 +66,16 @@ export function serializePieces(message: JSONRPCMessage): Array<string | Uint8Ar
   const large = Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS);
   if (!large || !slotJson) return [serializeMessage(message)];
   const slots: Buffer[] = [];
+  // Within one message a repeated string is encoded once whether or not the memo keeps it.
+  let last: string | undefined;
+  let lastBytes: Buffer | undefined;
   const skeleton = JSON.stringify(message, (_key, value: unknown) => {
     if (typeof value !== "string" || value.length < LARGE_STRING_CHARS) return value;
-    slots.push(encodedJson(value));
+    if (value !== last || !lastBytes) {
+      last = value;
+      lastBytes = encodedJson(value);
+    }
+    slots.push(lastBytes);
     return slotJson;
   });
   const between = skeleton.split(SLOT_TEXT);
