@@ -1,8 +1,10 @@
 import { describe, expect, test } from "bun:test";
-import { closeSync, openSync, fstatSync, writeFileSync } from "node:fs";
+import { closeSync, fstatSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createRedactor, REDACTED } from "../../src/audit/redact.ts";
-import { canonicalJson } from "../../src/audit/payloads.ts";
+import { AuditLog } from "../../src/audit/log.ts";
+import { asPayloadRef, canonicalJson } from "../../src/audit/payloads.ts";
+import { loadSettings } from "../../src/config/load.ts";
 import { LargeStringMemo, rawJsonString } from "../../src/core/large-memo.ts";
 import { LineIndexCache, readLines } from "../../src/fs/read.ts";
 import { tempDir } from "../helpers/harness.ts";
@@ -115,5 +117,27 @@ describe("whole-file reads of content seen before", () => {
     const p = join(dir.path, "bin.dat");
     writeFileSync(p, Buffer.from([0x61, 0xff, 0xfe, 0x0a]));
     for (let i = 0; i < 2; i++) expect(() => read(p)).toThrow(/not UTF-8/);
+  });
+});
+
+describe("audit payloads of large values recorded again", () => {
+  test("the same output resolves to the same content each time, a changed one to its own", async () => {
+    using dir = tempDir();
+    const log = new AuditLog(loadSettings({ env: {}, flags: { workspace_root: dir.path, state_dir: join(dir.path, "state") } }));
+    const first = { kind: "file", content: big("same") };
+    const changed = { kind: "file", content: big("other") };
+    for (const output of [first, first, first, changed, first]) {
+      log.record("tool_call_end", { call_id: "c", tool: "read", ok: true, output });
+      await log.flush();
+    }
+    const refs = readFileSync(log.file, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => asPayloadRef((JSON.parse(l) as { output: unknown }).output)!);
+    const now = Date.now() / 1000;
+    expect(refs.map((r) => r.sha256)).toEqual([refs[0]!.sha256, refs[0]!.sha256, refs[0]!.sha256, refs[3]!.sha256, refs[0]!.sha256]);
+    expect(refs[3]!.sha256).not.toBe(refs[0]!.sha256);
+    expect(log.payloads.resolve(refs[4]!, now)).toEqual({ status: "ok", value: first });
+    expect(log.payloads.resolve(refs[3]!, now)).toEqual({ status: "ok", value: changed });
   });
 });
