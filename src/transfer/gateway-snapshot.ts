@@ -39,7 +39,8 @@ export async function snapshotSource(store: GatewayStore, id: string, path: stri
     const size = store.object(id).expected_bytes;
     const same = () => {
       const st = fstatSync(src, { bigint: true });
-      return st.isFile() && (want === null ? Number(st.size) === size : sourceIdentity(st) === want);
+      // The object's size too: an identity taken after the file changed size still names a file of another size.
+      return st.isFile() && Number(st.size) === size && (want === null || sourceIdentity(st) === want);
     };
     if (!same()) throw new ToolError("source_changed", "the source changed before it was snapshotted");
     const buf = Buffer.allocUnsafe(SNAPSHOT_CHUNK);

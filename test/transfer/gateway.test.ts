@@ -9,6 +9,7 @@ import { ToolError } from "../../src/core/errors.ts";
 import { httpDownload, httpUpload, validateTransferUrl } from "../../src/transfer/gateway-client.ts";
 import { GatewayStore, gatewayStore } from "../../src/transfer/gateway-store.ts";
 import { httpStreamCopy } from "../../src/transfer/gateway-copy.ts";
+import { localSourceIdentity, snapshotSource } from "../../src/transfer/gateway-snapshot.ts";
 import type { TransferEndpoint } from "../../src/transfer/endpoint.ts";
 import { LocalTransferEndpoint } from "../../src/transfer/local-endpoint.ts";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
@@ -276,5 +277,14 @@ describe("http_stream orchestration (endpoints standing in for workers)", () => 
     // The old object is gone with its spool; the destination's old partial file was not continued.
     expect(existsSync(store.spoolPath(kept.transfer_id))).toBe(false);
     expect(readdirSync(ws).filter((n) => n.startsWith(".changing-out.bin."))).toEqual([]);
+  });
+
+  test("a snapshot refuses a source whose size is not the object's, even when its identity is current", async () => {
+    writeFileSync(join(ws, "grown.bin"), data);
+    const path = ep.localPath({ path: "grown.bin" });
+    const p = await store.prepare({ expected_bytes: data.length - 1, expected_sha256: null, source_identity: localSourceIdentity(path), upload_worker: null, download_worker: "down-box", source_session_id: "Srcsess1", destination_session_id: "Dstsess1", resume_key: null, snapshot: path });
+    expect(await snapshotSource(store, p.transfer_id, path, new AbortController().signal).then(() => "ok", (e) => e.code)).toBe("source_changed");
+    expect(store.object(p.transfer_id)).toMatchObject({ state: "uploading", offset: 0, expected_sha256: null });
+    await store.finish(p.transfer_id, "aborted");
   });
 });
