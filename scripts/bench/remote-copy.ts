@@ -154,7 +154,10 @@ try {
     return (performance.now() - t) / 1000;
   };
   const copy = (from: string, src: string, to: string, dst: string, transport: string) => async () => {
-    const r = (await mcp.ok<{ result: { transport: string; bytes: number } }>("session_copy", { src_session_id: from, src_path: src, dst_session_id: to, dst_path: dst })).result;
+    // A foreground copy of a GiB on two busy cores can outlast the SDK's default 60 s request timeout.
+    const res = (await mcp.client.callTool({ name: "session_copy", arguments: { src_session_id: from, src_path: src, dst_session_id: to, dst_path: dst } }, undefined, { timeout: 900_000 })) as { isError?: boolean; content: unknown; structuredContent?: { result: { transport: string; bytes: number } } };
+    if (res.isError || !res.structuredContent) throw new Error(`session_copy failed: ${JSON.stringify(res.content)}`);
+    const r = res.structuredContent.result;
     if (r.transport !== transport) throw new Error(`expected ${transport}, got ${r.transport}`);
   };
   const sh = (cmd: string[]) => async () => {

@@ -119,6 +119,8 @@ function useGateway(req: CopyRequest, src: TransferEndpoint, dst: TransferEndpoi
 /** Moves one file by the gateway or by the chunk relay; says which. */
 async function moveFile(req: CopyRequest, src: TransferEndpoint, srcPath: TransferPath, srcSession: string, dst: TransferEndpoint, dstPath: TransferPath, dstSession: string, stat: StatResult, key: string | null, rep: Reporter): Promise<Relay & { transport: Transport }> {
   const gateway = useGateway(req, src, dst, stat.size);
+  // Only a local source's snapshot settles its own digest; everything else is checked against the source's.
+  if ((!gateway || src.target !== "local") && !stat.sha256) throw new ToolError("source_changed", "the source changed during the copy (its size no longer fits the transport chosen for it)");
   if (!gateway) return { ...(await relayFile(req, src, srcPath, dst, dstPath, stat, key, rep)), transport: rep.state.transport };
   rep.update({ phase: "transferring", transport: "http_stream", total_bytes: stat.size });
   const localPath = "localPath" in src ? (src as unknown as { localPath(p: TransferPath): string }).localPath(srcPath) : undefined;
@@ -205,7 +207,10 @@ export async function copyBetween(req: CopyRequest): Promise<CopyOutcome> {
       rep.update({ phase: "completed", bytes_transferred: r.bytes, total_bytes: r.bytes, chunks: 1 });
       return { ...base, kind: "file", transport, resumed_bytes: r.resumed_bytes, bytes: r.bytes, sha256: r.sha256, archive_bytes: null, archive_sha256: null, chunks: 1, entries: null, destination_resolved: r.resolved_path };
     }
-    const stat = await src.endpoint.stat(srcPath, { sha256: true });
+    // A local source going through the gateway is not hashed up front: its snapshot into the spool
+    // hashes it as it copies, and the destination verifies against that digest (gateway-snapshot.ts).
+    const snapshotted = src.endpoint.target === "local" && useGateway(req, src.endpoint, dst.endpoint, first.size) !== undefined;
+    const stat = await src.endpoint.stat(srcPath, { sha256: !snapshotted });
     if (stat.kind !== "file" || stat.identity !== first.identity) throw new ToolError("source_changed", `the source changed during the copy: ${src.path}`);
     const r = await moveFile(req, src.endpoint, srcPath, src.sessionId, dst.endpoint, dstPath, dst.sessionId, stat, req.resumeKey, rep);
     rep.update({ phase: "completed" });

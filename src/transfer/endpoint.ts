@@ -54,7 +54,11 @@ export interface HttpCall {
   authorization: string;
   worker: string;
   expected_bytes: number;
-  expected_sha256: string;
+  /**
+   * The object's digest. Null only for a download of a local source's snapshot: the worker reads the
+   * digest the snapshot settled (HEAD) after the last byte and verifies against it before publishing.
+   */
+  expected_sha256: string | null;
   chunk_size: number;
   signal?: AbortSignal;
 }

@@ -78,7 +78,8 @@ interface Cursor {
   offset: number;
   state: string;
   expected_bytes: number;
-  expected_sha256: string;
+  /** Null while a snapshot has not settled it. */
+  expected_sha256: string | null;
 }
 
 async function head(u: URL, call: GatewayCall, direction: "upload" | "download"): Promise<Cursor> {
@@ -86,7 +87,7 @@ async function head(u: URL, call: GatewayCall, direction: "upload" | "download")
     const res = await send(u, { method: "HEAD", headers: headers(call, direction) }, call.signal);
     if (res.status !== 200) await refusal(res);
     const h = res.headers;
-    return { offset: Number(h.get("x-transfer-offset")), state: String(h.get("x-transfer-state")), expected_bytes: Number(h.get("x-transfer-expected-bytes")), expected_sha256: String(h.get("x-transfer-expected-sha256")) };
+    return { offset: Number(h.get("x-transfer-offset")), state: String(h.get("x-transfer-state")), expected_bytes: Number(h.get("x-transfer-expected-bytes")), expected_sha256: h.get("x-transfer-expected-sha256") };
   });
 }
 
@@ -107,6 +108,7 @@ function quiet<T>(p: Promise<T>): Promise<T> {
  */
 export async function httpUpload(source: TransferEndpoint, path: TransferPath, call: GatewayCall) {
   const u = validateTransferUrl(call.url, call.controller_url);
+  if (call.expected_sha256 === null) throw new ToolError("invalid_arguments", "an upload announces the source's sha256");
   const st = await source.stat(path, { sha256: false });
   if (st.kind !== "file" || st.size !== call.expected_bytes) throw new ToolError("source_changed", "the source no longer matches the size the copy started with");
   const first = await head(u, call, "upload");
@@ -151,51 +153,101 @@ export async function httpUpload(source: TransferEndpoint, path: TransferPath, c
   if (again.identity !== st.identity || again.size !== st.size) throw new ToolError("source_changed", "the source changed during the upload");
   const end = await head(u, call, "upload");
   if (end.offset !== st.size || end.state !== "ready") throw new ToolError(end.state === "failed" ? "source_changed" : "transfer_incomplete", end.state === "failed" ? "the uploaded object does not match the source's sha256 (the source changed during the copy)" : `the gateway did not accept the whole object (state ${end.state})`);
-  return { bytes: st.size, sha256: call.expected_sha256, chunks, chunk_size: call.chunk_size, resumed_bytes: resumed, completed: true };
+  return { bytes: st.size, sha256: call.expected_sha256 as string, chunks, chunk_size: call.chunk_size, resumed_bytes: resumed, completed: true };
 }
 
+/** Bytes one GET asks for (the gateway's MAX_RANGE_BYTES): one long response, not many short ones. */
+const SPAN_BYTES = 64 * 1024 * 1024;
+
 /**
- * Downloads a ready object into `path` of `dest` with up to DEPTH ranges in flight, written in
- * order; a failure keeps the verified partial file. The gateway sends no per-range digest, so the
- * bytes are written as they came and the whole-file SHA-256 at finish decides.
+ * Downloads the object into `path` of `dest` with one streamed GET of up to SPAN_BYTES at a time,
+ * written in `chunk_size` pieces as they arrive; a failure keeps the verified partial file. A
+ * broken or short response is asked again from the first byte not yet received. The gateway sends
+ * no per-range digest, so the bytes are written as they came and the whole-file SHA-256 at finish
+ * decides.
  */
 export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string }) {
   const u = validateTransferUrl(call.url, call.controller_url);
+  const total = call.expected_bytes;
   const h = await head(u, call, "download");
   // `uploading` is a local source the controller is still snapshotting: its GETs wait for the bytes.
-  if ((h.state !== "ready" && h.state !== "uploading") || h.expected_bytes !== call.expected_bytes || h.expected_sha256 !== call.expected_sha256) throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
-  const begun = await dest.beginWrite(path, { overwrite: call.overwrite, expected_bytes: call.expected_bytes, transfer_id: call.transfer_id });
-  const get = (at: number, want: number) =>
-    retrying(call.signal, async () => {
-      const res = await send(u, { method: "GET", headers: headers(call, "download", { range: `bytes=${at}-${at + want - 1}` }) }, call.signal);
-      if (res.status !== 206) await refusal(res);
-      if (res.headers.get("content-range") !== `bytes ${at}-${at + want - 1}/${call.expected_bytes}`) {
-        await res.body?.cancel().catch(() => undefined);
-        throw new Retryable("the gateway answered another range");
-      }
-      let body: Uint8Array;
+  if ((h.state !== "ready" && h.state !== "uploading") || h.expected_bytes !== total || (call.expected_sha256 !== null && h.expected_sha256 !== call.expected_sha256)) throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
+  const begun = await dest.beginWrite(path, { overwrite: call.overwrite, expected_bytes: total, transfer_id: call.transfer_id });
+  // Bytes received wait here until a whole piece can be written. The endpoint is this host's own
+  // (a worker's local files): its writeChunk has written the bytes when it resolves, so the buffer
+  // is reused.
+  const piece = new Uint8Array(Math.min(call.chunk_size, total));
+  let fill = 0;
+  let written = begun.offset;
+  let chunks = 0;
+  const flush = async () => {
+    if (fill === 0) return;
+    await dest.writeChunk(path, { transfer_id: begun.transfer_id, offset: written, data: piece.subarray(0, fill), sha256: null });
+    written += fill;
+    fill = 0;
+    chunks++;
+  };
+  /** Streams [from, to] (or the shorter range the gateway answers) into the pieces. */
+  const span = async (from: number, to: number) => {
+    const res = await send(u, { method: "GET", headers: headers(call, "download", { range: `bytes=${from}-${to}` }) }, call.signal);
+    if (res.status !== 206) await refusal(res);
+    const r = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get("content-range") ?? "");
+    const end = r ? Number(r[2]) : -1;
+    if (!r || Number(r[1]) !== from || Number(r[3]) !== total || end < from || end > to) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new Retryable("the gateway answered another range");
+    }
+    if (!res.body) throw new Retryable("the range arrived without a body");
+    const reader = res.body.getReader();
+    let left = end - from + 1;
+    for (;;) {
+      let next: Awaited<ReturnType<typeof reader.read>>;
       try {
-        body = new Uint8Array(await res.arrayBuffer());
+        next = await reader.read();
       } catch (e) {
+        if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
         throw new Retryable(String(e));
       }
-      if (body.length !== want) throw new Retryable("the range arrived incomplete");
-      return body;
-    });
-  let chunks = 0;
-  const inflight: Array<{ at: number; body: Promise<Uint8Array> }> = [];
-  let next = begun.offset;
-  while (next < call.expected_bytes || inflight.length) {
-    while (next < call.expected_bytes && inflight.length < DEPTH) {
-      const want = Math.min(call.chunk_size, call.expected_bytes - next);
-      inflight.push({ at: next, body: quiet(get(next, want)) });
-      next += want;
+      if (next.done) break;
+      let v = next.value;
+      if (v.length > left) {
+        void reader.cancel().catch(() => undefined);
+        throw new ToolError("transfer_length_mismatch", "the gateway sent more than the range it announced");
+      }
+      left -= v.length;
+      while (v.length > 0) {
+        const n = Math.min(v.length, piece.length - fill);
+        piece.set(v.subarray(0, n), fill);
+        fill += n;
+        v = v.subarray(n);
+        if (fill === piece.length) await flush();
+      }
     }
+    if (left > 0) throw new Retryable("the range arrived incomplete");
+  };
+  for (let failures = 0; written + fill < total; ) {
     if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-    const { at, body } = inflight.shift()!;
-    await dest.writeChunk(path, { transfer_id: begun.transfer_id, offset: at, data: await body, sha256: null });
-    chunks++;
+    const from = written + fill;
+    try {
+      await span(from, Math.min(total, from + SPAN_BYTES) - 1);
+      failures = 0;
+    } catch (e) {
+      if (!(e instanceof Retryable)) throw e;
+      // A response that got somewhere is not counted against the retries.
+      if (written + fill > from) failures = 0;
+      if (++failures > RETRIES) throw new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`);
+      await Bun.sleep(Math.min(100 * 2 ** (failures - 1), 1000));
+    }
   }
-  const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: call.expected_bytes, expected_sha256: call.expected_sha256, mode: null });
+  await flush();
+  // Every byte is here, so the object's last byte was appended and its digest settled (a snapshot's
+  // running digest, when the copy did not know it up front). Nothing is published without it.
+  let expected = call.expected_sha256;
+  if (expected === null) {
+    const end = await head(u, call, "download");
+    if (end.state !== "ready" || end.expected_sha256 === null || !/^[0-9a-f]{64}$/.test(end.expected_sha256)) throw new ToolError(end.state === "failed" ? "source_changed" : "transfer_incomplete", `the gateway object is ${end.state}, its digest is not settled`);
+    expected = end.expected_sha256;
+  }
+  const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: total, expected_sha256: expected, mode: null });
   return { bytes: done.bytes, sha256: done.sha256, chunks, chunk_size: call.chunk_size, resumed_bytes: begun.offset, completed: true, resolved_path: done.resolved_path };
 }

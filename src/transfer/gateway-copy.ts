@@ -2,6 +2,7 @@ import { closeSync, constants, readSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import type { StatResult, TransferEndpoint } from "./endpoint.ts";
 import type { GatewayStore } from "./gateway-store.ts";
+import { localSourceIdentity, snapshotSource } from "./gateway-snapshot.ts";
 import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
 
 /**
@@ -41,12 +42,16 @@ export async function httpStreamCopy(input: {
   onBytes?: (bytes: number, chunks: number) => void;
 }): Promise<{ bytes: number; sha256: string; chunks: number; resumed_bytes: number; resolved_path: string }> {
   const { gateway, src, dst, stat } = input;
-  if (!stat.sha256) throw new ToolError("internal_error", "an http_stream copy needs the source digest");
+  // A worker's upload announces its digest; a local source's is settled by its snapshot.
+  if (!stat.sha256 && src.endpoint.target !== "local") throw new ToolError("internal_error", "an upload through the gateway needs the source digest");
   const store = gateway.store;
   const chunk = Math.min(input.chunkSize, store.limits.chunkBytes);
+  if (src.endpoint.target === "local" && src.localPath === undefined) throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
+  const localSource = src.endpoint.target === "local" ? src.localPath : undefined;
   const prepared = await store.prepare({
     expected_bytes: stat.size,
     expected_sha256: stat.sha256,
+    source_identity: localSource === undefined ? null : localSourceIdentity(localSource),
     upload_worker: src.endpoint.target === "remote" ? src.endpoint.machine : null,
     download_worker: dst.endpoint.target === "remote" ? dst.endpoint.machine : null,
     source_session_id: src.sessionId,
@@ -73,10 +78,10 @@ export async function httpStreamCopy(input: {
       if (src.localPath === undefined) throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
       if (dst.endpoint.target !== "remote") throw new ToolError("internal_error", "a local source goes through the gateway only to a worker");
       // The snapshot fills the spool while the worker already downloads what is there.
-      snapshot = store.snapshot(id, src.localPath, stopSnapshot.signal);
+      snapshot = snapshotSource(store, id, src.localPath, stopSnapshot.signal);
       snapshot.catch(() => undefined);
     } else {
-      const up = await src.endpoint.httpUpload(src.path, { url, controller_url: gateway.baseUrl, authorization: prepared.upload_authorization!, worker: src.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, signal: input.signal });
+      const up = await src.endpoint.httpUpload(src.path, { url, controller_url: gateway.baseUrl, authorization: prepared.upload_authorization!, worker: src.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256!, chunk_size: chunk, signal: input.signal });
       upChunks = up.chunks;
       upResumed = up.resumed_bytes;
     }
@@ -84,6 +89,9 @@ export async function httpStreamCopy(input: {
       const obj = store.object(id);
       if (obj.state !== "ready") throw new ToolError("transfer_incomplete", `the gateway object is ${obj.state}, not ready`);
     }
+    // A new object shares nothing with an earlier attempt (its source changed, or the object expired):
+    // the destination's partial file of that attempt is not continued, the copy starts from byte 0.
+    if (prepared.created && input.resumeKey !== null) await dst.endpoint.abortWrite(dst.path, transferId);
     let down: { bytes: number; sha256: string; chunks: number; resumed_bytes: number; resolved_path: string };
     if (dst.endpoint.target === "remote") {
       // A failed snapshot fails the download too (its GETs are refused); its own error says why.
@@ -121,17 +129,20 @@ export async function httpStreamCopy(input: {
 /** The local destination's write transaction fed from the identity-checked spool. */
 async function spoolToLocal(store: GatewayStore, id: string, dst: TransferEndpoint, path: TransferPath, o: { overwrite: boolean; chunk: number; transferId: string; stat: StatResult; signal: AbortSignal; upChunks: number; onBytes?: (b: number, c: number) => void }) {
   const size = o.stat.size;
+  // The source was a worker's upload: its announced digest, which the spool was verified against.
+  const expected = o.stat.sha256;
+  if (expected === null) throw new ToolError("internal_error", "a local delivery needs the uploaded object's digest");
   if (dst.adoptFile) {
     // The ready spool is verified and immutable: on the same filesystem it becomes the destination's
     // temp file by a hard link, and nothing is copied or hashed again.
     const m = store.object(id);
     closeSync(store.openSpool(m, constants.O_RDONLY));
-    const source = { path: store.spoolPath(id), dev: m.spool_identity_a, ino: m.spool_identity_b, sha256: m.expected_sha256 };
+    const source = { path: store.spoolPath(id), dev: m.spool_identity_a, ino: m.spool_identity_b, sha256: expected };
     const adopted = await dst.adoptFile(path, { transfer_id: o.transferId, overwrite: o.overwrite, expected_bytes: size, source });
     await store.refreshIdentity(id);
     if (adopted) {
       o.onBytes?.(size, o.upChunks);
-      const done = await dst.finishWrite(path, { transfer_id: o.transferId, expected_bytes: size, expected_sha256: o.stat.sha256, mode: o.stat.mode });
+      const done = await dst.finishWrite(path, { transfer_id: o.transferId, expected_bytes: size, expected_sha256: expected, mode: o.stat.mode });
       return { ...done, chunks: 0, resumed_bytes: 0 };
     }
   }
@@ -157,6 +168,6 @@ async function spoolToLocal(store: GatewayStore, id: string, dst: TransferEndpoi
     chunks++;
     o.onBytes?.(at, o.upChunks + chunks);
   }
-  const done = await dst.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: size, expected_sha256: o.stat.sha256, mode: o.stat.mode });
+  const done = await dst.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: size, expected_sha256: expected, mode: o.stat.mode });
   return { ...done, chunks, resumed_bytes: begun.offset };
 }

@@ -17,7 +17,13 @@ export interface ObjectMeta {
   source_session_id: string;
   destination_session_id: string;
   expected_bytes: number;
-  expected_sha256: string;
+  /**
+   * The whole object's SHA-256. A local source's is null until its snapshot reaches the last byte:
+   * the spool's running digest then settles it (no up-front pass over the source).
+   */
+  expected_sha256: string | null;
+  /** A local source's `dev:ino:size:mtime_ns:ctime_ns` when it was prepared; null for a worker's upload. */
+  source_identity?: string | null;
   offset: number;
   state: ObjectState;
   spool_identity_a: number;
@@ -50,6 +56,8 @@ export interface Prepared {
   offset: number;
   state: ObjectState;
   expires_at: number;
+  /** A new object (nothing of an earlier attempt is kept): a destination's partial file must not be continued. */
+  created: boolean;
 }
 
 export const sha256hex = (s: string | Uint8Array) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
@@ -70,6 +78,11 @@ export function timingSafeEqualHex(a: string, b: string): boolean {
 
 export function generation(st: BigIntStats): string {
   return (st.ctimeNs > st.mtimeNs ? st.ctimeNs : st.mtimeNs).toString();
+}
+
+/** What a local source is, as far as a resume is concerned: the same file, unchanged since. */
+export function sourceIdentity(st: BigIntStats): string {
+  return `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
 }
 
 export function pidAlive(pid: number): boolean {

@@ -1,7 +1,7 @@
-import { closeSync, constants, fstatSync, fsync, fsyncSync, ftruncateSync, openSync, writeSync } from "node:fs";
+import { closeSync, constants, fstatSync, fsync, fsyncSync, ftruncateSync, openSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import { generation, type GatewayLimits, type ObjectMeta } from "./gateway-object.ts";
-import { hashRange } from "./paths.ts";
+import { hashRange, writeHashed } from "./paths.ts";
 
 /**
  * Appending to gateway spools (spec §2.4–2.5), for GatewayStore: the running whole-object digest,
@@ -107,22 +107,7 @@ export class SpoolAppends {
     const fd = this.host.openSpool(m, constants.O_RDWR);
     try {
       if (fstatSync(fd).size !== m.offset) throw new ToolError("transfer_spool_changed", "the spool size does not match the committed cursor");
-      try {
-        for (let w = 0; w < len; ) w += writeSync(fd, data, w, len - w, m.offset + w);
-      } catch (e) {
-        // Back to the last committed cursor, made durable, with the identity refreshed to match.
-        ftruncateSync(fd, m.offset);
-        fsyncSync(fd);
-        m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
-        this.checkpointed(m);
-        throw e;
-      }
       const start = m.offset;
-      m.offset += len;
-      // The controller's own snapshot pieces have no digest and nobody to replay them.
-      m.last_chunk = sha === null ? null : { start, end: m.offset, sha256: sha };
-      m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
-      this.active.set(m.transfer_id, m);
       let h = this.hashers.get(m.transfer_id);
       if (!h || h.hashed !== start) {
         // First append in this process (a restart): the committed prefix is hashed once.
@@ -131,11 +116,31 @@ export class SpoolAppends {
         h.hashed = start;
         this.hashers.set(m.transfer_id, h);
       }
-      h.hasher.update(data);
+      try {
+        // Each slice is hashed right after it was written, while it is still in the cache.
+        writeHashed(fd, data, start, h.hasher);
+      } catch (e) {
+        // The running digest took part of the chunk: the next append rebuilds it from the spool.
+        this.hashers.delete(m.transfer_id);
+        // Back to the last committed cursor, made durable, with the identity refreshed to match.
+        ftruncateSync(fd, m.offset);
+        fsyncSync(fd);
+        m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
+        this.checkpointed(m);
+        throw e;
+      }
+      m.offset += len;
+      // The controller's own snapshot pieces have no digest and nobody to replay them.
+      m.last_chunk = sha === null ? null : { start, end: m.offset, sha256: sha };
+      m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
+      this.active.set(m.transfer_id, m);
       h.hashed = m.offset;
       const last = m.offset === m.expected_bytes;
       if (last) {
-        m.state = h.hasher.digest("hex") === m.expected_sha256 ? "ready" : "failed";
+        const digest = h.hasher.digest("hex");
+        // A snapshot's digest is settled here; a worker's upload must match the digest it announced.
+        if (m.expected_sha256 === null) m.expected_sha256 = digest;
+        m.state = digest === m.expected_sha256 ? "ready" : "failed";
         this.hashers.delete(m.transfer_id);
       }
       const d = this.durable.get(m.transfer_id);

@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, readSync, rmSync, lstatSync, type BigIntStats } from "node:fs";
+import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, rmSync, lstatSync, type BigIntStats } from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
@@ -20,8 +20,20 @@ export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, typ
  * when it changes hands or direction, not on every request.
  */
 
-/** Bytes a snapshot copies between two turns of the event loop. */
-const SNAPSHOT_CHUNK = 4 * 1024 * 1024;
+export interface PrepareInput {
+  expected_bytes: number;
+  /** Null for a local source: its snapshot settles the digest (then `source_identity` is required). */
+  expected_sha256: string | null;
+  /** A local source's identity (gateway-object.ts `sourceIdentity`); null for a worker's upload. */
+  source_identity?: string | null;
+  upload_worker: string | null;
+  download_worker: string | null;
+  source_session_id: string;
+  destination_session_id: string;
+  resume_key: string | null;
+  /** A local source's confined real path, which the controller snapshots; null for a worker's upload. */
+  snapshot: string | null;
+}
 
 export class GatewayStore {
   readonly dir: string;
@@ -114,11 +126,12 @@ export class GatewayStore {
   /**
    * Creates an object, or resumes the one of `resume_key` when it describes the same transfer, and
    * issues fresh capabilities. A local source (`snapshot`) gets no upload capability: the controller
-   * copies it into the spool itself (`snapshot()`), while downloads may already read what is there.
+   * copies it into the spool itself (gateway-snapshot.ts), while downloads may already read what is there.
    */
-  async prepare(input: { expected_bytes: number; expected_sha256: string; upload_worker: string | null; download_worker: string | null; source_session_id: string; destination_session_id: string; resume_key: string | null; snapshot: string | null }): Promise<Prepared> {
-    if (!/^[0-9a-f]{64}$/.test(input.expected_sha256) || !Number.isSafeInteger(input.expected_bytes) || input.expected_bytes <= 0) {
-      throw new ToolError("invalid_arguments", "a gateway object needs a positive size and a sha256");
+  async prepare(input: PrepareInput): Promise<Prepared> {
+    const shaOk = input.expected_sha256 === null ? input.snapshot !== null && (input.source_identity ?? null) !== null : /^[0-9a-f]{64}$/.test(input.expected_sha256);
+    if (!shaOk || !Number.isSafeInteger(input.expected_bytes) || input.expected_bytes <= 0) {
+      throw new ToolError("invalid_arguments", "a gateway object needs a positive size and a sha256 (or a local source's identity)");
     }
     return this.locked(() => {
       this.cleanup();
@@ -129,6 +142,7 @@ export class GatewayStore {
         this.remove(m.transfer_id);
         m = undefined;
       }
+      const created = !m;
       if (!m) m = this.create(input, keyHash);
       const up = input.snapshot === null && m.state === "uploading" ? token() : null;
       const down = input.download_worker !== null ? token() : null;
@@ -141,12 +155,18 @@ export class GatewayStore {
         claim: null,
       });
       this.save(m);
-      return { transfer_id: m.transfer_id, upload_authorization: up && `Transfer ${up}`, download_authorization: down && `Transfer ${down}`, offset: m.offset, state: m.state, expires_at: m.expires_at };
+      return { transfer_id: m.transfer_id, upload_authorization: up && `Transfer ${up}`, download_authorization: down && `Transfer ${down}`, offset: m.offset, state: m.state, expires_at: m.expires_at, created };
     });
   }
 
-  private resumable(m: ObjectMeta, input: { expected_bytes: number; expected_sha256: string; source_session_id: string; destination_session_id: string }): boolean {
-    if (m.expected_bytes !== input.expected_bytes || m.expected_sha256 !== input.expected_sha256) return false;
+  /**
+   * A kept object continues only the same transfer: same sessions and size, and the same local
+   * source file unchanged since (its identity), or the same announced digest for a worker's upload.
+   */
+  private resumable(m: ObjectMeta, input: PrepareInput): boolean {
+    if (m.expected_bytes !== input.expected_bytes) return false;
+    if ((input.source_identity ?? null) !== null ? (m.source_identity ?? null) !== input.source_identity : m.expected_sha256 !== input.expected_sha256) return false;
+    if (input.expected_sha256 !== null && m.expected_sha256 !== null && m.expected_sha256 !== input.expected_sha256) return false;
     if (m.source_session_id !== input.source_session_id || m.destination_session_id !== input.destination_session_id) return false;
     if (TERMINAL.has(m.state)) return false;
     try {
@@ -159,7 +179,7 @@ export class GatewayStore {
     }
   }
 
-  private create(input: { expected_bytes: number; expected_sha256: string; source_session_id: string; destination_session_id: string; snapshot: string | null }, keyHash: string | null): ObjectMeta {
+  private create(input: PrepareInput, keyHash: string | null): ObjectMeta {
     const live = this.all().filter((o) => !TERMINAL.has(o.state));
     if (input.expected_bytes > this.limits.maxSpoolBytes) throw new ToolError("transfer_quota_exceeded", "the object is larger than remote_http_transfer_max_spool_bytes");
     if (live.length >= this.limits.maxActive) throw new ToolError("transfer_quota_exceeded", "too many active gateway transfers (remote_http_transfer_max_active)");
@@ -187,6 +207,7 @@ export class GatewayStore {
       destination_session_id: input.destination_session_id,
       expected_bytes: input.expected_bytes,
       expected_sha256: input.expected_sha256,
+      source_identity: input.source_identity ?? null,
       offset,
       state: "uploading",
       spool_identity_a: Number(st.dev),
@@ -314,44 +335,16 @@ export class GatewayStore {
   }
 
   /**
-   * Copies a local source into the object's spool from its cursor, through a no-follow handle that
-   * must stay the same file of the expected size. Ranges already in the spool are served to
-   * downloads meanwhile (each GET waits for its bytes); the last byte settles `ready` only when the
-   * whole spool has the expected digest, and the source is checked unchanged at the end.
+   * Appends a piece of the controller's own snapshot at `at` (no digest: nobody replays it). The
+   * object must still be uploading at that cursor.
    */
-  async snapshot(id: string, path: string, signal: AbortSignal): Promise<void> {
-    const src = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
-    try {
-      const before = fstatSync(src);
-      const size = this.object(id).expected_bytes;
-      if (!before.isFile() || before.size !== size) throw new ToolError("source_changed", "the source changed before it was snapshotted");
-      const buf = Buffer.allocUnsafe(SNAPSHOT_CHUNK);
-      for (;;) {
-        if (signal.aborted) throw new ToolError("cancelled", "the copy was cancelled");
-        const at = this.object(id).offset;
-        if (at >= size || this.object(id).state !== "uploading") break;
-        const want = Math.min(buf.length, size - at);
-        for (let got = 0; got < want; ) {
-          const n = readSync(src, buf, got, want - got, at + got);
-          if (n <= 0) throw new ToolError("source_changed", "the source became shorter while it was snapshotted");
-          got += n;
-        }
-        await this.locked(() => {
-          const m = this.object(id);
-          if (m.state !== "uploading" || m.offset !== at) throw new ToolError("transfer_offset_conflict", "the spool moved while it was snapshotted");
-          this.spool.append(m, buf.subarray(0, want), null);
-          this.wake(id);
-        });
-        // Downloads of what is already here run between the pieces.
-        await new Promise((r) => setImmediate(r));
-      }
-      const after = fstatSync(src);
-      if (after.ino !== before.ino || after.size !== size || after.mtimeMs !== before.mtimeMs) throw new ToolError("source_changed", "the source changed while it was snapshotted");
+  async appendSnapshot(id: string, at: number, data: Uint8Array): Promise<void> {
+    await this.locked(() => {
       const m = this.object(id);
-      if (m.state !== "ready") throw new ToolError(m.state === "failed" ? "source_changed" : "transfer_incomplete", m.state === "failed" ? "the snapshot does not match the source's sha256 (the source changed during the copy)" : `the snapshot is ${m.state}`);
-    } finally {
-      closeSync(src);
-    }
+      if (m.state !== "uploading" || m.offset !== at) throw new ToolError("transfer_offset_conflict", "the spool moved while it was snapshotted");
+      this.spool.append(m, data, null);
+      this.wake(id);
+    });
   }
 
   /**

@@ -24,7 +24,7 @@ const HttpArgs = z.object({
   authorization: z.string().max(256),
   worker: z.string().min(1).max(128),
   expected_bytes: Size,
-  expected_sha256: Sha,
+  expected_sha256: Sha.nullable(),
   chunk_size: z.number().int().min(1).max(4 * 1024 * 1024),
   timeout_s: z.number().positive().nullable().default(null),
 });

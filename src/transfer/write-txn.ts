@@ -1,9 +1,11 @@
-import { closeSync, constants, fchmodSync, fsync, fstatSync, fsyncSync, ftruncateSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync, writeSync } from "node:fs";
+import { closeSync, constants, fchmodSync, fsync, fstatSync, fsyncSync, ftruncateSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
-import { randomHex } from "../core/random.ts";
 import type { PinnedDir } from "../fs/resolve.ts";
 import { writeFileAtomic } from "../store/atomic.ts";
-import { assertTransferId, errnoOf, hashRange, tempNameFor } from "./paths.ts";
+import { assertTransferId, errnoOf, hashRange, tempNameFor, writeHashed } from "./paths.ts";
+import { type BeginResult, type FinishResult, type Live, live, mergeRange, prefixEnd, type Sidecar } from "./write-txn-state.ts";
+
+export { type BeginResult, type FinishResult, mergeRange, newTransferId } from "./write-txn-state.ts";
 
 /**
  * The destination write transaction (spec §2.2), shared by local endpoints and workers: bytes go to
@@ -27,51 +29,6 @@ const PRUNE_AFTER_MS = 24 * 3600 * 1000;
 export const CHECKPOINT_BYTES = 32 * 1024 * 1024;
 /** And at most this long between them while bytes arrive (a slow link still checkpoints). */
 export const CHECKPOINT_MS = 2000;
-
-interface Sidecar {
-  version: 1;
-  destination: string;
-  overwrite: boolean;
-  expected_bytes: number;
-  received_ranges: Array<[number, number]>;
-  created_at: number;
-  temporary_identity_a: number;
-  temporary_identity_b: number;
-  temporary_size: number;
-}
-
-/** A transfer this process is writing: authoritative between checkpoints. */
-interface Live {
-  sidecar: Sidecar;
-  dev: number;
-  ino: number;
-  /** Current size of the temp file as this process wrote it. */
-  size: number;
-  ranges: Array<[number, number]>;
-  /** End of the prefix the sidecar records (fsynced before it was recorded). */
-  durable: number;
-  lastCheckpoint: number;
-  /** SHA-256 of [0, hashed), fed while chunks arrive in order. */
-  hasher: Bun.CryptoHasher;
-  hashed: number;
-  /** A background checkpoint is flushing: no second one starts meanwhile. */
-  flushing?: boolean;
-  /** The digest of an adopted file that was verified before it was linked here (see adopt). */
-  verified?: string;
-}
-const live = new Map<string, Live>();
-
-export interface BeginResult {
-  transfer_id: string;
-  offset: number;
-  resumed: boolean;
-}
-export interface FinishResult {
-  bytes: number;
-  sha256: string;
-}
-
-const prefixEnd = (r: ReadonlyArray<[number, number]>) => (r.length && r[0]![0] === 0 ? r[0]![1] : 0);
 
 export class DestinationWrite {
   readonly temp: string;
@@ -356,20 +313,20 @@ export class DestinationWrite {
     const { fd, st } = this.openTemp(constants.O_RDWR);
     try {
       this.checkIdentity(l, st);
-      let done = 0;
+      // In order, each slice joins the running digest right after it was written (still in the cache).
+      const inOrder = l.hashed === offset;
       try {
-        while (done < data.length) done += writeSync(fd, data, done, data.length - done, offset + done);
+        writeHashed(fd, data, offset, inOrder ? l.hasher : null);
       } catch (e) {
-        // Back to what this process knows, so the identity check holds for the next attempt.
+        // Back to what this process knows, so the identity check holds for the next attempt; the
+        // running digest took part of the chunk, so finish hashes the file from the start instead.
         ftruncateSync(fd, l.size);
+        if (inOrder) Object.assign(l, { hasher: new Bun.CryptoHasher("sha256"), hashed: 0 });
         throw e;
       }
       l.size = Math.max(l.size, end);
       l.ranges = mergeRange(l.ranges, offset, end);
-      if (l.hashed === offset) {
-        l.hasher.update(data);
-        l.hashed = end;
-      }
+      if (inOrder) l.hashed = end;
       // A chunk that closed a gap: the bytes after it, already written, join the running digest.
       const prefix = prefixEnd(l.ranges);
       if (l.hashed === end && prefix > end) {
@@ -450,20 +407,4 @@ export class DestinationWrite {
       // The parent is gone; nothing is cached for it then.
     }
   }
-}
-
-export function newTransferId(): string {
-  return randomHex(16);
-}
-
-/** Adds [start, end) to sorted, disjoint ranges, merging adjacent ones. */
-export function mergeRange(ranges: ReadonlyArray<[number, number]>, start: number, end: number): Array<[number, number]> {
-  const all = [...ranges, [start, end] as [number, number]].sort((a, b) => a[0] - b[0]);
-  const out: Array<[number, number]> = [];
-  for (const [a, b] of all) {
-    const last = out.at(-1);
-    if (last && a <= last[1]) last[1] = Math.max(last[1], b);
-    else out.push([a, b]);
-  }
-  return out;
 }

@@ -1,13 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { loadSettings } from "../../src/config/load.ts";
 import type { Settings } from "../../src/config/schema.ts";
 import { startHttpServer, type RunningHttpServer } from "../../src/http/server.ts";
 import { createApp } from "../../src/server/app.ts";
+import { ToolError } from "../../src/core/errors.ts";
 import { httpDownload, httpUpload, validateTransferUrl } from "../../src/transfer/gateway-client.ts";
 import { GatewayStore, gatewayStore } from "../../src/transfer/gateway-store.ts";
 import { httpStreamCopy } from "../../src/transfer/gateway-copy.ts";
+import { localSourceIdentity, snapshotSource } from "../../src/transfer/gateway-snapshot.ts";
 import type { TransferEndpoint } from "../../src/transfer/endpoint.ts";
 import { LocalTransferEndpoint } from "../../src/transfer/local-endpoint.ts";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
@@ -224,5 +226,65 @@ describe("http_stream orchestration (endpoints standing in for workers)", () => 
     expect(r.sha256).toBe(sha(data));
     // The upload was already complete: the worker had nothing left to send.
     expect(r.resumed_bytes).toBe(data.length);
+  });
+
+  /**
+   * A background local → worker copy of `name` whose worker write fails after two chunks (a cut
+   * link, as far as the copy can tell): it keeps the object and the destination's partial file.
+   */
+  const interrupted = async (name: string, dst: string, key: string) => {
+    const gateway = { store, baseUrl: server.url, thresholdBytes: 1 };
+    let writes = 0;
+    const flaky: TransferEndpoint = new Proxy(asWorker("down-box"), {
+      get: (t, k) => {
+        if (k === "writeChunk") return async (...a: Parameters<TransferEndpoint["writeChunk"]>) => (++writes > 2 ? Promise.reject(new ToolError("transfer_network_error", "the link went down")) : t.writeChunk(...a));
+        if (k === "httpDownload") return (p: Parameters<TransferEndpoint["httpDownload"]>[0], call: Parameters<TransferEndpoint["httpDownload"]>[1]) => httpDownload(flaky, p, call);
+        return (t as never)[k];
+      },
+    });
+    // The copy takes no up-front digest of a local source: its snapshot settles it.
+    const stat = await ep.stat({ path: name }, { sha256: false });
+    const job = { gateway, src: { endpoint: ep, path: { path: name }, sessionId: "Srcsess1", localPath: ep.localPath({ path: name }) }, stat, overwrite: true, chunkSize: CHUNK, resumeKey: key, signal: new AbortController().signal };
+    expect(await httpStreamCopy({ ...job, dst: { endpoint: flaky, path: { path: dst }, sessionId: "Dstsess1" } }).then(() => "ok", (e) => e.code)).toBe("transfer_network_error");
+    expect(readdirSync(ws).filter((n) => n.startsWith(`.${dst}.local-shell-mcp-transfer-`) && !n.endsWith(".json"))).toHaveLength(1);
+    expect(readdirSync(ws)).not.toContain(dst);
+    return { ...job, dst: { endpoint: asWorker("down-box"), path: { path: dst }, sessionId: "Dstsess1" } };
+  };
+
+  test("a retry of an unchanged local source resumes the kept object and the destination's prefix", async () => {
+    const bytes = crypto.getRandomValues(new Uint8Array(CHUNK * 6 + 17));
+    writeFileSync(join(ws, "steady.bin"), bytes);
+    const retry = await interrupted("steady.bin", "steady-out.bin", "job_steady0001");
+    const r = await httpStreamCopy(retry);
+    expect(r.sha256).toBe(sha(bytes));
+    expect(r.resumed_bytes).toBeGreaterThanOrEqual(CHUNK);
+    expect(sha(readFileSync(join(ws, "steady-out.bin")))).toBe(sha(bytes));
+  });
+
+  test("a local source changed between attempts: the retry starts over from byte 0 and copies the new content", async () => {
+    const before = crypto.getRandomValues(new Uint8Array(CHUNK * 6 + 17));
+    writeFileSync(join(ws, "changing.bin"), before);
+    const retry = await interrupted("changing.bin", "changing-out.bin", "job_changing01");
+    const kept = readdirSync(store.dir).filter((n) => n.endsWith(".json")).map((n) => store.object(n.slice(0, -5))).find((m) => m.resume_key_hash === sha(new TextEncoder().encode("job_changing01")))!;
+    expect(kept.source_identity).toBeString();
+    // Same size, same inode, new bytes (and so a new mtime/ctime).
+    const after = crypto.getRandomValues(new Uint8Array(before.length));
+    writeFileSync(join(ws, "changing.bin"), after);
+    const r = await httpStreamCopy({ ...retry, stat: await ep.stat({ path: "changing.bin" }, { sha256: false }) });
+    expect(r.sha256).toBe(sha(after));
+    expect(r.resumed_bytes).toBe(0);
+    expect(sha(readFileSync(join(ws, "changing-out.bin")))).toBe(sha(after));
+    // The old object is gone with its spool; the destination's old partial file was not continued.
+    expect(existsSync(store.spoolPath(kept.transfer_id))).toBe(false);
+    expect(readdirSync(ws).filter((n) => n.startsWith(".changing-out.bin."))).toEqual([]);
+  });
+
+  test("a snapshot refuses a source whose size is not the object's, even when its identity is current", async () => {
+    writeFileSync(join(ws, "grown.bin"), data);
+    const path = ep.localPath({ path: "grown.bin" });
+    const p = await store.prepare({ expected_bytes: data.length - 1, expected_sha256: null, source_identity: localSourceIdentity(path), upload_worker: null, download_worker: "down-box", source_session_id: "Srcsess1", destination_session_id: "Dstsess1", resume_key: null, snapshot: path });
+    expect(await snapshotSource(store, p.transfer_id, path, new AbortController().signal).then(() => "ok", (e) => e.code)).toBe("source_changed");
+    expect(store.object(p.transfer_id)).toMatchObject({ state: "uploading", offset: 0, expected_sha256: null });
+    await store.finish(p.transfer_id, "aborted");
   });
 });
