@@ -65,7 +65,15 @@ describe.each(["stdio", "http"] as const)("long calls over %s", (transport) => {
     const command = uniqueSleep();
     const abort = new AbortController();
     const call = mcp.client.callTool({ name: "bash", arguments: { session_id: sid, command, timeout_s: 200 } }, undefined, { signal: abort.signal, timeout: 300_000 });
-    const pids = await waitFor(() => processesMatching(command).length > 0 && processesMatching(command), { what: "the command to start" });
+    // One look per poll: a second look can land while the shell execs its command, when the
+    // process briefly matches nothing, and an empty list would end the wait as a success.
+    const pids = await waitFor(
+      () => {
+        const found = processesMatching(command);
+        return found.length > 0 ? found : false;
+      },
+      { what: "the command to start" },
+    );
     expect(pids.length).toBeGreaterThan(0);
     const cancelledAt = performance.now();
     abort.abort("test cancels");
@@ -100,7 +108,15 @@ describe("Streamable HTTP client disconnect", () => {
     const command = uniqueSleep();
     const drop = new AbortController();
     const pending = rpc({ id: 3, method: "tools/call", params: { name: "bash", arguments: { session_id: sid, command, timeout_s: 200 } } }, drop.signal).then((r) => r.text());
-    const pids = await waitFor(() => processesMatching(command).length > 0 && processesMatching(command), { what: "the command to start" });
+    // One look per poll: a second look can land while the shell execs its command, when the
+    // process briefly matches nothing, and an empty list would end the wait as a success.
+    const pids = await waitFor(
+      () => {
+        const found = processesMatching(command);
+        return found.length > 0 ? found : false;
+      },
+      { what: "the command to start" },
+    );
     drop.abort();
     await expect(pending).rejects.toThrow();
     await waitFor(() => pids.every((p) => !pidAlive(p)) && processesMatching(command).length === 0, { timeoutMs: 20_000, what: "the tree of the dropped call to be gone" });

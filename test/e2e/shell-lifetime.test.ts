@@ -23,7 +23,13 @@ describe("persistent shell lifetime", () => {
       await mcp.ok("bash", { session_id: sid, command: `sleep 600; echo ${marker}`, pty: true });
       const socket = join(state, "tmux", "shells");
       const tmuxServer = () => processesMatching(`-S ${socket} `);
-      const [tmuxPid] = await waitFor(() => tmuxServer().length === 1 && tmuxServer(), { what: "the private tmux server" });
+      const [tmuxPid] = await waitFor(
+        () => {
+          const found = tmuxServer();
+          return found.length === 1 ? found : false;
+        },
+        { what: "the private tmux server" },
+      );
       // The shell's runner and its bash -c both carry the command line with the marker.
       await waitFor(() => processesMatching(marker).length >= 2, { what: "the shell's processes" });
 

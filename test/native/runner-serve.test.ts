@@ -63,7 +63,13 @@ describe("the runner server driven directly", () => {
     const children = () => readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, "utf8").trim().split(" ").filter(Boolean).map(Number);
     const first = run("exit 0");
     expect(await first.p.exited).toBe(0);
-    await waitFor(() => children().length === 1 && children()[0] !== first.p.pid, { what: "a waiting supervisor after a short command" });
+    await waitFor(
+      () => {
+        const now = children();
+        return now.length === 1 && now[0] !== first.p.pid;
+      },
+      { what: "a waiting supervisor after a short command" },
+    );
     const ahead = children()[0];
     // The next command goes to that supervisor: nothing was forked between its request and its start.
     const long = run("echo started; exec sleep 600");
