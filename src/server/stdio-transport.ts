@@ -12,13 +12,12 @@ const ID_SNIFF_BYTES = 4096;
 
 type Id = string | number | null;
 
-/**
- * MCP over newline-delimited JSON on stdin/stdout, with a bound on one line. The SDK's transport
- * closes itself (and so the server) when its fixed 10 MiB buffer overflows; this one discards an
- * oversized line as it streams in, keeping only its first bytes, answers it with a JSON-RPC error
- * naming the limit, and goes on reading. Lines that are not JSON-RPC are answered too, instead of
- * being dropped silently.
- */
+/** Whether a tool result has a text block long enough for its strings to be escaped once. */
+function carriesLargeText(message: JSONRPCMessage): boolean {
+  const content = (message as { result?: { content?: unknown } }).result?.content;
+  return Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS);
+}
+
 /**
  * The message's JSON. A tool result often carries one large string twice (a whole-file read's text
  * block and its structured content), and a re-read of an unchanged file sends the same string again:
@@ -26,9 +25,7 @@ type Id = string | number | null;
  * across messages by core/large-memo.ts). Same bytes as JSON.stringify.
  */
 export function serializeMessage(message: JSONRPCMessage): string {
-  const content = (message as { result?: { content?: unknown } }).result?.content;
-  const large = Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS);
-  if (!large || !HAS_RAW_JSON) return JSON.stringify(message);
+  if (!carriesLargeText(message) || !HAS_RAW_JSON) return JSON.stringify(message);
   let last: string | undefined;
   let lastJson: unknown;
   return JSON.stringify(message, (_key, value: unknown) => {
@@ -62,9 +59,7 @@ function encodedJson(s: string): Buffer {
  * while it is sent again, so neither the whole reply nor its UTF-8 copy is built per message.
  */
 export function serializePieces(message: JSONRPCMessage): Array<string | Uint8Array> {
-  const content = (message as { result?: { content?: unknown } }).result?.content;
-  const large = Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS);
-  if (!large || !slotJson) return [serializeMessage(message)];
+  if (!carriesLargeText(message) || !slotJson) return [serializeMessage(message)];
   const slots: Buffer[] = [];
   // Within one message a repeated string is encoded once whether or not the memo keeps it.
   let last: string | undefined;
@@ -89,6 +84,13 @@ export function serializePieces(message: JSONRPCMessage): Array<string | Uint8Ar
   return pieces;
 }
 
+/**
+ * MCP over newline-delimited JSON on stdin/stdout, with a bound on one line. The SDK's transport
+ * closes itself (and so the server) when its fixed 10 MiB buffer overflows; this one discards an
+ * oversized line as it streams in, keeping only its first bytes, answers it with a JSON-RPC error
+ * naming the limit, and goes on reading. Lines that are not JSON-RPC are answered too, instead of
+ * being dropped silently.
+ */
 export class BoundedStdioTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
