@@ -3,7 +3,7 @@
  * runner is told to stop), nothing it started is left running.
  *
  *   lsm-runner [--grace-ms N] [--cleanup-ms N] [--persist] [--cgroup DIR [--pids-max N]]
- *              [--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]
+ *              [--proc-root DIR] [--force-ppid-scan] [--program-pdeathsig] -- PROGRAM [ARGS...]
  *
  * The runner marks itself a child subreaper, so every orphan in the tree
  * (setsid, double fork, nohup...) is re-parented to it rather than to init.

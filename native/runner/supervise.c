@@ -230,8 +230,17 @@ void become_guardian(pid_t parent, sigset_t *set)
 
 /* cg_procs: an open cgroup.procs of the command's group, or -1.  report: the
  * write end of a close-on-exec pipe on which a failed placement is told. */
+static int program_pdeathsig;
+
 static void run_child(char **cmd, int take_tty, int cg_procs, int report)
 {
+	/* --program-pdeathsig: PROGRAM itself ends with a SIGKILLed runner (nobody
+	 * would clean up then).  Armed before exec, which keeps it (not setuid);
+	 * a runner already gone before it was armed means: never run at all. */
+	if (program_pdeathsig) {
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0 || getppid() != self_pid)
+			_exit(EXIT_CONTAIN);
+	}
 	/* Join the group before exec: nothing the command forks can exist
 	 * before this write, so nothing can start outside the group. */
 	if (cg_procs >= 0) {
@@ -274,7 +283,7 @@ static void usage(const char *why)
 {
 	say("lsm-runner: %s", why);
 	say("usage: lsm-runner [--grace-ms N] [--cleanup-ms N] [--timeout-ms N] [--persist] [--cgroup DIR [--pids-max N]] "
-	    "[--proc-root DIR] [--force-ppid-scan] -- PROGRAM [ARGS...]");
+	    "[--proc-root DIR] [--force-ppid-scan] [--program-pdeathsig] -- PROGRAM [ARGS...]");
 	exit(EXIT_CONTAIN);
 }
 
@@ -298,7 +307,7 @@ static const char *opt_value(const char *name, int argc, char **argv, int *i)
 int parse_options(int argc, char **argv, struct opts *o)
 {
 	long grace_ms = 2000, cleanup_ms = -1, pids_max = 0, timeout_ms = -1;
-	int force_ppid = 0, persist = 0, i;
+	int force_ppid = 0, persist = 0, pdeathsig = 0, i;
 	const char *v;
 
 	for (i = 1; i < argc; i++) {
@@ -340,6 +349,8 @@ int parse_options(int argc, char **argv, struct opts *o)
 			proc_root = v;
 		} else if (strcmp(argv[i], "--force-ppid-scan") == 0) {
 			force_ppid = 1;
+		} else if (strcmp(argv[i], "--program-pdeathsig") == 0) {
+			pdeathsig = 1;
 		} else {
 			usage(argv[i][0] == '-' ? "unknown option" : "expected -- before PROGRAM");
 		}
@@ -359,6 +370,7 @@ int parse_options(int argc, char **argv, struct opts *o)
 	o->timeout_ms = timeout_ms;
 	o->force_ppid = force_ppid;
 	o->persist = persist;
+	o->program_pdeathsig = pdeathsig;
 	return i + 1;
 }
 
@@ -371,6 +383,7 @@ int supervise(const struct opts *o, char **cmd, pid_t parent)
 	long timeout_ms = o->timeout_ms;
 	int force_ppid = o->force_ppid, persist = o->persist;
 	self_pid = getpid();
+	program_pdeathsig = o->program_pdeathsig;
 
 	sigset_t set;
 	become_guardian(parent, &set);

@@ -26,6 +26,7 @@ export interface SpawnOptions {
    * Path of lsm-runner: the child then runs under it, and so lives no longer than this server. The
    * runner takes a parent-death signal (a SIGKILLed server included) and then stops the child's
    * whole tree; a TERM to the runner's group does the same. Bun cannot set PR_SET_PDEATHSIG itself.
+   * The program is tied to the runner in the same way, for a runner that is SIGKILLed.
    */
   runner?: string;
   stdin?: "ignore" | "pipe";
@@ -35,7 +36,9 @@ export interface SpawnOptions {
 
 /** Spawns `argv` in a new session; the returned process is tracked until it exits. */
 export function spawnGroup(argv: string[], opts: SpawnOptions = {}): Subprocess<"pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"> {
-  const full = opts.runner ? [opts.runner, "--grace-ms", String(RUNNER_GRACE_MS), "--", ...argv] : argv;
+  // --program-pdeathsig: the program also takes the runner's death as SIGTERM, so a SIGKILLed runner
+  // (which can clean nothing up) still cannot leave an authenticated master or an rsync behind.
+  const full = opts.runner ? [opts.runner, "--grace-ms", String(RUNNER_GRACE_MS), "--program-pdeathsig", "--", ...argv] : argv;
   const proc = Bun.spawn(full, {
     env: opts.env ?? (process.env as Record<string, string>),
     stdin: opts.stdin ?? "ignore",

@@ -1,12 +1,13 @@
 /**
  * The ssh master and rsync never outlive the server: a SIGKILLed server (no cleanup code runs) and
  * a second SIGTERM during shutdown (which cuts the shutdown short) both leave no local ssh or rsync
- * process and no remote process of the test user. Throwaway sshd (root needed).
+ * process and no remote process of the test user. A SIGKILLed `lsm-runner` guard of the master (which
+ * can clean nothing up) still takes the authenticated master along within 2 s. Throwaway sshd (root needed).
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { $ } from "bun";
 import { randomBytes } from "node:crypto";
-import { existsSync, utimesSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, utimesSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { fixtureProcesses, keyOf, processCount, type SshClient, startSshClient } from "../helpers/ssh-client.ts";
@@ -86,5 +87,29 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     }
     await waitFor(() => !pidAlive(pid), { what: "server gone" });
     await nothingLeft(tag);
+  }, 60_000);
+
+  test("SIGKILL of the master's lsm-runner guard: the master is gone within 2 s, the server serves on", async () => {
+    const s = await startSshClient({ sshd, localRoot: root.path });
+    clients.push(s);
+    const k = keyOf(await s.ok("connect", { ssh_alias: sshd.alias }));
+    const master = (await s.ok("session_list")).sessions[0].master_pid as number;
+    const guard = Number(/^PPid:\s*(\d+)$/m.exec(readFileSync(`/proc/${master}/status`, "utf8"))![1]);
+    expect(readFileSync(`/proc/${guard}/cmdline`, "utf8").split("\0")[0]).toEndWith("lsm-runner");
+    const killedAt = performance.now();
+    process.kill(guard, "SIGKILL");
+    // a dead master may linger as a zombie until its new parent reaps it: only a running one counts
+    const running = () => existsSync(`/proc/${master}`) && !/^\d+ \(.*\) [ZX]/s.test(readFileSync(`/proc/${master}/stat`, "utf8"));
+    await waitFor(() => !running(), { timeoutMs: 10_000, intervalMs: 20, what: "the master to end" });
+    const goneMs = performance.now() - killedAt;
+    console.log(`master gone ${goneMs.toFixed(0)} ms after its guard was SIGKILLed`);
+    expect(goneMs).toBeLessThan(2000);
+    // the session is lost, never re-authenticated; the server itself keeps answering
+    await waitFor(async () => (await s.ok("session_list")).sessions[0]?.state === "lost", { what: "the session to be lost" });
+    expect(await s.fails("exec", { ...k, command: "true" })).toBe("connection_lost");
+    await s.ok("disconnect", { session_id: k.session_id });
+    expect((await s.ok("session_list")).count).toBe(0);
+    await s.close();
+    await waitFor(async () => (await fixtureProcesses(sshd)).length === 0, { what: "no local ssh process" });
   }, 60_000);
 });
