@@ -141,7 +141,7 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
   test("cases sudo -n cannot tell apart all say so; only NOPASSWD for the exact line works", async () => {
     const { s, k } = await session();
     try {
-      for (const mode of ["password", "none", "other-command", "runas-other"] as const) {
+      for (const mode of ["password", "none", "other-command", "nopasswd-other-command", "runas-other"] as const) {
         await sshd.setSudo(mode);
         const r = await s.call("sudo_exec", { ...k, command: "id -u" });
         expect({ mode, code: r.error?.code }).toEqual({ mode, code: "sudo_password_required" });

@@ -13,9 +13,10 @@ import { join } from "node:path";
 /**
  * nopasswd: the one usable rule. password: the same rule needing a password. denied: `!authenticate`
  * and a rule for another command only. none: no rule at all. other-command: a rule for another
- * command only (default `authenticate`). runas-other: the shell rule, but as another user only.
+ * command only (default `authenticate`). nopasswd-other-command: a NOPASSWD rule for another command
+ * only (default `authenticate`). runas-other: the shell rule, but as another user only.
  */
-export type SudoMode = "nopasswd" | "password" | "denied" | "none" | "other-command" | "runas-other";
+export type SudoMode = "nopasswd" | "password" | "denied" | "none" | "other-command" | "nopasswd-other-command" | "runas-other";
 
 export interface Sshd {
   port: number;
@@ -228,6 +229,7 @@ Host *
       denied: `Defaults:${user} !authenticate\n${user} ALL=(root) NOPASSWD: /usr/bin/id\n`,
       none: `# no rule for ${user}\n`,
       "other-command": `${user} ALL=(root) /usr/bin/id\n`,
+      "nopasswd-other-command": `${user} ALL=(root) NOPASSWD: /usr/bin/id\n`,
       "runas-other": `${user} ALL=(${nosudoUser}) /bin/bash --noprofile --norc -s\n`,
     };
     const rule = rules[mode];
