@@ -2,6 +2,7 @@ import { defineCommand } from "citty";
 import { realpathSync, statSync } from "node:fs";
 import { dirname, isAbsolute, relative, sep } from "node:path";
 import { log } from "../core/log.ts";
+import { MAX_OUTPUT_BYTES_LIMIT } from "../ssh/settings.ts";
 
 function fail(message: string): never {
   process.stderr.write(`local-shell-mcp ssh: ${message}\n`);
@@ -29,7 +30,11 @@ export default defineCommand({
     "local-root": { type: "string", description: "Data directory all local paths are relative to (required; never the install directory)" },
     "connect-timeout": { type: "string", default: "120", description: "Master startup deadline in seconds (0.1..900)" },
     "command-timeout": { type: "string", default: "120", description: "Default per-command deadline in seconds (0.1..86400)" },
-    "max-output-bytes": { type: "string", default: "1048576", description: "Bytes captured per stream (1024..67108864)" },
+    "max-output-bytes": {
+      type: "string",
+      default: "1048576",
+      description: "Bytes captured per stream (1024..1572864: an answer holding both streams stays within ~9 MiB, below the 10 MiB an MCP SDK client accepts; use spool_output for more)",
+    },
     "max-transfers": { type: "string", default: "2", description: "Concurrent transfers per session (1..16)" },
     "max-sessions": { type: "string", default: "8", description: "Open sessions, including starting ones (1..32)" },
     "transfer-bwlimit": { type: "string", default: "0", description: "rsync bandwidth limit in KiB/s (0 = unlimited)" },
@@ -42,7 +47,7 @@ export default defineCommand({
     const limits = {
       connectTimeoutS: numberFlag(args["connect-timeout"], "connect-timeout", 0.1, 900, false),
       commandTimeoutS: numberFlag(args["command-timeout"], "command-timeout", 0.1, 86_400, false),
-      maxOutputBytes: numberFlag(args["max-output-bytes"], "max-output-bytes", 1024, 67_108_864, true),
+      maxOutputBytes: numberFlag(args["max-output-bytes"], "max-output-bytes", 1024, MAX_OUTPUT_BYTES_LIMIT, true),
       maxTransfers: numberFlag(args["max-transfers"], "max-transfers", 1, 16, true),
       maxSessions: numberFlag(args["max-sessions"], "max-sessions", 1, 32, true),
       transferBwlimitKiB: numberFlag(args["transfer-bwlimit"], "transfer-bwlimit", 0, 10_000_000, true),

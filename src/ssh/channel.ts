@@ -276,15 +276,18 @@ export interface Stream {
   spool_path: string | null;
 }
 
-const strict = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM: a leading byte-order mark is data and must survive; a default decoder strips it silently.
+const strict = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /**
- * Response bytes one character of text costs on the wire: the result is sent twice, as
- * structuredContent (JSON-escaped once) and as the compact JSON text (escaped twice). Plain
- * characters cost 2, `"` and `\\` 6 (`\"` then `\\\"`), tab/CR/LF 5 and ESC 13. Other control
- * characters return -1: they make the text binary.
+ * Response bytes one UTF-16 unit of text costs on the wire: the result is sent twice, as
+ * structuredContent (JSON-escaped once) and as the compact JSON text (escaped twice). Printable
+ * ASCII costs 2, `"` and `\\` 6 (`\"` then `\\\"`), tab/CR/LF 5 and ESC 13; anything else is sent
+ * raw, twice its UTF-8 bytes (4 for U+0080..U+07FF and per surrogate half, 6 up to U+FFFF), so the
+ * sum is the exact response size. Other control characters return -1: they make the text binary.
  */
 function wireCost(code: number): number {
+  if (code >= 0x80) return code < 0x800 || (code >= 0xd800 && code <= 0xdfff) ? 4 : 6;
   if (code >= 0x20 && code !== 0x7f) return code === 0x22 || code === 0x5c ? 6 : 2;
   if (code === 0x09 || code === 0x0a || code === 0x0d) return 5;
   if (code === 0x1b) return 13;
