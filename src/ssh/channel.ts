@@ -33,19 +33,105 @@ export const SUPERVISOR_STARTED = "+";
 const INLINE_READ_LIMIT = 4096;
 
 /**
- * The remote supervisor. `$1` is the kind (sh | sudo), `$2` the end marker of this call.
+ * Scripts up to this many bytes are exec'd as one `sh -c` argument; Linux refuses a single argv
+ * string of 128 KiB or more, so larger ones reach the command's shell through a pipe and `cat`.
+ */
+export const ARGV_SCRIPT_LIMIT = 100_000;
+
+/** The `sh -c` program that reads a large script from stdin, then runs it with stdin /dev/null. */
+export const PIPED_SCRIPT_RUNNER = 't=$(cat) && exec </dev/null && eval "unset -v t; $t"';
+
+/** The environment variable that marks every process a command starts (its value is per call). */
+export const CALL_TAG_NAME = "LSM_SSH_CALL";
+
+/**
+ * Remote shell functions (POSIX sh, also run by root bash, see sudo.ts) that stop everything a
+ * command started. A process group or session is no fence: `set -m`, `setsid`, `nohup … &` and a
+ * double fork all leave it, and the remote login user has no subreaper or cgroup to hold them. So
+ * the command runs with `$1` (`NAME=value`, random per call) in its environment, which every fork
+ * and exec keeps unless the environment is scrubbed, and a process counts as the command's when it
+ * carries that tag (`grep -l` over /proc/PID/environ) or descends from one that does (PPid from
+ * /proc/PID/status, zombies skipped), which also catches `env -i` children while their parent lives.
+ *
+ * `lsm_freeze` SIGSTOPs what it finds and scans again until a scan finds nothing new (a stopped
+ * process cannot fork, so nothing slips out between scan and signal, and stopped pids stay valid);
+ * `lsm_sweep` freezes, TERMs and continues the lot, waits a second, then freezes and KILLs until two
+ * scans in a row find nothing (one empty `/proc` readdir is not proof) or 30 rounds pass. With
+ * nothing tagged it returns after two greps, or after one with `quick` (a command that ended by
+ * itself: its leftovers, if any, are found by that first scan; nothing is racing to escape). grep and sleep are also looked for in /usr/bin and
+ * /bin: an account's PATH may lack them. They only set `lsm_*` variables that the scripts around
+ * them never use (root bash keeps `lsm_c`, `lsm_d`, `lsm_g`, `lsm_p`, `lsm_r` and `lsm_w`).
+ */
+export const SWEEP_FUNCTIONS = `lsm_scan() {
+  lsm_s=" "
+  for lsm_f in $(PATH="\$PATH:/usr/bin:/bin" grep -lF -e "$1" /proc/[0-9]*/environ 2>/dev/null); do
+    lsm_f=\${lsm_f#/proc/}; lsm_s="$lsm_s\${lsm_f%/environ} "
+  done
+  [ "$lsm_s" = " " ] && return 0
+  lsm_t=
+  for lsm_f in /proc/[0-9]*/status; do
+    lsm_z=; lsm_q=
+    { while read -r lsm_k lsm_v lsm_o; do
+        case $lsm_k in State:) lsm_z=$lsm_v;; PPid:) lsm_q=$lsm_v; break;; esac
+      done; } 2>/dev/null <"$lsm_f"
+    case $lsm_z in Z|X|'') continue;; esac
+    lsm_f=\${lsm_f#/proc/}; lsm_t="$lsm_t \${lsm_f%/status}:$lsm_q"
+  done
+  lsm_m=1
+  while [ "$lsm_m" = 1 ]; do
+    lsm_m=0
+    for lsm_e in $lsm_t; do
+      case $lsm_s in *" \${lsm_e%:*} "*) continue;; esac
+      case $lsm_s in *" \${lsm_e#*:} "*) lsm_s="$lsm_s\${lsm_e%:*} "; lsm_m=1;; esac
+    done
+  done
+}
+lsm_freeze() {
+  lsm_a=" "; lsm_i=0
+  while [ "$lsm_i" -lt 30 ]; do
+    lsm_scan "$1"; lsm_n=
+    for lsm_e in $lsm_s; do case $lsm_a in *" $lsm_e "*) ;; *) lsm_n="$lsm_n $lsm_e";; esac; done
+    [ -z "$lsm_n" ] && return 0
+    kill -s STOP $lsm_n 2>/dev/null; lsm_a="$lsm_a\${lsm_n# } "; lsm_i=$((lsm_i+1))
+  done
+}
+lsm_sweep() {
+  lsm_freeze "$1"
+  [ "$lsm_a" = " " ] && [ "$2" = quick ] && return 0
+  if [ "$lsm_a" != " " ]; then
+    kill -s TERM $lsm_a 2>/dev/null; kill -s CONT $lsm_a 2>/dev/null; PATH="\$PATH:/usr/bin:/bin" sleep 1
+  fi
+  lsm_y=0; lsm_j=0
+  while [ "$lsm_j" -lt 30 ]; do
+    lsm_freeze "$1"
+    if [ "$lsm_a" = " " ]; then
+      lsm_y=$((lsm_y+1)); [ "$lsm_y" -ge 2 ] && return 0
+    else
+      lsm_y=0; kill -s KILL $lsm_a 2>/dev/null
+    fi
+    lsm_j=$((lsm_j+1))
+  done
+  return 1
+}`;
+
+/**
+ * The remote supervisor. `$1` is the kind (sh | sudo), `$2` the end marker of this call, which is
+ * also the value of the call's tag (`LSM_SSH_CALL`) in the command's environment.
  *
  * Exit statuses of the supervisor itself (before the command ran): 70 no length line, 71 bad
  * length, 74 the script arrived incomplete. 125 comes from the `cwd` line of the script.
  *
  * Fast path (the usual case: the login shell exec'd us, so we lead the channel's process group,
- * which sshd created for this channel alone): the command runs in a forked subshell (sh: `eval`,
- * sudo: the fixed sudo program fed by a pipe; its root shell first reads `lsm_p=<our pid>` and then
- * supervises its own tree, see sudo.ts) and a forked watcher blocks on the channel. When the
- * command ends, TERM goes to the whole group (leftover background jobs, the watcher) while we ignore
- * it; when the channel ends first, the watcher TERMs the group, waits a second and KILLs it.
+ * which sshd created for this channel alone): the command runs in a forked subshell that exports
+ * the tag and execs `/bin/sh -c` (sudo: the fixed sudo program fed by a pipe; its root shell first
+ * reads `lsm_p=<our pid>` and then supervises its own tree with its own tag, see sudo.ts), and a
+ * forked watcher blocks on the channel. When the command ends, TERM goes to the whole group while
+ * we ignore it, and `lsm_sweep` ends whatever else carries the tag (`nohup`, `setsid`, `set -m`,
+ * double forks); when the channel ends first (timeout, cancel, disconnect, lost transport), the
+ * watcher TERMs the group, sweeps, and KILLs the group.
  * Fallback (we do not lead our group, e.g. a login shell that forks): the command gets its own
- * group through `setsid` and reads the script from a pipe before running it with stdin /dev/null.
+ * group through `setsid` and reads the script from a pipe before running it with stdin /dev/null;
+ * the same sweeps follow.
  */
 export const SUPERVISOR = `printf '${SUPERVISOR_STARTED}'
 exec 3<&0
@@ -65,33 +151,42 @@ else
   [ "$l" != "$t" ] || exit 74
   t=$l
 fi
+${SWEEP_FUNCTIONS}
+g=${CALL_TAG_NAME}=$2
 trap 'exit 129' HUP INT TERM
 if kill -s 0 -- -$$ 2>/dev/null; then
-  { while IFS= read -r _; do :; done; trap '' TERM; kill -s TERM 0; sleep 1; kill -s KILL 0; } <&3 >/dev/null 2>&1 &
   if [ "$1" = sudo ]; then
-    ( trap - HUP INT TERM; printf 'lsm_p=%s\n%s' "$$" "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
+    ( trap - HUP INT TERM; printf 'lsm_p=%s\\n%s' "$$" "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
   else
-    ( trap - HUP INT TERM; set --; unset -v n l; eval "unset -v t; $t" ) </dev/null 3<&- &
+    if [ "$n" -le ${ARGV_SCRIPT_LIMIT} ]; then
+      ( trap - HUP INT TERM; ${CALL_TAG_NAME}=$2; export ${CALL_TAG_NAME}; exec /bin/sh -c "$t" lsm-ssh ) </dev/null 3<&- &
+    else
+      printf '%s' "$t" | ( trap - HUP INT TERM; ${CALL_TAG_NAME}=$2; export ${CALL_TAG_NAME}; exec /bin/sh -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) 3<&- &
+    fi
   fi
-  wait $!
+  c=$!
+  { while IFS= read -r _; do :; done; trap '' TERM; kill -s TERM 0; lsm_sweep "$g"; kill -s KILL 0; } <&3 >/dev/null 2>&1 &
+  wait "$c"
   r=$?
   trap '' TERM
   kill -s TERM 0
+  lsm_sweep "$g" quick >/dev/null 2>&1
   exit "$r"
 fi
 if [ "$1" = sudo ]; then
-  printf 'lsm_p=%s\n%s' "$$" "$t" | LC_ALL=C setsid sudo -n -k -- /bin/bash --noprofile --norc -s 3<&- &
+  printf 'lsm_p=%s\\n%s' "$$" "$t" | LC_ALL=C setsid sudo -n -k -- /bin/bash --noprofile --norc -s 3<&- &
 else
-  printf '%s' "$t" | setsid /bin/sh -c 't=$(cat) && exec </dev/null && eval "unset -v t; $t"' lsm-ssh 3<&- &
+  printf '%s' "$t" | ${CALL_TAG_NAME}=$2 setsid /bin/sh -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh 3<&- &
 fi
 c=$!
-trap 'kill -s KILL -- -"$c" 2>/dev/null; exit 129' HUP INT TERM
-{ while IFS= read -r _; do :; done; kill -s TERM -- -"$c"; sleep 1; kill -s KILL -- -"$c"; } <&3 >/dev/null 2>&1 &
+trap 'kill -s KILL -- -"$c" 2>/dev/null; lsm_sweep "$g" >/dev/null 2>&1; exit 129' HUP INT TERM
+{ while IFS= read -r _; do :; done; kill -s TERM -- -"$c"; lsm_sweep "$g"; kill -s KILL -- -"$c"; } <&3 >/dev/null 2>&1 &
 w=$!
 wait "$c"
 r=$?
 kill -s TERM "$w" 2>/dev/null
 kill -s TERM -- -"$c" 2>/dev/null
+lsm_sweep "$g" quick >/dev/null 2>&1
 exit "$r"`;
 
 /** The bytes written to the channel's stdin for `script` (which must end with a newline). */

@@ -4,40 +4,58 @@
  * supervision of the root tree has to travel inside the script root bash reads on stdin: the login
  * user cannot signal root processes, hence only root can end them.
  *
- * The script is one `{ … }` group, so bash has parsed all of it before any part runs. Root bash puts
- * the command in its own process group (`set -m`), then starts two watchers, each in its own group:
- * one polls the login-side supervisor whose pid arrives in the first line (`lsm_p=`); it disappears
- * when the channel ends for any reason (timeout, cancel, disconnect, lost master, server shutdown).
- * The other is a deadline a few seconds past the call's timeout, for a channel whose end never reaches
- * the host (a stalled network). Either one TERMs the command's group and KILLs it a second later. When
- * the command ends by itself, its group (leftover background jobs) and both watchers are ended too.
+ * The script is one `{ … }` group, so bash has parsed all of it before any part runs. Root bash runs
+ * the command in its own process group (`set -m`), tagged like an `exec` command (`LSM_SSH_CALL`,
+ * here with this call's random start marker as the value, see channel.ts), then starts two watchers,
+ * each in its own group: one polls the login-side supervisor whose pid arrives in the first line
+ * (`lsm_p=`); it disappears when the channel ends for any reason (timeout, cancel, disconnect, lost
+ * master, server shutdown). The other is a deadline a few seconds past the call's timeout, for a
+ * channel whose end never reaches the host (a stalled network). Either one TERMs the command's group
+ * and then sweeps everything that carries the tag or descends from it (`set -m`, `setsid`, `nohup`,
+ * double forks: a process group is no fence), until two scans in a row find nothing. When the command
+ * ends by itself, both watchers are ended and the same sweep takes its leftovers; so does a TERM
+ * that sudo relays to root bash.
  */
 import { ToolError } from "../core/errors.ts";
-import type { ChannelResult } from "./channel.ts";
+import { ARGV_SCRIPT_LIMIT, CALL_TAG_NAME, type ChannelResult, PIPED_SCRIPT_RUNNER, SWEEP_FUNCTIONS } from "./channel.ts";
 import { shq } from "./proc.ts";
 
 /** Seconds the privileged deadline watcher waits past the call's own timeout. */
 export const PRIVILEGED_DEADLINE_GRACE_S = 5;
 
-/** The script root bash reads: `startedMarker` goes to stderr first, proving sudo started the shell. */
+/**
+ * The script root bash reads: `startedMarker` goes to stderr first, proving sudo started the shell;
+ * it is random per call, so it is also the value of the call's tag.
+ */
 export function privilegedScript(command: string, cwd: string | undefined, startedMarker: string, timeoutS: number): string {
   const deadline = Math.ceil(timeoutS) + PRIVILEGED_DEADLINE_GRACE_S;
   const cd = cwd === undefined ? "" : `cd -- ${shq(cwd)} || exit 125; `;
+  const tag = `${CALL_TAG_NAME}=${startedMarker}; export ${CALL_TAG_NAME}`;
+  // one job either way, so its process group is $! (a piped job's group would be its first member)
+  const start =
+    Buffer.byteLength(command) <= ARGV_SCRIPT_LIMIT
+      ? `( ${cd}${tag}; exec /bin/bash --noprofile --norc -c "$lsm_cmd" lsm-ssh ) </dev/null &`
+      : `( printf '%s' "$lsm_cmd" | ( ${cd}${tag}; exec /bin/bash --noprofile --norc -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) ) </dev/null &`;
+  const kill = `kill -s TERM -- -"$lsm_c"; lsm_sweep "$lsm_g"; kill -s KILL -- -"$lsm_c"`;
   return `{
 printf '%s\\n' ${startedMarker} >&2
 lsm_cmd=${shq(command)}
+lsm_g=${CALL_TAG_NAME}=${startedMarker}
+${SWEEP_FUNCTIONS}
+unset -v BASH_ENV ENV
 set -m
-( ${cd}eval "unset -v lsm_cmd lsm_p lsm_c; $lsm_cmd" ) </dev/null &
+${start}
 lsm_c=$!
-( trap - TERM; sleep ${deadline}; kill -s TERM -- -"$lsm_c"; sleep 1; kill -s KILL -- -"$lsm_c" ) </dev/null >/dev/null 2>&1 &
+( trap - TERM; sleep ${deadline}; ${kill} ) </dev/null >/dev/null 2>&1 &
 lsm_d=$!
-( trap - TERM; while kill -s 0 "$lsm_p"; do sleep 1; done; kill -s TERM -- -"$lsm_c" -"$lsm_d"; sleep 1; kill -s KILL -- -"$lsm_c" ) </dev/null >/dev/null 2>&1 &
+( trap - TERM; while kill -s 0 "$lsm_p"; do sleep 1; done; kill -s TERM -- -"$lsm_d"; ${kill} ) </dev/null >/dev/null 2>&1 &
 lsm_w=$!
 set +m
-trap 'kill -s TERM -- -"$lsm_c" -"$lsm_d" -"$lsm_w" 2>/dev/null; sleep 1; kill -s KILL -- -"$lsm_c" 2>/dev/null; exit 143' HUP INT TERM
+trap 'kill -s TERM -- -"$lsm_d" -"$lsm_w" -"$lsm_c" 2>/dev/null; lsm_sweep "$lsm_g" >/dev/null 2>&1; exit 143' HUP INT TERM
 wait "$lsm_c"
 lsm_r=$?
 kill -s TERM -- -"$lsm_c" -"$lsm_d" -"$lsm_w" 2>/dev/null
+lsm_sweep "$lsm_g" quick >/dev/null 2>&1
 exit "$lsm_r"
 }
 `;
