@@ -3,8 +3,9 @@
  * supervisor; the script travels on the channel's stdin as `<length>\n<script><end marker>\n` and is
  * read completely (the marker proves it is whole) before anything runs. The command itself gets
  * /dev/null as stdin, so it can never consume the script, and the channel's stdin then only serves
- * as a lifeline: when it reaches EOF (timeout, cancel, disconnect, lost transport) the command's
- * process group is killed. No temporary files are created on the remote host.
+ * as a lifeline: when it reaches EOF (timeout, cancel, disconnect, lost transport) everything the
+ * command started is stopped, whatever group or session it moved to (`SWEEP_FUNCTIONS`). No
+ * temporary files are created on the remote host.
  */
 import { closeSync, constants, fsyncSync, openSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
