@@ -33,7 +33,9 @@ export default defineCommand({
     "max-output-bytes": {
       type: "string",
       default: "1048576",
-      description: "Bytes captured per stream (1024..1572864: an answer holding both streams stays within ~9 MiB, below the 10 MiB an MCP SDK client accepts; use spool_output for more)",
+      description:
+        "Bytes captured per stream (1024..1572864: an answer holding both streams stays within ~9 MiB, " +
+        "below the 10 MiB an MCP SDK client accepts; use spool_output for more)",
     },
     "max-transfers": { type: "string", default: "2", description: "Concurrent transfers per session (1..16)" },
     "max-sessions": { type: "string", default: "8", description: "Open sessions, including starting ones (1..32)" },

@@ -59,9 +59,10 @@ export const CALL_TAG_NAME = "LSM_SSH_CALL";
  * `lsm_sweep` freezes, TERMs and continues the lot, waits a second, then freezes and KILLs until two
  * scans in a row find nothing (one empty `/proc` readdir is not proof) or 30 rounds pass. With
  * nothing tagged it returns after two greps, or after one with `quick` (a command that ended by
- * itself: its leftovers, if any, are found by that first scan; nothing is racing to escape). grep and sleep are also looked for in /usr/bin and
- * /bin: an account's PATH may lack them. They only set `lsm_*` variables that the scripts around
- * them never use (root bash keeps `lsm_c`, `lsm_d`, `lsm_g`, `lsm_p`, `lsm_r` and `lsm_w`).
+ * itself: its leftovers, if any, are found by that first scan; nothing is racing to escape). grep
+ * and sleep are also looked for in /usr/bin and /bin: an account's PATH may lack them. They only set
+ * `lsm_*` variables that the scripts around them never use (root bash keeps `lsm_c`, `lsm_d`,
+ * `lsm_g`, `lsm_p`, `lsm_r` and `lsm_w`).
  */
 export const SWEEP_FUNCTIONS = `lsm_scan() {
   lsm_s=" "

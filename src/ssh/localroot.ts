@@ -54,7 +54,10 @@ export class LocalRoot {
     const parts = path.split("/").filter((p) => p !== "" && p !== ".");
     if (parts.length === 0 || parts.includes("..")) throw bad();
     // `x/` (or `x/.`) names a directory; dropping the slash would quietly turn it into the file `x`
-    if (/\/\.?$/.test(path)) throw new ToolError("invalid_local_path", "local path ends with a slash, so it names a directory; give a file name");
+    if (/\/\.?$/.test(path)) {
+      const why = "local path ends with a slash, so it names a directory; give a file name";
+      throw new ToolError("invalid_local_path", why);
+    }
     if (parts.some((p) => Buffer.byteLength(p) > 255)) throw new ToolError("invalid_local_path", "a local path component is longer than 255 bytes");
     if (parts[0] === STATE_DIR_NAME) throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
     if (parts[parts.length - 1]!.endsWith(PARTIAL_SUFFIX)) throw new ToolError("invalid_local_path", "local path names a transfer partial");

@@ -38,7 +38,9 @@ export interface SpawnOptions {
 export function spawnGroup(argv: string[], opts: SpawnOptions = {}): Subprocess<"pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"> {
   // --program-pdeathsig: the program also takes the runner's death as SIGTERM, so a SIGKILLed runner
   // (which can clean nothing up) still cannot leave an authenticated master or an rsync behind.
-  const full = opts.runner ? [opts.runner, "--grace-ms", String(RUNNER_GRACE_MS), "--program-pdeathsig", "--", ...argv] : argv;
+  const full = opts.runner
+    ? [opts.runner, "--grace-ms", String(RUNNER_GRACE_MS), "--program-pdeathsig", "--", ...argv]
+    : argv;
   const proc = Bun.spawn(full, {
     env: opts.env ?? (process.env as Record<string, string>),
     stdin: opts.stdin ?? "ignore",

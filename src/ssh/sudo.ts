@@ -17,7 +17,13 @@
  * that sudo relays to root bash.
  */
 import { ToolError } from "../core/errors.ts";
-import { ARGV_SCRIPT_LIMIT, CALL_TAG_NAME, type ChannelResult, PIPED_SCRIPT_RUNNER, SWEEP_FUNCTIONS } from "./channel.ts";
+import {
+  ARGV_SCRIPT_LIMIT,
+  CALL_TAG_NAME,
+  type ChannelResult,
+  PIPED_SCRIPT_RUNNER,
+  SWEEP_FUNCTIONS,
+} from "./channel.ts";
 import { shq } from "./proc.ts";
 
 /** Seconds the privileged deadline watcher waits past the call's own timeout. */
@@ -35,7 +41,8 @@ export function privilegedScript(command: string, cwd: string | undefined, start
   const start =
     Buffer.byteLength(command) <= ARGV_SCRIPT_LIMIT
       ? `( ${cd}${tag}; exec /bin/bash --noprofile --norc -c "$lsm_cmd" lsm-ssh ) </dev/null &`
-      : `( printf '%s' "$lsm_cmd" | ( ${cd}${tag}; exec /bin/bash --noprofile --norc -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) ) </dev/null &`;
+      : `( printf '%s' "$lsm_cmd" | ( ${cd}${tag}; ` +
+        `exec /bin/bash --noprofile --norc -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) ) </dev/null &`;
   const kill = `kill -s TERM -- -"$lsm_c"; lsm_sweep "$lsm_g"; kill -s KILL -- -"$lsm_c"`;
   return `{
 printf '%s\\n' ${startedMarker} >&2

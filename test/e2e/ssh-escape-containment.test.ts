@@ -47,18 +47,31 @@ function forms(tool: Tool): { name: string; t: string; command: string; ending: 
   // root runs the command with bash; the login user's shell is /bin/sh, so job control needs bash
   const jobControl =
     tool === "exec"
-      ? { command: `bash -c 'set -m; sleep ${t[0]} & sleep ${t[0]}'`, ending: `bash -c 'set -m; sleep ${t[0]} &'; echo started` }
+      ? {
+          command: `bash -c 'set -m; sleep ${t[0]} & sleep ${t[0]}'`,
+          ending: `bash -c 'set -m; sleep ${t[0]} &'; echo started`,
+        }
       : { command: `set -m; sleep ${t[0]} & sleep ${t[0]}`, ending: `set -m; sleep ${t[0]} & echo started` };
   return [
     { name: "set -m", t: t[0], ...jobControl },
-    { name: "setsid", t: t[1], command: `setsid sleep ${t[1]} & sleep ${t[1]}`, ending: `setsid sleep ${t[1]} & echo started` },
+    {
+      name: "setsid",
+      t: t[1],
+      command: `setsid sleep ${t[1]} & sleep ${t[1]}`,
+      ending: `setsid sleep ${t[1]} & echo started`,
+    },
     {
       name: "nohup",
       t: t[2],
       command: `nohup sleep ${t[2]} >/dev/null 2>&1 & sleep ${t[2]}`,
       ending: `nohup sleep ${t[2]} >/dev/null 2>&1 & echo started`,
     },
-    { name: "double fork", t: t[3], command: `(sleep ${t[3]} &); sleep ${t[3]}`, ending: `(sleep ${t[3]} &); echo started` },
+    {
+      name: "double fork",
+      t: t[3],
+      command: `(sleep ${t[3]} &); sleep ${t[3]}`,
+      ending: `(sleep ${t[3]} &); echo started`,
+    },
   ];
 }
 
@@ -78,14 +91,18 @@ async function startAll(s: SshClient, k: object, tool: Tool, extra: Record<strin
     p.catch(() => undefined);
     return p;
   });
-  for (const f of list) await waitFor(async () => (await exactSleeps(f.t)) === 2, { timeoutMs: 30_000, what: `both workers of "${f.name}"` });
+  for (const f of list) {
+    const what = `both workers of "${f.name}"`;
+    await waitFor(async () => (await exactSleeps(f.t)) === 2, { timeoutMs: 30_000, what });
+  }
   return { list, pending };
 }
 
 /** Nothing of any form is left: no worker, no shell around it, whoever owns it. */
 async function noneLeft(list: { name: string; t: string }[]): Promise<void> {
   for (const f of list) {
-    await waitFor(async () => (await anyMention(f.t)).length === 0, { timeoutMs: 30_000, what: `every process of "${f.name}" to end` });
+    const what = `every process of "${f.name}" to end`;
+    await waitFor(async () => (await anyMention(f.t)).length === 0, { timeoutMs: 30_000, what });
   }
 }
 
@@ -101,13 +118,17 @@ afterAll(async () => {
   root?.[Symbol.dispose]();
 }, 60_000);
 
+const needs = needsRoot("the throwaway sshd creates system users and sudoers rules");
+
 for (const tool of ["exec", "sudo_exec"] as const) {
-  describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))(`${tool}: nothing that left the group survives`, () => {
+  describe.skipIf(needs)(`${tool}: nothing that left the group survives`, () => {
     test("a timeout", async () => {
       const { s, k } = await session();
       const { list, pending } = await startAll(s, k, tool, { timeout: 6 });
       const results = (await Promise.all(pending)) as Envelope[];
-      for (const r of results) expect({ ok: r.ok, timed_out: r.result?.timed_out }).toEqual({ ok: true, timed_out: true });
+      for (const r of results) {
+        expect({ ok: r.ok, timed_out: r.result?.timed_out }).toEqual({ ok: true, timed_out: true });
+      }
       await noneLeft(list);
     }, 120_000);
 
@@ -130,12 +151,23 @@ for (const tool of ["exec", "sudo_exec"] as const) {
       await noneLeft(list);
     }, 120_000);
 
+    test("a script too long for one argv string (it reaches its shell through a pipe), ended by a timeout", async () => {
+      const { s, k } = await session();
+      const f = forms(tool)[1]!;
+      const command = `# ${"x".repeat(150_000)}\n${f.command}`;
+      const pending = s.call(tool, { ...k, command, timeout: 6 });
+      await waitFor(async () => (await exactSleeps(f.t)) === 2, { timeoutMs: 30_000, what: "both workers" });
+      expect((await pending).result?.timed_out).toBe(true);
+      await noneLeft([f]);
+    }, 120_000);
+
     test("a command that ends by itself takes them along", async () => {
       const { s, k } = await session();
       const list = forms(tool);
       for (const f of list) {
         const r = await s.ok(tool, { ...k, command: f.ending });
-        expect({ form: f.name, out: r.stdout.data, code: r.exit_code }).toEqual({ form: f.name, out: "started\n", code: 0 });
+        const seen = { form: f.name, out: r.stdout.data, code: r.exit_code };
+        expect(seen).toEqual({ form: f.name, out: "started\n", code: 0 });
       }
       await noneLeft(list);
     }, 120_000);

@@ -113,15 +113,19 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
   test("wide characters mixed with quotes or ESC stay within 3 response bytes per byte", async () => {
     // each pair is 5 bytes (a 4-byte emoji and one escaped byte): counted per UTF-16 unit as 2, the
     // emoji once let such text pass as 'cheap' while it cost up to 4.5 response bytes per byte
-    const quotes = await execRatio("emoji + quotes", `i=0; while [ $i -lt 20000 ]; do printf '\\360\\237\\230\\200"'; i=$((i+1)); done`);
-    const esc = await execRatio("emoji + ESC", `i=0; while [ $i -lt 20000 ]; do printf '\\360\\237\\230\\200\\033'; i=$((i+1)); done`);
+    const repeat = (unit: string) => `i=0; while [ $i -lt 20000 ]; do printf '${unit}'; i=$((i+1)); done`;
+    const quotes = await execRatio("emoji + quotes", repeat('\\360\\237\\230\\200"'));
+    const esc = await execRatio("emoji + ESC", repeat("\\360\\237\\230\\200\\033"));
     for (const r of [quotes, esc]) expect(r.ratio).toBeLessThanOrEqual(3);
   }, 60_000);
 });
 
-describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("at the largest --max-output-bytes", () => {
-  test("100 MB of NULs and then of text on both streams: bounded answers, client connected, server serving", async () => {
-    const big = await startSshClient({ sshd, localRoot: root.path, args: ["--max-output-bytes", String(MAX_LIMIT), "--command-timeout", "300"] });
+const needsSshd = needsRoot("the throwaway sshd creates system users and sudoers rules");
+
+describe.skipIf(needsSshd)("at the largest --max-output-bytes", () => {
+  test("100 MB of NULs and then of text on both streams: bounded answers, client connected, serving", async () => {
+    const args = ["--max-output-bytes", String(MAX_LIMIT), "--command-timeout", "300"];
+    const big = await startSshClient({ sshd, localRoot: root.path, args });
     try {
       const bk = keyOf(await big.ok("connect", { ssh_alias: sshd.alias }));
       const cases = [
@@ -133,7 +137,8 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
         const env = raw.structuredContent as any;
         expect(env.ok).toBe(true);
         for (const stream of [env.result.stdout, env.result.stderr]) {
-          expect(stream).toMatchObject({ encoding, captured_bytes: MAX_LIMIT, total_bytes: 100_000_000, truncated: true });
+          const full = { encoding, captured_bytes: MAX_LIMIT, total_bytes: 100_000_000, truncated: true };
+          expect(stream).toMatchObject(full);
         }
         const bytes = responseBytes(raw);
         figures.push(`max-output-bytes ${MAX_LIMIT}, 100 MB of ${label} per stream -> ${bytes} response bytes`);
@@ -153,7 +158,13 @@ describe("the --max-output-bytes flag", () => {
     const tmp = tempDir("lsm-ssh-flag-");
     try {
       const run = (args: string[]) => {
-        const r = Bun.spawnSync([binary(), "ssh", "--local-root", tmp.path, ...args], { env: serverEnv({}), stdin: "ignore", stdout: "pipe", stderr: "pipe", timeout: 30_000 });
+        const r = Bun.spawnSync([binary(), "ssh", "--local-root", tmp.path, ...args], {
+          env: serverEnv({}),
+          stdin: "ignore",
+          stdout: "pipe",
+          stderr: "pipe",
+          timeout: 30_000,
+        });
         return { code: r.exitCode, err: r.stderr.toString(), out: r.stdout.toString() };
       };
       const over = run(["--max-output-bytes", String(MAX_LIMIT + 1)]);

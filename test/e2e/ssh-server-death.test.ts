@@ -99,13 +99,15 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     const killedAt = performance.now();
     process.kill(guard, "SIGKILL");
     // a dead master may linger as a zombie until its new parent reaps it: only a running one counts
-    const running = () => existsSync(`/proc/${master}`) && !/^\d+ \(.*\) [ZX]/s.test(readFileSync(`/proc/${master}/stat`, "utf8"));
+    const running = () =>
+      existsSync(`/proc/${master}`) && !/^\d+ \(.*\) [ZX]/s.test(readFileSync(`/proc/${master}/stat`, "utf8"));
     await waitFor(() => !running(), { timeoutMs: 10_000, intervalMs: 20, what: "the master to end" });
     const goneMs = performance.now() - killedAt;
     console.log(`master gone ${goneMs.toFixed(0)} ms after its guard was SIGKILLed`);
     expect(goneMs).toBeLessThan(2000);
     // the session is lost, never re-authenticated; the server itself keeps answering
-    await waitFor(async () => (await s.ok("session_list")).sessions[0]?.state === "lost", { what: "the session to be lost" });
+    const lost = async () => (await s.ok("session_list")).sessions[0]?.state === "lost";
+    await waitFor(lost, { what: "the session to be lost" });
     expect(await s.fails("exec", { ...k, command: "true" })).toBe("connection_lost");
     await s.ok("disconnect", { session_id: k.session_id });
     expect((await s.ok("session_list")).count).toBe(0);

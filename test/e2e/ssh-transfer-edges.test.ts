@@ -105,20 +105,19 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     for (const d of [h, join(h, "d[1]"), join(h, ":c")]) expect(readdirSync(d).filter((n) => n.endsWith(".lsm-partial"))).toEqual([]);
   }, 60_000);
 
-  test("a local name with a trailing slash names a directory: refused, never saved as the file without it", async () => {
+  test("a local name with a trailing slash names a directory: refused, never saved as a file", async () => {
     const h = sshd.home;
     mkdirSync(join(root.path, "slashdir"), { recursive: true });
     for (const local of ["x/", "x/.", "slashdir/y/", "slashdir/"]) {
-      expect({ local, code: await fails("download_start", { ...k(), remote_path: `${h}/g1.txt`, local_path: local }) }).toEqual({
-        local,
-        code: "invalid_local_path",
-      });
+      const code = await fails("download_start", { ...k(), remote_path: `${h}/g1.txt`, local_path: local });
+      expect({ local, code }).toEqual({ local, code: "invalid_local_path" });
     }
     expect(existsSync(join(root.path, "x"))).toBe(false);
     expect(readdirSync(join(root.path, "slashdir"))).toEqual([]);
     // the same spelling of an existing file as an upload source is refused too (a file is not a directory)
     writeFileSync(join(root.path, "plain.txt"), "plain");
-    expect(await fails("upload_start", { ...k(), local_path: "plain.txt/", remote_path: `${h}/plain-up.txt` })).toBe("invalid_local_path");
+    const upload = { ...k(), local_path: "plain.txt/", remote_path: `${h}/plain-up.txt` };
+    expect(await fails("upload_start", upload)).toBe("invalid_local_path");
     expect(existsSync(join(h, "plain-up.txt"))).toBe(false);
   }, 60_000);
 

@@ -16,7 +16,14 @@ import { join } from "node:path";
  * command only (default `authenticate`). nopasswd-other-command: a NOPASSWD rule for another command
  * only (default `authenticate`). runas-other: the shell rule, but as another user only.
  */
-export type SudoMode = "nopasswd" | "password" | "denied" | "none" | "other-command" | "nopasswd-other-command" | "runas-other";
+export type SudoMode =
+  | "nopasswd"
+  | "password"
+  | "denied"
+  | "none"
+  | "other-command"
+  | "nopasswd-other-command"
+  | "runas-other";
 
 export interface Sshd {
   port: number;
