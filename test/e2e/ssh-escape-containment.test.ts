@@ -151,7 +151,7 @@ for (const tool of ["exec", "sudo_exec"] as const) {
       await noneLeft(list);
     }, 120_000);
 
-    test("a script too long for one argv string (it reaches its shell through a pipe), ended by a timeout", async () => {
+    test("a script too long for one argv string (piped to its shell), ended by a timeout", async () => {
       const { s, k } = await session();
       const f = forms(tool)[1]!;
       const command = `# ${"x".repeat(150_000)}\n${f.command}`;

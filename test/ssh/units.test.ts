@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir } from "../helpers/harness.ts";
 import { LocalRoot } from "../../src/ssh/localroot.ts";
+import { encodeBytes } from "../../src/ssh/channel.ts";
 import { masterStartError } from "../../src/ssh/master.ts";
 import { parseJsonEnvironment, parseLegacyEnvironment, recoverSessionEnv } from "../../src/ssh/recovery.ts";
 
@@ -71,4 +72,32 @@ test("the following hasher hashes a file while it grows and refuses a replaced f
   writeFileSync(join(d.path, "other"), "replacement");
   renameSync(join(d.path, "other"), path);
   expect(await second.finish()).toBeNull();
+});
+
+test("encodeBytes sends text only within 3 response bytes per byte (wide characters counted)", () => {
+  // the answer holds the text twice: JSON-escaped once (structuredContent) and twice (the JSON text)
+  const wire = (s: string) =>
+    Buffer.byteLength(JSON.stringify(s)) + Buffer.byteLength(JSON.stringify(JSON.stringify(s)));
+  let asText = 0;
+  for (const wide of ["é", "中", "😀"]) {
+    for (const escaped of ['"', "\\", "\u001b", "\t"]) {
+      for (let plain = 0; plain <= 6; plain++) {
+        for (let perWide = 1; perWide <= 4; perWide++) {
+          const s = `${wide}${escaped.repeat(perWide)}${"a".repeat(plain)}`.repeat(2000);
+          const bytes = Buffer.from(s);
+          const enc = encodeBytes(bytes);
+          if (enc.encoding === "utf-8") {
+            asText++;
+            expect(enc.data).toBe(s);
+            expect(wire(s)).toBeLessThanOrEqual(3 * bytes.length + 2 * 256 + 4);
+          } else {
+            expect(Buffer.from(enc.data, "base64")).toEqual(bytes);
+          }
+        }
+      }
+    }
+  }
+  expect(asText).toBeGreaterThan(0);
+  // a leading byte-order mark is data
+  expect(encodeBytes(Buffer.from("\uFEFFhi"))).toEqual({ data: "\uFEFFhi", encoding: "utf-8", trimmed: 0 });
 });
