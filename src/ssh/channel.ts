@@ -34,10 +34,15 @@ export const SUPERVISOR_STARTED = "+";
 const INLINE_READ_LIMIT = 4096;
 
 /**
- * Scripts up to this many bytes are exec'd as one `sh -c` argument; Linux refuses a single argv
- * string of 128 KiB or more, so larger ones reach the command's shell through a pipe and `cat`.
+ * The command's shell gets its script in the environment variable `LSM_SSH_SCRIPT` (and drops it at
+ * once), never as an argument: /proc/PID/cmdline is world-readable on the remote host, environ only
+ * to the owner and root. Linux refuses one environment string of 128 KiB or more, so a script over
+ * this many bytes reaches that shell through a pipe and `cat` instead.
  */
-export const ARGV_SCRIPT_LIMIT = 100_000;
+export const ENV_SCRIPT_LIMIT = 100_000;
+
+/** The `sh -c` program that runs the script handed over in `LSM_SSH_SCRIPT`. */
+export const ENV_SCRIPT_RUNNER = 'eval "unset -v LSM_SSH_SCRIPT; $LSM_SSH_SCRIPT"';
 
 /** The `sh -c` program that reads a large script from stdin, then runs it with stdin /dev/null. */
 export const PIPED_SCRIPT_RUNNER = 't=$(cat) && exec </dev/null && eval "unset -v t; $t"';
@@ -125,7 +130,7 @@ lsm_sweep() {
  *
  * Fast path (the usual case: the login shell exec'd us, so we lead the channel's process group,
  * which sshd created for this channel alone): the command runs in a forked subshell that exports
- * the tag and execs `/bin/sh -c` (sudo: the fixed sudo program fed by a pipe; its root shell first
+ * the tag and execs `/bin/sh` with the script (sudo: the fixed sudo program fed by a pipe; its root shell first
  * reads `lsm_p=<our pid>` and then supervises its own tree with its own tag, see sudo.ts), and a
  * forked watcher blocks on the channel. When the command ends, TERM goes to the whole group while
  * we ignore it, and `lsm_sweep` ends whatever else carries the tag (`nohup`, `setsid`, `set -m`,
@@ -160,8 +165,9 @@ if kill -s 0 -- -$$ 2>/dev/null; then
   if [ "$1" = sudo ]; then
     ( trap - HUP INT TERM; printf 'lsm_p=%s\\n%s' "$$" "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
   else
-    if [ "$n" -le ${ARGV_SCRIPT_LIMIT} ]; then
-      ( trap - HUP INT TERM; ${CALL_TAG_NAME}=$2; export ${CALL_TAG_NAME}; exec /bin/sh -c "$t" lsm-ssh ) </dev/null 3<&- &
+    if [ "$n" -le ${ENV_SCRIPT_LIMIT} ]; then
+      ( trap - HUP INT TERM; ${CALL_TAG_NAME}=$2; LSM_SSH_SCRIPT=$t; export ${CALL_TAG_NAME} LSM_SSH_SCRIPT
+        exec /bin/sh -c ${shq(ENV_SCRIPT_RUNNER)} lsm-ssh ) </dev/null 3<&- &
     else
       printf '%s' "$t" | ( trap - HUP INT TERM; ${CALL_TAG_NAME}=$2; export ${CALL_TAG_NAME}; exec /bin/sh -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) 3<&- &
     fi

@@ -18,9 +18,10 @@
  */
 import { ToolError } from "../core/errors.ts";
 import {
-  ARGV_SCRIPT_LIMIT,
   CALL_TAG_NAME,
   type ChannelResult,
+  ENV_SCRIPT_LIMIT,
+  ENV_SCRIPT_RUNNER,
   PIPED_SCRIPT_RUNNER,
   SWEEP_FUNCTIONS,
 } from "./channel.ts";
@@ -39,8 +40,9 @@ export function privilegedScript(command: string, cwd: string | undefined, start
   const tag = `${CALL_TAG_NAME}=${startedMarker}; export ${CALL_TAG_NAME}`;
   // one job either way, so its process group is $! (a piped job's group would be its first member)
   const start =
-    Buffer.byteLength(command) <= ARGV_SCRIPT_LIMIT
-      ? `( ${cd}${tag}; exec /bin/bash --noprofile --norc -c "$lsm_cmd" lsm-ssh ) </dev/null &`
+    Buffer.byteLength(command) <= ENV_SCRIPT_LIMIT
+      ? `( ${cd}${tag}; LSM_SSH_SCRIPT=$lsm_cmd; export LSM_SSH_SCRIPT; ` +
+        `exec /bin/bash --noprofile --norc -c ${shq(ENV_SCRIPT_RUNNER)} lsm-ssh ) </dev/null &`
       : `( printf '%s' "$lsm_cmd" | ( ${cd}${tag}; ` +
         `exec /bin/bash --noprofile --norc -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) ) </dev/null &`;
   const kill = `kill -s TERM -- -"$lsm_c"; lsm_sweep "$lsm_g"; kill -s KILL -- -"$lsm_c"`;

@@ -111,10 +111,10 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
   }, 60_000);
 
   test("wide characters mixed with quotes or ESC stay within 3 response bytes per byte", async () => {
-    // each pair is 5 bytes (a 4-byte emoji and one escaped byte): counted per UTF-16 unit as 2, the
-    // emoji once let such text pass as 'cheap' while it cost up to 4.5 response bytes per byte
+    // a 4-byte emoji counted per UTF-16 unit as 2 response bytes (it costs 8) once let these pass as
+    // text at 3.7 (three quotes) and 4.2 (one ESC) response bytes per byte
     const repeat = (unit: string) => `i=0; while [ $i -lt 20000 ]; do printf '${unit}'; i=$((i+1)); done`;
-    const quotes = await execRatio("emoji + quotes", repeat('\\360\\237\\230\\200"'));
+    const quotes = await execRatio("emoji + 3 quotes", repeat('\\360\\237\\230\\200"""'));
     const esc = await execRatio("emoji + ESC", repeat("\\360\\237\\230\\200\\033"));
     for (const r of [quotes, esc]) expect(r.ratio).toBeLessThanOrEqual(3);
   }, 60_000);
@@ -154,7 +154,7 @@ describe.skipIf(needsSshd)("at the largest --max-output-bytes", () => {
 });
 
 describe("the --max-output-bytes flag", () => {
-  test("accepts its maximum, refuses one more (exit 2) and --help names the bound and why", async () => {
+  test("refuses more than its maximum (exit 2) and --help names the bound and why", async () => {
     const tmp = tempDir("lsm-ssh-flag-");
     try {
       const run = (args: string[]) => {

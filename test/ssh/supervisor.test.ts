@@ -4,7 +4,7 @@
  */
 import { describe, expect, test } from "bun:test";
 import { $ } from "bun";
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { framedScript, newMarker, SUPERVISOR, SUPERVISOR_STARTED } from "../../src/ssh/channel.ts";
 import { tempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -64,6 +64,16 @@ for (const leader of [true, false]) {
     test("a script larger than the inline limit and than one argv string arrives whole", async () => {
       const r = await run(`x=${"a".repeat(300_000)}\necho \${#x}\n`, { leader });
       expect(r).toEqual({ code: 0, out: "300000\n", err: "" });
+    });
+
+    test("the script never shows in a process's command line (world-readable on the host)", async () => {
+      using marks = tempDir();
+      const secret = `SECRET_${leader ? 1 : 2}_${Date.now()}`;
+      const mark = `${marks.path}/running`;
+      const pending = run(`: ${secret}; touch ${mark}; sleep 1; echo done\n`, { leader });
+      await waitFor(() => existsSync(mark), { what: "the script to run" });
+      expect(await leftovers(secret)).toBe("");
+      expect((await pending).out).toBe("done\n");
     });
 
     test("an incomplete script never runs (exit 74)", async () => {
