@@ -272,6 +272,21 @@ describe("lsm-runner containment", () => {
     await waitFor(() => sleepers(a, b).length === 0, { what: "sleepers to be cleaned up" });
   });
 
+  test("--program-pdeathsig: PROGRAM ends even when the runner itself is SIGKILLed", async () => {
+    const [tied, loose] = [tag(), tag()];
+    const a = start(["--program-pdeathsig", "--", "sleep", tied]);
+    const b = start(["--", "sleep", loose]);
+    await waitFor(() => sleepers(tied, loose).length === 2, { what: "sleepers to start" });
+    const killedAt = performance.now();
+    a.proc.kill("SIGKILL");
+    b.proc.kill("SIGKILL");
+    await Promise.all([a.proc.exited, b.proc.exited]);
+    await waitFor(() => sleepers(tied).length === 0, { what: "the tied program to end" });
+    expect(performance.now() - killedAt).toBeLessThan(2000);
+    // without the flag a SIGKILLed runner cleans nothing up (the documented limit); afterEach kills it
+    expect(sleepers(loose).length).toBe(1);
+  });
+
   test("--force-ppid-scan also cleans double-forked and setsid sleepers", async () => {
     const [a, b] = [tag(), tag()];
     const m = marks();
