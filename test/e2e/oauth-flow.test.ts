@@ -134,7 +134,10 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     expect(body.token_type).toBe("Bearer");
     const reuse = await tokenRequest(d, base);
     expect(reuse.status).toBe(400);
-    expect(await reuse.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
+    expect(await reuse.json()).toEqual({ error: "invalid_grant", error_description: "Code was already used; the tokens issued for it are revoked" });
+    // A code never issued stays a plain unknown one.
+    const unknown = await tokenRequest(d, { ...base, code: "x".repeat(43) });
+    expect(await unknown.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
   });
 
   test("the library rejects a callback whose state does not match, and the Deny button returns access_denied", async () => {
