@@ -78,6 +78,20 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     expect(query.status).toBe(401);
   });
 
+  test("the bearer scheme is matched case-insensitively (RFC 7235) on /mcp", async () => {
+    const { token } = await obtainToken(server.url, PIN);
+    const init = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "case", version: "0" } } });
+    for (const scheme of ["Bearer", "bearer", "BEARER", "bEaReR"]) {
+      const headers = { authorization: `${scheme} ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" };
+      const mcp = await fetch(`${server.url}/mcp`, { method: "POST", headers, body: init });
+      expect(`${scheme} ${mcp.status}`).toBe(`${scheme} 200`);
+      await mcp.text();
+    }
+    // Another scheme with a valid token is still refused.
+    const basic = await fetch(`${server.url}/mcp`, { method: "POST", headers: { authorization: `Basic ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: init });
+    expect(basic.status).toBe(401);
+  });
+
   test("authorize rejects missing or mismatched resource and unregistered redirect URIs; never redirects", async () => {
     const d = await discover(server.url);
     const client = await register(d);
