@@ -67,6 +67,19 @@ export class OAuthServer {
     await this.key.init();
   }
 
+  /**
+   * Ends a signed credential of this server other than an access token (a Human UI session) by its
+   * `jti` until `expS`, on the revocation list every process of the state dir reads.
+   */
+  revokeId(jti: string, expS: number): Promise<void> {
+    return this.refresh.revokeAccessToken(jti, expS);
+  }
+
+  /** Whether a `jti` is on the revocation list (one stat per call; unreadable fails closed). */
+  isRevoked(jti: string): boolean {
+    return this.refresh.isAccessTokenRevoked(jti);
+  }
+
   /** The RFC 6750 challenge: where to find the metadata, and the error when a token failed. */
   challenge(error?: string, scope?: string): string {
     let v = `Bearer resource_metadata="${this.urls.resourceMetadataUrl}"`;
