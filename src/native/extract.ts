@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, lstatSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, isAbsolute, join, relative, sep } from "node:path";
 import { ToolError } from "../core/errors.ts";
@@ -32,7 +32,8 @@ export function unsafeChain(root: string, dir: string): string | undefined {
   let path = root;
   for (const part of ["", ...(rel ? rel.split(sep) : [])]) {
     path = part ? join(path, part) : path;
-    const st = lstatSync(path, { throwIfNoEntry: false });
+    // The root may be a link (a ~/.cache moved to another disk): what it names is checked.
+    const st = path === root ? statSync(path, { throwIfNoEntry: false }) : lstatSync(path, { throwIfNoEntry: false });
     if (!st) return undefined;
     if (!st.isDirectory()) return "a helper cache folder is not a directory";
     if (ownUid() !== undefined && st.uid !== ownUid()) return "a helper cache folder is owned by another user";
@@ -121,7 +122,7 @@ function chainIntact(root: string, dir: string): boolean {
   let path = root;
   for (const part of ["", ...(rel ? rel.split(sep) : [])]) {
     path = part ? join(path, part) : path;
-    const st = lstatSync(path, { throwIfNoEntry: false });
+    const st = path === root ? statSync(path, { throwIfNoEntry: false }) : lstatSync(path, { throwIfNoEntry: false });
     if (!st || !st.isDirectory() || writableByOthers(st.mode) || (ownUid() !== undefined && st.uid !== ownUid())) return false;
   }
   return true;
@@ -141,7 +142,7 @@ function ensurePrivateChain(root: string, dir: string): void {
   if (!chainIntact(root, dir)) throw new ToolError("helper_unavailable", "embedded helpers refused: the helper folder changed while it was prepared");
 }
 
-/** What was verified last for one helper: where, against which digest, and the file's identity. */
+/** What was verified last for one helper: where it lies and the identity its file had then. */
 interface Verified {
   root: string;
   dir: string;

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { extractHelper, helperLocation, unsafeChain } from "../../src/native/extract.ts";
 import { tempDir } from "../helpers/harness.ts";
@@ -77,6 +77,12 @@ describe("embedded helper extraction", () => {
     expect(unsafeChain(root, deep)).toBe("the helper cache root is writable by others");
     chmodSync(root, 0o700);
     expect(unsafeChain(root, join(dir.path, "elsewhere"))).toBe("the helper folder lies outside its cache root");
+    // A root that is a link to a private folder is judged by that folder; a link further down is not a folder.
+    const linked = join(dir.path, "linked-cache");
+    symlinkSync(root, linked);
+    expect(unsafeChain(linked, join(linked, "local-shell-mcp", "helpers", "b"))).toBeUndefined();
+    symlinkSync(join(root, "local-shell-mcp", "helpers"), join(root, "local-shell-mcp", "other"));
+    expect(unsafeChain(root, join(root, "local-shell-mcp", "other", "b"))).toBe("a helper cache folder is not a directory");
   });
 
   test("a loose XDG cache root falls back to the home cache", () => {
