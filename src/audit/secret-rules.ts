@@ -163,7 +163,8 @@ export const SECRET_RULES: readonly SecretRule[] = [
   rule({
     id: "twilio_key",
     description: "A Twilio API key sid",
-    keywords: ["sk"],
+    // "sk" occurs in too many words to narrow anything; the regex itself is cheap.
+    keywords: [],
     regex: /\bSK[0-9a-fA-F]{32}\b/,
     group: 0,
   }),
@@ -303,10 +304,10 @@ export interface SecretMatch {
  * keywords occurs (case-insensitively) in the text. Matches may overlap (two rules on one token).
  */
 export function findSecrets(text: string, rules: readonly SecretRule[] = SECRET_RULES): SecretMatch[] {
-  const lower = text.toLowerCase();
+  const present = keywordsIn(text, rules);
   const out: SecretMatch[] = [];
   for (const r of rules) {
-    if (r.keywords.length > 0 && !r.keywords.some((k) => lower.includes(k))) continue;
+    if (r.keywords.length > 0 && !r.keywords.some((k) => present.has(k))) continue;
     r.regex.lastIndex = 0;
     for (let m = r.regex.exec(text); m !== null; m = r.regex.exec(text)) {
       if (m[0].length === 0) r.regex.lastIndex++;
@@ -319,6 +320,31 @@ export function findSecrets(text: string, rules: readonly SecretRule[] = SECRET_
     }
   }
   return out.sort((a, b) => a.start - b.start || b.end - a.end);
+}
+
+const escapeRegex = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const keywordScanners = new WeakMap<readonly SecretRule[], { re: RegExp; all: string[]; longest: number }>();
+
+/**
+ * The rules' keywords that occur in `text`, found in one pass of one regex: a large text is read
+ * once instead of once per keyword. Around each hit every keyword is tried, so one that starts
+ * inside another's hit is not missed.
+ */
+function keywordsIn(text: string, rules: readonly SecretRule[]): Set<string> {
+  let scanner = keywordScanners.get(rules);
+  if (!scanner) {
+    const all = [...new Set(rules.flatMap((r) => r.keywords))].sort((a, b) => b.length - a.length);
+    scanner = { re: new RegExp(all.length ? all.map(escapeRegex).join("|") : "(?!)", "gi"), all, longest: all[0]?.length ?? 0 };
+    keywordScanners.set(rules, scanner);
+  }
+  const found = new Set<string>();
+  const { re, all, longest } = scanner;
+  re.lastIndex = 0;
+  for (let m = re.exec(text); m !== null && found.size < all.length; m = re.exec(text)) {
+    const around = text.slice(m.index, m.index + m[0].length + longest).toLowerCase();
+    for (const k of all) if (!found.has(k) && around.includes(k)) found.add(k);
+  }
+  return found;
 }
 
 /** Replaces every secret the rules find with `replacement` (overlapping finds merged into one). */
