@@ -599,6 +599,7 @@ int serve(void)
 				} else if (!stopping) {
 					stopping = 1;
 					stop_sig = (int)si.ssi_signo;
+					reply('Q', 0, "signal", 6);
 				}
 				struct pollfd more = { .fd = sfd, .events = POLLIN };
 				if (poll(&more, 1, 0) <= 0)
@@ -624,11 +625,15 @@ int serve(void)
 				/* read again next round */
 			} else if (r <= 0) {
 				stopping = 1; /* the server closed our stdin: it is gone */
+				reply('Q', 0, "request pipe closed", 19);
 			} else {
 				inlen += (size_t)r;
 				ssize_t used = handle_requests(in, inlen);
 				if (used < 0) {
 					say("lsm-runner: malformed request from the server; stopping");
+					/* Before the exit statuses of the commands it stops: the
+					 * caller must not read those as the commands' own. */
+					reply('Q', 0, "malformed request", 17);
 					stopping = 1;
 					inlen = 0;
 				} else {

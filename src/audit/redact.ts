@@ -1,17 +1,21 @@
 /**
- * Best-effort sanitising of audit values before they are stored: credential-like keys, bearer
- * tokens, well-known token formats, URL queries and userinfo, tokenized download links and the
- * configured admin PIN are replaced; structures are bounded in depth, width and string length.
+ * Sanitising of audit values before they are stored: the secret rule set shared with `secret_scan`
+ * (secret-rules.ts: token formats, private keys, passwords on command lines), credential-like keys
+ * and flags, bearer tokens, URL queries and userinfo, tokenized download links and the configured
+ * admin PIN are replaced; structures are bounded in depth, width and string length. A free-form
+ * secret found once (a password after `mysql -p`, the value of an env entry named like one) is
+ * remembered for a while and scrubbed wherever it shows up again, as when a command echoes it.
  */
 
 import { LARGE_STRING_CHARS, LargeStringMemo, stringBytes } from "../core/large-memo.ts";
+import { findSecrets, replaceSecrets } from "./secret-rules.ts";
 
 export const REDACTED = "<redacted>";
 export const TRUNCATED_KEY = "$local_shell_mcp_audit_truncated";
 export const BINARY_KEY = "$local_shell_mcp_audit_binary";
 export const CYCLE_KEY = "$local_shell_mcp_audit_cycle";
 
-const SENSITIVE = "authorization|cookie|credentials?|api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd|(?<![a-z])pin(?![a-z])";
+const SENSITIVE = "authorization|cookie|credentials?|api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd|passphrase|(?<![a-z])pass(?![a-z])|(?<![a-z])pin(?![a-z])";
 const SENSITIVE_KEY = new RegExp(SENSITIVE, "i");
 const KEPT_KEY = /(_sha256|_fingerprint|_token_id)$/i;
 const FLAG = new RegExp(`^--?[\\w.-]*(${SENSITIVE})[\\w.-]*$`, "i");
@@ -48,14 +52,6 @@ const TEXT_RULES: Rule[] = [
   // Authorization header lines and bearer/basic credentials
   { re: /\b(authorization|proxy-authorization|cookie|set-cookie)\s*:\s*[^\r\n]*/gi, rep: (_m, k) => `${k}: ${REDACTED}` },
   { re: /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi, rep: (_m, k) => `${k} ${REDACTED}` },
-  // High-confidence token formats
-  { re: /\bgh[pousr]_[A-Za-z0-9]{8,}/g, rep: REDACTED, needle: "_" },
-  { re: /\bgithub_pat_[A-Za-z0-9_]{20,}/g, rep: REDACTED, needle: "github_pat_" },
-  { re: /\bsk-[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: "sk-" },
-  { re: /\bAKIA[0-9A-Z]{16}\b/g, rep: REDACTED, needle: "AKIA" },
-  // Remote worker invites and worker tokens
-  { re: /\blsmcp_(?:inv|wk)_[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: "lsmcp_" },
-  { re: /\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, rep: REDACTED, needle: "eyJ" },
   // URL userinfo and query strings
   // user:password@ (the user may be empty, the password may hold '@'), or a token-like user alone
   { re: /(\b[a-z][a-z0-9+.-]*:\/\/)(?:[^\s/?#@:]*:[^\s/?#]*|[A-Za-z0-9._~%+-]{20,})@/gi, rep: (_m, s) => `${s}${REDACTED}@`, needle: "://" },
@@ -73,7 +69,7 @@ const SPACE = /\s/;
  * linear scan from each keyword hit: a single regex with a free-form key prefix backtracks over
  * every word of a large text.
  */
-function redactPairs(s: string): string {
+function redactPairs(s: string, learn: (secret: string) => void): string {
   let out = "";
   let last = 0;
   PAIR_KEYWORD.lastIndex = 0;
@@ -98,6 +94,7 @@ function redactPairs(s: string): string {
       PAIR_KEYWORD.lastIndex = keyEnd;
       continue;
     }
+    learn(close >= 0 ? s.slice(j + 1, close) : s.slice(j, end));
     out += s.slice(last, j) + REDACTED;
     last = end;
     PAIR_KEYWORD.lastIndex = end;
@@ -118,6 +115,16 @@ function jsonQuoted(s: string): string {
   return JSON.stringify(s).slice(1, -1);
 }
 
+/** Free-form secrets remembered at most, for how long, and the shortest worth remembering. */
+const MAX_LEARNT = 64;
+const LEARNT_TTL_MS = 15 * 60_000;
+const MIN_LEARNT_CHARS = 5;
+
+/** A quoted command-line value without its quotes. */
+function unquote(v: string): string {
+  return v.length >= 2 && (v[0] === "'" || v[0] === '"') && v.endsWith(v[0]) ? v.slice(1, -1) : v;
+}
+
 /**
  * Builds a redactor. `secrets` are exact values (the admin PIN) scrubbed from every string;
  * `maxChars` bounds each string.
@@ -126,26 +133,50 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
   const exact = secrets.filter((s) => s.length > 0).flatMap((s) => [s, jsonQuoted(s)]);
   exact.sort((a, b) => b.length - a.length);
 
+  // Free-form secrets seen in one record (a tool call's input) are scrubbed from the next ones (its
+  // output): newest last, bounded, forgotten after a while. Only in memory, like the values themselves.
+  const learnt = new Map<string, number>();
+  const learn = (raw: string) => {
+    const v = unquote(raw.trim());
+    if (v.length < MIN_LEARNT_CHARS || v.length > 1024 || v.includes(REDACTED) || REDACTED.includes(v)) return;
+    learnt.delete(v);
+    learnt.set(v, Date.now() + LEARNT_TTL_MS);
+    if (learnt.size > MAX_LEARNT) learnt.delete(learnt.keys().next().value!);
+  };
+  const scrubLearnt = (input: string): string => {
+    if (learnt.size === 0) return input;
+    const now = Date.now();
+    let s = input;
+    for (const [v, until] of learnt) {
+      if (until <= now) learnt.delete(v);
+      else if (s.includes(v)) s = s.split(v).join(REDACTED);
+    }
+    return s;
+  };
+
   // A large text seen again (a re-read of an unchanged file) is not scanned again: the rules are
   // a pure function of the text. The result is often the input itself, which then costs no bytes.
   const large = new LargeStringMemo<string>(2 * 1024 * 1024, 4);
   const text = (input: string): string => {
-    if (input.length < LARGE_STRING_CHARS) return scrub(input);
+    if (input.length < LARGE_STRING_CHARS) return bound(scrubLearnt(scrub(input)));
     let s = large.get(input);
     if (s === undefined) {
       s = scrub(input);
       large.set(input, s, s === input ? 0 : stringBytes(s));
     }
-    return s;
+    return bound(scrubLearnt(s));
   };
+
+  const bound = (s: string): string => (s.length > maxChars ? `${s.slice(0, maxChars)}…<truncated ${s.length - maxChars} chars>` : s);
 
   const scrub = (input: string): string => {
     let s = input;
     for (const secret of exact) if (s.includes(secret)) s = s.split(secret).join(REDACTED);
+    const found = findSecrets(s);
+    for (const f of found) if (f.rule.freeForm) learn(f.secret);
+    s = replaceSecrets(s, REDACTED, found);
     for (const rule of TEXT_RULES) if (!rule.needle || s.includes(rule.needle)) s = s.replace(rule.re, rule.rep as string);
-    s = redactPairs(s);
-    if (s.length > maxChars) s = `${s.slice(0, maxChars)}…<truncated ${s.length - maxChars} chars>`;
-    return s;
+    return redactPairs(s, learn);
   };
 
   const walk = (v: unknown, depth: number, seen: Set<object>): unknown => {
@@ -187,6 +218,7 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
         let key = rawKey.length > MAX_KEY_CHARS ? rawKey.slice(0, MAX_KEY_CHARS) : rawKey;
         for (let n = 2; key in out; n++) key = `${rawKey.slice(0, MAX_KEY_CHARS)}#${n}`;
         const sensitive = isSensitiveKey(rawKey) || (pairSecret && rawKey === "value");
+        if (sensitive && typeof item === "string") learn(item);
         out[key] = sensitive && item !== null && item !== undefined && item !== "" ? REDACTED : walk(item, depth + 1, seen);
       }
       if (entries.length > MAX_ITEMS) out[TRUNCATED_KEY] = { reason: "item_limit", retained: MAX_ITEMS, omitted: entries.length - MAX_ITEMS };

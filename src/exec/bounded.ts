@@ -60,6 +60,12 @@ export interface BoundedResult {
   stdout_lossy: boolean;
   stderr_lossy: boolean;
   containment: Containment;
+  /**
+   * Set when the runner supervising the command was killed or stopped from outside (or its server
+   * died or stopped by itself) before the command ended: its exit status says nothing about the
+   * command, which may still have been running.
+   */
+  runner_interrupted?: string;
 }
 
 /** Live contained commands, so shutdown can stop them (their runner then reaps their trees). */
@@ -284,7 +290,9 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
     if (stderr.text.includes("lsm-runner: containment unavailable")) containment = "unavailable";
     else if (stderr.text.includes("lsm-runner: containment cleanup")) containment = "unconfirmed";
   }
+  const interrupted = exitCode !== "late" && proc.signalCode !== null ? String(proc.signalCode) : undefined;
   return {
+    ...(interrupted ? { runner_interrupted: interrupted } : {}),
     exit_code: exitCode === "late" || proc.signalCode !== null || containment !== "confirmed" ? null : exitCode,
     timed_out: timedOut,
     cancelled,

@@ -72,8 +72,7 @@ export class TerminalBridges {
   }
 
   private async open(shellId: string, size: { cols: number; rows: number }): Promise<Bridge> {
-    const bin = (await this.tmux.binary())?.path;
-    if (!bin) throw new ToolError("tmux_unavailable", "tmux is unavailable");
+    if (!(await this.tmux.binary())) throw new ToolError("tmux_unavailable", "tmux is unavailable");
     const target = sessionTarget(shellId);
     // Only the pane is reachable: nothing a keystroke can turn into a tmux command. (set-option
     // resolves its target as a pane, hence the pane form of the exact session name.)
@@ -83,6 +82,7 @@ export class TerminalBridges {
     const env = childEnv({ TERM: "xterm-256color", COLORTERM: "truecolor" });
     delete env.TMUX;
     delete env.TMUX_PANE;
+    const bin = await this.tmux.executable();
     const bridge: Bridge = { shellId, proc: undefined as unknown as Bun.Subprocess, viewers: new Set(), owner: undefined, linger: undefined, clientName: Promise.resolve(undefined) };
     bridge.proc = Bun.spawn([bin, "-u", "-S", this.tmux.socket, "-f", "/dev/null", "attach-session", "-t", target], {
       env,

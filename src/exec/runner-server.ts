@@ -91,6 +91,8 @@ export class RunnerServer {
   private readonly calls = new Map<number, Call>();
   private nextId = 1;
   private dead = false;
+  /** The server said it stops by itself: no new calls; those in flight still get their ends. */
+  private stopping = false;
   /** True once the server said hello, false if it died first. */
   readonly ready: Promise<boolean>;
   private hello!: (ok: boolean) => void;
@@ -111,7 +113,7 @@ export class RunnerServer {
   }
 
   get alive(): boolean {
-    return !this.dead;
+    return !this.dead && !this.stopping;
   }
 
   /**
@@ -120,7 +122,7 @@ export class RunnerServer {
    * command another way).
    */
   run(args: string[], cwd: string, env: Record<string, string>, sink: OutputSink): ContainedProcess | undefined {
-    if (this.dead) return undefined;
+    if (this.dead || this.stopping) return undefined;
     const id = this.nextId++;
     let resolveExit!: (code: number) => void;
     let resolveOutput!: () => void;
@@ -200,6 +202,15 @@ export class RunnerServer {
 
   private dispatch(type: string, id: number, data: Uint8Array): void {
     if (type === "H") return this.hello(true);
+    if (type === "Q") {
+      // The server stops by itself (garbage on its request pipe, say) and is about to stop every
+      // command in flight: their exit statuses that follow are the server's doing, not theirs.
+      const why = new TextDecoder().decode(data).replace(/[^\x20-\x7e]/g, "?").slice(0, 64);
+      log.warn(`containment runner server ${this.proc.pid} stops: ${why}; ${this.calls.size} command(s) in flight end unconfirmed`);
+      for (const call of this.calls.values()) if (!call.reaped) call.signalCode = `runner server stopped (${why})`;
+      this.stopping = true;
+      return;
+    }
     const call = this.calls.get(id);
     if (!call) return; // output of a call whose reader already stopped
     const view = new DataView(data.buffer, data.byteOffset, data.byteLength);

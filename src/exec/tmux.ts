@@ -124,12 +124,17 @@ export class TmuxServer {
     return this.resolved;
   }
 
-  private async bin(): Promise<string> {
+  /** The tmux to exec right now (the embedded copy is checked again on every call). */
+  async executable(): Promise<string> {
     const r = await this.binary();
     if (!r) throw new ToolError("tmux_unavailable", "tmux is unavailable: the embedded tmux could not be extracted and no tmux is on PATH (or tmux_bin names a missing program)");
     if (this.socket.length > MAX_SOCKET_PATH) throw new ToolError("tmux_unavailable", "the state directory path is too long for a tmux socket; choose a shorter state_dir");
     ensurePrivateDir(join(this.socket, ".."));
-    return r.path;
+    try {
+      return await r.current();
+    } catch (e) {
+      throw new ToolError("tmux_unavailable", `the embedded tmux failed its check before running: ${e instanceof ToolError ? e.message : "unexpected error"}`);
+    }
   }
 
   /**
@@ -138,7 +143,7 @@ export class TmuxServer {
    * in /proc); `update-environment` copies named variables from there into a new session.
    */
   async run(args: string[], timeoutMs = COMMAND_TIMEOUT_MS, clientEnv: Record<string, string> = {}): Promise<TmuxResult> {
-    const bin = await this.bin();
+    const bin = await this.executable();
     const env = childEnv({ SHELL: this.shell, TERM: "xterm-256color", ...clientEnv });
     delete env.TMUX;
     delete env.TMUX_PANE;

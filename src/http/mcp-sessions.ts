@@ -17,6 +17,8 @@ interface Entry {
   inFlight: number;
   /** Identity of the principal that opened the session ("" without auth). */
   owner: string;
+  /** Request ids of this session still waiting for their response (idKey form). */
+  openIds: Set<string>;
 }
 
 export interface McpSessionOptions {
@@ -34,12 +36,35 @@ function requestIds(body: unknown): Array<string | number> {
   });
 }
 
+/** A request id as a set key: 1 and "1" are different JSON-RPC ids. */
+const idKey = (id: string | number) => `${typeof id}:${id}`;
+
+/**
+ * Removes a request's id from `openIds` once its response has been sent. The SDK transport routes
+ * a response to the HTTP stream of the last request that used its id, so a second request with an
+ * id still in flight took the first one's answer and left the first stream open for good; ids are
+ * therefore refused while in flight (handleCancellable) and released here.
+ */
+function releaseIdsOnResponse(transport: WebStandardStreamableHTTPServerTransport, openIds: Set<string>): void {
+  const send = transport.send.bind(transport);
+  transport.send = async (message, options) => {
+    try {
+      await send(message, options);
+    } finally {
+      const m = message as { id?: unknown; method?: unknown };
+      if (m.method === undefined && (typeof m.id === "string" || typeof m.id === "number")) openIds.delete(idKey(m.id));
+    }
+  };
+}
+
 /**
  * Hands a POST to the transport and, when the client drops the connection before the answer, cancels
  * its requests as a `notifications/cancelled` would, so a running command tree is stopped instead of
- * running on for nobody. The body is parsed once here and given to the SDK as `parsedBody`.
+ * running on for nobody. The body is parsed once here and given to the SDK as `parsedBody`. A
+ * request whose id is already in flight in this session (or repeated in one batch) is refused with
+ * a JSON-RPC error before the SDK sees it.
  */
-async function handleCancellable(transport: WebStandardStreamableHTTPServerTransport, req: Request, auth: AuthInfo | undefined): Promise<Response> {
+async function handleCancellable(transport: WebStandardStreamableHTTPServerTransport, req: Request, auth: AuthInfo | undefined, openIds: Set<string>): Promise<Response> {
   if (req.method !== "POST" || req.body === null) return transport.handleRequest(req, { authInfo: auth });
   const text = await req.text();
   let body: unknown;
@@ -50,11 +75,19 @@ async function handleCancellable(transport: WebStandardStreamableHTTPServerTrans
     return transport.handleRequest(new Request(req.url, { method: req.method, headers: req.headers, body: text }), { authInfo: auth });
   }
   const ids = requestIds(body);
+  const keys = ids.map(idKey);
+  const reused = ids.find((id, i) => openIds.has(keys[i]!) || keys.indexOf(keys[i]!) !== i);
+  if (reused !== undefined) {
+    return jsonResponse(409, { jsonrpc: "2.0", error: { code: -32600, message: `Invalid Request: id ${JSON.stringify(reused)} is already used by a request in flight in this session` }, id: reused });
+  }
+  for (const k of keys) openIds.add(k);
   if (ids.length > 0) {
     req.signal.addEventListener(
       "abort",
       () => {
         for (const requestId of ids) transport.onmessage?.({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "the HTTP client disconnected" } });
+        // A cancelled request gets no response: its id is free again.
+        for (const k of keys) openIds.delete(k);
       },
       { once: true },
     );
@@ -111,7 +144,7 @@ export class McpSessions {
         return errorResponse(403, "session_owner_mismatch", "this MCP session belongs to another principal");
       }
       entry.lastSeen = Date.now();
-      return handleCancellable(entry.transport, req, auth);
+      return handleCancellable(entry.transport, req, auth, entry.openIds);
     }
     if (req.method !== "POST") return jsonResponse(400, { jsonrpc: "2.0", error: { code: -32000, message: "Bad Request: Mcp-Session-Id header is required" }, id: null });
     if (this.sessions.size + this.pending >= this.options.maxSessions) {
@@ -145,8 +178,9 @@ export class McpSessions {
           entry.lastSeen = Date.now();
         },
       });
-      entry = { transport, server, lastSeen: Date.now(), inFlight: 0, owner };
+      entry = { transport, server, lastSeen: Date.now(), inFlight: 0, owner, openIds: new Set() };
       await server.connect(transport);
+      releaseIdsOnResponse(transport, entry.openIds);
       const res = await transport.handleRequest(req, { authInfo: auth });
       if (!transport.sessionId) await server.close();
       return res;

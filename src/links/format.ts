@@ -3,11 +3,25 @@
 const MAX_FILENAME_CHARS = 255;
 
 /**
- * The name a link offers to the browser: separators become `_` (a download name is never a path),
- * control characters go, at most 255 characters; empty falls back to `download`.
+ * Characters that change how text around them is shown rather than showing themselves: C0/C1
+ * controls, bidirectional embeddings, overrides, isolates and marks (a right-to-left override
+ * shows `invoice\u202Efdp.exe` as `invoiceexe.pdf`), zero-width characters, line and paragraph
+ * separators, the byte-order mark and interlinear annotation marks.
+ */
+export const INVISIBLE_OR_BIDI = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+
+/** A name for display with every INVISIBLE_OR_BIDI character shown as its `\u{…}` escape. */
+export function visibleName(name: string): string {
+  return name.replace(INVISIBLE_OR_BIDI, (c) => `\\u{${c.codePointAt(0)!.toString(16)}}`);
+}
+
+/**
+ * The name a link offers to the browser (and the model): separators become `_` (a download name is
+ * never a path), control, bidirectional and invisible formatting characters go, at most 255
+ * characters; empty falls back to `download`.
  */
 export function sanitizeFilename(name: string): string {
-  const cleaned = [...name.replace(/[/\\]/g, "_").replace(/[\u0000-\u001f\u007f-\u009f]/g, "")].slice(0, MAX_FILENAME_CHARS).join("").trim();
+  const cleaned = [...name.replace(/[/\\]/g, "_").replace(INVISIBLE_OR_BIDI, "")].slice(0, MAX_FILENAME_CHARS).join("").trim();
   return cleaned === "" || cleaned === "." || cleaned === ".." ? "download" : cleaned;
 }
 

@@ -1,6 +1,6 @@
 import libopentui from "@opentui/core-linux-x64";
 import { join } from "node:path";
-import { extractHelper, helperDir } from "./extract.ts";
+import { extractHelper, helperLocation } from "./extract.ts";
 
 /**
  * OpenTUI's native renderer (libopentui.so, Zig) for the `tui` command. The build embeds the
@@ -11,8 +11,9 @@ import { extractHelper, helperDir } from "./extract.ts";
  */
 export async function loadOpenTui(): Promise<typeof import("@opentui/core")> {
   if (process.platform !== "linux" || process.arch !== "x64") throw new Error(`the embedded terminal UI is built for linux-x64 only; set ui_tui_command to use another`);
-  const root = join(helperDir(), "opentui");
-  await extractHelper("libopentui.so", libopentui, join(root, "@opentui", "core-linux-x64"));
+  const loc = helperLocation();
+  const root = join(loc.dir, "opentui");
+  await extractHelper("libopentui.so", libopentui, join(root, "@opentui", "core-linux-x64"), loc.root);
   process.env.OTUI_ASSET_ROOT = root;
   return import("@opentui/core");
 }

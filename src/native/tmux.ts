@@ -9,6 +9,11 @@ export type TmuxSource = "embedded" | "configured" | "system";
 export interface ResolvedTmux {
   path: string;
   source: TmuxSource;
+  /**
+   * The path to exec now. For the embedded build this checks the copy again (and repairs it) before
+   * every run, so a tmux replaced while the server runs is never executed; others return `path`.
+   */
+  current(): Promise<string>;
 }
 
 /** The embedded static tmux (musl, tmux 3.5a), extracted like the containment runner. */
@@ -25,13 +30,13 @@ export function embeddedTmux(): Promise<string> {
 export async function resolveTmux(tmuxBin: string): Promise<ResolvedTmux | undefined> {
   if (tmuxBin !== "tmux") {
     const path = isAbsolute(tmuxBin) ? (statSync(tmuxBin, { throwIfNoEntry: false })?.isFile() ? tmuxBin : null) : Bun.which(tmuxBin);
-    return path ? { path, source: "configured" } : undefined;
+    return path ? { path, source: "configured", current: () => Promise.resolve(path) } : undefined;
   }
   try {
-    return { path: await embeddedTmux(), source: "embedded" };
+    return { path: await embeddedTmux(), source: "embedded", current: embeddedTmux };
   } catch {
     const path = Bun.which("tmux");
-    return path ? { path, source: "system" } : undefined;
+    return path ? { path, source: "system", current: () => Promise.resolve(path) } : undefined;
   }
 }
 

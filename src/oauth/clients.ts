@@ -21,7 +21,14 @@ export interface OAuthClient {
   client_name: string | null;
   created_at: number;
   approved_at: number | null;
+  /** In memory only, for pending clients: the address that registered it. */
+  peer?: string;
+  /** In memory only: an authorization request named this client (the approval page was shown). */
+  used?: boolean;
 }
+
+/** Why a pending registration was dropped to make room for a new one. */
+export type EvictionReason = "peer_allowance" | "pending_capacity";
 
 export class RegistrationError extends Error {}
 
@@ -133,40 +140,50 @@ export class ClientRegistry {
     return matches.sort((x, y) => Number(y.approved_at !== null) - Number(x.approved_at !== null) || x.created_at - y.created_at || x.client_id.localeCompare(y.client_id));
   }
 
-  /** Whether registering `body` would add a new client (valid and not a known registration). */
-  wouldAdd(body: unknown): boolean {
-    try {
-      const { uris, name } = this.parseRegistration(body);
-      return this.matching(uris, name).length === 0;
-    } catch {
-      return false;
-    }
+  /** Marks a pending client as used by an authorization request; a flood can no longer push it out cheaply. */
+  markUsed(client: OAuthClient): void {
+    if (client.approved_at === null) client.used = true;
   }
 
   /**
    * Validates a registration body; returns the client, whether an existing one was reused, and the
    * unapproved registrations dropped to make room (approved clients are never dropped).
+   *
+   * Registrations are never refused for volume, because behind a local tunnel every caller shares
+   * one address and a refusal locked the operator's own new client out with the flood. Instead one
+   * address keeps at most `oauth_registration_rate_per_peer` registrations that are unapproved and
+   * unused (no authorization request has named them yet); a new one replaces that address's oldest
+   * such registration. A flood so churns only its own entries: the operator's client, once its
+   * approval page is open, is out of reach of the flood, and a client registered after the flood
+   * gets in at once. The whole pending table (`oauth_max_dynamic_clients`) gives way unused entries
+   * first, then the oldest.
    */
-  register(body: unknown): { client: OAuthClient; reused: boolean; evicted: OAuthClient[] } {
+  register(body: unknown, peer = ""): { client: OAuthClient; reused: boolean; evicted: Array<{ client: OAuthClient; reason: EvictionReason }> } {
     const s = this.settings;
     const { uris, name } = this.parseRegistration(body);
     const matches = this.matching(uris, name);
     if (matches.length > 0) return { client: matches[0]!, reused: true, evicted: [] };
-    // A full pending table makes room by dropping its oldest unapproved entries: refusing instead
+    const evicted: Array<{ client: OAuthClient; reason: EvictionReason }> = [];
+    const drop = (c: OAuthClient, reason: EvictionReason) => {
+      this.clients.delete(c.client_id);
+      evicted.push({ client: c, reason });
+    };
+    const pending = () => [...this.clients.values()].filter((c) => c.approved_at === null);
+    const perPeer = s.oauth_registration_rate_per_peer;
+    if (perPeer > 0) {
+      const unused = pending().filter((c) => !c.used && c.peer === peer);
+      while (unused.length >= perPeer) drop(unused.shift()!, "peer_allowance");
+    }
+    // A full pending table makes room by dropping its unused, then oldest, entries: refusing instead
     // let anyone who can reach the endpoint lock every new client out until the entries expire.
-    const evicted: OAuthClient[] = [];
     if (s.oauth_max_dynamic_clients > 0) {
-      const pending = [...this.clients.values()].filter((c) => c.approved_at === null).sort((x, y) => x.created_at - y.created_at);
-      while (pending.length >= s.oauth_max_dynamic_clients) {
-        const oldest = pending.shift()!;
-        this.clients.delete(oldest.client_id);
-        evicted.push(oldest);
-      }
+      const table = pending().sort((x, y) => Number(x.used === true) - Number(y.used === true) || x.created_at - y.created_at);
+      while (table.length >= s.oauth_max_dynamic_clients) drop(table.shift()!, "pending_capacity");
     }
     let clientId: string;
     do clientId = `local-shell-mcp-${Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("base64url")}`;
     while (this.clients.has(clientId));
-    const client: OAuthClient = { client_id: clientId, redirect_uris: uris, client_name: name, created_at: nowS(), approved_at: null };
+    const client: OAuthClient = { client_id: clientId, redirect_uris: uris, client_name: name, created_at: nowS(), approved_at: null, peer, used: false };
     this.clients.set(clientId, client);
     return { client, reused: false, evicted };
   }
@@ -179,7 +196,8 @@ export class ClientRegistry {
       await withFileLock(this.lockPath, () => {
         const read = readJsonWithBackup(this.file, (v) => FileSchema.parse(v));
         const stored = read.status === "ok" ? read.value.clients.filter((c) => c.client_id !== client.client_id) : [];
-        stored.push({ ...client, approved_at: client.approved_at! });
+        const { client_id, redirect_uris, client_name, created_at } = client;
+        stored.push({ client_id, redirect_uris, client_name, created_at, approved_at: client.approved_at! });
         stored.sort((a, b) => a.client_id.localeCompare(b.client_id));
         writeJsonWithBackup(this.file, { version: 1, clients: stored });
       });

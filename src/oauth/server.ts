@@ -4,7 +4,6 @@ import type { AuditSink } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
 import { jsonResponse } from "../http/json.ts";
 import { ClientRegistry, type OAuthClient, RegistrationError } from "./clients.ts";
-import { RegistrationRateLimit } from "./registration-limit.ts";
 import { approvalPage, errorPage, pageHeaders } from "./page.ts";
 import { PinThrottle } from "./pin-throttle.ts";
 import type { RefreshTokens } from "./refresh.ts";
@@ -46,7 +45,6 @@ export class OAuthServer {
   readonly key: SigningKey;
   private readonly codes = new Map<string, AuthCode>();
   private readonly throttle = new PinThrottle();
-  private readonly registrationLimit: RegistrationRateLimit;
   private readonly verified = new Map<string, { auth: AuthInfo; expMs: number; generation: number; jti: string }>();
   private readonly tokens: TokenEndpoint;
   private readonly refresh: RefreshTokens;
@@ -57,7 +55,6 @@ export class OAuthServer {
     private readonly audit: AuditSink,
   ) {
     this.clients = new ClientRegistry(settings);
-    this.registrationLimit = new RegistrationRateLimit(settings.oauth_registration_rate_per_peer);
     this.key = new SigningKey(settings.state_dir);
     this.tokens = new TokenEndpoint(settings, urls, audit, this.key, this.clients, this.codes, (t) => this.verify(t));
     this.refresh = this.tokens.refresh;
@@ -65,6 +62,19 @@ export class OAuthServer {
 
   async init(): Promise<void> {
     await this.key.init();
+  }
+
+  /**
+   * Ends a signed credential of this server other than an access token (a Human UI session) by its
+   * `jti` until `expS`, on the revocation list every process of the state dir reads.
+   */
+  revokeId(jti: string, expS: number): Promise<void> {
+    return this.refresh.revokeAccessToken(jti, expS);
+  }
+
+  /** Whether a `jti` is on the revocation list (one stat per call; unreadable fails closed). */
+  isRevoked(jti: string): boolean {
+    return this.refresh.isAccessTokenRevoked(jti);
   }
 
   /** The RFC 6750 challenge: where to find the metadata, and the error when a token failed. */
@@ -145,22 +155,13 @@ export class OAuthServer {
     }
     let result: ReturnType<ClientRegistry["register"]>;
     try {
-      // Only registrations that would add a client count against the peer's allowance: reusing one
-      // or sending an invalid body cannot fill the pending table.
-      if (this.clients.wouldAdd(body)) {
-        const retryAfter = this.registrationLimit.take(facts.peer);
-        if (retryAfter > 0) {
-          this.audit.record("oauth_registration_rate_limited", { ip: facts.peer, retry_after_s: retryAfter });
-          return jsonResponse(429, { error: "too_many_requests", error_description: "Too many client registrations from this address; try again later" }, { "retry-after": String(retryAfter) });
-        }
-      }
-      result = this.clients.register(body);
+      result = this.clients.register(body, facts.peer);
     } catch (e) {
       if (e instanceof RegistrationError) return oauthError(400, "invalid_request", e.message);
       throw e;
     }
     const { client, reused, evicted } = result;
-    for (const gone of evicted) this.audit.record("oauth_client_evicted", { client_id: gone.client_id, created_at: gone.created_at, reason: "pending_capacity" });
+    for (const gone of evicted) this.audit.record("oauth_client_evicted", { client_id: gone.client.client_id, created_at: gone.client.created_at, reason: gone.reason });
     if (reused) this.audit.record("oauth_client_reused", { client_id: client.client_id, approved: client.approved_at !== null, redirect_uri_count: client.redirect_uris.length });
     else this.audit.record("oauth_client_registered", { client_id: client.client_id, redirect_uris: client.redirect_uris, client_name: client.client_name });
     return jsonResponse(reused ? 200 : 201, {
@@ -183,6 +184,7 @@ export class OAuthServer {
     const client = this.clients.get(params.client_id!);
     if (!client) throw new AuthorizeError("Unknown client_id");
     if (!client.redirect_uris.includes(params.redirect_uri!)) throw new AuthorizeError("redirect_uri is not registered for this client");
+    this.clients.markUsed(client);
     const scopes = normalizeScopes(params.scope);
     if (!scopes.ok) throw new AuthorizeError(`Unsupported scope: ${scopes.bad}`);
     const challenge = params.code_challenge;

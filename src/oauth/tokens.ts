@@ -5,9 +5,21 @@ import type { Settings } from "../config/schema.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { ClientRegistry } from "./clients.ts";
 import { type AuthCode, MAX_CODE_FAILURES, oauthError, PKCE_VALUE, pruneCodes, randomToken, repeatedParameter, secretsEqual, SUBJECT } from "./common.ts";
-import { type IssuedAccess, RefreshTokens } from "./refresh.ts";
+import { type IssuedAccess, RefreshTokens, sha256Hex } from "./refresh.ts";
 import type { SigningKey } from "./secret.ts";
 import { normalizeScopes, type OAuthUrls, sameResource } from "./urls.ts";
+
+/** Redeemed codes remembered at most (the oldest is forgotten first), and for at least this long. */
+const MAX_REDEEMED = 4096;
+const MIN_REDEEMED_S = 600;
+
+/** What a redeemed code issued, kept (by the code's digest) so a replay can take it back. */
+interface Redeemed {
+  clientId: string;
+  access: IssuedAccess;
+  refreshToken: string | undefined;
+  untilMs: number;
+}
 
 const NO_STORE_OK = () => new Response(null, { status: 200, headers: { "cache-control": "no-store" } });
 
@@ -17,6 +29,7 @@ const NO_STORE_OK = () => new Response(null, { status: 200, headers: { "cache-co
  */
 export class TokenEndpoint {
   readonly refresh: RefreshTokens;
+  private readonly redeemed = new Map<string, Redeemed>();
 
   constructor(
     private readonly settings: Settings,
@@ -54,7 +67,10 @@ export class TokenEndpoint {
     pruneCodes(this.codes, this.settings.oauth_code_ttl_s);
     const code = get("code");
     const rec = this.codes.get(code);
-    if (!rec) return oauthError(400, "invalid_grant", "Unknown or used code");
+    if (!rec) {
+      if (await this.revokeReplayed(code)) return oauthError(400, "invalid_grant", "Code was already used; the tokens issued for it are revoked");
+      return oauthError(400, "invalid_grant", "Unknown or used code");
+    }
     const fail = (description: string) => {
       rec.failures++;
       if (rec.failures >= MAX_CODE_FAILURES) this.codes.delete(code);
@@ -69,7 +85,34 @@ export class TokenEndpoint {
     const grant = { client_id: rec.clientId, subject: SUBJECT, scopes: rec.scopes, resource: rec.resource, key_id: this.keyId() };
     const access = this.nextAccess();
     const refreshToken = this.refreshEnabled ? await this.refresh.issue(grant, this.settings.oauth_refresh_token_ttl_s, access) : undefined;
+    this.rememberRedeemed(code, { clientId: rec.clientId, access, refreshToken, untilMs: 0 });
     return this.tokenResponse(grant, grant.scopes, refreshToken, "oauth_token_issued", access);
+  }
+
+  /**
+   * Keeps what a code issued, under the code's digest, for as long as its access token lives (ten
+   * minutes at least): a code presented again was copied, and OAuth 2.1 (§4.1.3) says the tokens
+   * it already issued should then be revoked.
+   */
+  private rememberRedeemed(code: string, r: Redeemed): void {
+    const now = Date.now();
+    for (const [k, v] of this.redeemed) if (v.untilMs <= now) this.redeemed.delete(k);
+    if (this.redeemed.size >= MAX_REDEEMED) this.redeemed.delete(this.redeemed.keys().next().value!);
+    const keepS = Math.max(MIN_REDEEMED_S, this.settings.oauth_access_token_ttl_s, this.settings.oauth_code_ttl_s);
+    this.redeemed.set(sha256Hex(code), { ...r, untilMs: now + keepS * 1000 });
+  }
+
+  /** Revokes what a replayed code issued: its access token and its refresh family (with the access tokens of later refreshes). */
+  private async revokeReplayed(code: string): Promise<boolean> {
+    if (!code) return false;
+    const key = sha256Hex(code);
+    const r = this.redeemed.get(key);
+    if (!r || r.untilMs <= Date.now()) return false;
+    this.redeemed.delete(key);
+    await this.refresh.revokeAccessToken(r.access.jti, r.access.exp);
+    if (r.refreshToken) await this.refresh.revokeFamily(r.refreshToken, r.clientId);
+    this.audit.record("oauth_code_replayed", { client_id: r.clientId, revoked: r.refreshToken ? "access_and_refresh" : "access" });
+    return true;
   }
 
   /** The identity and expiry of the next access token, fixed before it is signed so a refresh family can record it. */

@@ -22,7 +22,19 @@ const TOKEN_USE = "human-ui-session";
 const BINDING_SHAPE = /^[A-Za-z0-9_-]{43,128}$/;
 const MAX_SESSION_S = 30 * 86_400;
 
-export type UiAuth = { ok: true; principal: Principal | undefined } | { ok: false; response: Response };
+/** `session` is the cookie session's id, so what it opened (terminal sockets) can end with it. */
+export type UiAuth = { ok: true; principal: Principal | undefined; session?: string } | { ok: false; response: Response };
+
+/** The claims of a verified cookie session. */
+interface SessionClaims {
+  jti: string;
+  exp: number;
+  binding_sha256: string;
+  csrf_sha256: string;
+  client_id?: unknown;
+  scope?: unknown;
+  sub?: unknown;
+}
 
 function sha256Hex(value: string): string {
   return new Bun.CryptoHasher("sha256").update(value).digest("hex");
@@ -126,14 +138,67 @@ export class UiSessions {
     return new Response(JSON.stringify({ ok: true, data: { scopes: auth.scopes, expires_at: exp } }), { status: 200, headers });
   }
 
-  /** `POST /api/ui/session/logout`: clears both cookies (the JWT itself simply expires). */
-  signOut(req: Request): Response {
+  /** Called with a session's id when it ends at logout (terminal sockets it opened are closed). */
+  readonly onEnded = new Set<(session: string) => void>();
+
+  /**
+   * `POST /api/ui/session/logout`: ends the session on the server (its id goes on the revocation
+   * list every process checks, and its open terminal sockets are closed), then clears both cookies.
+   * Ending a live session is a state change like any other: it needs the UI's Origin, the page's
+   * binding and the CSRF value, so a foreign page cannot sign the operator out. A cookie that no
+   * longer verifies has nothing to end; its cookies are just cleared.
+   */
+  async signOut(req: Request): Promise<Response> {
     const origin = uiOrigin(this.settings, req);
     if (req.headers.get("origin") !== origin) return errorResponse(403, "origin_mismatch", "sign-out must come from the UI's own origin");
+    const cookies = parseCookies(req.headers.get("cookie"));
+    const jwt = cookies.get(this.sessionCookie(origin));
+    const claims = this.oauth && jwt ? await this.verifySession(jwt, origin) : undefined;
+    let ended = false;
+    if (claims) {
+      const refused = this.checkBound(req, cookies, claims, origin, false);
+      if (refused) return refused;
+      await this.oauth!.revokeId(claims.jti, claims.exp);
+      for (const listener of this.onEnded) listener(claims.jti);
+      ended = true;
+    }
     const headers = new Headers({ "content-type": "application/json", "cache-control": "no-store" });
     for (const name of [this.sessionCookie(origin), this.csrfCookie(origin)]) headers.append("set-cookie", `${name}=; Path=/; Max-Age=0; SameSite=Strict`);
-    this.audit.record("ui_session_cleared", {});
-    return new Response(JSON.stringify({ ok: true, data: {} }), { status: 200, headers });
+    this.audit.record(ended ? "ui_session_ended" : "ui_session_cleared", {});
+    return new Response(JSON.stringify({ ok: true, data: { ended } }), { status: 200, headers });
+  }
+
+  /** Whether a cookie session ended at logout (by this or another process of the state dir). */
+  ended(session: string): boolean {
+    return this.oauth !== undefined && this.oauth.isRevoked(session);
+  }
+
+  /** The claims of a cookie session JWT that verifies and was not ended, else undefined. */
+  private async verifySession(jwt: string, origin: string): Promise<SessionClaims | undefined> {
+    let claims: Record<string, unknown>;
+    try {
+      claims = (await jwtVerify(jwt, this.key(), { algorithms: ["HS256"], issuer: this.oauth!.urls.issuer, audience: this.audience(origin), requiredClaims: ["exp", "iat", "jti"] })).payload;
+    } catch {
+      return undefined;
+    }
+    if (claims.token_use !== TOKEN_USE || typeof claims.binding_sha256 !== "string" || typeof claims.csrf_sha256 !== "string") return undefined;
+    if (typeof claims.jti !== "string" || typeof claims.exp !== "number") return undefined;
+    if (this.oauth!.isRevoked(claims.jti)) return undefined;
+    return claims as unknown as SessionClaims;
+  }
+
+  /** The page binding, and for state changes the Origin and CSRF double submit; a refusal or undefined. */
+  private checkBound(req: Request, cookies: Map<string, string>, claims: SessionClaims, origin: string, websocket: boolean, binding?: string): Response | undefined {
+    const bound = binding ?? req.headers.get(BINDING_HEADER) ?? "";
+    if (!BINDING_SHAPE.test(bound) || !equalHex(sha256Hex(bound), claims.binding_sha256)) return errorResponse(401, "ui_session_required", "the UI session is bound to another page; sign in again");
+    const unsafe = websocket || !["GET", "HEAD"].includes(req.method);
+    if (unsafe && req.headers.get("origin") !== origin) return errorResponse(403, "origin_mismatch", "request must come from the UI's own origin");
+    if (unsafe && !websocket) {
+      const header = req.headers.get(CSRF_HEADER) ?? "";
+      const cookie = cookies.get(this.csrfCookie(origin)) ?? "";
+      if (!header || header !== cookie || !equalHex(sha256Hex(header), claims.csrf_sha256)) return errorResponse(403, "csrf_failed", "missing or wrong CSRF token");
+    }
+    return undefined;
   }
 
   /**
@@ -158,26 +223,13 @@ export class UiSessions {
     const origin = uiOrigin(this.settings, req);
     const cookies = parseCookies(req.headers.get("cookie"));
     const jwt = cookies.get(this.sessionCookie(origin));
-    const unauthenticated = (message: string): UiAuth => ({ ok: false, response: errorResponse(401, "ui_session_required", message) });
-    if (!jwt) return unauthenticated("sign in to the Human UI first");
-    let claims: Record<string, unknown>;
-    try {
-      claims = (await jwtVerify(jwt, this.key(), { algorithms: ["HS256"], issuer: this.oauth.urls.issuer, audience: this.audience(origin), requiredClaims: ["exp", "iat", "jti"] })).payload;
-    } catch {
-      return unauthenticated("the UI session expired or is invalid; sign in again");
-    }
-    if (claims.token_use !== TOKEN_USE || typeof claims.binding_sha256 !== "string" || typeof claims.csrf_sha256 !== "string") return unauthenticated("not a UI session");
-    const binding = opts.binding ?? req.headers.get(BINDING_HEADER) ?? "";
-    if (!BINDING_SHAPE.test(binding) || !equalHex(sha256Hex(binding), claims.binding_sha256)) return unauthenticated("the UI session is bound to another page; sign in again");
-    const unsafe = opts.websocket || !["GET", "HEAD"].includes(req.method);
-    if (unsafe && req.headers.get("origin") !== origin) return { ok: false, response: errorResponse(403, "origin_mismatch", "request must come from the UI's own origin") };
-    if (unsafe && !opts.websocket) {
-      const header = req.headers.get(CSRF_HEADER) ?? "";
-      const cookie = cookies.get(this.csrfCookie(origin)) ?? "";
-      if (!header || header !== cookie || !equalHex(sha256Hex(header), claims.csrf_sha256)) return { ok: false, response: errorResponse(403, "csrf_failed", "missing or wrong CSRF token") };
-    }
+    if (!jwt) return { ok: false, response: errorResponse(401, "ui_session_required", "sign in to the Human UI first") };
+    const claims = await this.verifySession(jwt, origin);
+    if (!claims) return { ok: false, response: errorResponse(401, "ui_session_required", "the UI session expired, ended or is invalid; sign in again") };
+    const refused = this.checkBound(req, cookies, claims, origin, opts.websocket === true, opts.binding);
+    if (refused) return { ok: false, response: refused };
     const scopes = typeof claims.scope === "string" ? claims.scope.split(" ").filter((s) => s) : [];
-    return { ok: true, principal: { clientId: String(claims.client_id ?? ""), subject: String(claims.sub ?? ""), scopes, operator: true } };
+    return { ok: true, principal: { clientId: String(claims.client_id ?? ""), subject: String(claims.sub ?? ""), scopes, operator: true }, session: claims.jti };
   }
 }
 

@@ -92,7 +92,7 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     }
     if (!p.startsWith("/api/ui/")) return undefined;
     if (p === "/api/ui/session/oauth" && req.method === "POST") return sessions.signIn(req);
-    if (p === "/api/ui/session/logout" && req.method === "POST") return sessions.signOut(req);
+    if (p === "/api/ui/session/logout" && req.method === "POST") return await sessions.signOut(req);
     const auth = await sessions.authenticate(req, { peer: facts.peer });
     if (!auth.ok) return auth.response;
     return handleApi(app, auth.principal, req, url);

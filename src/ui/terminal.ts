@@ -26,17 +26,23 @@ function clampInt(v: string | null, lo: number, hi: number, dflt: number): numbe
 }
 
 /** What an upgrade request settled before the socket opened: either a refusal or an attachment. */
-type Admission = { refuse: number; reason: string } | { shellId: string; cols: number; rows: number };
+type Admission = { refuse: number; reason: string } | { shellId: string; cols: number; rows: number; session?: string };
 
 export class TerminalSockets {
   readonly bridges: TerminalBridges;
   private open = 0;
+  /** Open sockets by the cookie session that admitted them, closed when that session ends. */
+  private readonly bySession = new Map<string, Set<Socket>>();
 
   constructor(
     private readonly app: App,
     private readonly sessions: UiSessions,
   ) {
     this.bridges = new TerminalBridges(app.services.shells.tmux, app.services.audit);
+    sessions.onEnded.add((session) => {
+      for (const ws of this.bySession.get(session) ?? []) ws.close(4401, "signed out");
+      this.bySession.delete(session);
+    });
   }
 
   private get settings(): Settings {
@@ -79,7 +85,7 @@ export class TerminalSockets {
     if (!shells) return refuse(1011, "shell inventory unavailable");
     if (!shells.some((s) => s.shell_id === shellId && s.status === "running")) return refuse(4404, "no such running shell");
     return {
-      admission: { shellId, cols: clampInt(url.searchParams.get("cols"), 20, 1600, 120), rows: clampInt(url.searchParams.get("rows"), 3, 500, 36) },
+      admission: { shellId, cols: clampInt(url.searchParams.get("cols"), 20, 1600, 120), rows: clampInt(url.searchParams.get("rows"), 3, 500, 36), ...(auth.session ? { session: auth.session } : {}) },
       protocol,
     };
   }
@@ -90,6 +96,7 @@ export class TerminalSockets {
     let idle: Timer | undefined;
     let counted = false;
     let shellId = "";
+    const session = "refuse" in admission ? undefined : admission.session;
     const idleMs = this.settings.ui_terminal_idle_timeout_s * 1000;
     const touch = (ws: Socket) => {
       if (idleMs <= 0) return;
@@ -110,9 +117,19 @@ export class TerminalSockets {
           ws.close(4429, "too many terminal connections");
           return;
         }
+        // Ended between the upgrade and now (a logout in another tab, say): refuse as not signed in.
+        if (admission.session && this.sessions.ended(admission.session)) {
+          ws.close(4401, "signed out");
+          return;
+        }
         this.open++;
         counted = true;
         shellId = admission.shellId;
+        if (admission.session) {
+          const set = this.bySession.get(admission.session) ?? new Set<Socket>();
+          set.add(ws);
+          this.bySession.set(admission.session, set);
+        }
         viewer = {
           output: (data) => {
             ws.sendBinary(data);
@@ -133,6 +150,8 @@ export class TerminalSockets {
       },
       message: (ws: Socket, message: string | Buffer) => {
         if (!viewer) return;
+        // A logout seen by another process of the state dir reaches this socket at its next frame.
+        if (session && this.sessions.ended(session)) return ws.close(4401, "signed out");
         touch(ws);
         const size = typeof message === "string" ? Buffer.byteLength(message) : message.byteLength;
         if (size > MAX_FRAME) return ws.close(4400, "frame too large");
@@ -173,8 +192,13 @@ export class TerminalSockets {
             return ws.close(4400, "Unsupported terminal control");
         }
       },
-      close: () => {
+      close: (ws: Socket) => {
         clearTimeout(idle);
+        if (session) {
+          const set = this.bySession.get(session);
+          set?.delete(ws);
+          if (set?.size === 0) this.bySession.delete(session);
+        }
         if (counted) this.open--;
         counted = false;
         if (viewer) {

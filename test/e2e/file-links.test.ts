@@ -81,6 +81,32 @@ describe("file download links", () => {
     expect(res.headers.get("content-disposition")).toBe(`attachment; filename="rapport d'_t_ final.txt"; filename*=UTF-8''rapport%20d%27%C3%A9t%C3%A9%20%22final%22.txt`);
   });
 
+  test("bidi overrides and invisible characters in a link's name never reach the model or the browser", async () => {
+    // A right-to-left override shows "invoice\u202Efdp.exe" as "invoiceexe.pdf".
+    const tricky = "invoice\u202Efdp.exe";
+    writeFileSync(join(ws.path, tricky), "MZ not really\n");
+    const BIDI = /[\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/;
+    const byDefault = await mcp.call("create_file_link", { session_id: sid, path: tricky });
+    const named = await mcp.call("create_file_link", { session_id: sid, path: tricky, filename: "\u2067report\u200b.pdf\u2069\u202E\ufeff.txt" });
+    for (const r of [byDefault, named]) {
+      expect(r.isError).toBeFalsy();
+      const link = r.structuredContent as unknown as Link;
+      expect(link.filename).not.toMatch(BIDI);
+      // The text the model reads shows the real path with its override escaped, never raw.
+      const text = (r.content[0] as { text: string }).text;
+      expect(text).not.toMatch(BIDI);
+      const res = await fetch(link.url);
+      expect(res.headers.get("content-disposition")).not.toMatch(BIDI);
+      expect(decodeURIComponent(res.headers.get("content-disposition")!.split("''")[1]!)).not.toMatch(BIDI);
+      await res.arrayBuffer();
+    }
+    expect((byDefault.structuredContent as unknown as Link).filename).toBe("invoicefdp.exe");
+    expect((byDefault.content[0] as { text: string }).text).toContain("invoice\\u{202e}fdp.exe");
+    expect((named.structuredContent as unknown as Link).filename).toBe("report.pdf.txt");
+    const listed = await mcp.call("list_file_links", { session_id: sid });
+    expect((listed.content[0] as { text: string }).text).not.toMatch(BIDI);
+  });
+
   test("HEAD consumes nothing; concurrent GETs of a one-use link give one 200 and one 410", async () => {
     writeFileSync(join(ws.path, "once.bin"), Buffer.alloc(300_000, 7));
     const snapshots = () => readdirSync(join(state.path, "downloads")).filter((n) => n.endsWith(".snapshot")).length;

@@ -78,6 +78,20 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     expect(query.status).toBe(401);
   });
 
+  test("the bearer scheme is matched case-insensitively (RFC 7235) on /mcp", async () => {
+    const { token } = await obtainToken(server.url, PIN);
+    const init = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "case", version: "0" } } });
+    for (const scheme of ["Bearer", "bearer", "BEARER", "bEaReR"]) {
+      const headers = { authorization: `${scheme} ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" };
+      const mcp = await fetch(`${server.url}/mcp`, { method: "POST", headers, body: init });
+      expect(`${scheme} ${mcp.status}`).toBe(`${scheme} 200`);
+      await mcp.text();
+    }
+    // Another scheme with a valid token is still refused.
+    const basic = await fetch(`${server.url}/mcp`, { method: "POST", headers: { authorization: `Basic ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: init });
+    expect(basic.status).toBe(401);
+  });
+
   test("authorize rejects missing or mismatched resource and unregistered redirect URIs; never redirects", async () => {
     const d = await discover(server.url);
     const client = await register(d);
@@ -134,7 +148,10 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     expect(body.token_type).toBe("Bearer");
     const reuse = await tokenRequest(d, base);
     expect(reuse.status).toBe(400);
-    expect(await reuse.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
+    expect(await reuse.json()).toEqual({ error: "invalid_grant", error_description: "Code was already used; the tokens issued for it are revoked" });
+    // A code never issued stays a plain unknown one.
+    const unknown = await tokenRequest(d, { ...base, code: "x".repeat(43) });
+    expect(await unknown.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
   });
 
   test("the library rejects a callback whose state does not match, and the Deny button returns access_denied", async () => {

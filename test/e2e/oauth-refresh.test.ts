@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { connectHttp, type HttpServer, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
-import { obtainTokens, refreshTokens, revokeToken, tokenRequest } from "../oauth/flow.ts";
+import { authorizeRequest, callbackParams, discover, exchange, obtainTokens, refreshTokens, register, revokeToken, submitApproval, tokenRequest } from "../oauth/flow.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const sha256Hex = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
@@ -66,6 +66,35 @@ describe("refresh tokens", () => {
     const wider = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: narrowed.refresh_token, client_id: client.client_id, scope: "shell:read audit:full" });
     expect(wider.status).toBe(400);
     expect(((await wider.json()) as { error: string }).error).toBe("invalid_scope");
+  });
+
+  test("a replayed authorization code revokes the access and refresh tokens it issued", async () => {
+    const d = await discover(server.url);
+    const client = await register(d);
+    const req = await authorizeRequest(d, client);
+    const approved = await submitApproval(d, req, PIN);
+    expect(approved.status).toBe(302);
+    const params = callbackParams(d, client, approved.headers.get("location")!, req.state);
+    const tokens = await exchange(d, client, params, req);
+    // The holder refreshes once: the family's newer tokens must die with the replay too.
+    const refreshed = await refreshTokens(d, client, tokens.refresh_token!);
+    expect(await mcpWorks(server.url, tokens.access_token)).toBe(true);
+    expect(await mcpWorks(server.url, refreshed.access_token)).toBe(true);
+    const replay = await tokenRequest(d, {
+      grant_type: "authorization_code",
+      code: params.get("code")!,
+      client_id: client.client_id,
+      redirect_uri: req.params.redirect_uri!,
+      resource: d.resource,
+      code_verifier: req.verifier,
+    });
+    expect(replay.status).toBe(400);
+    expect(((await replay.json()) as { error: string }).error).toBe("invalid_grant");
+    expect(await mcpWorks(server.url, tokens.access_token)).toBe(false);
+    expect(await mcpWorks(server.url, refreshed.access_token)).toBe(false);
+    const after = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: refreshed.refresh_token!, client_id: client.client_id });
+    expect(after.status).toBe(400);
+    expect(((await after.json()) as { error: string }).error).toBe("invalid_grant");
   });
 
   test("a refresh token used twice revokes its whole family", async () => {

@@ -162,6 +162,10 @@ describe("the long-lived runner", () => {
     // Nothing proves the tree gone from where the server stands: it must not report success.
     expect(r.isError).toBe(true);
     expect(errorCode(r)).toBe("containment_unconfirmed");
+    // The command was still running: the error must not say it finished.
+    const text = (r.content[0] as { text: string }).text;
+    expect(text).not.toContain("finished,");
+    expect(text).toContain("whether it finished is unknown");
     // The supervisor got the parent-death signal and stopped its tree.
     await waitFor(() => !pidAlive(victim), { timeoutMs: 30_000, what: "the orphaned sleep to be stopped" });
     // The supervisor forked ahead saw its request pipe close and exited (it had started nothing).

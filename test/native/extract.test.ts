@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { chmodSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { extractHelper } from "../../src/native/extract.ts";
+import { extractHelper, helperLocation, unsafeChain } from "../../src/native/extract.ts";
 import { tempDir } from "../helpers/harness.ts";
 
 const EXTRACT = join(import.meta.dir, "..", "..", "src", "native", "extract.ts");
@@ -64,5 +64,35 @@ describe("embedded helper extraction", () => {
     const helpers = join(dir.path, "shared");
     const outs = await Promise.all(Array.from({ length: 4 }, () => extractFresh("big", source, helpers)));
     for (const out of outs) expect(sha(out)).toBe(sha(source));
+  });
+
+  test("every folder from the cache root down must be ours and closed to others", () => {
+    using dir = tempDir();
+    const root = join(dir.path, "cache");
+    const deep = join(root, "local-shell-mcp", "helpers", "b");
+    expect(unsafeChain(root, deep)).toBeUndefined();
+    mkdirSync(deep, { recursive: true, mode: 0o700 });
+    expect(unsafeChain(root, deep)).toBeUndefined();
+    chmodSync(root, 0o1777);
+    expect(unsafeChain(root, deep)).toBe("the helper cache root is writable by others");
+    chmodSync(root, 0o700);
+    expect(unsafeChain(root, join(dir.path, "elsewhere"))).toBe("the helper folder lies outside its cache root");
+    // A root that is a link to a private folder is judged by that folder; a link further down is not a folder.
+    const linked = join(dir.path, "linked-cache");
+    symlinkSync(root, linked);
+    expect(unsafeChain(linked, join(linked, "local-shell-mcp", "helpers", "b"))).toBeUndefined();
+    symlinkSync(join(root, "local-shell-mcp", "helpers"), join(root, "local-shell-mcp", "other"));
+    expect(unsafeChain(root, join(root, "local-shell-mcp", "other", "b"))).toBe("a helper cache folder is not a directory");
+  });
+
+  test("a loose XDG cache root falls back to the home cache", () => {
+    using dir = tempDir();
+    const shared = join(dir.path, "shared");
+    mkdirSync(shared, { mode: 0o777 });
+    chmodSync(shared, 0o777);
+    const own = helperLocation({ XDG_CACHE_HOME: join(dir.path, "private") });
+    expect(own.root).toBe(join(dir.path, "private"));
+    const fallback = helperLocation({ XDG_CACHE_HOME: shared });
+    expect(fallback.root).not.toBe(shared);
   });
 });

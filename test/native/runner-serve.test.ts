@@ -157,4 +157,26 @@ describe("the runner server's request stream", () => {
     expect(await proc.exited).toBe(0);
     expect(await new Response(proc.stderr).text()).toContain("malformed request");
   });
+
+  test("garbage on the request pipe: the call in flight ends interrupted (unconfirmed), never with a bare 143", async () => {
+    const own = new RunnerServer(join(dir, "lsm-runner"));
+    expect(await own.ready).toBe(true);
+    try {
+      let out = "";
+      const p = own.run(["--timeout-ms", "60000", "--", "sh", "-c", "echo started; sleep 600"], dir, env, (_s, c) => (out += new TextDecoder().decode(c)));
+      if (!p) throw new Error("the runner server is gone");
+      await waitFor(() => out === "started\n", { what: "the command to start" });
+      // What a hostile writer on the request pipe would send: a frame too short to be one.
+      const stdin = (own as unknown as { proc: { stdin: { write(b: Uint8Array): void; flush(): void } } }).proc.stdin;
+      stdin.write(new Uint8Array([2, 0, 0, 0, 0x5a, 0xff, 0xfe, 0xfd, 0xfc]));
+      stdin.flush();
+      await p.exited;
+      expect(String(p.signalCode)).toContain("runner server stopped (malformed request)");
+      expect(own.alive).toBe(false);
+      // No new call goes to a server that stopped itself.
+      expect(own.run(["--", "true"], dir, env, () => undefined)).toBeUndefined();
+    } finally {
+      own.stop();
+    }
+  });
 });

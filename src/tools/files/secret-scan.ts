@@ -1,5 +1,6 @@
 import { closeSync, fstatSync, readSync } from "node:fs";
 import { z } from "zod";
+import { findSecrets, SECRET_RULES } from "../../audit/secret-rules.ts";
 import { toWorkspaceRelative } from "../../fs/paths.ts";
 import { checkCanonical, openChecked, resolveInWorkdir } from "../../fs/resolve.ts";
 import { globToRegex, walk } from "../../fs/walk.ts";
@@ -7,30 +8,6 @@ import { SessionId } from "../common.ts";
 import { defineTool, READ_ONLY } from "../define.ts";
 import { policyFor } from "./common.ts";
 import description from "./secret-scan.md" with { type: "text" };
-
-interface Pattern {
-  type: string;
-  re: RegExp;
-  /** Capture group holding the secret value, for placeholder suppression. */
-  value?: number;
-}
-
-export const SECRET_PATTERNS: Pattern[] = [
-  { type: "aws_access_key", re: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/ },
-  { type: "aws_secret_key", re: /aws_secret_access_key\s*[:=]\s*["']?([A-Za-z0-9/+=]{40})\b/i, value: 1 },
-  { type: "github_token", re: /\b(?:gh[pousr]_[A-Za-z0-9_]{36,}|github_pat_[A-Za-z0-9_]{60,})\b/ },
-  { type: "gitlab_token", re: /\bglpat-[A-Za-z0-9_-]{20,}\b/ },
-  { type: "slack_token", re: /\bxox[abprs]-[A-Za-z0-9-]{10,}\b/ },
-  { type: "stripe_key", re: /\b[sr]k_live_[A-Za-z0-9]{20,}\b/ },
-  { type: "google_api_key", re: /\bAIza[0-9A-Za-z_-]{35}\b/ },
-  { type: "openai_key", re: /\bsk-(?:proj-)?[A-Za-z0-9_-]{32,}\b/ },
-  { type: "anthropic_key", re: /\bsk-ant-[A-Za-z0-9_-]{32,}\b/ },
-  { type: "private_key", re: /-----BEGIN (?:RSA |OPENSSH |EC |DSA |ENCRYPTED |PGP )?PRIVATE KEY(?: BLOCK)?-----/ },
-  { type: "jwt", re: /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/ },
-  { type: "url_password", re: /\b[a-z][a-z0-9+.-]*:\/\/[^\s:/@"'<>]+:([^\s@/"'<>]{3,})@[^\s"'<>]+/i, value: 1 },
-  { type: "generic_assignment", re: /(?:token|secret|password|passwd|pwd|api[_-]?key|access[_-]?key|client[_-]?secret)\w*["']?\s*[:=]\s*["']([^"'\s]{8,})["']/i, value: 1 },
-  { type: "dotenv_assignment", re: /^\s*(?:export\s+)?[A-Z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)[A-Z0-9_]*\s*=\s*["']?([^"'\s#]{8,})/, value: 1 },
-];
 
 const PLACEHOLDER = /\$\{[^}]+\}|\$[A-Z_]|<[^>]*>|change[-_ ]?me|replace[-_ ]?me|placeholder|example|dummy|fake|fixture|test[-_ ]?only|local[-_ ]?only|your[-_]|x{6,}|\*{4,}/i;
 
@@ -124,18 +101,18 @@ export const secretScan = defineTool({
       for (let i = 0; i < lines.length; i++) {
         const line = lines[i]!;
         if (line.length > 20_000) continue;
-        for (const p of SECRET_PATTERNS) {
-          const m = p.re.exec(line);
-          if (!m) continue;
-          const value = p.value !== undefined ? (m[p.value] ?? "") : m[0];
-          if (p.value !== undefined && isPlaceholder(value)) continue;
-          if (findings.length >= max) {
-            truncated = true;
-            break outer;
-          }
-          findings.push({ type: p.type, path: rel, line: i + 1, preview: mask(value) });
-          break;
+        // The audit redaction's rule set; a line is reported once, under the first rule (in the
+        // set's order, specific to generic) that finds a value other than a placeholder.
+        const found = findSecrets(line, SECRET_RULES).filter((f) => f.rule.group === 0 || !isPlaceholder(f.secret));
+        if (found.length === 0) continue;
+        const first = found.reduce((a, b) => (SECRET_RULES.indexOf(b.rule) < SECRET_RULES.indexOf(a.rule) ? b : a));
+        if (findings.length >= max) {
+          truncated = true;
+          break outer;
         }
+        // The bare-key rule reports under the AWS secret key type it stands for.
+        const type = first.rule.id === "aws_secret_key_bare" ? "aws_secret_key" : first.rule.id;
+        findings.push({ type, path: rel, line: i + 1, preview: mask(first.secret) });
       }
     }
     return { findings, truncated, truncated_files: truncatedFiles, files_scanned: scanned };

@@ -3,7 +3,7 @@ import { basename } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { openChecked, resolveInWorkdir } from "../../fs/resolve.ts";
-import { guessMediaType, sanitizeFilename, tokenFingerprint } from "../../links/format.ts";
+import { guessMediaType, sanitizeFilename, tokenFingerprint, visibleName } from "../../links/format.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
 import { policyFor } from "../files/common.ts";
@@ -62,5 +62,5 @@ export const createFileLink = defineTool({
       closeSync(fd);
     }
   },
-  text: (o) => `link to ${o.path} (${o.bytes} bytes, expires in ${o.ttl_remaining_s}s${o.max_downloads > 0 ? `, ${o.max_downloads} download(s)` : ""}): ${o.url}\nAnyone with this URL can download the snapshot; treat it as a secret.`,
+  text: (o) => `link to ${o.path === null ? "?" : visibleName(o.path)} (${o.bytes} bytes, expires in ${o.ttl_remaining_s}s${o.max_downloads > 0 ? `, ${o.max_downloads} download(s)` : ""}): ${o.url}\nAnyone with this URL can download the snapshot; treat it as a secret.`,
 });

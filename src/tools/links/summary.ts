@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { visibleName } from "../../links/format.ts";
 import type { LinkRecord } from "../../links/index.ts";
 
 /** One link as the tools report it (the contract's FileLinkSummary). */
@@ -42,7 +43,8 @@ export function summarize(l: LinkRecord, token: string, url: string, now = Date.
 
 export function summaryText(s: FileLinkSummary): string {
   const uses = s.max_downloads > 0 ? `${s.downloads}/${s.max_downloads} downloads` : `${s.downloads} downloads`;
-  return `${s.token}  ${s.path ?? "?"} as ${s.filename ?? "download"} (${s.bytes ?? 0} bytes, ${uses}, ${s.ttl_remaining_s}s left)`;
+  // The path is the file's real name, which may hold a right-to-left override: shown escaped.
+  return `${s.token}  ${s.path === null ? "?" : visibleName(s.path)} as ${visibleName(s.filename ?? "download")} (${s.bytes ?? 0} bytes, ${uses}, ${s.ttl_remaining_s}s left)`;
 }
 
 /** Annotation and scope shared by the three link tools. */

@@ -107,6 +107,14 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       signal,
       onOutput: ctx.progress ? (chunk) => ctx.progress!.output(chunk) : undefined,
     });
+    if (r.containment === "unconfirmed" && r.runner_interrupted && !r.timed_out && !r.cancelled) {
+      // Nothing says the command ended: only that the runner watching it is gone.
+      throw new ToolError(
+        "containment_unconfirmed",
+        `the runner supervising the ${req.noun} was stopped from outside while the ${req.noun} was running, so whether it finished is unknown and that everything it started was stopped is not confirmed (its supervisor stops the tree when the runner goes)`,
+        { timed_out: false, cancelled: false, duration_ms: r.duration_ms, runner_interrupted: true },
+      );
+    }
     if (r.containment === "unconfirmed") {
       const how = r.timed_out ? `timed out after ${timeout.seconds} s` : r.cancelled ? "was cancelled" : "finished";
       throw new ToolError(

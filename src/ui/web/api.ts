@@ -129,5 +129,7 @@ export async function finishSignIn(): Promise<void> {
 
 export async function signOut(): Promise<void> {
   if (!config.oauth) return;
-  await fetch(config.oauth.sessionLogoutEndpoint, { method: "POST", credentials: "same-origin" });
+  // Logout ends the session on the server, so it is a state change like any other: binding and CSRF.
+  const headers = { [config.bindingHeaderName]: binding(), [config.csrfHeaderName]: cookie(config.csrfCookieName) };
+  await fetch(config.oauth.sessionLogoutEndpoint, { method: "POST", headers, credentials: "same-origin" });
 }
