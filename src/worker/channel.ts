@@ -247,7 +247,7 @@ export class WorkerChannel {
     const deadline = setTimeout(() => ac.abort(), Math.min(call.deadline_ms, 2 ** 31 - 1));
     const op = workerOperation(call.op);
     const work = op
-      ? op({ runtime: this.options.runtime, signal: ac.signal, callId: call.id, ...(body ? { body } : {}) }, call.args)
+      ? op({ runtime: this.options.runtime, signal: ac.signal, callId: call.id, credential: this.options.token, ...(body ? { body } : {}) }, call.args)
       : Promise.reject(Object.assign(new Error(), { code: "remote_unsupported_operation" }));
     work
       .then(

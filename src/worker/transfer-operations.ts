@@ -24,7 +24,7 @@ for (const [name, run] of Object.entries(transferOperations)) {
   registerWorkerOperation(
     name,
     async (ctx, args) => {
-      const out = await run(binder(ctx), args, { body: ctx.body, binary: true, signal: ctx.signal });
+      const out = await run(binder(ctx), args, { body: ctx.body, binary: true, signal: ctx.signal, credential: ctx.credential });
       if (out.data instanceof Uint8Array) {
         const { data, ...rest } = out;
         return { data: rest, body: data as Uint8Array };
