@@ -105,7 +105,8 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   const gatewayOn = settings.remote_enabled && settings.remote_http_transfer_enabled;
   if (gatewayOn) {
     const workers = app.remote?.store;
-    const identify = (token: string) => (token.startsWith(WORKER_TOKEN_PREFIX) ? workers?.byToken(token)?.name : undefined);
+    const identify = (token: string) =>
+      token.startsWith(WORKER_TOKEN_PREFIX) ? workers?.byToken(token)?.name : undefined;
     publicRoutes.push(transferGatewayHandler(gatewayStore(settings.state_dir, gatewayLimits(settings)), identify));
   }
   let routes = [...publicRoutes, ...(options.routes ?? [])];

@@ -175,16 +175,19 @@ const validShellId = (v: unknown): v is string => typeof v === "string" && SHELL
  * nowhere else: the shell `bash pty=true` started, the shells `list_persistent_shells` lists (they
  * replace what we knew), and for the shell tools only the very shell the call named.
  */
-function shellIdsIn(tool: string, input: Record<string, unknown>, structured: Record<string, unknown>): string[] | undefined {
+type Fields = Record<string, unknown>;
+
+function shellIdsIn(tool: string, input: Fields, structured: Fields): string[] | undefined {
   if (tool === "bash") {
-    const started = structured.mode === "pty" ? (structured.result as Record<string, unknown> | undefined)?.shell_id : undefined;
+    const started = structured.mode === "pty" ? (structured.result as Fields | undefined)?.shell_id : undefined;
     return validShellId(started) ? [started] : undefined;
   }
   if (tool === "list_persistent_shells") {
     const shells = Array.isArray(structured.shells) ? structured.shells : [];
-    return shells.map((s) => (s && typeof s === "object" ? (s as Record<string, unknown>).shell_id : undefined)).filter(validShellId);
+    return shells.map((s) => (s && typeof s === "object" ? (s as Fields).shell_id : undefined)).filter(validShellId);
   }
-  if (SHELL_ID_TOOLS.has(tool) && validShellId(input.shell_id) && structured.shell_id === input.shell_id) return [input.shell_id];
+  const echoed = validShellId(input.shell_id) && structured.shell_id === input.shell_id;
+  if (SHELL_ID_TOOLS.has(tool) && echoed) return [input.shell_id as string];
   return undefined;
 }
 
@@ -196,7 +199,8 @@ function shellIdsIn(tool: string, input: Record<string, unknown>, structured: Re
  * workers both claim routes nowhere (remoteShellOwner). A stale id costs nothing: the worker
  * answers shell_not_found.
  */
-async function recordShells(ctx: ToolContext, sid: string, def: ToolDefinition, input: Record<string, unknown>, structured: Record<string, unknown>): Promise<void> {
+async function recordShells(ctx: ToolContext, sid: string, def: ToolDefinition, input: Fields, out: Fields) {
+  const structured = out;
   const named = shellIdsIn(def.name, input, structured);
   if (!named || !def.output.safeParse(structured).success) return;
   const local = new Set((await ctx.app.shells.list(null)).map((s) => s.shell_id));
@@ -209,7 +213,9 @@ async function recordShells(ctx: ToolContext, sid: string, def: ToolDefinition, 
   }
   let next: string[];
   if (def.name === "list_persistent_shells") next = [...seen];
-  else if (def.name === "kill_persistent_shell" && structured.killed === true) next = rec.remote_shell_ids.filter((id) => !seen.has(id));
+  else if (def.name === "kill_persistent_shell" && structured.killed === true) {
+    next = rec.remote_shell_ids.filter((id) => !seen.has(id));
+  }
   else next = [...new Set([...rec.remote_shell_ids, ...seen])];
   next = next.slice(-MAX_REMOTE_SHELL_IDS);
   if (next.length === rec.remote_shell_ids.length && next.every((id, i) => id === rec.remote_shell_ids[i])) return;
@@ -227,7 +233,8 @@ async function remoteShellOwner(ctx: ToolContext, shellId: string): Promise<Sess
   if (candidates.length === 0) return undefined;
   if ((await ctx.app.shells.list(null)).some((s) => s.shell_id === shellId)) return undefined;
   if (new Set(candidates.map((r) => r.machine)).size > 1) {
-    throw new ToolError("shell_id_ambiguous", `more than one worker names a shell ${shellId}; pass the session_id of the session that started it`, { shell_id: shellId });
+    const message = `more than one worker names a shell ${shellId}; pass the session_id of the session that started it`;
+    throw new ToolError("shell_id_ambiguous", message, { shell_id: shellId });
   }
   for (const r of candidates.sort((a, b) => b.updated_at - a.updated_at)) {
     try {

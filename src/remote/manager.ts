@@ -129,7 +129,10 @@ export class RemoteManager {
 
   private state(name: string): WorkerState {
     let s = this.workers.get(name);
-    if (!s) this.workers.set(name, (s = { name, queue: [], inflight: new Map(), sent: new Set(), offlineSince: this.startedAt }));
+    if (!s) {
+      s = { name, queue: [], inflight: new Map(), sent: new Set(), offlineSince: this.startedAt };
+      this.workers.set(name, s);
+    }
     return s;
   }
 
@@ -358,9 +361,11 @@ export class RemoteManager {
     if (!call || !call.sent) {
       const kind = s.sent.has(frame.id) ? "stale" : "unsent";
       if (link.dropped[kind]++ === 0) {
-        const what = kind === "stale" ? "a call already settled (a duplicate or a late answer)" : "a call it was never sent";
+        const what =
+          kind === "stale" ? "a call already settled (a duplicate or a late answer)" : "a call it was never sent";
         // A late answer is ordinary (a lost ack, a caller that gave up); one never asked for is not.
-        const line = `worker ${s.name} sent a result for ${what}; dropped (further ones on this link are counted, not logged)`;
+        const line =
+          `worker ${s.name} sent a result for ${what}; dropped (further ones on this link are counted, not logged)`;
         if (kind === "stale") log.info(line);
         else log.warn(line);
       }
@@ -375,7 +380,9 @@ export class RemoteManager {
     clearInterval(link.heartbeat);
     if (s.link !== link) return;
     const { unsent, stale } = link.dropped;
-    if (unsent + stale > 0) log.warn(`worker ${s.name}'s link dropped ${unsent} result(s) for calls never sent and ${stale} for calls already settled`);
+    if (unsent + stale > 0) {
+      log.warn(`worker ${s.name}'s link dropped ${unsent} result(s) for calls never sent, ${stale} for settled ones`);
+    }
     s.link = undefined;
     s.offlineSince = Date.now();
     for (const call of [...s.inflight.values(), ...s.queue]) this.armOffline(call);

@@ -116,7 +116,9 @@ async function gunzipBounded(archive: string, out: string, limit: number, limits
   const guard = new Transform({
     transform(chunk: Buffer, _enc, done) {
       seen += chunk.length;
-      if (seen > limit) return done(new ToolError("transfer_too_large", "the archive expands past max_transfer_unpacked_bytes"));
+      if (seen > limit) {
+        return done(new ToolError("transfer_too_large", "the archive expands past max_transfer_unpacked_bytes"));
+      }
       try {
         scanner.feed(chunk);
       } catch (e) {
@@ -165,7 +167,8 @@ export async function unpackArchive(input: {
     let scanned: TarMember[] | undefined;
     if (input.compression === "gz") {
       tarPath = join(stage, `.archive-${randomHex(6)}.tar`);
-      scanned = await gunzipBounded(input.archive, tarPath, limits.maxUnpackedBytes + (limits.maxEntries + 2) * BLOCK * 3, limits);
+      const expanded = limits.maxUnpackedBytes + (limits.maxEntries + 2) * BLOCK * 3;
+      scanned = await gunzipBounded(input.archive, tarPath, expanded, limits);
     }
     const fd = openSync(tarPath, constants.O_RDONLY | constants.O_NOFOLLOW);
     let entries = 0;

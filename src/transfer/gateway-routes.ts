@@ -77,7 +77,10 @@ function cursorHeaders(m: ObjectMeta): Record<string, string> {
  */
 export type WorkerIdentity = (token: string) => string | undefined;
 
-export function transferGatewayHandler(store: GatewayStore, identify: WorkerIdentity): (req: Request, url: URL) => Promise<Response | undefined> {
+export function transferGatewayHandler(
+  store: GatewayStore,
+  identify: WorkerIdentity,
+): (req: Request, url: URL) => Promise<Response | undefined> {
   return async (req, url) => {
     const id = TRANSFER_PATH.exec(url.pathname)?.[1];
     if (!id) return undefined;

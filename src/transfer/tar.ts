@@ -223,7 +223,9 @@ export class TarScanner {
       }
       return;
     }
-    if (type !== "0" && type !== "\0" && type !== "5") fail(`archive member is a ${typeName(type)}, which directory transfers refuse`);
+    if (type !== "0" && type !== "\0" && type !== "5") {
+      fail(`archive member is a ${typeName(type)}, which directory transfers refuse`);
+    }
     const pax = this.paxFields;
     this.paxFields = {};
     const prefix = field(h, 345, 155);
@@ -231,17 +233,23 @@ export class TarScanner {
     const nameBytes = Buffer.byteLength(name);
     if (nameBytes > MAX_NAME_BYTES) fail(`archive member name is ${nameBytes} bytes, above ${MAX_NAME_BYTES}`);
     this.nameBytes += nameBytes;
-    if (this.nameBytes > MAX_NAME_TOTAL_BYTES) fail(`archive member names exceed ${MAX_NAME_TOTAL_BYTES} bytes together`);
-    if (pax.size !== undefined && (!/^[0-9]{1,16}$/.test(pax.size) || Number(pax.size) !== declared)) fail("archive member declares two sizes");
+    if (this.nameBytes > MAX_NAME_TOTAL_BYTES) {
+      fail(`archive member names exceed ${MAX_NAME_TOTAL_BYTES} bytes together`);
+    }
+    const paxSizeDiffers = pax.size !== undefined && (!/^[0-9]{1,16}$/.test(pax.size) || Number(pax.size) !== declared);
+    if (paxSizeDiffers) fail("archive member declares two sizes");
     const size = type === "5" ? 0 : declared;
     if (this.members.length >= this.limits.maxEntries) {
-      fail(`the archive has more than max_transfer_archive_entries (${this.limits.maxEntries}) members`, "transfer_too_many_entries");
+      const max = this.limits.maxEntries;
+      fail(`the archive has more than max_transfer_archive_entries (${max}) members`, "transfer_too_many_entries");
     }
     this.declared += size;
     if (this.declared > this.limits.maxUnpackedBytes) {
-      fail(`the archive declares more than max_transfer_unpacked_bytes (${this.limits.maxUnpackedBytes}) bytes`, "transfer_too_large");
+      const max = this.limits.maxUnpackedBytes;
+      fail(`the archive declares more than max_transfer_unpacked_bytes (${max}) bytes`, "transfer_too_large");
     }
-    this.members.push({ name, type: type === "5" ? "dir" : "file", mode: parseOctal(h, 100, 8, "mode"), size, dataOffset });
+    const mode = parseOctal(h, 100, 8, "mode");
+    this.members.push({ name, type: type === "5" ? "dir" : "file", mode, size, dataOffset });
     // A directory's declared data is skipped too (ustar allows none; we never write any).
     this.skip = padded;
   }
