@@ -11,11 +11,30 @@ describe("auth_mode=none and base_url", () => {
   const serve = (args: string[], env: Record<string, string> = {}) => {
     using ws = tempDir("lsm-ws-");
     using state = tempDir("lsm-state-");
-    return Bun.spawnSync([binary(), "serve", "--mode", "mcp", "--auth-mode", "none", "--host", "127.0.0.1", "--port", "0", "--workspace-root", ws.path, "--state-dir", state.path, ...args], {
-      env: serverEnv(env),
-      stdin: "ignore",
-      timeout: 30_000,
-    });
+    return Bun.spawnSync(
+      [
+        binary(),
+        "serve",
+        "--mode",
+        "mcp",
+        "--auth-mode",
+        "none",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--workspace-root",
+        ws.path,
+        "--state-dir",
+        state.path,
+        ...args,
+      ],
+      {
+        env: serverEnv(env),
+        stdin: "ignore",
+        timeout: 30_000,
+      },
+    );
   };
 
   test("a public base_url, by flag or by environment, is refused with exit 2 naming the settings", () => {
@@ -36,18 +55,41 @@ describe("auth_mode=none and base_url", () => {
   test("a loopback base_url still starts", async () => {
     using ws = tempDir("lsm-ws-");
     using state = tempDir("lsm-state-");
-    const proc = Bun.spawn([binary(), "serve", "--mode", "mcp", "--auth-mode", "none", "--host", "127.0.0.1", "--port", "0", "--base-url", "http://127.0.0.1:9", "--workspace-root", ws.path, "--state-dir", state.path], {
-      env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3" }),
-      stdin: "ignore",
-      stdout: "ignore",
-      stderr: "pipe",
-    });
+    const proc = Bun.spawn(
+      [
+        binary(),
+        "serve",
+        "--mode",
+        "mcp",
+        "--auth-mode",
+        "none",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--workspace-root",
+        ws.path,
+        "--state-dir",
+        state.path,
+      ],
+      {
+        env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3" }),
+        stdin: "ignore",
+        stdout: "ignore",
+        stderr: "pipe",
+      },
+    );
     let text = "";
     const reader = (async () => {
       for await (const chunk of proc.stderr) text += new TextDecoder().decode(chunk);
     })();
     try {
-      await waitFor(() => text.includes("listening on") || (proc.exitCode !== null ? Promise.reject(new Error(text)) : undefined), { timeoutMs: 30_000, what: "the server to listen" });
+      await waitFor(
+        () => text.includes("listening on") || (proc.exitCode !== null ? Promise.reject(new Error(text)) : undefined),
+        { timeoutMs: 30_000, what: "the server to listen" },
+      );
     } finally {
       proc.kill();
       await proc.exited;

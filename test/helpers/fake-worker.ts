@@ -18,7 +18,8 @@ export interface WireCall {
 }
 
 /** What an answer does: a result (with optional raw bytes), or nothing (the test answers later). */
-export type Answer = { ok: true; data: unknown; body?: Uint8Array } | { ok: false; code: string; message: string } | undefined;
+export type Answer =
+  { ok: true; data: unknown; body?: Uint8Array } | { ok: false; code: string; message: string } | undefined;
 
 export interface FakeWorker {
   name: string;
@@ -51,7 +52,13 @@ export function binaryFrame(json: unknown, body: Uint8Array): Uint8Array {
 }
 
 /** Enrolls `name` with an invite code at `server` (the controller's origin) and returns its token. */
-export async function enrollFake(server: string, code: string, name: string, workdir: string, capabilities: string[]): Promise<string> {
+export async function enrollFake(
+  server: string,
+  code: string,
+  name: string,
+  workdir: string,
+  capabilities: string[],
+): Promise<string> {
   const res = await fetch(`${server}/remote/register`, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -61,7 +68,13 @@ export async function enrollFake(server: string, code: string, name: string, wor
       workdir,
       capabilities,
       info: { hostname: `${name}-host` },
-      runtime: { protocol_version: 1, runtime_kind: "binary", worker_version: "0.0.0-fake", build_digest: BUILD, bundle_sha256: null },
+      runtime: {
+        protocol_version: 1,
+        runtime_kind: "binary",
+        worker_version: "0.0.0-fake",
+        build_digest: BUILD,
+        bundle_sha256: null,
+      },
     }),
   });
   const body = (await res.json()) as { ok: boolean; data?: { token: string } };
@@ -73,8 +86,15 @@ export async function enrollFake(server: string, code: string, name: string, wor
  * Dials the channel with `token`, says hello (unless `hello: false`) and waits for the welcome.
  * Calls are answered by `answer`, which defaults to refusing everything.
  */
-export async function connectFake(server: string, name: string, token: string, opts: { workdir: string; capabilities: string[]; hello?: boolean }): Promise<FakeWorker> {
-  const ws = new WebSocket(`${server.replace(/^http/, "ws")}/remote/channel`, { headers: { authorization: `Bearer ${token}` } } as never);
+export async function connectFake(
+  server: string,
+  name: string,
+  token: string,
+  opts: { workdir: string; capabilities: string[]; hello?: boolean },
+): Promise<FakeWorker> {
+  const ws = new WebSocket(`${server.replace(/^http/, "ws")}/remote/channel`, {
+    headers: { authorization: `Bearer ${token}` },
+  } as never);
   ws.binaryType = "arraybuffer";
   let open = false;
   let welcomed = false;
@@ -141,7 +161,8 @@ export async function connectFake(server: string, name: string, token: string, o
       (err) => open && fake.result(call.id, { ok: false, code: "fake_failed", message: String(err) }),
     );
   };
-  if (opts.hello === false) await waitFor(() => open || undefined, { timeoutMs: 20_000, what: `${name} to open its channel` });
+  if (opts.hello === false)
+    await waitFor(() => open || undefined, { timeoutMs: 20_000, what: `${name} to open its channel` });
   else await waitFor(() => welcomed || isClosed || undefined, { timeoutMs: 20_000, what: `${name} to be welcomed` });
   return fake;
 }
