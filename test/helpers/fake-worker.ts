@@ -178,7 +178,15 @@ export function currentRss(pid: number): number {
   return Number(m![1]) * 1024;
 }
 
-/** Resets VmHWM to the current RSS (Linux clear_refs 5), so the next peakRss covers only what follows. */
-export function resetPeakRss(pid: number): void {
-  writeFileSync(`/proc/${pid}/clear_refs`, "5");
+/**
+ * Resets VmHWM to the current RSS (Linux clear_refs 5), so the next peakRss covers only what
+ * follows; false where the test may not (not the process's owner, or an old kernel).
+ */
+export function resetPeakRss(pid: number): boolean {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, "5");
+    return true;
+  } catch {
+    return false;
+  }
 }

@@ -55,6 +55,12 @@ export interface RemoteNet {
   proxy: TlsProxy;
   /** A new "host": a namespace with its own veth pair, routed to `address` and nothing else. */
   host(): Netns;
+  /**
+   * The operator's OAuth token for the controller behind this network, kept across its restarts:
+   * sessions belong to the client that started them, so a restarted controller is driven by the
+   * same client (its tokens outlive a restart; a new one is obtained only when refused).
+   */
+  operatorToken?: string;
   dispose(): Promise<void>;
 }
 
@@ -127,6 +133,19 @@ export function behindProxy(baseUrl: string, port: number): Record<string, strin
   return { LOCAL_SHELL_MCP_BASE_URL: baseUrl, LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN: NET_ADMIN_PIN, LOCAL_SHELL_MCP_OAUTH_ISSUER: loopback, LOCAL_SHELL_MCP_OAUTH_RESOURCE: `${loopback}/mcp` };
 }
 
+/** The MCP client of the controller behind `net`, as the same OAuth client across restarts. */
+async function connectNetOperator(url: string, net: RemoteNet): Promise<McpHandle> {
+  if (net.operatorToken) {
+    try {
+      return await connectHttp(url, { authorization: `Bearer ${net.operatorToken}` });
+    } catch {
+      // Refused (a new state dir): a new token below.
+    }
+  }
+  net.operatorToken = (await obtainToken(url, NET_ADMIN_PIN, SCOPES.join(" "))).token;
+  return connectHttp(url, { authorization: `Bearer ${net.operatorToken}` });
+}
+
 /** An MCP client of the controller at loopback `url` with a token of every scope (the PIN typed as an operator would). */
 export async function connectOperator(url: string): Promise<McpHandle> {
   return connectHttp(url, { authorization: `Bearer ${(await obtainToken(url, NET_ADMIN_PIN, SCOPES.join(" "))).token}` });
@@ -156,7 +175,7 @@ export async function startController(opts: { state: string; workspace: string; 
       what: "the controller to listen",
     });
     if (net) net.proxy.upstream = url;
-    const mcp = net ? await connectOperator(url) : await connectHttp(url);
+    const mcp = net ? await connectNetOperator(url, net) : await connectHttp(url);
     const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
       await mcp.close().catch(() => undefined);
       if (proc.exitCode === null && proc.signalCode === null) {
