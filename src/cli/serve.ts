@@ -44,6 +44,15 @@ export function startupProblem(s: Settings): string | undefined {
   if (!isLoopbackHost(s.host)) {
     return `auth_mode=none is only allowed on a loopback host, not ${s.host}; keep --host 127.0.0.1 or enable OAuth`;
   }
+  // A public origin means a front end (the TLS proxy workers dial) forwards other hosts to this
+  // loopback listener: without authentication, /mcp would answer every one of them.
+  if (s.base_url !== null && !isLoopbackHost(new URL(s.base_url).hostname)) {
+    return (
+      `auth_mode=none cannot be used with the non-loopback base_url ${new URL(s.base_url).origin}: every host ` +
+      "that reaches it (worker hosts too) would get the unauthenticated /mcp; set auth_mode=oauth " +
+      "(--auth-mode oauth, LOCAL_SHELL_MCP_AUTH_MODE) or a loopback base_url"
+    );
+  }
   return undefined;
 }
 

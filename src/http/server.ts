@@ -8,6 +8,7 @@ import { isTransferUpload, transferGatewayHandler } from "../transfer/gateway-ro
 import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
 import { downloadRoute } from "./download.ts";
 import { installRoutes } from "../remote/install-routes.ts";
+import { WORKER_TOKEN_PREFIX } from "../remote/names.ts";
 import { errorResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
@@ -103,7 +104,10 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   // The session_copy gateway (/remote/transfer/{id}): its capability is the Authorization header.
   const gatewayOn = settings.remote_enabled && settings.remote_http_transfer_enabled;
   if (gatewayOn) {
-    publicRoutes.push(transferGatewayHandler(gatewayStore(settings.state_dir, gatewayLimits(settings))));
+    const workers = app.remote?.store;
+    const identify = (token: string) =>
+      token.startsWith(WORKER_TOKEN_PREFIX) ? workers?.byToken(token)?.name : undefined;
+    publicRoutes.push(transferGatewayHandler(gatewayStore(settings.state_dir, gatewayLimits(settings)), identify));
   }
   let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;

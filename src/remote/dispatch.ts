@@ -159,7 +159,7 @@ async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolCon
     const next = ctx.app.sessions.update(rec, { workdir: String(reply.structured.workdir ?? rec.workdir) });
     return rebind(manager, ctx, next, reply.structured);
   }
-  recordShells(ctx, rec.session_id, def.name, reply.structured);
+  await recordShells(ctx, rec.session_id, def, input, reply.structured);
   return rewriteSessionIds(reply.structured, rec.worker_session_id, rec.session_id);
 }
 
@@ -168,24 +168,43 @@ const SHELL_ID_TOOLS = new Set(["read_persistent_shell_output", "send_persistent
 const MAX_REMOTE_SHELL_IDS = 256;
 const SHELL_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
-function shellIdsIn(value: unknown, out: Set<string>): void {
-  if (Array.isArray(value)) for (const v of value) shellIdsIn(v, out);
-  else if (value !== null && typeof value === "object") {
-    for (const [k, v] of Object.entries(value)) {
-      if (k === "shell_id" && typeof v === "string" && SHELL_ID.test(v)) out.add(v);
-      else shellIdsIn(v, out);
-    }
+const validShellId = (v: unknown): v is string => typeof v === "string" && SHELL_ID.test(v);
+
+/**
+ * The shell ids a worker's answer may teach us, read from the one field each tool defines and
+ * nowhere else: the shell `bash pty=true` started, the shells `list_persistent_shells` lists (they
+ * replace what we knew), and for the shell tools only the very shell the call named.
+ */
+type Fields = Record<string, unknown>;
+
+function shellIdsIn(tool: string, input: Fields, structured: Fields): string[] | undefined {
+  if (tool === "bash") {
+    const started = structured.mode === "pty" ? (structured.result as Fields | undefined)?.shell_id : undefined;
+    return validShellId(started) ? [started] : undefined;
   }
+  if (tool === "list_persistent_shells") {
+    const shells = Array.isArray(structured.shells) ? structured.shells : [];
+    return shells.map((s) => (s && typeof s === "object" ? (s as Fields).shell_id : undefined)).filter(validShellId);
+  }
+  const echoed = validShellId(input.shell_id) && structured.shell_id === input.shell_id;
+  if (SHELL_ID_TOOLS.has(tool) && echoed) return [input.shell_id as string];
+  return undefined;
 }
 
 /**
- * Remembers which worker shells a remote session has (from `bash pty=true`, the shell tools and
- * `list_persistent_shells`), so that the shell tools called with `shell_id` alone reach them as
- * they reach a local shell. A stale id costs nothing: the worker answers shell_not_found.
+ * Remembers which worker shells a remote session has, so that the shell tools called with
+ * `shell_id` alone reach them as they reach a local shell. Every byte of the answer came from the
+ * worker: an answer outside the tool's output schema (which the registry then refuses) teaches
+ * nothing, and an id a local shell holds is never recorded. Ids are per session; an id two
+ * workers both claim routes nowhere (remoteShellOwner). A stale id costs nothing: the worker
+ * answers shell_not_found.
  */
-function recordShells(ctx: ToolContext, sid: string, tool: string, structured: Record<string, unknown>): void {
-  const seen = new Set<string>();
-  shellIdsIn(structured, seen);
+async function recordShells(ctx: ToolContext, sid: string, def: ToolDefinition, input: Fields, out: Fields) {
+  const structured = out;
+  const named = shellIdsIn(def.name, input, structured);
+  if (!named || !def.output.safeParse(structured).success) return;
+  const local = new Set((await ctx.app.shells.list(null)).map((s) => s.shell_id));
+  const seen = new Set(named.filter((id) => !local.has(id)).slice(0, MAX_REMOTE_SHELL_IDS));
   let rec: SessionRecord;
   try {
     rec = ctx.app.sessions.require(sid);
@@ -193,8 +212,10 @@ function recordShells(ctx: ToolContext, sid: string, tool: string, structured: R
     return;
   }
   let next: string[];
-  if (tool === "list_persistent_shells") next = [...seen];
-  else if (tool === "kill_persistent_shell" && structured.killed === true) next = rec.remote_shell_ids.filter((id) => !seen.has(id));
+  if (def.name === "list_persistent_shells") next = [...seen];
+  else if (def.name === "kill_persistent_shell" && structured.killed === true) {
+    next = rec.remote_shell_ids.filter((id) => !seen.has(id));
+  }
   else next = [...new Set([...rec.remote_shell_ids, ...seen])];
   next = next.slice(-MAX_REMOTE_SHELL_IDS);
   if (next.length === rec.remote_shell_ids.length && next.every((id, i) => id === rec.remote_shell_ids[i])) return;
@@ -203,12 +224,18 @@ function recordShells(ctx: ToolContext, sid: string, tool: string, structured: R
 
 /**
  * The caller's remote session that recorded `shellId`, unless a local shell has that id (a local
- * shell keeps answering as before).
+ * shell keeps answering as before). Workers choose their shell ids, so two of them may name the
+ * same one (a hostile worker on purpose): such an id is never routed by `shell_id` alone, whoever
+ * claimed it first; the caller must name the session.
  */
 async function remoteShellOwner(ctx: ToolContext, shellId: string): Promise<SessionRecord | undefined> {
   const candidates = ctx.app.sessions.list().filter((r) => r.target === "remote" && r.remote_shell_ids.includes(shellId));
   if (candidates.length === 0) return undefined;
   if ((await ctx.app.shells.list(null)).some((s) => s.shell_id === shellId)) return undefined;
+  if (new Set(candidates.map((r) => r.machine)).size > 1) {
+    const message = `more than one worker names a shell ${shellId}; pass the session_id of the session that started it`;
+    throw new ToolError("shell_id_ambiguous", message, { shell_id: shellId });
+  }
   for (const r of candidates.sort((a, b) => b.updated_at - a.updated_at)) {
     try {
       return ctx.app.sessions.requireFor(r.session_id, ctx.principal);

@@ -76,7 +76,12 @@ interface Link {
   missedPongs: number;
   heartbeat: Timer;
   runtime: Hello["runtime"];
+  /** Results that settled nothing: for calls never sent to this worker, or settled already. */
+  dropped: { unsent: number; stale: number };
 }
+
+/** Call ids recently sent to one worker, remembered to tell a late answer from an unsolicited one. */
+const SENT_MEMORY = 4096;
 
 interface WorkerState {
   name: string;
@@ -86,6 +91,8 @@ interface WorkerState {
   runtime?: Hello["runtime"];
   queue: PendingCall[];
   inflight: Map<string, PendingCall>;
+  /** The last SENT_MEMORY call ids sent (insertion-ordered; oldest evicted first). */
+  sent: Set<string>;
   /** When the link went away (or the controller started, for a worker not seen since). */
   offlineSince: number;
 }
@@ -122,7 +129,10 @@ export class RemoteManager {
 
   private state(name: string): WorkerState {
     let s = this.workers.get(name);
-    if (!s) this.workers.set(name, (s = { name, queue: [], inflight: new Map(), offlineSince: this.startedAt }));
+    if (!s) {
+      s = { name, queue: [], inflight: new Map(), sent: new Set(), offlineSince: this.startedAt };
+      this.workers.set(name, s);
+    }
     return s;
   }
 
@@ -238,6 +248,10 @@ export class RemoteManager {
     }
     await this.drained(link);
     if (call.worker.link !== link) return; // the hello of the next link resends it
+    const sent = call.worker.sent;
+    sent.delete(call.id);
+    sent.add(call.id);
+    if (sent.size > SENT_MEMORY) sent.delete(sent.values().next().value!);
     this.sendNow(link, encoded);
   }
 
@@ -268,7 +282,14 @@ export class RemoteManager {
     const restarted = s.bootId !== undefined && s.bootId !== hello.boot_id;
     s.bootId = hello.boot_id;
     s.runtime = hello.runtime;
-    const link: Link = { socket, bootId: hello.boot_id, missedPongs: 0, runtime: hello.runtime, heartbeat: setInterval(() => this.beat(s, link), this.heartbeatS * 1000) };
+    const link: Link = {
+      socket,
+      bootId: hello.boot_id,
+      missedPongs: 0,
+      runtime: hello.runtime,
+      heartbeat: setInterval(() => this.beat(s, link), this.heartbeatS * 1000),
+      dropped: { unsent: 0, stale: 0 },
+    };
     s.link = link;
     socket.send(
       encodeFrame({ type: "welcome", name: machine, heartbeat_s: this.heartbeatS, runtime_matches: hello.runtime.build_digest === BUILD_DIGEST, max_frame_bytes: this.frameLimit() }),
@@ -286,7 +307,7 @@ export class RemoteManager {
     this.pump(s);
     if (hello.runtime.bundle_sha256) this.offerRuntime(s, link, hello.runtime.bundle_sha256);
     return {
-      result: (frame, body) => this.onResult(s, socket, frame, body),
+      result: (frame, body) => this.onResult(s, link, frame, body),
       pong: () => {
         if (s.link === link) link.missedPongs = 0;
       },
@@ -324,15 +345,32 @@ export class RemoteManager {
     }
   }
 
-  /** A result arrived: settle its call (if anyone still waits) and always acknowledge it. */
-  private onResult(s: WorkerState, socket: LinkSocket, frame: Result, body?: Uint8Array): void {
+  /**
+   * A result arrived: settle its call (if anyone still waits) and always acknowledge it, so the
+   * worker's outbox empties. Only a call in flight on this worker is settled: a result for a call
+   * another worker carries, one never sent, or one already settled (a duplicate, or an answer
+   * after the caller gave up) is dropped, counted, and logged once per link.
+   */
+  private onResult(s: WorkerState, link: Link, frame: Result, body?: Uint8Array): void {
     try {
-      socket.send(encodeFrame({ type: "ack", id: frame.id }));
+      link.socket.send(encodeFrame({ type: "ack", id: frame.id }));
     } catch {
       // The worker re-sends after reconnecting; the call is settled below either way.
     }
     const call = s.inflight.get(frame.id);
-    if (!call) return;
+    if (!call || !call.sent) {
+      const kind = s.sent.has(frame.id) ? "stale" : "unsent";
+      if (link.dropped[kind]++ === 0) {
+        const what =
+          kind === "stale" ? "a call already settled (a duplicate or a late answer)" : "a call it was never sent";
+        // A late answer is ordinary (a lost ack, a caller that gave up); one never asked for is not.
+        const line =
+          `worker ${s.name} sent a result for ${what}; dropped (further ones on this link are counted, not logged)`;
+        if (kind === "stale") log.info(line);
+        else log.warn(line);
+      }
+      return;
+    }
     if (frame.ok) this.finish(call, { data: frame.data, ...(body ? { body } : {}) });
     else this.finish(call, new ToolError(frame.error?.code ?? "remote_call_failed", frame.error?.message ?? "the worker reported a failure", frame.error?.details));
   }
@@ -341,6 +379,10 @@ export class RemoteManager {
   private detach(s: WorkerState, link: Link): void {
     clearInterval(link.heartbeat);
     if (s.link !== link) return;
+    const { unsent, stale } = link.dropped;
+    if (unsent + stale > 0) {
+      log.warn(`worker ${s.name}'s link dropped ${unsent} result(s) for calls never sent, ${stale} for settled ones`);
+    }
     s.link = undefined;
     s.offlineSince = Date.now();
     for (const call of [...s.inflight.values(), ...s.queue]) this.armOffline(call);

@@ -67,7 +67,11 @@ export type Call = z.infer<typeof Call>;
 export const Cancel = z.object({ type: z.literal("cancel"), id: Id });
 export type Cancel = z.infer<typeof Cancel>;
 
-export const WireError = z.object({ code: z.string().max(128), message: z.string().max(65_536), details: z.record(z.string(), z.unknown()).optional() });
+export const WireError = z.object({
+  code: z.string().regex(/^[a-z][a-z0-9_]{0,127}$/),
+  message: z.string().max(65_536),
+  details: z.record(z.string(), z.unknown()).optional(),
+});
 export type WireError = z.infer<typeof WireError>;
 
 export const Result = z.object({
@@ -111,15 +115,53 @@ export function frameBytes(encoded: string | Uint8Array): number {
   return typeof encoded === "string" ? Buffer.byteLength(encoded) : encoded.byteLength;
 }
 
-/** Parses and validates one received frame; throws a plain Error on anything malformed. */
+/**
+ * Most JSON values (containers and list/object members) and the deepest nesting a frame's JSON may
+ * have. The frame's byte size is bounded by the listener; this bounds what parsing it builds: 16 MB
+ * of `[0,0,…]` would be 8 million values (hundreds of MiB), while 250,000 small ones stay in tens.
+ * The largest real answers (listings, search hits) have a few tens of thousands.
+ */
+export const MAX_FRAME_JSON_VALUES = 250_000;
+export const MAX_FRAME_JSON_DEPTH = 64;
+
+/** Refuses JSON text with more values or deeper nesting than the limits, before it is parsed. */
+export function checkJsonShape(text: string, maxValues = MAX_FRAME_JSON_VALUES, maxDepth = MAX_FRAME_JSON_DEPTH): void {
+  let values = 1;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+      continue;
+    }
+    if (c === 0x22) inString = true;
+    else if (c === 0x7b || c === 0x5b) {
+      if (++depth > maxDepth) throw new Error(`frame JSON nests deeper than ${maxDepth}`);
+      values++;
+    } else if (c === 0x7d || c === 0x5d) depth--;
+    else if (c === 0x2c && ++values > maxValues) throw new Error(`frame JSON has more than ${maxValues} values`);
+  }
+}
+
+function parseJson(text: string): unknown {
+  checkJsonShape(text);
+  return JSON.parse(text);
+}
+
+/**
+ * Parses and validates one received frame; throws a plain Error on anything malformed. The JSON's
+ * shape is bounded before it is parsed, and the schema bounds every string and list in it.
+ */
 export function decodeFrame<F>(schema: z.ZodType<F>, data: string | Uint8Array | ArrayBuffer): Decoded<F> {
-  if (typeof data === "string") return { frame: schema.parse(JSON.parse(data)) };
+  if (typeof data === "string") return { frame: schema.parse(parseJson(data)) };
   const bytes = data instanceof Uint8Array ? data : new Uint8Array(data);
   if (bytes.byteLength < 4) throw new Error("short binary frame");
   const len = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getUint32(0, false);
   if (4 + len > bytes.byteLength) throw new Error("binary frame header overruns the frame");
   const header = Buffer.from(bytes.subarray(4, 4 + len)).toString("utf8");
-  return { frame: schema.parse(JSON.parse(header)), body: bytes.subarray(4 + len) };
+  return { frame: schema.parse(parseJson(header)), body: bytes.subarray(4 + len) };
 }
 
 /** The heartbeat interval §1.8 derives from remote_poll_timeout_s (12 s by default). */

@@ -64,6 +64,7 @@ type Socket = ServerWebSocket<{ handler: SocketHandler }>;
 function channelHandler(manager: RemoteManager, tokenDigest: string): SocketHandler {
   let link: LinkHandle | undefined;
   let closed = false;
+  let helloSeen = false;
   let helloTimer: Timer | undefined;
   const socketOf = (ws: Socket) => ({
     send: (d: string | Uint8Array) => ws.send(d),
@@ -97,6 +98,9 @@ function channelHandler(manager: RemoteManager, tokenDigest: string): SocketHand
       }
       const { frame, body } = decoded;
       if (frame.type === "hello") {
+        // One hello per link: a second one is out of order, whatever it says.
+        if (helloSeen) return ws.close(CLOSE_PROTOCOL, "hello twice");
+        helloSeen = true;
         clearTimeout(helloTimer);
         void (async () => {
           // Looked up again: a revocation or rename since the upgrade wins.

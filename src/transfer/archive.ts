@@ -8,7 +8,7 @@ import { randomHex } from "../core/random.ts";
 import { checkCanonical, type FilePolicy } from "../fs/resolve.ts";
 import { isWithin } from "../fs/paths.ts";
 import { errnoOf, hashFile, yieldToLoop } from "./paths.ts";
-import { BLOCK, listMembers, TarWriter } from "./tar.ts";
+import { BLOCK, listMembers, type TarMember, TarScanner, TarWriter } from "./tar.ts";
 
 /** Directory transfers (spec §2.3): pack a tree without links or special files; unpack with checks. */
 
@@ -105,17 +105,30 @@ export interface UnpackResult {
   cleanup_errors: string[];
 }
 
-/** Decompresses into `out`, stopping once the output passes `limit` bytes (a bomb guard). */
-async function gunzipBounded(archive: string, out: string, limit: number): Promise<void> {
+/**
+ * Decompresses into `out` while the tar scanner reads the same bytes: an archive whose headers
+ * declare too much (or anything refused) stops here, at that header, and so does output past
+ * `limit` bytes (a bomb guard). Returns the members the scanner listed.
+ */
+async function gunzipBounded(archive: string, out: string, limit: number, limits: ArchiveLimits): Promise<TarMember[]> {
   let seen = 0;
+  const scanner = new TarScanner(limits);
   const guard = new Transform({
     transform(chunk: Buffer, _enc, done) {
       seen += chunk.length;
-      if (seen > limit) done(new ToolError("transfer_too_large", "the archive expands past max_transfer_unpacked_bytes"));
-      else done(null, chunk);
+      if (seen > limit) {
+        return done(new ToolError("transfer_too_large", "the archive expands past max_transfer_unpacked_bytes"));
+      }
+      try {
+        scanner.feed(chunk);
+      } catch (e) {
+        return done(e as Error);
+      }
+      done(null, chunk);
     },
   });
   await pipeline(createReadStream(archive), createGunzip(), guard, createWriteStream(out, { flags: "wx", mode: 0o600 }));
+  return scanner.finish();
 }
 
 /** A member name as a safe relative path, or a refusal. */
@@ -151,14 +164,16 @@ export async function unpackArchive(input: {
   const cleanup_errors: string[] = [];
   let tarPath = input.archive;
   try {
+    let scanned: TarMember[] | undefined;
     if (input.compression === "gz") {
       tarPath = join(stage, `.archive-${randomHex(6)}.tar`);
-      await gunzipBounded(input.archive, tarPath, limits.maxUnpackedBytes + (limits.maxEntries + 2) * BLOCK * 3);
+      const expanded = limits.maxUnpackedBytes + (limits.maxEntries + 2) * BLOCK * 3;
+      scanned = await gunzipBounded(input.archive, tarPath, expanded, limits);
     }
     const fd = openSync(tarPath, constants.O_RDONLY | constants.O_NOFOLLOW);
     let entries = 0;
     try {
-      const members = listMembers(fd, fstatSync(fd).size);
+      const members = scanned ?? listMembers(fd, fstatSync(fd).size, limits);
       // Everything is checked before the first byte is written.
       if (members.length > limits.maxEntries) throw new ToolError("transfer_too_many_entries", `the archive has more than max_transfer_archive_entries (${limits.maxEntries}) members`);
       let total = 0;

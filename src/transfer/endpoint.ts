@@ -61,6 +61,11 @@ export interface HttpCall {
   expected_sha256: string | null;
   chunk_size: number;
   signal?: AbortSignal;
+  /**
+   * The worker's own channel token, added by the worker (never sent by the controller): the
+   * gateway finds the worker by it and honours a capability only for the worker it was issued to.
+   */
+  credential?: string;
 }
 
 export interface StatResult {

@@ -9,6 +9,9 @@ import type { TransferPath } from "./paths.ts";
  * after network trouble, re-synchronising the cursor through HEAD.
  */
 
+/** The header carrying the worker's channel token to the gateway (gateway-routes.ts). */
+export const WORKER_CREDENTIAL_HEADER = "x-local-shell-mcp-worker-token";
+
 const PATH = /^\/remote\/transfer\/[A-Za-z0-9_-]{24,80}$/;
 const RETRIES = 3;
 
@@ -32,7 +35,13 @@ export function validateTransferUrl(url: string, controllerUrl: string): URL {
 }
 
 function headers(call: GatewayCall, direction: "upload" | "download", extra: Record<string, string> = {}): Record<string, string> {
-  return { authorization: call.authorization, "x-local-shell-mcp-worker": call.worker, "x-local-shell-mcp-transfer-direction": direction, "cache-control": "no-store", ...extra };
+  return {
+    authorization: call.authorization,
+    ...(call.credential ? { [WORKER_CREDENTIAL_HEADER]: call.credential } : {}),
+    "x-local-shell-mcp-transfer-direction": direction,
+    "cache-control": "no-store",
+    ...extra,
+  };
 }
 
 /** A refusal from the gateway keeps its code; transport trouble is retryable. */

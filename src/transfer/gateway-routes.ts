@@ -1,5 +1,6 @@
 import { closeSync, constants, readSync } from "node:fs";
 import { ToolError } from "../core/errors.ts";
+import { WORKER_CREDENTIAL_HEADER } from "./gateway-client.ts";
 import type { Direction, GatewayStore, ObjectMeta } from "./gateway-store.ts";
 import { WRITE_SLICE } from "./paths.ts";
 
@@ -44,6 +45,7 @@ const STATUS: Record<string, number> = {
   transfer_length_mismatch: 422,
   transfer_chunk_checksum_mismatch: 422,
   transfer_quota_exceeded: 507,
+  remote_state_unavailable: 503,
 };
 
 const NO_STORE = { "cache-control": "no-store" };
@@ -68,7 +70,17 @@ function cursorHeaders(m: ObjectMeta): Record<string, string> {
 }
 
 /** Handles `/remote/transfer/{id}`; undefined for other paths. */
-export function transferGatewayHandler(store: GatewayStore): (req: Request, url: URL) => Promise<Response | undefined> {
+/**
+ * Finds the enrolled worker a channel token belongs to (its name), or undefined. The capability is
+ * bound to that identity, the one the worker's channel authenticates with, never to a name the
+ * request states.
+ */
+export type WorkerIdentity = (token: string) => string | undefined;
+
+export function transferGatewayHandler(
+  store: GatewayStore,
+  identify: WorkerIdentity,
+): (req: Request, url: URL) => Promise<Response | undefined> {
   return async (req, url) => {
     const id = TRANSFER_PATH.exec(url.pathname)?.[1];
     if (!id) return undefined;
@@ -77,7 +89,14 @@ export function transferGatewayHandler(store: GatewayStore): (req: Request, url:
     if (direction !== "upload" && direction !== "download") return fail(new ToolError("transfer_bad_request", "HEAD needs X-Local-Shell-MCP-Transfer-Direction: upload|download"));
     let claimed = false;
     try {
-      const m = await store.authorize(id, direction, req.headers.get("x-local-shell-mcp-worker"), req.headers.get("authorization"));
+      const token = req.headers.get(WORKER_CREDENTIAL_HEADER);
+      let worker: string | null;
+      try {
+        worker = token ? (identify(token) ?? null) : null;
+      } catch {
+        throw new ToolError("remote_state_unavailable", "the controller cannot read its worker registry");
+      }
+      const m = await store.authorize(id, direction, worker, req.headers.get("authorization"));
       claimed = true;
       if (req.method === "HEAD") {
         const body = { transfer_id: m.transfer_id, state: m.state, offset: m.offset, expected_bytes: m.expected_bytes, expected_sha256: m.expected_sha256, expires_at: m.expires_at };

@@ -29,6 +29,8 @@ const HttpArgs = z.object({
   timeout_s: z.number().positive().nullable().default(null),
 });
 
+const HttpDownloadArgs = PathArg.extend(HttpArgs.shape).extend({ overwrite: z.boolean(), transfer_id: Id });
+
 export type OperationBinding = z.infer<typeof Binding>;
 /** Builds the endpoint for one call's binding (the worker's session lookup or workdir confinement). */
 export type BindEndpoint = (binding: OperationBinding) => TransferEndpoint;
@@ -38,6 +40,8 @@ export interface OperationExtra {
   /** Return read chunk bytes as `data` (raw) instead of `data_b64`. */
   binary?: boolean;
   signal?: AbortSignal;
+  /** The worker's channel credential, presented to the gateway (endpoint.ts HttpCall). */
+  credential?: string;
 }
 export type TransferOperation = (bind: BindEndpoint, args: unknown, extra?: OperationExtra) => Promise<Record<string, unknown>>;
 
@@ -81,8 +85,12 @@ export const transferOperations: Record<string, TransferOperation> = {
   transfer_unpack_archive: op(z.object({ archive: PathArg, dst: PathArg, overwrite: z.boolean(), cleanup_archive: z.boolean().default(true) }), async (ep, a) => ({
     ...(await ep.unpackArchive(p(a.archive), p(a.dst), { overwrite: a.overwrite, cleanup_archive: a.cleanup_archive })),
   })),
-  transfer_http_upload: op(PathArg.extend(HttpArgs.shape), async (ep, a, _b, x) => ({ ...(await ep.httpUpload(p(a), { ...a, signal: x.signal })) })),
-  transfer_http_download: op(PathArg.extend(HttpArgs.shape).extend({ overwrite: z.boolean(), transfer_id: Id }), async (ep, a, _b, x) => ({ ...(await ep.httpDownload(p(a), { ...a, signal: x.signal })) })),
+  transfer_http_upload: op(PathArg.extend(HttpArgs.shape), async (ep, a, _b, x) => ({
+    ...(await ep.httpUpload(p(a), { ...a, signal: x.signal, credential: x.credential })),
+  })),
+  transfer_http_download: op(HttpDownloadArgs, async (ep, a, _b, x) => ({
+    ...(await ep.httpDownload(p(a), { ...a, signal: x.signal, credential: x.credential })),
+  })),
   transfer_http_abort_download: op(PathArg.extend({ transfer_id: Id }), async (ep, a) => {
     await ep.abortWrite(p(a), a.transfer_id);
     return { aborted: true };

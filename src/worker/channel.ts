@@ -246,8 +246,10 @@ export class WorkerChannel {
     this.running.set(call.id, ac);
     const deadline = setTimeout(() => ac.abort(), Math.min(call.deadline_ms, 2 ** 31 - 1));
     const op = workerOperation(call.op);
+    const { runtime, token } = this.options;
+    const context = { runtime, signal: ac.signal, callId: call.id, credential: token };
     const work = op
-      ? op({ runtime: this.options.runtime, signal: ac.signal, callId: call.id, ...(body ? { body } : {}) }, call.args)
+      ? op({ ...context, ...(body ? { body } : {}) }, call.args)
       : Promise.reject(Object.assign(new Error(), { code: "remote_unsupported_operation" }));
     work
       .then(

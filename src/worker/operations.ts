@@ -23,6 +23,11 @@ export interface WorkerOperationContext {
   callId: string;
   /** Raw bytes that arrived with the call (binary frame), if any. */
   body?: Uint8Array;
+  /**
+   * The worker token this channel authenticated with: the gateway binds a transfer capability to
+   * the worker that presents it, so gateway requests carry it too (never anything else).
+   */
+  credential?: string;
 }
 
 export interface WorkerOperationResult {

@@ -24,7 +24,8 @@ for (const [name, run] of Object.entries(transferOperations)) {
   registerWorkerOperation(
     name,
     async (ctx, args) => {
-      const out = await run(binder(ctx), args, { body: ctx.body, binary: true, signal: ctx.signal });
+      const extra = { body: ctx.body, binary: true, signal: ctx.signal, credential: ctx.credential };
+      const out = await run(binder(ctx), args, extra);
       if (out.data instanceof Uint8Array) {
         const { data, ...rest } = out;
         return { data: rest, body: data as Uint8Array };

@@ -12,6 +12,8 @@
 import { rmSync } from "node:fs";
 import { binary, connectHttp, type McpHandle, serverEnv, stopStateLeftovers, tempDir, type TempDir } from "./harness.ts";
 import { type ControllerAddress, createControllerAddress, createNetns, createTestCa, type Netns, startTlsProxy, type TestCa, type TlsProxy } from "./netns.ts";
+import { SCOPES } from "../../src/core/scopes.ts";
+import { obtainToken } from "../oauth/flow.ts";
 import { waitFor } from "./wait.ts";
 
 /** Controllers and workers still running: killed when the test process exits, whatever happened. */
@@ -53,6 +55,12 @@ export interface RemoteNet {
   proxy: TlsProxy;
   /** A new "host": a namespace with its own veth pair, routed to `address` and nothing else. */
   host(): Netns;
+  /**
+   * The operator's OAuth token for the controller behind this network, kept across its restarts:
+   * sessions belong to the client that started them, so a restarted controller is driven by the
+   * same client (its tokens outlive a restart; a new one is obtained only when refused).
+   */
+  operatorToken?: string;
   dispose(): Promise<void>;
 }
 
@@ -104,16 +112,62 @@ export interface Controller {
   dispose(): Promise<void>;
 }
 
+/** The admin PIN of a controller behind a test network (OAuth is on there: see startController). */
+export const NET_ADMIN_PIN = "remote-net-pin-4242";
+
+/** A free loopback port (the controller's, chosen before it starts so its OAuth URLs can name it). */
+export function freePort(): number {
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = probe.port!;
+  probe.stop(true);
+  return port;
+}
+
+/**
+ * What a controller on loopback `port` behind the public origin `baseUrl` (a TLS proxy) needs:
+ * OAuth, since auth_mode=none is refused with a public base_url, with its issuer and resource on
+ * the loopback listener, where the test's client gets its token (connectOperator).
+ */
+export function behindProxy(baseUrl: string, port: number): Record<string, string> {
+  const loopback = `http://127.0.0.1:${port}`;
+  return { LOCAL_SHELL_MCP_BASE_URL: baseUrl, LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN: NET_ADMIN_PIN, LOCAL_SHELL_MCP_OAUTH_ISSUER: loopback, LOCAL_SHELL_MCP_OAUTH_RESOURCE: `${loopback}/mcp` };
+}
+
+/** The MCP client of the controller behind `net`, as the same OAuth client across restarts. */
+async function connectNetOperator(url: string, net: RemoteNet): Promise<McpHandle> {
+  if (net.operatorToken) {
+    try {
+      return await connectHttp(url, { authorization: `Bearer ${net.operatorToken}` });
+    } catch {
+      // Refused (a new state dir): a new token below.
+    }
+  }
+  net.operatorToken = (await obtainToken(url, NET_ADMIN_PIN, SCOPES.join(" "))).token;
+  return connectHttp(url, { authorization: `Bearer ${net.operatorToken}` });
+}
+
+/** An MCP client of the controller at loopback `url` with a token of every scope (the PIN typed as an operator would). */
+export async function connectOperator(url: string): Promise<McpHandle> {
+  return connectHttp(url, { authorization: `Bearer ${(await obtainToken(url, NET_ADMIN_PIN, SCOPES.join(" "))).token}` });
+}
+
 /**
  * `net: true` makes a new test network (base_url = its proxy, unless env sets one); pass an existing
  * `RemoteNet` to restart a controller behind the same proxy (with the same `port`).
+ *
+ * Behind a network the controller runs with OAuth: a public base_url with auth_mode=none is refused
+ * at start-up (the worker hosts would reach an unauthenticated /mcp). Its issuer and resource are
+ * set to the loopback listener, where the test's client obtains a token with every scope (the PIN
+ * typed as an operator would); workers never use OAuth.
  */
 export async function startController(opts: { state: string; workspace: string; port?: number; env?: Record<string, string>; args?: string[]; net?: boolean | RemoteNet }): Promise<Controller> {
   const net = opts.net === true ? createRemoteNet() : opts.net || undefined;
   try {
+    const port = opts.port ?? (net ? freePort() : 0);
+    const auth = net ? behindProxy(net.proxy.url, port) : {};
     const proc = track(Bun.spawn(
-      [binary(), "serve", "--mode", "mcp", "--auth-mode", "none", "--host", "127.0.0.1", "--port", String(opts.port ?? 0), "--workspace-root", opts.workspace, "--state-dir", opts.state, ...(opts.args ?? [])],
-      { env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...(net ? { LOCAL_SHELL_MCP_BASE_URL: net.proxy.url } : {}), ...opts.env }), stdin: "ignore", stdout: "ignore", stderr: "pipe" },
+      [binary(), "serve", "--mode", "mcp", "--auth-mode", net ? "oauth" : "none", "--host", "127.0.0.1", "--port", String(port), "--workspace-root", opts.workspace, "--state-dir", opts.state, ...(opts.args ?? [])],
+      { env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...auth, ...opts.env }), stdin: "ignore", stdout: "ignore", stderr: "pipe" },
     )) as Bun.Subprocess<"ignore", "ignore", "pipe">;
     const stderr = collect(proc.stderr);
     const url = await waitFor(() => /listening on (http:\/\/[^\s]+)\/mcp/.exec(stderr())?.[1] ?? (proc.exitCode !== null ? Promise.reject(new Error(`controller exited: ${stderr()}`)) : undefined), {
@@ -121,7 +175,7 @@ export async function startController(opts: { state: string; workspace: string; 
       what: "the controller to listen",
     });
     if (net) net.proxy.upstream = url;
-    const mcp = await connectHttp(url);
+    const mcp = net ? await connectNetOperator(url, net) : await connectHttp(url);
     const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
       await mcp.close().catch(() => undefined);
       if (proc.exitCode === null && proc.signalCode === null) {

@@ -9,9 +9,9 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, connectHttp, type McpHandle, needsRoot, startHttp, tempDir, type HttpServer, type TempDir } from "../helpers/harness.ts";
+import { binary, type McpHandle, needsRoot, startHttpServer, tempDir, type HttpServer, type TempDir } from "../helpers/harness.ts";
 import { createNetns, createTestCa, startTlsProxy, type Netns, type TestCa, type TlsProxy } from "../helpers/netns.ts";
-import { invite } from "../helpers/remote.ts";
+import { behindProxy, connectOperator, freePort, invite } from "../helpers/remote.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 const INVITE = "lsmcp_inv_TESTSECRETnotOnAnyCommandLine42";
@@ -50,9 +50,10 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
     ns = createNetns();
     ca = createTestCa(ns.hostAddr);
     proxy = startTlsProxy(ns.hostAddr, ca);
-    controller = await startHttp({ workspace: dir(), state: dir(), env: { LOCAL_SHELL_MCP_BASE_URL: proxy.url } });
+    const port = freePort();
+    controller = await startHttpServer({ workspace: dir(), state: dir(), env: behindProxy(proxy.url, port) }, { mode: "mcp", auth: "oauth", port });
     proxy.upstream = controller.url;
-    mcp = await connectHttp(controller.url);
+    mcp = await connectOperator(controller.url);
     // Built once per controller process; fetched here so the joins below do not wait for it.
     digest = ((await (await fetch(`${controller.url}/remote/worker-bundle.tgz?manifest=1`)).json()) as { sha256: string }).sha256;
     // Every curl the script runs leaves its argv here, so the test sees whether the invite was on one.

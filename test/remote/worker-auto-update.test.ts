@@ -12,9 +12,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, readlinkSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { tarHeader } from "../../src/remote/bundle.ts";
-import { binary, connectHttp, type McpHandle, needsRoot, ROOT, serverEnv, tempDir, type TempDir } from "../helpers/harness.ts";
+import { binary, type McpHandle, needsRoot, ROOT, serverEnv, tempDir, type TempDir } from "../helpers/harness.ts";
 import { createNetns, createTestCa, startTlsProxy, type Netns, type TestCa, type TlsProxy } from "../helpers/netns.ts";
-import { invite } from "../helpers/remote.ts";
+import { behindProxy, connectOperator, freePort, invite } from "../helpers/remote.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 const NEW_VERSION = "9.9.9";
@@ -34,17 +34,18 @@ interface Controller {
   stop(): Promise<void>;
 }
 
-/** `serve --mode mcp` of `exe` on loopback with base_url = the proxy. */
+/** `serve --mode mcp` of `exe` on loopback with base_url = the proxy (OAuth on: see behindProxy). */
 async function serve(exe: string, state: string, workspace: string, baseUrl: string): Promise<Controller> {
-  const proc = Bun.spawn([exe, "serve", "--mode", "mcp", "--auth-mode", "none", "--host", "127.0.0.1", "--port", "0", "--workspace-root", workspace, "--state-dir", state], {
-    env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", LOCAL_SHELL_MCP_BASE_URL: baseUrl }),
+  const port = freePort();
+  const proc = Bun.spawn([exe, "serve", "--mode", "mcp", "--auth-mode", "oauth", "--host", "127.0.0.1", "--port", String(port), "--workspace-root", workspace, "--state-dir", state], {
+    env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...behindProxy(baseUrl, port) }),
     stdin: "ignore",
     stdout: "ignore",
     stderr: "pipe",
   });
   const stderr = collect(proc.stderr);
   const url = await waitFor(() => /listening on (http:\/\/[^\s]+)\/mcp/.exec(stderr())?.[1] ?? (proc.exitCode !== null ? Promise.reject(new Error(`controller exited: ${stderr()}`)) : undefined), { timeoutMs: 30_000, what: "the controller to listen" });
-  const mcp = await connectHttp(url);
+  const mcp = await connectOperator(url);
   return {
     url,
     mcp,

@@ -27,6 +27,8 @@ let settings: Settings;
 let server: RunningHttpServer;
 let store: GatewayStore;
 let ep: LocalTransferEndpoint;
+const creds: Record<string, string> = {};
+const as = (worker: string) => ({ "x-local-shell-mcp-worker-token": creds[worker]! });
 const sha = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
 const data = crypto.getRandomValues(new Uint8Array(CHUNK * 3 + 1000));
 
@@ -48,7 +50,13 @@ beforeAll(async () => {
       remote_http_transfer_max_active: "6",
     },
   });
-  server = startHttpServer(createApp(settings));
+  const app = createApp(settings);
+  // Two enrolled workers: the gateway knows a worker by its channel token, as a real one presents it.
+  for (const name of ["up-box", "down-box"]) {
+    const { code } = await app.remote!.store.createInvite({ name, workdir: null, ttlS: 600 });
+    creds[name] = (await app.remote!.store.enroll({ invite: code, name, workdir: ws, capabilities: [], info: {} })).token;
+  }
+  server = startHttpServer(app);
   await server.ready;
   store = gatewayStore(settings.state_dir, { chunkBytes: CHUNK, ticketTtlS: settings.remote_http_transfer_ticket_ttl_s, maxActive: 6, maxSpoolBytes: settings.remote_http_transfer_max_spool_bytes });
   const state = realpathSync(settings.state_dir);
@@ -65,7 +73,7 @@ async function prepare(resumeKey: string | null = null, bytes = data.length, dig
 }
 
 function put(id: string, auth: string | null, start: number, body: Uint8Array, extra: Record<string, string> = {}) {
-  const h: Record<string, string> = { "x-local-shell-mcp-worker": "up-box", "content-range": `bytes ${start}-${start + body.length - 1}/${data.length}`, "x-content-sha256": sha(body), ...extra };
+  const h: Record<string, string> = { ...as("up-box"), "content-range": `bytes ${start}-${start + body.length - 1}/${data.length}`, "x-content-sha256": sha(body), ...extra };
   if (auth) h.authorization = auth;
   return fetch(`${server.url}/remote/transfer/${id}`, { method: "PUT", body, headers: h });
 }
@@ -80,10 +88,10 @@ describe("gateway upload and download", () => {
   test("a worker-style upload then download round-trips with per-chunk and whole-object digests", async () => {
     const p = await prepare();
     const url = `${server.url}/remote/transfer/${p.transfer_id}`;
-    const up = await httpUpload(ep, { path: "src.bin" }, { url, controller_url: server.url, authorization: p.upload_authorization!, worker: "up-box", expected_bytes: data.length, expected_sha256: sha(data), chunk_size: CHUNK });
+    const up = await httpUpload(ep, { path: "src.bin" }, { url, controller_url: server.url, authorization: p.upload_authorization!, worker: "up-box", credential: creds["up-box"], expected_bytes: data.length, expected_sha256: sha(data), chunk_size: CHUNK });
     expect(up).toMatchObject({ bytes: data.length, chunks: 4, resumed_bytes: 0, completed: true });
     expect(store.object(p.transfer_id).state).toBe("ready");
-    const down = await httpDownload(ep, { path: "copy.bin" }, { url, controller_url: server.url, authorization: p.download_authorization!, worker: "down-box", expected_bytes: data.length, expected_sha256: sha(data), chunk_size: CHUNK, overwrite: false, transfer_id: "dl1" });
+    const down = await httpDownload(ep, { path: "copy.bin" }, { url, controller_url: server.url, authorization: p.download_authorization!, worker: "down-box", credential: creds["down-box"], expected_bytes: data.length, expected_sha256: sha(data), chunk_size: CHUNK, overwrite: false, transfer_id: "dl1" });
     expect(down.sha256).toBe(sha(data));
     expect(sha(readFileSync(join(ws, "copy.bin")))).toBe(sha(data));
     // Other routes keep the generic body limit.
@@ -122,7 +130,13 @@ describe("gateway refusals (one per §2.5 rule)", () => {
     const p = await prepare();
     await refused(await put(p.transfer_id, "Transfer AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 0, first), 401, "transfer_unauthorized");
     await refused(await put(p.transfer_id, p.download_authorization, 0, first), 401, "transfer_unauthorized");
-    await refused(await put(p.transfer_id, p.upload_authorization, 0, first, { "x-local-shell-mcp-worker": "down-box" }), 401, "transfer_unauthorized");
+    // Another enrolled worker's credential, an unknown one, none, and a name header claiming the
+    // bound worker: the binding comes from the credential alone.
+    await refused(await put(p.transfer_id, p.upload_authorization, 0, first, as("down-box")), 401, "transfer_unauthorized");
+    await refused(await put(p.transfer_id, p.upload_authorization, 0, first, { "x-local-shell-mcp-worker-token": "lsmcp_wk_unknown" }), 401, "transfer_unauthorized");
+    const named = { "x-local-shell-mcp-worker": "up-box", "content-range": `bytes 0-${first.length - 1}/${data.length}`, "x-content-sha256": sha(first) };
+    const put2 = await fetch(`${server.url}/remote/transfer/${p.transfer_id}`, { method: "PUT", body: first, headers: { ...named, authorization: p.upload_authorization! } });
+    await refused(put2, 401, "transfer_unauthorized");
     await refused(await put(p.transfer_id, null, 0, first), 401, "transfer_unauthorized");
     await refused(await fetch(`${server.url}/remote/transfer/${"x".repeat(30)}`, { headers: { range: "bytes=0-" } }), 404, "transfer_not_found");
     expect(store.object(p.transfer_id).offset).toBe(0);
@@ -177,7 +191,7 @@ describe("gateway refusals (one per §2.5 rule)", () => {
 
   test("a download before the object is ready; quotas; URL validation", async () => {
     const p = await prepare();
-    const get = await fetch(`${server.url}/remote/transfer/${p.transfer_id}`, { headers: { authorization: p.download_authorization!, "x-local-shell-mcp-worker": "down-box", range: "bytes=0-" } });
+    const get = await fetch(`${server.url}/remote/transfer/${p.transfer_id}`, { headers: { authorization: p.download_authorization!, ...as("down-box"), range: "bytes=0-" } });
     await refused(get, 409, "transfer_not_ready");
     const err = await Promise.all(Array.from({ length: 8 }, () => prepare().then(() => "ok", (e) => e.code)));
     expect(err).toContain("transfer_quota_exceeded");
@@ -194,8 +208,16 @@ describe("gateway refusals (one per §2.5 rule)", () => {
 
 describe("http_stream orchestration (endpoints standing in for workers)", () => {
   /** The same local endpoint, presented as a worker's: what the channel's remote endpoint will be. */
+  // Its gateway calls carry the worker's credential, as the worker's channel adds it.
   const asWorker = (machine: string): TransferEndpoint =>
-    new Proxy(ep, { get: (t, k) => (k === "target" ? "remote" : k === "machine" ? machine : typeof (t as never)[k] === "function" ? ((t as never)[k] as (...a: unknown[]) => unknown).bind(t) : (t as never)[k]) }) as TransferEndpoint;
+    new Proxy(ep, {
+      get: (t, k) => {
+        if (k === "target") return "remote";
+        if (k === "machine") return machine;
+        if (k === "httpUpload" || k === "httpDownload") return (p: never, call: object) => (t[k] as (p: never, c: object) => unknown).call(t, p, { ...call, credential: creds[machine] });
+        return typeof (t as never)[k] === "function" ? ((t as never)[k] as (...a: unknown[]) => unknown).bind(t) : (t as never)[k];
+      },
+    }) as TransferEndpoint;
 
   test("remote → local and local → remote go through the spool and leave nothing behind", async () => {
     const stat = await ep.stat({ path: "src.bin" }, { sha256: true });
@@ -238,7 +260,7 @@ describe("http_stream orchestration (endpoints standing in for workers)", () => 
     const flaky: TransferEndpoint = new Proxy(asWorker("down-box"), {
       get: (t, k) => {
         if (k === "writeChunk") return async (...a: Parameters<TransferEndpoint["writeChunk"]>) => (++writes > 2 ? Promise.reject(new ToolError("transfer_network_error", "the link went down")) : t.writeChunk(...a));
-        if (k === "httpDownload") return (p: Parameters<TransferEndpoint["httpDownload"]>[0], call: Parameters<TransferEndpoint["httpDownload"]>[1]) => httpDownload(flaky, p, call);
+        if (k === "httpDownload") return (p: Parameters<TransferEndpoint["httpDownload"]>[0], call: Parameters<TransferEndpoint["httpDownload"]>[1]) => httpDownload(flaky, p, { ...call, credential: creds[call.worker] });
         return (t as never)[k];
       },
     });
