@@ -63,6 +63,8 @@ export class JobManager extends JobStore {
       status: this.attemptFile(row.job_id, attempt, "status.json"),
       progress: this.attemptFile(row.job_id, attempt, "progress.json"),
       max_log_bytes: this.cfg.maxLogBytes,
+      session_id: row.session_id,
+      journal_dir: this.journal.dir,
     };
     const specPath = this.attemptFile(row.job_id, attempt, "spec.json");
     writeFileAtomic(specPath, JSON.stringify(spec));
