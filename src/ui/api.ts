@@ -25,6 +25,8 @@ interface Endpoint {
 const PREVIEW_LINES = 400;
 const MAX_LIST_ENTRIES = 1000;
 const SNAPSHOT_MAX_BYTES = 256 * 1024;
+const JOB_LOG_LINES = 200;
+const JOB_LOG_MAX_BYTES = 64 * 1024;
 
 const ok = (data: unknown) => jsonResponse(200, { ok: true, data });
 
@@ -212,8 +214,19 @@ const ENDPOINTS: Record<string, Endpoint> = {
   },
   "jobs/log": {
     method: "GET",
-    scopes: [],
-    run: ({ app, principal, url }) => viaTool(app, principal, "job", { session_id: str(url.searchParams.get("session_id"), "session_id"), poll: [str(url.searchParams.get("job_id"), "job_id")], lines: 200 }),
+    scopes: ["shell:read"],
+    // The end of a job's log, shaped like the job tool's poll (`outputs[0].output`). A read to show
+    // state, so not a tool call: it leaves no audit lines and changes nothing.
+    run: ({ app, principal, url }) => {
+      const sessionId = str(url.searchParams.get("session_id"), "session_id");
+      const jobId = str(url.searchParams.get("job_id"), "job_id");
+      app.services.sessions.requireFor(sessionId, principal);
+      const row = app.services.jobs.currentRows().find((r) => r.job_id === jobId && r.session_id === sessionId);
+      if (!row) throw new ToolError("job_not_found", `job not found in session: ${jobId}`);
+      const { supervisor_pid: _p, lease_version: _l, applied_updates: _a, managed: _m, ...job } = row;
+      const slice = app.services.jobs.output(job, JOB_LOG_LINES, JOB_LOG_MAX_BYTES);
+      return ok({ outputs: [{ job, output: slice.text, truncated: slice.truncated, next_offset: slice.next_offset }] });
+    },
   },
   "jobs/cancel": {
     method: "POST",
