@@ -151,12 +151,14 @@ describe("Human UI in Chromium", () => {
     }
     for (const v of ["sessions", "terminals", "files", "jobs", "machines", "audit"]) await page.click(`[data-view="${v}"]`);
     await waitFor(async () => (await page.getByTestId("audit").innerText()).includes("session_start"), { what: "audit rows at 390 px" });
-    const widths = (await page.getByTestId("audit-scroll").evaluate("(el) => [el.scrollWidth, el.clientWidth, el.getBoundingClientRect().right]")) as number[];
+    const widths = await page.getByTestId("audit-scroll").evaluate((el: { scrollWidth: number; clientWidth: number; getBoundingClientRect(): { right: number } }) => [el.scrollWidth, el.clientWidth, el.getBoundingClientRect().right]);
     expect(widths[1]!).toBeLessThanOrEqual(390);
     expect(widths[2]!).toBeLessThanOrEqual(390);
     // Wider than the screen, so it scrolls; the Detail column is reachable by scrolling.
     expect(widths[0]!).toBeGreaterThan(widths[1]!);
-    await page.getByTestId("audit-scroll").evaluate("(el) => { el.scrollLeft = el.scrollWidth; }");
+    await page.getByTestId("audit-scroll").evaluate((el: { scrollLeft: number; scrollWidth: number }) => {
+      el.scrollLeft = el.scrollWidth;
+    });
     const detail = (await page.getByTestId("audit").locator("th").last().boundingBox())!;
     expect(detail.x).toBeLessThan(390);
     await page.screenshot({ path: join(SHOTS, "audit-390.png") });

@@ -250,7 +250,11 @@ export function Files() {
 export function Jobs() {
   // Often enough that a job that ended shows as finished within two seconds.
   const { data, reload } = useData<{ jobs: Job[] }>("jobs", 1500);
-  const [log, setLog] = useState<string | null>(null);
+  // The open job's log, refreshed while it is shown (a running job's output keeps growing).
+  const [logOf, setLogOf] = useState<Job | null>(null);
+  const logData = useData<{ outputs: Array<{ job: { job_id: string }; output?: string }> }>(logOf ? `jobs/log?session_id=${logOf.session_id}&job_id=${logOf.job_id}` : null, 1500).data;
+  const shown = logData?.outputs[0];
+  const log = logOf && shown?.job.job_id === logOf.job_id ? (shown.output ?? "") : null;
   return (
     <div data-testid="jobs">
       <div class="scroll">
@@ -268,7 +272,7 @@ export function Jobs() {
           {(data?.jobs ?? []).map((j) => (
             <tr key={j.job_id}>
               <td>
-                <button type="button" class="link" onClick={() => act(api.get<{ outputs: Array<{ output?: string }> }>(`jobs/log?session_id=${j.session_id}&job_id=${j.job_id}`).then((r) => setLog(r.outputs[0]?.output ?? "")), () => undefined)}>
+                <button type="button" class="link" onClick={() => setLogOf(logOf?.job_id === j.job_id ? null : j)}>
                   {j.job_id}
                 </button>
               </td>
