@@ -1,3 +1,4 @@
+import { writeSync } from "node:fs";
 import type { LogObject } from "consola/core";
 import { log } from "../core/log.ts";
 import { loadOpenTui } from "../native/opentui.ts";
@@ -32,7 +33,8 @@ function holdLogs(): () => void {
     },
   ]);
   return () => {
-    for (const line of held) process.stderr.write(line);
+    // Synchronous: at exit an asynchronous write to a terminal may never be flushed.
+    for (const line of held) writeSync(2, line);
     held.length = 0;
   };
 }
@@ -91,7 +93,8 @@ export async function runTui(target: TuiTarget): Promise<number> {
     const quit = (code: number) => {
       clearInterval(timer);
       renderer.destroy();
-      releaseLogs();
+      // Written at exit, once the renderer has given the terminal back (main screen, cursor shown).
+      process.once("exit", releaseLogs);
       resolve(code);
     };
     const attach = async () => {
