@@ -1,5 +1,5 @@
 import type { ArgsDef, CommandDef } from "citty";
-import { mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { SettingsError } from "../config/load.ts";
 import type { Settings } from "../config/schema.ts";
@@ -53,6 +53,20 @@ async function helperCacheProblem(): Promise<string | undefined> {
     return undefined;
   } catch (e) {
     return `the helper cache ${root} is not writable (${(e as NodeJS.ErrnoException).code ?? "error"}): commands, shells and jobs will fail; set XDG_CACHE_HOME to a writable folder`;
+  }
+}
+
+/**
+ * Whether this server's own executable lies inside the workspace, where the agent may write: it
+ * could replace the program that confines it (an archive unpacked and started in place, say).
+ */
+export function executableInWorkspace(workspaceRoot: string, executable = process.execPath): boolean {
+  try {
+    const ws = realpathSync(workspaceRoot);
+    const exe = realpathSync(executable);
+    return exe === ws || exe.startsWith(ws.endsWith("/") ? ws : `${ws}/`);
+  } catch {
+    return false;
   }
 }
 
@@ -167,6 +181,9 @@ const serveCommand: CommandDef = {
       const generated = await ensureLocalAdminPin(settings.state_dir);
       settings.oauth_admin_pin = generated.pin;
       log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
+    }
+    if (executableInWorkspace(settings.workspace_root)) {
+      log.warn("workspace_root contains this server's executable, which the AI client could then overwrite: start the server from your project folder or pass --workspace-root");
     }
     const cacheProblem = await helperCacheProblem();
     if (cacheProblem) log.warn(cacheProblem);
