@@ -344,7 +344,9 @@ export function fetchByTicket(app: App, tickets: DownloadTickets, ticket: string
   if (!t) return linkGonePage(410, "Download link used or expired", "This download link works once, for a minute. Go back to the Files view and click download again.");
   try {
     // Minted for an authenticated caller whose access to this session was checked then.
-    const { fd, st, real } = openRegularIn(app, undefined, t.sessionId, t.path);
+    const { fd, st, real, rel } = openRegularIn(app, undefined, t.sessionId, t.path);
+    // The operator taking a file off the machine is an action, so it is audited (reads are not).
+    app.services.audit.record("ui_file_downloaded", { session: t.sessionId, path: rel, bytes: st.size });
     return fileResponse(fd, st, real);
   } catch (e) {
     const why = e instanceof ToolError ? e.message : "the file could not be read";

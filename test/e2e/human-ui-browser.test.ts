@@ -116,6 +116,10 @@ describe("Human UI in Chromium", () => {
     expect(again.status).toBe(410);
     expect(again.headers.get("content-type")).toContain("text/html");
     expect(await again.text()).toContain("Download link used or expired");
+    // Taking a file off the machine is an operator action: audited, with the path, not the ticket.
+    await waitFor(() => readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").includes('"event":"ui_file_downloaded"'), { what: "the download's audit record" });
+    const ticket = new URL(download.url()).pathname.split("/").pop()!;
+    expect(readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8")).not.toContain(ticket);
     // Without the page's binding header, the old path still refuses a cookie-less request.
     const plain = await fetch(`${srv.url}/api/ui/files/download?session_id=${sid}&path=payload.bin`);
     expect(plain.status).toBe(401);
@@ -132,6 +136,7 @@ describe("Human UI in Chromium", () => {
     // the completion time its supervisor wrote.
     const shownAt = await waitFor(async () => ((await row.innerText()).includes("succeeded") ? Date.now() / 1000 : undefined), { what: "the job shown as succeeded", intervalMs: 50 });
     const status = JSON.parse(readFileSync(join(state(), "jobs", job.job_id, "attempt-1.status.json"), "utf8")) as { completed_at: number };
+    console.log(`job shown finished ${(shownAt - status.completed_at).toFixed(2)} s after its supervisor completed it`);
     expect(shownAt - status.completed_at).toBeLessThan(2);
     const calls = readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").split("\n").filter((l) => l.includes('"tool":"job"'));
     expect(calls).toEqual([]);
