@@ -199,6 +199,31 @@ describe("Human UI in Chromium", () => {
     await waitFor(async () => (await screenText()).includes("hello-from-42"), { what: "the echo on the browser's screen" });
     await waitFor(async () => (await shellOutput()).includes("hello-from-42"), { what: "the echo through read_persistent_shell_output" });
 
+    // Copying as in VS Code's and GNOME's terminals: Ctrl+Shift+C copies the selection; Ctrl+C
+    // with a selection copies too and sends no ^C (the half-typed line survives it).
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: srv.url });
+    const selectScreen = async () => {
+      const box = (await page.locator(".xterm-screen").boundingBox())!;
+      await page.mouse.move(box.x + 2, box.y + 4);
+      await page.mouse.down();
+      await page.mouse.move(box.x + box.width - 4, box.y + box.height - 4, { steps: 5 });
+      await page.mouse.up();
+    };
+    const clipboard = async () => (await page.evaluate("navigator.clipboard.readText()")) as string;
+    await page.evaluate("navigator.clipboard.writeText('')");
+    await selectScreen();
+    await page.keyboard.press("Control+Shift+C");
+    await waitFor(async () => (await clipboard()).includes("hello-from-42"), { what: "Ctrl+Shift+C to copy the selection" });
+    await page.locator(".xterm-helper-textarea").focus();
+    await page.keyboard.type("echo kept-$((7*6))");
+    await page.evaluate("navigator.clipboard.writeText('')");
+    await selectScreen();
+    await page.keyboard.press("Control+c");
+    await waitFor(async () => (await clipboard()).includes("echo kept-"), { what: "Ctrl+C with a selection to copy it" });
+    await page.locator(".xterm-helper-textarea").focus();
+    await page.keyboard.press("Enter");
+    await waitFor(async () => (await shellOutput()).includes("kept-42"), { what: "the half-typed line to survive Ctrl+C with a selection" });
+
     // A smaller window: xterm refits, the bridge resizes the pty, the tmux window follows.
     await page.setViewportSize({ width: 900, height: 600 });
     // The resize travels browser → socket → pty → tmux asynchronously: ask again until they agree.
