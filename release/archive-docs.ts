@@ -52,7 +52,13 @@ nothing from the system.
 `;
 
 /** release/ARCHIVE-README.md filled in for one target: the README.md of its archive. */
-export function archiveReadme(root: string, version: string, target: string, darwin: boolean, muslArch: string | null): string {
+export function archiveReadme(
+  root: string,
+  version: string,
+  target: string,
+  darwin: boolean,
+  muslArch: string | null,
+): string {
   const platform = darwin ? MACOS_NOTE : muslArch ? muslNote(muslArch) : "";
   return readFileSync(join(root, "release", "ARCHIVE-README.md"), "utf8")
     .replaceAll("{{VERSION}}", version)
@@ -65,7 +71,13 @@ export function archiveReadme(root: string, version: string, target: string, dar
 
 
 /** release/QUICKSTART.txt filled in for one target. */
-export function archiveQuickstart(root: string, version: string, target: string, darwin: boolean, muslArch: string | null): string {
+export function archiveQuickstart(
+  root: string,
+  version: string,
+  target: string,
+  darwin: boolean,
+  muslArch: string | null,
+): string {
   return readFileSync(join(root, "release", "QUICKSTART.txt"), "utf8")
     .replaceAll("{{VERSION}}", version)
     .replaceAll("{{TARGET}}", target)

@@ -60,10 +60,11 @@ for (const target of targets) {
 
   for (const f of ["LICENSE", "NOTICE"]) copyFileSync(join(root, f), join(stage, f));
   const darwin = spec.helpers === null;
+  const musl = spec.muslLibstdcxx ?? null;
   // The archive's README is for the person installing it (release/ARCHIVE-README.md), not the
   // developer README of the source tree: its links resolve inside the unpacked folder.
-  writeFileSync(join(stage, "README.md"), archiveReadme(root, pkg.version, target, darwin, spec.muslLibstdcxx ?? null));
-  writeFileSync(join(stage, "QUICKSTART.txt"), archiveQuickstart(root, pkg.version, target, darwin, spec.muslLibstdcxx ?? null));
+  writeFileSync(join(stage, "README.md"), archiveReadme(root, pkg.version, target, darwin, musl));
+  writeFileSync(join(stage, "QUICKSTART.txt"), archiveQuickstart(root, pkg.version, target, darwin, musl));
   const libs = spec.muslLibstdcxx ? LIBSTDCXX_LICENCES : [];
   for (const f of [...BUN_LICENCES, ...(darwin ? [] : NATIVE_LICENCES), ...libs]) copyFileSync(join(lic, f), join(stage, "licenses", f));
   if (spec.muslLibstdcxx) await $`bash ${join(root, "native", "libstdcxx-musl", "build.sh")} ${spec.muslLibstdcxx} ${join(stage, "lib", "libstdc++.so.6")}`;

@@ -37,7 +37,10 @@ export async function stateDirProblem(dir: string): Promise<string | undefined> 
     return undefined;
   } catch (e) {
     const why = e instanceof ToolError ? e.message : ((e as NodeJS.ErrnoException).code ?? "not writable");
-    return `state_dir ${dir} cannot be used (${why}); point --state-dir (or LOCAL_SHELL_MCP_STATE_DIR) at a folder this user can write`;
+    return (
+      `state_dir ${dir} cannot be used (${why}); ` +
+      "point --state-dir (or LOCAL_SHELL_MCP_STATE_DIR) at a folder this user can write"
+    );
   }
 }
 
@@ -52,7 +55,11 @@ async function helperCacheProblem(): Promise<string | undefined> {
     rmSync(probe, { force: true });
     return undefined;
   } catch (e) {
-    return `the helper cache ${root} is not writable (${(e as NodeJS.ErrnoException).code ?? "error"}): commands, shells and jobs will fail; set XDG_CACHE_HOME to a writable folder`;
+    const code = (e as NodeJS.ErrnoException).code ?? "error";
+    return (
+      `the helper cache ${root} is not writable (${code}): commands, shells and jobs will fail; ` +
+      "set XDG_CACHE_HOME to a writable folder"
+    );
   }
 }
 
@@ -183,7 +190,10 @@ const serveCommand: CommandDef = {
       log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
     }
     if (executableInWorkspace(settings.workspace_root)) {
-      log.warn("workspace_root contains this server's executable, which the AI client could then overwrite: start the server from your project folder or pass --workspace-root");
+      log.warn(
+        "workspace_root contains this server's executable, which the AI client could then overwrite: " +
+          "start the server from your project folder or pass --workspace-root",
+      );
     }
     const cacheProblem = await helperCacheProblem();
     if (cacheProblem) log.warn(cacheProblem);

@@ -12,7 +12,18 @@
  * reader (the UI, `tui`, another server after a restart) sees the job finished at once, whether or
  * not anyone polls it; the next writer of the registry folds the record in (jobs-store.ts).
  */
-import { closeSync, constants, fstatSync, fsyncSync, mkdirSync, openSync, readFileSync, readSync, renameSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  writeSync,
+} from "node:fs";
 import { randomBytes } from "node:crypto";
 import { dirname, join } from "node:path";
 
@@ -171,9 +182,11 @@ function recordEnd(): void {
   try {
     const status = cancelled ? "stopped" : exitCode === 0 ? "succeeded" : "failed";
     const id = randomBytes(12).toString("hex");
-    const patch = { status, exit_code: exitCode, completed_at: completedAt, error, output_bytes: total, log_truncated: dropped > 0 };
+    const truncated = dropped > 0;
+    const patch = { status, exit_code: exitCode, completed_at: completedAt, error, output_bytes: total, log_truncated: truncated };
     const data = { attempt: spec.attempt, patch };
-    const body = JSON.stringify({ id, created_at: now(), session_id: sessionId, job_id: spec.job_id, op: "complete", data });
+    const record = { id, created_at: now(), session_id: sessionId, job_id: spec.job_id, op: "complete", data };
+    const body = JSON.stringify(record);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     const stamp = String(Date.now() * 1000 + (process.pid % 1000)).padStart(16, "0");
     writeAtomic(join(dir, `${stamp}-000000-${id}.json`), body);

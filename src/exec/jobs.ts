@@ -177,7 +177,12 @@ export class JobManager extends JobStore {
   }
 
   /** The attempt's log: its end, or what follows `offset` (see readJobLog). */
-  output(job: Pick<JobView, "job_id" | "attempts" | "log_truncated">, lines: number, maxBytes: number, offset: number | null = null): JobLogSlice {
+  output(
+    job: Pick<JobView, "job_id" | "attempts" | "log_truncated">,
+    lines: number,
+    maxBytes: number,
+    offset: number | null = null,
+  ): JobLogSlice {
     return readJobLog(this.attemptFile(job.job_id, job.attempts, "log"), job.log_truncated, lines, maxBytes, offset);
   }
 

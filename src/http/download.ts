@@ -26,8 +26,15 @@ function refuse(code: DownloadRefusal | "download_disabled", req?: Request): Res
   // A person who followed the link in a browser gets a sentence, not a JSON object; programs keep
   // the JSON error with its code.
   if ((req?.headers.get("accept") ?? "").includes("text/html")) {
-    const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${message}</title></head><body><h1>${message}</h1><p>Ask for a new download link (error code ${code}).</p></body></html>`;
-    return new Response(html, { status, headers: { ...headers, "content-type": "text/html; charset=utf-8", "cache-control": "no-store", "content-security-policy": "default-src 'none'" } });
+    const html =
+      `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${message}</title></head>` +
+      `<body><h1>${message}</h1><p>Ask for a new download link (error code ${code}).</p></body></html>`;
+    const page = {
+      "content-type": "text/html; charset=utf-8",
+      "cache-control": "no-store",
+      "content-security-policy": "default-src 'none'",
+    };
+    return new Response(html, { status, headers: { ...headers, ...page } });
   }
   return errorResponse(status, code, message, {}, headers);
 }

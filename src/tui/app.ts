@@ -71,7 +71,8 @@ export async function runTui(target: TuiTarget): Promise<number> {
     if (screen === "Shells") start = selected >= height ? selected - height + 1 : 0; // the selection stays in view
     else start = scroll = Math.max(0, Math.min(scroll, lines.length - height));
     body.content = lines.slice(start, start + height).join("\n");
-    const where = lines.length > height ? `lines ${start + 1}-${Math.min(lines.length, start + height)} of ${lines.length}  ` : "";
+    const last = Math.min(lines.length, start + height);
+    const where = lines.length > height ? `lines ${start + 1}-${last} of ${lines.length}  ` : "";
     status.content = `${where}${note ? `${note}  |  ` : ""}${HELP}`;
     renderer.requestRender();
   };
@@ -121,8 +122,9 @@ export async function runTui(target: TuiTarget): Promise<number> {
       if (Number.isInteger(n) && n >= 1 && n <= SCREENS.length) screen = SCREENS[n - 1]!;
       else if (key.name === "right" || key.name === "tab") screen = SCREENS[(SCREENS.indexOf(screen) + 1) % SCREENS.length]!;
       else if (key.name === "left") screen = SCREENS[(SCREENS.indexOf(screen) + SCREENS.length - 1) % SCREENS.length]!;
-      else if ((key.name === "down" || key.name === "j") && screen === "Shells") selected = Math.min(selected + 1, Math.max(0, attachable(snap).length - 1));
-      else if ((key.name === "up" || key.name === "k") && screen === "Shells") selected = Math.max(0, selected - 1);
+      else if ((key.name === "down" || key.name === "j") && screen === "Shells") {
+        selected = Math.min(selected + 1, Math.max(0, attachable(snap).length - 1));
+      } else if ((key.name === "up" || key.name === "k") && screen === "Shells") selected = Math.max(0, selected - 1);
       else if (key.name === "down" || key.name === "j") scroll++;
       else if (key.name === "up" || key.name === "k") scroll = Math.max(0, scroll - 1);
       else if (key.name === "pagedown" || key.name === "space") scroll += page();

@@ -14,7 +14,14 @@ import { missingScope } from "./auth.ts";
 import type { DownloadTickets } from "./download-tickets.ts";
 
 /** One `/api/ui/*` handler: the authenticated principal (undefined with auth_mode=none) and the request. */
-type Handler = (ctx: { app: App; principal: Principal | undefined; req: Request; url: URL; tickets: DownloadTickets }) => Promise<Response> | Response;
+interface HandlerContext {
+  app: App;
+  principal: Principal | undefined;
+  req: Request;
+  url: URL;
+  tickets: DownloadTickets;
+}
+type Handler = (ctx: HandlerContext) => Promise<Response> | Response;
 
 interface Endpoint {
   method: "GET" | "POST";
@@ -66,11 +73,19 @@ function policyOf(app: App, sessionId: string, principal: Principal | undefined)
 }
 
 /** Opens the `path` of a session (containment checked, no-follow, re-checked by descriptor); regular files only. */
-function openRegular(app: App, principal: Principal | undefined, url: URL): { fd: number; st: Stats; rel: string; real: string } {
-  return openRegularIn(app, principal, str(url.searchParams.get("session_id"), "session_id"), str(url.searchParams.get("path"), "path"));
+interface OpenFile {
+  fd: number;
+  st: Stats;
+  rel: string;
+  real: string;
 }
 
-function openRegularIn(app: App, principal: Principal | undefined, sessionId: string, shown: string): { fd: number; st: Stats; rel: string; real: string } {
+function openRegular(app: App, principal: Principal | undefined, url: URL): OpenFile {
+  const sessionId = str(url.searchParams.get("session_id"), "session_id");
+  return openRegularIn(app, principal, sessionId, str(url.searchParams.get("path"), "path"));
+}
+
+function openRegularIn(app: App, principal: Principal | undefined, sessionId: string, shown: string): OpenFile {
   const policy = policyOf(app, sessionId, principal);
   const res = resolveInWorkdir(policy, shown, { mustExist: true });
   const fd = openChecked(policy, res.real, shown);
@@ -328,10 +343,18 @@ function fileResponse(fd: number, st: Stats, real: string): Response {
 /** A small page for a person who followed a link that no longer works (not raw JSON). */
 export function linkGonePage(status: number, title: string, text: string): Response {
   const esc = (v: string) => v.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
-  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title></head><body><h1>${esc(title)}</h1><p>${esc(text)}</p></body></html>`;
+  const html =
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title></head>` +
+    `<body><h1>${esc(title)}</h1><p>${esc(text)}</p></body></html>`;
   return new Response(html, {
     status,
-    headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store", "content-security-policy": "default-src 'none'", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" },
+    headers: {
+      "content-type": "text/html; charset=utf-8",
+      "cache-control": "no-store",
+      "content-security-policy": "default-src 'none'",
+      "x-content-type-options": "nosniff",
+      "referrer-policy": "no-referrer",
+    },
   });
 }
 
@@ -341,7 +364,10 @@ export function linkGonePage(status: number, title: string, text: string): Respo
  */
 export function fetchByTicket(app: App, tickets: DownloadTickets, ticket: string): Response {
   const t = tickets.take(ticket);
-  if (!t) return linkGonePage(410, "Download link used or expired", "This download link works once, for a minute. Go back to the Files view and click download again.");
+  if (!t) {
+    const again = "This download link works once, for a minute. Go back to the Files view and click download again.";
+    return linkGonePage(410, "Download link used or expired", again);
+  }
   try {
     // Minted for an authenticated caller whose access to this session was checked then.
     const { fd, st, real, rel } = openRegularIn(app, undefined, t.sessionId, t.path);
@@ -355,7 +381,13 @@ export function fetchByTicket(app: App, tickets: DownloadTickets, ticket: string
 }
 
 /** Dispatches `/api/ui/<name>` after authentication; unknown names are 404, wrong methods 405. */
-export async function handleApi(app: App, principal: Principal | undefined, req: Request, url: URL, tickets: DownloadTickets): Promise<Response> {
+export async function handleApi(
+  app: App,
+  principal: Principal | undefined,
+  req: Request,
+  url: URL,
+  tickets: DownloadTickets,
+): Promise<Response> {
   const name = url.pathname.slice("/api/ui/".length);
   const ep = Object.hasOwn(ENDPOINTS, name) ? ENDPOINTS[name] : undefined;
   if (!ep) return errorResponse(404, "not_found", "no such UI endpoint");

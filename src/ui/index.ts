@@ -97,7 +97,9 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     if (p === "/api/ui/session/oauth" && req.method === "POST") return sessions.signIn(req);
     if (p === "/api/ui/session/logout" && req.method === "POST") return sessions.signOut(req);
     // A download ticket minted by an authenticated click is this request's only credential.
-    if (p.startsWith(ticketPrefix) && req.method === "GET") return fetchByTicket(app, tickets, p.slice(ticketPrefix.length));
+    if (p.startsWith(ticketPrefix) && req.method === "GET") {
+      return fetchByTicket(app, tickets, p.slice(ticketPrefix.length));
+    }
     const auth = await sessions.authenticate(req, { peer: facts.peer });
     if (!auth.ok) return auth.response;
     return handleApi(app, auth.principal, req, url, tickets);

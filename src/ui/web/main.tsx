@@ -53,7 +53,8 @@ function App() {
       </nav>
       {unreachableSince.value !== null ? (
         <p class="problem" data-testid="connection">
-          The server is not answering (since {new Date(unreachableSince.value).toLocaleTimeString()}); retrying. What is shown may be out of date.
+          The server is not answering (since {new Date(unreachableSince.value).toLocaleTimeString()}); retrying.
+          What is shown may be out of date.
         </p>
       ) : null}
       {problem.value ? (

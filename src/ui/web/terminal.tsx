@@ -92,7 +92,8 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
     let retry: ReturnType<typeof setTimeout> | undefined;
 
     const connect = () => {
-      const url = `${scheme}//${location.host}${config.uiPath}/ws/terminals/${encodeURIComponent(shellId)}?mode=pty&cols=${term.cols}&rows=${term.rows}`;
+      const path = `${config.uiPath}/ws/terminals/${encodeURIComponent(shellId)}`;
+      const url = `${scheme}//${location.host}${path}?mode=pty&cols=${term.cols}&rows=${term.rows}`;
       const ws = new WebSocket(url, [config.terminalProtocol, `${config.bindingProtocolPrefix}${binding()}`]);
       ws.binaryType = "arraybuffer";
       socket.current = ws;
@@ -102,7 +103,8 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
           term.write(new Uint8Array(ev.data));
           return;
         }
-        const msg = JSON.parse(String(ev.data)) as { type: string; role?: "owner" | "viewer"; code?: string; message?: string };
+        type Control = { type: string; role?: "owner" | "viewer"; code?: string; message?: string };
+        const msg = JSON.parse(String(ev.data)) as Control;
         if (msg.type === "ready") {
           // A reconnected socket repaints the whole screen: start from a clean one.
           if (attempts > 0) term.reset();

@@ -230,7 +230,12 @@ export function Files() {
                 <button type="button" class="link" onClick={() => act(api.get<{ path: string; text?: string; hex?: string }>(`files/preview?session_id=${active}&path=${encodeURIComponent(join(e.name))}`).then(setPreview), () => undefined)}>
                   {e.name}
                 </button>{" "}
-                <button type="button" class="link" data-testid="download" onClick={() => act(download(active, join(e.name)), () => undefined)}>
+                <button
+                  type="button"
+                  class="link"
+                  data-testid="download"
+                  onClick={() => act(download(active, join(e.name)), () => undefined)}
+                >
                   download
                 </button>
               </>
@@ -252,7 +257,9 @@ export function Jobs() {
   const { data, reload } = useData<{ jobs: Job[] }>("jobs", 1500);
   // The open job's log, refreshed while it is shown (a running job's output keeps growing).
   const [logOf, setLogOf] = useState<Job | null>(null);
-  const logData = useData<{ outputs: Array<{ job: { job_id: string }; output?: string }> }>(logOf ? `jobs/log?session_id=${logOf.session_id}&job_id=${logOf.job_id}` : null, 1500).data;
+  type JobLog = { outputs: Array<{ job: { job_id: string }; output?: string }> };
+  const logPath = logOf ? `jobs/log?session_id=${logOf.session_id}&job_id=${logOf.job_id}` : null;
+  const logData = useData<JobLog>(logPath, 1500).data;
   const shown = logData?.outputs[0];
   const log = logOf && shown?.job.job_id === logOf.job_id ? (shown.output ?? "") : null;
   return (
@@ -300,13 +307,16 @@ export function Jobs() {
 /** What a row was about, in a line: the command, path or shell of a call, or its error. */
 function detail(e: Record<string, unknown>): string {
   const parts: string[] = [];
-  const obj = (v: unknown) => (v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+  const obj = (v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
   const input = obj(e.input);
   for (const k of ["command", "code", "path", "source", "destination", "shell_id", "input_text", "label"]) {
     const v = input?.[k];
     if (typeof v === "string" && v) parts.push(k === "command" || k === "code" ? v : `${k}=${v}`);
   }
-  for (const k of ["poll", "cancel", "retry"]) if (Array.isArray(input?.[k])) parts.push(`${k} ${(input[k] as unknown[]).join(",")}`);
+  for (const k of ["poll", "cancel", "retry"]) {
+    if (Array.isArray(input?.[k])) parts.push(`${k} ${(input[k] as unknown[]).join(",")}`);
+  }
   const err = obj(e.error);
   if (err) parts.push(`${String(err.type ?? err.code ?? "error")}: ${String(err.message ?? "")}`);
   if (e.event !== "tool_call") {
