@@ -136,7 +136,8 @@ describe("terminal socket use", () => {
     const before = await size();
     const c = cookieClient();
     await waitFor(() => c.controls.find((m) => m.type === "ready"), { what: "ready" });
-    expect((await tmuxClients(state())).length).toBe(1);
+    // A fresh bridge's tmux client may be listed a moment after the socket is ready.
+    await waitFor(async () => (await tmuxClients(state())).length === 1, { what: "the bridge's tmux client" });
     c.ws.send(JSON.stringify({ type: "resize", cols: 132, rows: 41 }));
     await waitFor(async () => (await size()).cols === 132, { what: "the operator's size on the shell" });
     // A truecolor escape reaches the browser as one, not mapped to the 256-colour palette.
