@@ -101,7 +101,7 @@ describe("Human UI in Chromium", () => {
     }
   });
 
-  test("Files → download works under OAuth: the saved bytes have the file's SHA-256; the link works once", async () => {
+  test("Files → download works under OAuth: the saved bytes have the same SHA-256; the link works once", async () => {
     const bytes = randomBytes(300_000);
     await Bun.write(join(dir.path, "payload.bin"), bytes);
     await page.click('[data-view="files"]');
@@ -117,31 +117,39 @@ describe("Human UI in Chromium", () => {
     expect(again.headers.get("content-type")).toContain("text/html");
     expect(await again.text()).toContain("Download link used or expired");
     // Taking a file off the machine is an operator action: audited, with the path, not the ticket.
-    await waitFor(() => readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").includes('"event":"ui_file_downloaded"'), { what: "the download's audit record" });
+    const auditText = () => readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8");
+    await waitFor(() => auditText().includes('"event":"ui_file_downloaded"'), { what: "the download's audit record" });
     const ticket = new URL(download.url()).pathname.split("/").pop()!;
-    expect(readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8")).not.toContain(ticket);
+    expect(auditText()).not.toContain(ticket);
     // Without the page's binding header, the old path still refuses a cookie-less request.
     const plain = await fetch(`${srv.url}/api/ui/files/download?session_id=${sid}&path=payload.bin`);
     expect(plain.status).toBe(401);
   });
 
   test("Jobs shows a job's log, and a job that ended shows finished within 2 s without any model poll", async () => {
-    const job = (await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "echo job-out-$((6*7)); sleep 4; echo job-end", async_: true })).result;
+    const command = "echo job-out-$((6*7)); sleep 4; echo job-end";
+    const started = await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command, async_: true });
+    const job = started.result;
     await page.click('[data-view="jobs"]');
     const row = page.getByTestId("jobs").locator("tr", { hasText: job.job_id });
     await waitFor(async () => (await row.innerText()).includes("running"), { what: "the job listed as running" });
     await row.getByText(job.job_id).click();
-    await waitFor(async () => (await page.getByTestId("job-log").innerText()).includes("job-out-42"), { what: "the job's output in the Jobs view" });
+    const logShown = async () => (await page.getByTestId("job-log").innerText()).includes("job-out-42");
+    await waitFor(logShown, { what: "the job's output in the Jobs view" });
     // From here nothing asks about the job but the page: when its row says finished, compare with
     // the completion time its supervisor wrote.
-    const shownAt = await waitFor(async () => ((await row.innerText()).includes("succeeded") ? Date.now() / 1000 : undefined), { what: "the job shown as succeeded", intervalMs: 50 });
-    const status = JSON.parse(readFileSync(join(state(), "jobs", job.job_id, "attempt-1.status.json"), "utf8")) as { completed_at: number };
+    const finishedAt = async () => ((await row.innerText()).includes("succeeded") ? Date.now() / 1000 : undefined);
+    const shownAt = await waitFor(finishedAt, { what: "the job shown as succeeded", intervalMs: 50 });
+    const statusFile = join(state(), "jobs", job.job_id, "attempt-1.status.json");
+    const status = JSON.parse(readFileSync(statusFile, "utf8")) as { completed_at: number };
     console.log(`job shown finished ${(shownAt - status.completed_at).toFixed(2)} s after its supervisor completed it`);
     expect(shownAt - status.completed_at).toBeLessThan(2);
-    const calls = readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").split("\n").filter((l) => l.includes('"tool":"job"'));
+    const auditLines = readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").split("\n");
+    const calls = auditLines.filter((l) => l.includes('"tool":"job"'));
     expect(calls).toEqual([]);
     await page.click('[data-view="dashboard"]');
-    await waitFor(async () => /0\s*running jobs/.test(await page.getByTestId("dashboard").innerText()), { what: "the dashboard to count no running job" });
+    const noneRunning = async () => /0\s*running jobs/.test(await page.getByTestId("dashboard").innerText());
+    await waitFor(noneRunning, { what: "the dashboard to count no running job" });
     expect(await page.getByTestId("recent-sessions").innerText()).toContain(sid);
   });
 
@@ -154,9 +162,15 @@ describe("Human UI in Chromium", () => {
       expect(box.x).toBeGreaterThanOrEqual(0);
       expect(box.x + box.width).toBeLessThanOrEqual(390);
     }
-    for (const v of ["sessions", "terminals", "files", "jobs", "machines", "audit"]) await page.click(`[data-view="${v}"]`);
-    await waitFor(async () => (await page.getByTestId("audit").innerText()).includes("session_start"), { what: "audit rows at 390 px" });
-    const widths = await page.getByTestId("audit-scroll").evaluate((el: { scrollWidth: number; clientWidth: number; getBoundingClientRect(): { right: number } }) => [el.scrollWidth, el.clientWidth, el.getBoundingClientRect().right]);
+    for (const v of ["sessions", "terminals", "files", "jobs", "machines", "audit"]) {
+      await page.click(`[data-view="${v}"]`);
+    }
+    const auditShown = async () => (await page.getByTestId("audit").innerText()).includes("session_start");
+    await waitFor(auditShown, { what: "audit rows at 390 px" });
+    type Box = { scrollWidth: number; clientWidth: number; getBoundingClientRect(): { right: number } };
+    const widths = await page
+      .getByTestId("audit-scroll")
+      .evaluate((el: Box) => [el.scrollWidth, el.clientWidth, el.getBoundingClientRect().right]);
     expect(widths[1]!).toBeLessThanOrEqual(390);
     expect(widths[2]!).toBeLessThanOrEqual(390);
     // Wider than the screen, so it scrolls; the Detail column is reachable by scrolling.
@@ -213,16 +227,18 @@ describe("Human UI in Chromium", () => {
     await page.evaluate("navigator.clipboard.writeText('')");
     await selectScreen();
     await page.keyboard.press("Control+Shift+C");
-    await waitFor(async () => (await clipboard()).includes("hello-from-42"), { what: "Ctrl+Shift+C to copy the selection" });
+    const copied = (text: string) => async () => (await clipboard()).includes(text);
+    await waitFor(copied("hello-from-42"), { what: "Ctrl+Shift+C to copy the selection" });
     await page.locator(".xterm-helper-textarea").focus();
     await page.keyboard.type("echo kept-$((7*6))");
     await page.evaluate("navigator.clipboard.writeText('')");
     await selectScreen();
     await page.keyboard.press("Control+c");
-    await waitFor(async () => (await clipboard()).includes("echo kept-"), { what: "Ctrl+C with a selection to copy it" });
+    await waitFor(copied("echo kept-"), { what: "Ctrl+C with a selection to copy it" });
     await page.locator(".xterm-helper-textarea").focus();
     await page.keyboard.press("Enter");
-    await waitFor(async () => (await shellOutput()).includes("kept-42"), { what: "the half-typed line to survive Ctrl+C with a selection" });
+    const kept = async () => (await shellOutput()).includes("kept-42");
+    await waitFor(kept, { what: "the half-typed line to survive Ctrl+C with a selection" });
 
     // A smaller window: xterm refits, the bridge resizes the pty, the tmux window follows.
     await page.setViewportSize({ width: 900, height: 600 });
@@ -271,22 +287,32 @@ describe("Human UI in Chromium", () => {
     await page.locator('input[name="pin"]').fill(PIN);
     await page.locator('button[value="approve"]').click();
     await page.waitForURL(/\/ui\/$/);
-    const job = (await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 3; echo ended-while-down", async_: true })).result;
+    const command = "sleep 3; echo ended-while-down";
+    const started = await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command, async_: true });
+    const job = started.result;
     await page.click('[data-view="terminals"]');
     await page.getByTestId("terminals").getByText(shellId).click();
-    await waitFor(async () => (await page.getByTestId("terminal-status").innerText()) === "in control", { what: "control of the terminal" });
+    const terminalStatus = () => page.getByTestId("terminal-status").innerText();
+    await waitFor(async () => (await terminalStatus()) === "in control", { what: "control of the terminal" });
 
     await mcp.close().catch(() => undefined);
     await srv.stop();
-    await waitFor(async () => (await page.getByTestId("terminal-status").innerText()).includes("reconnecting"), { what: "the terminal to say it reconnects" });
-    await waitFor(async () => (await page.getByTestId("connection").count()) === 1, { what: "the page to say the server is not answering" });
+    const reconnecting = async () => (await terminalStatus()).includes("reconnecting");
+    await waitFor(reconnecting, { what: "the terminal to say it reconnects" });
+    const notice = async () => (await page.getByTestId("connection").count()) === 1;
+    await waitFor(notice, { what: "the page to say the server is not answering" });
     // The job ends while no server runs: its supervisor records the end itself.
     const deferred = join(state(), "jobs", "deferred");
-    await waitFor(() => existsSync(deferred) && readdirSync(deferred).some((n) => n.endsWith(".json")), { what: "the supervisor's record of the job's end", timeoutMs: 30_000 });
+    const recorded = () => existsSync(deferred) && readdirSync(deferred).some((n) => n.endsWith(".json"));
+    await waitFor(recorded, { what: "the supervisor's record of the job's end", timeoutMs: 30_000 });
 
-    srv = await startHttpServer({ workspace: dir.path, state: state(), args: ["--ui-terminal-max-connections", "2"] }, { mode: "mcp", auth: "oauth", pin: PIN, port });
+    const env = { workspace: dir.path, state: state(), args: ["--ui-terminal-max-connections", "2"] };
+    srv = await startHttpServer(env, { mode: "mcp", auth: "oauth", pin: PIN, port });
     mcp = await connectHttp(srv.url, { authorization: `Bearer ${bearer}` });
-    await waitFor(async () => (await page.getByTestId("terminal-status").innerText()) === "in control", { what: "the terminal back in control after the restart", timeoutMs: 30_000 });
+    await waitFor(async () => (await terminalStatus()) === "in control", {
+      what: "the terminal back in control after the restart",
+      timeoutMs: 30_000,
+    });
     await page.locator(".xterm-helper-textarea").focus();
     await waitFor(
       async () => {
@@ -299,7 +325,10 @@ describe("Human UI in Chromium", () => {
     await waitFor(async () => (await page.getByTestId("connection").count()) === 0, { what: "the stale notice to go" });
     await page.getByRole("button", { name: "Close" }).click();
     await page.click('[data-view="jobs"]');
-    await waitFor(async () => (await page.getByTestId("jobs").locator("tr", { hasText: job.job_id }).innerText()).includes("succeeded"), { what: "the job that ended while the server was down shown finished" });
+    const jobRow = page.getByTestId("jobs").locator("tr", { hasText: job.job_id });
+    await waitFor(async () => (await jobRow.innerText()).includes("succeeded"), {
+      what: "the job that ended while the server was down shown finished",
+    });
     await page.screenshot({ path: join(SHOTS, "after-restart.png") });
     expect(cspProblems).toEqual([]);
   });

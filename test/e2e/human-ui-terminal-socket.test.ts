@@ -128,11 +128,16 @@ describe("terminal socket use", () => {
     await Promise.all(clients.map((c) => c.closed));
   });
 
-  test("the bridge detaches after the last viewer leaves; the shell keeps running at its own size; 24-bit colour passes", async () => {
+  const detachTitle = "the bridge detaches after the last viewer leaves; the shell keeps running at its own size; " +
+    "24-bit colour passes";
+  test(detachTitle, async () => {
     type Listed = { shells: Array<{ shell_id: string; status: string; cols: number; rows: number }> };
-    const size = async () => (await mcp.ok<Listed>("list_persistent_shells", { session_id: sid })).shells.find((s) => s.shell_id === shellId)!;
-    await waitFor(async () => (await tmuxClients(state())).length === 0, { what: "no tmux client left by earlier tests" });
-    await mcp.ok("resize_persistent_shell", { session_id: sid, shell_id: shellId, cols: 91, rows: 27 }).catch(() => undefined);
+    const size = async () =>
+      (await mcp.ok<Listed>("list_persistent_shells", { session_id: sid })).shells.find((s) => s.shell_id === shellId)!;
+    const noClient = async () => (await tmuxClients(state())).length === 0;
+    await waitFor(noClient, { what: "no tmux client left by earlier tests" });
+    const resize = { session_id: sid, shell_id: shellId, cols: 91, rows: 27 };
+    await mcp.ok("resize_persistent_shell", resize).catch(() => undefined);
     const before = await size();
     const c = cookieClient();
     await waitFor(() => c.controls.find((m) => m.type === "ready"), { what: "ready" });
@@ -144,7 +149,8 @@ describe("terminal socket use", () => {
     c.ws.send(new TextEncoder().encode("printf '\\033[38;2;1;2;3mRGB-TEST\\033[0m\\n'\r"));
     // (The echoed command line holds the same digits as text, without the escape byte.)
     // biome-ignore lint/suspicious/noControlCharactersInRegex: the escape byte is what is looked for
-    await waitFor(() => /\x1b\[[0-9;:]*38[;:]2[;:]+1[;:]2[;:]3m/.test(c.output()), { what: "the 24-bit colour sequence on the socket" });
+    const rgb = /\x1b\[[0-9;:]*38[;:]2[;:]+1[;:]2[;:]3m/;
+    await waitFor(() => rgb.test(c.output()), { what: "the 24-bit colour sequence on the socket" });
     c.ws.close();
     await c.closed;
     await waitFor(async () => (await tmuxClients(state())).length === 0, { what: "the tmux client to detach" });

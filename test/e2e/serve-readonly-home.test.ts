@@ -59,7 +59,8 @@ describe("serve with a read-only HOME", () => {
 
   test("with a writable --state-dir it starts and warns that the helper cache cannot be written", async () => {
     const state = join(dir.path, "state");
-    const proc = Bun.spawn(readOnlyHome(["--state-dir", state]), { env: env(), stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const argv = readOnlyHome(["--state-dir", state]);
+    const proc = Bun.spawn(argv, { env: env(), stdin: "pipe", stdout: "pipe", stderr: "pipe" });
     let stderr = "";
     void (async () => {
       for await (const chunk of proc.stderr) stderr += new TextDecoder().decode(chunk);

@@ -126,7 +126,8 @@ describe("tui in tmux", () => {
     const pane = ["new-session", "-d", "-s", "tui", "-x", "120", "-y", "30", ...env];
     const tui = [binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", state()];
     const conf = join(dir.path, "tmux.conf");
-    const started = Bun.spawnSync([TMUX, "-S", sock(), "-f", conf, ...pane, "--", ...tui], { env: serverEnv(), stderr: "pipe" });
+    const argv = [TMUX, "-S", sock(), "-f", conf, ...pane, "--", ...tui];
+    const started = Bun.spawnSync(argv, { env: serverEnv(), stderr: "pipe" });
     expect(started.exitCode, started.stderr.toString()).toBe(0);
     await shows("local-shell-mcp", "the TUI's Dashboard");
     keys("2");

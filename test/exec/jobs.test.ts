@@ -12,7 +12,8 @@ import { pidAlive, waitFor } from "../helpers/wait.ts";
 const SID = "abcdEFGH";
 
 /** The status saved in jobs.json, without the journal's pending records. */
-const savedStatus = (state: string) => (JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")) as { jobs: Array<{ status: string }> }).jobs[0]!.status;
+const savedStatus = (state: string) =>
+  (JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")) as { jobs: Array<{ status: string }> }).jobs[0]!.status;
 
 function manager(state: string): JobManager {
   return new JobManager({ stateDir: state, shell: "/bin/bash", maxJobs: 100, maxLogBytes: 1024, runner: containmentRunner });
@@ -52,7 +53,7 @@ describe("job registry", () => {
     expect(readFileSync(file, "utf8")).toBe("{not json");
   }, 20_000);
 
-  test("the supervisor records its job's end itself: readers see it at once, the next writer saves it once", async () => {
+  test("the supervisor records its job's end: readers see it at once, the next writer saves it once", async () => {
     using dir = tempDir();
     const jobs = manager(dir.path);
     const j = await jobs.start({ sessionId: SID, command: "echo hi", cwd: dir.path, env: {}, name: null });
@@ -60,7 +61,9 @@ describe("job registry", () => {
     // Nobody polls or reconciles: the registry lock is held throughout, so no server could save.
     const blocker = FileLock.tryAcquire(jobsLockPath(dir.path))!;
     await waitFor(() => !pidAlive(pid), { what: "the supervisor to exit" });
-    expect(jobs.journal.pending().updates.map((u) => [u.job_id, u.op, (u.data.patch as { status: string }).status])).toEqual([[j.job_id, "complete", "succeeded"]]);
+    const pending = jobs.journal.pending().updates;
+    const records = pending.map((u) => [u.job_id, u.op, (u.data.patch as { status: string }).status]);
+    expect(records).toEqual([[j.job_id, "complete", "succeeded"]]);
     expect(savedStatus(dir.path)).toBe("running");
     expect(jobs.readRows()[0]).toMatchObject({ status: "succeeded", exit_code: 0, output_bytes: 3 });
     expect(jobs.currentRows()[0]!.status).toBe("succeeded");
