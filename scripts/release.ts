@@ -14,6 +14,7 @@ import { $ } from "bun";
 import { chmodSync, copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import pkg from "../package.json" with { type: "json" };
+import { archiveQuickstart, archiveReadme } from "../release/archive-docs.ts";
 import { npmLicences } from "../release/licences.ts";
 import { TARGET_NAMES, TARGETS } from "../release/targets.ts";
 
@@ -43,49 +44,6 @@ const BUN_LICENCES = ["bun.txt", "LGPL-2.0.txt", "LGPL-2.1.txt", "Apache-2.0.txt
 const LIBSTDCXX_LICENCES = ["libstdc++-COPYRIGHT.txt", "GPL-3.0.txt"];
 const npm = await npmLicences(root);
 
-const MACOS_NOTE = `
-macOS
------
-This archive embeds neither tmux nor the Linux containment runner. Bounded
-commands (the bash tool, jobs) are contained by the executable itself: each
-one runs as a disposable launchd job (launchctl, in your gui/<uid> domain, or
-user/<uid>), whose child publishes its resource coalition before the command
-is released; cleanup boots the job out and ends every process of yours in that
-coalition (found through libproc), including ones that started a new session.
-If that cannot be set up or confirmed, the command fails closed with exit 125.
-
-Plainly: the macOS archives are built and unit-tested (the containment's
-decisions and orchestration, against a stand-in for launchctl and libproc) but
-not exercised on a Mac by this project's CI. Persistent shells (bash with
-pty=true) are not available on macOS in this release: they run under the Linux
-containment runner, which this archive does not have, so they are refused with
-helper_unavailable rather than started uncontained. The executable is not
-notarised: the first
-start may need
-  xattr -d com.apple.quarantine ./local-shell-mcp
-`;
-
-const muslNote = (arch: string) => `
-musl (Alpine and other musl systems)
-------------------------------------
-Bun's musl runtime needs libstdc++.so.6 from the system. On Alpine, install the
-distribution's copy (it is complete and gets security updates):
-  apk add libstdc++ bash
-(bash: commands run with /bin/bash unless shell_executable, for example
-LOCAL_SHELL_MCP_SHELL_EXECUTABLE=/bin/sh, names another shell.)
-Only on a musl system with no packaged libstdc++, use lib/libstdc++.so.6 from
-this folder: a subset built from Debian's GCC 12 libraries for musl, enough
-for this program but not for other C++ programs (native/libstdcxx-musl in the
-source tree). Put it where the musl loader looks, without LD_LIBRARY_PATH:
-  install -m 0644 lib/libstdc++.so.6 /usr/local/lib/
-musl searches /lib, /usr/local/lib and /usr/lib unless /etc/ld-musl-${arch}.path
-exists; if it does, it lists the only folders searched, so install the file
-into one of those (or add this folder's lib/ as a line of that file). Without
-the library, the executable stops at once with "Error loading shared library
-libstdc++.so.6". The embedded tmux and containment runner are static and need
-nothing from the system.
-`;
-
 mkdirSync(out, { recursive: true });
 const t0 = performance.now();
 for (const target of targets) {
@@ -100,14 +58,13 @@ for (const target of targets) {
   const says = (await $`file -b ${exe}`.text()).trim();
   if (!spec.fileSays.test(says)) throw new Error(`${target}: the executable is not what the target needs: ${says}`);
 
-  for (const f of ["README.md", "LICENSE", "NOTICE"]) copyFileSync(join(root, f), join(stage, f));
+  for (const f of ["LICENSE", "NOTICE"]) copyFileSync(join(root, f), join(stage, f));
   const darwin = spec.helpers === null;
-  const quick = readFileSync(join(root, "release", "QUICKSTART.txt"), "utf8")
-    .replaceAll("{{VERSION}}", pkg.version)
-    .replaceAll("{{TARGET}}", target)
-    .replaceAll("{{TMUX_NOTE}}", darwin ? "" : ", no tmux (a static tmux is inside)")
-    .replaceAll("{{PLATFORM_NOTE}}", darwin ? MACOS_NOTE : spec.muslLibstdcxx ? muslNote(spec.muslLibstdcxx) : "");
-  writeFileSync(join(stage, "QUICKSTART.txt"), quick);
+  const musl = spec.muslLibstdcxx ?? null;
+  // The archive's README is for the person installing it (release/ARCHIVE-README.md), not the
+  // developer README of the source tree: its links resolve inside the unpacked folder.
+  writeFileSync(join(stage, "README.md"), archiveReadme(root, pkg.version, target, darwin, musl));
+  writeFileSync(join(stage, "QUICKSTART.txt"), archiveQuickstart(root, pkg.version, target, darwin, musl));
   const libs = spec.muslLibstdcxx ? LIBSTDCXX_LICENCES : [];
   for (const f of [...BUN_LICENCES, ...(darwin ? [] : NATIVE_LICENCES), ...libs]) copyFileSync(join(lic, f), join(stage, "licenses", f));
   if (spec.muslLibstdcxx) await $`bash ${join(root, "native", "libstdcxx-musl", "build.sh")} ${spec.muslLibstdcxx} ${join(stage, "lib", "libstdc++.so.6")}`;

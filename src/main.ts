@@ -29,6 +29,8 @@ if (argv[0] === "serve" && !argv.includes("--help") && !argv.includes("-h")) {
   const { runServe } = await import("./cli/serve.ts");
   await runServe(argv.slice(1));
 } else {
+  // citty colours its help unless NO_COLOR=1; a pipe or file gets plain text.
+  if (!process.stdout.isTTY && process.env.FORCE_COLOR === undefined) process.env.NO_COLOR = "1";
   const { runMain } = await import("citty");
   const { mainCommand } = await import("./cli/index.ts");
   await runMain(mainCommand);

@@ -1,4 +1,6 @@
 import type { ArgsDef, CommandDef } from "citty";
+import { mkdirSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { SettingsError } from "../config/load.ts";
 import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
@@ -19,6 +21,60 @@ export function adminPinAcceptable(pin: string | null): boolean {
   if (pin === null) return false;
   const t = pin.trim();
   return t.length >= 8 && !PIN_PLACEHOLDERS.has(t.toLowerCase());
+}
+
+/**
+ * Whether the state dir can be used: created if missing (0700, ours) and written to. A read-only
+ * `$HOME` under the default `~/.local/state/...` is the usual cause; the answer names the setting.
+ */
+export async function stateDirProblem(dir: string): Promise<string | undefined> {
+  const { ensurePrivateDir } = await import("../store/atomic.ts");
+  try {
+    ensurePrivateDir(dir);
+    const probe = join(dir, `.write-probe-${process.pid}`);
+    writeFileSync(probe, "", { mode: 0o600, flag: "wx" });
+    rmSync(probe, { force: true });
+    return undefined;
+  } catch (e) {
+    const why = e instanceof ToolError ? e.message : ((e as NodeJS.ErrnoException).code ?? "not writable");
+    return (
+      `state_dir ${dir} cannot be used (${why}); ` +
+      "point --state-dir (or LOCAL_SHELL_MCP_STATE_DIR) at a folder this user can write"
+    );
+  }
+}
+
+/** Where embedded helpers go (~/.cache, or $XDG_CACHE_HOME); unwritable means no command can run. */
+async function helperCacheProblem(): Promise<string | undefined> {
+  const { helperDir } = await import("../native/extract.ts");
+  const root = dirname(dirname(helperDir()));
+  try {
+    mkdirSync(root, { recursive: true, mode: 0o700 });
+    const probe = join(root, `.write-probe-${process.pid}`);
+    writeFileSync(probe, "", { mode: 0o600, flag: "wx" });
+    rmSync(probe, { force: true });
+    return undefined;
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code ?? "error";
+    return (
+      `the helper cache ${root} is not writable (${code}): commands, shells and jobs will fail; ` +
+      "set XDG_CACHE_HOME to a writable folder"
+    );
+  }
+}
+
+/**
+ * Whether this server's own executable lies inside the workspace, where the agent may write: it
+ * could replace the program that confines it (an archive unpacked and started in place, say).
+ */
+export function executableInWorkspace(workspaceRoot: string, executable = process.execPath): boolean {
+  try {
+    const ws = realpathSync(workspaceRoot);
+    const exe = realpathSync(executable);
+    return exe === ws || exe.startsWith(ws.endsWith("/") ? ws : `${ws}/`);
+  } catch {
+    return false;
+  }
 }
 
 /** Start-up rules that refuse unsafe or not-yet-available combinations before anything listens. */
@@ -109,7 +165,9 @@ export async function runServe(argv: readonly string[]): Promise<void> {
   try {
     await serveCommand.run!({ args: parseServeArgv(argv) as never, rawArgs: [...argv], cmd: serveCommand });
   } catch (e) {
-    console.error(e, "\n");
+    // One line that says what failed; the stack (minified bundle source) only when asked for.
+    process.stderr.write(`local-shell-mcp: serve failed: ${e instanceof Error ? e.message : String(e)}\n`);
+    if (Number(process.env.LOCAL_SHELL_MCP_LOG_LEVEL ?? 3) >= 4) console.error(e);
     process.exit(1);
   }
 }
@@ -129,7 +187,7 @@ const serveCommand: CommandDef = {
       }
       throw e;
     }
-    const problem = startupProblem(settings);
+    const problem = startupProblem(settings) ?? (await stateDirProblem(settings.state_dir));
     if (problem) {
       process.stderr.write(`local-shell-mcp: refusing to start: ${problem}\n`);
       process.exit(2);
@@ -140,6 +198,14 @@ const serveCommand: CommandDef = {
       settings.oauth_admin_pin = generated.pin;
       log.info(`no oauth_admin_pin configured: approve clients with the PIN stored in ${generated.path} (owner-only)`);
     }
+    if (executableInWorkspace(settings.workspace_root)) {
+      log.warn(
+        "workspace_root contains this server's executable, which the AI client could then overwrite: " +
+          "start the server from your project folder or pass --workspace-root",
+      );
+    }
+    const cacheProblem = await helperCacheProblem();
+    if (cacheProblem) log.warn(cacheProblem);
     const { makeNonDumpable } = await import("../native/harden.ts");
     if (!makeNonDumpable()) log.warn("could not mark the server non-dumpable; same-user processes can read its memory");
     const { createApp } = await import("../server/app.ts");

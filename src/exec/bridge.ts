@@ -37,6 +37,8 @@ interface Bridge {
   owner: Viewer | undefined;
   linger: Timer | undefined;
   clientName: Promise<string | undefined>;
+  /** The window's size before the bridge attached: given back when it detaches. */
+  before: { cols: number; rows: number } | undefined;
 }
 
 export class TerminalBridges {
@@ -83,8 +85,22 @@ export class TerminalBridges {
     delete env.TMUX;
     delete env.TMUX_PANE;
     const bin = await this.tmux.executable();
-    const bridge: Bridge = { shellId, proc: undefined as unknown as Bun.Subprocess, viewers: new Set(), owner: undefined, linger: undefined, clientName: Promise.resolve(undefined) };
-    bridge.proc = Bun.spawn([bin, "-u", "-S", this.tmux.socket, "-f", "/dev/null", "attach-session", "-t", target], {
+    const sizeNow = await this.tmux.run(["display-message", "-p", "-t", pane, "#{window_width} #{window_height}"]);
+    const shown = sizeNow.stdout.trim().split(" ").map(Number);
+    const valid = shown.length === 2 && shown.every((n) => Number.isInteger(n) && n > 0);
+    const before = valid ? { cols: shown[0]!, rows: shown[1]! } : undefined;
+    const bridge: Bridge = {
+      shellId,
+      proc: undefined as unknown as Bun.Subprocess,
+      viewers: new Set(),
+      owner: undefined,
+      linger: undefined,
+      clientName: Promise.resolve(undefined),
+      before,
+    };
+    // -T RGB: xterm draws 24-bit colour, so tmux passes it through instead of mapping it to 256.
+    const argv = [bin, "-u", "-T", "RGB", "-S", this.tmux.socket, "-f", "/dev/null", "attach-session", "-t", target];
+    bridge.proc = Bun.spawn(argv, {
       env,
       terminal: {
         cols: size.cols,
@@ -136,6 +152,11 @@ export class TerminalBridges {
     }
     bridge.viewers.clear();
     this.audit.record("ui_terminal_bridge_closed", { shell_id: bridge.shellId });
+    // The operator's window size goes with the operator: the model's shell gets its own back.
+    const b = bridge.before;
+    if (!b) return;
+    const resize = ["resize-window", "-t", paneTarget(bridge.shellId), "-x", String(b.cols), "-y", String(b.rows)];
+    void this.tmux.run(resize).catch(() => undefined);
   }
 
   /** Removes a viewer; the lease passes to the longest-joined remaining viewer. */

@@ -49,10 +49,49 @@ export class JobStore {
     return join(this.jobDir(id), `attempt-${attempt}.${kind}`);
   }
 
-  /** Reads the registry (primary, then backup); both bad → `state_corrupt`. */
-  readRows(): JobRow[] {
+  /** The registry as saved (primary, then backup); both bad → `state_corrupt`. */
+  private readSaved(): JobRow[] {
     const r = readJsonWithBackup(this.file, (v) => JobFile.parse(v));
     return r.status === "ok" ? r.value.jobs : [];
+  }
+
+  /**
+   * The registry as it stands now: the saved rows with the journal's pending updates applied (a
+   * supervisor records its job's end there the moment the job ends), so a finished job reads as
+   * finished before any writer has folded the record into `jobs.json`. That folding is started
+   * here in the background when records are waiting.
+   */
+  readRows(): JobRow[] {
+    const rows = this.readSaved();
+    const pending = this.journal.pending().updates;
+    if (pending.length === 0) return rows;
+    const copy = rows.map((r) => ({ ...r }));
+    for (const u of pending) this.applyDeferred(copy, u, false);
+    this.foldJournal();
+    return copy;
+  }
+
+  /**
+   * Every job as a display should show it now, without writing anything: an active row whose
+   * supervisor is gone reads as what its status file (or the missing one) says, as reconcile
+   * would record it; the others carry the output counters reported so far.
+   */
+  currentRows(): JobRow[] {
+    return this.readRows().map((r) => {
+      const { patch } = this.terminalPatch(r);
+      return patch ? { ...r, ...patch } : this.withProgress(r);
+    });
+  }
+
+  private folding = false;
+  /** Saves waiting journal records into the registry, once at a time, without blocking the reader. */
+  private foldJournal(): void {
+    if (this.folding) return;
+    this.folding = true;
+    // Any failure leaves the records in place for the next writer.
+    void this.mutate(() => undefined)
+      .catch(() => undefined)
+      .finally(() => (this.folding = false));
   }
 
   /** Runs `fn` on the registry under its cross-process lock, replaying deferred updates first. */
@@ -66,7 +105,7 @@ export class JobStore {
       throw e;
     }
     try {
-      const rows = this.readRows();
+      const rows = this.readSaved();
       const pending = this.journal.pending();
       const applied = pending.updates.filter((u) => this.applyDeferred(rows, u));
       const result = fn(rows);
@@ -80,10 +119,10 @@ export class JobStore {
     }
   }
 
-  private applyDeferred(rows: JobRow[], u: DeferredUpdate): boolean {
+  private applyDeferred(rows: JobRow[], u: DeferredUpdate, report = true): boolean {
     const row = rows.find((r) => r.job_id === u.job_id);
     if (!row || row.session_id !== u.session_id) {
-      log.warn(`deferred job update ${u.id} rejected: no matching job`);
+      if (report) log.warn(`deferred job update ${u.id} rejected: no matching job`);
       return false;
     }
     if (row.applied_updates.includes(u.id)) return false;

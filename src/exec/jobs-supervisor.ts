@@ -7,9 +7,25 @@
  * status is durable; it runs the command under the containment runner with stdout and stderr
  * merged into a log bounded to `max_log_bytes` (compacted to the tail at twice that), and forwards
  * SIGTERM/SIGINT/SIGHUP to the runner, which stops the whole process tree.
+ *
+ * When the command ends it also records the job's end in the registry's deferred journal, so every
+ * reader (the UI, `tui`, another server after a restart) sees the job finished at once, whether or
+ * not anyone polls it; the next writer of the registry folds the record in (jobs-store.ts).
  */
-import { closeSync, constants, fstatSync, fsyncSync, openSync, readFileSync, readSync, renameSync, writeSync } from "node:fs";
-import { dirname } from "node:path";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  writeSync,
+} from "node:fs";
+import { randomBytes } from "node:crypto";
+import { dirname, join } from "node:path";
 
 interface Spec {
   job_id: string;
@@ -24,13 +40,16 @@ interface Spec {
   status: string;
   progress: string;
   max_log_bytes: number;
+  /** The job's session and the registry's deferred journal (store/journal.ts's record format). */
+  session_id?: string;
+  journal_dir?: string;
 }
 
 const spec = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as Spec;
 const now = () => Date.now() / 1000;
 
 function writeAtomic(path: string, body: string): void {
-  const tmp = `${path}.tmp-${process.pid}`;
+  const tmp = `${dirname(path)}/.tmp-${process.pid}-${randomBytes(4).toString("hex")}`;
   const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NOFOLLOW, 0o600);
   try {
     writeSync(fd, body);
@@ -133,6 +152,7 @@ try {
 closeSync(logFd);
 progressDirty = true;
 saveProgress();
+const completedAt = now();
 writeAtomic(
   spec.status,
   JSON.stringify({
@@ -141,14 +161,39 @@ writeAtomic(
     exit_code: exitCode,
     cancelled,
     started_at: startedAt,
-    completed_at: now(),
+    completed_at: completedAt,
     output_bytes: total,
     log_truncated: dropped > 0,
     error,
   }),
 );
+recordEnd();
 // Exiting closes fd 3 and so releases the liveness lease, strictly after the status is durable.
 process.exit(0);
+
+/**
+ * The registry's record of this attempt's end, as a deferred journal entry (the same shape the
+ * server writes when the registry lock is busy). Best effort: if it cannot be written, the status
+ * file and the released lease still tell any reader that the job ended.
+ */
+function recordEnd(): void {
+  const { session_id: sessionId, journal_dir: dir } = spec;
+  if (!sessionId || !dir || !/^[A-Za-z0-9]{8}$/.test(sessionId)) return;
+  try {
+    const status = cancelled ? "stopped" : exitCode === 0 ? "succeeded" : "failed";
+    const id = randomBytes(12).toString("hex");
+    const truncated = dropped > 0;
+    const patch = { status, exit_code: exitCode, completed_at: completedAt, error, output_bytes: total, log_truncated: truncated };
+    const data = { attempt: spec.attempt, patch };
+    const record = { id, created_at: now(), session_id: sessionId, job_id: spec.job_id, op: "complete", data };
+    const body = JSON.stringify(record);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const stamp = String(Date.now() * 1000 + (process.pid % 1000)).padStart(16, "0");
+    writeAtomic(join(dir, `${stamp}-000000-${id}.json`), body);
+  } catch {
+    // The status file already holds the end; reconciliation reads it from there.
+  }
+}
 
 /** The path of this script (an embedded asset path when imported with `{ type: "file" }`). */
 export default import.meta.path;

@@ -63,6 +63,8 @@ export class JobManager extends JobStore {
       status: this.attemptFile(row.job_id, attempt, "status.json"),
       progress: this.attemptFile(row.job_id, attempt, "progress.json"),
       max_log_bytes: this.cfg.maxLogBytes,
+      session_id: row.session_id,
+      journal_dir: this.journal.dir,
     };
     const specPath = this.attemptFile(row.job_id, attempt, "spec.json");
     writeFileAtomic(specPath, JSON.stringify(spec));
@@ -175,7 +177,12 @@ export class JobManager extends JobStore {
   }
 
   /** The attempt's log: its end, or what follows `offset` (see readJobLog). */
-  output(job: JobView, lines: number, maxBytes: number, offset: number | null = null): JobLogSlice {
+  output(
+    job: Pick<JobView, "job_id" | "attempts" | "log_truncated">,
+    lines: number,
+    maxBytes: number,
+    offset: number | null = null,
+  ): JobLogSlice {
     return readJobLog(this.attemptFile(job.job_id, job.attempts, "log"), job.log_truncated, lines, maxBytes, offset);
   }
 

@@ -20,9 +20,23 @@ const REFUSALS: Record<DownloadRefusal | "download_disabled", [number, string]> 
   download_store_unavailable: [500, "Download state is unavailable"],
 };
 
-function refuse(code: DownloadRefusal | "download_disabled"): Response {
+function refuse(code: DownloadRefusal | "download_disabled", req?: Request): Response {
   const [status, message] = REFUSALS[code];
-  return errorResponse(status, code, message, {}, { "referrer-policy": "no-referrer", "x-content-type-options": "nosniff" });
+  const headers = { "referrer-policy": "no-referrer", "x-content-type-options": "nosniff" };
+  // A person who followed the link in a browser gets a sentence, not a JSON object; programs keep
+  // the JSON error with its code.
+  if ((req?.headers.get("accept") ?? "").includes("text/html")) {
+    const html =
+      `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${message}</title></head>` +
+      `<body><h1>${message}</h1><p>Ask for a new download link (error code ${code}).</p></body></html>`;
+    const page = {
+      "content-type": "text/html; charset=utf-8",
+      "cache-control": "no-store",
+      "content-security-policy": "default-src 'none'",
+    };
+    return new Response(html, { status, headers: { ...headers, ...page } });
+  }
+  return errorResponse(status, code, message, {}, headers);
 }
 
 /** Streams an open snapshot in 64 KiB chunks and closes it at the end or when the client goes away. */
@@ -66,12 +80,12 @@ export function downloadRoute(settings: Settings, links: FileLinks, audit: Audit
   return async (req, url) => {
     if (!url.pathname.startsWith("/download/")) return undefined;
     if (req.method !== "GET" && req.method !== "HEAD") return errorResponse(405, "method_not_allowed", "use GET or HEAD", {}, { allow: "GET, HEAD" });
-    if (!settings.file_download_enabled) return refuse("download_disabled");
+    if (!settings.file_download_enabled) return refuse("download_disabled", req);
     const token = url.pathname.slice("/download/".length);
-    if (!TOKEN_SHAPE.test(token)) return refuse("download_not_found");
+    if (!TOKEN_SHAPE.test(token)) return refuse("download_not_found", req);
     const head = req.method === "HEAD";
     const claim = await links.store.claim(token, !head, settings.file_download_max_file_bytes);
-    if (!claim.ok) return refuse(claim.refusal);
+    if (!claim.ok) return refuse(claim.refusal, req);
     const { record, fd } = claim;
     const headers = {
       "content-type": record.media_type,

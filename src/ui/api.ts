@@ -11,9 +11,17 @@ import { contentDisposition } from "../links/format.ts";
 import type { App } from "../server/app.ts";
 import type { Principal } from "../tools/context.ts";
 import { missingScope } from "./auth.ts";
+import type { DownloadTickets } from "./download-tickets.ts";
 
 /** One `/api/ui/*` handler: the authenticated principal (undefined with auth_mode=none) and the request. */
-type Handler = (ctx: { app: App; principal: Principal | undefined; req: Request; url: URL }) => Promise<Response> | Response;
+interface HandlerContext {
+  app: App;
+  principal: Principal | undefined;
+  req: Request;
+  url: URL;
+  tickets: DownloadTickets;
+}
+type Handler = (ctx: HandlerContext) => Promise<Response> | Response;
 
 interface Endpoint {
   method: "GET" | "POST";
@@ -24,6 +32,8 @@ interface Endpoint {
 const PREVIEW_LINES = 400;
 const MAX_LIST_ENTRIES = 1000;
 const SNAPSHOT_MAX_BYTES = 256 * 1024;
+const JOB_LOG_LINES = 200;
+const JOB_LOG_MAX_BYTES = 64 * 1024;
 
 const ok = (data: unknown) => jsonResponse(200, { ok: true, data });
 
@@ -54,17 +64,29 @@ async function viaTool(app: App, principal: Principal | undefined, name: string,
   return out.ok ? ok(out.structured) : fail(out.error);
 }
 
-function policyOf(app: App, sessionId: string): FilePolicy {
+/** A session's file policy; a bearer token (a client, not the operator) reaches only its own sessions. */
+function policyOf(app: App, sessionId: string, principal: Principal | undefined): FilePolicy {
   const s = app.services;
-  const rec = s.sessions.require(sessionId);
+  const rec = s.sessions.requireFor(sessionId, principal);
   if (rec.target !== "local") throw new ToolError("remote_unavailable", "remote sessions are not browsable here yet");
   return { root: s.workspaceRoot, workdir: rec.workdir, stateDir: s.files.stateDir, denylist: s.settings.allow_full_control ? [] : s.settings.path_denylist };
 }
 
 /** Opens the `path` of a session (containment checked, no-follow, re-checked by descriptor); regular files only. */
-function openRegular(app: App, url: URL): { fd: number; st: Stats; rel: string; real: string } {
-  const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"));
-  const shown = str(url.searchParams.get("path"), "path");
+interface OpenFile {
+  fd: number;
+  st: Stats;
+  rel: string;
+  real: string;
+}
+
+function openRegular(app: App, principal: Principal | undefined, url: URL): OpenFile {
+  const sessionId = str(url.searchParams.get("session_id"), "session_id");
+  return openRegularIn(app, principal, sessionId, str(url.searchParams.get("path"), "path"));
+}
+
+function openRegularIn(app: App, principal: Principal | undefined, sessionId: string, shown: string): OpenFile {
+  const policy = policyOf(app, sessionId, principal);
   const res = resolveInWorkdir(policy, shown, { mustExist: true });
   const fd = openChecked(policy, res.real, shown);
   const st = fstatSync(fd);
@@ -90,7 +112,7 @@ function head(fd: number, limit: number): Buffer {
 /** The dashboard's counts: `/api/ui/dashboard`, and embedded in the page when no sign-in is needed. */
 export async function dashboardFigures(app: App): Promise<{ sessions: number; running_shells: number; running_jobs: number }> {
   const shells = await app.services.shells.list(null);
-  const jobs = app.services.jobs.readRows();
+  const jobs = app.services.jobs.currentRows();
   return {
     sessions: app.services.sessions.list().length,
     running_shells: shells.filter((s) => s.status === "running").length,
@@ -199,7 +221,7 @@ const ENDPOINTS: Record<string, Endpoint> = {
     scopes: ["shell:read"],
     run: ({ app }) => {
       const rows = app.services.jobs
-        .readRows()
+        .currentRows()
         .sort((a, b) => b.created_at - a.created_at)
         .map(({ supervisor_pid: _p, lease_version: _l, applied_updates: _a, ...row }) => row);
       return ok({ jobs: rows });
@@ -207,8 +229,19 @@ const ENDPOINTS: Record<string, Endpoint> = {
   },
   "jobs/log": {
     method: "GET",
-    scopes: [],
-    run: ({ app, principal, url }) => viaTool(app, principal, "job", { session_id: str(url.searchParams.get("session_id"), "session_id"), poll: [str(url.searchParams.get("job_id"), "job_id")], lines: 200 }),
+    scopes: ["shell:read"],
+    // The end of a job's log, shaped like the job tool's poll (`outputs[0].output`). A read to show
+    // state, so not a tool call: it leaves no audit lines and changes nothing.
+    run: ({ app, principal, url }) => {
+      const sessionId = str(url.searchParams.get("session_id"), "session_id");
+      const jobId = str(url.searchParams.get("job_id"), "job_id");
+      app.services.sessions.requireFor(sessionId, principal);
+      const row = app.services.jobs.currentRows().find((r) => r.job_id === jobId && r.session_id === sessionId);
+      if (!row) throw new ToolError("job_not_found", `job not found in session: ${jobId}`);
+      const { supervisor_pid: _p, lease_version: _l, applied_updates: _a, managed: _m, ...job } = row;
+      const slice = app.services.jobs.output(job, JOB_LOG_LINES, JOB_LOG_MAX_BYTES);
+      return ok({ outputs: [{ job, output: slice.text, truncated: slice.truncated, next_offset: slice.next_offset }] });
+    },
   },
   "jobs/cancel": {
     method: "POST",
@@ -220,8 +253,15 @@ const ENDPOINTS: Record<string, Endpoint> = {
   },
   todos: {
     method: "GET",
-    scopes: [],
-    run: ({ app, principal, url }) => viaTool(app, principal, "read_todos", { session_id: str(url.searchParams.get("session_id"), "session_id") }),
+    scopes: ["shell:read"],
+    // A read to show state, repeated by every refresh of the UI and `tui`: not a tool call, so it
+    // leaves no audit lines and does not mark the session used. The caller's session ownership is
+    // still checked as the tool would (a bearer token sees only its own client's sessions).
+    run: async ({ app, principal, url }) => {
+      const rec = app.services.sessions.requireFor(str(url.searchParams.get("session_id"), "session_id"), principal);
+      const { loadTodoList } = await import("../tools/todos/todos.ts");
+      return ok(loadTodoList(app.services, rec.session_id));
+    },
   },
   audit: {
     method: "GET",
@@ -237,8 +277,8 @@ const ENDPOINTS: Record<string, Endpoint> = {
   files: {
     method: "GET",
     scopes: ["shell:read"],
-    run: ({ app, url }) => {
-      const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"));
+    run: ({ app, principal, url }) => {
+      const policy = policyOf(app, str(url.searchParams.get("session_id"), "session_id"), principal);
       const res = resolveInWorkdir(policy, url.searchParams.get("path") || ".", { mustExist: true });
       const entries = readdirSync(res.real, { withFileTypes: true })
         .filter((d) => !(policy.stateDir && join(res.real, d.name) === policy.stateDir))
@@ -250,8 +290,8 @@ const ENDPOINTS: Record<string, Endpoint> = {
   "files/preview": {
     method: "GET",
     scopes: ["shell:read"],
-    run: ({ app, url }) => {
-      const { fd, st, rel } = openRegular(app, url);
+    run: ({ app, principal, url }) => {
+      const { fd, st, rel } = openRegular(app, principal, url);
       try {
         const bytes = head(fd, Math.min(st.size, app.services.settings.max_file_read_bytes));
         if (bytes.includes(0)) return ok({ path: rel, bytes: st.size, binary: true, hex: bytes.subarray(0, 256).toString("hex") });
@@ -265,25 +305,89 @@ const ENDPOINTS: Record<string, Endpoint> = {
   "files/download": {
     method: "GET",
     scopes: ["shell:read"],
-    run: ({ app, url }) => {
-      const { fd, st, real } = openRegular(app, url);
-      // The descriptor checked above is what is served: a path swapped afterwards changes nothing.
-      return new Response(streamFile(fd, st.size), {
-        headers: {
-          "content-length": String(st.size),
-          "content-type": "application/octet-stream",
-          "content-disposition": contentDisposition(basename(real), false),
-          "cache-control": "private, no-store",
-          "x-content-type-options": "nosniff",
-          "content-security-policy": "sandbox",
-        },
-      });
+    run: ({ app, principal, url }) => {
+      const { fd, st, real } = openRegular(app, principal, url);
+      return fileResponse(fd, st, real);
+    },
+  },
+  "files/download-link": {
+    method: "POST",
+    scopes: ["shell:read"],
+    // What the page's download button asks for: a plain link cannot carry the binding header, so
+    // the click gets a one-use ticket for this file (checked now, and again when it is fetched).
+    run: async ({ app, principal, req, tickets }) => {
+      const b = await body(req);
+      const sessionId = str(b.session_id, "session_id");
+      const shown = str(b.path, "path");
+      const { fd, rel } = openRegularIn(app, principal, sessionId, shown);
+      closeSync(fd);
+      return ok({ url: `/api/ui/files/fetch/${tickets.mint(sessionId, shown)}`, path: rel });
     },
   },
 };
 
+/** A file's bytes as an attachment: the descriptor checked on open is what is served. */
+function fileResponse(fd: number, st: Stats, real: string): Response {
+  return new Response(streamFile(fd, st.size), {
+    headers: {
+      "content-length": String(st.size),
+      "content-type": "application/octet-stream",
+      "content-disposition": contentDisposition(basename(real), false),
+      "cache-control": "private, no-store",
+      "x-content-type-options": "nosniff",
+      "content-security-policy": "sandbox",
+    },
+  });
+}
+
+/** A small page for a person who followed a link that no longer works (not raw JSON). */
+export function linkGonePage(status: number, title: string, text: string): Response {
+  const esc = (v: string) => v.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+  const html =
+    `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title></head>` +
+    `<body><h1>${esc(title)}</h1><p>${esc(text)}</p></body></html>`;
+  return new Response(html, {
+    status,
+    headers: {
+      "content-type": "text/html; charset=utf-8",
+      "cache-control": "no-store",
+      "content-security-policy": "default-src 'none'",
+      "x-content-type-options": "nosniff",
+      "referrer-policy": "no-referrer",
+    },
+  });
+}
+
+/**
+ * `GET /api/ui/files/fetch/<ticket>`: the ticket is the credential (one use, one minute, one file);
+ * the file is resolved and checked again as on any download.
+ */
+export function fetchByTicket(app: App, tickets: DownloadTickets, ticket: string): Response {
+  const t = tickets.take(ticket);
+  if (!t) {
+    const again = "This download link works once, for a minute. Go back to the Files view and click download again.";
+    return linkGonePage(410, "Download link used or expired", again);
+  }
+  try {
+    // Minted for an authenticated caller whose access to this session was checked then.
+    const { fd, st, real, rel } = openRegularIn(app, undefined, t.sessionId, t.path);
+    // The operator taking a file off the machine is an action, so it is audited (reads are not).
+    app.services.audit.record("ui_file_downloaded", { session: t.sessionId, path: rel, bytes: st.size });
+    return fileResponse(fd, st, real);
+  } catch (e) {
+    const why = e instanceof ToolError ? e.message : "the file could not be read";
+    return linkGonePage(e instanceof ToolError ? 404 : 500, "Download failed", why);
+  }
+}
+
 /** Dispatches `/api/ui/<name>` after authentication; unknown names are 404, wrong methods 405. */
-export async function handleApi(app: App, principal: Principal | undefined, req: Request, url: URL): Promise<Response> {
+export async function handleApi(
+  app: App,
+  principal: Principal | undefined,
+  req: Request,
+  url: URL,
+  tickets: DownloadTickets,
+): Promise<Response> {
   const name = url.pathname.slice("/api/ui/".length);
   const ep = Object.hasOwn(ENDPOINTS, name) ? ENDPOINTS[name] : undefined;
   if (!ep) return errorResponse(404, "not_found", "no such UI endpoint");
@@ -291,7 +395,7 @@ export async function handleApi(app: App, principal: Principal | undefined, req:
   const refused = missingScope(principal, ep.scopes);
   if (refused) return refused;
   try {
-    return await ep.run({ app, principal, req, url });
+    return await ep.run({ app, principal, req, url, tickets });
   } catch (e) {
     return fail(e);
   }

@@ -2,8 +2,9 @@ import { errorResponse } from "../http/json.ts";
 import { type Route, UPGRADED } from "../http/route.ts";
 import type { OAuthServer } from "../oauth/server.ts";
 import type { App } from "../server/app.ts";
-import { dashboardFigures, handleApi } from "./api.ts";
+import { dashboardFigures, fetchByTicket, handleApi } from "./api.ts";
 import { BINDING_HEADER, BINDING_PROTOCOL_PREFIX, CSRF_HEADER, UI_SCOPE, uiOrigin, UiSessions } from "./auth.ts";
+import { DownloadTickets } from "./download-tickets.ts";
 import { TERMINAL_PROTOCOL, TerminalSockets } from "./terminal.ts";
 
 /** The index page's policy: scripts and styles only from us, no framing, no foreign connections. */
@@ -31,6 +32,8 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
   const sessions = new UiSessions(settings, oauth, app.services.audit);
   const terminals = new TerminalSockets(app, sessions);
   const socketPrefix = `${base}/ws/terminals/`;
+  const tickets = new DownloadTickets();
+  const ticketPrefix = "/api/ui/files/fetch/";
 
   const page = async (req: Request): Promise<Response> => {
     const { ENTRY_SCRIPT, ENTRY_STYLES } = await import("./assets.ts");
@@ -93,9 +96,13 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     if (!p.startsWith("/api/ui/")) return undefined;
     if (p === "/api/ui/session/oauth" && req.method === "POST") return sessions.signIn(req);
     if (p === "/api/ui/session/logout" && req.method === "POST") return await sessions.signOut(req);
+    // A download ticket minted by an authenticated click is this request's only credential.
+    if (p.startsWith(ticketPrefix) && req.method === "GET") {
+      return fetchByTicket(app, tickets, p.slice(ticketPrefix.length));
+    }
     const auth = await sessions.authenticate(req, { peer: facts.peer });
     if (!auth.ok) return auth.response;
-    return handleApi(app, auth.principal, req, url);
+    return handleApi(app, auth.principal, req, url, tickets);
   };
 
   return { routes: [route], close: () => terminals.bridges.closeAll() };

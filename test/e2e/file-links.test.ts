@@ -126,6 +126,11 @@ describe("file download links", () => {
     const loser = a.status === 200 ? b : a;
     expect(Buffer.from(await winner.arrayBuffer()).equals(Buffer.alloc(300_000, 7))).toBe(true);
     expect(await loser.json()).toMatchObject({ ok: false, error: "download_exhausted" });
+    // A browser following the used-up link gets a page that says so, not a JSON object.
+    const page = await fetch(link.url, { headers: { accept: "text/html,application/xhtml+xml,*/*;q=0.8" } });
+    expect(page.status).toBe(410);
+    expect(page.headers.get("content-type")).toStartWith("text/html");
+    expect(await page.text()).toContain("<h1>Link has reached its use limit</h1>");
     // The snapshot is gone after the last allowed use.
     expect(snapshots()).toBe(before);
   });

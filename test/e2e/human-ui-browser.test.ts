@@ -5,7 +5,8 @@
  * go to results/ui/.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Browser, chromium, type Page } from "playwright-core";
 import { connectHttp, type HttpServer, type McpHandle, ROOT, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
@@ -28,6 +29,7 @@ let page: Page;
 let sid: string;
 let shellId: string;
 let bearer: string;
+let port: number;
 const cspProblems: string[] = [];
 const state = () => join(dir.path, "state");
 
@@ -37,6 +39,7 @@ beforeAll(async () => {
   dir = tempDir();
   // A cap of 2 terminal sockets, so the snapshot fallback can be reached by filling it.
   srv = await startHttpServer({ workspace: dir.path, state: state(), args: ["--ui-terminal-max-connections", "2"] }, { mode: "mcp", auth: "oauth", pin: PIN });
+  port = Number(new URL(srv.url).port);
   bearer = (await obtainToken(srv.url, PIN, "shell:read shell:write shell:execute audit:read")).token;
   mcp = await connectHttp(srv.url, { authorization: `Bearer ${bearer}` });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: ".", label: "browser test" })).session_id;
@@ -98,6 +101,90 @@ describe("Human UI in Chromium", () => {
     }
   });
 
+  test("Files → download works under OAuth: the saved bytes have the same SHA-256; the link works once", async () => {
+    const bytes = randomBytes(300_000);
+    await Bun.write(join(dir.path, "payload.bin"), bytes);
+    await page.click('[data-view="files"]');
+    const row = page.getByTestId("files").locator("li", { hasText: "payload.bin" });
+    await waitFor(async () => (await row.count()) === 1, { what: "payload.bin in the Files view" });
+    const [download] = await Promise.all([page.waitForEvent("download"), row.getByTestId("download").click()]);
+    expect(download.suggestedFilename()).toBe("payload.bin");
+    const saved = readFileSync((await download.path())!);
+    expect(createHash("sha256").update(saved).digest("hex")).toBe(createHash("sha256").update(bytes).digest("hex"));
+    // The ticket in the URL was used up by that download: a second use is a page, not JSON.
+    const again = await fetch(download.url());
+    expect(again.status).toBe(410);
+    expect(again.headers.get("content-type")).toContain("text/html");
+    expect(await again.text()).toContain("Download link used or expired");
+    // Taking a file off the machine is an operator action: audited, with the path, not the ticket.
+    const auditText = () => readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8");
+    await waitFor(() => auditText().includes('"event":"ui_file_downloaded"'), { what: "the download's audit record" });
+    const ticket = new URL(download.url()).pathname.split("/").pop()!;
+    expect(auditText()).not.toContain(ticket);
+    // Without the page's binding header, the old path still refuses a cookie-less request.
+    const plain = await fetch(`${srv.url}/api/ui/files/download?session_id=${sid}&path=payload.bin`);
+    expect(plain.status).toBe(401);
+  });
+
+  test("Jobs shows a job's log, and a job that ended shows finished within 2 s without any model poll", async () => {
+    const command = "echo job-out-$((6*7)); sleep 4; echo job-end";
+    const started = await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command, async_: true });
+    const job = started.result;
+    await page.click('[data-view="jobs"]');
+    const row = page.getByTestId("jobs").locator("tr", { hasText: job.job_id });
+    await waitFor(async () => (await row.innerText()).includes("running"), { what: "the job listed as running" });
+    await row.getByText(job.job_id).click();
+    const logShown = async () => (await page.getByTestId("job-log").innerText()).includes("job-out-42");
+    await waitFor(logShown, { what: "the job's output in the Jobs view" });
+    // From here nothing asks about the job but the page: when its row says finished, compare with
+    // the completion time its supervisor wrote.
+    const finishedAt = async () => ((await row.innerText()).includes("succeeded") ? Date.now() / 1000 : undefined);
+    const shownAt = await waitFor(finishedAt, { what: "the job shown as succeeded", intervalMs: 50 });
+    const statusFile = join(state(), "jobs", job.job_id, "attempt-1.status.json");
+    const status = JSON.parse(readFileSync(statusFile, "utf8")) as { completed_at: number };
+    console.log(`job shown finished ${(shownAt - status.completed_at).toFixed(2)} s after its supervisor completed it`);
+    expect(shownAt - status.completed_at).toBeLessThan(2);
+    const auditLines = readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").split("\n");
+    const calls = auditLines.filter((l) => l.includes('"tool":"job"'));
+    expect(calls).toEqual([]);
+    await page.click('[data-view="dashboard"]');
+    const noneRunning = async () => /0\s*running jobs/.test(await page.getByTestId("dashboard").innerText());
+    await waitFor(noneRunning, { what: "the dashboard to count no running job" });
+    expect(await page.getByTestId("recent-sessions").innerText()).toContain(sid);
+  });
+
+  test("at 390 px every nav item is on screen and usable, and the Audit table scrolls sideways", async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    const links = page.locator("nav a, nav button");
+    expect(await links.count()).toBe(8);
+    for (let i = 0; i < 8; i++) {
+      const box = (await links.nth(i).boundingBox())!;
+      expect(box.x).toBeGreaterThanOrEqual(0);
+      expect(box.x + box.width).toBeLessThanOrEqual(390);
+    }
+    for (const v of ["sessions", "terminals", "files", "jobs", "machines", "audit"]) {
+      await page.click(`[data-view="${v}"]`);
+    }
+    const auditShown = async () => (await page.getByTestId("audit").innerText()).includes("session_start");
+    await waitFor(auditShown, { what: "audit rows at 390 px" });
+    type Box = { scrollWidth: number; clientWidth: number; getBoundingClientRect(): { right: number } };
+    const widths = await page
+      .getByTestId("audit-scroll")
+      .evaluate((el: Box) => [el.scrollWidth, el.clientWidth, el.getBoundingClientRect().right]);
+    expect(widths[1]!).toBeLessThanOrEqual(390);
+    expect(widths[2]!).toBeLessThanOrEqual(390);
+    // Wider than the screen, so it scrolls; the Detail column is reachable by scrolling.
+    expect(widths[0]!).toBeGreaterThan(widths[1]!);
+    await page.getByTestId("audit-scroll").evaluate((el: { scrollLeft: number; scrollWidth: number }) => {
+      el.scrollLeft = el.scrollWidth;
+    });
+    const detail = (await page.getByTestId("audit").locator("th").last().boundingBox())!;
+    expect(detail.x).toBeLessThan(390);
+    await page.screenshot({ path: join(SHOTS, "audit-390.png") });
+    await page.setViewportSize({ width: 1200, height: 800 });
+    await page.click('[data-view="dashboard"]');
+  });
+
   test("with the socket cap reached, the terminal falls back to a read-only snapshot and says so", async () => {
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: shellId, input_text: "echo snapshot-$((3*3))" });
     const wsUrl = `${srv.url.replace("http:", "ws:")}/ui/ws/terminals/${shellId}?cols=100&rows=30`;
@@ -125,6 +212,33 @@ describe("Human UI in Chromium", () => {
     await page.keyboard.press("Enter");
     await waitFor(async () => (await screenText()).includes("hello-from-42"), { what: "the echo on the browser's screen" });
     await waitFor(async () => (await shellOutput()).includes("hello-from-42"), { what: "the echo through read_persistent_shell_output" });
+
+    // Copying as in VS Code's and GNOME's terminals: Ctrl+Shift+C copies the selection; Ctrl+C
+    // with a selection copies too and sends no ^C (the half-typed line survives it).
+    await page.context().grantPermissions(["clipboard-read", "clipboard-write"], { origin: srv.url });
+    const selectScreen = async () => {
+      const box = (await page.locator(".xterm-screen").boundingBox())!;
+      await page.mouse.move(box.x + 2, box.y + 4);
+      await page.mouse.down();
+      await page.mouse.move(box.x + box.width - 4, box.y + box.height - 4, { steps: 5 });
+      await page.mouse.up();
+    };
+    const clipboard = async () => (await page.evaluate("navigator.clipboard.readText()")) as string;
+    await page.evaluate("navigator.clipboard.writeText('')");
+    await selectScreen();
+    await page.keyboard.press("Control+Shift+C");
+    const copied = (text: string) => async () => (await clipboard()).includes(text);
+    await waitFor(copied("hello-from-42"), { what: "Ctrl+Shift+C to copy the selection" });
+    await page.locator(".xterm-helper-textarea").focus();
+    await page.keyboard.type("echo kept-$((7*6))");
+    await page.evaluate("navigator.clipboard.writeText('')");
+    await selectScreen();
+    await page.keyboard.press("Control+c");
+    await waitFor(copied("echo kept-"), { what: "Ctrl+C with a selection to copy it" });
+    await page.locator(".xterm-helper-textarea").focus();
+    await page.keyboard.press("Enter");
+    const kept = async () => (await shellOutput()).includes("kept-42");
+    await waitFor(kept, { what: "the half-typed line to survive Ctrl+C with a selection" });
 
     // A smaller window: xterm refits, the bridge resizes the pty, the tmux window follows.
     await page.setViewportSize({ width: 900, height: 600 });
@@ -163,6 +277,59 @@ describe("Human UI in Chromium", () => {
     await waitFor(async () => (await tmuxClients(state())).length === 0, { what: "the bridge's tmux client to go" });
     const shells = (await mcp.ok<{ shells: Array<{ shell_id: string; status: string }> }>("list_persistent_shells", { session_id: sid })).shells;
     expect(shells.find((s) => s.shell_id === shellId)?.status).toBe("running");
+    expect(cspProblems).toEqual([]);
+  });
+
+  test("a server restart: the terminal reconnects, the views say they are stale and then refresh", async () => {
+    page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+    await page.goto(`${srv.url}/ui/`);
+    await page.getByTestId("sign-in").click();
+    await page.locator('input[name="pin"]').fill(PIN);
+    await page.locator('button[value="approve"]').click();
+    await page.waitForURL(/\/ui\/$/);
+    const command = "sleep 3; echo ended-while-down";
+    const started = await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command, async_: true });
+    const job = started.result;
+    await page.click('[data-view="terminals"]');
+    await page.getByTestId("terminals").getByText(shellId).click();
+    const terminalStatus = () => page.getByTestId("terminal-status").innerText();
+    await waitFor(async () => (await terminalStatus()) === "in control", { what: "control of the terminal" });
+
+    await mcp.close().catch(() => undefined);
+    await srv.stop();
+    const reconnecting = async () => (await terminalStatus()).includes("reconnecting");
+    await waitFor(reconnecting, { what: "the terminal to say it reconnects" });
+    const notice = async () => (await page.getByTestId("connection").count()) === 1;
+    await waitFor(notice, { what: "the page to say the server is not answering" });
+    // The job ends while no server runs: its supervisor records the end itself.
+    const deferred = join(state(), "jobs", "deferred");
+    const recorded = () => existsSync(deferred) && readdirSync(deferred).some((n) => n.endsWith(".json"));
+    await waitFor(recorded, { what: "the supervisor's record of the job's end", timeoutMs: 30_000 });
+
+    const env = { workspace: dir.path, state: state(), args: ["--ui-terminal-max-connections", "2"] };
+    srv = await startHttpServer(env, { mode: "mcp", auth: "oauth", pin: PIN, port });
+    mcp = await connectHttp(srv.url, { authorization: `Bearer ${bearer}` });
+    await waitFor(async () => (await terminalStatus()) === "in control", {
+      what: "the terminal back in control after the restart",
+      timeoutMs: 30_000,
+    });
+    await page.locator(".xterm-helper-textarea").focus();
+    await waitFor(
+      async () => {
+        await page.keyboard.type("echo back-$((40+2))");
+        await page.keyboard.press("Enter");
+        return (await screenText()).includes("back-42");
+      },
+      { what: "typing reaching the shell after the restart", intervalMs: 1000 },
+    );
+    await waitFor(async () => (await page.getByTestId("connection").count()) === 0, { what: "the stale notice to go" });
+    await page.getByRole("button", { name: "Close" }).click();
+    await page.click('[data-view="jobs"]');
+    const jobRow = page.getByTestId("jobs").locator("tr", { hasText: job.job_id });
+    await waitFor(async () => (await jobRow.innerText()).includes("succeeded"), {
+      what: "the job that ended while the server was down shown finished",
+    });
+    await page.screenshot({ path: join(SHOTS, "after-restart.png") });
     expect(cspProblems).toEqual([]);
   });
 });

@@ -128,15 +128,37 @@ describe("terminal socket use", () => {
     await Promise.all(clients.map((c) => c.closed));
   });
 
-  test("the bridge detaches after the last viewer leaves; the shell keeps running", async () => {
+  const detachTitle = "the bridge detaches after the last viewer leaves; the shell keeps running at its own size; " +
+    "24-bit colour passes";
+  test(detachTitle, async () => {
+    type Listed = { shells: Array<{ shell_id: string; status: string; cols: number; rows: number }> };
+    const size = async () =>
+      (await mcp.ok<Listed>("list_persistent_shells", { session_id: sid })).shells.find((s) => s.shell_id === shellId)!;
+    const noClient = async () => (await tmuxClients(state())).length === 0;
+    await waitFor(noClient, { what: "no tmux client left by earlier tests" });
+    const resize = { session_id: sid, shell_id: shellId, cols: 91, rows: 27 };
+    await mcp.ok("resize_persistent_shell", resize).catch(() => undefined);
+    const before = await size();
     const c = cookieClient();
     await waitFor(() => c.controls.find((m) => m.type === "ready"), { what: "ready" });
-    expect((await tmuxClients(state())).length).toBe(1);
+    // A fresh bridge's tmux client may be listed a moment after the socket is ready.
+    await waitFor(async () => (await tmuxClients(state())).length === 1, { what: "the bridge's tmux client" });
+    c.ws.send(JSON.stringify({ type: "resize", cols: 132, rows: 41 }));
+    await waitFor(async () => (await size()).cols === 132, { what: "the operator's size on the shell" });
+    // A truecolor escape reaches the browser as one, not mapped to the 256-colour palette.
+    c.ws.send(new TextEncoder().encode("printf '\\033[38;2;1;2;3mRGB-TEST\\033[0m\\n'\r"));
+    // (The echoed command line holds the same digits as text, without the escape byte.)
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: the escape byte is what is looked for
+    const rgb = /\x1b\[[0-9;:]*38[;:]2[;:]+1[;:]2[;:]3m/;
+    await waitFor(() => rgb.test(c.output()), { what: "the 24-bit colour sequence on the socket" });
     c.ws.close();
     await c.closed;
     await waitFor(async () => (await tmuxClients(state())).length === 0, { what: "the tmux client to detach" });
-    const shells = await mcp.ok<{ shells: Array<{ shell_id: string; status: string }> }>("list_persistent_shells", { session_id: sid });
-    expect(shells.shells.find((s) => s.shell_id === shellId)?.status).toBe("running");
+    const after = await waitFor(async () => {
+      const s = await size();
+      return s.cols === before.cols && s.rows === before.rows ? s : undefined;
+    }, { what: `the shell back at ${before.cols}x${before.rows} after the operator left` });
+    expect(after.status).toBe("running");
   });
 });
 

@@ -108,6 +108,68 @@ describe("tui in tmux", () => {
     expect(shells.shells.find((s) => s.shell_id === shellId)?.status).toBe("running");
     // Several screens each wait up to 30 s on a loaded machine; the whole walk gets its own bound.
   }, 240_000);
+
+  const idleTitle = "30 sessions all reachable by scrolling; no log line over the screen for 30 s; " +
+    "idle Sessions adds ≤ 1 audit line per 10 s";
+  test(idleTitle, async () => {
+    tmux("kill-session", "-t", "tui");
+    const ids = [sid];
+    while (ids.length < 30) {
+      const s = await mcp.ok<{ session_id: string }>("session_start", { workdir: ".", label: `bulk ${ids.length}` });
+      ids.push(s.session_id);
+    }
+    // A fresh helper cache and the default log level: the helper-folder pruning line (INFO, ~2 s
+    // after the native library is first used) is written while the TUI draws.
+    const cache = join(dir.path, "cache-2");
+    writeFileSync(join(dir.path, "tmux.conf"), "set -g remain-on-exit on\n");
+    const env = ["-e", `XDG_CACHE_HOME=${cache}`, "-e", "TERM=xterm-256color", "-e", "LOCAL_SHELL_MCP_LOG_LEVEL=3"];
+    const pane = ["new-session", "-d", "-s", "tui", "-x", "120", "-y", "30", ...env];
+    const tui = [binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", state()];
+    const conf = join(dir.path, "tmux.conf");
+    const argv = [TMUX, "-S", sock(), "-f", conf, ...pane, "--", ...tui];
+    const started = Bun.spawnSync(argv, { env: serverEnv(), stderr: "pipe" });
+    expect(started.exitCode, started.stderr.toString()).toBe(0);
+    await shows("local-shell-mcp", "the TUI's Dashboard");
+    keys("2");
+    await shows("[2 Sessions]", "the Sessions screen");
+    await shows("lines 1-", "the Sessions screen saying it has more lines than fit");
+
+    const auditFile = join(state(), "audit_log", "audit.jsonl");
+    const auditLines = () => readFileSync(auditFile, "utf8").split("\n").filter((l) => l).length;
+    const before = auditLines();
+    const idleFrom = Date.now();
+    const stray: string[] = [];
+    // 30 s on Sessions, idle, looking at the screen twice a second.
+    while (Date.now() - idleFrom < 30_000) {
+      for (const line of screen().split("\n")) {
+        if (/\d{4}-\d\d-\d\dT\d\d:\d\d|\b(INFO|WARN|ERROR)\b/.test(line)) stray.push(line);
+      }
+      await Bun.sleep(500);
+    }
+    const added = auditLines() - before;
+    const idleS = (Date.now() - idleFrom) / 1000;
+    console.log(`tui idle on Sessions: ${added} audit line(s) in ${idleS.toFixed(1)} s; stray lines: ${stray.length}`);
+    expect(stray).toEqual([]);
+    expect(added).toBeLessThanOrEqual(Math.floor(idleS / 10));
+
+    // Every session is reachable: page down until each id has been on the screen.
+    const seen = new Set<string>();
+    for (let i = 0; i < 20 && seen.size < ids.length; i++) {
+      const text = screen();
+      for (const id of ids) if (text.includes(id)) seen.add(id);
+      keys("PageDown");
+      const moved = () => screen() !== text || seen.size === ids.length;
+      await waitFor(moved, { what: "the Sessions screen to scroll", timeoutMs: 10_000 }).catch(() => undefined);
+    }
+    expect([...ids].filter((id) => !seen.has(id))).toEqual([]);
+
+    keys("q");
+    const dead = () => tmux("display-message", "-p", "-t", "tui", "#{pane_dead}").stdout.toString().trim() === "1";
+    await waitFor(dead, { what: "the TUI to exit", timeoutMs: 30_000 });
+    // The held log line is written once the terminal is given back, not lost.
+    const history = tmux("capture-pane", "-p", "-S", "-200", "-t", "tui").stdout.toString();
+    expect(history).toContain("helper folders of other builds");
+  }, 240_000);
 });
 
 describe("tui command", () => {

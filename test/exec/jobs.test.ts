@@ -11,6 +11,10 @@ import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 const SID = "abcdEFGH";
 
+/** The status saved in jobs.json, without the journal's pending records. */
+const savedStatus = (state: string) =>
+  (JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")) as { jobs: Array<{ status: string }> }).jobs[0]!.status;
+
 function manager(state: string): JobManager {
   return new JobManager({ stateDir: state, shell: "/bin/bash", maxJobs: 100, maxLogBytes: 1024, runner: containmentRunner });
 }
@@ -49,6 +53,29 @@ describe("job registry", () => {
     expect(readFileSync(file, "utf8")).toBe("{not json");
   }, 20_000);
 
+  test("the supervisor records its job's end: readers see it at once, the next writer saves it once", async () => {
+    using dir = tempDir();
+    const jobs = manager(dir.path);
+    const j = await jobs.start({ sessionId: SID, command: "echo hi", cwd: dir.path, env: {}, name: null });
+    const pid = jobs.readRows()[0]!.supervisor_pid!;
+    // Nobody polls or reconciles: the registry lock is held throughout, so no server could save.
+    const blocker = FileLock.tryAcquire(jobsLockPath(dir.path))!;
+    await waitFor(() => !pidAlive(pid), { what: "the supervisor to exit" });
+    const pending = jobs.journal.pending().updates;
+    const records = pending.map((u) => [u.job_id, u.op, (u.data.patch as { status: string }).status]);
+    expect(records).toEqual([[j.job_id, "complete", "succeeded"]]);
+    expect(savedStatus(dir.path)).toBe("running");
+    expect(jobs.readRows()[0]).toMatchObject({ status: "succeeded", exit_code: 0, output_bytes: 3 });
+    expect(jobs.currentRows()[0]!.status).toBe("succeeded");
+    expect((await jobs.reconcile(SID))[0]!.status).toBe("succeeded");
+    expect(jobs.journal.pending().updates.length).toBe(1);
+    blocker.release();
+    await jobs.mutate(() => undefined);
+    expect(savedStatus(dir.path)).toBe("succeeded");
+    expect(jobs.readRows()[0]!.applied_updates.length).toBe(1);
+    expect(jobs.journal.pending().updates.length).toBe(0);
+  }, 20_000);
+
   test("a terminal update that cannot take the lock is journaled and replayed once", async () => {
     using dir = tempDir();
     const jobs = manager(dir.path);
@@ -57,12 +84,14 @@ describe("job registry", () => {
     // file is written and the supervisor process itself has exited.
     const pid = jobs.readRows()[0]!.supervisor_pid!;
     expect(pid).toBeGreaterThan(0);
+    const blocker = FileLock.tryAcquire(jobsLockPath(dir.path))!;
     await waitFor(() => readdirSync(join(dir.path, "jobs", j.job_id)).some((n) => n.endsWith(".status.json")), { what: "the job's status file" });
     await waitFor(() => !pidAlive(pid), { what: "the supervisor to exit" });
-    const blocker = FileLock.tryAcquire(jobsLockPath(dir.path))!;
+    // As when a supervisor could not write its record: only the status file tells the end.
+    for (const u of jobs.journal.pending().updates) jobs.journal.remove(u.id);
     const seen = await jobs.reconcile(SID);
     expect(seen[0]!.status).toBe("succeeded");
-    expect(jobs.readRows()[0]!.status).toBe("running");
+    expect(savedStatus(dir.path)).toBe("running");
     expect(jobs.journal.pending().updates.length).toBe(1);
     blocker.release();
     await jobs.mutate(() => undefined);

@@ -181,14 +181,17 @@ export interface HttpServerKind {
   pin?: string;
   /** --host to pass (default 127.0.0.1); null passes none, to test the default bind address. */
   host?: string | null;
-  /** --port (default 0, any free port). */
+  /** --port (default 0: a free one); a restart on the same port keeps the browser's origin. */
   port?: number;
 }
 
 /** Spawns an HTTP-mode server (MCP or REST, with or without OAuth) on a free loopback port. */
 export async function startHttpServer(s: ServerEnv, kind: HttpServerKind): Promise<HttpServer> {
   const extra = kind.pin === undefined ? [] : ["--oauth-admin-pin", kind.pin];
-  const proc = Bun.spawn([binary(), ...serveArgs(kind.mode, s), "--auth-mode", kind.auth, ...(kind.host === null ? [] : ["--host", kind.host ?? "127.0.0.1"]), "--port", String(kind.port ?? 0), ...extra], {
+  const host = kind.host === null ? [] : ["--host", kind.host ?? "127.0.0.1"];
+  const port = ["--port", String(kind.port ?? 0)];
+  const argv = [binary(), ...serveArgs(kind.mode, s), "--auth-mode", kind.auth, ...host, ...port, ...extra];
+  const proc = Bun.spawn(argv, {
     env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...s.env }),
     stdin: "ignore",
     stdout: "pipe",

@@ -107,6 +107,10 @@ describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap a
           expect(exe.indexOf(helper)).toBeGreaterThan(0);
         }
         expect(readFileSync(join(unpacked.host, folder, "QUICKSTART.txt"), "utf8")).toContain(`sha256sum -c local-shell-mcp-${pkg.version}-${t.target}.tar.gz.sha256`);
+        // The archive's README is the user's (release/ARCHIVE-README.md), not the source tree's.
+        const readme = readFileSync(join(unpacked.host, folder, "README.md"), "utf8");
+        expect(readme).toContain(`# local-shell-mcp ${pkg.version} (${t.target})`);
+        expect(readme).not.toContain("docs/");
       });
 
       test("runs in a bare root: --version, MCP tools/list, contained bash, embedded tmux", async () => {

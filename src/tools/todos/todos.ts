@@ -5,7 +5,7 @@ import { ToolError } from "../../core/errors.ts";
 import { readJsonWithBackup, writeJsonWithBackup } from "../../store/atomic.ts";
 import { withFileLock } from "../../store/lock.ts";
 import { SessionId } from "../common.ts";
-import type { ToolContext } from "../context.ts";
+import type { AppServices, ToolContext } from "../context.ts";
 import { defineTool, READ_ONLY } from "../define.ts";
 import readDescription from "./read-todos.md" with { type: "text" };
 import writeDescription from "./write-todos.md" with { type: "text" };
@@ -19,10 +19,14 @@ function todoFile(ctx: ToolContext, sid: string): string {
   return join(ctx.app.sessions.root, sid, "todos.json");
 }
 
-function load(ctx: ToolContext, sid: string): TodoList {
-  const r = readJsonWithBackup(todoFile(ctx, sid), (v) => TodoList.parse(v), ctx.app.settings.max_todo_bytes * 2 + 1024);
+/** A session's stored list (empty before the first write); also what the Human UI shows. */
+export function loadTodoList(app: AppServices, sid: string): TodoList {
+  const file = join(app.sessions.root, sid, "todos.json");
+  const r = readJsonWithBackup(file, (v) => TodoList.parse(v), app.settings.max_todo_bytes * 2 + 1024);
   return r.status === "ok" ? r.value : { revision: 0, updated_at: null, todos: [] };
 }
+
+const load = (ctx: ToolContext, sid: string): TodoList => loadTodoList(ctx.app, sid);
 
 export const readTodos = defineTool({
   name: "read_todos",

@@ -1,6 +1,6 @@
 import { render } from "preact";
 import { config, finishSignIn, signIn, signOut } from "./api.ts";
-import { prefetch, problem, signedOut, type View, view } from "./state.ts";
+import { prefetch, problem, signedOut, unreachableSince, type View, view } from "./state.ts";
 import { Audit, Dashboard, Files, Jobs, Machines, Sessions, Terminals } from "./views.tsx";
 import "./style.css";
 
@@ -51,6 +51,12 @@ function App() {
           </button>
         ) : null}
       </nav>
+      {unreachableSince.value !== null ? (
+        <p class="problem" data-testid="connection">
+          The server is not answering (since {new Date(unreachableSince.value).toLocaleTimeString()}); retrying.
+          What is shown may be out of date.
+        </p>
+      ) : null}
       {problem.value ? (
         <p class="problem" onClick={() => (problem.value = null)}>
           {problem.value}

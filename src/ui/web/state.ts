@@ -7,6 +7,16 @@ export type View = "dashboard" | "sessions" | "terminals" | "files" | "jobs" | "
 export const view = signal<View>((location.hash.slice(1) as View) || "dashboard");
 export const signedOut = signal(false);
 export const problem = signal<string | null>(null);
+/**
+ * Whether the server answers: set to the time of the first failed request when it stops (a
+ * restart, say), cleared by the next answer. The views keep their last data meanwhile and the
+ * page says it is stale; each view's own refresh is the retry, with a growing pause.
+ */
+export const unreachableSince = signal<number | null>(null);
+const RETRY_MAX_MS = 10_000;
+
+/** A request that never got an HTTP answer (the server is down or restarting). */
+const unreachable = (e: unknown) => e instanceof TypeError || (e instanceof ApiError && /^http_5\d\d$/.test(e.code));
 
 /**
  * Requests started before the first render (the script asks for the opening view's data right
@@ -27,21 +37,34 @@ export function useData<T>(path: string | null, everyMs = 5000): { data: T | und
   useEffect(() => {
     if (!path) return;
     let live = true;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let failures = 0;
     const load = () => {
       const first = early.get(path) as Promise<T> | undefined;
       early.delete(path);
       return (first ?? api.get<T>(path))
-        .then((d) => live && setData(d))
+        .then((d) => {
+          failures = 0;
+          unreachableSince.value = null;
+          if (live) setData(d);
+        })
         .catch((e: unknown) => {
           if (e instanceof AuthRequired) signedOut.value = true;
-          else if (live) problem.value = e instanceof Error ? e.message : String(e);
+          else if (unreachable(e)) {
+            failures++;
+            unreachableSince.value ??= Date.now();
+          } else if (live) problem.value = e instanceof Error ? e.message : String(e);
+        })
+        .finally(() => {
+          // While the server is away, wait longer each time (up to RETRY_MAX_MS), then resume.
+          const pause = failures === 0 ? everyMs : Math.min(RETRY_MAX_MS, 500 * 2 ** Math.min(failures - 1, 5));
+          if (live) timer = setTimeout(() => void load(), pause);
         });
     };
     void load();
-    const t = setInterval(load, everyMs);
     return () => {
       live = false;
-      clearInterval(t);
+      clearTimeout(timer);
     };
   }, [path, tick]);
   return { data, reload: () => setTick((n) => n + 1) };

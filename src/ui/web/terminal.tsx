@@ -19,6 +19,8 @@ const IMAGE_LIMITS = { sixelSupport: true, sixelSizeLimit: 25_000_000, sixelPale
 /** Read-only fallback: the pane's text from the snapshot API, refreshed, shown as text. */
 function Snapshot({ shellId }: { shellId: string }) {
   const [text, setText] = useState("");
+  const pre = useRef<HTMLPreElement>(null);
+  const pinned = useRef(true);
   useEffect(() => {
     let live = true;
     const load = () =>
@@ -33,14 +35,30 @@ function Snapshot({ shellId }: { shellId: string }) {
       clearInterval(t);
     };
   }, [shellId]);
+  // Opens at the newest line and follows new output, unless the reader scrolled up.
+  useEffect(() => {
+    const el = pre.current;
+    if (el && pinned.current) el.scrollTop = el.scrollHeight;
+  }, [text]);
+  const onScroll = () => {
+    const el = pre.current;
+    if (el) pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 24;
+  };
   return (
-    <pre class="snapshot" data-testid="terminal-snapshot">
+    <pre class="snapshot" data-testid="terminal-snapshot" ref={pre} onScroll={onScroll}>
       {text}
     </pre>
   );
 }
 
-/** One persistent shell in xterm, attached over the terminal socket; raw bytes both ways. */
+/** Close codes that end the view for good: refusals, the shell gone, our own close. */
+const FINAL_CODES = new Set([1000, 4400, 4401, 4403, 4404, 4408]);
+const RECONNECT_MAX_MS = 10_000;
+
+/**
+ * One persistent shell in xterm, attached over the terminal socket; raw bytes both ways. When the
+ * socket drops (a server restart), it reconnects with a growing pause and says so meanwhile.
+ */
 export function TerminalView({ shellId, onClose }: { shellId: string; onClose: () => void }) {
   const host = useRef<HTMLDivElement>(null);
   const [role, setRole] = useState<"owner" | "viewer" | "connecting">("connecting");
@@ -56,51 +74,91 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
     term.loadAddon(new ImageAddon(IMAGE_LIMITS));
     term.open(host.current!);
     fit.fit();
+    // The copy conventions of VS Code's and GNOME's terminals: Ctrl+Shift+C copies, and Ctrl+C
+    // copies when text is selected (without a selection it is the shell's ^C).
+    term.attachCustomKeyEventHandler((e) => {
+      if (e.type !== "keydown" || !e.ctrlKey || e.altKey || e.metaKey || e.key.toLowerCase() !== "c") return true;
+      if (!e.shiftKey && !term.hasSelection()) return true;
+      const text = term.getSelection();
+      if (text) void navigator.clipboard?.writeText(text).catch(() => undefined);
+      if (!e.shiftKey) term.clearSelection();
+      e.preventDefault();
+      return false;
+    });
     const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-    const url = `${scheme}//${location.host}${config.uiPath}/ws/terminals/${encodeURIComponent(shellId)}?mode=pty&cols=${term.cols}&rows=${term.rows}`;
-    const ws = new WebSocket(url, [config.terminalProtocol, `${config.bindingProtocolPrefix}${binding()}`]);
-    ws.binaryType = "arraybuffer";
-    socket.current = ws;
     const encoder = new TextEncoder();
-    ws.onmessage = (ev) => {
-      if (ev.data instanceof ArrayBuffer) {
-        term.write(new Uint8Array(ev.data));
-        return;
-      }
-      const msg = JSON.parse(String(ev.data)) as { type: string; role?: "owner" | "viewer"; message?: string };
-      if (msg.type === "ready") ready = true;
-      if (msg.type === "ready" || msg.type === "role") {
-        setRole(msg.role ?? "viewer");
-        setStatus(msg.role === "owner" ? "in control" : "watching (read-only)");
-        if (msg.role === "owner") ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
-      } else if (msg.type === "error" || msg.type === "exit") {
-        setStatus(msg.message ?? msg.type);
-      }
+    let closed = false;
+    let attempts = 0;
+    let retry: ReturnType<typeof setTimeout> | undefined;
+
+    const connect = () => {
+      const path = `${config.uiPath}/ws/terminals/${encodeURIComponent(shellId)}`;
+      const url = `${scheme}//${location.host}${path}?mode=pty&cols=${term.cols}&rows=${term.rows}`;
+      const ws = new WebSocket(url, [config.terminalProtocol, `${config.bindingProtocolPrefix}${binding()}`]);
+      ws.binaryType = "arraybuffer";
+      socket.current = ws;
+      let ready = false;
+      ws.onmessage = (ev) => {
+        if (ev.data instanceof ArrayBuffer) {
+          term.write(new Uint8Array(ev.data));
+          return;
+        }
+        type Control = { type: string; role?: "owner" | "viewer"; code?: string; message?: string };
+        const msg = JSON.parse(String(ev.data)) as Control;
+        if (msg.type === "ready") {
+          // A reconnected socket repaints the whole screen: start from a clean one.
+          if (attempts > 0) term.reset();
+          ready = true;
+          attempts = 0;
+        }
+        if (msg.type === "ready" || msg.type === "role") {
+          setRole(msg.role ?? "viewer");
+          setStatus(msg.role === "owner" ? "in control" : "watching (read-only)");
+          if (msg.role === "owner") ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
+        } else if (msg.type === "error" && msg.code === "read_only") {
+          setStatus("watching (read-only): another viewer has the keyboard; click Take control to type here");
+        } else if (msg.type === "error" || msg.type === "exit") {
+          setStatus(msg.message ?? msg.type);
+        }
+      };
+      ws.onclose = (ev) => {
+        if (closed) return;
+        const why = `${ev.code}${ev.reason ? `: ${ev.reason}` : ""}`;
+        if (!ready && SNAPSHOT_CODES.has(ev.code)) {
+          setSnapshot(true);
+          setStatus(`snapshot mode, read-only (live terminal unavailable: ${why})`);
+        } else if (FINAL_CODES.has(ev.code)) {
+          setStatus(`disconnected (${why})`);
+        } else {
+          attempts++;
+          const pause = Math.min(RECONNECT_MAX_MS, 500 * 2 ** Math.min(attempts - 1, 5));
+          setRole("connecting");
+          setStatus(`disconnected (${why}); reconnecting in ${Math.ceil(pause / 1000)} s (attempt ${attempts})`);
+          retry = setTimeout(connect, pause);
+        }
+      };
     };
-    let ready = false;
-    ws.onclose = (ev) => {
-      const why = `${ev.code}${ev.reason ? `: ${ev.reason}` : ""}`;
-      if (!ready && SNAPSHOT_CODES.has(ev.code)) {
-        setSnapshot(true);
-        setStatus(`snapshot mode, read-only (live terminal unavailable: ${why})`);
-      } else setStatus(`disconnected (${why})`);
-    };
+    connect();
     const input = term.onData((d) => {
-      if (ws.readyState !== WebSocket.OPEN) return;
+      const ws = socket.current;
+      if (!ws || ws.readyState !== WebSocket.OPEN) return;
       const bytes = encoder.encode(d);
       for (let i = 0; i < bytes.length; i += MAX_FRAME) ws.send(bytes.subarray(i, i + MAX_FRAME));
     });
     const resize = term.onResize(({ cols, rows }) => {
-      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols, rows }));
+      const ws = socket.current;
+      if (ws?.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols, rows }));
     });
     const onWindowResize = () => fit.fit();
     window.addEventListener("resize", onWindowResize);
     term.focus();
     return () => {
+      closed = true;
+      clearTimeout(retry);
       window.removeEventListener("resize", onWindowResize);
       input.dispose();
       resize.dispose();
-      ws.close(1000, "view closed");
+      socket.current?.close(1000, "view closed");
       term.dispose();
     };
   }, [shellId]);

@@ -50,9 +50,11 @@ interface Job {
 
 
 export function Dashboard() {
-  const d = useData<{ sessions: number; running_shells: number; running_jobs: number }>("dashboard").data;
+  const d = useData<{ sessions: number; running_shells: number; running_jobs: number }>("dashboard", 2000).data;
+  const recent = useData<{ sessions: Session[] }>("sessions", 5000).data?.sessions.slice(0, 5) ?? [];
   return (
-    <div class="cards" data-testid="dashboard">
+    <div data-testid="dashboard">
+    <div class="cards">
       <div class="card">
         <b>{d?.sessions ?? 0}</b> sessions
       </div>
@@ -61,6 +63,26 @@ export function Dashboard() {
       </div>
       <div class="card">
         <b>{d?.running_jobs ?? 0}</b> running jobs
+      </div>
+    </div>
+      <div class="recent scroll">
+        <h3>Recent sessions</h3>
+        {recent.length === 0 ? (
+          <p>No sessions yet.</p>
+        ) : (
+          <table data-testid="recent-sessions">
+            <tbody>
+              {recent.map((s) => (
+                <tr key={s.session_id}>
+                  <td>{s.session_id}</td>
+                  <td>{s.label ?? ""}</td>
+                  <td>{s.workdir}</td>
+                  <td>{when(s.updated_at)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
       </div>
     </div>
   );
@@ -158,6 +180,21 @@ export function Terminals() {
   );
 }
 
+/**
+ * A plain link cannot carry the page's binding header (OAuth sign-in), so a click asks for a
+ * one-use ticket and then follows it; the browser saves the answer as the file.
+ */
+async function download(sessionId: string, path: string): Promise<void> {
+  const { url } = await api.post<{ url: string }>("files/download-link", { session_id: sessionId, path });
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = path.split("/").pop() ?? "download";
+  a.rel = "noopener";
+  document.body.append(a);
+  a.click();
+  a.remove();
+}
+
 export function Files() {
   const sessions = useData<{ sessions: Session[] }>("sessions").data?.sessions ?? [];
   const [sid, setSid] = useState<string>("");
@@ -193,9 +230,14 @@ export function Files() {
                 <button type="button" class="link" onClick={() => act(api.get<{ path: string; text?: string; hex?: string }>(`files/preview?session_id=${active}&path=${encodeURIComponent(join(e.name))}`).then(setPreview), () => undefined)}>
                   {e.name}
                 </button>{" "}
-                <a href={`/api/ui/files/download?session_id=${active}&path=${encodeURIComponent(join(e.name))}`} download>
+                <button
+                  type="button"
+                  class="link"
+                  data-testid="download"
+                  onClick={() => act(download(active, join(e.name)), () => undefined)}
+                >
                   download
-                </a>
+                </button>
               </>
             )}
           </li>
@@ -211,10 +253,18 @@ export function Files() {
 }
 
 export function Jobs() {
-  const { data, reload } = useData<{ jobs: Job[] }>("jobs");
-  const [log, setLog] = useState<string | null>(null);
+  // Often enough that a job that ended shows as finished within two seconds.
+  const { data, reload } = useData<{ jobs: Job[] }>("jobs", 1500);
+  // The open job's log, refreshed while it is shown (a running job's output keeps growing).
+  const [logOf, setLogOf] = useState<Job | null>(null);
+  type JobLog = { outputs: Array<{ job: { job_id: string }; output?: string }> };
+  const logPath = logOf ? `jobs/log?session_id=${logOf.session_id}&job_id=${logOf.job_id}` : null;
+  const logData = useData<JobLog>(logPath, 1500).data;
+  const shown = logData?.outputs[0];
+  const log = logOf && shown?.job.job_id === logOf.job_id ? (shown.output ?? "") : null;
   return (
     <div data-testid="jobs">
+      <div class="scroll">
       <table>
         <thead>
           <tr>
@@ -229,7 +279,7 @@ export function Jobs() {
           {(data?.jobs ?? []).map((j) => (
             <tr key={j.job_id}>
               <td>
-                <button type="button" class="link" onClick={() => act(api.get<{ jobs: Array<{ output?: string }> }>(`jobs/log?session_id=${j.session_id}&job_id=${j.job_id}`).then((r) => setLog(r.jobs[0]?.output ?? "")), () => undefined)}>
+                <button type="button" class="link" onClick={() => setLogOf(logOf?.job_id === j.job_id ? null : j)}>
                   {j.job_id}
                 </button>
               </td>
@@ -244,14 +294,45 @@ export function Jobs() {
           ))}
         </tbody>
       </table>
-      {log !== null ? <pre class="preview">{log}</pre> : null}
+      </div>
+      {log !== null ? (
+        <pre class="preview" data-testid="job-log">
+          {log === "" ? "(no output yet)" : log}
+        </pre>
+      ) : null}
     </div>
   );
+}
+
+/** What a row was about, in a line: the command, path or shell of a call, or its error. */
+function detail(e: Record<string, unknown>): string {
+  const parts: string[] = [];
+  const obj = (v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  const input = obj(e.input);
+  for (const k of ["command", "code", "path", "source", "destination", "shell_id", "input_text", "label"]) {
+    const v = input?.[k];
+    if (typeof v === "string" && v) parts.push(k === "command" || k === "code" ? v : `${k}=${v}`);
+  }
+  for (const k of ["poll", "cancel", "retry"]) {
+    if (Array.isArray(input?.[k])) parts.push(`${k} ${(input[k] as unknown[]).join(",")}`);
+  }
+  const err = obj(e.error);
+  if (err) parts.push(`${String(err.type ?? err.code ?? "error")}: ${String(err.message ?? "")}`);
+  if (e.event !== "tool_call") {
+    for (const [k, v] of Object.entries(e)) {
+      if (["id", "ts", "event", "node", "operation", "session", "tool", "status"].includes(k)) continue;
+      if (typeof v === "string" || typeof v === "number" || typeof v === "boolean") parts.push(`${k}=${v}`);
+    }
+  }
+  const line = parts.join("  ");
+  return line.length > 240 ? `${line.slice(0, 239)}…` : line;
 }
 
 export function Audit() {
   const entries = useData<{ entries: Array<Record<string, unknown>> }>("audit?limit=200", 10000).data?.entries ?? [];
   return (
+    <div class="scroll" data-testid="audit-scroll">
     <table data-testid="audit">
       <thead>
         <tr>
@@ -260,6 +341,7 @@ export function Audit() {
           <th>Tool</th>
           <th>Session</th>
           <th>Result</th>
+          <th>Detail</th>
         </tr>
       </thead>
       <tbody>
@@ -270,10 +352,12 @@ export function Audit() {
             <td>{String(e.tool ?? "")}</td>
             <td>{String(e.session ?? "")}</td>
             <td>{e.ok === false || e.status === "failed" ? "failed" : e.ok === true ? "ok" : ""}</td>
+            <td class="detail">{detail(e)}</td>
           </tr>
         ))}
       </tbody>
     </table>
+    </div>
   );
 }
 
