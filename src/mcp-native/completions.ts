@@ -28,25 +28,52 @@ const NONE: Completion = { values: [], total: 0, hasMore: false };
  * the arguments already given; what the caller may not see completes to nothing, never an error,
  * so completion cannot be used to probe other clients' sessions.
  */
-export async function complete(caller: Caller, name: string, value: string, given: Record<string, string> | undefined, runTool: RunTool): Promise<Completion> {
+export async function complete(
+  caller: Caller,
+  name: string,
+  value: string,
+  given: Record<string, string> | undefined,
+  runTool: RunTool,
+): Promise<Completion> {
   requireScope(caller, "shell:read");
   if (value.length > 4096) return NONE;
   try {
     switch (name) {
       case "session_id":
-        return bounded(ownedSessions(caller).map((s) => s.session_id), value);
+        return bounded(
+          ownedSessions(caller).map((s) => s.session_id),
+          value,
+        );
       case "job_id": {
         const sid = sessionOf(caller, given);
-        return sid ? bounded(caller.app.jobs.readRows().filter((r) => r.session_id === sid).map((r) => r.job_id), value) : NONE;
+        return sid
+          ? bounded(
+              caller.app.jobs
+                .readRows()
+                .filter((r) => r.session_id === sid)
+                .map((r) => r.job_id),
+              value,
+            )
+          : NONE;
       }
       case "shell_id": {
         const sid = sessionOf(caller, given);
-        return sid ? bounded((await caller.app.shells.list(sid)).map((s) => s.shell_id), value) : NONE;
+        return sid
+          ? bounded(
+              (await caller.app.shells.list(sid)).map((s) => s.shell_id),
+              value,
+            )
+          : NONE;
       }
       case "path":
         return completePath(caller, given, value);
       case "machine":
-        return bounded((caller.app.remote?.store.workers() ?? []).map((w) => w.name).filter((n): n is string => typeof n === "string"), value);
+        return bounded(
+          (caller.app.remote?.store.workers() ?? [])
+            .map((w) => w.name)
+            .filter((n): n is string => typeof n === "string"),
+          value,
+        );
       case "server":
         return bounded(await bridgeServers(caller), value);
       case "name":

@@ -36,7 +36,11 @@ const NOT_FOUND = new Set(["path_not_found", "session_not_found", "session_expir
 function toMcpError(e: unknown): McpError {
   if (e instanceof McpError) return e;
   const error = toToolError(e);
-  const code = NOT_FOUND.has(error.code) ? RESOURCE_NOT_FOUND : error.code === "internal_error" ? ErrorCode.InternalError : ErrorCode.InvalidParams;
+  const code = NOT_FOUND.has(error.code)
+    ? RESOURCE_NOT_FOUND
+    : error.code === "internal_error"
+      ? ErrorCode.InternalError
+      : ErrorCode.InvalidParams;
   return new McpError(code, `[${error.code}] ${error.message}`, error.toJSON());
 }
 
@@ -53,8 +57,15 @@ async function mapped<T>(fn: () => Promise<T> | T): Promise<T> {
  * through the same session ownership, scopes and file containment as the tools; where a tool
  * already shows the data (read_todos, the Skills tools) it is called through the registry.
  */
-export function registerMcpNative(server: Server, app: App, transport: Transport, principalOf: (auth: AuthInfo | undefined) => Principal | undefined): void {
-  const subscriptions = new ResourceSubscriptions((uri) => void server.sendResourceUpdated({ uri }).catch(() => undefined));
+export function registerMcpNative(
+  server: Server,
+  app: App,
+  transport: Transport,
+  principalOf: (auth: AuthInfo | undefined) => Principal | undefined,
+): void {
+  const subscriptions = new ResourceSubscriptions(
+    (uri) => void server.sendResourceUpdated({ uri }).catch(() => undefined),
+  );
   const context = (extra: { authInfo?: AuthInfo; signal: AbortSignal }) => {
     const principal = principalOf(extra.authInfo);
     const caller: Caller = { app: app.services, principal };
@@ -65,7 +76,9 @@ export function registerMcpNative(server: Server, app: App, transport: Transport
     };
     return { caller, runTool };
   };
-  server.setRequestHandler(ListResourcesRequestSchema, (req, extra) => mapped(() => listResources(context(extra).caller, req.params?.cursor)));
+  server.setRequestHandler(ListResourcesRequestSchema, (req, extra) =>
+    mapped(() => listResources(context(extra).caller, req.params?.cursor)),
+  );
   server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: RESOURCE_TEMPLATES }));
   server.setRequestHandler(ReadResourceRequestSchema, (req, extra) =>
     mapped(() => {
@@ -73,8 +86,12 @@ export function registerMcpNative(server: Server, app: App, transport: Transport
       return readResource(caller, req.params.uri, (sid) => runTool("read_todos", { session_id: sid }));
     }),
   );
-  server.setRequestHandler(SubscribeRequestSchema, (req, extra) => mapped(() => (subscriptions.subscribe(context(extra).caller, req.params.uri), {})));
-  server.setRequestHandler(UnsubscribeRequestSchema, (req) => mapped(() => (subscriptions.unsubscribe(req.params.uri), {})));
+  server.setRequestHandler(SubscribeRequestSchema, (req, extra) =>
+    mapped(() => (subscriptions.subscribe(context(extra).caller, req.params.uri), {})),
+  );
+  server.setRequestHandler(UnsubscribeRequestSchema, (req) =>
+    mapped(() => (subscriptions.unsubscribe(req.params.uri), {})),
+  );
   server.setRequestHandler(ListPromptsRequestSchema, (_req, extra) =>
     mapped(() => {
       const { caller, runTool } = context(extra);

@@ -24,7 +24,11 @@ export interface PromptMessage {
   content: { type: "text"; text: string };
 }
 
-const SESSION_ARG: PromptArgument = { name: "session_id", description: "The agent session to work in (from session_start).", required: true };
+const SESSION_ARG: PromptArgument = {
+  name: "session_id",
+  description: "The agent session to work in (from session_start).",
+  required: true,
+};
 /** Skill prompts are `skill_<name>`; Skill names are lowercase letters, digits and hyphens. */
 const SKILL_PREFIX = "skill_";
 /** Top-level entries an orientation prompt names at most. */
@@ -36,14 +40,18 @@ const OWN_PROMPTS: PromptInfo[] = [
   {
     name: "orient_repository",
     title: "Orient in a repository",
-    description: "Start work in a session's workdir: what is there, what kind of project it is, and how to find one's way.",
+    description:
+      "Start work in a session's workdir: what is there, what kind of project it is, and how to find one's way.",
     arguments: [SESSION_ARG],
   },
   {
     name: "run_tests",
     title: "Run the tests",
     description: "Run the project's tests in a session, with the test command found from its project files.",
-    arguments: [SESSION_ARG, { name: "filter", description: "Only tests whose name or file matches this (optional).", required: false }],
+    arguments: [
+      SESSION_ARG,
+      { name: "filter", description: "Only tests whose name or file matches this (optional).", required: false },
+    ],
   },
 ];
 
@@ -83,25 +91,43 @@ function argument(args: Record<string, string> | undefined, name: string, requir
     if (required) throw new ToolError("invalid_arguments", `prompt argument ${name} is required`, { argument: name });
     return undefined;
   }
-  if (v.length > 4096) throw new ToolError("invalid_arguments", `prompt argument ${name} is longer than 4096 characters`, { argument: name });
+  if (v.length > 4096)
+    throw new ToolError("invalid_arguments", `prompt argument ${name} is longer than 4096 characters`, {
+      argument: name,
+    });
   return v;
 }
 
 /** prompts/get. */
-export async function getPrompt(caller: Caller, name: string, args: Record<string, string> | undefined, runTool: RunTool): Promise<{ description: string; messages: PromptMessage[] }> {
+export async function getPrompt(
+  caller: Caller,
+  name: string,
+  args: Record<string, string> | undefined,
+  runTool: RunTool,
+): Promise<{ description: string; messages: PromptMessage[] }> {
   requireScope(caller, "shell:read");
   if (name === "orient_repository") return orientPrompt(caller, argument(args, "session_id", true)!);
-  if (name === "run_tests") return testPrompt(caller, argument(args, "session_id", true)!, argument(args, "filter", false));
+  if (name === "run_tests")
+    return testPrompt(caller, argument(args, "session_id", true)!, argument(args, "filter", false));
   if (name.startsWith(SKILL_PREFIX) && caller.app.bridge) {
     const skill = name.slice(SKILL_PREFIX.length);
     const sid = argument(args, "session_id", false) ?? null;
     const task = argument(args, "task", false);
     const out = await runTool("activate_agent_skill", { name: skill, session_id: sid });
-    const intro = `Use the Agent Skill "${skill}"${task ? ` for this task: ${task}` : ""}. Its instructions follow (SKILL.md).`;
-    const related = (out.related_files as string[]).length ? `\n\nFiles of the Skill (read_agent_skill_file reads them): ${(out.related_files as string[]).join(", ")}` : "";
-    return { description: String(out.description), messages: [message(`${intro}\n\n${String(out.content)}${related}`)] };
+    const purpose = task ? ` for this task: ${task}` : "";
+    const intro = `Use the Agent Skill "${skill}"${purpose}. Its instructions follow (SKILL.md).`;
+    const related = (out.related_files as string[]).length
+      ? `\n\nFiles of the Skill (read_agent_skill_file reads them): ${(out.related_files as string[]).join(", ")}`
+      : "";
+    return {
+      description: String(out.description),
+      messages: [message(`${intro}\n\n${String(out.content)}${related}`)],
+    };
   }
-  throw new ToolError("unknown_prompt", `no prompt named ${JSON.stringify(name.slice(0, 200))}; prompts/list shows them`);
+  throw new ToolError(
+    "unknown_prompt",
+    `no prompt named ${JSON.stringify(name.slice(0, 200))}; prompts/list shows them`,
+  );
 }
 
 /** The workdir's top-level names, folders marked with a slash, sorted, at most MAX_ENTRIES. */
@@ -129,7 +155,9 @@ function orientPrompt(caller: Caller, sid: string): { description: string; messa
     "Orient yourself before changing anything:",
     "1. Read the README and any contributor or architecture notes (read, tree_view).",
     "2. Find the entry points and how the project is built (package manifests, Makefile, build scripts).",
-    tests ? `3. The tests seem to run with \`${tests}\`; run them once with bash to see where things stand.` : "3. Find out how the tests run and run them once with bash.",
+    tests
+      ? `3. The tests seem to run with \`${tests}\`; run them once with bash to see where things stand.`
+      : "3. Find out how the tests run and run them once with bash.",
     "4. Summarise the layout, the build and the test state in a few lines, then say what you would do next.",
   ].join("\n");
   return { description: `Orientation in session ${sid}`, messages: [message(text)] };
@@ -151,25 +179,35 @@ export function testCommand(workdir: string): string | undefined {
   if (pkg !== undefined) {
     try {
       const scripts = (JSON.parse(pkg) as { scripts?: Record<string, unknown> }).scripts;
-      if (typeof scripts?.test === "string") return existsSync(join(workdir, "bun.lock")) || existsSync(join(workdir, "bun.lockb")) ? "bun run test" : "npm test";
+      if (typeof scripts?.test === "string")
+        return existsSync(join(workdir, "bun.lock")) || existsSync(join(workdir, "bun.lockb"))
+          ? "bun run test"
+          : "npm test";
     } catch {
       // An unreadable package.json says nothing.
     }
   }
   if (existsSync(join(workdir, "Cargo.toml"))) return "cargo test";
   if (existsSync(join(workdir, "go.mod"))) return "go test ./...";
-  if (["pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini"].some((f) => existsSync(join(workdir, f)))) return "python -m pytest";
+  if (["pyproject.toml", "pytest.ini", "setup.cfg", "tox.ini"].some((f) => existsSync(join(workdir, f))))
+    return "python -m pytest";
   const make = readSmall(join(workdir, "Makefile"));
   if (make !== undefined && /^test\s*:/m.test(make)) return "make test";
   return undefined;
 }
 
-function testPrompt(caller: Caller, sid: string, filter: string | undefined): { description: string; messages: PromptMessage[] } {
+function testPrompt(
+  caller: Caller,
+  sid: string,
+  filter: string | undefined,
+): { description: string; messages: PromptMessage[] } {
   const session = ownedSession(caller, sid);
   const command = testCommand(session.workdir);
+  const narrow = filter ? `; narrow it to the tests matching "${filter}" the way this test runner does` : "";
   const how = command
-    ? `The project's files point to \`${command}\`${filter ? `; narrow it to tests matching "${filter}" the way this test runner does` : ""}.`
-    : `No test command was found from the project files; look at the README, the CI configuration and the build files for it${filter ? `, then narrow it to tests matching "${filter}"` : ""}.`;
+    ? `The project's files point to \`${command}\`${narrow}.`
+    : `No test command was found from the project files; find it in the README, the CI configuration ` +
+      `and the build files${narrow}.`;
   const text = [
     `Run the tests in agent session ${sid}.`,
     how,

@@ -3,6 +3,7 @@ import { extname, relative, sep } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { assertRegular } from "../fs/read.ts";
 import { openChecked, resolveInWorkdir } from "../fs/resolve.ts";
+import { deniedBy } from "../fs/paths.ts";
 import { walk } from "../fs/walk.ts";
 import type { SessionRecord } from "../sessions/store.ts";
 import { type Caller, filePolicy, ownedSession, ownedSessions, requireScope } from "./access.ts";
@@ -23,14 +24,17 @@ export interface ResourceEntry {
   size?: number;
 }
 
-export type ResourceContents = { uri: string; mimeType: string; text: string } | { uri: string; mimeType: string; blob: string };
+export type ResourceContents =
+  { uri: string; mimeType: string; text: string } | { uri: string; mimeType: string; blob: string };
 
 export const RESOURCE_TEMPLATES = [
   {
     uriTemplate: `${SCHEME}{session_id}/file/{+path}`,
     name: "session-file",
     title: "Workspace file of a session",
-    description: "A file inside the session's workdir, path relative to the workdir. Read with the read tool's containment and size limit; binary files come as blobs.",
+    description:
+      "A file inside the session's workdir, path relative to the workdir. Read with the read tool's " +
+      "containment and size limit; binary files come as blobs.",
   },
   {
     uriTemplate: `${SCHEME}{session_id}/todos`,
@@ -62,7 +66,13 @@ function decodeCursor(raw: string): Cursor {
   try {
     if (raw.length > 200) throw new Error("long");
     const v = JSON.parse(Buffer.from(raw, "base64url").toString("utf8")) as unknown;
-    if (v && typeof v === "object" && typeof (v as Cursor).sid === "string" && Number.isSafeInteger((v as Cursor).skip) && (v as Cursor).skip >= 0) {
+    if (
+      v &&
+      typeof v === "object" &&
+      typeof (v as Cursor).sid === "string" &&
+      Number.isSafeInteger((v as Cursor).skip) &&
+      (v as Cursor).skip >= 0
+    ) {
       return { sid: (v as Cursor).sid, skip: (v as Cursor).skip };
     }
   } catch {
@@ -104,18 +114,44 @@ const BINARY_TYPES: Record<string, string> = {
 async function sessionEntries(caller: Caller, session: SessionRecord, limit: number): Promise<ResourceEntry[]> {
   const sid = session.session_id;
   const label = session.label ? ` (${session.label})` : "";
-  const out: ResourceEntry[] = [{ uri: todosUri(sid), name: `todos of ${sid}`, title: `Todos of session ${sid}${label}`, mimeType: "application/json" }];
-  const rows = caller.app.jobs.readRows().filter((r) => r.session_id === sid).sort((a, b) => b.created_at - a.created_at);
+  const out: ResourceEntry[] = [
+    {
+      uri: todosUri(sid),
+      name: `todos of ${sid}`,
+      title: `Todos of session ${sid}${label}`,
+      mimeType: "application/json",
+    },
+  ];
+  const rows = caller.app.jobs
+    .readRows()
+    .filter((r) => r.session_id === sid)
+    .sort((a, b) => b.created_at - a.created_at);
   for (const r of rows) {
     if (out.length >= limit) return out;
-    out.push({ uri: jobLogUri(sid, r.job_id), name: `${r.job_id} log`, title: `Log of ${r.name ?? r.job_id}`, mimeType: "text/plain" });
+    out.push({
+      uri: jobLogUri(sid, r.job_id),
+      name: `${r.job_id} log`,
+      title: `Log of ${r.name ?? r.job_id}`,
+      mimeType: "text/plain",
+    });
   }
   let files = 0;
+  const { denylist, root } = filePolicy(caller.app, session);
   walk(
     session.workdir,
-    { gitignore: true, hidden: true, skipIgnored: true, maxDepth: 64, exclude: caller.app.files.stateDir, workspaceRoot: caller.app.workspaceRoot },
+    {
+      gitignore: true,
+      hidden: true,
+      skipIgnored: true,
+      maxDepth: 64,
+      exclude: caller.app.files.stateDir,
+      workspaceRoot: caller.app.workspaceRoot,
+    },
     (e) => {
       if (out.length >= limit || files >= MAX_FILES_PER_SESSION) return false;
+      // What the file tools would refuse to read is not offered (a denied folder is not entered).
+      if (denylist.length && (deniedBy(e.abs, denylist) ?? deniedBy(relative(root, e.abs), denylist))) return "skip";
+      // Symlinks are not listed: reading one resolves it under the same containment as any path.
       if (!e.dirent.isFile()) return;
       files++;
       out.push({ uri: fileUri(sid, e.rel), name: e.rel, mimeType: mimeFor(e.rel, undefined) });
@@ -132,7 +168,10 @@ function mimeFor(path: string, binary: boolean | undefined): string {
 }
 
 /** resources/list: the caller's sessions in id order, PAGE_SIZE entries a page. */
-export async function listResources(caller: Caller, cursor: string | undefined): Promise<{ resources: ResourceEntry[]; nextCursor?: string }> {
+export async function listResources(
+  caller: Caller,
+  cursor: string | undefined,
+): Promise<{ resources: ResourceEntry[]; nextCursor?: string }> {
   requireScope(caller, "shell:read");
   const start = cursor === undefined ? undefined : decodeCursor(cursor);
   const sessions = ownedSessions(caller).filter((s) => !start || s.session_id >= start.sid);
@@ -143,7 +182,8 @@ export async function listResources(caller: Caller, cursor: string | undefined):
     const entries = await sessionEntries(caller, s, skip + want + 1);
     const page = entries.slice(skip, skip + want);
     resources.push(...page);
-    if (entries.length > skip + want) return { resources, nextCursor: encodeCursor({ sid: s.session_id, skip: skip + want }) };
+    if (entries.length > skip + want)
+      return { resources, nextCursor: encodeCursor({ sid: s.session_id, skip: skip + want }) };
     if (resources.length >= PAGE_SIZE) {
       const next = sessions[sessions.indexOf(s) + 1];
       return next ? { resources, nextCursor: encodeCursor({ sid: next.session_id, skip: 0 }) } : { resources };
@@ -159,10 +199,15 @@ function readFile(caller: Caller, session: SessionRecord, uri: string, path: str
   const fd = openChecked(policy, res.real, path);
   try {
     const st = fstatSync(fd);
-    if (st.isDirectory()) throw new ToolError("is_a_directory", `a directory is not a resource; read its files: ${path}`);
+    if (st.isDirectory())
+      throw new ToolError("is_a_directory", `a directory is not a resource; read its files: ${path}`);
     assertRegular(st, path);
     const max = caller.app.settings.max_file_read_bytes;
-    if (st.size > max) throw new ToolError("file_too_large", `Refusing to read ${st.size} bytes as a resource; max is ${max}`, { bytes: st.size, max });
+    if (st.size > max)
+      throw new ToolError("file_too_large", `Refusing to read ${st.size} bytes as a resource; max is ${max}`, {
+        bytes: st.size,
+        max,
+      });
     const buf = Buffer.allocUnsafe(st.size);
     let off = 0;
     while (off < st.size) {
@@ -193,12 +238,19 @@ function utf8Text(bytes: Uint8Array): string | undefined {
 }
 
 /** resources/read for one URI of ours. `readTodos` runs the read_todos tool (its audit and schema). */
-export async function readResource(caller: Caller, uri: string, readTodos: (sid: string) => Promise<unknown>): Promise<{ contents: ResourceContents[] }> {
+export async function readResource(
+  caller: Caller,
+  uri: string,
+  readTodos: (sid: string) => Promise<unknown>,
+): Promise<{ contents: ResourceContents[] }> {
   requireScope(caller, "shell:read");
   const ref = parseResourceUri(uri);
   const session = ownedSession(caller, ref.sid);
   if (ref.kind === "file") return { contents: [readFile(caller, session, uri, ref.path)] };
-  if (ref.kind === "todos") return { contents: [{ uri, mimeType: "application/json", text: JSON.stringify(await readTodos(ref.sid), null, 2) }] };
+  if (ref.kind === "todos")
+    return {
+      contents: [{ uri, mimeType: "application/json", text: JSON.stringify(await readTodos(ref.sid), null, 2) }],
+    };
   const job = (await caller.app.jobs.reconcile(ref.sid)).find((j) => j.job_id === ref.jobId);
   if (!job) throw new ToolError("job_not_found", `job not found in session: ${ref.jobId}`, { job_id: ref.jobId });
   const slice = caller.app.jobs.output(job, JOB_LOG_LINES, caller.app.settings.max_file_read_bytes);

@@ -48,7 +48,11 @@ export class ResourceSubscriptions {
     const session = ownedSession(caller, ref.sid);
     if (this.watched.has(uri)) return;
     if (this.watched.size >= MAX_SUBSCRIPTIONS) {
-      throw new ToolError("too_many_subscriptions", `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per connection; unsubscribe first`, { max: MAX_SUBSCRIPTIONS });
+      throw new ToolError(
+        "too_many_subscriptions",
+        `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per connection; unsubscribe first`,
+        { max: MAX_SUBSCRIPTIONS },
+      );
     }
     let path: string;
     if (ref.kind === "file") path = resolveInWorkdir(filePolicy(caller.app, session), ref.path).real;

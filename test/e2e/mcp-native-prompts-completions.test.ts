@@ -2,7 +2,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { McpError } from "@modelcontextprotocol/sdk/types.js";
-import { connectHttp, connectStdio, type McpHandle, startHttpServer, stopStateLeftovers, tempDir, type TempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  connectStdio,
+  type McpHandle,
+  startHttpServer,
+  stopStateLeftovers,
+  tempDir,
+  type TempDir,
+} from "../helpers/harness.ts";
 import { obtainToken } from "../oauth/flow.ts";
 
 let ws: TempDir;
@@ -24,7 +32,10 @@ beforeAll(async () => {
   put(join(ws.path, "proj", "src", "main.ts"), "console.log(1);\n");
   put(join(ws.path, "proj", "src", "mcp.ts"), "\n");
   put(join(ws.path, "proj", "spec", "x.test.ts"), "\n");
-  put(join(ws.path, ".agents", "skills", "deploy-notes", "SKILL.md"), "---\ndescription: How we deploy\n---\n# Deploy\nStep one.\n");
+  put(
+    join(ws.path, ".agents", "skills", "deploy-notes", "SKILL.md"),
+    "---\ndescription: How we deploy\n---\n# Deploy\nStep one.\n",
+  );
   put(join(ws.path, ".agents", "skills", "deploy-notes", "ref", "hosts.md"), "hosts\n");
   mcp = await connectStdio({ workspace: ws.path, state: state.path, env: { XDG_CONFIG_HOME: xdg.path } });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "proj" })).session_id;
@@ -46,7 +57,8 @@ async function refused(p: Promise<unknown>): Promise<string> {
   throw new Error("the request unexpectedly succeeded");
 }
 
-const text = (r: { messages: Array<{ content: { type: string; text?: string } }> }) => r.messages.map((m) => m.content.text ?? "").join("\n");
+const text = (r: { messages: Array<{ content: { type: string; text?: string } }> }) =>
+  r.messages.map((m) => m.content.text ?? "").join("\n");
 
 describe("prompts through the binary", () => {
   test("prompts/list offers our two prompts and one per Agent Skill", async () => {
@@ -71,7 +83,9 @@ describe("prompts through the binary", () => {
     expect(text(r)).toContain("`npm test`");
     expect(text(r)).toContain('"parser"');
     expect(await refused(mcp.client.getPrompt({ name: "run_tests", arguments: {} }))).toBe("invalid_arguments");
-    expect(await refused(mcp.client.getPrompt({ name: "run_tests", arguments: { session_id: "ZZZZZZZZ" } }))).toBe("session_not_found");
+    expect(await refused(mcp.client.getPrompt({ name: "run_tests", arguments: { session_id: "ZZZZZZZZ" } }))).toBe(
+      "session_not_found",
+    );
     expect(await refused(mcp.client.getPrompt({ name: "no_such_prompt" }))).toBe("unknown_prompt");
   });
 
@@ -86,14 +100,22 @@ describe("prompts through the binary", () => {
 
 describe("completions through the binary", () => {
   const ask = (name: string, value: string, args?: Record<string, string>) =>
-    mcp.client.complete({ ref: { type: "ref/resource", uri: "lsm://session/{session_id}/file/{+path}" }, argument: { name, value }, ...(args ? { context: { arguments: args } } : {}) });
+    mcp.client.complete({
+      ref: { type: "ref/resource", uri: "lsm://session/{session_id}/file/{+path}" },
+      argument: { name, value },
+      ...(args ? { context: { arguments: args } } : {}),
+    });
 
   test("session ids, job ids and shell ids complete from the caller's own", async () => {
     expect((await ask("session_id", sid.slice(0, 3))).completion.values).toEqual([sid]);
     expect((await ask("session_id", "#")).completion.values).toEqual([]);
-    const job = (await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "true", async_: true })).result.job_id;
+    const job = (
+      await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "true", async_: true })
+    ).result.job_id;
     expect((await ask("job_id", "job_", { session_id: sid })).completion.values).toEqual([job]);
-    const shell = (await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "cat", pty: true })).result.shell_id;
+    const shell = (
+      await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "cat", pty: true })
+    ).result.shell_id;
     expect((await ask("shell_id", "", { session_id: sid })).completion.values).toContain(shell);
     // Without the session they belong to there is nothing to offer.
     expect((await ask("job_id", "job_")).completion.values).toEqual([]);
@@ -115,7 +137,10 @@ describe("completions through the binary", () => {
   });
 
   test("Skill names complete for a prompt argument called name", async () => {
-    const r = await mcp.client.complete({ ref: { type: "ref/prompt", name: "run_tests" }, argument: { name: "name", value: "dep" } });
+    const r = await mcp.client.complete({
+      ref: { type: "ref/prompt", name: "run_tests" },
+      argument: { name: "name", value: "dep" },
+    });
     expect(r.completion.values).toEqual(["deploy-notes"]);
   });
 });
@@ -125,7 +150,10 @@ describe("ownership over HTTP with OAuth", () => {
   test("another client sees none of a session's resources, prompts or completions", async () => {
     using dir = tempDir();
     writeFileSync(join(dir.path, "notes.txt"), "private notes\n");
-    const server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "mcp", auth: "oauth", pin: PIN });
+    const server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state") },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
     try {
       const a = await obtainToken(server.url, PIN);
       const b = await obtainToken(server.url, PIN);
@@ -139,10 +167,19 @@ describe("ownership over HTTP with OAuth", () => {
       expect((await bob.client.listResources()).resources).toEqual([]);
       expect(await refused(bob.client.readResource({ uri: notes }))).toBe("session_owner_mismatch");
       expect(await refused(bob.client.subscribeResource({ uri: notes }))).toBe("session_owner_mismatch");
-      expect(await refused(bob.client.getPrompt({ name: "orient_repository", arguments: { session_id: owned } }))).toBe("session_owner_mismatch");
-      const c = await bob.client.complete({ ref: { type: "ref/prompt", name: "orient_repository" }, argument: { name: "session_id", value: "" } });
+      expect(await refused(bob.client.getPrompt({ name: "orient_repository", arguments: { session_id: owned } }))).toBe(
+        "session_owner_mismatch",
+      );
+      const c = await bob.client.complete({
+        ref: { type: "ref/prompt", name: "orient_repository" },
+        argument: { name: "session_id", value: "" },
+      });
       expect(c.completion.values).toEqual([]);
-      const p = await bob.client.complete({ ref: { type: "ref/prompt", name: "run_tests" }, argument: { name: "path", value: "" }, context: { arguments: { session_id: owned } } });
+      const p = await bob.client.complete({
+        ref: { type: "ref/prompt", name: "run_tests" },
+        argument: { name: "path", value: "" },
+        context: { arguments: { session_id: owned } },
+      });
       expect(p.completion.values).toEqual([]);
     } finally {
       await server.stop();

@@ -24,14 +24,19 @@ beforeAll(async () => {
       writeFileSync(join(ws, "proj", "README.md"), "# hello\n");
       writeFileSync(join(ws, "proj", "src", "a b.ts"), "export const a = 1;\n");
       writeFileSync(join(ws, "proj", "logo.png"), Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 1, 2, 255]));
-      for (let i = 0; i < 230; i++) writeFileSync(join(ws, "proj", "src", `f${String(i).padStart(3, "0")}.txt`), `${i}\n`);
+      for (let i = 0; i < 230; i++)
+        writeFileSync(join(ws, "proj", "src", `f${String(i).padStart(3, "0")}.txt`), `${i}\n`);
       writeFileSync(join(ws, "sibling.txt"), "outside the workdir\n");
+      writeFileSync(join(ws, "proj", ".env"), "TOKEN=abc\n");
       symlinkSync(join(outside.path, "secret.txt"), join(ws, "proj", "escape-link"));
     },
   });
   mcp = s.mcp;
   sid = s.sid;
-  mcp.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updates.push({ uri: n.params.uri, at: Date.now() }));
+  mcp.client.setNotificationHandler(
+    ResourceUpdatedNotificationSchema,
+    (n) => void updates.push({ uri: n.params.uri, at: Date.now() }),
+  );
 });
 afterAll(async () => {
   await s.close();
@@ -75,8 +80,9 @@ describe("resources through the binary", () => {
     expect(seen).toContain(uri("src/a%20b.ts"));
     expect(seen).toContain(uri("src/f229.txt"));
     expect(seen.filter((u) => u.includes("/file/src/f")).length).toBe(230);
-    // The symlink leaving the workdir is listed by name only; reading it is refused below.
-    expect(seen.some((u) => u.includes("sibling"))).toBe(false);
+    // Symlinks are not listed (reading one is refused below when it leaves the workdir), nor are
+    // files the path denylist refuses, nor anything outside the workdir.
+    expect(seen.some((u) => u.includes("sibling") || u.includes("escape-link") || u.includes(".env"))).toBe(false);
   });
 
   test("a forged cursor is refused with a stable error", async () => {
@@ -99,6 +105,9 @@ describe("resources through the binary", () => {
     const viaLink = await refused(mcp.client.readResource({ uri: uri("escape-link") }));
     expect(viaLink).toBe(await mcp.fails("read", { session_id: sid, path: "escape-link" }));
     expect(await refused(mcp.client.readResource({ uri: uri("missing.txt") }))).toBe("path_not_found");
+    expect(await refused(mcp.client.readResource({ uri: uri(".env") }))).toBe(
+      await mcp.fails("read", { session_id: sid, path: ".env" }),
+    );
     expect(await refused(mcp.client.readResource({ uri: "lsm://session/ZZZZZZZZ/todos" }))).toBe("session_not_found");
     expect(await refused(mcp.client.readResource({ uri: "file:///etc/passwd" }))).toBe("invalid_resource_uri");
   });
@@ -109,19 +118,33 @@ describe("resources through the binary", () => {
   });
 
   test("todos and job logs are resources", async () => {
-    await mcp.ok("write_todos", { session_id: sid, todos: [{ id: "t1", content: "write tests", status: "pending", priority: "high" }] });
+    await mcp.ok("write_todos", {
+      session_id: sid,
+      todos: [{ id: "t1", content: "write tests", status: "pending", priority: "high" }],
+    });
     const todos = await mcp.client.readResource({ uri: `lsm://session/${sid}/todos` });
-    const list = JSON.parse((todos.contents[0] as { text: string }).text) as { revision: number; todos: Array<{ id: string }> };
+    const list = JSON.parse((todos.contents[0] as { text: string }).text) as {
+      revision: number;
+      todos: Array<{ id: string }>;
+    };
     expect(list.revision).toBe(1);
     expect(list.todos.map((t) => t.id)).toEqual(["t1"]);
-    const job = (await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "echo job-line-1; echo job-line-2", async_: true })).result;
+    const job = (
+      await mcp.ok<{ result: { job_id: string } }>("bash", {
+        session_id: sid,
+        command: "echo job-line-1; echo job-line-2",
+        async_: true,
+      })
+    ).result;
     await mcp.ok("job", { session_id: sid, poll: [job.job_id], wait_s: 30 });
     const logUri = `lsm://session/${sid}/job/${job.job_id}/log`;
     const listed = await mcp.client.listResources();
     expect(listed.resources.map((r) => r.uri)).toContain(logUri);
     const log = await mcp.client.readResource({ uri: logUri });
     expect((log.contents[0] as { text: string }).text).toContain("job-line-1\njob-line-2");
-    expect(await refused(mcp.client.readResource({ uri: `lsm://session/${sid}/job/job_000000000000/log` }))).toBe("job_not_found");
+    expect(await refused(mcp.client.readResource({ uri: `lsm://session/${sid}/job/job_000000000000/log` }))).toBe(
+      "job_not_found",
+    );
   });
 
   test("resources/templates/list names the path, todos and job log templates", async () => {
@@ -137,7 +160,10 @@ describe("resources through the binary", () => {
 describe("subscriptions through the binary", () => {
   /** The first update for `u` after `since`, and how long after the file's change it came. */
   async function updateAfter(u: string, since: number, file: string): Promise<number> {
-    const hit = await waitFor(() => updates.find((x) => x.uri === u && x.at >= since), { timeoutMs: 10_000, what: `resources/updated for ${u}` });
+    const hit = await waitFor(() => updates.find((x) => x.uri === u && x.at >= since), {
+      timeoutMs: 10_000,
+      what: `resources/updated for ${u}`,
+    });
     return hit.at - statSync(file).mtimeMs;
   }
 
@@ -173,6 +199,8 @@ describe("subscriptions through the binary", () => {
   test("subscribing outside the workdir is refused and subscriptions are bounded", async () => {
     expect(await refused(mcp.client.subscribeResource({ uri: uri("../sibling.txt") }))).toBe("path_outside_workdir");
     for (let i = 0; i < 63; i++) await mcp.client.subscribeResource({ uri: uri(`n${i}.txt`) });
-    expect(await refused(mcp.client.subscribeResource({ uri: uri("one-too-many.txt") }))).toBe("too_many_subscriptions");
+    expect(await refused(mcp.client.subscribeResource({ uri: uri("one-too-many.txt") }))).toBe(
+      "too_many_subscriptions",
+    );
   });
 });
