@@ -1,4 +1,5 @@
 import { ToolError } from "../core/errors.ts";
+import { deniedBy, toWorkspaceRelative } from "../fs/paths.ts";
 import type { FilePolicy } from "../fs/resolve.ts";
 import type { SessionRecord } from "../sessions/store.ts";
 import type { AppServices, Principal } from "../tools/context.ts";
@@ -22,15 +23,23 @@ export function requireScope(caller: Caller, scope: string): void {
 /** The session under the tools' ownership rule (session_owner_mismatch for another client's). */
 export function ownedSession(caller: Caller, sid: string): SessionRecord {
   const { sessions } = caller.app;
-  return sessions.touch(sessions.requireFor(sid, caller.principal));
+  const rec = sessions.requireFor(sid, caller.principal);
+  // A remote session's workdir is a path on its worker: resolving it here would read this machine.
+  if (rec.target !== "local") {
+    throw new ToolError("remote_session_unsupported", `session ${sid} runs on a remote machine; use the tools for it`, {
+      session_id: sid,
+    });
+  }
+  return sessions.touch(rec);
 }
 
-/** The sessions this caller may see, by id; expired ones and other clients' are left out. */
+/** The local sessions this caller may see, by id; expired, remote and other clients' ones are left out. */
 export function ownedSessions(caller: Caller): SessionRecord[] {
   const out: SessionRecord[] = [];
   for (const id of caller.app.sessions.ids()) {
     try {
-      out.push(caller.app.sessions.requireFor(id, caller.principal));
+      const rec = caller.app.sessions.requireFor(id, caller.principal);
+      if (rec.target === "local") out.push(rec);
     } catch {
       // Not ours, expired or removed meanwhile: not listed.
     }
@@ -46,4 +55,11 @@ export function filePolicy(app: AppServices, session: SessionRecord): FilePolicy
     stateDir: app.files.stateDir,
     denylist: app.settings.allow_full_control ? [] : app.settings.path_denylist,
   };
+}
+
+/** Whether the file tools' path denylist refuses this absolute path (matched as checkCanonical does). */
+export function deniedPath(policy: FilePolicy, abs: string): boolean {
+  const { denylist } = policy;
+  if (denylist.length === 0) return false;
+  return (deniedBy(abs, denylist) ?? deniedBy(toWorkspaceRelative(policy.root, abs), denylist)) !== undefined;
 }

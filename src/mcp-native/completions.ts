@@ -1,7 +1,7 @@
-import { readdirSync } from "node:fs";
+import { opendirSync } from "node:fs";
 import { join } from "node:path";
-import { resolveInWorkdir } from "../fs/resolve.ts";
-import { type Caller, filePolicy, ownedSession, ownedSessions, requireScope } from "./access.ts";
+import { checkCanonical, resolveInWorkdir } from "../fs/resolve.ts";
+import { type Caller, deniedPath, filePolicy, ownedSession, ownedSessions, requireScope } from "./access.ts";
 import type { RunTool } from "./prompts.ts";
 
 /** Values one completion answers with at most (the MCP limit). */
@@ -102,13 +102,22 @@ function completePath(caller: Caller, given: Record<string, string> | undefined,
   const cut = value.lastIndexOf("/");
   const dir = cut < 0 ? "" : value.slice(0, cut + 1);
   const policy = filePolicy(caller.app, session);
-  const res = resolveInWorkdir(policy, dir === "" ? "." : dir, { mustExist: true });
+  const shown = dir === "" ? "." : dir;
+  const res = resolveInWorkdir(policy, shown, { mustExist: true });
+  checkCanonical(policy, res.real, shown);
   const out: string[] = [];
-  let scanned = 0;
-  for (const e of readdirSync(res.real, { withFileTypes: true })) {
-    if (++scanned > MAX_SCANNED) break;
-    if (policy.stateDir && join(res.real, e.name) === policy.stateDir) continue;
-    out.push(`${dir}${e.name}${e.isDirectory() ? "/" : ""}`);
+  // Read entry by entry: a folder of a million names costs MAX_SCANNED entries, not all of them.
+  const handle = opendirSync(res.real);
+  try {
+    for (let scanned = 0, e = handle.readSync(); e && scanned < MAX_SCANNED; scanned++, e = handle.readSync()) {
+      const abs = join(res.real, e.name);
+      if (abs === policy.stateDir) continue;
+      // Names the file tools refuse are not offered.
+      if (deniedPath(policy, abs)) continue;
+      out.push(`${dir}${e.name}${e.isDirectory() ? "/" : ""}`);
+    }
+  } finally {
+    handle.closeSync();
   }
   return bounded(out, value);
 }

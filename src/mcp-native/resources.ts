@@ -3,10 +3,9 @@ import { extname, relative, sep } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { assertRegular } from "../fs/read.ts";
 import { openChecked, resolveInWorkdir } from "../fs/resolve.ts";
-import { deniedBy } from "../fs/paths.ts";
 import { walk } from "../fs/walk.ts";
 import type { SessionRecord } from "../sessions/store.ts";
-import { type Caller, filePolicy, ownedSession, ownedSessions, requireScope } from "./access.ts";
+import { type Caller, deniedPath, filePolicy, ownedSession, ownedSessions, requireScope } from "./access.ts";
 import { fileUri, jobLogUri, parseResourceUri, SCHEME, todosUri } from "./uris.ts";
 
 /** Resources per resources/list page. */
@@ -136,7 +135,7 @@ async function sessionEntries(caller: Caller, session: SessionRecord, limit: num
     });
   }
   let files = 0;
-  const { denylist, root } = filePolicy(caller.app, session);
+  const policy = filePolicy(caller.app, session);
   walk(
     session.workdir,
     {
@@ -150,7 +149,7 @@ async function sessionEntries(caller: Caller, session: SessionRecord, limit: num
     (e) => {
       if (out.length >= limit || files >= MAX_FILES_PER_SESSION) return false;
       // What the file tools would refuse to read is not offered (a denied folder is not entered).
-      if (denylist.length && (deniedBy(e.abs, denylist) ?? deniedBy(relative(root, e.abs), denylist))) return "skip";
+      if (deniedPath(policy, e.abs)) return "skip";
       // Symlinks are not listed: reading one resolves it under the same containment as any path.
       if (!e.dirent.isFile()) return;
       files++;

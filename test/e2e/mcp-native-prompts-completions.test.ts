@@ -125,6 +125,10 @@ describe("completions through the binary", () => {
     expect((await ask("path", "s", { session_id: sid })).completion.values).toEqual(["spec/", "src/"]);
     expect((await ask("path", "src/m", { session_id: sid })).completion.values).toEqual(["src/main.ts", "src/mcp.ts"]);
     expect((await ask("path", "../", { session_id: sid })).completion.values).toEqual([]);
+    // A name the path denylist refuses is not offered.
+    writeFileSync(join(ws.path, "proj", ".env"), "TOKEN=abc\n");
+    writeFileSync(join(ws.path, "proj", ".envrc"), "\n");
+    expect((await ask("path", ".e", { session_id: sid })).completion.values).toEqual([".envrc"]);
     expect((await ask("path", "/etc/", { session_id: sid })).completion.values).toEqual([]);
   });
 

@@ -112,6 +112,28 @@ describe("resources through the binary", () => {
     expect(await refused(mcp.client.readResource({ uri: "file:///etc/passwd" }))).toBe("invalid_resource_uri");
   });
 
+  test("a remote session is neither listed nor read here: its workdir is a path on the worker", async () => {
+    // A record as remote session_start leaves it, whose worker path also exists on this machine.
+    const remote = "RemoteA1";
+    const dir = join(s.state, "sessions", remote);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const now = Date.now() / 1000;
+    const record = {
+      session_id: remote,
+      target: "remote",
+      workdir: join(s.workspace, "proj"),
+      machine: "m1",
+      created_at: now,
+      updated_at: now,
+    };
+    writeFileSync(join(dir, "session.json"), JSON.stringify(record), { mode: 0o600 });
+    const listed = await mcp.client.listResources();
+    expect(listed.resources.some((r) => r.uri.includes(remote))).toBe(false);
+    const readme = `lsm://session/${remote}/file/README.md`;
+    expect(await refused(mcp.client.readResource({ uri: readme }))).toBe("remote_session_unsupported");
+    expect(await refused(mcp.client.subscribeResource({ uri: readme }))).toBe("remote_session_unsupported");
+  });
+
   test("a file over max_file_read_bytes is refused, not cut short", async () => {
     writeFileSync(join(s.workspace, "proj", "big.txt"), "x".repeat(3 * 1024 * 1024));
     expect(await refused(mcp.client.readResource({ uri: uri("big.txt") }))).toBe("file_too_large");
