@@ -16,10 +16,18 @@ import { toToolError } from "../core/errors.ts";
 import type { App } from "../server/app.ts";
 import type { Principal, Transport } from "../tools/context.ts";
 import type { Caller } from "./access.ts";
-import { complete } from "./completions.ts";
-import { getPrompt, listPrompts, type RunTool } from "./prompts.ts";
-import { listResources, readResource, RESOURCE_TEMPLATES } from "./resources.ts";
-import { ResourceSubscriptions } from "./subscriptions.ts";
+import type { RunTool } from "./prompts.ts";
+import type { ResourceSubscriptions } from "./subscriptions.ts";
+
+/**
+ * The handlers' modules (file walk, path resolution, the poll) load with the first such request,
+ * not with every server start: most clients never ask for resources or prompts.
+ */
+let modules:
+  | Promise<[typeof import("./resources.ts"), typeof import("./prompts.ts"), typeof import("./completions.ts")]>
+  | undefined;
+const load = () =>
+  (modules ??= Promise.all([import("./resources.ts"), import("./prompts.ts"), import("./completions.ts")]));
 
 /** What the server declares for resources, prompts and completions (docs/mcp-native.md). */
 export const MCP_NATIVE_CAPABILITIES = {
@@ -63,9 +71,16 @@ export function registerMcpNative(
   transport: Transport,
   principalOf: (auth: AuthInfo | undefined) => Principal | undefined,
 ): void {
-  const subscriptions = new ResourceSubscriptions(
-    (uri) => void server.sendResourceUpdated({ uri }).catch(() => undefined),
-  );
+  // One per connection, made once even when two subscribes arrive while its module loads.
+  let subscriptions: ResourceSubscriptions | undefined;
+  let watching: Promise<ResourceSubscriptions> | undefined;
+  const watch = () =>
+    (watching ??= import("./subscriptions.ts").then(
+      (m) =>
+        (subscriptions = new m.ResourceSubscriptions(
+          (uri) => void server.sendResourceUpdated({ uri }).catch(() => undefined),
+        )),
+    ));
   const context = (extra: { authInfo?: AuthInfo; signal: AbortSignal }) => {
     const principal = principalOf(extra.authInfo);
     const caller: Caller = { app: app.services, principal };
@@ -77,43 +92,49 @@ export function registerMcpNative(
     return { caller, runTool };
   };
   server.setRequestHandler(ListResourcesRequestSchema, (req, extra) =>
-    mapped(() => listResources(context(extra).caller, req.params?.cursor)),
+    mapped(async () => (await load())[0].listResources(context(extra).caller, req.params?.cursor)),
   );
-  server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: RESOURCE_TEMPLATES }));
+  server.setRequestHandler(ListResourceTemplatesRequestSchema, async () => ({
+    resourceTemplates: (await load())[0].RESOURCE_TEMPLATES,
+  }));
   server.setRequestHandler(ReadResourceRequestSchema, (req, extra) =>
-    mapped(() => {
+    mapped(async () => {
       const { caller, runTool } = context(extra);
-      return readResource(caller, req.params.uri, (sid) => runTool("read_todos", { session_id: sid }));
+      const read = (sid: string) => runTool("read_todos", { session_id: sid });
+      return (await load())[0].readResource(caller, req.params.uri, read);
     }),
   );
   server.setRequestHandler(SubscribeRequestSchema, (req, extra) =>
-    mapped(() => (subscriptions.subscribe(context(extra).caller, req.params.uri), {})),
+    mapped(async () => ((await watch()).subscribe(context(extra).caller, req.params.uri), {})),
   );
   server.setRequestHandler(UnsubscribeRequestSchema, (req) =>
-    mapped(() => (subscriptions.unsubscribe(req.params.uri), {})),
+    mapped(() => (subscriptions?.unsubscribe(req.params.uri), {})),
   );
   server.setRequestHandler(ListPromptsRequestSchema, (_req, extra) =>
-    mapped(() => {
+    mapped(async () => {
       const { caller, runTool } = context(extra);
-      return listPrompts(caller, runTool);
+      return (await load())[1].listPrompts(caller, runTool);
     }),
   );
   server.setRequestHandler(GetPromptRequestSchema, (req, extra) =>
-    mapped(() => {
+    mapped(async () => {
       const { caller, runTool } = context(extra);
-      return getPrompt(caller, req.params.name, req.params.arguments, runTool);
+      return (await load())[1].getPrompt(caller, req.params.name, req.params.arguments, runTool);
     }),
   );
   server.setRequestHandler(CompleteRequestSchema, (req, extra) =>
     mapped(async () => {
       const { caller, runTool } = context(extra);
       const { argument, context: given } = req.params;
-      return { completion: await complete(caller, argument.name, argument.value, given?.arguments, runTool) };
+      const completion = await (
+        await load()
+      )[2].complete(caller, argument.name, argument.value, given?.arguments, runTool);
+      return { completion };
     }),
   );
   const previous = server.onclose;
   server.onclose = () => {
-    subscriptions.close();
+    subscriptions?.close();
     previous?.();
   };
 }
