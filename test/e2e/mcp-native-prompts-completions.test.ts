@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { McpError } from "@modelcontextprotocol/sdk/types.js";
+import { McpError, ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import {
   connectHttp,
   connectStdio,
@@ -12,6 +12,7 @@ import {
   type TempDir,
 } from "../helpers/harness.ts";
 import { obtainToken } from "../oauth/flow.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 let ws: TempDir;
 let state: TempDir;
@@ -151,7 +152,7 @@ describe("completions through the binary", () => {
 
 describe("ownership over HTTP with OAuth", () => {
   const PIN = "native-pin-5521";
-  test("another client sees none of a session's resources, prompts or completions", async () => {
+  test("another client sees none of a session's resources, prompts or completions; the owner gets updates", async () => {
     using dir = tempDir();
     writeFileSync(join(dir.path, "notes.txt"), "private notes\n");
     const server = await startHttpServer(
@@ -185,6 +186,13 @@ describe("ownership over HTTP with OAuth", () => {
         context: { arguments: { session_id: owned } },
       });
       expect(p.completion.values).toEqual([]);
+
+      // Over Streamable HTTP the update reaches the owner on its standalone stream.
+      const updates: string[] = [];
+      alice.client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => void updates.push(n.params.uri));
+      await alice.client.subscribeResource({ uri: notes });
+      await alice.ok("bash", { session_id: owned, command: "echo changed > notes.txt" });
+      await waitFor(() => updates.includes(notes), { timeoutMs: 10_000, what: "resources/updated over HTTP" });
     } finally {
       await server.stop();
     }
