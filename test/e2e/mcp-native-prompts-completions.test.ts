@@ -152,7 +152,7 @@ describe("completions through the binary", () => {
 
 describe("ownership over HTTP with OAuth", () => {
   const PIN = "native-pin-5521";
-  test("another client sees none of a session's resources, prompts or completions; the owner gets updates", async () => {
+  test("another client sees no resource, prompt or completion of a session; the owner gets updates", async () => {
     using dir = tempDir();
     writeFileSync(join(dir.path, "notes.txt"), "private notes\n");
     const server = await startHttpServer(
