@@ -34,6 +34,7 @@ export async function complete(
   value: string,
   given: Record<string, string> | undefined,
   runTool: RunTool,
+  toolNames: () => string[],
 ): Promise<Completion> {
   requireScope(caller, "shell:read");
   if (value.length > 4096) return NONE;
@@ -76,6 +77,9 @@ export async function complete(
         );
       case "server":
         return bounded(await bridgeServers(caller), value);
+      case "tool":
+        // The tools this connection lists: ours and those the Agent Bridge forwards.
+        return bounded(toolNames(), value);
       case "name":
       case "skill":
         return bounded(await skillNames(runTool), value);

@@ -81,6 +81,7 @@ export function registerMcpNative(
           (uri) => void server.sendResourceUpdated({ uri }).catch(() => undefined),
         )),
     ));
+  const toolNames = () => app.registry.list().map((t) => t.name);
   const context = (extra: { authInfo?: AuthInfo; signal: AbortSignal }) => {
     const principal = principalOf(extra.authInfo);
     const caller: Caller = { app: app.services, principal };
@@ -128,7 +129,7 @@ export function registerMcpNative(
       const { argument, context: given } = req.params;
       const completion = await (
         await load()
-      )[2].complete(caller, argument.name, argument.value, given?.arguments, runTool);
+      )[2].complete(caller, argument.name, argument.value, given?.arguments, runTool, toolNames);
       return { completion };
     }),
   );

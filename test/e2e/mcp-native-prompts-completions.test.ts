@@ -141,6 +141,11 @@ describe("completions through the binary", () => {
     expect(c.hasMore).toBe(true);
   });
 
+  test("tool names complete from the listed tools", async () => {
+    const r = await ask("tool", "session_");
+    expect(r.completion.values).toEqual(["session_change_cwd", "session_copy", "session_end", "session_start"]);
+  });
+
   test("Skill names complete for a prompt argument called name", async () => {
     const r = await mcp.client.complete({
       ref: { type: "ref/prompt", name: "run_tests" },
