@@ -32,7 +32,7 @@ export const LAYERS: string[][] = [
   ["bridge", "transfer", "ssh"],
   ["tools"],
   // Transports and what they host: the MCP server, HTTP, OAuth, the Human UI's API, remote workers.
-  ["server", "http", "oauth", "ui", "remote", "worker"],
+  ["server", "http", "oauth", "ui", "remote", "worker", "mcp-native"],
   ["cli", "tui"],
 ];
 

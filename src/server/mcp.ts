@@ -13,6 +13,7 @@ import instructions from "./instructions.md" with { type: "text" };
 import { type OutputMode, outputModeFor, relaxedSchema } from "./output-mode.ts";
 import { memoryGovernor } from "./memory.ts";
 import { progressTicker } from "./progress.ts";
+import { MCP_NATIVE_CAPABILITIES, registerMcpNative } from "../mcp-native/index.ts";
 
 /**
  * MCP result for one outcome: one compact text block plus structured content in the connection's
@@ -106,7 +107,7 @@ function onToolCall(server: Server, handler: ToolCallHandler): void {
 
 /** One MCP server object (one per stdio connection or per HTTP session) over the shared registry. */
 export function createMcpServer(app: App, transport: Transport, hooks: McpServerHooks = {}): Server {
-  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: { listChanged: true }, logging: {} }, instructions, jsonSchemaValidator: lazyValidator() });
+  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: { listChanged: true }, logging: {}, ...MCP_NATIVE_CAPABILITIES }, instructions, jsonSchemaValidator: lazyValidator() });
   // Decided per connection from the client's initialize request; until then the setting alone.
   const mode = (): OutputMode => outputModeFor(app.services.settings.structured_output, server.getClientVersion()?.name);
   server.setRequestHandler(ListToolsRequestSchema, () => ({
@@ -145,6 +146,8 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       hooks.onCallEnd?.();
     }
   });
+  // Resources, prompts and completions (docs/mcp-native.md).
+  registerMcpNative(server, app, transport, principalFrom);
   // Dynamic tools (Agent Bridge) come and go: tell the client to list again.
   const unsubscribe = app.registry.dynamic?.onChange(() => void server.sendToolListChanged().catch(() => undefined));
   if (unsubscribe) {
