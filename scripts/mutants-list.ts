@@ -203,7 +203,8 @@ export const GUARANTEES: Guarantee[] = [
   {
     name: "redaction",
     promise: "high-confidence token formats are redacted in the audit log (audit.md)",
-    tests: ["test/audit/audit.test.ts"],
+    tests: ["test/audit/audit.test.ts", "test/e2e/audit-log.test.ts"],
+    filter: "scrubs|redacted",
     mutants: [
       {
         name: "sk-rule-removed",

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { errorCode, type McpHandle, openStdioSession, type StdioSession, tempDir, type TempDir } from "../helpers/harness.ts";
+import { waitFor } from "../helpers/wait.ts";
 
 // Symlinks in file-tool paths: a final symlink is never followed out by a write, and symlinked
 // parents are checked when the path is used, not once and remembered.
@@ -113,4 +114,72 @@ describe("a symlinked parent", () => {
     // Only the stable outcomes (a refusal is the containment code, never an internal error).
     for (const o of outcomes) expect(["written", "read", "path_outside_workdir", "path_not_found"]).toContain(o);
   }, 120_000);
+});
+
+// A directory on the resolved path exchanged with a symlink to outside (renameat2 RENAME_EXCHANGE, as
+// fast as a process can) while the tools run: resolution may see the directory and the open the
+// link. Only the re-checks where the file is opened (reads) and where its parent is pinned (writes)
+// stand between that and a read or write outside.
+const SWAPPER = `
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+a, b, stop, ready = (p.encode() for p in sys.argv[1:5])
+open(ready, "w").close()
+while not os.path.exists(stop):
+    for _ in range(256):
+        if libc.renameat2(-100, a, -100, b, 2) != 0:
+            sys.exit("renameat2: " + os.strerror(ctypes.get_errno()))
+`;
+
+describe("a directory swapped for a symlink after the path was resolved", () => {
+  test("reads and writes re-check where they land: nothing outside is read or written", async () => {
+    const swap = join(ws, "swap");
+    mkdirSync(join(swap, "top", "sub"), { recursive: true });
+    writeFileSync(join(swap, "top", "sub", "f.txt"), "inside\n");
+    mkdirSync(join(outside.path, "top", "sub"), { recursive: true });
+    writeFileSync(join(outside.path, "top", "sub", "f.txt"), "outside secret\n");
+    symlinkSync(join(outside.path, "top"), join(swap, "top-alt"));
+    const stop = join(outside.path, "stop-swapping");
+    const ready = join(outside.path, "swapper-ready");
+    const swapper = Bun.spawn(["python3", "-c", SWAPPER, join(swap, "top"), join(swap, "top-alt"), stop, ready], { stderr: "pipe" });
+    const outcomes = new Map<string, number>();
+    const count = (o: string) => outcomes.set(o, (outcomes.get(o) ?? 0) + 1);
+    try {
+      await waitFor(() => existsSync(ready) || swapper.exitCode !== null, { what: "the swapper to start" });
+      expect(swapper.exitCode).toBeNull();
+      for (let i = 0; i < 150; i++) {
+        const w = await mcp.call("write_file", { session_id: sid, path: "swap/top/sub/f.txt", content: `write ${i}\n` });
+        count(w.isError ? `write ${errorCode(w)}` : "written");
+        const r = await mcp.call("read", { session_id: sid, path: "swap/top/sub/f.txt" });
+        if (!r.isError) expect(JSON.stringify(r.structuredContent)).not.toContain("outside secret");
+        count(r.isError ? `read ${errorCode(r)}` : "read");
+      }
+    } finally {
+      writeFileSync(stop, "");
+      await swapper.exited;
+    }
+    expect(swapper.exitCode, await new Response(swapper.stderr).text()).toBe(0);
+    // Nothing reached outside: the same single file with the same bytes, no temp file beside it.
+    expect(readdirSync(join(outside.path, "top", "sub"))).toEqual(["f.txt"]);
+    expect(readFileSync(join(outside.path, "top", "sub", "f.txt"), "utf8")).toBe("outside secret\n");
+    const allowed = ["written", "read", "write path_outside_workdir", "read path_outside_workdir", "write path_changed", "read path_changed", "write path_not_found", "read path_not_found"];
+    for (const o of outcomes.keys()) expect(allowed, JSON.stringify([...outcomes])).toContain(o);
+    // The race was real: some calls met the link, some the directory.
+    expect(outcomes.get("written") ?? 0, JSON.stringify([...outcomes])).toBeGreaterThan(0);
+  }, 180_000);
+});
+
+describe("a hard link to a file outside the workspace", () => {
+  test("a write replaces the workspace name by rename: the file outside keeps its bytes", async () => {
+    const target = join(outside.path, "hard-target.txt");
+    writeFileSync(target, "outside original\n");
+    linkSync(target, join(ws, "hard-link.txt"));
+    expect(statSync(target).nlink).toBe(2);
+    await mcp.ok("write_file", { session_id: sid, path: "hard-link.txt", content: "replaced\n" });
+    expect(readFileSync(join(ws, "hard-link.txt"), "utf8")).toBe("replaced\n");
+    expect(readFileSync(target, "utf8")).toBe("outside original\n");
+    // The workspace name is a new file now; the one outside has lost its second name.
+    expect(statSync(target).nlink).toBe(1);
+    expect(statSync(join(ws, "hard-link.txt")).ino).not.toBe(statSync(target).ino);
+  });
 });

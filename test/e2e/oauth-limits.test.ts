@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { binary, connectHttp, serverEnv, startHttpServer, tempDir } from "../helpers/harness.ts";
-import { authorizeRequest, discover, obtainToken, register, submitApproval } from "../oauth/flow.ts";
+import { authorizeRequest, discover, obtainToken, register, submitApproval, tokenRequest } from "../oauth/flow.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const PIN = "lockout-pin-7319";
@@ -68,6 +68,31 @@ describe("OAuth limits and start-up rules", () => {
       const r = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
       expect(r.status).toBe(401);
       expect(r.headers.get("www-authenticate")).toContain('error="invalid_token"');
+    } finally {
+      await server.stop();
+    }
+  }, 60_000);
+
+  test("an unused authorization code expires after oauth_code_ttl_s", async () => {
+    using dir = tempDir();
+    const server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state"), args: ["--oauth-code-ttl-s", "1"] },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
+    try {
+      const d = await discover(server.url);
+      const client = await register(d);
+      const req = await authorizeRequest(d, client);
+      const approved = await submitApproval(d, req, PIN);
+      expect(approved.status).toBe(302);
+      const issued = Date.now();
+      const code = new URL(approved.headers.get("location")!).searchParams.get("code")!;
+      // The subject here is the passing of time: wait until the code is clearly older than its TTL.
+      await waitFor(() => Date.now() - issued > 2500, { timeoutMs: 10_000, what: "the code to be older than its TTL" });
+      const fields = { grant_type: "authorization_code", code, client_id: client.client_id, redirect_uri: req.params.redirect_uri!, resource: d.resource, code_verifier: req.verifier };
+      const late = await tokenRequest(d, fields);
+      expect(late.status).toBe(400);
+      expect(await late.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
     } finally {
       await server.stop();
     }
