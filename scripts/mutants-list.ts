@@ -311,7 +311,7 @@ export const GUARANTEES: Guarantee[] = [
     name: "runner-two-empty-walks",
     promise: "cleanup is done only when two procfs walks in a row find no descendant (security.md)",
     tests: ["test/native/runner.test.ts"],
-    filter: "two walks",
+    filter: "two empty walks",
     mutants: [
       {
         name: "one-walk",
