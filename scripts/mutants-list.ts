@@ -297,7 +297,7 @@ export const GUARANTEES: Guarantee[] = [
     name: "final-symlink",
     promise: "writes never follow a final symlink (security.md)",
     tests: ["test/e2e/files-symlinks.test.ts"],
-    filter: "pointing out|flipping",
+    filter: "final component",
     mutants: [
       {
         name: "write-follows-final-link",

@@ -169,6 +169,43 @@ describe("a directory swapped for a symlink after the path was resolved", () => 
   }, 180_000);
 });
 
+describe("a final component exchanged with a symlink while writes run", () => {
+  test("nothing outside is written, and no write takes the link's mode (0777)", async () => {
+    const dirIn = join(ws, "final-race");
+    mkdirSync(dirIn);
+    writeFileSync(join(dirIn, "f.txt"), "inside\n", { mode: 0o644 });
+    writeFileSync(join(outside.path, "final-target.txt"), "outside secret\n");
+    symlinkSync(join(outside.path, "final-target.txt"), join(dirIn, "f-alt"));
+    const stop = join(outside.path, "stop-final");
+    const ready = join(outside.path, "final-ready");
+    const swapper = Bun.spawn(["python3", "-c", SWAPPER, join(dirIn, "f.txt"), join(dirIn, "f-alt"), stop, ready], { stderr: "pipe" });
+    const outcomes = new Map<string, number>();
+    try {
+      await waitFor(() => existsSync(ready) || swapper.exitCode !== null, { what: "the swapper to start" });
+      expect(swapper.exitCode).toBeNull();
+      for (let i = 0; i < 150; i++) {
+        const w = await mcp.call("write_file", { session_id: sid, path: "final-race/f.txt", content: `write ${i}\n` });
+        const o = w.isError ? errorCode(w) : "written";
+        outcomes.set(o, (outcomes.get(o) ?? 0) + 1);
+      }
+    } finally {
+      writeFileSync(stop, "");
+      await swapper.exited;
+    }
+    const seen = JSON.stringify([...outcomes]);
+    expect(swapper.exitCode, await new Response(swapper.stderr).text()).toBe(0);
+    expect(readFileSync(join(outside.path, "final-target.txt"), "utf8")).toBe("outside secret\n");
+    // A write that met the link where it expected the file refuses (path_changed); one that took
+    // the link's lstat mode for the file it wrote would leave a world-writable file behind.
+    for (const name of readdirSync(dirIn)) {
+      const st = lstatSync(join(dirIn, name));
+      if (st.isFile()) expect({ name, mode: (st.mode & 0o777).toString(8) }).toEqual({ name, mode: "644" });
+    }
+    for (const o of outcomes.keys()) expect(["written", "path_outside_workdir", "path_changed", "path_not_found"], seen).toContain(o);
+    expect(outcomes.get("written") ?? 0, seen).toBeGreaterThan(0);
+  }, 180_000);
+});
+
 describe("a hard link to a file outside the workspace", () => {
   test("a write replaces the workspace name by rename: the file outside keeps its bytes", async () => {
     const target = join(outside.path, "hard-target.txt");

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { binary, connectHttp, serverEnv, startHttpServer, tempDir } from "../helpers/harness.ts";
 import { authorizeRequest, discover, obtainToken, register, submitApproval, tokenRequest } from "../oauth/flow.ts";
@@ -98,7 +98,7 @@ describe("OAuth limits and start-up rules", () => {
     }
   }, 60_000);
 
-  test("start-up refuses a weak PIN with base_url (before creating the secret), bad base_url, weak secret files", async () => {
+  test("start-up refuses a weak PIN with base_url (before creating the secret), bad base_url, weak secret files, a corrupt client store; an empty secret is made anew", async () => {
     using dir = tempDir();
     const state = join(dir.path, "state");
     const base = ["--workspace-root", dir.path, "--state-dir", state, "--port", "0"];
@@ -122,10 +122,19 @@ describe("OAuth limits and start-up rules", () => {
       expect(r.stderr).toContain("32 UTF-8 bytes");
       expect(readFileSync(join(state, "oauth-jwt-secret"), "utf8")).toBe(secret);
     }
+    // Two separate faults, one at a time. An empty secret file is what a crash during its creation
+    // leaves: a new secret is made and the server starts.
     writeFileSync(join(state, "oauth-jwt-secret"), "");
+    const recovered = await startHttpServer({ workspace: dir.path, state }, { mode: "mcp", auth: "oauth", pin: PIN });
+    await recovered.stop();
+    expect(readFileSync(join(state, "oauth-jwt-secret"), "utf8").trim().length).toBeGreaterThanOrEqual(32);
+    // A corrupt client store (and no readable backup) is never reset: the server refuses to start.
     writeFileSync(join(state, "oauth-clients.json"), "{not json");
+    rmSync(join(state, "oauth-clients.json.bak"), { force: true });
     const corrupt = await refused(base);
     expect(corrupt.code).toBe(2);
+    expect(corrupt.stderr).toContain("oauth-clients.json and its backup are unreadable");
+    expect(readFileSync(join(state, "oauth-clients.json"), "utf8")).toBe("{not json");
   });
   test("a public base_url without any admin PIN is refused at start-up, from the flag and from the environment", async () => {
     using dir = tempDir();
