@@ -156,6 +156,23 @@ export const GUARANTEES: Guarantee[] = [
     ],
   },
   {
+    name: "sse-resumption-bounds",
+    promise: "the events kept for Last-Event-ID resumption are per session and bounded: 128 events, 2 MiB (security.md)",
+    tests: ["test/http/event-store-bounds.test.ts"],
+    mutants: [
+      {
+        name: "no-count-bound",
+        what: "events are kept without a count limit",
+        edits: [one("src/http/event-store.ts", "const MAX_EVENTS = 128;", "const MAX_EVENTS = 1_000_000;")],
+      },
+      {
+        name: "no-byte-bound",
+        what: "events are kept without a byte limit",
+        edits: [one("src/http/event-store.ts", "(this.bytes > MAX_BYTES && this.events.length > 1)", "false")],
+      },
+    ],
+  },
+  {
     name: "mcp-session-owner",
     promise: "an MCP session is bound to the principal (client and subject) that opened it (security.md)",
     tests: ["test/e2e/oauth-flow.test.ts"],
@@ -305,6 +322,79 @@ export const GUARANTEES: Guarantee[] = [
         name: "final-link-not-resolved",
         what: "resolution checks the link's own path instead of where it points",
         edits: [one("src/fs/resolve.ts", "real = realpathSync(lexical);", "real = lexical;")],
+      },
+    ],
+  },
+  {
+    name: "state-dir-refused",
+    promise: "file tools refuse the private state dir, even inside the workspace (security.md)",
+    tests: ["test/e2e/files-tools.test.ts"],
+    mutants: [
+      {
+        name: "state-dir-allowed",
+        what: "a canonical path inside the state dir is not refused",
+        edits: [one("src/fs/resolve.ts", "if (policy.stateDir && isWithin(policy.stateDir, real)) {", "if (false) {")],
+      },
+    ],
+  },
+  // ---- Local state and process (docs/security.md "State", "Process", "Transport") ----
+  {
+    name: "private-state",
+    promise: "the state dir is 0700 and its files 0600 (security.md)",
+    tests: ["test/store/atomic.test.ts", "test/e2e/spine-cli.test.ts"],
+    filter: "private",
+    mutants: [
+      {
+        name: "world-readable-files",
+        what: "state files are written 0644",
+        edits: [one("src/store/atomic.ts", "export const PRIVATE_FILE_MODE = 0o600;", "export const PRIVATE_FILE_MODE = 0o644;")],
+      },
+      {
+        name: "open-state-dir",
+        what: "the state dir is made 0755",
+        edits: [one("src/store/atomic.ts", "export const PRIVATE_DIR_MODE = 0o700;", "export const PRIVATE_DIR_MODE = 0o755;")],
+      },
+    ],
+  },
+  {
+    name: "non-dumpable",
+    promise: "serve marks itself non-dumpable, so same-user commands cannot read its memory or environ (security.md)",
+    tests: ["test/e2e/spine-harden.test.ts"],
+    mutants: [
+      {
+        name: "stays-dumpable",
+        what: "prctl sets the process dumpable instead",
+        edits: [one("src/native/harden.ts", "prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)", "prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)")],
+      },
+    ],
+  },
+  {
+    name: "no-auth-loopback-only",
+    promise: "auth_mode=none is refused on a non-loopback host (security.md)",
+    tests: ["test/e2e/spine-cli.test.ts"],
+    filter: "unsafe combinations",
+    mutants: [
+      {
+        name: "no-auth-anywhere",
+        what: "auth_mode=none starts on any host",
+        edits: [one("src/cli/serve.ts", "  if (!isLoopbackHost(s.host)) {\n    return `auth_mode=none", "  if (false) {\n    return `auth_mode=none")],
+      },
+    ],
+  },
+  {
+    name: "ui-local-token",
+    promise: "the UI loopback token is accepted only from a loopback peer and only without Origin (human-ui.md)",
+    tests: ["test/e2e/human-ui-local-token.test.ts"],
+    mutants: [
+      {
+        name: "token-with-origin",
+        what: "a browser (Origin present) may use the loopback token",
+        edits: [one("src/ui/local-token.ts", 'if (req.headers.get("origin") !== null) return', "if (false) return")],
+      },
+      {
+        name: "token-from-any-peer",
+        what: "a non-loopback peer may use the loopback token",
+        edits: [one("src/ui/local-token.ts", 'if (!isLoopbackName(peer.replace(/^::ffff:/, ""))) return', "if (false) return")],
       },
     ],
   },
