@@ -55,7 +55,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "plain-any-verifier",
         what: "with code_challenge_method=plain any well-formed verifier passes",
-        edits: [one("src/oauth/tokens.ts", ".digest(\"base64url\") : verifier;", ".digest(\"base64url\") : rec.challenge;")],
+        edits: [
+          one(
+            "src/oauth/tokens.ts",
+            ".digest(\"base64url\") : verifier;",
+            ".digest(\"base64url\") : rec.challenge;",
+          ),
+        ],
       },
     ],
   },
@@ -99,7 +105,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "no-jti-accepted",
         what: "a token without jti is accepted",
-        edits: [one("src/oauth/server.ts", ' || typeof payload.jti !== "string") return undefined;', ") return undefined;")],
+        edits: [
+          one(
+            "src/oauth/server.ts",
+            " || typeof payload.jti !== \"string\") return undefined;",
+            ") return undefined;",
+          ),
+        ],
       },
       {
         name: "audience-unchecked",
@@ -127,7 +139,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "no-lockout",
         what: "wrong PINs never lock approval",
-        edits: [one("src/oauth/pin-throttle.ts", "if (this.failures >= PIN_MAX_FAILURES) this.lockedUntil", "if (false) this.lockedUntil")],
+        edits: [
+          one(
+            "src/oauth/pin-throttle.ts",
+            "if (this.failures >= PIN_MAX_FAILURES) this.lockedUntil",
+            "if (false) this.lockedUntil",
+          ),
+        ],
       },
     ],
   },
@@ -141,7 +159,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "null-origin-accepted",
         what: "Origin: null (sandboxed frames, file: pages) is accepted",
-        edits: [one("src/http/origin-guard.ts", "if (origin === null) return true;", 'if (origin === null || origin === "null") return true;')],
+        edits: [
+          one(
+            "src/http/origin-guard.ts",
+            "if (origin === null) return true;",
+            "if (origin === null || origin === \"null\") return true;",
+          ),
+        ],
       },
       {
         name: "any-origin-accepted",
@@ -151,13 +175,20 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "any-host-accepted",
         what: "every Host is accepted (DNS rebinding)",
-        edits: [one("src/http/origin-guard.ts", "  return policy.hosts.has(hostHeader.toLowerCase());", "  return true;")],
+        edits: [
+          one(
+            "src/http/origin-guard.ts",
+            "  return policy.hosts.has(hostHeader.toLowerCase());",
+            "  return true;",
+          ),
+        ],
       },
     ],
   },
   {
     name: "sse-resumption-bounds",
-    promise: "the events kept for Last-Event-ID resumption are per session and bounded: 128 events, 2 MiB (security.md)",
+    promise:
+      "the events kept for Last-Event-ID resumption are per session and bounded: 128 events, 2 MiB (security.md)",
     tests: ["test/http/event-store-bounds.test.ts"],
     mutants: [
       {
@@ -198,7 +229,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "subject-only",
         what: "the owner check compares the subject only",
-        edits: [one("src/sessions/store.ts", "(rec.owner.client_id !== caller.clientId || rec.owner.subject", "(rec.owner.subject")],
+        edits: [
+          one(
+            "src/sessions/store.ts",
+            "(rec.owner.client_id !== caller.clientId || rec.owner.subject",
+            "(rec.owner.subject",
+          ),
+        ],
       },
     ],
   },
@@ -231,7 +268,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "worker-token-rule-removed",
         what: "the remote worker invite and token rule is gone",
-        edits: [one("src/audit/redact.ts", '{ re: /\\blsmcp_(?:inv|wk)_[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: "lsmcp_" },', "")],
+        edits: [
+          one(
+            "src/audit/redact.ts",
+            "{ re: /\\blsmcp_(?:inv|wk)_[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: \"lsmcp_\" },",
+            "",
+          ),
+        ],
       },
     ],
   },
@@ -244,7 +287,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "raw-token-at-rest",
         what: "the raw token is stored beside its hash",
-        edits: [one("src/links/store.ts", "token_sha256: LinkStore.tokenSha256(token), bytes: copied", "token_sha256: LinkStore.tokenSha256(token), token, bytes: copied")],
+        edits: [
+          one(
+            "src/links/store.ts",
+            "token_sha256: LinkStore.tokenSha256(token), bytes: copied",
+            "token_sha256: LinkStore.tokenSha256(token), token, bytes: copied",
+          ),
+        ],
       },
       {
         name: "one-extra-download",
@@ -263,12 +312,24 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "download-not-bound-to-worker",
         what: "a download capability works for any worker",
-        edits: [one("src/transfer/gateway-store.ts", "|| worker === null || bound !== worker)", '|| worker === null || (direction === "upload" && bound !== worker))')],
+        edits: [
+          one(
+            "src/transfer/gateway-store.ts",
+            "|| worker === null || bound !== worker)",
+            "|| worker === null || (direction === \"upload\" && bound !== worker))",
+          ),
+        ],
       },
       {
         name: "upload-not-bound-to-worker",
         what: "an upload capability works for any worker",
-        edits: [one("src/transfer/gateway-store.ts", "|| worker === null || bound !== worker)", '|| worker === null || (direction === "download" && bound !== worker))')],
+        edits: [
+          one(
+            "src/transfer/gateway-store.ts",
+            "|| worker === null || bound !== worker)",
+            "|| worker === null || (direction === \"download\" && bound !== worker))",
+          ),
+        ],
       },
     ],
   },
@@ -286,7 +347,8 @@ export const GUARANTEES: Guarantee[] = [
           one(
             "src/fs/write.ts",
             "        renameSync(tmp, target);\n",
-            '        { const fs = require("node:fs"); fs.writeFileSync(target, fs.readFileSync(tmp)); rmSync(tmp, { force: true }); }\n',
+            '        { const fs = require("node:fs"); fs.writeFileSync(target, fs.readFileSync(tmp)); ' +
+              "rmSync(tmp, { force: true }); }\n",
           ),
         ],
       },
@@ -301,12 +363,24 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "read-recheck-removed",
         what: "a read no longer checks where its descriptor points",
-        edits: [one("src/fs/resolve.ts", "if (where !== undefined) checkCanonical(policy, where, shown);", "void where;")],
+        edits: [
+          one(
+            "src/fs/resolve.ts",
+            "if (where !== undefined) checkCanonical(policy, where, shown);",
+            "void where;",
+          ),
+        ],
       },
       {
         name: "write-recheck-removed",
         what: "a write no longer checks where its pinned parent directory is",
-        edits: [one("src/fs/resolve.ts", "if (!isWithin(policy.workdir, where) || (policy.stateDir && isWithin(policy.stateDir, where))) {", "if (false) {")],
+        edits: [
+          one(
+            "src/fs/resolve.ts",
+            "if (!isWithin(policy.workdir, where) || (policy.stateDir && isWithin(policy.stateDir, where))) {",
+            "if (false) {",
+          ),
+        ],
       },
     ],
   },
@@ -329,6 +403,7 @@ export const GUARANTEES: Guarantee[] = [
     name: "state-dir-refused",
     promise: "file tools refuse the private state dir, even inside the workspace (security.md)",
     tests: ["test/e2e/files-tools.test.ts"],
+    filter: "escape attempts|state dir|workspace_search and fetch",
     mutants: [
       {
         name: "state-dir-allowed",
@@ -347,12 +422,24 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "world-readable-files",
         what: "state files are written 0644",
-        edits: [one("src/store/atomic.ts", "export const PRIVATE_FILE_MODE = 0o600;", "export const PRIVATE_FILE_MODE = 0o644;")],
+        edits: [
+          one(
+            "src/store/atomic.ts",
+            "export const PRIVATE_FILE_MODE = 0o600;",
+            "export const PRIVATE_FILE_MODE = 0o644;",
+          ),
+        ],
       },
       {
         name: "open-state-dir",
         what: "the state dir is made 0755",
-        edits: [one("src/store/atomic.ts", "export const PRIVATE_DIR_MODE = 0o700;", "export const PRIVATE_DIR_MODE = 0o755;")],
+        edits: [
+          one(
+            "src/store/atomic.ts",
+            "export const PRIVATE_DIR_MODE = 0o700;",
+            "export const PRIVATE_DIR_MODE = 0o755;",
+          ),
+        ],
       },
     ],
   },
@@ -364,7 +451,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "stays-dumpable",
         what: "prctl sets the process dumpable instead",
-        edits: [one("src/native/harden.ts", "prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)", "prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)")],
+        edits: [
+          one(
+            "src/native/harden.ts",
+            "prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)",
+            "prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)",
+          ),
+        ],
       },
     ],
   },
@@ -377,7 +470,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "no-auth-anywhere",
         what: "auth_mode=none starts on any host",
-        edits: [one("src/cli/serve.ts", "  if (!isLoopbackHost(s.host)) {\n    return `auth_mode=none", "  if (false) {\n    return `auth_mode=none")],
+        edits: [
+          one(
+            "src/cli/serve.ts",
+            "  if (!isLoopbackHost(s.host)) {\n    return `auth_mode=none",
+            "  if (false) {\n    return `auth_mode=none",
+          ),
+        ],
       },
     ],
   },
@@ -394,7 +493,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "token-from-any-peer",
         what: "a non-loopback peer may use the loopback token",
-        edits: [one("src/ui/local-token.ts", 'if (!isLoopbackName(peer.replace(/^::ffff:/, ""))) return', "if (false) return")],
+        edits: [
+          one(
+            "src/ui/local-token.ts",
+            "if (!isLoopbackName(peer.replace(/^::ffff:/, \"\"))) return",
+            "if (false) return",
+          ),
+        ],
       },
     ],
   },
@@ -421,7 +526,13 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "no-sigkill",
         what: "cleanup only ever sends SIGTERM",
-        edits: [one("native/runner/supervise.c", "int sig = t < term_until ? SIGTERM : SIGKILL;", "int sig = SIGTERM;")],
+        edits: [
+          one(
+            "native/runner/supervise.c",
+            "int sig = t < term_until ? SIGTERM : SIGKILL;",
+            "int sig = SIGTERM;",
+          ),
+        ],
       },
     ],
   },
@@ -451,7 +562,11 @@ export const GUARANTEES: Guarantee[] = [
         name: "death-reads-as-exit-0",
         what: "a call whose runner died ends as if the command exited 0",
         edits: [
-          one("src/exec/runner-server.ts", '    call.signalCode = "runner server died";\n', "    call.signalCode = null;\n"),
+          one(
+            "src/exec/runner-server.ts",
+            '    call.signalCode = "runner server died";\n',
+            "    call.signalCode = null;\n",
+          ),
           one("src/exec/runner-server.ts", "    call.resolveExit(-1);\n", "    call.resolveExit(0);\n"),
         ],
       },

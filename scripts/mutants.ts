@@ -82,7 +82,9 @@ export function applyEdits(text: string, mutant: Mutant, file: string): { text: 
   for (const edit of mutant.edits.filter((e) => e.file === file)) {
     const found = out.split(edit.find).length - 1;
     const want = edit.count ?? 1;
-    if (found !== want) return { error: `${file}: anchor found ${found} time(s), expected ${want}: ${JSON.stringify(edit.find)}` };
+    if (found !== want) {
+      return { error: `${file}: anchor found ${found} time(s), expected ${want}: ${JSON.stringify(edit.find)}` };
+    }
     out = out.split(edit.find).join(edit.replace);
   }
   return out === text ? { error: `${file}: the edit changes nothing` } : { text: out };
@@ -102,6 +104,14 @@ function copyTree(): string {
   for (const d of ["node_modules", ".tools"]) symlinkSync(join(ROOT, d), join(dest, d));
   return dest;
 }
+
+const notApplied = (name: string, detail: string): Result => ({
+  name,
+  outcome: "did not apply",
+  detail,
+  buildS: 0,
+  testS: 0,
+});
 
 const seconds = (t0: number) => Math.round((performance.now() - t0) / 100) / 10;
 
@@ -144,7 +154,8 @@ async function main() {
     for (const { guarantee, mutant } of chosen) {
       for (const file of new Set(mutant.edits.map((e) => e.file))) {
         const path = join(ROOT, file);
-        const r = existsSync(path) ? applyEdits(readFileSync(path, "utf8"), mutant, file) : { error: `${file} is gone` };
+        const text = existsSync(path) ? readFileSync(path, "utf8") : undefined;
+        const r = text === undefined ? { error: `${file} is gone` } : applyEdits(text, mutant, file);
         if ("error" in r) {
           bad++;
           console.log(`mutation did not apply: ${mutantName(guarantee, mutant)}: ${r.error}`);
@@ -162,11 +173,11 @@ async function main() {
     for (const { guarantee, mutant } of chosen) {
       for (const file of new Set(mutant.edits.map((e) => e.file))) {
         if (!existsSync(join(copy, file))) {
-          results.push({ name: mutantName(guarantee, mutant), outcome: "did not apply", detail: `${file} is gone`, buildS: 0, testS: 0 });
+          results.push(notApplied(mutantName(guarantee, mutant), `${file} is gone`));
           break;
         }
         const r = applyEdits(readFileSync(join(copy, file), "utf8"), mutant, file);
-        if ("error" in r) results.push({ name: mutantName(guarantee, mutant), outcome: "did not apply", detail: r.error, buildS: 0, testS: 0 });
+        if ("error" in r) results.push(notApplied(mutantName(guarantee, mutant), r.error));
       }
     }
     if (!flags.has("--no-baseline")) {
@@ -206,13 +217,16 @@ async function main() {
         for (const [file, text] of originals) writeFileSync(join(copy, file), text);
       }
       const r = results.at(-1)!;
-      console.log(`${r.outcome.padEnd(13)} ${name}  (build ${r.buildS} s, tests ${r.testS} s)${r.detail ? `\n    ${r.detail}` : ""}`);
+      const detail = r.detail ? `\n    ${r.detail}` : "";
+      console.log(`${r.outcome.padEnd(13)} ${name}  (build ${r.buildS} s, tests ${r.testS} s)${detail}`);
     }
   } finally {
     if (flags.has("--keep")) console.log(`kept: ${copy}`);
     else rmSync(copy, { recursive: true, force: true });
   }
-  for (const r of results.filter((r) => r.outcome === "did not apply")) console.log(`mutation did not apply: ${r.name}: ${r.detail}`);
+  for (const r of results.filter((r) => r.outcome === "did not apply")) {
+    console.log(`mutation did not apply: ${r.name}: ${r.detail}`);
+  }
   const caught = results.filter((r) => r.outcome === "caught").length;
   const pct = results.length ? Math.round((caught / results.length) * 1000) / 10 : 0;
   console.log(`--- ${caught} of ${results.length} mutants caught (${pct} %)`);

@@ -177,7 +177,8 @@ describe("UI API", () => {
     // the header (a matching double submit), does not authorise this session's changes.
     const second = await uiSignIn(srv.url, PIN, "shell:read shell:execute");
     expect(second.csrf).not.toBe(ui.csrf);
-    const crossed = await post({ origin: srv.url, cookie: ui.cookie.replace(ui.csrf, second.csrf), "x-local-shell-mcp-ui-csrf": second.csrf });
+    const cookie = ui.cookie.replace(ui.csrf, second.csrf);
+    const crossed = await post({ origin: srv.url, cookie, "x-local-shell-mcp-ui-csrf": second.csrf });
     expect(crossed.status).toBe(403);
     expect(((await crossed.json()) as { error: string }).error).toBe("csrf_failed");
     expect(await mcp.fails("session_end", { session_id: "AAAAAAAA" })).toBe("session_not_found");

@@ -89,8 +89,14 @@ describe("OAuth limits and start-up rules", () => {
       const code = new URL(approved.headers.get("location")!).searchParams.get("code")!;
       // The subject here is the passing of time: wait until the code is clearly older than its TTL.
       await waitFor(() => Date.now() - issued > 2500, { timeoutMs: 10_000, what: "the code to be older than its TTL" });
-      const fields = { grant_type: "authorization_code", code, client_id: client.client_id, redirect_uri: req.params.redirect_uri!, resource: d.resource, code_verifier: req.verifier };
-      const late = await tokenRequest(d, fields);
+      const late = await tokenRequest(d, {
+        grant_type: "authorization_code",
+        code,
+        client_id: client.client_id,
+        redirect_uri: req.params.redirect_uri!,
+        resource: d.resource,
+        code_verifier: req.verifier,
+      });
       expect(late.status).toBe(400);
       expect(await late.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
     } finally {
@@ -98,7 +104,8 @@ describe("OAuth limits and start-up rules", () => {
     }
   }, 60_000);
 
-  test("start-up refuses a weak PIN with base_url (before creating the secret), bad base_url, weak secret files, a corrupt client store; an empty secret is made anew", async () => {
+  const startUp = "start-up refuses a weak PIN with base_url (before creating the secret), bad base_url, weak secrets";
+  test(`${startUp}, a corrupt client store; an empty secret is made anew`, async () => {
     using dir = tempDir();
     const state = join(dir.path, "state");
     const base = ["--workspace-root", dir.path, "--state-dir", state, "--port", "0"];

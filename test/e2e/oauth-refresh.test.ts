@@ -34,10 +34,15 @@ afterAll(async () => {
  * Any other answer is an error of its own, never counted as a refusal.
  */
 async function access(url: string, token: string): Promise<"works" | "refused"> {
+  const params = { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "refresh", version: "0" } };
   const r = await fetch(`${url}/mcp`, {
     method: "POST",
-    headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${token}` },
-    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "refresh", version: "0" } } }),
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params }),
   });
   const body = await r.text();
   if (r.status === 200) return "works";
@@ -127,7 +132,8 @@ describe("refresh tokens", () => {
     const secret = join(state(), "oauth-jwt-secret");
     writeFileSync(secret, `${Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString("base64url")}\n`, { mode: 0o600 });
     // The server re-reads the secret when its file changes (checked at most once a second).
-    await waitFor(async () => (await access(server.url, tokens.access_token)) === "refused", { what: "the old access token to be refused" });
+    const refused = async () => (await access(server.url, tokens.access_token)) === "refused";
+    await waitFor(refused, { what: "the old access token to be refused" });
     const res = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: tokens.refresh_token!, client_id: client.client_id });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: string }).error).toBe("invalid_grant");

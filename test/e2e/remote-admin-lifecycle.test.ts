@@ -85,7 +85,8 @@ describe("remote_admin lifecycle", () => {
     // A call running across the rename still gets its result (the link is re-made under the new name).
     // It runs until the test releases it, after the rename.
     const hold = "touch .across-started; while [ ! -e .across-release ]; do sleep 0.05; done; echo across";
-    const across = ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: before, command: hold, timeout_s: 60 });
+    const holding = { session_id: before, command: hold, timeout_s: 60 };
+    const across = ctl.mcp.ok<{ result: { stdout: string } }>("bash", holding);
     await waitFor(() => existsSync(join(wd.path, ".across-started")), { what: "the call to be running on the worker" });
     const renamed = await ctl.mcp.ok<{ data: Record<string, string> }>("remote_admin", { action: "rename", args: { machine: "old-name", new_name: "new-name" } });
     expect(renamed.data).toEqual({ old_name: "old-name", new_name: "new-name" });
@@ -107,8 +108,8 @@ describe("remote_admin lifecycle", () => {
     workers.push(w);
     const token = JSON.parse(readFileSync(join(w.root.path, "profiles", w.profile, "identity.json"), "utf8")).token as string;
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "doomed", workdir: w.workdir })).session_id;
-    const running = ctl.mcp.call("bash", { session_id: sid, command: "touch .doomed-started; sleep 30", timeout_s: 60 });
-    await waitFor(() => existsSync(join(w.workdir, ".doomed-started")), { what: "the call to be running on the worker" });
+    const running = ctl.mcp.call("bash", { session_id: sid, command: "touch .doomed-on; sleep 30", timeout_s: 60 });
+    await waitFor(() => existsSync(join(w.workdir, ".doomed-on")), { what: "the call to run on the worker" });
     const started = performance.now();
     await ctl.mcp.ok("remote_admin", { action: "revoke", args: { machine: "doomed" } });
     const inflight = await running;

@@ -91,7 +91,7 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     expect(twin.proc.exitCode).toBe(1);
     expect(twin.stderr()).toContain(`another worker already runs profile ${w.profile}`);
     call = ctl.mcp.call("bash", { session_id: sid, command: "touch .second-started; sleep 30", timeout_s: 60 });
-    await waitFor(() => existsSync(join(w.workdir, ".second-started")), { what: "the call to run on the restarted worker" });
+    await waitFor(() => existsSync(join(w.workdir, ".second-started")), { what: "the call to run again" });
     again.proc.kill("SIGKILL");
     const third = w.respawn();
     extra.push(third);

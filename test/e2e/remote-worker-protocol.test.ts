@@ -122,7 +122,8 @@ describe("worker protocol against a scripted controller", () => {
     const sid = ((await resultFor("once-1")).frame.data as { structured: { session_id: string } }).structured.session_id;
     // It runs until the test releases it, so it is still running across the drop and the reconnect.
     const hold = "touch .long-started; while [ ! -e .long-release ]; do sleep 0.05; done; echo slow";
-    sock!.send(encode({ type: "call", id: "long-1", op: "tool", args: { name: "bash", args: { session_id: sid, command: hold } }, deadline_ms: 30_000 }));
+    const args = { name: "bash", args: { session_id: sid, command: hold } };
+    sock!.send(encode({ type: "call", id: "long-1", op: "tool", args, deadline_ms: 30_000 }));
     await waitFor(() => existsSync(join(wd.path, ".long-started")), { what: "long-1 to run" });
     const before = connections;
     sock!.close(1011, "scripted drop");

@@ -7,7 +7,11 @@ import { describe, expect, test } from "bun:test";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
 import { BoundedEventStore } from "../../src/http/event-store.ts";
 
-const note = (i: number, pad = 0): JSONRPCMessage => ({ jsonrpc: "2.0", method: "notifications/message", params: { i, pad: "x".repeat(pad) } });
+const note = (i: number, pad = 0): JSONRPCMessage => ({
+  jsonrpc: "2.0",
+  method: "notifications/message",
+  params: { i, pad: "x".repeat(pad) },
+});
 
 async function replay(store: BoundedEventStore, after: string): Promise<{ stream: string; ids: string[] }> {
   const ids: string[] = [];

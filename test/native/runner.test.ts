@@ -230,7 +230,8 @@ describe("lsm-runner containment", () => {
     const loop = (name: string) =>
       `bash -c 'trap "read -r -a f < /proc/\\$BASHPID/stat; echo \\\${f[18]} > ${join(d, name)}; exit 0" TERM; ` +
       `echo $BASHPID > ${m.file(name)}; while :; do sleep 0.05; done'`;
-    const script = `${loop("in-group")} ${QUIET} & setsid ${loop("own-session")} ${QUIET} & ${m.awaitMarks()}; echo started`;
+    const both = `${loop("in-group")} ${QUIET} & setsid ${loop("own-session")} ${QUIET} &`;
+    const script = `${both} ${m.awaitMarks()}; echo started`;
     const r = await run(["--grace-ms", "5000", "--", "bash", "-c", script], "ignore", 30_000);
     expect(r.stdout).toBe("started\n");
     expect(r.code).toBe(0);
@@ -446,7 +447,8 @@ while True:
     // The command leaves a sleeper in a session of its own, then ends.
     const command = `setsid sh -c 'echo $$ > "$1"; exec sleep ${s}' sh '${sleeperFile}' ${QUIET} & ` +
       `while [ ! -s '${sleeperFile}' ]; do sleep 0.01; done; echo $$ > '${commandFile}'`;
-    const proc = Bun.spawn(["sh", "-c", script], { stdout: "pipe", stderr: "pipe", env: { ...process.env, FEEDER, COMMAND: command } });
+    const env = { ...process.env, FEEDER, COMMAND: command };
+    const proc = Bun.spawn(["sh", "-c", script], { stdout: "pipe", stderr: "pipe", env });
     live.add(proc);
     let feeder = 0;
     try {

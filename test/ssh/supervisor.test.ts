@@ -43,7 +43,8 @@ async function run(script: string, opts: RunOptions): Promise<Run> {
     // the supervisor may already have exited
   }
   if (opts.cut !== undefined) void p.stdin.end();
-  const closing = opts.closeWhen && waitFor(opts.closeWhen, { what: "the moment to close the channel" }).then(() => void p.stdin.end());
+  const closeWhen = opts.closeWhen;
+  const closing = closeWhen && waitFor(closeWhen, { what: "the time to close the channel" }).then(() => p.stdin.end());
   const [out, err] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
   await p.exited;
   await closing;
@@ -106,11 +107,13 @@ for (const leader of [true, false]) {
       const mark = `${marks.path}/job.pid`;
       // The channel closes only once the command runs: its TERM-ignoring job has recorded its pid.
       const script = `trap '' TERM; sh -c 'echo $$ > ${mark}; exec sleep ${tag}' & sleep 1${tag}; echo never\n`;
-      const r = await run(script, { leader, closeWhen: () => existsSync(mark) && readFileSync(mark, "utf8").trim() !== "" });
+      const running = () => existsSync(mark) && readFileSync(mark, "utf8").trim() !== "";
+      const r = await run(script, { leader, closeWhen: running });
       expect(r.out).toBe("");
       expect(Number(readFileSync(mark, "utf8"))).toBeGreaterThan(0); // the job really ran
       // The TERM-ignoring job survives the TERM and is killed a second later.
-      await waitFor(async () => (await leftovers(`sleep ${tag}`)) === "", { timeoutMs: 10_000, what: "the TERM-ignoring job to be killed" });
+      const gone = async () => (await leftovers(`sleep ${tag}`)) === "";
+      await waitFor(gone, { timeoutMs: 10_000, what: "the TERM-ignoring job to be killed" });
       expect(await leftovers(`sleep 1${tag}`)).toBe("");
     });
   });

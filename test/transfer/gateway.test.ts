@@ -131,7 +131,15 @@ describe("gateway refusals (one per §2.5 rule)", () => {
   test("a download capability is bound to its worker and direction, like an upload's", async () => {
     const p = await prepare();
     const url = `${server.url}/remote/transfer/${p.transfer_id}`;
-    const up = await httpUpload(ep, { path: "src.bin" }, { url, controller_url: server.url, authorization: p.upload_authorization!, worker: "up-box", expected_bytes: data.length, expected_sha256: sha(data), chunk_size: CHUNK });
+    const up = await httpUpload(ep, { path: "src.bin" }, {
+      url,
+      controller_url: server.url,
+      authorization: p.upload_authorization!,
+      worker: "up-box",
+      expected_bytes: data.length,
+      expected_sha256: sha(data),
+      chunk_size: CHUNK,
+    });
     expect(up.completed).toBe(true);
     const get = (auth: string | null, worker: string | null) => {
       const h: Record<string, string> = { range: "bytes=0-" };
