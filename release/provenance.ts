@@ -2,7 +2,8 @@
  * The provenance record of docs/provenance.md: every pinned input and the SHA-256 of each embedded
  * helper per CPU, as `key → value`. `collect` reads the pins from the scripts that use them and
  * builds the helpers (from the caches); `parse` reads the record back from the document; `differences`
- * says what disagrees. scripts/provenance.ts writes the record; test/release/provenance.test.ts checks it.
+ * says what disagrees. scripts/provenance.ts writes the record; test/release/provenance.test.ts and
+ * provenance-helpers.release.ts check it.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

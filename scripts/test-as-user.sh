@@ -30,8 +30,6 @@ TREE=$HOME_DIR/tree
 mkdir -p "$TREE"
 # The project and its installed toolchain; not build outputs, reports or git metadata.
 tar -C "$ROOT" --exclude=./dist --exclude=./build --exclude=./junit.xml --exclude=./.git -cf - . | tar -C "$TREE" -xf -
-# The suite reads ../shared (contracts) beside the tree.
-[ -d "$ROOT/../shared" ] && cp -a "$ROOT/../shared" "$HOME_DIR/shared"
 CACHE_ROOT=${LSM_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/local-shell-mcp-build}
 mkdir -p "$HOME_DIR/.cache/local-shell-mcp-build"
 for d in "$CACHE_ROOT"/tmux-*; do [ -d "$d" ] && cp -a "$d" "$HOME_DIR/.cache/local-shell-mcp-build/"; done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test command N times (default 5) while two `yes >/dev/null` processes keep two cores
-# busy, the way a shared CI machine is. Prints each run's `N passed, N failed` (computed from
-# junit.xml exactly as .ci/run does) and a summary; exits non-zero if any run failed.
+# busy, the way a shared CI machine is. Prints each run's `N passed, N failed` (counted by
+# scripts/count-results.py exactly as .ci/run does) and a summary; exits non-zero if any run failed.
 #
 # Usage: scripts/test-under-load.sh [N] [extra bun test arguments]
 set -uo pipefail
@@ -24,20 +24,6 @@ for _ in 1 2; do
   hogs+=("$!")
 done
 
-# The counts of one junit.xml, as .ci/run computes them: "passed failed".
-counts() {
-  local tests failures skipped errors
-  read -r tests failures skipped < <(python3 - <<'PY'
-import xml.etree.ElementTree as ET
-r = ET.parse("junit.xml").getroot()
-print(r.get("tests", "0"), r.get("failures", "0"), r.get("skipped", "0"))
-PY
-)
-  errors=$(grep -o 'errors="[0-9]*"' junit.xml | head -1 | grep -o '[0-9]*' || echo 0)
-  local failed=$((failures + ${errors:-0}))
-  echo "$((tests - failed - skipped)) $failed"
-}
-
 bad=0
 for i in $(seq 1 "$RUNS"); do
   log=$(mktemp "${TMPDIR:-/tmp}/lsm-under-load-$i.XXXXXX.log")
@@ -46,12 +32,10 @@ for i in $(seq 1 "$RUNS"); do
   ./scripts/test "$@" >"$log" 2>&1
   status=$?
   secs=$(($(date +%s) - start))
-  if [ -f junit.xml ]; then
-    read -r passed failed < <(counts)
-  else
-    passed=0
-    failed=1
-  fi
+  # Counted as .ci/run counts: JUnit plus files that did not load (bun's JUnit omits them).
+  all=--all-files
+  [ $# -gt 0 ] && all=
+  read -r passed failed _ < <(python3 scripts/count-results.py junit.xml "$log" $all 2>/dev/null)
   [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1 # a crash without a report still fails
   line="run $i: ${passed} passed, ${failed} failed (${secs} s, log $log)"
   echo "$line"

@@ -22,6 +22,11 @@ describe("redaction", () => {
     ["mytool --password s3cr3tpw run", "s3cr3tpw"],
     [`export GH=ghp_${"x".repeat(36)}`, `ghp_${"x".repeat(36)}`],
     ["AKIAABCDEFGHIJKLMNOP here", "AKIAABCDEFGHIJKLMNOP"],
+    // API keys of the sk- family, bare in text (no flag or name beside them to give them away).
+    ["use sk-proj-Ab12Cd34Ef56Gh78Ij90 now", "sk-proj-Ab12Cd34Ef56Gh78Ij90"],
+    // Remote worker invites and worker tokens.
+    [`join lsmcp_inv_${"Q7w".repeat(11)} then`, `lsmcp_inv_${"Q7w".repeat(11)}`],
+    [`worker lsmcp_wk_${"Zx9-".repeat(8)} ok`, `lsmcp_wk_${"Zx9-".repeat(8)}`],
     ["the pin is pin-secret-1234 ok", "pin-secret-1234"],
     ["link http://h/download/AbCdEfGhIjKlMnOp", "AbCdEfGhIjKlMnOp"],
     ['{"client_secret": "abc-def-ghi"}', "abc-def-ghi"],

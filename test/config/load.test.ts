@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultStateDir, loadSettings, SettingsError, settingDefault, settingInfos } from "../../src/config/load.ts";
-import contract from "../../../shared/reference/config-contract.json" with { type: "json" };
+import contract from "../fixtures/contract/config-contract.json" with { type: "json" };
 import { tempDir } from "../helpers/harness.ts";
 
 /** Settings whose default deliberately differs from Python 4.3.0 (README "Safer defaults"). */

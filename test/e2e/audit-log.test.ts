@@ -6,6 +6,7 @@ import { obtainToken } from "../oauth/flow.ts";
 
 const PIN = "audit-pin-55102";
 const FAKE_GH = `ghp_${"A1b2C3d4".repeat(5)}`;
+const FAKE_SK = `sk-proj-${"Q1w2E3r4".repeat(3)}`;
 
 let dir: TempDir;
 let server: HttpServer;
@@ -42,6 +43,8 @@ type Tail = { entries: Array<Record<string, unknown>>; count: number; total_matc
 describe("audit log and audit_tail", () => {
   test("tool calls are one coalesced row with the principal; secrets in inputs are redacted", async () => {
     await mcp.ok("bash", { session_id: sid, command: `echo --token=${FAKE_GH} done` });
+    // Bare in the command, with nothing beside it that names it a secret.
+    await mcp.ok("bash", { session_id: sid, command: `echo ${FAKE_SK} done` });
     const tail = await mcp.ok<Tail>("audit_tail", { session_id: sid, event: "tool_call", limit: 10 });
     const row = tail.entries.find((e) => e.tool === "bash")!;
     expect(row.status).toBe("success");
@@ -49,6 +52,10 @@ describe("audit log and audit_tail", () => {
     expect(row.session).toBe(sid);
     expect((row.principal as { subject: string }).subject).toBe("local-user");
     expect(JSON.stringify(row)).not.toContain(FAKE_GH);
+    const bare = tail.entries.find((e) => e.tool === "bash" && JSON.stringify(e).includes("<redacted> done"));
+    expect(bare, "the bash call with the sk- key, redacted").toBeDefined();
+    expect(JSON.stringify(tail.entries)).not.toContain(FAKE_SK);
+    expect(readFileSync(join(dir.path, "state", "audit_log", "audit.jsonl"), "utf8")).not.toContain(FAKE_SK);
     // The current audit_tail call itself is left out, earlier ones are not.
     expect(tail.entries.some((e) => e.tool === "audit_tail")).toBe(false);
     const again = await mcp.ok<Tail>("audit_tail", { session_id: sid, event: "tool_call", limit: 10 });

@@ -3,7 +3,7 @@
  * server's cgroup (found from /proc, not a fixed path), is in it from its first instruction, and the
  * group is gone once the command and everything it started are.
  */
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ownCgroupDir } from "../../src/exec/cgroup.ts";
@@ -11,17 +11,28 @@ import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/
 import { waitFor } from "../helpers/wait.ts";
 
 const isRoot = process.getuid?.() === 0;
-let ws: TempDir;
-let mcp: McpHandle;
-let sid: string;
-let layer = "";
+// The layer this machine gives a server, known before the tests are declared, so a test that needs
+// the layer is reported as skipped with the reason instead of passing without a check.
+const ws: TempDir = tempDir("lsm-cgroup-");
+const mcp: McpHandle = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state") });
+const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+const layer = (await mcp.ok<{ containment: string }>("version")).containment;
 
-beforeAll(async () => {
-  ws = tempDir("lsm-cgroup-");
-  mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state") });
-  sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-  layer = (await mcp.ok<{ containment: string }>("version")).containment;
-});
+/** True (and says why) when the cgroup layer cannot be tested here. */
+function noCgroupLayer(): boolean {
+  // Creating groups needs root (or a delegated subtree, which the test machine does not give).
+  if (!isRoot) {
+    console.warn("skip (needs root): creating cgroups needs root or a delegated subtree");
+    return true;
+  }
+  if (!layer.startsWith("cgroup v2") || !ownCgroupDir().dir) {
+    console.warn(`skip (cgroup layer inactive here): ${layer}`);
+    return true;
+  }
+  return false;
+}
+const cgroupUntestable = noCgroupLayer();
+
 afterAll(async () => {
   await mcp.close();
   ws[Symbol.dispose]();
@@ -39,13 +50,7 @@ describe("cgroup v2 layer", () => {
     expect(layer.startsWith("cgroup v2") || layer.startsWith("subreaper")).toBe(true);
   });
 
-  // Creating groups needs root (or a delegated subtree, which the test machine does not give);
-  // a root test run whose cgroup2 mount is read-only prints the reason and checks nothing more.
-  test.skipIf(!isRoot)("a command runs in its own group, which is removed afterwards", async () => {
-    if (!layer.startsWith("cgroup v2")) {
-      console.log(`cgroup layer inactive here: ${layer}`);
-      return;
-    }
+  test.skipIf(cgroupUntestable)("a command runs in its own group, which is removed afterwards", async () => {
     // The command's first process reports its own group before it could fork anything.
     const r = await mcp.ok<Run>("bash", { session_id: sid, command: "cat /proc/self/cgroup; (sleep 30 &) ; echo started" });
     expect(r.result.ok).toBe(true);
@@ -62,11 +67,7 @@ describe("cgroup v2 layer", () => {
 
   // pids.max needs the pids controller on cgroup v2; where it is not (hybrid v1/v2 hosts such as
   // this one: pids is bound to v1), version must say the limit is not applied rather than pretend.
-  test.skipIf(!isRoot)("command_pids_max limits a fork bomb, or is reported as not applied", async () => {
-    if (!layer.startsWith("cgroup v2")) {
-      console.log(`cgroup layer inactive here: ${layer}`);
-      return;
-    }
+  test.skipIf(cgroupUntestable)("command_pids_max limits a fork bomb, or is reported as not applied", async () => {
     await using lim = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state-pids"), env: { LOCAL_SHELL_MCP_COMMAND_PIDS_MAX: "20" } });
     const limSid = (await lim.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     const v = (await lim.ok<{ containment: string }>("version")).containment;
@@ -80,12 +81,8 @@ describe("cgroup v2 layer", () => {
     expect(running).toBeLessThan(20);
   });
 
-  test.skipIf(!isRoot)("groups left by a dead server are stopped and removed at start", async () => {
-    const own = ownCgroupDir().dir;
-    if (!layer.startsWith("cgroup v2") || !own) {
-      console.log(`cgroup layer inactive here: ${layer}`);
-      return;
-    }
+  test.skipIf(cgroupUntestable)("groups left by a dead server are stopped and removed at start", async () => {
+    const own = ownCgroupDir().dir!;
     // A pid that has just exited stands for a server that died; its group still holds a sleeper.
     const gone = Bun.spawn(["true"]);
     await gone.exited;

@@ -195,6 +195,14 @@ describe("UI API", () => {
     expect((await post({ origin: srv.url })).status).toBe(403);
     expect((await post({ origin: srv.url, "x-local-shell-mcp-ui-csrf": "wrong" })).status).toBe(403);
     expect((await post({ "x-local-shell-mcp-ui-csrf": ui.csrf })).status).toBe(403);
+    // The CSRF value belongs to its UI session: another session's value, sent in both the cookie and
+    // the header (a matching double submit), does not authorise this session's changes.
+    const second = await uiSignIn(srv.url, PIN, "shell:read shell:execute");
+    expect(second.csrf).not.toBe(ui.csrf);
+    const cookie = ui.cookie.replace(ui.csrf, second.csrf);
+    const crossed = await post({ origin: srv.url, cookie, "x-local-shell-mcp-ui-csrf": second.csrf });
+    expect(crossed.status).toBe(403);
+    expect(((await crossed.json()) as { error: string }).error).toBe("csrf_failed");
     expect(await mcp.fails("session_end", { session_id: "AAAAAAAA" })).toBe("session_not_found");
     const done = await post({ origin: srv.url, "x-local-shell-mcp-ui-csrf": ui.csrf });
     expect(done.status).toBe(200);

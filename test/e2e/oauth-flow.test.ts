@@ -3,7 +3,19 @@ import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { SignJWT } from "jose";
 import { connectHttp, type HttpServer, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
-import { approvalPage, authorizeRequest, callbackParams, discover, exchange, obtainToken, register, submitApproval, tokenRequest } from "../oauth/flow.ts";
+import {
+  approvalPage,
+  type AuthorizeRequest,
+  authorizeRequest,
+  callbackParams,
+  type Discovery,
+  discover,
+  exchange,
+  obtainToken,
+  register,
+  submitApproval,
+  tokenRequest,
+} from "../oauth/flow.ts";
 
 const PIN = "correct-horse-battery-9";
 
@@ -12,13 +24,25 @@ let server: HttpServer;
 
 beforeAll(async () => {
   dir = tempDir();
-  server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "mcp", auth: "oauth", pin: PIN });
+  // Each test registers its own clients, more than one peer may add a minute by default; the
+  // registration limit has its own test (oauth-registration-flood.test.ts).
+  const args = ["--oauth-registration-rate-per-peer", "0"];
+  const env = { workspace: dir.path, state: join(dir.path, "state"), args };
+  server = await startHttpServer(env, { mode: "mcp", auth: "oauth", pin: PIN });
 });
 
 afterAll(async () => {
   await server?.stop();
   dir?.[Symbol.dispose]();
 });
+
+const USED = { error: "invalid_grant", error_description: "Unknown or used code" };
+
+/** The fields of a code exchange for `code`, without the verifier. */
+function exchangeFields(d: Discovery, client: { client_id: string }, req: AuthorizeRequest, code: string) {
+  const redirect_uri = req.params.redirect_uri!;
+  return { grant_type: "authorization_code", code, client_id: client.client_id, redirect_uri, resource: d.resource };
+}
 
 async function freshCode(scope?: string) {
   const d = await discover(server.url);
@@ -132,7 +156,7 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
 
   test("token endpoint: missing/mismatched resource, wrong verifier, then code reuse is invalid_grant", async () => {
     const { d, client, req, code } = await freshCode();
-    const base = { grant_type: "authorization_code", code, client_id: client.client_id, redirect_uri: req.params.redirect_uri!, resource: d.resource, code_verifier: req.verifier };
+    const base = { ...exchangeFields(d, client, req, code), code_verifier: req.verifier };
     const { resource: _drop, ...noResource } = base;
     const missing = await tokenRequest(d, noResource);
     expect(missing.status).toBe(400);
@@ -154,6 +178,61 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     expect(await unknown.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
   });
 
+  test("PKCE: the code challenge itself is not a verifier (S256)", async () => {
+    const { d, client, req, code } = await freshCode();
+    const base = exchangeFields(d, client, req, code);
+    // Someone who saw the authorization request (the challenge is in its URL) must not redeem the code.
+    const stolen = await tokenRequest(d, { ...base, code_verifier: req.params.code_challenge! });
+    expect(stolen.status).toBe(400);
+    expect(await stolen.json()).toEqual({ error: "invalid_grant", error_description: "PKCE verification failed" });
+    expect((await tokenRequest(d, { ...base, code_verifier: req.verifier })).status).toBe(200);
+  });
+
+  test("PKCE plain (compatibility): only the verifier equal to the challenge redeems the code", async () => {
+    const d = await discover(server.url);
+    const client = await register(d);
+    const verifier = `plain-${crypto.randomUUID()}-${crypto.randomUUID()}`;
+    const req = await authorizeRequest(d, client, { code_challenge: verifier, code_challenge_method: "plain" });
+    const approved = await submitApproval(d, req, PIN);
+    expect(approved.status).toBe(302);
+    const code = callbackParams(d, client, approved.headers.get("location")!, req.state).get("code")!;
+    const base = exchangeFields(d, client, req, code);
+    const other = `plain-${crypto.randomUUID()}-${crypto.randomUUID()}`;
+    const wrong = await tokenRequest(d, { ...base, code_verifier: other });
+    expect(await wrong.json()).toEqual({ error: "invalid_grant", error_description: "PKCE verification failed" });
+    expect((await tokenRequest(d, { ...base, code_verifier: verifier })).status).toBe(200);
+  });
+
+  test("token endpoint: a redirect_uri or client_id other than the code's is refused (RFC 6749 §4.1.3)", async () => {
+    const { d, client, req, code } = await freshCode();
+    const other = await register(d, "http://127.0.0.1:9/other-callback");
+    const base = { ...exchangeFields(d, client, req, code), code_verifier: req.verifier };
+    const mismatches = [
+      { redirect_uri: "http://127.0.0.1:9/other-callback" },
+      { redirect_uri: `${req.params.redirect_uri!}/` },
+      { client_id: other.client_id },
+    ];
+    for (const wrong of mismatches) {
+      const r = await tokenRequest(d, { ...base, ...wrong });
+      expect(r.status, JSON.stringify(wrong)).toBe(400);
+      expect(await r.json()).toEqual({ error: "invalid_grant", error_description: "Client or redirect mismatch" });
+    }
+    // Three mismatches burn the code: even the right request is refused now.
+    expect(await (await tokenRequest(d, base)).json()).toEqual(USED);
+  });
+
+  test("a code is burnt after three failed exchanges: the right verifier is refused afterwards", async () => {
+    const { d, client, req, code } = await freshCode();
+    const base = { ...exchangeFields(d, client, req, code), code_verifier: req.verifier };
+    for (let i = 0; i < 3; i++) {
+      const r = await tokenRequest(d, { ...base, code_verifier: `${"b".repeat(50)}${i}` });
+      expect(await r.json()).toEqual({ error: "invalid_grant", error_description: "PKCE verification failed" });
+    }
+    const late = await tokenRequest(d, base);
+    expect(late.status).toBe(400);
+    expect(await late.json()).toEqual(USED);
+  });
+
   test("the library rejects a callback whose state does not match, and the Deny button returns access_denied", async () => {
     const d = await discover(server.url);
     const client = await register(d);
@@ -170,7 +249,7 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     expect(() => callbackParams(fresh.d, fresh.client, again.headers.get("location")!, "another-state")).toThrow();
   });
 
-  test("a token signed for another audience or issuer is refused", async () => {
+  test("a token signed for another audience or issuer, or without a jti, is refused", async () => {
     const secret = new TextEncoder().encode(readFileSync(join(dir.path, "state", "oauth-jwt-secret"), "utf8").trim());
     const now = Math.floor(Date.now() / 1000);
     const sign = (aud: string, iss: string) =>
@@ -179,6 +258,18 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
       const r = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: `Bearer ${t}` } });
       expect(r.status).toBe(401);
     }
+    // Revocation works by jti, so a token without one could never be revoked: it is refused.
+    const noJti = await new SignJWT({ client_id: "x", scope: "shell:read" })
+      .setProtectedHeader({ alg: "HS256" })
+      .setIssuer(server.url)
+      .setAudience(`${server.url}/mcp`)
+      .setIssuedAt(now)
+      .setExpirationTime(now + 60)
+      .sign(secret);
+    const headers = { "content-type": "application/json", authorization: `Bearer ${noJti}` };
+    const refusedNoJti = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers });
+    expect(refusedNoJti.status).toBe(401);
+    expect(refusedNoJti.headers.get("www-authenticate")).toContain('error="invalid_token"');
     const right = await sign(`${server.url}/mcp`, server.url);
     const mcp = await connectHttp(server.url, { authorization: `Bearer ${right}` });
     expect((await mcp.ok<{ version: string }>("version")).version).toBeTruthy();
@@ -212,6 +303,13 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     };
     expect((await raw("evil.example")).status).toBe(421);
     expect((await raw(`127.0.0.1:${port}`, "https://evil.example")).status).toBe(403);
+    // A sandboxed frame or a file: page sends the literal Origin "null": no origin we trust.
+    const nullOrigin = await raw(`127.0.0.1:${port}`, "null");
+    expect(nullOrigin.status).toBe(403);
+    expect(((await nullOrigin.json()) as { error: string }).error).toBe("invalid_origin");
+    const nullHeaders = { "content-type": "application/json", origin: "null" };
+    const mcpNull = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: nullHeaders });
+    expect(mcpNull.status).toBe(403);
     expect((await raw(`127.0.0.1:${port}`)).status).toBe(200);
   });
 });

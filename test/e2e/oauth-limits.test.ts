@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { binary, connectHttp, serverEnv, startHttpServer, tempDir } from "../helpers/harness.ts";
-import { authorizeRequest, discover, obtainToken, register, submitApproval } from "../oauth/flow.ts";
+import { authorizeRequest, discover, obtainToken, register, submitApproval, tokenRequest } from "../oauth/flow.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const PIN = "lockout-pin-7319";
@@ -73,7 +73,39 @@ describe("OAuth limits and start-up rules", () => {
     }
   }, 60_000);
 
-  test("start-up refuses a weak PIN with base_url (before creating the secret), bad base_url, weak secret files", async () => {
+  test("an unused authorization code expires after oauth_code_ttl_s", async () => {
+    using dir = tempDir();
+    const server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state"), args: ["--oauth-code-ttl-s", "1"] },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
+    try {
+      const d = await discover(server.url);
+      const client = await register(d);
+      const req = await authorizeRequest(d, client);
+      const approved = await submitApproval(d, req, PIN);
+      expect(approved.status).toBe(302);
+      const issued = Date.now();
+      const code = new URL(approved.headers.get("location")!).searchParams.get("code")!;
+      // The subject here is the passing of time: wait until the code is clearly older than its TTL.
+      await waitFor(() => Date.now() - issued > 2500, { timeoutMs: 10_000, what: "the code to be older than its TTL" });
+      const late = await tokenRequest(d, {
+        grant_type: "authorization_code",
+        code,
+        client_id: client.client_id,
+        redirect_uri: req.params.redirect_uri!,
+        resource: d.resource,
+        code_verifier: req.verifier,
+      });
+      expect(late.status).toBe(400);
+      expect(await late.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
+    } finally {
+      await server.stop();
+    }
+  }, 60_000);
+
+  const startUp = "start-up refuses a weak PIN with base_url (before creating the secret), bad base_url, weak secrets";
+  test(`${startUp}, a corrupt client store; an empty secret is made anew`, async () => {
     using dir = tempDir();
     const state = join(dir.path, "state");
     const base = ["--workspace-root", dir.path, "--state-dir", state, "--port", "0"];
@@ -97,10 +129,19 @@ describe("OAuth limits and start-up rules", () => {
       expect(r.stderr).toContain("32 UTF-8 bytes");
       expect(readFileSync(join(state, "oauth-jwt-secret"), "utf8")).toBe(secret);
     }
+    // Two separate faults, one at a time. An empty secret file is what a crash during its creation
+    // leaves: a new secret is made and the server starts.
     writeFileSync(join(state, "oauth-jwt-secret"), "");
+    const recovered = await startHttpServer({ workspace: dir.path, state }, { mode: "mcp", auth: "oauth", pin: PIN });
+    await recovered.stop();
+    expect(readFileSync(join(state, "oauth-jwt-secret"), "utf8").trim().length).toBeGreaterThanOrEqual(32);
+    // A corrupt client store (and no readable backup) is never reset: the server refuses to start.
     writeFileSync(join(state, "oauth-clients.json"), "{not json");
+    rmSync(join(state, "oauth-clients.json.bak"), { force: true });
     const corrupt = await refused(base);
     expect(corrupt.code).toBe(2);
+    expect(corrupt.stderr).toContain("oauth-clients.json and its backup are unreadable");
+    expect(readFileSync(join(state, "oauth-clients.json"), "utf8")).toBe("{not json");
   });
   test("a public base_url without any admin PIN is refused at start-up, from the flag and from the environment", async () => {
     using dir = tempDir();

@@ -29,17 +29,25 @@ afterAll(async () => {
   dir?.[Symbol.dispose]();
 });
 
-async function mcpWorks(url: string, token: string): Promise<boolean> {
-  try {
-    const mcp = await connectHttp(url, { authorization: `Bearer ${token}` });
-    try {
-      return (await mcp.ok<{ version: string }>("version")).version.length > 0;
-    } finally {
-      await mcp.close();
-    }
-  } catch {
-    return false;
-  }
+/**
+ * What /mcp makes of a bearer token: "works" (initialize answered), or "refused" (401 invalid_token).
+ * Any other answer is an error of its own, never counted as a refusal.
+ */
+async function access(url: string, token: string): Promise<"works" | "refused"> {
+  const params = { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "refresh", version: "0" } };
+  const r = await fetch(`${url}/mcp`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params }),
+  });
+  const body = await r.text();
+  if (r.status === 200) return "works";
+  if (r.status === 401 && (r.headers.get("www-authenticate") ?? "").includes('error="invalid_token"')) return "refused";
+  throw new Error(`unexpected answer from /mcp: ${r.status} ${body.slice(0, 200)}`);
 }
 
 describe("refresh tokens", () => {
@@ -57,7 +65,7 @@ describe("refresh tokens", () => {
     expect(next.refresh_token).not.toBe(tokens.refresh_token);
     expect(next.access_token).not.toBe(tokens.access_token);
     expect(next.scope).toBe("shell:read shell:execute");
-    expect(await mcpWorks(server.url, next.access_token)).toBe(true);
+    expect(await access(server.url, next.access_token)).toBe("works");
     // Narrowing is allowed, widening is not.
     const narrow = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: next.refresh_token!, client_id: client.client_id, scope: "shell:read" });
     expect(narrow.status).toBe(200);
@@ -107,7 +115,7 @@ describe("refresh tokens", () => {
     // The legitimate holder's newer tokens died with the family, its access token too.
     const after = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: second.refresh_token!, client_id: client.client_id });
     expect(after.status).toBe(400);
-    expect(await mcpWorks(server.url, second.access_token)).toBe(false);
+    expect(await access(server.url, second.access_token)).toBe("refused");
     await waitFor(() => readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").includes("oauth_refresh_reuse_detected"), { what: "the reuse audit record" });
   });
 
@@ -122,14 +130,14 @@ describe("refresh tokens", () => {
 
   test("RFC 7009 revocation of an access token and of a refresh token; only digests are stored", async () => {
     const { tokens, client, d } = await obtainTokens(server.url, PIN);
-    expect(await mcpWorks(server.url, tokens.access_token)).toBe(true);
+    expect(await access(server.url, tokens.access_token)).toBe("works");
     await revokeToken(d, client, tokens.access_token);
-    expect(await mcpWorks(server.url, tokens.access_token)).toBe(false);
+    expect(await access(server.url, tokens.access_token)).toBe("refused");
     // Revoking a refresh token revokes its family and the access tokens issued with it (RFC 7009 §2.1).
     const second = await refreshTokens(d, client, tokens.refresh_token!);
-    expect(await mcpWorks(server.url, second.access_token)).toBe(true);
+    expect(await access(server.url, second.access_token)).toBe("works");
     await revokeToken(d, client, second.refresh_token!);
-    expect(await mcpWorks(server.url, second.access_token)).toBe(false);
+    expect(await access(server.url, second.access_token)).toBe("refused");
     const dead = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: second.refresh_token!, client_id: client.client_id });
     expect(dead.status).toBe(400);
     // Unknown tokens are answered 200 too (RFC 7009 §2.2).
@@ -153,7 +161,8 @@ describe("refresh tokens", () => {
     const secret = join(state(), "oauth-jwt-secret");
     writeFileSync(secret, `${Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString("base64url")}\n`, { mode: 0o600 });
     // The server re-reads the secret when its file changes (checked at most once a second).
-    await waitFor(async () => !(await mcpWorks(server.url, tokens.access_token)), { what: "the old access token to be refused" });
+    const refused = async () => (await access(server.url, tokens.access_token)) === "refused";
+    await waitFor(refused, { what: "the old access token to be refused" });
     const res = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: tokens.refresh_token!, client_id: client.client_id });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: string }).error).toBe("invalid_grant");

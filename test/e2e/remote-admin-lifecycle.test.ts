@@ -83,10 +83,14 @@ describe("remote_admin lifecycle", () => {
     const rc = await ctl.mcp.ok<{ data: { machine: string; profile_id: string; command: string } }>("remote_admin", { action: "reconnect_command", args: { machine: "old-name" } });
     expect(rc.data).toEqual({ machine: "old-name", profile_id: profile, command: `${join(root.path, "run")} ${profile}` });
     // A call running across the rename still gets its result (the link is re-made under the new name).
-    const across = ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: before, command: "sleep 1; echo across", timeout_s: 30 });
-    await Bun.sleep(200);
+    // It runs until the test releases it, after the rename.
+    const hold = "touch .across-started; while [ ! -e .across-release ]; do sleep 0.05; done; echo across";
+    const holding = { session_id: before, command: hold, timeout_s: 60 };
+    const across = ctl.mcp.ok<{ result: { stdout: string } }>("bash", holding);
+    await waitFor(() => existsSync(join(wd.path, ".across-started")), { what: "the call to be running on the worker" });
     const renamed = await ctl.mcp.ok<{ data: Record<string, string> }>("remote_admin", { action: "rename", args: { machine: "old-name", new_name: "new-name" } });
     expect(renamed.data).toEqual({ old_name: "old-name", new_name: "new-name" });
+    writeFileSync(join(wd.path, ".across-release"), "");
     expect((await across).result.stdout).toBe("across\n");
     await waitFor(() => p.stderr().includes("connected to the controller as new-name"), { what: "the worker to reconnect under its new name" });
     const list = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
@@ -104,8 +108,8 @@ describe("remote_admin lifecycle", () => {
     workers.push(w);
     const token = JSON.parse(readFileSync(join(w.root.path, "profiles", w.profile, "identity.json"), "utf8")).token as string;
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "doomed", workdir: w.workdir })).session_id;
-    const running = ctl.mcp.call("bash", { session_id: sid, command: "sleep 30", timeout_s: 60 });
-    await Bun.sleep(300);
+    const running = ctl.mcp.call("bash", { session_id: sid, command: "touch .doomed-on; sleep 30", timeout_s: 60 });
+    await waitFor(() => existsSync(join(w.workdir, ".doomed-on")), { what: "the call to run on the worker" });
     const started = performance.now();
     await ctl.mcp.ok("remote_admin", { action: "revoke", args: { machine: "doomed" } });
     const inflight = await running;

@@ -45,8 +45,8 @@ describe.skipIf(needsRoot("the worker runs in its own network namespace (ip netn
   });
 
   test("a read answers while a 30 s command runs on the same worker", async () => {
-    const long = ctl.mcp.call("bash", { session_id: sid, command: "sleep 30", timeout_s: 60 });
-    await Bun.sleep(200);
+    const long = ctl.mcp.call("bash", { session_id: sid, command: "touch .long-started; sleep 30", timeout_s: 60 });
+    await waitFor(() => existsSync(join(worker.workdir, ".long-started")), { what: "the long command to run" });
     const times: number[] = [];
     for (let i = 0; i < 5; i++) {
       const t = performance.now();

@@ -6,6 +6,8 @@
  * the proxy stays up while the controller behind it is killed and started again.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -71,8 +73,8 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "fragile", workdir: w.workdir })).session_id;
     // An async job is a separate supervisor process: it outlives its worker.
     const job = (await ctl.mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 6; echo job-survived", async_: true })).result.job_id;
-    let call = ctl.mcp.call("bash", { session_id: sid, command: "sleep 30", timeout_s: 60 });
-    await Bun.sleep(300);
+    let call = ctl.mcp.call("bash", { session_id: sid, command: "touch .first-started; sleep 30", timeout_s: 60 });
+    await waitFor(() => existsSync(join(w.workdir, ".first-started")), { what: "the call to run on the worker" });
     w.proc.kill("SIGKILL");
     let t = performance.now();
     const lost = await call;
@@ -88,8 +90,8 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     await twin.proc.exited;
     expect(twin.proc.exitCode).toBe(1);
     expect(twin.stderr()).toContain(`another worker already runs profile ${w.profile}`);
-    call = ctl.mcp.call("bash", { session_id: sid, command: "sleep 30", timeout_s: 60 });
-    await Bun.sleep(300);
+    call = ctl.mcp.call("bash", { session_id: sid, command: "touch .second-started; sleep 30", timeout_s: 60 });
+    await waitFor(() => existsSync(join(w.workdir, ".second-started")), { what: "the call to run again" });
     again.proc.kill("SIGKILL");
     const third = w.respawn();
     extra.push(third);

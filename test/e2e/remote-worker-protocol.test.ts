@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { ServerWebSocket } from "bun";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { spawnWorker } from "../helpers/remote.ts";
@@ -120,8 +120,11 @@ describe("worker protocol against a scripted controller", () => {
 
   test("after a reconnect, hello lists unacknowledged results and running calls, and the results are re-sent", async () => {
     const sid = ((await resultFor("once-1")).frame.data as { structured: { session_id: string } }).structured.session_id;
-    sock!.send(encode({ type: "call", id: "long-1", op: "tool", args: { name: "bash", args: { session_id: sid, command: "sleep 2; echo slow" } }, deadline_ms: 30_000 }));
-    await Bun.sleep(200);
+    // It runs until the test releases it, so it is still running across the drop and the reconnect.
+    const hold = "touch .long-started; while [ ! -e .long-release ]; do sleep 0.05; done; echo slow";
+    const args = { name: "bash", args: { session_id: sid, command: hold } };
+    sock!.send(encode({ type: "call", id: "long-1", op: "tool", args, deadline_ms: 30_000 }));
+    await waitFor(() => existsSync(join(wd.path, ".long-started")), { what: "long-1 to run" });
     const before = connections;
     sock!.close(1011, "scripted drop");
     await waitFor(() => connections > before && received.filter((r) => r.frame.type === "hello").length >= 2, { what: "the worker to reconnect" });
@@ -131,6 +134,7 @@ describe("worker protocol against a scripted controller", () => {
     // Re-sent after the welcome, and the long call's result arrives on the new link.
     await waitFor(() => resultsFor("once-1").length >= 2, { what: "once-1 to be re-sent" });
     autoAck = true;
+    writeFileSync(join(wd.path, ".long-release"), "");
     const slow = await resultFor("long-1");
     expect((slow.frame.data as { structured: { result: { stdout: string } } }).structured.result.stdout).toBe("slow\n");
     // Acknowledged now: a later reconnect carries nothing over.

@@ -92,6 +92,15 @@ async function bash(command: string, timeout_s = 30) {
   return (await mcp.ok<{ result: { ok: boolean; exit_code: number | null; stdout: string; stderr: string } }>("bash", { session_id: sid, command, timeout_s })).result;
 }
 
+/**
+ * The long-lived runner, after a call made sure there is one: each test stands on its own, so one
+ * that failed after killing the runner leaves the next a fresh runner, not a 20 s wait for none.
+ */
+async function liveRunner(): Promise<number> {
+  expect((await bash("echo warm")).stdout).toBe("warm\n");
+  return waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
+}
+
 describe("the long-lived runner", () => {
   test("runs bounded commands: one runner for many concurrent calls, which holds no descriptor afterwards", async () => {
     expect((await bash("echo warm")).stdout).toBe("warm\n");
@@ -151,7 +160,7 @@ describe("the long-lived runner", () => {
   });
 
   test("the runner killed mid-call: the call fails closed, the tree is stopped, and later calls work", async () => {
-    const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
+    const runner = await liveRunner();
     const pidFile = join(ws.path, "victim.pid");
     const call = mcp.call("bash", { session_id: sid, command: `sleep 300 & echo $! > ${pidFile}; wait`, timeout_s: 120 });
     const victim = await waitFor(() => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")), { what: "the command to start its sleep" });
@@ -177,7 +186,7 @@ describe("the long-lived runner", () => {
   });
 
   test("a supervisor killed mid-call: its escaped processes are stopped by the runner and the call fails closed", async () => {
-    const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
+    const runner = await liveRunner();
     const pidFile = join(ws.path, "escapee.pid");
     // A double fork and setsid: the sleep's parent exits, so it hangs off the supervisor alone.
     const call = mcp.call("bash", { session_id: sid, command: `(setsid sleep 301 & echo $! > ${pidFile}) ; sleep 300`, timeout_s: 120 });
@@ -196,8 +205,7 @@ describe("the long-lived runner", () => {
   });
 
   test("a waiting supervisor killed from outside: nothing had run, and the next calls run contained", async () => {
-    expect((await bash("echo warm")).stdout).toBe("warm\n");
-    const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner" });
+    const runner = await liveRunner();
     const waiting = await waitFor(() => waitingSupervisors(runner)[0], { what: "a supervisor forked ahead" });
     process.kill(waiting, "SIGKILL");
     // Once the runner has reaped it, the next call lands on a supervisor forked after it. (A request

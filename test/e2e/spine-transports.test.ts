@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import contract from "../../../shared/reference/tool-contract.json" with { type: "json" };
+import contract from "../fixtures/contract/tool-contract.json" with { type: "json" };
 import { connectHttp, connectStdio, type HttpServer, type McpHandle, processesMatching, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 

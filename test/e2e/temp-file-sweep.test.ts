@@ -68,11 +68,20 @@ test("a write sweeps our stale temp files in its folder and leaves every look-al
   using ws = tempDir();
   using state = tempDir();
   mkdirSync(join(ws.path, "src"));
+  // The start-up sweep (1 s after start) also cleans session workdirs; the files are planted once it
+  // is over, so only the write can remove them. The session exists before the server starts, and a
+  // stale sentinel in its workdir tells when the start-up sweep has run.
+  let sid: string;
+  {
+    await using first = await connectStdio({ workspace: ws.path, state: state.path });
+    sid = (await first.ok<{ session_id: string }>("session_start", { workdir: "src" })).session_id;
+  }
+  const sentinel = plant(join(ws.path, "src", `.sentinel.lsm-${await deadPid()}-1-abcdef.tmp`), 3600);
+  await using mcp = await connectStdio({ workspace: ws.path, state: state.path });
+  await waitFor(() => !existsSync(sentinel), { what: "the start-up sweep to have run" });
   const planted = await plantSet(join(ws.path, "src"));
   // A stale file in another folder is not touched by a write elsewhere.
   const elsewhere = plant(join(ws.path, `.other.lsm-${await deadPid()}-1-abcdef.tmp`), 3600);
-  await using mcp = await connectStdio({ workspace: ws.path, state: state.path });
-  const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "src" })).session_id;
   for (const p of planted.stale) expect(existsSync(p)).toBe(true);
   await mcp.ok("write_file", { session_id: sid, path: "notes.txt", content: "hello\n" });
   for (const p of planted.stale) expect({ p, exists: existsSync(p) }).toEqual({ p, exists: false });

@@ -13,11 +13,16 @@ export interface WaitOptions {
   what?: string;
 }
 
+/** What a probe returns for "not yet": `x && value` gives "" or 0 when x is an empty text or a zero count. */
+type NotYet = undefined | null | false | "" | 0;
+
 /**
- * Calls `probe` until it returns a value other than `undefined`, `null` or `false`, and returns that
- * value. A probe that throws counts as "not yet"; the last error is reported if the deadline passes.
+ * Calls `probe` until it returns a value other than `undefined`, `null`, `false`, `""`, `0` or NaN,
+ * and returns that value. An empty text or a zero is "not yet": `text.includes(x) && text` on an
+ * empty file, or a pid read from a file not written yet, must not end the wait. A probe that throws
+ * counts as "not yet"; the last error is reported if the deadline passes.
  */
-export async function waitFor<T>(probe: () => T | undefined | null | false | Promise<T | undefined | null | false>, opts: WaitOptions = {}): Promise<T> {
+export async function waitFor<T>(probe: () => T | NotYet | Promise<T | NotYet>, opts: WaitOptions = {}): Promise<T> {
   const timeoutMs = opts.timeoutMs ?? 20_000;
   const intervalMs = opts.intervalMs ?? 25;
   const deadline = performance.now() + timeoutMs;
@@ -25,7 +30,7 @@ export async function waitFor<T>(probe: () => T | undefined | null | false | Pro
   for (;;) {
     try {
       const value = await probe();
-      if (value !== undefined && value !== null && value !== false) return value as T;
+      if (!notYet(value)) return value as T;
       lastError = undefined;
     } catch (e) {
       lastError = e;
@@ -36,6 +41,10 @@ export async function waitFor<T>(probe: () => T | undefined | null | false | Pro
     }
     await Bun.sleep(intervalMs);
   }
+}
+
+function notYet(value: unknown): boolean {
+  return value === undefined || value === null || value === false || value === "" || value === 0 || Number.isNaN(value);
 }
 
 /** True while a process with this pid exists (signal 0 probes without touching it). */

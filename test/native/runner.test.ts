@@ -222,6 +222,24 @@ describe("lsm-runner containment", () => {
     expect(sleepers(s)).toEqual([]);
   });
 
+  test("the tree being stopped runs at the lowest CPU priority (nice 19), in the command's group or not", async () => {
+    const m = marks();
+    const d = join(dir, `nice-${nextTag}`);
+    mkdirSync(d);
+    // Each loop records its own nice value (field 19 of /proc/PID/stat) when SIGTERM reaches it.
+    const loop = (name: string) =>
+      `bash -c 'trap "read -r -a f < /proc/\\$BASHPID/stat; echo \\\${f[18]} > ${join(d, name)}; exit 0" TERM; ` +
+      `echo $BASHPID > ${m.file(name)}; while :; do sleep 0.05; done'`;
+    const both = `${loop("in-group")} ${QUIET} & setsid ${loop("own-session")} ${QUIET} &`;
+    const script = `${both} ${m.awaitMarks()}; echo started`;
+    const r = await run(["--grace-ms", "5000", "--", "bash", "-c", script], "ignore", 30_000);
+    expect(r.stdout).toBe("started\n");
+    expect(r.code).toBe(0);
+    expect(m.pids().length).toBe(2); // both ran
+    expect(readFileSync(join(d, "in-group"), "utf8").trim()).toBe("19");
+    expect(readFileSync(join(d, "own-session"), "utf8").trim()).toBe("19");
+  }, 60_000);
+
   test("SIGTERM to the runner tears the tree down and exits 143", async () => {
     const [a, b, c] = [tag(), tag(), tag()];
     const m = marks();
@@ -389,6 +407,80 @@ describe("lsm-runner fails closed", () => {
     // Bounded: the runner gives up after its 1 s budget (generous headroom for a loaded machine).
     expect(r.ms).toBeLessThan(20_000);
   }, 30_000);
+
+  // The runner's own children file in the fake procfs is a FIFO served by a feeder, so the test
+  // decides what each walk sees: after the command has ended, the first walk finds nothing and the
+  // second finds the leftover sleeper (as when a re-parenting is in flight during the first
+  // readdir). Each answer goes to one reader: the feeder puts a fresh FIFO in place before it
+  // answers, so the next walk never shares the previous one's stream.
+  const FEEDER = `
+import os, sys
+fifo, fake, sleeper_file, command_file = sys.argv[1:5]
+def command_done():
+    try:
+        pid = open(command_file).read().strip()
+        if not pid:
+            return False
+        state = open("/proc/%s/stat" % pid).read().rsplit(") ", 1)[1][0]
+        return state == "Z"
+    except FileNotFoundError:
+        return os.path.exists(command_file)
+after = 0
+while True:
+    fd = os.open(fifo, os.O_WRONLY)
+    nxt = os.path.join(fake, "next-fifo")
+    os.mkfifo(nxt)
+    os.rename(nxt, fifo)
+    answer = b""
+    if command_done():
+        after += 1
+        if after == 2:
+            pid = open(sleeper_file).read().strip()
+            os.makedirs(os.path.join(fake, pid, "task", pid))
+            open(os.path.join(fake, pid, "task", pid, "children"), "w").close()
+            answer = (pid + " ").encode()
+    os.write(fd, answer)
+    os.close(fd)
+`;
+
+  test("cleanup needs two empty walks in a row: a descendant only the second walk finds is stopped", async () => {
+    const fake = join(dir, "fake-two-walks");
+    rmSync(fake, { recursive: true, force: true });
+    mkdirSync(fake);
+    const sleeperFile = join(dir, "two-walks-sleeper");
+    const commandFile = join(dir, "two-walks-command");
+    const s = tag();
+    // The runner's pid is the shell's ($$ survives exec): the feeder starts once its FIFO exists.
+    const children = (pid: string) => `${fake}/${pid}/task/${pid}/children`;
+    const script = [
+      `P=$$; mkdir -p '${fake}'/$P/task/$P; mkfifo '${fake}'/$P/task/$P/children`,
+      // In a subshell, so the feeder is not the runner's child (the runner would wait for it).
+      `(python3 -c "$FEEDER" '${fake}'/$P/task/$P/children '${fake}' '${sleeperFile}' '${commandFile}' ${QUIET} & ` +
+        `echo $! > '${fake}/feeder.pid')`,
+      `exec '${runner}' --proc-root '${fake}' --grace-ms 100 --cleanup-ms 5000 -- sh -c "$COMMAND"`,
+    ].join("\n");
+    // The command leaves a sleeper in a session of its own, then ends.
+    const command = `setsid sh -c 'echo $$ > "$1"; exec sleep ${s}' sh '${sleeperFile}' ${QUIET} & ` +
+      `while [ ! -s '${sleeperFile}' ]; do sleep 0.01; done; echo $$ > '${commandFile}'`;
+    const env = { ...process.env, FEEDER, COMMAND: command };
+    const proc = Bun.spawn(["sh", "-c", script], { stdout: "pipe", stderr: "pipe", env });
+    live.add(proc);
+    let feeder = 0;
+    try {
+      const r = await finish(proc, performance.now(), 30_000);
+      feeder = Number(readFileSync(join(fake, "feeder.pid"), "utf8"));
+      const sleeper = Number(readFileSync(sleeperFile, "utf8"));
+      expect(sleeper).toBeGreaterThan(0); // it ran
+      // The second walk's answer was served: the walk that found the sleeper happened.
+      expect(existsSync(children(String(sleeper)))).toBe(true);
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      expect(sleepers(s)).toEqual([]);
+    } finally {
+      if (feeder > 0) process.kill(feeder, "SIGKILL");
+      for (const pid of sleepers(s)) process.kill(pid, "SIGKILL");
+    }
+  }, 60_000);
 
   test("with the tree gone, the kernel's word confirms it even when procfs turns uncertain", async () => {
     const fake = join(dir, "fake-gone");

@@ -1,6 +1,6 @@
 /**
  * The checks every Linux release archive must pass inside its bare root (glibc Debian roots in
- * smoke.test.ts, musl roots in all-targets.release.ts): --version, MCP initialize + tools/list, a
+ * smoke.release.ts, musl roots in all-targets.release.ts): --version, MCP initialize + tools/list, a
  * contained bash that leaves a double-forked sleeper (gone afterwards), and a persistent shell
  * served by the embedded tmux.
  */

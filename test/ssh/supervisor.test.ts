@@ -15,7 +15,17 @@ interface Run {
   err: string;
 }
 
-async function run(script: string, opts: { leader: boolean; kind?: "sh" | "sudo"; cut?: number; closeAfterMs?: number; tmp?: string; path?: string }): Promise<Run> {
+interface RunOptions {
+  leader: boolean;
+  kind?: "sh" | "sudo";
+  cut?: number;
+  /** Close the channel (stdin) once this is true, as a dropped SSH connection would. */
+  closeWhen?: () => boolean;
+  tmp?: string;
+  path?: string;
+}
+
+async function run(script: string, opts: RunOptions): Promise<Run> {
   const marker = newMarker();
   const kind = opts.kind ?? "sh";
   // A forking login shell keeps the supervisor out of the group lead, as fish or tcsh would.
@@ -33,10 +43,11 @@ async function run(script: string, opts: { leader: boolean; kind?: "sh" | "sudo"
     // the supervisor may already have exited
   }
   if (opts.cut !== undefined) void p.stdin.end();
-  const timer = opts.closeAfterMs === undefined ? undefined : setTimeout(() => void p.stdin.end(), opts.closeAfterMs);
+  const closeWhen = opts.closeWhen;
+  const closing = closeWhen && waitFor(closeWhen, { what: "the time to close the channel" }).then(() => p.stdin.end());
   const [out, err] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
   await p.exited;
-  clearTimeout(timer);
+  await closing;
   try {
     void p.stdin.end();
   } catch {
@@ -102,14 +113,17 @@ for (const leader of [true, false]) {
 
     test("channel EOF stops the whole command group (TERM, then KILL)", async () => {
       const tag = `${leader ? 43 : 44}${Date.now() % 100_000}`;
-      const t0 = Date.now();
-      const r = await run(`trap '' TERM; sleep ${tag} & sleep 1${tag}; echo never\n`, { leader, closeAfterMs: 300 });
+      using marks = tempDir();
+      const mark = `${marks.path}/job.pid`;
+      // The channel closes only once the command runs: its TERM-ignoring job has recorded its pid.
+      const script = `trap '' TERM; sh -c 'echo $$ > ${mark}; exec sleep ${tag}' & sleep 1${tag}; echo never\n`;
+      const running = () => existsSync(mark) && readFileSync(mark, "utf8").trim() !== "";
+      const r = await run(script, { leader, closeWhen: running });
       expect(r.out).toBe("");
-      expect(Date.now() - t0).toBeLessThan(5000);
-      // the TERM-ignoring job survives the TERM and is killed a second later
-      const deadline = Date.now() + 4000;
-      while ((await leftovers(`sleep ${tag}`)) !== "" && Date.now() < deadline) await Bun.sleep(100);
-      expect(await leftovers(`sleep ${tag}`)).toBe("");
+      expect(Number(readFileSync(mark, "utf8"))).toBeGreaterThan(0); // the job really ran
+      // The TERM-ignoring job survives the TERM and is killed a second later.
+      const gone = async () => (await leftovers(`sleep ${tag}`)) === "";
+      await waitFor(gone, { timeoutMs: 10_000, what: "the TERM-ignoring job to be killed" });
       expect(await leftovers(`sleep 1${tag}`)).toBe("");
     });
   });

@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { waitFor } from "../helpers/wait.ts";
 import { tempDir } from "../helpers/harness.ts";
 import { LocalRoot } from "../../src/ssh/localroot.ts";
 import { encodeBytes } from "../../src/ssh/channel.ts";
@@ -68,7 +69,18 @@ test("the following hasher hashes a file while it grows and refuses a replaced f
   }
   expect(await follower.finish()).toBe(createHash("sha256").update(Buffer.concat(all)).digest("hex"));
   const second = new FollowingHasher(path, new AbortController().signal);
-  await Bun.sleep(50);
+  // The replacement must come after the hasher opened the original: wait until a descriptor of this
+  // process points at it (the first hasher has closed its own).
+  const { readdirSync, readlinkSync } = await import("node:fs");
+  const holds = () =>
+    readdirSync("/proc/self/fd").some((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`) === path;
+      } catch {
+        return false; // closed while we looked
+      }
+    });
+  await waitFor(holds, { what: "the second hasher to open the file" });
   writeFileSync(join(d.path, "other"), "replacement");
   renameSync(join(d.path, "other"), path);
   expect(await second.finish()).toBeNull();

@@ -142,6 +142,37 @@ describe("gateway refusals (one per §2.5 rule)", () => {
     expect(store.object(p.transfer_id).offset).toBe(0);
   });
 
+  test("a download capability is bound to its worker and direction, like an upload's", async () => {
+    const p = await prepare();
+    const url = `${server.url}/remote/transfer/${p.transfer_id}`;
+    const up = await httpUpload(ep, { path: "src.bin" }, {
+      url,
+      controller_url: server.url,
+      authorization: p.upload_authorization!,
+      worker: "up-box",
+      expected_bytes: data.length,
+      expected_sha256: sha(data),
+      chunk_size: CHUNK,
+    });
+    expect(up.completed).toBe(true);
+    const get = (auth: string | null, worker: string | null) => {
+      const h: Record<string, string> = { range: "bytes=0-" };
+      if (auth) h.authorization = auth;
+      if (worker) h["x-local-shell-mcp-worker"] = worker;
+      return fetch(url, { headers: h });
+    };
+    // The uploading worker, a stranger, no worker at all, and the upload capability: all refused.
+    await refused(await get(p.download_authorization!, "up-box"), 401, "transfer_unauthorized");
+    await refused(await get(p.download_authorization!, "other-box"), 401, "transfer_unauthorized");
+    await refused(await get(p.download_authorization!, null), 401, "transfer_unauthorized");
+    await refused(await get(p.upload_authorization!, "down-box"), 401, "transfer_unauthorized");
+    // The bound worker with its capability gets the bytes.
+    const ok = await get(p.download_authorization!, "down-box");
+    expect(ok.status).toBeLessThan(300);
+    expect(sha(new Uint8Array(await ok.arrayBuffer()))).toBe(sha(data));
+    await store.finish(p.transfer_id, "consumed");
+  });
+
   test("bad Content-Range, oversize chunk, length mismatch, bad chunk digest", async () => {
     const p = await prepare();
     await refused(await put(p.transfer_id, p.upload_authorization, 0, first, { "content-range": "bytes 10-5/100" }), 416, "transfer_bad_range");

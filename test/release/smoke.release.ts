@@ -31,7 +31,7 @@ describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap a
     for (const t of TARGETS) roots.set(t.target, makeRoot(t.root));
     const r = Bun.spawnSync([process.execPath, join(ROOT, "scripts", "release.ts"), ...TARGETS.map((t) => t.target), "--out", out], { cwd: ROOT, stderr: "pipe" });
     if (r.exitCode !== 0) throw new Error(`release.ts failed: ${r.stderr.toString().slice(-3000)}`);
-  }, 1_800_000); // a cold cache cross-builds musl and tmux for arm64 (many minutes on a loaded 2-core machine)
+  }, 3_600_000); // a cold cache cross-builds musl and tmux for arm64 and debootstraps an arm64 root under qemu
 
   afterAll(() => {
     for (const root of roots.values()) {
@@ -78,7 +78,7 @@ describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap a
     // The gzip header has no time and no name (RFC 1952: MTIME in bytes 4..7, FLG bit 3 = FNAME).
     expect(a.readUInt32LE(4)).toBe(0);
     expect(a[3]! & 0x08).toBe(0);
-  }, 900_000);
+  }, 1_800_000); // a second linux-x64 compile on a busy machine
 
   for (const t of TARGETS) {
     describe(t.target, () => {
