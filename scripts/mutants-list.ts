@@ -263,17 +263,19 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "sk-rule-removed",
         what: "the sk- API key rule is gone",
-        edits: [one("src/audit/redact.ts", "{ re: /\\bsk-[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: \"sk-\" },", "")],
+        edits: [
+          one(
+            "src/audit/secret-rules.ts",
+            "regex: /\\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,300}/,",
+            "regex: /(?!)/,",
+          ),
+        ],
       },
       {
         name: "worker-token-rule-removed",
         what: "the remote worker invite and token rule is gone",
         edits: [
-          one(
-            "src/audit/redact.ts",
-            "{ re: /\\blsmcp_(?:inv|wk)_[A-Za-z0-9_-]{16,}/g, rep: REDACTED, needle: \"lsmcp_\" },",
-            "",
-          ),
+          one("src/audit/secret-rules.ts", "regex: /\\blsmcp_(?:inv|wk)_[A-Za-z0-9_-]{16,200}/,", "regex: /(?!)/,"),
         ],
       },
     ],

@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, type HttpServer, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import { type HttpServer, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
 import { authorizeRequest, callbackParams, discover, exchange, obtainTokens, refreshTokens, register, revokeToken, submitApproval, tokenRequest } from "../oauth/flow.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -86,8 +86,8 @@ describe("refresh tokens", () => {
     const tokens = await exchange(d, client, params, req);
     // The holder refreshes once: the family's newer tokens must die with the replay too.
     const refreshed = await refreshTokens(d, client, tokens.refresh_token!);
-    expect(await mcpWorks(server.url, tokens.access_token)).toBe(true);
-    expect(await mcpWorks(server.url, refreshed.access_token)).toBe(true);
+    expect(await access(server.url, tokens.access_token)).toBe("works");
+    expect(await access(server.url, refreshed.access_token)).toBe("works");
     const replay = await tokenRequest(d, {
       grant_type: "authorization_code",
       code: params.get("code")!,
@@ -98,8 +98,8 @@ describe("refresh tokens", () => {
     });
     expect(replay.status).toBe(400);
     expect(((await replay.json()) as { error: string }).error).toBe("invalid_grant");
-    expect(await mcpWorks(server.url, tokens.access_token)).toBe(false);
-    expect(await mcpWorks(server.url, refreshed.access_token)).toBe(false);
+    expect(await access(server.url, tokens.access_token)).toBe("refused");
+    expect(await access(server.url, refreshed.access_token)).toBe("refused");
     const after = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: refreshed.refresh_token!, client_id: client.client_id });
     expect(after.status).toBe(400);
     expect(((await after.json()) as { error: string }).error).toBe("invalid_grant");
