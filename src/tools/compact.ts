@@ -47,3 +47,58 @@ export function pick(o: Record<string, unknown>, keys: readonly string[], keep: 
   }
   return out;
 }
+
+type Schema = Record<string, unknown>;
+
+function asSchema(s: unknown): Schema | undefined {
+  return s !== null && typeof s === "object" && !Array.isArray(s) ? (s as Schema) : undefined;
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+/**
+ * The branch of a union schema that describes `full`: for an object, the first object branch whose
+ * required fields it all has; otherwise the first branch that is not the null one.
+ */
+function branchFor(s: Schema, full: unknown): Schema {
+  const branches = ((s.anyOf ?? s.oneOf) as unknown[] | undefined)?.map(asSchema).filter((b): b is Schema => b !== undefined);
+  if (!branches) return s;
+  if (isPlainObject(full)) {
+    const fits = branches.find((b) => b.properties !== undefined && ((b.required as string[] | undefined) ?? []).every((k) => k in full));
+    if (fits) return branchFor(fits, full);
+  }
+  return branchFor(branches.find((b) => b.type !== "null") ?? s, full);
+}
+
+/**
+ * `compact` with every field the schema requires put back from `full`, at any depth (docs/model-output.md:
+ * compact keeps every field the contract requires). `schema` is the JSON Schema of the tool's output
+ * as the contract reads it (fields with a default are optional). Arrays are followed element by element
+ * when the compact form kept the same number of elements; an element it reshaped is replaced by the
+ * full one only when it lost a required field.
+ */
+export function keepRequired(compact: unknown, full: unknown, schema: unknown, depth = 0): unknown {
+  const s0 = asSchema(schema);
+  if (!s0 || depth > 32) return compact;
+  const s = branchFor(s0, full);
+  if (Array.isArray(compact) && Array.isArray(full)) {
+    const items = asSchema(s.items);
+    if (!items || compact.length !== full.length) return compact;
+    return compact.map((c, i) => keepRequired(c, full[i], items, depth + 1));
+  }
+  if (!isPlainObject(compact) || !isPlainObject(full)) return compact;
+  const props = (asSchema(s.properties) ?? {}) as Record<string, unknown>;
+  const required = new Set((s.required as string[] | undefined) ?? []);
+  let out: Record<string, unknown> | undefined;
+  for (const key of required) {
+    if (!(key in compact) && key in full) (out ??= { ...compact })[key] = full[key];
+  }
+  for (const [key, value] of Object.entries(out ?? compact)) {
+    if (!(key in full) || !(key in props)) continue;
+    const kept = keepRequired(value, full[key], props[key], depth + 1);
+    if (kept !== value) (out ??= { ...compact })[key] = kept;
+  }
+  return out ?? compact;
+}

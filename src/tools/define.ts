@@ -40,15 +40,34 @@ export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z
 /** Boolean settings a tool can depend on. */
 type BooleanSetting = { [K in keyof Settings]: Settings[K] extends boolean ? K : never }[keyof Settings];
 
-/** A tool is offered only when every named boolean setting is on and the server runs in one of the modes. */
+/**
+ * What this server offers beyond its settings: `remote_workers` (remote_enabled in an HTTP mode, the
+ * only modes a worker can dial) and `agent_bridge` (the bridge is on and, under stdio, something is
+ * configured for it when the server starts: its config folder or a Skills folder).
+ */
+export type Offer = "remote_workers" | "agent_bridge";
+
+export function offersOf(settings: Settings, bridgeConfigured = true): ReadonlySet<Offer> {
+  const offers = new Set<Offer>();
+  if (settings.remote_enabled && (settings.mode === "mcp" || settings.mode === "http")) offers.add("remote_workers");
+  if (settings.agent_bridge_enabled && (settings.mode !== "stdio" || bridgeConfigured)) offers.add("agent_bridge");
+  return offers;
+}
+
+/**
+ * A tool is offered only when every named boolean setting is on, the server runs in one of the
+ * modes and it offers each named capability.
+ */
 export interface Availability {
   settings?: readonly BooleanSetting[];
   modes?: readonly Settings["mode"][];
+  offers?: readonly Offer[];
 }
 
-export function isAvailable(when: Availability | undefined, settings: Settings): boolean {
+export function isAvailable(when: Availability | undefined, settings: Settings, offers: ReadonlySet<Offer> = offersOf(settings)): boolean {
   if (!when) return true;
   if (when.modes && !when.modes.includes(settings.mode)) return false;
+  if (when.offers && !when.offers.every((o) => offers.has(o))) return false;
   return (when.settings ?? []).every((name) => settings[name] === true);
 }
 
@@ -64,6 +83,8 @@ export interface ToolManifestEntry {
   availableWhen?: Availability;
   inputSchema: Record<string, unknown>;
   outputSchema: Record<string, unknown>;
+  /** The whole output schema as JSON text, parsed only when a connection in `full` mode lists tools. */
+  fullOutputSchema: string;
 }
 
 /** Declares a tool; the identity function exists for type inference of input and output. */
@@ -99,8 +120,13 @@ export function unwrapDescription(text: string): string {
   return out.join("\n");
 }
 
-export function fillDescription(text: string, settings: Settings): string {
-  return text.trim().replace(/\{\{(\w+)\}\}/g, (m, name: string) => {
+/**
+ * A description with its live limits filled in. A part written `{{#offer}}…{{/offer}}` is kept only
+ * when the server offers that capability, so no tool describes what this server cannot do.
+ */
+export function fillDescription(text: string, settings: Settings, offers: ReadonlySet<Offer> = offersOf(settings)): string {
+  const offered = text.replace(/\{\{#(\w+)\}\}([\s\S]*?)\{\{\/\1\}\}/g, (_, name: string, part: string) => (offers.has(name as Offer) ? part : ""));
+  return offered.trim().replace(/\{\{(\w+)\}\}/g, (m, name: string) => {
     const v = (settings as Record<string, unknown>)[name];
     return v === undefined ? m : String(v);
   });

@@ -2,11 +2,11 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { defaultStateDir, loadSettings, SettingsError, settingDefault, settingInfos } from "../../src/config/load.ts";
-import contract from "../../../shared/reference/config-contract.json" with { type: "json" };
+import contract from "../fixtures/contract/config-contract.json" with { type: "json" };
 import { tempDir } from "../helpers/harness.ts";
 
 /** Settings whose default deliberately differs from Python 4.3.0 (README "Safer defaults"). */
-const CHANGED_DEFAULTS = new Set(["host", "workspace_root", "state_dir"]);
+const CHANGED_DEFAULTS = new Set(["host", "workspace_root", "state_dir", "run_shell_default_timeout_s"]);
 
 /**
  * Our own settings beyond the 4.3.0 contract, each documented in docs/settings.md. A setting that

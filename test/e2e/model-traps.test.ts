@@ -35,7 +35,10 @@ describe("traps a model falls into", () => {
   test("unknown arguments are refused with a did-you-mean, never ignored", async () => {
     const r = await mcp.call("bash", { session_id: sid, command: "true", timeot_s: 5 });
     expect(errorCode(r)).toBe("invalid_arguments");
-    expect(text(r)).toContain("unknown argument for bash: timeot_s (did you mean timeout_s?)");
+    expect(text(r)).toContain("unknown argument for bash: timeot_s (did you mean timeout_s, in seconds?)");
+    // A model that writes `timeout` learns the unit too, not only the name.
+    const bare = await mcp.call("bash", { session_id: sid, command: "true", timeout: 5 });
+    expect(text(bare)).toContain("timeout (did you mean timeout_s, in seconds?)");
     const s = await mcp.call("search", { session_id: sid, pattern: "x", path: "src" });
     expect(errorCode(s)).toBe("invalid_arguments");
     expect(text(s)).toContain("path (did you mean paths?)");
