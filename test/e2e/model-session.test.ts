@@ -5,7 +5,7 @@
  * structuredContent when present, else the text — against the text block.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import contract from "../../../shared/reference/tool-contract.json" with { type: "json" };
+import contract from "../fixtures/contract/tool-contract.json" with { type: "json" };
 import { connectStdio, stopStateLeftovers, tempDir, type TempDir } from "../helpers/harness.ts";
 import { type CallRecord, copyFixture, runModelSession, totals } from "../helpers/model-session.ts";
 

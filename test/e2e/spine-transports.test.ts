@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import contract from "../../../shared/reference/tool-contract.json" with { type: "json" };
+import contract from "../fixtures/contract/tool-contract.json" with { type: "json" };
 import { connectHttp, connectStdio, type HttpServer, type McpHandle, processesMatching, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -163,7 +163,8 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
     test("bad input on other tools", async () => {
       expect(await mcp.fails("bash", { session_id: "AAAAAAAA", command: "true" })).toBe("session_not_found");
       expect(await mcp.fails("bash", { session_id: "short", command: "true" })).toBe("invalid_arguments");
-      expect(await mcp.fails("no_such_tool", {})).toBe("unknown_tool");
+      // An unknown tool is a JSON-RPC error (-32602, invalid params), not a failed call.
+      await expect(mcp.call("no_such_tool", {})).rejects.toMatchObject({ code: -32602 });
       const sid = await session();
       expect(await mcp.fails("bash", { session_id: sid, command: "x".repeat(7_000_000) })).toBe("arguments_too_large");
       expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "../.." })).toBe("path_outside_workdir");
