@@ -34,6 +34,8 @@ export interface ToolDefinition<I extends z.ZodObject = z.ZodObject, O extends z
   noauthHint?: boolean;
   /** When the tool is offered (default: always); declarative, so the bundle-time manifest keeps it. */
   availableWhen?: Availability;
+  /** Arguments advertised only when the server offers a capability (still accepted without it). */
+  argumentsWhen?: Partial<Record<Offer, readonly string[]>>;
   run: (ctx: ToolContext, input: z.output<I>) => Promise<z.input<O>>;
 }
 
@@ -81,6 +83,7 @@ export interface ToolManifestEntry {
   annotations: ToolAnnotations;
   noauthHint: boolean;
   availableWhen?: Availability;
+  argumentsWhen?: Partial<Record<Offer, readonly string[]>>;
   inputSchema: Record<string, unknown>;
   outputSchema: Record<string, unknown>;
   /** The whole output schema as JSON text, parsed only when a connection in `full` mode lists tools. */
@@ -130,4 +133,12 @@ export function fillDescription(text: string, settings: Settings, offers: Readon
     const v = (settings as Record<string, unknown>)[name];
     return v === undefined ? m : String(v);
   });
+}
+
+/** An input schema without the arguments of capabilities this server does not offer. */
+export function offeredInputSchema(schema: Record<string, unknown>, when: Partial<Record<Offer, readonly string[]>> | undefined, offers: ReadonlySet<Offer>): Record<string, unknown> {
+  const hidden = Object.entries(when ?? {}).flatMap(([offer, names]) => (offers.has(offer as Offer) ? [] : [...(names ?? [])]));
+  if (hidden.length === 0) return schema;
+  const properties = Object.fromEntries(Object.entries((schema.properties ?? {}) as Record<string, unknown>).filter(([k]) => !hidden.includes(k)));
+  return { ...schema, properties };
 }

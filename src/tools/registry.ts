@@ -7,7 +7,7 @@ import { coerceNumericStrings } from "./coerce.ts";
 import type { ToolContext } from "./context.ts";
 import { keepRequired, pruneEmpty } from "./compact.ts";
 import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
-import { fillDescription, isAvailable, type Offer, offersOf, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
+import { fillDescription, isAvailable, type Offer, offeredInputSchema, offersOf, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
 
 /** Largest text block sent beside structured content. */
 const MAX_TEXT_BYTES = 1_000_000;
@@ -172,7 +172,7 @@ export class ToolRegistry {
     if (Array.isArray(source)) {
       const defs = source.filter((def) => isAvailable(def.availableWhen, settings, this.offers));
       this.listings = defs.map((def) => ({
-        ...this.listingOf(def, jsonSchema(def.input, "input"), jsonSchema(def.output, "output")),
+        ...this.listingOf(def, offeredInputSchema(jsonSchema(def.input, "input"), def.argumentsWhen, this.offers), jsonSchema(def.output, "output")),
         fullOutputSchema: once(() => advertisedFullOutputSchema(z.toJSONSchema(def.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>)),
       }));
       this.loaded = Promise.resolve(new Map(defs.map((d) => [d.name, d])));
@@ -180,8 +180,9 @@ export class ToolRegistry {
     } else {
       this.listings = source.manifest
         .filter((m) => isAvailable(m.availableWhen, settings, this.offers))
-        .map(({ availableWhen: _, fullOutputSchema: full, ...m }) => ({
+        .map(({ availableWhen: _, argumentsWhen, fullOutputSchema: full, ...m }) => ({
           ...m,
+          inputSchema: offeredInputSchema(m.inputSchema, argumentsWhen, this.offers),
           description: fillDescription(m.description, settings, this.offers),
           fullOutputSchema: once(() => JSON.parse(full) as Record<string, unknown>),
         }));

@@ -4,8 +4,8 @@
  * Every client pays for the tool list twice: the model reads it, and SDK clients compile each
  * output schema before the first call. So the advertised schemas say only what a caller needs:
  * - inputs keep every argument and constraint, minus noise (safe-integer bounds zod adds to every
- *   `.int()`, `propertyNames: string`, `default: false`, descriptions that the tool text already
- *   gives); a nullable argument keeps its null branch and `default: null` (the server accepts null,
+ *   `.int()`, `propertyNames: string`, `default: false`, length caps of 1000 or more, descriptions
+ *   that the tool text already gives); a nullable argument keeps its null branch and `default: null` (the server accepts null,
  *   and a client that fills in defaults must not invent a value);
  * - outputs type the stable top-level fields and leave the deep parts open (`{type: "object"}`)
  *   with no `required` list and no `enum`, while the registry still validates every result
@@ -21,6 +21,7 @@
 type Schema = Record<string, unknown>;
 
 const SAFE_INTEGER = Number.MAX_SAFE_INTEGER;
+const ABUSE_GUARD_LENGTH = 1000;
 /** A regex that fixes the length by itself, like the session id's `^[A-Za-z0-9]{8}$`. */
 const FIXED_LENGTH_PATTERN = /^\^\[[^\]]+\]\{(\d+)\}\$$/;
 /** One character class repeated, like the shell id's `^[A-Za-z0-9_-]+$`: its length bounds fit in the quantifier. */
@@ -75,6 +76,9 @@ function compactInput(raw: Schema): Schema {
     delete s.maxLength;
   }
   if (s.default === false) delete s.default;
+  // A length cap of 1000 or more only guards against abuse (a 4096-byte path, a 1 MB command): the
+  // server enforces it with a clear error, and no model needs to read it.
+  if (typeof s.maxLength === "number" && s.maxLength >= ABUSE_GUARD_LENGTH && s.pattern === undefined) delete s.maxLength;
   s = splitTypeArray(s);
   if (s.properties) {
     s.properties = Object.fromEntries(

@@ -21,6 +21,7 @@ export function builtinToolManifest(): ToolManifestEntry[] {
       annotations: t.annotations,
       noauthHint: t.noauthHint ?? false,
       ...(t.availableWhen ? { availableWhen: t.availableWhen } : {}),
+      ...(t.argumentsWhen ? { argumentsWhen: t.argumentsWhen } : {}),
       inputSchema: input,
       outputSchema: output,
       fullOutputSchema: JSON.stringify(advertisedFullOutputSchema(rawOutput)),

@@ -12,6 +12,8 @@ export const sessionStart = defineTool({
   title: "Start session",
   description,
   scopes: ["shell:read"],
+  // Remote sessions exist only where remote workers are offered (define.ts, offersOf).
+  argumentsWhen: { remote_workers: ["target", "machine"] },
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   input: z.object({
     workdir: z.string().min(1).max(4096),
