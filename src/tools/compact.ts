@@ -59,25 +59,40 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * The branch of a union schema that describes `full`: for an object, the first object branch whose
- * required fields it all has; otherwise the first branch that is not the null one.
+ * The branch of a union that describes `full`: the first one whose required fields it all has
+ * (a branch without requirements fits anything).
  */
 function branchFor(s: Schema, full: unknown): Schema {
-  const branches = ((s.anyOf ?? s.oneOf) as unknown[] | undefined)?.map(asSchema).filter((b): b is Schema => b !== undefined);
+  const branches = (s.anyOf as unknown[] | undefined)?.map(asSchema).filter((b): b is Schema => b !== undefined);
   if (!branches) return s;
-  if (isPlainObject(full)) {
-    const fits = branches.find((b) => b.properties !== undefined && ((b.required as string[] | undefined) ?? []).every((k) => k in full));
-    if (fits) return branchFor(fits, full);
-  }
-  return branchFor(branches.find((b) => b.type !== "null") ?? s, full);
+  if (!isPlainObject(full)) return {};
+  const fits = branches.find((b) => ((b.required as string[] | undefined) ?? []).every((k) => k in full));
+  return fits ? branchFor(fits, full) : {};
+}
+
+/**
+ * A value put back into a compact result: where the contract lists required fields, only those
+ * (recursively); elsewhere the value without its empty parts.
+ */
+function requiredOnly(full: unknown, schema: unknown, depth: number): unknown {
+  const s0 = asSchema(schema);
+  if (!s0 || depth > 32) return pruneDeep(full);
+  const s = branchFor(s0, full);
+  if (Array.isArray(full)) return full.map((x) => requiredOnly(x, s.items, depth + 1));
+  if (!isPlainObject(full)) return full;
+  const required = (s.required as string[] | undefined) ?? [];
+  if (required.length === 0) return pruneDeep(full);
+  const props = (asSchema(s.properties) ?? {}) as Record<string, unknown>;
+  const out: Record<string, unknown> = {};
+  for (const key of required) if (key in full) out[key] = requiredOnly(full[key], props[key], depth + 1);
+  return out;
 }
 
 /**
  * `compact` with every field the schema requires put back from `full`, at any depth (docs/model-output.md:
- * compact keeps every field the contract requires). `schema` is the JSON Schema of the tool's output
- * as the contract reads it (fields with a default are optional). Arrays are followed element by element
- * when the compact form kept the same number of elements; an element it reshaped is replaced by the
- * full one only when it lost a required field.
+ * compact keeps every field the contract requires). `schema` is the tool's entry of
+ * contract-required.json: the 4.3.0 output schema cut down to its `required` lists. Arrays are
+ * followed element by element when the compact form kept the same number of elements.
  */
 export function keepRequired(compact: unknown, full: unknown, schema: unknown, depth = 0): unknown {
   const s0 = asSchema(schema);
@@ -93,7 +108,7 @@ export function keepRequired(compact: unknown, full: unknown, schema: unknown, d
   const required = new Set((s.required as string[] | undefined) ?? []);
   let out: Record<string, unknown> | undefined;
   for (const key of required) {
-    if (!(key in compact) && key in full) (out ??= { ...compact })[key] = full[key];
+    if (!(key in compact) && key in full) (out ??= { ...compact })[key] = requiredOnly(full[key], props[key], depth + 1);
   }
   for (const [key, value] of Object.entries(out ?? compact)) {
     if (!(key in full) || !(key in props)) continue;

@@ -6,6 +6,7 @@ import { nearest } from "../core/nearest.ts";
 import { coerceNumericStrings } from "./coerce.ts";
 import type { ToolContext } from "./context.ts";
 import { keepRequired, pruneEmpty } from "./compact.ts";
+import contractRequired from "./contract-required.json" with { type: "json" };
 import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
 import { fillDescription, isAvailable, type Offer, offeredInputSchema, offersOf, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
 
@@ -46,17 +47,11 @@ function once<T>(make: () => T): () => T {
   return () => (value ??= { v: make() }).v;
 }
 
-const contractSchemas = new WeakMap<ToolDefinition, Record<string, unknown>>();
-
 /**
- * The output schema as the 4.3.0 contract reads it (a field with a default is optional), which the
- * compact form must satisfy at every depth; built on the first compact result of each tool.
+ * What the 4.3.0 contract requires of each tool's result, at every depth (its output schemas cut
+ * down to their `required` lists by scripts/contract-required.py): the compact form keeps these.
  */
-function contractSchema(def: ToolDefinition): Record<string, unknown> {
-  let s = contractSchemas.get(def);
-  if (!s) contractSchemas.set(def, (s = z.toJSONSchema(def.output, { io: "input", unrepresentable: "any" }) as Record<string, unknown>));
-  return s;
-}
+const CONTRACT_REQUIRED = contractRequired as Record<string, Record<string, unknown> | undefined>;
 
 function describeIssues(error: z.ZodError): string {
   return error.issues
@@ -293,7 +288,7 @@ export class ToolRegistry {
       const text = def.text ? def.text(structured as never) : JSON.stringify(structured);
       const compact = () => {
         const shaped = def.compact ? def.compact(structured as never) : pruneEmpty(structured);
-        return keepRequired(shaped, structured, contractSchema(def)) as Record<string, unknown>;
+        return keepRequired(shaped, structured, CONTRACT_REQUIRED[def.name]) as Record<string, unknown>;
       };
       return { ok: true, structured, text: clipText(text), compact };
     } catch (e) {

@@ -80,7 +80,7 @@ describe("stdio tools/list with no bridge configuration and no remote workers", 
     const tools = new Map(lists.get("claude-code/auto")!.map((t) => [t.name, t]));
     const problems: string[] = [];
     let nullable = 0;
-    for (const ref of contract.tools as Array<{ name: string; inputSchema: { properties?: Record<string, Schema> } }>) {
+    for (const ref of contract.tools as unknown as Array<{ name: string; inputSchema: { properties?: Record<string, Schema> } }>) {
       const ours = tools.get(ref.name);
       if (!ours) continue;
       for (const [arg, s] of Object.entries(ref.inputSchema.properties ?? {})) {

@@ -31,6 +31,9 @@ function plan(h: Hunk, order: number): PlannedHunk {
   return { hunk: h, start: h.start, end: h.end, order };
 }
 
+/** Fresh rows shown per file: apply_patch's fresh context window, so both cost the same. */
+const MAX_FRESH_ROWS = 16;
+
 export const hashlineEdit = defineTool({
   name: "hashline_edit",
   title: "Edit lines by hashline",
@@ -121,7 +124,11 @@ export const hashlineEdit = defineTool({
           fresh.push(n > 0 ? { start: newStart, end: newStart + n - 1 } : { start: newStart - 1, end: newStart });
           spans.push({ p, newStart });
         }
-        const context = contextForRanges(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, fresh);
+        // The window apply_patch shows (from 3 lines before the first change, 16 lines), with the
+        // rows of every hunk inside it; the rows of later hunks are a `read` away.
+        const first = fresh.length ? Math.min(...fresh.map((r) => r.start)) : 1;
+        const window = { start: Math.max(1, first - 3), end: Math.max(1, first - 3) + MAX_FRESH_ROWS - 1 };
+        const context = contextForRanges(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, [window]);
         for (const { p } of spans) {
           results.push({ path: loaded.res.rel, start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: p.hunk.plus.length, context, order: p.order });
         }
@@ -175,7 +182,8 @@ export const hashlineEdit = defineTool({
       f.hunks++;
       byFile.set(h.path, f);
     }
-    const rows = [...byFile.values()].map((f) => f.content).join("\n");
+    const capped = o.hunks.some((h) => h.context.end_line !== null && h.start_line > h.context.end_line);
+    const rows = [...byFile.values()].map((f) => f.content).join("\n") + (capped ? `\n(later hunks: read to see them)` : "");
     if (o.diff === "") return `no change: the new lines equal the current ones; nothing was written\ncurrent rows:\n${rows}`;
     const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
     const counts = [...byFile].map(([path, f]) => `${path} (${plural(f.hunks, "hunk")})`).join(", ");
