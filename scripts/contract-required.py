@@ -1,7 +1,7 @@
 """Writes src/tools/contract-required.json: for each tool of the 4.3.0 contract, the skeleton of
 its output schema that carries `required` lists (properties, items, anyOf branches), $refs
 resolved. The compact structured form keeps exactly these fields (src/tools/compact.ts).
-Usage: python3 scripts/contract-required.py test/fixtures/contract/tool-contract.json
+Usage: python3 scripts/contract-required.py test/fixtures/contract/tool-contract.json [out.json]
 """
 import json
 import sys
@@ -39,5 +39,6 @@ result = {}
 for tool in contract["tools"]:
     schema = tool.get("outputSchema") or {}
     result[tool["name"]] = skeleton(schema, schema.get("$defs", {})) or {}
-json.dump(result, open("src/tools/contract-required.json", "w"), sort_keys=True, separators=(",", ":"))
+out = sys.argv[2] if len(sys.argv) > 2 else "src/tools/contract-required.json"
+json.dump(result, open(out, "w"), sort_keys=True, separators=(",", ":"))
 print(len(json.dumps(result)), "bytes")

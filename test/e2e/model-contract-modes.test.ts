@@ -9,7 +9,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import contract from "../fixtures/contract/tool-contract.json" with { type: "json" };
 import { fixtureServer, writeManifest } from "../bridge/helpers.ts";
@@ -112,6 +112,16 @@ async function callEveryTool(mcp: McpHandle, ws: string): Promise<Call[]> {
   await call("session_end", { session_id: sid });
   return calls;
 }
+
+test("the required fields compact keeps are the contract's (src/tools/contract-required.json is up to date)", () => {
+  using out = tempDir("lsm-contract-required-");
+  const file = join(out.path, "required.json");
+  const script = join(import.meta.dir, "..", "..", "scripts", "contract-required.py");
+  const run = Bun.spawnSync(["python3", script, join(import.meta.dir, "..", "fixtures", "contract", "tool-contract.json"), file]);
+  expect(run.exitCode).toBe(0);
+  const shipped = readFileSync(join(import.meta.dir, "..", "..", "src", "tools", "contract-required.json"), "utf8");
+  expect(readFileSync(file, "utf8")).toBe(shipped);
+});
 
 describe("every tool's result keeps the 4.3.0 contract in every structured_output mode", () => {
   let dir: TempDir;

@@ -10,16 +10,19 @@ import { connectHttp, type HttpServer, type McpHandle, startHttp, tempDir, type 
  * session_copy took the 41 tools to 52.8 KiB; output fields typed by one `type` keyword and tighter
  * descriptions brought them to 44.6 KiB; shared rules said once in the instructions, descriptions
  * that no longer restate what the input schema shows, and no `title` on our own tools brought them
- * under 40 KiB (docs/benchmarks.md, "Lean tool list").
+ * under 40 KiB (docs/benchmarks.md, "Lean tool list"). Issue 31 gave every nullable argument its
+ * null branch and `default: null` back and made nullable output fields `anyOf` (no type arrays for
+ * single-type dialects): 41.6 KiB, hence 42 KiB.
  */
-const TOOL_LIST_BUDGET_BYTES = 40 * 1024;
+const TOOL_LIST_BUDGET_BYTES = 42 * 1024;
 const INSTRUCTIONS_BUDGET_BYTES = 1536;
 /**
  * What the SDK client's listTools() spends most of its time on is Ajv compiling the output
  * schemas, in proportion to the code Ajv generates (per typed field, more for `anyOf` and `enum`).
- * 96.6 KiB for the 41 tools (131 KiB with nullable fields as `anyOf` and string enums).
+ * 96.6 KiB for the 41 tools with nullable fields as `type` lists; issue 31 made them `anyOf` (no
+ * advertised schema may use a type list): 126 KiB, hence 128 KiB.
  */
-const OUTPUT_VALIDATOR_CODE_BUDGET_BYTES = 104 * 1024;
+const OUTPUT_VALIDATOR_CODE_BUDGET_BYTES = 128 * 1024;
 
 type Schema = Record<string, unknown>;
 
