@@ -72,6 +72,9 @@ describe("structured_output auto: the client table", () => {
     ["github-copilot-cli", true],
     ["codex-mcp-client", true],
     ["opencode", true],
+    ["claude-ai", true],
+    ["claude-ai (via mcp-remote 0.1.29)", true],
+    ["mcp-use", true],
     ["lsm-test", false],
   ] as const) {
     test(`${name} → ${textFirst ? "text only" : "compact"}`, async () => {
