@@ -187,6 +187,11 @@ describe("traps a model falls into", () => {
       const msg = text(bad);
       expect(msg).toContain("Nearest lines in proj/cfg.py (1-5), as the file has them now:\n[proj/cfg.py#");
       expect(msg).toContain("4:    path = os.environ['CFG']");
+      // A hunk none of whose lines the file has still shows lines to retry with (from its place).
+      const lost = await mcp.call("apply_patch", { session_id: sid, patch: "*** Begin Patch\n*** Update File: cfg.py\n@@\n-nothing like this\n+x\n*** End Patch" });
+      expect(errorCode(lost)).toBe("patch_failed");
+      expect(text(lost)).toContain("Nearest lines in proj/cfg.py (1-");
+      expect(text(lost)).toContain("1:import os");
       // The rows can be used as they are: the snapshot grounds a hashline_edit.
       const snapHeader = /\[proj\/cfg\.py#[0-9a-f]+\]/.exec(msg)![0];
       await mcp.ok("hashline_edit", { session_id: sid, input: `${snapHeader}\n4:    path = os.environ['CFG']\n+    path = os.environ.get('CFG', 'cfg.ini')` });
