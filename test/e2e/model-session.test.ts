@@ -15,7 +15,7 @@ import { type CallRecord, copyFixture, runModelSession, totals } from "../helper
  * contract-following clients need) makes that unreachable on this session: session_start's
  * required `environment` alone is ~1.9 KB against a 333-byte text, and bash's `command`, job
  * entries' nine fields, write_todos' list and hashline_edit's `diff` and per-hunk entries are all
- * required. Measured 1.87x (13,157 vs 7,030 bytes, 32 calls); docs/model-output.md has the table.
+ * required. Measured 1.82x (13,682 vs 7,517 bytes, 32 calls); docs/model-output.md has the table.
  */
 const UNKNOWN_CLIENT_RATIO = 2.0;
 
