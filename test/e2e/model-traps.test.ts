@@ -74,6 +74,21 @@ describe("traps a model falls into", () => {
     expect(text(r)).toContain("pass timeout_s up to 120 to allow longer, or run it in the background with async_=true");
   });
 
+  test("Ctrl-C alone needs no input_text and presses no Enter; the output limit stated is what bash keeps", async () => {
+    const shell = await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "sleep 60", pty: true, name: "interrupted" });
+    const sent = await mcp.call("send_persistent_shell_input", { session_id: sid, shell_id: shell.result.shell_id, keys: ["Ctrl-C"] });
+    expect(sent.isError).toBeFalsy();
+    expect(text(sent)).toBe(`sent 0 bytes and C-c to ${shell.result.shell_id}`);
+    // The interrupt reached the program: sleep ends by SIGINT (exit 130), with no Enter after it.
+    const out = await mcp.ok<{ status: string; exit_code: number | null }>("read_persistent_shell_output", { session_id: sid, shell_id: shell.result.shell_id, wait_for_idle_ms: 300, timeout_s: 20 });
+    expect(out).toMatchObject({ status: "exited", exit_code: 130 });
+    await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: shell.result.shell_id });
+    const started = await mcp.call("session_start", { workdir: "." });
+    expect(text(started)).toContain("output 30000 bytes per call (max_output_bytes up to 200000)");
+    const env = (started.structuredContent as { environment: { runtime: { python_implementation: string } } }).environment;
+    expect(env.runtime.python_implementation).not.toBe("bun");
+  });
+
   test("job_not_found and shell_not_found name the other kind of handle", async () => {
     const shell = await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "sleep 60", pty: true, name: "napper" });
     const job = await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 60", async_: true });
