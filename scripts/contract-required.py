@@ -30,7 +30,7 @@ def skeleton(s, defs, depth=0):
         if key in s:
             branches = [skeleton(b, defs, depth + 1) or {} for b in s[key]]
             if any(branches):
-                out["anyOf"] = [b if b else {"type": "null"} if bb.get("type") == "null" else {} for b, bb in zip(branches, s[key])]
+                out["anyOf"] = branches
     return out or None
 
 

@@ -138,7 +138,8 @@ export function createApp(settings: Settings): App {
     };
     onShutdown(() => remote.close());
   }
-  if (offers.has("agent_bridge") && (settings.agent_dynamic_mcp_tools || settings.agent_dynamic_skill_tools)) {
+  const dynamicTools = settings.agent_dynamic_mcp_tools || settings.agent_dynamic_skill_tools;
+  if (settings.agent_bridge_enabled && offers.has("agent_bridge") && dynamicTools) {
     const dynamic = new BridgeDynamicTools(settings, new Set(BUILTIN_MANIFEST.map((t) => t.name)), services.bridge!);
     registry.dynamic = dynamic;
     // First look (and background start of the upstreams) after the handshake; then a cheap periodic

@@ -131,7 +131,9 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
   const memory = memoryGovernor(app.services.settings.memory_soft_limit_mb, app.services.settings.memory_idle_release_s);
   onToolCall(server, async (request, extra) => {
     // A name that is not a tool here is a bad request, not a failed call (MCP: JSON-RPC -32602).
-    if (!app.registry.has(request.params.name)) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
+    if (!app.registry.has(request.params.name)) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
+    }
     const ctx = app.context({ signal: extra.signal, principal: principalFrom(extra.authInfo), transport });
     // notifications/cancelled (and an HTTP client disconnect, see http/mcp-sessions.ts) aborts
     // extra.signal; the registry passes that on to the handler, which stops the command tree.

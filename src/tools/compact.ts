@@ -108,7 +108,8 @@ export function keepRequired(compact: unknown, full: unknown, schema: unknown, d
   const required = new Set((s.required as string[] | undefined) ?? []);
   let out: Record<string, unknown> | undefined;
   for (const key of required) {
-    if (!(key in compact) && key in full) (out ??= { ...compact })[key] = requiredOnly(full[key], props[key], depth + 1);
+    if (key in compact || !(key in full)) continue;
+    (out ??= { ...compact })[key] = requiredOnly(full[key], props[key], depth + 1);
   }
   for (const [key, value] of Object.entries(out ?? compact)) {
     if (!(key in full) || !(key in props)) continue;

@@ -44,15 +44,16 @@ type BooleanSetting = { [K in keyof Settings]: Settings[K] extends boolean ? K :
 
 /**
  * What this server offers beyond its settings: `remote_workers` (remote_enabled in an HTTP mode, the
- * only modes a worker can dial) and `agent_bridge` (the bridge is on and, under stdio, something is
- * configured for it when the server starts: its config folder or a Skills folder).
+ * only modes a worker can dial) and `agent_bridge` (under stdio only when something is configured
+ * for it when the server starts: its config folder or a Skills folder).
  */
 export type Offer = "remote_workers" | "agent_bridge";
 
 export function offersOf(settings: Settings, bridgeConfigured = true): ReadonlySet<Offer> {
   const offers = new Set<Offer>();
   if (settings.remote_enabled && (settings.mode === "mcp" || settings.mode === "http")) offers.add("remote_workers");
-  if (settings.agent_bridge_enabled && (settings.mode !== "stdio" || bridgeConfigured)) offers.add("agent_bridge");
+  // Listed even when agent_bridge_enabled is off: the tools then say so (agent_bridge_disabled).
+  if (settings.mode !== "stdio" || bridgeConfigured) offers.add("agent_bridge");
   return offers;
 }
 
@@ -66,7 +67,11 @@ export interface Availability {
   offers?: readonly Offer[];
 }
 
-export function isAvailable(when: Availability | undefined, settings: Settings, offers: ReadonlySet<Offer> = offersOf(settings)): boolean {
+export function isAvailable(
+  when: Availability | undefined,
+  settings: Settings,
+  offers: ReadonlySet<Offer> = offersOf(settings),
+): boolean {
   if (!when) return true;
   if (when.modes && !when.modes.includes(settings.mode)) return false;
   if (when.offers && !when.offers.every((o) => offers.has(o))) return false;
@@ -127,8 +132,10 @@ export function unwrapDescription(text: string): string {
  * A description with its live limits filled in. A part written `{{#offer}}…{{/offer}}` is kept only
  * when the server offers that capability, so no tool describes what this server cannot do.
  */
+const OFFERED_PART = /\{\{#(\w+)\}\}([\s\S]*?)\{\{\/\1\}\}/g;
+
 export function fillDescription(text: string, settings: Settings, offers: ReadonlySet<Offer> = offersOf(settings)): string {
-  const offered = text.replace(/\{\{#(\w+)\}\}([\s\S]*?)\{\{\/\1\}\}/g, (_, name: string, part: string) => (offers.has(name as Offer) ? part : ""));
+  const offered = text.replace(OFFERED_PART, (_, name: string, part: string) => (offers.has(name as Offer) ? part : ""));
   return offered.trim().replace(/\{\{(\w+)\}\}/g, (m, name: string) => {
     const v = (settings as Record<string, unknown>)[name];
     return v === undefined ? m : String(v);
@@ -136,9 +143,14 @@ export function fillDescription(text: string, settings: Settings, offers: Readon
 }
 
 /** An input schema without the arguments of capabilities this server does not offer. */
-export function offeredInputSchema(schema: Record<string, unknown>, when: Partial<Record<Offer, readonly string[]>> | undefined, offers: ReadonlySet<Offer>): Record<string, unknown> {
+export function offeredInputSchema(
+  schema: Record<string, unknown>,
+  when: Partial<Record<Offer, readonly string[]>> | undefined,
+  offers: ReadonlySet<Offer>,
+): Record<string, unknown> {
   const hidden = Object.entries(when ?? {}).flatMap(([offer, names]) => (offers.has(offer as Offer) ? [] : [...(names ?? [])]));
   if (hidden.length === 0) return schema;
-  const properties = Object.fromEntries(Object.entries((schema.properties ?? {}) as Record<string, unknown>).filter(([k]) => !hidden.includes(k)));
+  const all = Object.entries((schema.properties ?? {}) as Record<string, unknown>);
+  const properties = Object.fromEntries(all.filter(([k]) => !hidden.includes(k)));
   return { ...schema, properties };
 }

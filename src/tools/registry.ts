@@ -8,7 +8,8 @@ import type { ToolContext } from "./context.ts";
 import { keepRequired, pruneEmpty } from "./compact.ts";
 import contractRequired from "./contract-required.json" with { type: "json" };
 import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
-import { fillDescription, isAvailable, type Offer, offeredInputSchema, offersOf, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
+import { fillDescription, isAvailable, type Offer, offeredInputSchema, offersOf } from "./define.ts";
+import type { ToolAnnotations, ToolDefinition, ToolManifestEntry } from "./define.ts";
 
 /** Largest text block sent beside structured content. */
 const MAX_TEXT_BYTES = 1_000_000;
@@ -40,6 +41,10 @@ export interface CallObserver {
 function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, unknown> {
   const out = z.toJSONSchema(schema, { io, unrepresentable: "any" }) as Record<string, unknown>;
   return io === "input" ? advertisedInputSchema(out) : advertisedOutputSchema(out);
+}
+
+function fullJsonSchema(schema: z.ZodType): Record<string, unknown> {
+  return z.toJSONSchema(schema, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
 }
 
 function once<T>(make: () => T): () => T {
@@ -168,7 +173,7 @@ export class ToolRegistry {
       const defs = source.filter((def) => isAvailable(def.availableWhen, settings, this.offers));
       this.listings = defs.map((def) => ({
         ...this.listingOf(def, offeredInputSchema(jsonSchema(def.input, "input"), def.argumentsWhen, this.offers), jsonSchema(def.output, "output")),
-        fullOutputSchema: once(() => advertisedFullOutputSchema(z.toJSONSchema(def.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>)),
+        fullOutputSchema: once(() => advertisedFullOutputSchema(fullJsonSchema(def.output))),
       }));
       this.loaded = Promise.resolve(new Map(defs.map((d) => [d.name, d])));
       this.load = async () => defs;

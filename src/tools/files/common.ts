@@ -149,7 +149,12 @@ export function diffSection(
   const after = afterLine <= oldDoc.length && !touched(afterLine) ? [oldDoc[afterLine - 1]!] : [];
   const span = (n: number) => before.length + n + after.length;
   const head = `@@ -${oldStart - before.length},${span(oldLines.length)} +${newStart - before.length},${span(newLines.length)} @@`;
-  const body = [...before.map((l) => ` ${l}`), ...oldLines.map((l) => `-${l}`), ...newLines.map((l) => `+${l}`), ...after.map((l) => ` ${l}`)];
+  const body = [
+    ...before.map((l) => ` ${l}`),
+    ...oldLines.map((l) => `-${l}`),
+    ...newLines.map((l) => `+${l}`),
+    ...after.map((l) => ` ${l}`),
+  ];
   return `${head}\n${body.join("\n")}\n`;
 }
 

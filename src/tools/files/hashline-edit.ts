@@ -130,7 +130,8 @@ export const hashlineEdit = defineTool({
         const window = { start: Math.max(1, first - 3), end: Math.max(1, first - 3) + MAX_FRESH_ROWS - 1 };
         const context = contextForRanges(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, [window]);
         for (const { p } of spans) {
-          results.push({ path: loaded.res.rel, start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: p.hunk.plus.length, context, order: p.order });
+          const replaced = { start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: p.hunk.plus.length };
+          results.push({ path: loaded.res.rel, ...replaced, context, order: p.order });
         }
         // A no-op edit writes nothing (and says so in the text).
         if (!bytes.equals(loaded.raw)) {
@@ -183,7 +184,7 @@ export const hashlineEdit = defineTool({
       byFile.set(h.path, f);
     }
     const capped = o.hunks.some((h) => h.context.end_line !== null && h.start_line > h.context.end_line);
-    const rows = [...byFile.values()].map((f) => f.content).join("\n") + (capped ? `\n(later hunks: read to see them)` : "");
+    const rows = [...byFile.values()].map((f) => f.content).join("\n") + (capped ? "\n(later hunks: read to see them)" : "");
     if (o.diff === "") return `no change: the new lines equal the current ones; nothing was written\ncurrent rows:\n${rows}`;
     const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
     const counts = [...byFile].map(([path, f]) => `${path} (${plural(f.hunks, "hunk")})`).join(", ");
