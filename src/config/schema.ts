@@ -117,7 +117,8 @@ export const SettingsSchema = z
 
     allow_full_control: bool(false, limits("Disable the command and path denylists. Annotations stay conservative.")),
     tool_timeout_s: described(z.number().min(0.001).max(7 * DAY).default(60), limits("Watchdog for one tool call in seconds; shell tools get their own timeout plus cleanup time.")),
-    run_shell_default_timeout_s: int(10, 1, DAY, limits("Timeout of a bounded shell command when the call gives none.")),
+    // 120 s, not 4.3.0's 10 s: test suites and builds take 10-60 s and were killed (README, safer defaults).
+    run_shell_default_timeout_s: int(120, 1, DAY, limits("Timeout of a bounded shell command when the call gives none.")),
     run_shell_max_timeout_s: int(120, 1, DAY, limits("Largest timeout a bounded shell command may ask for; larger requests are clamped.")),
     max_output_bytes: int(200_000, 1, 100_000_000, limits("Output kept from one bounded command (stdout and stderr share it).")),
     max_job_log_bytes: int(10_000_000, 1024, 10_000_000_000, limits("Output kept per background job attempt.")),

@@ -291,7 +291,9 @@ export function applyHunks(doc: LineDoc, hunks: readonly PatchHunk[], shown: str
 /**
  * Where a hunk's old lines come closest to the file (0-based start), for the error that shows the
  * actual lines: the start whose window agrees with most old lines (ignoring surrounding whitespace),
- * nearest to `hint` on ties. Null when nothing agrees or the search would be too large to be quick.
+ * nearest to `hint` on ties. When no line agrees, the hunk's own place (`hint`: its `@@` line number
+ * or where the previous hunk ended), so a failed patch always shows lines to retry with. Null only
+ * for an empty file or hunk, or a search too large to be quick.
  */
 export function nearestPlace(lines: readonly string[], old: readonly string[], hint: number): number | null {
   if (old.length === 0 || lines.length === 0 || lines.length * old.length > 4_000_000) return null;
@@ -303,5 +305,5 @@ export function nearestPlace(lines: readonly string[], old: readonly string[], h
     if (score === 0) continue;
     if (!best || score > best.score || (score === best.score && Math.abs(at - hint) < Math.abs(best.at - hint))) best = { at, score };
   }
-  return best ? best.at : null;
+  return best ? best.at : Math.max(0, Math.min(hint, lines.length - 1));
 }

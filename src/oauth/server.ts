@@ -106,7 +106,7 @@ export class OAuthServer {
       grant_types_supported: this.tokens.grantTypes(),
       revocation_endpoint: new URL(`${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/revoke`, this.urls.tokenEndpoint).toString(),
       revocation_endpoint_auth_methods_supported: ["none"],
-      code_challenge_methods_supported: ["S256", "plain"],
+      code_challenge_methods_supported: ["S256"],
       token_endpoint_auth_methods_supported: ["none"],
       scopes_supported: SUPPORTED_SCOPES,
       authorization_response_iss_parameter_supported: true,

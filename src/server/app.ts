@@ -16,6 +16,10 @@ import { ProbeCache } from "../sessions/probes.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import { liveBridgeCapabilities } from "../bridge/capabilities.ts";
+import { agentConfigDir } from "../bridge/manifest.ts";
+import { skillSources } from "../bridge/skills.ts";
+import { existsSync } from "node:fs";
+import { offersOf } from "../tools/define.ts";
 import type { AgentBridge } from "../bridge/service.ts";
 import type { SessionCopyDeps } from "../transfer/session-copy.ts";
 import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
@@ -93,12 +97,22 @@ export function createApp(settings: Settings): App {
     services.files.snapshots.drop(sid);
     return {};
   });
-  const registry = new ToolRegistry(settings, {
-    manifest: BUILTIN_MANIFEST,
-    load: () => import("../tools/index.ts").then((m) => m.builtinTools()),
-    // A worker never lists tools: it imports only the modules of the tools it is asked to run.
-    loadOne: (name) => import("../tools/loaders.ts").then((m) => m.loadTool(name)),
-  });
+  // A stdio server starts per client; it lists the Agent Bridge only when something is set up for it.
+  const bridgeConfigured =
+    settings.mode !== "stdio" ||
+    existsSync(agentConfigDir(settings.state_dir)) ||
+    skillSources(services.workspaceRoot, undefined).some((s) => existsSync(s.path));
+  const offers = offersOf(settings, bridgeConfigured);
+  const registry = new ToolRegistry(
+    settings,
+    {
+      manifest: BUILTIN_MANIFEST,
+      load: () => import("../tools/index.ts").then((m) => m.builtinTools()),
+      // A worker never lists tools: it imports only the modules of the tools it is asked to run.
+      loadOne: (name) => import("../tools/loaders.ts").then((m) => m.loadTool(name)),
+    },
+    offers,
+  );
   registry.observer = auditObserver(services.audit);
   // Made here, not with the first MCP session: an HTTP server nobody has connected to yet is idle
   // too and gives its executable's pages back the same way (server/memory.ts).
@@ -124,7 +138,8 @@ export function createApp(settings: Settings): App {
     };
     onShutdown(() => remote.close());
   }
-  if (settings.agent_bridge_enabled && (settings.agent_dynamic_mcp_tools || settings.agent_dynamic_skill_tools)) {
+  const dynamicTools = settings.agent_dynamic_mcp_tools || settings.agent_dynamic_skill_tools;
+  if (settings.agent_bridge_enabled && offers.has("agent_bridge") && dynamicTools) {
     const dynamic = new BridgeDynamicTools(settings, new Set(BUILTIN_MANIFEST.map((t) => t.name)), services.bridge!);
     registry.dynamic = dynamic;
     // First look (and background start of the upstreams) after the handshake; then a cheap periodic

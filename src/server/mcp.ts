@@ -7,7 +7,7 @@ import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import { PRODUCT, VERSION } from "../core/version.ts";
 import type { MediaBlock, Principal, Transport } from "../tools/context.ts";
-import type { ToolOutcome } from "../tools/registry.ts";
+import type { ToolListing, ToolOutcome } from "../tools/registry.ts";
 import type { App } from "./app.ts";
 import instructions from "./instructions.md" with { type: "text" };
 import { type OutputMode, outputModeFor, relaxedSchema } from "./output-mode.ts";
@@ -61,15 +61,20 @@ const relaxed = new WeakMap<object, { type: "object" }>();
 function alreadyRelaxed(schema: Record<string, unknown>): boolean {
   if ("required" in schema) return false;
   for (const field of Object.values((schema.properties ?? {}) as Record<string, unknown>)) {
-    if (field === null || typeof field !== "object" || Object.keys(field).length !== 1 || !("type" in field)) return false;
+    if (field === null || typeof field !== "object" || Object.keys(field).length !== 1) return false;
+    if (!("type" in field) && !("anyOf" in field)) return false;
   }
   return true;
 }
 
-/** The output schema a connection in `mode` is told about (none when it gets text only). */
-function outputSchemaFor(schema: Record<string, unknown>, mode: OutputMode): { outputSchema?: { type: "object" } } {
+/**
+ * The output schema a connection in `mode` is told about: none when it gets text only, the whole
+ * schema in `full`, the typed top-level fields in `compact`.
+ */
+function outputSchemaFor(tool: ToolListing, mode: OutputMode): { outputSchema?: { type: "object" } } {
   if (mode === "off") return {};
-  if (mode === "full") return { outputSchema: schema as { type: "object" } };
+  const schema = tool.outputSchema;
+  if (mode === "full") return { outputSchema: (tool.fullOutputSchema?.() ?? schema) as { type: "object" } };
   let r = relaxed.get(schema);
   if (!r) relaxed.set(schema, (r = (alreadyRelaxed(schema) ? schema : relaxedSchema(schema)) as { type: "object" }));
   return { outputSchema: r };
@@ -119,13 +124,17 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       ...(app.registry.isBuiltin(t.name) ? {} : { title: t.title }),
       description: t.description,
       inputSchema: t.inputSchema as { type: "object" },
-      ...outputSchemaFor(t.outputSchema, mode()),
+      ...outputSchemaFor(t, mode()),
       annotations: t.annotations,
       _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
     })),
   }));
   const memory = memoryGovernor(app.services.settings.memory_soft_limit_mb, app.services.settings.memory_idle_release_s);
   onToolCall(server, async (request, extra) => {
+    // A name that is not a tool here is a bad request, not a failed call (MCP: JSON-RPC -32602).
+    if (!app.registry.has(request.params.name)) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
+    }
     const ctx = app.context({ signal: extra.signal, principal: principalFrom(extra.authInfo), transport });
     // notifications/cancelled (and an HTTP client disconnect, see http/mcp-sessions.ts) aborts
     // extra.signal; the registry passes that on to the handler, which stops the command tree.

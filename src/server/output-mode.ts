@@ -8,12 +8,20 @@
 export type StructuredOutputSetting = "auto" | "full" | "compact" | "off";
 export type OutputMode = "full" | "compact" | "off";
 
-/** Clients known to forward only structured content to the model; matched on clientInfo.name. */
+/**
+ * Clients whose model reads structured content when present (alone, or beside the text), so text
+ * only is what costs them least; matched on clientInfo.name. The evidence for each row is in
+ * docs/model-output.md.
+ */
 export const TEXT_FIRST_CLIENTS: ReadonlyArray<{ client: string; name: RegExp }> = [
   { client: "Claude Code", name: /^claude[- ]?code\b/i },
+  // Claude Desktop and claude.ai (also through mcp-remote: "claude-ai (via mcp-remote …)").
+  { client: "Claude Desktop / claude.ai", name: /^claude-ai\b/i },
   { client: "VS Code / GitHub Copilot", name: /^(visual studio code|vscode|github[- ]copilot)/i },
   { client: "Codex", name: /^codex/i },
   { client: "opencode", name: /^opencode/i },
+  // mcp-use's LangChain adapter hands its model the whole result: structured content only adds.
+  { client: "mcp-use", name: /^mcp[-_ ]?use\b/i },
 ];
 
 /**

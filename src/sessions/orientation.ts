@@ -156,9 +156,10 @@ export async function buildEnvironment(input: EnvironmentInput) {
     runtime: {
       local_shell_mcp_version: VERSION,
       package_version: VERSION,
-      // The Python-era field names are kept for compatibility; they describe our JS runtime.
-      python_implementation: "bun",
-      python_version: Bun.version,
+      // The contract's Python-era fields: this server runs no Python, so they are empty rather than
+      // naming Bun as a Python (which misled models); Bun's version is under tools.bun and `version`.
+      python_implementation: "",
+      python_version: "",
       runtime_kind: isCompiledBinary() ? ("frozen" as const) : ("source" as const),
       os: process.platform === "darwin" ? "macos" : process.platform === "win32" ? "windows" : process.platform,
       release: normalizedRelease(),

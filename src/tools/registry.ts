@@ -5,9 +5,11 @@ import { ToolError, toToolError } from "../core/errors.ts";
 import { nearest } from "../core/nearest.ts";
 import { coerceNumericStrings } from "./coerce.ts";
 import type { ToolContext } from "./context.ts";
-import { pruneEmpty } from "./compact.ts";
-import { advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
-import { fillDescription, isAvailable, type ToolAnnotations, type ToolDefinition, type ToolManifestEntry } from "./define.ts";
+import { keepRequired, pruneEmpty } from "./compact.ts";
+import contractRequired from "./contract-required.json" with { type: "json" };
+import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
+import { fillDescription, isAvailable, type Offer, offeredInputSchema, offersOf } from "./define.ts";
+import type { ToolAnnotations, ToolDefinition, ToolManifestEntry } from "./define.ts";
 
 /** Largest text block sent beside structured content. */
 const MAX_TEXT_BYTES = 1_000_000;
@@ -18,6 +20,8 @@ export interface ToolListing {
   description: string;
   inputSchema: Record<string, unknown>;
   outputSchema: Record<string, unknown>;
+  /** The whole output schema (structured_output=full advertises it); built on first use. */
+  fullOutputSchema?: () => Record<string, unknown>;
   annotations: ToolAnnotations;
   scopes: readonly string[];
   noauthHint: boolean;
@@ -39,6 +43,21 @@ function jsonSchema(schema: z.ZodType, io: "input" | "output"): Record<string, u
   return io === "input" ? advertisedInputSchema(out) : advertisedOutputSchema(out);
 }
 
+function fullJsonSchema(schema: z.ZodType): Record<string, unknown> {
+  return z.toJSONSchema(schema, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
+}
+
+function once<T>(make: () => T): () => T {
+  let value: { v: T } | undefined;
+  return () => (value ??= { v: make() }).v;
+}
+
+/**
+ * What the 4.3.0 contract requires of each tool's result, at every depth (its output schemas cut
+ * down to their `required` lists by scripts/contract-required.py): the compact form keeps these.
+ */
+const CONTRACT_REQUIRED = contractRequired as Record<string, Record<string, unknown> | undefined>;
+
 function describeIssues(error: z.ZodError): string {
   return error.issues
     .slice(0, 5)
@@ -57,6 +76,14 @@ const ARGUMENT_ALIASES: Record<string, string> = { async: "async_" };
  * name silently (a model's `"async": true` ran a server in the foreground until the timeout).
  * Known aliases are renamed to their argument; anything else is refused with a did-you-mean.
  */
+/** The unit an argument's name carries, said beside a did-you-mean (`timeout` → `timeout_s, in seconds`). */
+function unitOf(name: string): string {
+  if (name.endsWith("_ms")) return ", in milliseconds";
+  if (name.endsWith("_s")) return ", in seconds";
+  if (name.endsWith("_bytes")) return ", in bytes";
+  return "";
+}
+
 function checkArgumentNames(def: ToolDefinition, raw: unknown): unknown {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return raw;
   // A loose input (a dynamic bridge tool, validated against its upstream's own schema) takes any name.
@@ -81,7 +108,7 @@ function checkArgumentNames(def: ToolDefinition, raw: unknown): unknown {
   if (unknown.length > 0) {
     const hints = unknown.map((n) => {
       const near = nearest(n, known);
-      return near ? `${n} (did you mean ${near}?)` : n;
+      return near ? `${n} (did you mean ${near}${unitOf(near)}?)` : n;
     });
     throw new ToolError("invalid_arguments", `unknown argument${unknown.length > 1 ? "s" : ""} for ${def.name}: ${hints.join(", ")}; accepted: ${known.join(", ")}`, {
       unknown,
@@ -133,17 +160,32 @@ export class ToolRegistry {
   dynamic: DynamicTools | undefined;
   route: CallRoute | undefined;
 
+  private readonly offers: ReadonlySet<Offer>;
+
+  /** `offers` defaults to what the settings alone say (offersOf); the server passes what it found at start. */
   constructor(
     private readonly settings: Settings,
     source: ToolSource,
+    offers?: ReadonlySet<Offer>,
   ) {
+    this.offers = offers ?? offersOf(settings);
     if (Array.isArray(source)) {
-      const defs = source.filter((def) => isAvailable(def.availableWhen, settings));
-      this.listings = defs.map((def) => this.listingOf(def, jsonSchema(def.input, "input"), jsonSchema(def.output, "output")));
+      const defs = source.filter((def) => isAvailable(def.availableWhen, settings, this.offers));
+      this.listings = defs.map((def) => ({
+        ...this.listingOf(def, offeredInputSchema(jsonSchema(def.input, "input"), def.argumentsWhen, this.offers), jsonSchema(def.output, "output")),
+        fullOutputSchema: once(() => advertisedFullOutputSchema(fullJsonSchema(def.output))),
+      }));
       this.loaded = Promise.resolve(new Map(defs.map((d) => [d.name, d])));
       this.load = async () => defs;
     } else {
-      this.listings = source.manifest.filter((m) => isAvailable(m.availableWhen, settings)).map(({ availableWhen: _, ...m }) => ({ ...m, description: fillDescription(m.description, settings) }));
+      this.listings = source.manifest
+        .filter((m) => isAvailable(m.availableWhen, settings, this.offers))
+        .map(({ availableWhen: _, argumentsWhen, fullOutputSchema: full, ...m }) => ({
+          ...m,
+          inputSchema: offeredInputSchema(m.inputSchema, argumentsWhen, this.offers),
+          description: fillDescription(m.description, settings, this.offers),
+          fullOutputSchema: once(() => JSON.parse(full) as Record<string, unknown>),
+        }));
       this.load = source.load;
       this.loadOne = source.loadOne;
     }
@@ -169,7 +211,7 @@ export class ToolRegistry {
     return {
       name: def.name,
       title: def.title,
-      description: fillDescription(def.description, this.settings),
+      description: fillDescription(def.description, this.settings, this.offers),
       inputSchema,
       outputSchema,
       annotations: def.annotations,
@@ -249,7 +291,10 @@ export class ToolRegistry {
       const result = await this.withWatchdog(def, ctx, parsed.data);
       const structured = def.output.parse(result) as Record<string, unknown>;
       const text = def.text ? def.text(structured as never) : JSON.stringify(structured);
-      const compact = () => (def.compact ? def.compact(structured as never) : pruneEmpty(structured));
+      const compact = () => {
+        const shaped = def.compact ? def.compact(structured as never) : pruneEmpty(structured);
+        return keepRequired(shaped, structured, CONTRACT_REQUIRED[def.name]) as Record<string, unknown>;
+      };
       return { ok: true, structured, text: clipText(text), compact };
     } catch (e) {
       if (e instanceof z.ZodError) return { ok: false, error: new ToolError("internal_error", `${def.name} produced a result outside its schema`) };

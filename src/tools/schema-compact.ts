@@ -4,21 +4,24 @@
  * Every client pays for the tool list twice: the model reads it, and SDK clients compile each
  * output schema before the first call. So the advertised schemas say only what a caller needs:
  * - inputs keep every argument and constraint, minus noise (safe-integer bounds zod adds to every
- *   `.int()`, `propertyNames: string`, `default: null` and `default: false`, the null branch of optional
- *   arguments, descriptions that the tool text already gives);
+ *   `.int()`, `propertyNames: string`, `default: false`, length caps of 1000 or more, descriptions
+ *   that the tool text already gives); a nullable argument keeps its null branch and `default: null` (the server accepts null,
+ *   and a client that fills in defaults must not invent a value);
  * - outputs type the stable top-level fields and leave the deep parts open (`{type: "object"}`)
  *   with no `required` list and no `enum`, while the registry still validates every result
  *   against the full zod schema;
  * - in inputs, nullable types are `anyOf` branches, never `type` arrays, and no `{}` schema is
  *   left, so single-type dialects (Gemini style function declarations) accept every tool;
- * - outputs are not function declarations (Claude Code does not show them to the model, Codex
- *   only renders them as TypeScript types in its code mode; SDK clients compile them with Ajv), so
- *   each field is one `type` keyword, a list when nullable: Ajv compiles that about a fifth faster
- *   than `anyOf` branches.
+ * - outputs type each top-level field by one `type` keyword, or `anyOf` of two when it may be
+ *   null: a `type` list compiles about a fifth faster in Ajv, but MCP Inspector's strict mode warns
+ *   about it and single-type dialects refuse it, so no advertised schema has one (issue 31);
+ * - structured_output=full advertises the whole output schema (every field, `required` lists,
+ *   deep parts), in the same dialect-neutral form.
  */
 type Schema = Record<string, unknown>;
 
 const SAFE_INTEGER = Number.MAX_SAFE_INTEGER;
+const ABUSE_GUARD_LENGTH = 1000;
 /** A regex that fixes the length by itself, like the session id's `^[A-Za-z0-9]{8}$`. */
 const FIXED_LENGTH_PATTERN = /^\^\[[^\]]+\]\{(\d+)\}\$$/;
 /** One character class repeated, like the shell id's `^[A-Za-z0-9_-]+$`: its length bounds fit in the quantifier. */
@@ -52,7 +55,9 @@ function compactInput(raw: Schema): Schema {
   let s: Schema = { ...raw };
   delete s.description;
   delete s.$schema;
-  if (s.default === null) delete s.default;
+  // Kept, but beside the branches, not inside the non-null one (splitTypeArray would copy it there).
+  const nullDefault = s.default === null;
+  if (nullDefault) delete s.default;
   if (s.minimum === -SAFE_INTEGER) delete s.minimum;
   if (s.maximum === SAFE_INTEGER) delete s.maximum;
   if (isEmpty(s.propertyNames) || (s.propertyNames as Schema | undefined)?.type === "string") delete s.propertyNames;
@@ -71,11 +76,13 @@ function compactInput(raw: Schema): Schema {
     delete s.maxLength;
   }
   if (s.default === false) delete s.default;
+  // A length cap of 1000 or more only guards against abuse (a 4096-byte path, a 1 MB command): the
+  // server enforces it with a clear error, and no model needs to read it.
+  if (typeof s.maxLength === "number" && s.maxLength >= ABUSE_GUARD_LENGTH && s.pattern === undefined) delete s.maxLength;
   s = splitTypeArray(s);
   if (s.properties) {
-    const required = new Set((s.required as string[] | undefined) ?? []);
     s.properties = Object.fromEntries(
-      Object.entries(s.properties as Record<string, Schema>).map(([k, v]) => [k, required.has(k) ? compactInput(v) : omittable(compactInput(v))]),
+      Object.entries(s.properties as Record<string, Schema>).map(([k, v]) => [k, compactInput(v)]),
     );
   }
   if (s.items && !isEmpty(s.items)) s.items = compactInput(s.items as Schema);
@@ -85,18 +92,7 @@ function compactInput(raw: Schema): Schema {
     if (Array.isArray(s[key])) s[key] = dedupe((s[key] as Schema[]).map(compactInput).flatMap((b) => (b.anyOf && Object.keys(b).length === 1 ? (b.anyOf as Schema[]) : [b])));
   }
   if (isEmpty(s)) throw new Error("an input schema accepts anything ({}); give it a type");
-  return s;
-}
-
-/**
- * An optional argument whose absence means null is advertised by its non-null type alone: the
- * model omits it for the default, and the server still accepts an explicit null.
- */
-function omittable(s: Schema): Schema {
-  if (!Array.isArray(s.anyOf) || Object.keys(s).length !== 1) return s;
-  const branches = (s.anyOf as Schema[]).filter((b) => b.type !== "null");
-  if (branches.length === (s.anyOf as Schema[]).length) return s;
-  return branches.length === 1 ? branches[0]! : { anyOf: branches };
+  return nullDefault ? { ...s, default: null } : s;
 }
 
 /** The JSON type of a constant or enum value. */
@@ -118,14 +114,14 @@ function typesOf(s: Schema): string[] {
 }
 
 /**
- * Only the type of a value, as one `type` keyword (a list when it may be several, e.g. nullable):
- * the form the SDK client's Ajv compiles cheapest (an `anyOf` costs it two sub-schemas and their
- * errors, an `enum` one more check; docs/benchmarks.md).
+ * Only the type of a value: one `type` keyword, or `anyOf` branches of one type each when it may
+ * be several (e.g. nullable); no `enum`, which costs the SDK client's Ajv one more check per field
+ * (docs/benchmarks.md).
  */
 function shallow(raw: Schema): Schema {
   const types = [...new Set(typesOf(raw))];
   const distinct = types.includes("number") ? types.filter((t) => t !== "integer") : types;
-  return { type: distinct.length === 1 ? distinct[0]! : distinct };
+  return distinct.length === 1 ? { type: distinct[0]! } : { anyOf: distinct.map((t) => ({ type: t })) };
 }
 
 /**
@@ -144,4 +140,28 @@ export function advertisedInputSchema(schema: Schema): Schema {
 
 export function advertisedOutputSchema(schema: Schema): Schema {
   return compactOutput(schema);
+}
+
+/**
+ * The whole output schema for structured_output=full: every field, `required` list and deep part,
+ * with `type` lists split into `anyOf` branches and without zod's safe-integer bounds.
+ */
+export function advertisedFullOutputSchema(schema: Schema): Schema {
+  const walk = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(walk);
+    if (v === null || typeof v !== "object") return v;
+    let s: Schema = { ...(v as Schema) };
+    delete s.$schema;
+    if (s.minimum === -SAFE_INTEGER) delete s.minimum;
+    if (s.maximum === SAFE_INTEGER) delete s.maximum;
+    if (isEmpty(s.propertyNames) || (s.propertyNames as Schema | undefined)?.type === "string") delete s.propertyNames;
+    s = splitTypeArray(s);
+    for (const [k, x] of Object.entries(s)) {
+      if (k === "properties" && x && typeof x === "object") {
+        s[k] = Object.fromEntries(Object.entries(x as Schema).map(([p, ps]) => [p, walk(ps)]));
+      } else if (k !== "enum" && k !== "const" && k !== "default" && k !== "required") s[k] = walk(x);
+    }
+    return s;
+  };
+  return walk(schema) as Schema;
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { type ToolManifestEntry, unwrapDescription } from "./define.ts";
 import { builtinTools } from "./index.ts";
-import { advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
+import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
 
 /**
  * Bun macro: evaluated at bundle time, it describes every built-in tool (name, title, raw
@@ -11,7 +11,8 @@ import { advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.
 export function builtinToolManifest(): ToolManifestEntry[] {
   return builtinTools().map((t) => {
     const input = advertisedInputSchema(z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>);
-    const output = advertisedOutputSchema(z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>);
+    const rawOutput = z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
+    const output = advertisedOutputSchema(rawOutput);
     return {
       name: t.name,
       title: t.title,
@@ -20,8 +21,10 @@ export function builtinToolManifest(): ToolManifestEntry[] {
       annotations: t.annotations,
       noauthHint: t.noauthHint ?? false,
       ...(t.availableWhen ? { availableWhen: t.availableWhen } : {}),
+      ...(t.argumentsWhen ? { argumentsWhen: t.argumentsWhen } : {}),
       inputSchema: input,
       outputSchema: output,
+      fullOutputSchema: JSON.stringify(advertisedFullOutputSchema(rawOutput)),
     };
   });
 }

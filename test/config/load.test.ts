@@ -6,7 +6,7 @@ import contract from "../fixtures/contract/config-contract.json" with { type: "j
 import { tempDir } from "../helpers/harness.ts";
 
 /** Settings whose default deliberately differs from Python 4.3.0 (README "Safer defaults"). */
-const CHANGED_DEFAULTS = new Set(["host", "workspace_root", "state_dir"]);
+const CHANGED_DEFAULTS = new Set(["host", "workspace_root", "state_dir", "run_shell_default_timeout_s"]);
 
 /**
  * Our own settings beyond the 4.3.0 contract, each documented in docs/settings.md. A setting that

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
 import { firstText, fixtureServer, writeManifest } from "../bridge/helpers.ts";
 import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
 
@@ -39,6 +41,8 @@ describe("Agent Bridge manifest", () => {
   beforeAll(async () => {
     ws = tempDir("lsm-ws-");
     state = tempDir("lsm-state-");
+    // A stdio server lists the bridge only when its config folder (or a Skills folder) exists at start.
+    mkdirSync(join(state.path, "agent_config"), { mode: 0o700 });
     mcp = await connectStdio({ workspace: ws.path, state: state.path });
   });
 

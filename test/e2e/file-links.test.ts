@@ -218,7 +218,7 @@ describe("file download links are not offered", () => {
       await using stdio = await connectStdio({ workspace: ws.path, state: state.path });
       const names = (await stdio.client.listTools()).tools.map((t) => t.name);
       for (const t of LINK_TOOLS) expect(names).not.toContain(t);
-      expect(await stdio.fails("create_file_link", { session_id: "abcdefgh", path: "x" })).toBe("unknown_tool");
+      await expect(stdio.call("create_file_link", { session_id: "abcdefgh", path: "x" })).rejects.toMatchObject({ code: -32602 });
     }
     await using srv = await startHttpServer({ workspace: ws.path, state: state.path, args: ["--file-download-enabled", "false"] }, { mode: "mcp", auth: "none" });
     await using mcp = await connectHttp(srv.url);

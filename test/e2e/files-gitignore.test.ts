@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectHttp, connectStdio, type McpHandle, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
 
 // .gitignore files above the session workdir count for search, glob_search, tree_view and
 // list_files, from the workspace root (or a nearer repository root) down, as git applies them.
@@ -84,10 +84,13 @@ test("rules above the workspace root never apply (ripgrep without parents at the
     const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "app" })).session_id;
     const s = await mcp.ok<{ engine: string; count: number }>("search", { session_id: sid, pattern: "needle" });
     expect(s).toMatchObject({ engine: "builtin", count: 1 });
-    const found = await mcp.ok<{ results: Array<{ id: string }> }>("workspace_search", { query: "needle" });
-    expect(found.results.map((r) => r.id)).toEqual(["app/n.md"]);
     const glob = await mcp.ok<{ paths: string[] }>("glob_search", { session_id: sid, pattern: "*.md" });
     expect(glob.paths).toEqual(["app/n.md"]);
+    // The connector pair is offered over HTTP only.
+    await using server = await startHttp({ workspace: ws, state: join(dir.path, "state") });
+    await using http = await connectHttp(server.url);
+    const found = await http.ok<{ results: Array<{ id: string }> }>("workspace_search", { query: "needle" });
+    expect(found.results.map((r) => r.id)).toEqual(["app/n.md"]);
   } finally {
     await mcp.close();
   }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectHttp, connectStdio, type McpHandle, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
 
 let ws: TempDir;
 let outside: TempDir;
@@ -314,8 +314,10 @@ describe("todos, images, python, secrets, connector", () => {
     expect(JSON.stringify(r)).not.toContain("hunter2pass");
   });
 
-  test("workspace_search and fetch", async () => {
+  test("workspace_search and fetch (the connector pair, offered over HTTP)", async () => {
     put("docs/guide.md", "# Guide\nThe Frobnicator manual\n");
+    await using server = await startHttp({ workspace: ws.path, state });
+    await using mcp = await connectHttp(server.url);
     const s = await mcp.ok<{ results: Array<{ id: string; title: string; url: string }> }>("workspace_search", { query: "frobnicator" });
     expect(s.results).toEqual([{ id: "proj/docs/guide.md", title: "proj/docs/guide.md:2 The Frobnicator manual", url: "file:///workspace/proj/docs/guide.md" }]);
     const f = await mcp.ok<{ text: string; metadata: { source: string } }>("fetch", { id: "proj/docs/guide.md" });

@@ -35,7 +35,10 @@ describe("traps a model falls into", () => {
   test("unknown arguments are refused with a did-you-mean, never ignored", async () => {
     const r = await mcp.call("bash", { session_id: sid, command: "true", timeot_s: 5 });
     expect(errorCode(r)).toBe("invalid_arguments");
-    expect(text(r)).toContain("unknown argument for bash: timeot_s (did you mean timeout_s?)");
+    expect(text(r)).toContain("unknown argument for bash: timeot_s (did you mean timeout_s, in seconds?)");
+    // A model that writes `timeout` learns the unit too, not only the name.
+    const bare = await mcp.call("bash", { session_id: sid, command: "true", timeout: 5 });
+    expect(text(bare)).toContain("timeout (did you mean timeout_s, in seconds?)");
     const s = await mcp.call("search", { session_id: sid, pattern: "x", path: "src" });
     expect(errorCode(s)).toBe("invalid_arguments");
     expect(text(s)).toContain("path (did you mean paths?)");
@@ -69,6 +72,21 @@ describe("traps a model falls into", () => {
     const result = (r.structuredContent as { result: { timed_out: boolean } }).result;
     expect(result.timed_out).toBe(true);
     expect(text(r)).toContain("pass timeout_s up to 120 to allow longer, or run it in the background with async_=true");
+  });
+
+  test("Ctrl-C alone needs no input_text and presses no Enter; the output limit stated is what bash keeps", async () => {
+    const shell = await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "sleep 60", pty: true, name: "interrupted" });
+    const sent = await mcp.call("send_persistent_shell_input", { session_id: sid, shell_id: shell.result.shell_id, keys: ["Ctrl-C"] });
+    expect(sent.isError).toBeFalsy();
+    expect(text(sent)).toBe(`sent 0 bytes and C-c to ${shell.result.shell_id}`);
+    // The interrupt reached the program: sleep ends by SIGINT (exit 130), with no Enter after it.
+    const out = await mcp.ok<{ status: string; exit_code: number | null }>("read_persistent_shell_output", { session_id: sid, shell_id: shell.result.shell_id, wait_for_idle_ms: 300, timeout_s: 20 });
+    expect(out).toMatchObject({ status: "exited", exit_code: 130 });
+    await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: shell.result.shell_id });
+    const started = await mcp.call("session_start", { workdir: "." });
+    expect(text(started)).toContain("output 30000 bytes per call (max_output_bytes up to 200000)");
+    const env = (started.structuredContent as { environment: { runtime: { python_implementation: string } } }).environment;
+    expect(env.runtime.python_implementation).not.toBe("bun");
   });
 
   test("job_not_found and shell_not_found name the other kind of handle", async () => {
@@ -184,6 +202,11 @@ describe("traps a model falls into", () => {
       const msg = text(bad);
       expect(msg).toContain("Nearest lines in proj/cfg.py (1-5), as the file has them now:\n[proj/cfg.py#");
       expect(msg).toContain("4:    path = os.environ['CFG']");
+      // A hunk none of whose lines the file has still shows lines to retry with (from its place).
+      const lost = await mcp.call("apply_patch", { session_id: sid, patch: "*** Begin Patch\n*** Update File: cfg.py\n@@\n-nothing like this\n+x\n*** End Patch" });
+      expect(errorCode(lost)).toBe("patch_failed");
+      expect(text(lost)).toContain("Nearest lines in proj/cfg.py (1-");
+      expect(text(lost)).toContain("1:import os");
       // The rows can be used as they are: the snapshot grounds a hashline_edit.
       const snapHeader = /\[proj\/cfg\.py#[0-9a-f]+\]/.exec(msg)![0];
       await mcp.ok("hashline_edit", { session_id: sid, input: `${snapHeader}\n4:    path = os.environ['CFG']\n+    path = os.environ.get('CFG', 'cfg.ini')` });

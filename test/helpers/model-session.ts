@@ -122,7 +122,25 @@ export async function runModelSession(h: McpHandle, workdir: string): Promise<Ca
   await must("bash", { ...s, command: "grep -rl --include='*.py' compute_total . | xargs sed -i 's/\\bcompute_total\\b/order_total/g'" });
   await must("search", { ...s, pattern: "order_total", regex: false });
   await must("bash", { ...s, command: "python3 -m unittest -q 2>&1 | tail -n 3" });
-  await must("read", { ...s, path: "shop/cart.py" });
+  const cart = textOf(await must("read", { ...s, path: "shop/cart.py" }));
+
+  // Task 4: plan the rest, rename an attribute with one multi-hunk edit, list the files it touches.
+  await must("write_todos", {
+    ...s,
+    todos: [
+      { content: "fix the discount bug", status: "completed" },
+      { content: "rename compute_total to order_total", status: "completed" },
+      { content: "rename Cart.items to Cart.lines", status: "in_progress" },
+      { content: "run the tests", status: "pending" },
+    ],
+  });
+  const cartHeader = /^\[[^\]]+\]/.exec(cart)?.[0];
+  const rows = [...cart.matchAll(/^(\d+):(.*self\.items.*)$/gm)];
+  if (!cartHeader || rows.length < 3) throw new Error(`unexpected read output: ${cart}`);
+  const hunks = rows.map((r) => `${r[1]}:${r[2]}\n+${r[2]!.replace("self.items", "self.lines")}`);
+  await must("hashline_edit", { ...s, input: `${cartHeader}\n${hunks.join("\n\n")}` });
+  await must("search", { ...s, pattern: "order_total|self\\.lines", files_only: true });
+  await must("bash", { ...s, command: "python3 -m unittest -q 2>&1 | tail -n 3" });
 
   await must("session_end", { ...s });
   return records;

@@ -11,6 +11,8 @@ export const activateAgentSkill = defineTool({
   title: "Activate an Agent Skill",
   description,
   scopes: ["shell:read"],
+  // Under stdio, offered only when something is configured for the bridge (define.ts, offersOf).
+  availableWhen: { offers: ["agent_bridge"] },
   annotations: READ_ONLY,
   input: z.object({ name: z.string(), session_id: SessionId.nullable().default(null) }),
   output: z.object({

@@ -13,6 +13,8 @@ export const agentConfigStatus = defineTool({
   title: "Agent Bridge status",
   description,
   scopes: ["shell:read"],
+  // Under stdio, offered only when something is configured for the bridge (define.ts, offersOf).
+  availableWhen: { offers: ["agent_bridge"] },
   annotations: READ_ONLY,
   input: z.object({}),
   output: z.looseObject({

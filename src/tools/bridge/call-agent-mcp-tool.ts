@@ -9,6 +9,8 @@ export const callAgentMcpTool = defineTool({
   title: "Call an upstream MCP tool",
   description,
   scopes: ["shell:read", "shell:execute"],
+  // Under stdio, offered only when something is configured for the bridge (define.ts, offersOf).
+  availableWhen: { offers: ["agent_bridge"] },
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   input: z.object({
     server: z.string(),

@@ -8,6 +8,8 @@ export const listAgentMcpServers = defineTool({
   title: "List upstream MCP servers",
   description,
   scopes: ["shell:read"],
+  // Under stdio, offered only when something is configured for the bridge (define.ts, offersOf).
+  availableWhen: { offers: ["agent_bridge"] },
   annotations: READ_ONLY,
   input: z.object({}),
   output: z.looseObject({}),

@@ -21,6 +21,8 @@ export const listAgentMcpTools = defineTool({
   title: "List upstream MCP tools",
   description,
   scopes: ["shell:read"],
+  // Under stdio, offered only when something is configured for the bridge (define.ts, offersOf).
+  availableWhen: { offers: ["agent_bridge"] },
   annotations: { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true },
   input: z.object({ server: z.string().nullable().default(null) }),
   output: z.object({

@@ -18,6 +18,8 @@ export const listAgentSkills = defineTool({
   title: "List Agent Skills",
   description,
   scopes: ["shell:read"],
+  // Under stdio, offered only when something is configured for the bridge (define.ts, offersOf).
+  availableWhen: { offers: ["agent_bridge"] },
   annotations: READ_ONLY,
   input: z.object({ session_id: SessionId.nullable().default(null) }),
   output: z.object({

@@ -26,6 +26,8 @@ function docUrl(id: string): string {
 export const workspaceSearch = defineTool({
   name: "workspace_search",
   noauthHint: true,
+  // The ChatGPT connector pair: ChatGPT reaches a server over HTTP only, so stdio does not list it.
+  availableWhen: { modes: ["mcp", "http"] },
   title: "Search workspace documents",
   description: searchDescription,
   scopes: ["shell:read"],
@@ -78,6 +80,8 @@ export const workspaceSearch = defineTool({
 export const fetchDocument = defineTool({
   name: "fetch",
   noauthHint: true,
+  // The ChatGPT connector pair: ChatGPT reaches a server over HTTP only, so stdio does not list it.
+  availableWhen: { modes: ["mcp", "http"] },
   title: "Fetch workspace document",
   description: fetchDescription,
   scopes: ["shell:read"],

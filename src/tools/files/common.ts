@@ -76,12 +76,42 @@ export function loadForEdit(ctx: ToolContext, policy: FilePolicy, input: string)
 
 /** Records a snapshot of lines `start..end` of an in-memory document and renders it as context. */
 export function contextFor(ctx: ToolContext, sid: string, rel: string, doc: LineDoc, sha: string, bytes: number, start: number, end: number): ReadFileOutput {
+  return contextForRanges(ctx, sid, rel, doc, sha, bytes, [{ start, end }]);
+}
+
+/**
+ * Records one snapshot of several line ranges of an in-memory document (clamped to it, merged where
+ * they touch) and renders their rows under its header: the fresh rows of a multi-hunk edit at once.
+ */
+export function contextForRanges(
+  ctx: ToolContext,
+  sid: string,
+  rel: string,
+  doc: LineDoc,
+  sha: string,
+  bytes: number,
+  wanted: ReadonlyArray<{ start: number; end: number }>,
+): ReadFileOutput {
   const total = doc.lines.length;
-  const s = Math.max(1, start);
-  const e = Math.min(total, end);
+  const spans = wanted
+    .map((r) => ({ start: Math.max(1, r.start), end: Math.min(total, r.end) }))
+    .filter((r) => r.start <= r.end)
+    .sort((a, b) => a.start - b.start);
+  const merged: Array<{ start: number; end: number }> = [];
+  for (const r of spans) {
+    const last = merged[merged.length - 1];
+    if (last && r.start <= last.end + 1) last.end = Math.max(last.end, r.end);
+    else merged.push({ ...r });
+  }
   const rows: Row[] = [];
-  for (let l = s; l <= e; l++) rows.push({ line: l, text: doc.lines[l - 1]! });
-  const ranges = rows.length ? [{ start: s, end: e, h: rangeHash(rows.map((r) => r.text)) }] : [];
+  const ranges = merged.map(({ start, end }) => {
+    const texts: string[] = [];
+    for (let l = start; l <= end; l++) {
+      rows.push({ line: l, text: doc.lines[l - 1]! });
+      texts.push(doc.lines[l - 1]!);
+    }
+    return { start, end, h: rangeHash(texts) };
+  });
   const [snap] = ctx.app.files.snapshots.record(sid, [{ path: rel, sha, total, ranges }]);
   return {
     path: rel,
@@ -89,8 +119,8 @@ export function contextFor(ctx: ToolContext, sid: string, rel: string, doc: Line
     bytes_read: null,
     truncated_bytes: null,
     total_lines: total,
-    start_line: rows.length ? s : null,
-    end_line: rows.length ? e : null,
+    start_line: rows.length ? rows[0]!.line : null,
+    end_line: rows.length ? rows[rows.length - 1]!.line : null,
     line_count: rows.length,
     session_id: sid,
     snapshot_id: snap!.id,
@@ -99,6 +129,33 @@ export function contextFor(ctx: ToolContext, sid: string, rel: string, doc: Line
     truncated: false,
     content: hashlineText(`[${rel}#${snap!.id}]`, rows),
   };
+}
+
+/**
+ * One `@@` section of a unified diff: a replaced block (old lines from `oldStart`, new ones from
+ * `newStart`) with the unchanged line either side of it, unless another hunk replaces that line.
+ */
+export function diffSection(
+  oldLines: readonly string[],
+  newLines: readonly string[],
+  oldStart: number,
+  newStart: number,
+  oldDoc: readonly string[],
+  touched: (line: number) => boolean,
+): string {
+  const beforeLine = oldStart - 1;
+  const afterLine = oldStart + oldLines.length;
+  const before = beforeLine >= 1 && !touched(beforeLine) ? [oldDoc[beforeLine - 1]!] : [];
+  const after = afterLine <= oldDoc.length && !touched(afterLine) ? [oldDoc[afterLine - 1]!] : [];
+  const span = (n: number) => before.length + n + after.length;
+  const head = `@@ -${oldStart - before.length},${span(oldLines.length)} +${newStart - before.length},${span(newLines.length)} @@`;
+  const body = [
+    ...before.map((l) => ` ${l}`),
+    ...oldLines.map((l) => `-${l}`),
+    ...newLines.map((l) => `+${l}`),
+    ...after.map((l) => ` ${l}`),
+  ];
+  return `${head}\n${body.join("\n")}\n`;
 }
 
 /** A small unified diff of one replaced block (line numbers of the old file). */

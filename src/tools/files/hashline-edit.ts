@@ -7,7 +7,7 @@ import { sha256 } from "../../fs/read.ts";
 import { resolveInWorkdir } from "../../fs/resolve.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
-import { blockDiff, compactContext, compactLineEdit, contextFor, LineEditResult, loadForEdit, policyFor } from "./common.ts";
+import { compactLineEdit, contextForRanges, diffSection, LineEditResult, loadForEdit, policyFor } from "./common.ts";
 import { checkGrounded, firstDifference, type Grounding, requireSnapshot, visible, withFreshContext } from "./grounding.ts";
 import description from "./hashline-edit.md" with { type: "text" };
 
@@ -30,6 +30,9 @@ function plan(h: Hunk, order: number): PlannedHunk {
   }
   return { hunk: h, start: h.start, end: h.end, order };
 }
+
+/** Fresh rows shown per file: apply_patch's fresh context window, so both cost the same. */
+const MAX_FRESH_ROWS = 16;
 
 export const hashlineEdit = defineTool({
   name: "hashline_edit",
@@ -104,21 +107,37 @@ export const hashlineEdit = defineTool({
         const max = ctx.app.settings.max_file_write_bytes;
         if (bytes.length > max) throw new ToolError("file_too_large", `Refusing to write ${bytes.length} bytes; max is ${max}`);
         const newSha = sha256(bytes);
+        // One report per file: its diff under one header, and one snapshot holding the new rows of
+        // every hunk (a deletion shows the two lines it joined), so the next edit needs no read.
         let delta = 0;
+        // Lines another hunk replaces are not shown as a neighbour's unchanged context.
+        const touched = (line: number) => planned.some((q) => line >= q.start && line <= q.end);
+        const sections: string[] = [];
+        const fresh: Array<{ start: number; end: number }> = [];
+        const spans: Array<{ p: PlannedHunk; newStart: number }> = [];
         for (const p of planned) {
           const newStart = p.start + delta;
           const n = p.hunk.plus.length;
           delta += n - (p.end - p.start + 1);
           const old = loaded.doc.lines.slice(p.start - 1, p.end);
-          const before = loaded.doc.lines.slice(Math.max(0, p.start - 4), p.start - 1);
-          const after = loaded.doc.lines.slice(p.end, p.end + 3);
-          diffs[p.order] = blockDiff(loaded.res.rel, old, p.hunk.plus, p.start, before, after);
-          const context = contextFor(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, newStart - 3, newStart + Math.max(n, 1) + 2);
-          results.push({ path: loaded.res.rel, start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: n, context, order: p.order });
+          sections.push(diffSection(old, p.hunk.plus, p.start, newStart, loaded.doc.lines, touched));
+          fresh.push(n > 0 ? { start: newStart, end: newStart + n - 1 } : { start: newStart - 1, end: newStart });
+          spans.push({ p, newStart });
+        }
+        // The window apply_patch shows (from 3 lines before the first change, 16 lines), with the
+        // rows of every hunk inside it; the rows of later hunks are a `read` away.
+        const first = fresh.length ? Math.min(...fresh.map((r) => r.start)) : 1;
+        const window = { start: Math.max(1, first - 3), end: Math.max(1, first - 3) + MAX_FRESH_ROWS - 1 };
+        const context = contextForRanges(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, [window]);
+        for (const { p } of spans) {
+          const replaced = { start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: p.hunk.plus.length };
+          results.push({ path: loaded.res.rel, ...replaced, context, order: p.order });
         }
         // A no-op edit writes nothing (and says so in the text).
-        if (!bytes.equals(loaded.raw)) changes.push({ real, shown: f.shown, next: bytes, prev: loaded.raw });
-        else for (const p of planned) diffs[p.order] = "";
+        if (!bytes.equals(loaded.raw)) {
+          changes.push({ real, shown: f.shown, next: bytes, prev: loaded.raw });
+          diffs.push(`--- ${loaded.res.rel}\n+++ ${loaded.res.rel}\n${sections.join("")}`);
+        }
       }
       if (changes.length) commitChanges(policy, changes);
       results.sort((a, b) => a.order - b.order);
@@ -130,28 +149,45 @@ export const hashlineEdit = defineTool({
         start_line: sameFile ? Math.min(...hunks.map((h) => h.start_line)) : first.start_line,
         end_line: sameFile ? Math.max(...hunks.map((h) => h.end_line)) : first.end_line,
         replacement_line_count: hunks.reduce((n, h) => n + h.replacement_line_count, 0),
-        diff: diffs.filter(Boolean).join(""),
+        diff: diffs.join(""),
         context: first.context,
         hunk_count: hunks.length,
         hunks,
       };
     });
   },
-  compact: (o) => ({
-    ...compactLineEdit(o),
-    hunk_count: o.hunk_count,
-    // Each hunk's context only where it is not the one already given above.
-    hunks: o.hunks.map((h) => ({
-      ...(h.path === o.path ? {} : { path: h.path }),
-      start_line: h.start_line,
-      end_line: h.end_line,
-      replacement_line_count: h.replacement_line_count,
-      ...(h.context.content === o.context.content ? {} : { context: compactContext(h.context) }),
-    })),
-  }),
+  compact: (o) => {
+    // A file's fresh rows once: a hunk whose context is the one already given (above or on an
+    // earlier hunk of its file) carries its path and size with an empty content.
+    const given = new Set([o.context.content]);
+    return {
+      ...compactLineEdit(o),
+      hunk_count: o.hunk_count,
+      hunks: o.hunks.map((h) => {
+        const repeated = given.has(h.context.content);
+        given.add(h.context.content);
+        return {
+          path: h.path,
+          start_line: h.start_line,
+          end_line: h.end_line,
+          replacement_line_count: h.replacement_line_count,
+          context: { path: h.context.path, bytes: h.context.bytes, content: repeated ? "" : h.context.content },
+        };
+      }),
+    };
+  },
   text: (o) => {
-    const ctxs = o.hunks.map((h) => h.context.content);
-    if (o.diff === "") return `no change: the new lines equal the current ones; nothing was written\ncurrent context:\n${[...new Set(ctxs)].join("\n\n")}`;
-    return `edited ${o.hunk_count} hunk(s)\n${o.diff}\nfresh context:\n${[...new Set(ctxs)].join("\n\n")}`;
+    const byFile = new Map<string, { hunks: number; content: string }>();
+    for (const h of o.hunks) {
+      const f = byFile.get(h.path) ?? { hunks: 0, content: h.context.content };
+      f.hunks++;
+      byFile.set(h.path, f);
+    }
+    const capped = o.hunks.some((h) => h.context.end_line !== null && h.start_line > h.context.end_line);
+    const rows = [...byFile.values()].map((f) => f.content).join("\n") + (capped ? "\n(later hunks: read to see them)" : "");
+    if (o.diff === "") return `no change: the new lines equal the current ones; nothing was written\ncurrent rows:\n${rows}`;
+    const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
+    const counts = [...byFile].map(([path, f]) => `${path} (${plural(f.hunks, "hunk")})`).join(", ");
+    return `edited ${counts}; fresh rows:\n${rows}`;
   },
 });

@@ -182,7 +182,8 @@ export const search = defineTool({
     ...(o.skipped ? { skipped: o.skipped } : {}),
     // Per file once: the snapshot that grounds its hits (files_only: the hit counts); per hit only what differs.
     ...(o.files ? { files: o.files } : { snapshots: snapshotsOf(o.matches) }),
-    matches: o.matches.map((m) => pick(m, ["path", "line", "column", "text", "clipped"], ["path", "line", "column", "text"])),
+    // files_only: the per-file counts say it all; the hit lines stay in the full form only.
+    matches: o.files ? [] : o.matches.map((m) => pick(m, ["path", "line", "column", "text", "clipped"], ["path", "line", "column", "text"])),
   }),
 });
 

@@ -9,6 +9,8 @@ export const sessionEnd = defineTool({
   title: "End session",
   description,
   scopes: ["shell:execute"],
+  // Remote sessions exist only where remote workers are offered (define.ts, offersOf).
+  argumentsWhen: { remote_workers: ["force"] },
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true },
   input: z.object({
     session_id: SessionId,

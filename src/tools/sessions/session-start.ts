@@ -1,3 +1,4 @@
+import { DEFAULT_OUTPUT_BYTES } from "../shell/foreground-command.ts";
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { resolveWorkdir } from "../../fs/paths.ts";
@@ -11,6 +12,8 @@ export const sessionStart = defineTool({
   title: "Start session",
   description,
   scopes: ["shell:read"],
+  // Remote sessions exist only where remote workers are offered (define.ts, offersOf).
+  argumentsWhen: { remote_workers: ["target", "machine"] },
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
   input: z.object({
     workdir: z.string().min(1).max(4096),
@@ -43,7 +46,13 @@ export const sessionStart = defineTool({
         .filter(([, p]) => p.available)
         .map(([n, p]) => `${n} ${p.version ?? ""}`.trim())
         .join(", ")}`,
-      `limits: bash timeout ${o.environment.policy.shell_default_timeout_s}s (max ${o.environment.policy.shell_max_timeout_s}s), output ${o.environment.policy.max_output_bytes} bytes`,
+      limitsLine(o.environment.policy),
       o.message,
     ].join("\n"),
 });
+
+/** The limits a model plans with: what `bash` keeps when a call names no max_output_bytes, and the cap. */
+function limitsLine(p: { shell_default_timeout_s: number; shell_max_timeout_s: number; max_output_bytes: number }): string {
+  const kept = Math.min(DEFAULT_OUTPUT_BYTES, p.max_output_bytes);
+  return `limits: bash timeout ${p.shell_default_timeout_s}s (max ${p.shell_max_timeout_s}s), output ${kept} bytes per call (max_output_bytes up to ${p.max_output_bytes})`;
+}
