@@ -1,5 +1,5 @@
 import { closeSync, constants, readSync } from "node:fs";
-import { ToolError } from "../core/errors.ts";
+import { incidentError, ToolError } from "../core/errors.ts";
 import type { Direction, GatewayStore, ObjectMeta } from "./gateway-store.ts";
 import { WRITE_SLICE } from "./paths.ts";
 
@@ -49,7 +49,7 @@ const STATUS: Record<string, number> = {
 const NO_STORE = { "cache-control": "no-store" };
 
 function fail(e: unknown): Response {
-  const te = e instanceof ToolError ? e : new ToolError("internal_error", "the transfer failed on the controller");
+  const te = e instanceof ToolError ? e : incidentError(e, "transfer gateway route", "the transfer failed on the controller");
   const status = STATUS[te.code] ?? (te.code === "internal_error" ? 500 : 422);
   return Response.json({ ok: false, error: te.code, message: te.message, detail: te.message }, { status, headers: NO_STORE });
 }
