@@ -32,7 +32,22 @@ export function isToolError(value: unknown): value is ToolError {
 export function toToolError(value: unknown, where = "unexpected failure"): ToolError {
   if (value instanceof ToolError) return value;
   if (value instanceof Error && value.name === "AbortError") return new ToolError("cancelled", "the operation was cancelled");
+  if (isDiskFull(value)) return diskFull();
   return incidentError(value, where);
+}
+
+/** A write refused for lack of space or quota: the cause is known, so it is a code, not an incident. */
+export function isDiskFull(value: unknown): boolean {
+  const code = value instanceof Error ? (value as { code?: unknown }).code : undefined;
+  return code === "ENOSPC" || code === "EDQUOT";
+}
+
+/**
+ * The disk of the machine that ran the operation is full. A worker's `local_disk_full` reaches the
+ * controller's caller as `remote_disk_full` (remote/manager.ts), as in the ssh server's family.
+ */
+export function diskFull(): ToolError {
+  return new ToolError("local_disk_full", "the disk filled up (no space or quota left)");
 }
 
 // Incidents: an unexpected failure is logged once at ERROR with a short random id and its cause,

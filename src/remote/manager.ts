@@ -90,6 +90,13 @@ interface WorkerState {
   offlineSince: number;
 }
 
+/** A worker's failure as the controller's caller sees it: a full disk is named as the worker's. */
+function workerError(machine: string, error: { code: string; message: string; details?: Record<string, unknown> } | undefined): ToolError {
+  if (!error) return new ToolError("remote_call_failed", "the worker reported a failure");
+  if (error.code === "local_disk_full") return new ToolError("remote_disk_full", `worker ${machine}: ${error.message}`, error.details);
+  return new ToolError(error.code, error.message, error.details);
+}
+
 function offline(machine: string): ToolError {
   return new ToolError("remote_worker_offline", `worker ${machine} is not connected; start it on its host (remote_admin reconnect_command) and try again`);
 }
@@ -334,7 +341,7 @@ export class RemoteManager {
     const call = s.inflight.get(frame.id);
     if (!call) return;
     if (frame.ok) this.finish(call, { data: frame.data, ...(body ? { body } : {}) });
-    else this.finish(call, new ToolError(frame.error?.code ?? "remote_call_failed", frame.error?.message ?? "the worker reported a failure", frame.error?.details));
+    else this.finish(call, workerError(s.name, frame.error));
   }
 
   /** The link closed (or was dropped): calls wait for the worker's return, up to the grace. */

@@ -44,6 +44,7 @@ const STATUS: Record<string, number> = {
   transfer_length_mismatch: 422,
   transfer_chunk_checksum_mismatch: 422,
   transfer_quota_exceeded: 507,
+  local_disk_full: 507,
 };
 
 const NO_STORE = { "cache-control": "no-store" };
