@@ -6,7 +6,9 @@
  * per worker) → result (acknowledged, always). A link that drops keeps sent calls for a grace period:
  * the worker's next `hello` lists what it still runs and which results wait in its outbox; a call
  * it never saw is sent again (the worker runs a call id at most once), and a worker that came back
- * with a new boot id lost its calls (`remote_worker_restarted`).
+ * with a new boot id lost its calls (`remote_worker_restarted`). A call the worker may have run is
+ * never failed as "offline, try again": it waits for the worker's return (its result comes from the
+ * outbox) until its deadline, and then its outcome is reported unknown (`remote_outcome_unknown`).
  */
 import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
@@ -97,6 +99,14 @@ function workerError(machine: string, error: { code: string; message: string; de
   return new ToolError(error.code, error.message, error.details);
 }
 
+/** A sent call whose worker stayed away past its deadline: it may or may not have run. */
+function outcomeUnknown(machine: string, op: string): ToolError {
+  return new ToolError(
+    "remote_outcome_unknown",
+    `worker ${machine} lost its link while running ${op} and did not come back before the call's deadline; it may have completed: check its effects before running it again`,
+  );
+}
+
 function offline(machine: string): ToolError {
   return new ToolError("remote_worker_offline", `worker ${machine} is not connected; start it on its host (remote_admin reconnect_command) and try again`);
 }
@@ -182,7 +192,7 @@ export class RemoteManager {
       // The worker stops the call at its deadline and answers; this only guards against a worker
       // that stays connected but never answers.
       call.deadlineTimer = setTimeout(
-        () => this.abandon(call, new ToolError("remote_timeout", `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`)),
+        () => this.abandon(call, call.sent && !s.link ? outcomeUnknown(s.name, op) : new ToolError("remote_timeout", `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`)),
         Math.min(MAX_TIMER_MS, deadlineMs + DEADLINE_SLACK_MS),
       );
       s.queue.push(call);
@@ -191,9 +201,13 @@ export class RemoteManager {
     });
   }
 
-  /** Fails a call after the grace period unless its worker is back by then. */
+  /**
+   * Fails a call after the grace period unless its worker is back by then; only a call never sent:
+   * one that was sent may have run, so it waits for the worker (or its deadline) instead.
+   */
   private armOffline(call: PendingCall): void {
     clearTimeout(call.offlineTimer);
+    if (call.sent) return;
     call.offlineTimer = setTimeout(() => {
       if (call.worker.link) return;
       this.finish(call, offline(call.worker.name));
@@ -344,7 +358,7 @@ export class RemoteManager {
     else this.finish(call, workerError(s.name, frame.error));
   }
 
-  /** The link closed (or was dropped): calls wait for the worker's return, up to the grace. */
+  /** The link closed (or was dropped): queued calls wait for the worker's return up to the grace. */
   private detach(s: WorkerState, link: Link): void {
     clearInterval(link.heartbeat);
     if (s.link !== link) return;
