@@ -90,7 +90,12 @@ interface WorkerState {
   inflight: Map<string, PendingCall>;
   /** When the link went away (or the controller started, for a worker not seen since). */
   offlineSince: number;
+  /** Cleanup that could not reach the worker (a cut copy's partial file), run when it is back. */
+  whenBack: Array<() => void>;
 }
+
+/** Deferred cleanups kept per worker at most; the worker's own start-up sweep is the backstop. */
+const MAX_WHEN_BACK = 256;
 
 /** A worker's failure as the controller's caller sees it: a full disk is named as the worker's. */
 function workerError(machine: string, error: { code: string; message: string; details?: Record<string, unknown> } | undefined): ToolError {
@@ -139,7 +144,7 @@ export class RemoteManager {
 
   private state(name: string): WorkerState {
     let s = this.workers.get(name);
-    if (!s) this.workers.set(name, (s = { name, queue: [], inflight: new Map(), offlineSince: this.startedAt }));
+    if (!s) this.workers.set(name, (s = { name, queue: [], inflight: new Map(), offlineSince: this.startedAt, whenBack: [] }));
     return s;
   }
 
@@ -154,6 +159,16 @@ export class RemoteManager {
 
   runtimeOf(name: string): Hello["runtime"] | undefined {
     return this.workers.get(name)?.runtime;
+  }
+
+  /**
+   * Runs `run` when `machine` is next attached: a cleanup call that failed because the worker was
+   * away or stalled is made again then. Bounded; the oldest is dropped first.
+   */
+  whenBack(machine: string, run: () => void): void {
+    const s = this.state(machine);
+    s.whenBack.push(run);
+    if (s.whenBack.length > MAX_WHEN_BACK) s.whenBack.shift();
   }
 
   /** Runs operation `op` on the worker `machine` and resolves with its result (or a typed error). */
@@ -305,6 +320,7 @@ export class RemoteManager {
     }
     for (const call of s.queue) clearTimeout(call.offlineTimer);
     this.pump(s);
+    for (const run of s.whenBack.splice(0)) run();
     if (hello.runtime.bundle_sha256) this.offerRuntime(s, link, hello.runtime.bundle_sha256);
     return {
       result: (frame, body) => this.onResult(s, socket, frame, body),
