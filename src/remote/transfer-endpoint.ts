@@ -160,7 +160,7 @@ export class RemoteTransferEndpoint implements TransferEndpoint {
     return (await this.call("transfer_http_upload", { ...arg(p), ...this.httpArgs(call) }, Moved, { deadlineMs: this.longMs })).data;
   }
 
-  async httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string }) {
+  async httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string; mode?: number | null }) {
     return (await this.call("transfer_http_download", { ...arg(p), ...this.httpArgs(call) }, Downloaded, { deadlineMs: this.longMs })).data;
   }
 }

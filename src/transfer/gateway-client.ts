@@ -166,7 +166,7 @@ const SPAN_BYTES = 64 * 1024 * 1024;
  * no per-range digest, so the bytes are written as they came and the whole-file SHA-256 at finish
  * decides.
  */
-export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string }) {
+export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string; mode?: number | null }) {
   const u = validateTransferUrl(call.url, call.controller_url);
   const total = call.expected_bytes;
   const h = await head(u, call, "download");
@@ -248,6 +248,6 @@ export async function httpDownload(dest: TransferEndpoint, path: TransferPath, c
     if (end.state !== "ready" || end.expected_sha256 === null || !/^[0-9a-f]{64}$/.test(end.expected_sha256)) throw new ToolError(end.state === "failed" ? "source_changed" : "transfer_incomplete", `the gateway object is ${end.state}, its digest is not settled`);
     expected = end.expected_sha256;
   }
-  const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: total, expected_sha256: expected, mode: null });
+  const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: total, expected_sha256: expected, mode: call.mode ?? null });
   return { bytes: done.bytes, sha256: done.sha256, chunks, chunk_size: call.chunk_size, resumed_bytes: begun.offset, completed: true, resolved_path: done.resolved_path };
 }

@@ -36,7 +36,7 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     return httpUpload(this, p, call);
   }
 
-  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string }) {
+  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string; mode?: number | null }) {
     return httpDownload(this, p, call);
   }
 

@@ -82,7 +82,8 @@ export const transferOperations: Record<string, TransferOperation> = {
     ...(await ep.unpackArchive(p(a.archive), p(a.dst), { overwrite: a.overwrite, cleanup_archive: a.cleanup_archive })),
   })),
   transfer_http_upload: op(PathArg.extend(HttpArgs.shape), async (ep, a, _b, x) => ({ ...(await ep.httpUpload(p(a), { ...a, signal: x.signal })) })),
-  transfer_http_download: op(PathArg.extend(HttpArgs.shape).extend({ overwrite: z.boolean(), transfer_id: Id }), async (ep, a, _b, x) => ({ ...(await ep.httpDownload(p(a), { ...a, signal: x.signal })) })),
+  // `mode`: the source's permission bits, kept as on every other route (older controllers omit it).
+  transfer_http_download: op(PathArg.extend(HttpArgs.shape).extend({ overwrite: z.boolean(), transfer_id: Id, mode: z.number().int().min(0).max(0o777).nullable().default(null) }), async (ep, a, _b, x) => ({ ...(await ep.httpDownload(p(a), { ...a, signal: x.signal })) })),
   transfer_http_abort_download: op(PathArg.extend({ transfer_id: Id }), async (ep, a) => {
     await ep.abortWrite(p(a), a.transfer_id);
     return { aborted: true };
