@@ -90,6 +90,8 @@ interface WorkerState {
   inflight: Map<string, PendingCall>;
   /** When the link went away (or the controller started, for a worker not seen since). */
   offlineSince: number;
+  /** When a rename closed the link, until the worker is back (see online()). */
+  renamedAt?: number;
   /** Cleanup that could not reach the worker (a cut copy's partial file), run when it is back. */
   whenBack: Array<() => void>;
 }
@@ -148,8 +150,14 @@ export class RemoteManager {
     return s;
   }
 
+  /**
+   * Connected, or re-making its link after a rename (the controller closed it; the worker dials
+   * again at once and calls made meanwhile wait for it): a just-renamed worker is not "offline".
+   */
   online(name: string): boolean {
-    return this.workers.get(name)?.link !== undefined;
+    const s = this.workers.get(name);
+    if (!s) return false;
+    return s.link !== undefined || (s.renamedAt !== undefined && Date.now() - s.renamedAt < OFFLINE_GRACE_MS);
   }
 
   queueDepth(name: string): number {
@@ -302,6 +310,7 @@ export class RemoteManager {
       previous.socket.close(CLOSE_REPLACED, "replaced by a newer connection");
     }
     const restarted = s.bootId !== undefined && s.bootId !== hello.boot_id;
+    s.renamedAt = undefined;
     s.bootId = hello.boot_id;
     s.runtime = hello.runtime;
     const link: Link = { socket, bootId: hello.boot_id, missedPongs: 0, runtime: hello.runtime, heartbeat: setInterval(() => this.beat(s, link), this.heartbeatS * 1000) };
@@ -415,6 +424,7 @@ export class RemoteManager {
     s.name = newName;
     if (s.link) {
       const link = s.link;
+      s.renamedAt = Date.now();
       link.socket.close(CLOSE_REPLACED, "renamed");
       this.detach(s, link);
     }

@@ -87,6 +87,9 @@ describe("remote_admin lifecycle", () => {
     await Bun.sleep(200);
     const renamed = await ctl.mcp.ok<{ data: Record<string, string> }>("remote_admin", { action: "rename", args: { machine: "old-name", new_name: "new-name" } });
     expect(renamed.data).toEqual({ old_name: "old-name", new_name: "new-name" });
+    // Listed at once, while the worker re-makes its link under the new name: online, never offline.
+    const atOnce = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
+    expect(atOnce.data.machines.find((m) => m.name === "new-name")).toMatchObject({ status: "online" });
     expect((await across).result.stdout).toBe("across\n");
     await waitFor(() => p.stderr().includes("connected to the controller as new-name"), { what: "the worker to reconnect under its new name" });
     const list = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
