@@ -30,6 +30,7 @@ const bodies = new Map<string, number>();
 
 const STATUS: Record<string, number> = {
   transfer_not_found: 404,
+  source_changed: 409,
   transfer_expired: 410,
   transfer_unauthorized: 401,
   transfer_claimed: 409,
@@ -52,7 +53,8 @@ const NO_STORE = { "cache-control": "no-store" };
 function fail(e: unknown): Response {
   const te = e instanceof ToolError ? e : incidentError(e, "transfer gateway route", "the transfer failed on the controller");
   const status = STATUS[te.code] ?? (te.code === "internal_error" ? 500 : 422);
-  return Response.json({ ok: false, error: te.code, message: te.message, detail: te.message }, { status, headers: NO_STORE });
+  // The code in a header too: an answer to HEAD carries no body.
+  return Response.json({ ok: false, error: te.code, message: te.message, detail: te.message }, { status, headers: { ...NO_STORE, "x-transfer-error": te.code } });
 }
 
 /** The exact route the body limiter leaves alone: it bounds its own body by the chunk size. */

@@ -142,4 +142,22 @@ describe.skipIf(needsRoot("the worker runs in its own network namespace (ip netn
     await waitFor(() => all().length === 0, { timeoutMs: 60_000, what: "no leftovers" }).catch(() => undefined);
     expect(all()).toEqual([]);
   }, 300_000);
+
+  test("a source changed on the worker during a remote->local copy reports source_changed, not transfer_not_found", async () => {
+    const codes: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      bigFile(join(dirs.A, `moving-${i}.bin`), 64);
+      const call = ctl.mcp.client.callTool({ name: "session_copy", arguments: { src_session_id: s.A, src_path: `moving-${i}.bin`, dst_session_id: s.L, dst_path: `moved-${i}.bin` } }, undefined, { timeout: 170_000 }) as Promise<CallToolResult>;
+      await waitFor(() => spooled().some((n) => n.endsWith(".spool") && statSync(join(spoolDir(), n)).size > 0), { timeoutMs: 60_000, intervalMs: 5, what: "the upload to be under way" });
+      // Rewritten in place (same size): the bytes no longer match the digest the copy announced.
+      bigFile(join(dirs.A, `moving-${i}.bin`), 64);
+      const r = await call;
+      codes.push(r.isError ? ((r._meta?.["local-shell-mcp/error"] as { code: string }).code) : "completed");
+    }
+    console.log(`changed sources: ${codes.join(", ")}`);
+    // A copy may finish before the change lands; one that fails names the change.
+    expect(codes.filter((c) => c !== "completed" && c !== "source_changed")).toEqual([]);
+    expect(codes).toContain("source_changed");
+    expect(everywhere()).toEqual([]);
+  }, 300_000);
 });
