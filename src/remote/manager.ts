@@ -8,7 +8,8 @@
  * it never saw is sent again (the worker runs a call id at most once), and a worker that came back
  * with a new boot id lost its calls (`remote_worker_restarted`). A call the worker may have run is
  * never failed as "offline, try again": it waits for the worker's return (its result comes from the
- * outbox) until its deadline, and then its outcome is reported unknown (`remote_outcome_unknown`).
+ * outbox) for ten heartbeats or until its deadline, and then its outcome is reported unknown
+ * (`remote_outcome_unknown`).
  */
 import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
@@ -110,7 +111,7 @@ function workerError(machine: string, error: { code: string; message: string; de
 function outcomeUnknown(machine: string, op: string): ToolError {
   return new ToolError(
     "remote_outcome_unknown",
-    `worker ${machine} lost its link while running ${op} and did not come back before the call's deadline; it may have completed: check its effects before running it again`,
+    `worker ${machine} lost its link while running ${op} and did not come back in time; it may have completed: check its effects before running it again`,
   );
 }
 
@@ -225,16 +226,20 @@ export class RemoteManager {
   }
 
   /**
-   * Fails a call after the grace period unless its worker is back by then; only a call never sent:
-   * one that was sent may have run, so it waits for the worker (or its deadline) instead.
+   * Fails a call unless its worker is back in time. A call never sent fails `remote_worker_offline`
+   * after the grace. One that was sent may have run, so it waits longer for the worker (its result
+   * then comes from the outbox): ten heartbeats (2 min by default, past a 60 s outage and the
+   * worker's ≤ 30 s reconnect backoff), then its outcome is unknown; never "offline, try again".
    */
   private armOffline(call: PendingCall): void {
     clearTimeout(call.offlineTimer);
-    if (call.sent) return;
-    call.offlineTimer = setTimeout(() => {
-      if (call.worker.link) return;
-      this.finish(call, offline(call.worker.name));
-    }, OFFLINE_GRACE_MS);
+    call.offlineTimer = setTimeout(
+      () => {
+        if (call.worker.link) return;
+        this.finish(call, call.sent ? outcomeUnknown(call.worker.name, call.op) : offline(call.worker.name));
+      },
+      call.sent ? Math.max(OFFLINE_GRACE_MS, 10 * this.heartbeatS * 1000) : OFFLINE_GRACE_MS,
+    );
   }
 
   /** Removes a call from every table and settles it. */
