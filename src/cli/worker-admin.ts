@@ -8,7 +8,7 @@ import { type ArgsDef, type CommandDef, defineCommand, type SubCommandsDef } fro
 import { existsSync, readdirSync } from "node:fs";
 import { hostname, userInfo } from "node:os";
 import { isAbsolute } from "node:path";
-import { ToolError } from "../core/errors.ts";
+import { incidentError, ToolError } from "../core/errors.ts";
 import { installRuntime } from "../worker/fetch-runtime.ts";
 import { executingRuntime, installFromFile } from "../worker/install.ts";
 import { ensureLauncher } from "../worker/launcher.ts";
@@ -37,7 +37,7 @@ async function serviceCommand(fn: () => Promise<unknown> | unknown): Promise<voi
   try {
     printJson(await fn());
   } catch (e) {
-    const err = e instanceof ToolError ? e : new ToolError("internal_error", "unexpected error");
+    const err = e instanceof ToolError ? e : incidentError(e, "worker service command", "unexpected error");
     printJson({ schema_version: 1, ok: false, error: err.code, message: err.message });
     process.exit(1);
   }

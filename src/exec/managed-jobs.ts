@@ -125,9 +125,9 @@ export class ManagedJobs implements ManagedHooks {
           },
         });
       } catch (e) {
-        const te = toToolError(e);
-        error = te.code === "internal_error" ? `${te.message}: ${e instanceof Error ? e.message : String(e)}` : `[${te.code}] ${te.message}`;
-        if (te.code === "internal_error") log.warn(`managed job ${row.job_id} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+        // An unexpected cause is logged as an incident; the job's error names its id.
+        const te = toToolError(e, `managed job ${row.job_id}`);
+        error = `[${te.code}] ${te.message}`;
       }
       try {
         writeFileAtomic(managedFile, JSON.stringify({ attempt, progress, result }));

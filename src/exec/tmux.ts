@@ -1,5 +1,5 @@
 import { existsSync, lstatSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import type { ResolvedTmux } from "../native/tmux.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
@@ -13,8 +13,22 @@ export const HISTORY_LIMIT = 10_000;
 /** Window size a new shell starts with (the model reads it as text; wide enough for most tables). */
 export const DEFAULT_COLS = 200;
 export const DEFAULT_ROWS = 50;
-/** Longest socket path bind() accepts on Linux, less a margin. */
+/** Longest socket path bind() accepts (104 bytes on macOS, 108 on Linux), less a margin. */
 const MAX_SOCKET_PATH = 100;
+/** Where sockets go when the state dir's path is too long for one: short, private, per user. */
+const SHORT_SOCKET_ROOT = "/tmp";
+
+/**
+ * The socket path for tmux server `name` of a state dir: `<state>/tmux/<name>` when it fits, else
+ * `/tmp/lsm-<uid>/<digest of the state dir>-<name>` (a worker installed under a long $HOME).
+ * The short folder is made 0700 and must be a real directory owned by us (checked before each use).
+ */
+export function tmuxSocketPath(stateDir: string, name: string): string {
+  const inState = join(stateDir, "tmux", name);
+  if (Buffer.byteLength(inState) <= MAX_SOCKET_PATH) return inState;
+  const digest = new Bun.CryptoHasher("sha256").update(stateDir).digest("hex").slice(0, 16);
+  return join(SHORT_SOCKET_ROOT, `lsm-${process.getuid?.() ?? "user"}`, `${digest}-${name}`.slice(0, 48));
+}
 const COMMAND_TIMEOUT_MS = 5000;
 
 export interface TmuxResult {
@@ -99,7 +113,8 @@ export const sessionTarget = (name: string) => `=${name}`;
 export const paneTarget = (name: string) => `=${name}:`;
 
 /**
- * Our private tmux server: a socket inside the state dir (`<state>/tmux/<name>`), never the user's
+ * Our private tmux server: a socket inside the state dir (`<state>/tmux/<name>`, or a short private
+ * folder when that path is too long: tmuxSocketPath), never the user's
  * default server, no user configuration file, and an environment scrubbed of our own variables.
  */
 export class TmuxServer {
@@ -112,7 +127,7 @@ export class TmuxServer {
     private readonly shell: string,
     name = "shells",
   ) {
-    this.socket = join(stateDir, "tmux", name);
+    this.socket = tmuxSocketPath(stateDir, name);
   }
 
   /** The tmux binary in use, or undefined when none is available. */
@@ -128,8 +143,9 @@ export class TmuxServer {
   async executable(): Promise<string> {
     const r = await this.binary();
     if (!r) throw new ToolError("tmux_unavailable", "tmux is unavailable: the embedded tmux could not be extracted and no tmux is on PATH (or tmux_bin names a missing program)");
-    if (this.socket.length > MAX_SOCKET_PATH) throw new ToolError("tmux_unavailable", "the state directory path is too long for a tmux socket; choose a shorter state_dir");
-    ensurePrivateDir(join(this.socket, ".."));
+    if (Buffer.byteLength(this.socket) > MAX_SOCKET_PATH) throw new ToolError("tmux_unavailable", "no short enough path for a tmux socket (the state dir's and /tmp's are too long)");
+    // The folder is ours and private (not a link, not another user's), or nothing runs.
+    ensurePrivateDir(dirname(this.socket));
     try {
       return await r.current();
     } catch (e) {

@@ -24,6 +24,8 @@ const STATUS: Record<string, number> = {
   session_expired: 410,
   session_termination_requested: 409,
   lock_timeout: 503,
+  local_disk_full: 507,
+  remote_disk_full: 507,
 };
 
 /** HTTP status of a tool error: 400 for anything the caller can fix, unless listed. */

@@ -9,7 +9,7 @@ import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
 import { downloadRoute } from "./download.ts";
 import { installRoutes } from "../remote/install-routes.ts";
 import { WORKER_TOKEN_PREFIX } from "../remote/names.ts";
-import { errorResponse, jsonResponse } from "./json.ts";
+import { errorResponse, incidentResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
 import { checkOrigin, hostWellFormed, originPolicy } from "./origin-guard.ts";
@@ -180,8 +180,7 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
       pong: (ws) => ws.data.handler.pong?.(ws),
     },
     error(e) {
-      log.error(`HTTP handler failed: ${e.message}`);
-      return errorResponse(500, "internal_error", "the server hit an unexpected error");
+      return incidentResponse(e, "HTTP route");
     },
   });
   const host = settings.host.includes(":") ? `[${settings.host}]` : settings.host;

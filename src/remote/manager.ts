@@ -6,7 +6,10 @@
  * per worker) → result (acknowledged, always). A link that drops keeps sent calls for a grace period:
  * the worker's next `hello` lists what it still runs and which results wait in its outbox; a call
  * it never saw is sent again (the worker runs a call id at most once), and a worker that came back
- * with a new boot id lost its calls (`remote_worker_restarted`).
+ * with a new boot id lost its calls (`remote_worker_restarted`). A call the worker may have run is
+ * never failed as "offline, try again": it waits for the worker's return (its result comes from the
+ * outbox) for ten heartbeats or until its deadline, and then its outcome is reported unknown
+ * (`remote_outcome_unknown`).
  */
 import { join } from "node:path";
 import type { Settings } from "../config/schema.ts";
@@ -95,6 +98,28 @@ interface WorkerState {
   sent: Set<string>;
   /** When the link went away (or the controller started, for a worker not seen since). */
   offlineSince: number;
+  /** When a rename closed the link, until the worker is back (see online()). */
+  renamedAt?: number;
+  /** Cleanup that could not reach the worker (a cut copy's partial file), run when it is back. */
+  whenBack: Array<() => void>;
+}
+
+/** Deferred cleanups kept per worker at most; the worker's own start-up sweep is the backstop. */
+const MAX_WHEN_BACK = 256;
+
+/** A worker's failure as the controller's caller sees it: a full disk is named as the worker's. */
+function workerError(machine: string, error: { code: string; message: string; details?: Record<string, unknown> } | undefined): ToolError {
+  if (!error) return new ToolError("remote_call_failed", "the worker reported a failure");
+  if (error.code === "local_disk_full") return new ToolError("remote_disk_full", `worker ${machine}: ${error.message}`, error.details);
+  return new ToolError(error.code, error.message, error.details);
+}
+
+/** A sent call whose worker stayed away past its deadline: it may or may not have run. */
+function outcomeUnknown(machine: string, op: string): ToolError {
+  return new ToolError(
+    "remote_outcome_unknown",
+    `worker ${machine} lost its link while running ${op} and did not come back in time; it may have completed: check its effects before running it again`,
+  );
 }
 
 function offline(machine: string): ToolError {
@@ -130,14 +155,20 @@ export class RemoteManager {
   private state(name: string): WorkerState {
     let s = this.workers.get(name);
     if (!s) {
-      s = { name, queue: [], inflight: new Map(), sent: new Set(), offlineSince: this.startedAt };
+      s = { name, queue: [], inflight: new Map(), sent: new Set(), offlineSince: this.startedAt, whenBack: [] };
       this.workers.set(name, s);
     }
     return s;
   }
 
+  /**
+   * Connected, or re-making its link after a rename (the controller closed it; the worker dials
+   * again at once and calls made meanwhile wait for it): a just-renamed worker is not "offline".
+   */
   online(name: string): boolean {
-    return this.workers.get(name)?.link !== undefined;
+    const s = this.workers.get(name);
+    if (!s) return false;
+    return s.link !== undefined || (s.renamedAt !== undefined && Date.now() - s.renamedAt < OFFLINE_GRACE_MS);
   }
 
   queueDepth(name: string): number {
@@ -147,6 +178,16 @@ export class RemoteManager {
 
   runtimeOf(name: string): Hello["runtime"] | undefined {
     return this.workers.get(name)?.runtime;
+  }
+
+  /**
+   * Runs `run` when `machine` is next attached: a cleanup call that failed because the worker was
+   * away or stalled is made again then. Bounded; the oldest is dropped first.
+   */
+  whenBack(machine: string, run: () => void): void {
+    const s = this.state(machine);
+    s.whenBack.push(run);
+    if (s.whenBack.length > MAX_WHEN_BACK) s.whenBack.shift();
   }
 
   /** Runs operation `op` on the worker `machine` and resolves with its result (or a typed error). */
@@ -185,7 +226,7 @@ export class RemoteManager {
       // The worker stops the call at its deadline and answers; this only guards against a worker
       // that stays connected but never answers.
       call.deadlineTimer = setTimeout(
-        () => this.abandon(call, new ToolError("remote_timeout", `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`)),
+        () => this.abandon(call, call.sent && !s.link ? outcomeUnknown(s.name, op) : new ToolError("remote_timeout", `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`)),
         Math.min(MAX_TIMER_MS, deadlineMs + DEADLINE_SLACK_MS),
       );
       s.queue.push(call);
@@ -194,13 +235,21 @@ export class RemoteManager {
     });
   }
 
-  /** Fails a call after the grace period unless its worker is back by then. */
+  /**
+   * Fails a call unless its worker is back in time. A call never sent fails `remote_worker_offline`
+   * after the grace. One that was sent may have run, so it waits longer for the worker (its result
+   * then comes from the outbox): ten heartbeats (2 min by default, past a 60 s outage and the
+   * worker's ≤ 30 s reconnect backoff), then its outcome is unknown; never "offline, try again".
+   */
   private armOffline(call: PendingCall): void {
     clearTimeout(call.offlineTimer);
-    call.offlineTimer = setTimeout(() => {
-      if (call.worker.link) return;
-      this.finish(call, offline(call.worker.name));
-    }, OFFLINE_GRACE_MS);
+    call.offlineTimer = setTimeout(
+      () => {
+        if (call.worker.link) return;
+        this.finish(call, call.sent ? outcomeUnknown(call.worker.name, call.op) : offline(call.worker.name));
+      },
+      call.sent ? Math.max(OFFLINE_GRACE_MS, 10 * this.heartbeatS * 1000) : OFFLINE_GRACE_MS,
+    );
   }
 
   /** Removes a call from every table and settles it. */
@@ -280,6 +329,7 @@ export class RemoteManager {
       previous.socket.close(CLOSE_REPLACED, "replaced by a newer connection");
     }
     const restarted = s.bootId !== undefined && s.bootId !== hello.boot_id;
+    s.renamedAt = undefined;
     s.bootId = hello.boot_id;
     s.runtime = hello.runtime;
     const link: Link = {
@@ -305,6 +355,7 @@ export class RemoteManager {
     }
     for (const call of s.queue) clearTimeout(call.offlineTimer);
     this.pump(s);
+    for (const run of s.whenBack.splice(0)) run();
     if (hello.runtime.bundle_sha256) this.offerRuntime(s, link, hello.runtime.bundle_sha256);
     return {
       result: (frame, body) => this.onResult(s, link, frame, body),
@@ -372,10 +423,10 @@ export class RemoteManager {
       return;
     }
     if (frame.ok) this.finish(call, { data: frame.data, ...(body ? { body } : {}) });
-    else this.finish(call, new ToolError(frame.error?.code ?? "remote_call_failed", frame.error?.message ?? "the worker reported a failure", frame.error?.details));
+    else this.finish(call, workerError(s.name, frame.error));
   }
 
-  /** The link closed (or was dropped): calls wait for the worker's return, up to the grace. */
+  /** The link closed (or was dropped): queued calls wait for the worker's return up to the grace. */
   private detach(s: WorkerState, link: Link): void {
     clearInterval(link.heartbeat);
     if (s.link !== link) return;
@@ -420,6 +471,7 @@ export class RemoteManager {
     s.name = newName;
     if (s.link) {
       const link = s.link;
+      s.renamedAt = Date.now();
       link.socket.close(CLOSE_REPLACED, "renamed");
       this.detach(s, link);
     }

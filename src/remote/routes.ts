@@ -9,7 +9,7 @@ import type { ServerWebSocket } from "bun";
 import { z } from "zod";
 import { isToolError, ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
-import { errorResponse, jsonResponse } from "../http/json.ts";
+import { errorResponse, incidentResponse, jsonResponse } from "../http/json.ts";
 import { type Route, type SocketHandler, UPGRADED } from "../http/route.ts";
 import type { LinkHandle, RemoteManager } from "./manager.ts";
 import { cleanText, WORKER_TOKEN_PREFIX } from "./names.ts";
@@ -159,8 +159,7 @@ export function remoteRoutes(manager: RemoteManager): Route {
         return jsonResponse(200, { ok: true, data: { token, name: record.name, workdir: record.workdir, heartbeat_s: manager.heartbeatS, channel_path: "/remote/channel" } });
       } catch (e) {
         if (e instanceof ToolError && STATUS[e.code]) return errorResponse(STATUS[e.code]!, e.code, e.message);
-        log.warn(`worker enrollment failed: ${e instanceof Error ? e.message : String(e)}`);
-        return errorResponse(500, "internal_error", "the controller could not record the enrollment");
+        return incidentResponse(e, "worker enrollment", "the controller could not record the enrollment");
       }
     }
     if (url.pathname === "/remote/channel") {

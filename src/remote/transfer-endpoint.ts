@@ -12,6 +12,8 @@ import type { CallResult, RemoteManager } from "./manager.ts";
 
 /** Chunk and bookkeeping calls are quick; a stalled worker must not hold a copy for the job timeout. */
 const CHUNK_DEADLINE_MS = 120_000;
+/** Failures of the link, not of the operation: the call may be made again when the worker is back. */
+const LINK_FAILURES = new Set(["remote_worker_offline", "remote_outcome_unknown", "remote_timeout", "remote_worker_restarted", "remote_queue_full"]);
 /** Room left in a frame for the JSON beside a chunk. */
 const FRAME_HEADROOM = 64 * 1024;
 
@@ -58,7 +60,19 @@ export class RemoteTransferEndpoint implements TransferEndpoint {
     // Cleanup (abort a write, delete a temp file) is not tied to the copy's signal: a cancelled
     // copy must still remove its partial file on the worker.
     const signal = opts.cleanup ? undefined : this.signal;
-    const r: CallResult = await this.manager.call(this.machine, op, { ...args, workdir: this.workdir }, { signal, deadlineMs: opts.deadlineMs ?? CHUNK_DEADLINE_MS, ...(opts.body ? { body: opts.body } : {}) });
+    const callArgs = { ...args, workdir: this.workdir };
+    const deadlineMs = opts.deadlineMs ?? CHUNK_DEADLINE_MS;
+    let r: CallResult;
+    try {
+      r = await this.manager.call(this.machine, op, callArgs, { signal, deadlineMs, ...(opts.body ? { body: opts.body } : {}) });
+    } catch (e) {
+      // A cleanup the worker could not get now (away, stalled) is made again once it is back, so a
+      // cut copy's partial file does not stay for good.
+      if (opts.cleanup && e instanceof ToolError && LINK_FAILURES.has(e.code)) {
+        this.manager.whenBack(this.machine, () => void this.manager.call(this.machine, op, callArgs, { deadlineMs }).catch(() => undefined));
+      }
+      throw e;
+    }
     const parsed = schema.safeParse(r.data);
     if (!parsed.success) throw new ToolError("remote_protocol_error", `worker ${this.machine} answered ${op} with a malformed result`);
     return { data: parsed.data, ...(r.body ? { body: r.body } : {}) };
@@ -146,7 +160,7 @@ export class RemoteTransferEndpoint implements TransferEndpoint {
     return (await this.call("transfer_http_upload", { ...arg(p), ...this.httpArgs(call) }, Moved, { deadlineMs: this.longMs })).data;
   }
 
-  async httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string }) {
+  async httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string; mode?: number | null }) {
     return (await this.call("transfer_http_download", { ...arg(p), ...this.httpArgs(call) }, Downloaded, { deadlineMs: this.longMs })).data;
   }
 }

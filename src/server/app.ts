@@ -1,3 +1,4 @@
+import { join } from "node:path";
 import { log } from "../core/log.ts";
 import { AuditLog } from "../audit/log.ts";
 import { auditObserver } from "./audit-observer.ts";
@@ -159,6 +160,16 @@ export function createApp(settings: Settings): App {
     } catch (e) {
       log.warn(`stale temp file sweep failed: ${e instanceof Error ? e.message : String(e)}`);
     }
+    // What copies cut off by a kill or crash left: partial files and sidecars in session workdirs,
+    // archives and partials in the private tmp (only a dead writer's, or a day old).
+    void import("../transfer/leftovers.ts")
+      .then(({ sweepTransferTmp, sweepTransferWorkdir }) => {
+        const base = { root: services.workspaceRoot, stateDir: services.files.stateDir, denylist: settings.path_denylist };
+        let removed = sweepTransferTmp(join(settings.state_dir, "tmp"));
+        for (const workdir of new Set(sessions.list().filter((s) => s.target !== "remote").map((s) => s.workdir))) removed += sweepTransferWorkdir(base, workdir);
+        if (removed > 0) log.info(`removed ${removed} transfer leftover(s) of interrupted copies`);
+      })
+      .catch((e) => log.warn(`transfer leftover sweep failed: ${e instanceof Error ? e.message : String(e)}`));
   }, 1000).unref();
   return {
     services,

@@ -8,6 +8,7 @@ import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } fr
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
+import { randomHex } from "../core/random.ts";
 import { VERSION } from "../core/version.ts";
 import instructions from "./instructions.md" with { type: "text" };
 import { sweepControlDirs } from "./master.ts";
@@ -93,9 +94,12 @@ export class SshRegistry {
       return { ok: true, result, error: null };
     } catch (e) {
       if (e instanceof ToolError) return fail(e.code, e.message);
-      // Only the class name is logged: messages of unexpected errors may carry private paths.
-      log.error(`ssh tool ${name} failed internally (${e instanceof Error ? e.name : typeof e})`);
-      return fail("internal_error", "tool failed internally");
+      // An incident: the class name and the stack's frames are logged, never the message (it may
+      // quote OpenSSH's stderr or private paths); the caller's error names the same id.
+      const id = randomHex(4);
+      const frames = e instanceof Error ? (e.stack ?? "").split("\n").filter((l) => /^\s+at /.test(l)).slice(0, 20).join("\n") : "";
+      log.error(`incident ${id}: ssh tool ${name} failed internally (${e instanceof Error ? e.name : typeof e})${frames ? `\n${frames}` : ""}`);
+      return fail("internal_error", `tool failed internally (incident ${id}; see the server log)`);
     }
   }
 }

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Settings } from "../config/schema.ts";
 import { argumentDepthProblem } from "./argument-depth.ts";
-import { ToolError, toToolError } from "../core/errors.ts";
+import { incidentError, ToolError, toToolError } from "../core/errors.ts";
 import { nearest } from "../core/nearest.ts";
 import { coerceNumericStrings } from "./coerce.ts";
 import type { ToolContext } from "./context.ts";
@@ -297,8 +297,8 @@ export class ToolRegistry {
       };
       return { ok: true, structured, text: clipText(text), compact };
     } catch (e) {
-      if (e instanceof z.ZodError) return { ok: false, error: new ToolError("internal_error", `${def.name} produced a result outside its schema`) };
-      return { ok: false, error: toToolError(e) };
+      if (e instanceof z.ZodError) return { ok: false, error: incidentError(e, `tool ${def.name}: result outside its schema`, `${def.name} produced a result outside its schema`) };
+      return { ok: false, error: toToolError(e, `tool ${def.name}`) };
     }
   }
 

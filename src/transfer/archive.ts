@@ -160,7 +160,8 @@ export async function unpackArchive(input: {
   const { parentDir, name, limits } = input;
   const dest = join(parentDir, name);
   if (!input.overwrite) refuseExisting(dest, name);
-  const stage = mkdtempSync(join(parentDir, `.${name}.unpack-`));
+  // The stage names its writer's pid, so a start-up sweep knows when it is left over (leftovers.ts).
+  const stage = mkdtempSync(join(parentDir, `.${name}.unpack-p${process.pid}-`));
   const cleanup_errors: string[] = [];
   let tarPath = input.archive;
   try {

@@ -246,6 +246,11 @@ async function copyDir(req: CopyRequest, transport: Transport, rep: Reporter, ba
     const u = await dst.endpoint.unpackArchive(archive, { path: dst.path }, { overwrite: req.overwrite, cleanup_archive: true });
     rep.update({ phase: "completed" });
     return { ...base, kind: "dir", transport: moved, resumed_bytes: resumed, bytes: null, sha256: null, archive_bytes: packed.bytes, archive_sha256: packed.sha256, chunks, entries: u.entries, cleanup_errors: u.cleanup_errors, destination_resolved: u.resolved_path };
+  } catch (e) {
+    // A foreground copy's archive on the destination is never resumed: it goes with the failure
+    // (a refused one included). A resumable copy keeps it for its retry, up to a day.
+    if (!sameHost && req.resumeKey === null) await dst.endpoint.deleteTemp(archive).catch(() => undefined);
+    throw e;
   } finally {
     // The packed archive is recreated by a retry (packing is deterministic), so it never lingers.
     await src.endpoint.deleteTemp(packed.archive).catch(() => undefined);

@@ -45,7 +45,7 @@ export interface TransferEndpoint {
   /** Worker side of http_stream: upload this file to the controller gateway (gateway-client.ts). */
   httpUpload(p: TransferPath, call: HttpCall): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean }>;
   /** Worker side of http_stream: download a ready gateway object into a resumable write. */
-  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string }): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean; resolved_path: string }>;
+  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string; mode?: number | null }): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean; resolved_path: string }>;
 }
 
 export interface HttpCall {

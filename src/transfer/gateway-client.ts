@@ -67,7 +67,9 @@ const HEAD_CODES: Record<number, string> = { 401: "transfer_unauthorized", 404: 
 
 async function refusal(res: Response): Promise<never> {
   const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string };
-  throw new ToolError(body.error ?? HEAD_CODES[res.status] ?? "transfer_refused", body.message ?? `the gateway refused the request (${res.status})`);
+  const named = res.headers.get("x-transfer-error");
+  const code = body.error ?? (named && /^[a-z_]{1,64}$/.test(named) ? named : undefined) ?? HEAD_CODES[res.status] ?? "transfer_refused";
+  throw new ToolError(code, body.message ?? (code === "source_changed" ? "the source changed during the copy" : `the gateway refused the request (${res.status})`));
 }
 
 async function retrying<T>(signal: AbortSignal | undefined, fn: () => Promise<T>, resync?: () => Promise<void>): Promise<T> {
@@ -147,19 +149,29 @@ export async function httpUpload(source: TransferEndpoint, path: TransferPath, c
     chunks++;
     return end;
   };
+  const changed = async () => {
+    const again = await source.stat(path, { sha256: false }).catch(() => undefined);
+    return again === undefined || again.identity !== st.identity || again.size !== st.size;
+  };
   const inflight: Array<Promise<number>> = [];
   let at = first.offset;
-  while (at < st.size || inflight.length) {
-    while (at < st.size && inflight.length < DEPTH) {
-      if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-      const from = at;
-      at = Math.min(st.size, at + call.chunk_size);
-      inflight.push(quiet(put(from, at - from)));
+  try {
+    while (at < st.size || inflight.length) {
+      while (at < st.size && inflight.length < DEPTH) {
+        if (call.signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+        const from = at;
+        at = Math.min(st.size, at + call.chunk_size);
+        inflight.push(quiet(put(from, at - from)));
+      }
+      await inflight.shift()!;
     }
-    await inflight.shift()!;
+  } catch (e) {
+    // The gateway refuses (and drops) an object whose bytes no longer match the announced digest:
+    // the chunks still in flight then meet `transfer_not_found`. The cause is the source's change.
+    if (!(e instanceof ToolError && e.code === "cancelled") && (await changed())) throw new ToolError("source_changed", "the source changed during the upload");
+    throw e;
   }
-  const again = await source.stat(path, { sha256: false });
-  if (again.identity !== st.identity || again.size !== st.size) throw new ToolError("source_changed", "the source changed during the upload");
+  if (await changed()) throw new ToolError("source_changed", "the source changed during the upload");
   const end = await head(u, call, "upload");
   if (end.offset !== st.size || end.state !== "ready") throw new ToolError(end.state === "failed" ? "source_changed" : "transfer_incomplete", end.state === "failed" ? "the uploaded object does not match the source's sha256 (the source changed during the copy)" : `the gateway did not accept the whole object (state ${end.state})`);
   return { bytes: st.size, sha256: call.expected_sha256 as string, chunks, chunk_size: call.chunk_size, resumed_bytes: resumed, completed: true };
@@ -175,7 +187,7 @@ const SPAN_BYTES = 64 * 1024 * 1024;
  * no per-range digest, so the bytes are written as they came and the whole-file SHA-256 at finish
  * decides.
  */
-export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string }) {
+export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string; mode?: number | null }) {
   const u = validateTransferUrl(call.url, call.controller_url);
   const total = call.expected_bytes;
   const h = await head(u, call, "download");
@@ -257,6 +269,6 @@ export async function httpDownload(dest: TransferEndpoint, path: TransferPath, c
     if (end.state !== "ready" || end.expected_sha256 === null || !/^[0-9a-f]{64}$/.test(end.expected_sha256)) throw new ToolError(end.state === "failed" ? "source_changed" : "transfer_incomplete", `the gateway object is ${end.state}, its digest is not settled`);
     expected = end.expected_sha256;
   }
-  const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: total, expected_sha256: expected, mode: null });
+  const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: total, expected_sha256: expected, mode: call.mode ?? null });
   return { bytes: done.bytes, sha256: done.sha256, chunks, chunk_size: call.chunk_size, resumed_bytes: begun.offset, completed: true, resolved_path: done.resolved_path };
 }

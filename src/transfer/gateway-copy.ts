@@ -96,7 +96,7 @@ export async function httpStreamCopy(input: {
     if (dst.endpoint.target === "remote") {
       // A failed snapshot fails the download too (its GETs are refused); its own error says why.
       down = await Promise.race([
-        dst.endpoint.httpDownload(dst.path, { url, controller_url: gateway.baseUrl, authorization: prepared.download_authorization!, worker: dst.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, overwrite: input.overwrite, transfer_id: transferId, signal: input.signal }),
+        dst.endpoint.httpDownload(dst.path, { url, controller_url: gateway.baseUrl, authorization: prepared.download_authorization!, worker: dst.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, overwrite: input.overwrite, transfer_id: transferId, mode: stat.mode & 0o777, signal: input.signal }),
         ...(snapshot ? [snapshot.then(() => new Promise<never>(() => undefined))] : []),
       ]);
       if (snapshot) await snapshot;

@@ -1,5 +1,5 @@
 import { closeSync, constants, readSync } from "node:fs";
-import { ToolError } from "../core/errors.ts";
+import { incidentError, ToolError } from "../core/errors.ts";
 import { WORKER_CREDENTIAL_HEADER } from "./gateway-client.ts";
 import type { Direction, GatewayStore, ObjectMeta } from "./gateway-store.ts";
 import { WRITE_SLICE } from "./paths.ts";
@@ -31,6 +31,7 @@ const bodies = new Map<string, number>();
 
 const STATUS: Record<string, number> = {
   transfer_not_found: 404,
+  source_changed: 409,
   transfer_expired: 410,
   transfer_unauthorized: 401,
   transfer_claimed: 409,
@@ -46,14 +47,16 @@ const STATUS: Record<string, number> = {
   transfer_chunk_checksum_mismatch: 422,
   transfer_quota_exceeded: 507,
   remote_state_unavailable: 503,
+  local_disk_full: 507,
 };
 
 const NO_STORE = { "cache-control": "no-store" };
 
 function fail(e: unknown): Response {
-  const te = e instanceof ToolError ? e : new ToolError("internal_error", "the transfer failed on the controller");
+  const te = e instanceof ToolError ? e : incidentError(e, "transfer gateway route", "the transfer failed on the controller");
   const status = STATUS[te.code] ?? (te.code === "internal_error" ? 500 : 422);
-  return Response.json({ ok: false, error: te.code, message: te.message, detail: te.message }, { status, headers: NO_STORE });
+  // The code in a header too: an answer to HEAD carries no body.
+  return Response.json({ ok: false, error: te.code, message: te.message, detail: te.message }, { status, headers: { ...NO_STORE, "x-transfer-error": te.code } });
 }
 
 /** The exact route the body limiter leaves alone: it bounds its own body by the chunk size. */

@@ -260,6 +260,9 @@ export class GatewayStore {
       const capOk = cap !== undefined && want !== null && timingSafeEqualHex(sha256hex(cap), want);
       if (!capOk || worker === null || bound !== worker) throw new ToolError("transfer_unauthorized", "transfer authorization was refused");
       if (m.expires_at < now()) throw new ToolError("transfer_expired", "transfer authorization expired");
+      // A failed object's bytes did not match the digest its copy announced: the source changed
+      // while it was uploaded. Say so to the requests still in flight, rather than "not found".
+      if (m.state === "failed") throw new ToolError("source_changed", "the uploaded bytes do not match the source's sha256 (the source changed during the copy)");
       if (TERMINAL.has(m.state)) throw new ToolError("transfer_not_found", "transfer not found");
       const c = m.claim;
       if (c && c.id !== PROCESS_NONCE && pidAlive(c.pid) && c.pid !== process.pid) throw new ToolError("transfer_claimed", "the transfer is in use by another controller process");

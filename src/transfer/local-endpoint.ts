@@ -1,17 +1,16 @@
 import { closeSync, fstatSync, lstatSync, readSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { ToolError } from "../core/errors.ts";
-import { randomHex } from "../core/random.ts";
 import { openChecked } from "../fs/resolve.ts";
 import { toWorkspaceRelative } from "../fs/paths.ts";
 import { packDir, unpackArchive, type ArchiveLimits } from "./archive.ts";
 import type { BeginWrite, ChunkRead, HttpCall, PackDir, StatResult, TransferEndpoint, UnpackArchive } from "./endpoint.ts";
 import { httpDownload, httpUpload } from "./gateway-client.ts";
+import { ownedStem, sweepTransferTmp } from "./leftovers.ts";
 import { destinationPath, hashRangeAsync, identityOf, type LocalBinding, sourcePath, tempDirOf, type TransferPath } from "./paths.ts";
 import { DestinationWrite, newTransferId } from "./write-txn.ts";
 
 export const MAX_CHUNK_BYTES = 4 * 1024 * 1024;
-const TEMP_MAX_AGE_MS = 24 * 3600 * 1000;
 
 export interface LocalEndpointOptions extends LocalBinding {
   limits: ArchiveLimits;
@@ -37,7 +36,7 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     return httpUpload(this, p, call);
   }
 
-  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string }) {
+  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string; mode?: number | null }) {
     return httpDownload(this, p, call);
   }
 
@@ -155,15 +154,15 @@ export class LocalTransferEndpoint implements TransferEndpoint {
   }
 
   async allocTempPath(compression: "gz" | "none"): Promise<TransferPath> {
-    return { temp: true, path: `remote-transfer-${randomHex(12)}.${compression === "gz" ? "tar.gz" : "tar"}` };
+    return { temp: true, path: `remote-transfer-${ownedStem()}.${compression === "gz" ? "tar.gz" : "tar"}` };
   }
 
   async packDir(p: TransferPath, compression: "gz" | "none"): Promise<PackDir> {
     if (p.temp) throw new ToolError("invalid_arguments", "a transfer temp file is not a directory");
     const src = sourcePath(this.o, p);
     if (src.lstat.isSymbolicLink()) throw new ToolError("symlink_refused", `the source directory is a symbolic link: ${p.path}`);
-    pruneTemps(tempDirOf(this.o));
-    const name = `transfer-pack-${randomHex(12)}.${compression === "gz" ? "tar.gz" : "tar"}`;
+    sweepTransferTmp(tempDirOf(this.o));
+    const name = `transfer-pack-${ownedStem()}.${compression === "gz" ? "tar.gz" : "tar"}`;
     const r = await packDir(src.real, join(tempDirOf(this.o), name), compression, this.o.policy, this.o.limits, this.o.signal);
     return { path: p.path, archive: { temp: true, path: name }, bytes: r.bytes, sha256: r.sha256, compression, entries: r.entries };
   }
@@ -186,6 +185,10 @@ export class LocalTransferEndpoint implements TransferEndpoint {
         signal: this.o.signal,
       });
       return { path: dst.path, resolved_path: this.shown(d.real, dst), ...r };
+    } catch (e) {
+      // A refused or failed archive is of no further use (a retry packs and sends it again).
+      if (opts.cleanup_archive) rmSync(src.real, { force: true });
+      throw e;
     } finally {
       d.parent.close();
     }
@@ -195,18 +198,6 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     if (!p.temp) throw new ToolError("invalid_arguments", "only transfer temp files can be deleted this way");
     const src = sourcePath(this.o, p);
     rmSync(src.real, { force: true });
-  }
-}
-
-/** Drops transfer archives older than a day from the private temp dir (left by crashed copies). */
-function pruneTemps(dir: string): void {
-  const glob = new Bun.Glob("{transfer-pack,remote-transfer}-*");
-  for (const name of glob.scanSync({ cwd: dir, onlyFiles: true })) {
-    try {
-      if (Date.now() - lstatSync(join(dir, name)).mtimeMs > TEMP_MAX_AGE_MS) rmSync(join(dir, name), { force: true });
-    } catch {
-      // Removed concurrently.
-    }
   }
 }
 

@@ -29,7 +29,12 @@ const HttpArgs = z.object({
   timeout_s: z.number().positive().nullable().default(null),
 });
 
-const HttpDownloadArgs = PathArg.extend(HttpArgs.shape).extend({ overwrite: z.boolean(), transfer_id: Id });
+// `mode`: the source's permission bits, kept as on every other route (older controllers omit it).
+const HttpDownloadArgs = PathArg.extend(HttpArgs.shape).extend({
+  overwrite: z.boolean(),
+  transfer_id: Id,
+  mode: z.number().int().min(0).max(0o777).nullable().default(null),
+});
 
 export type OperationBinding = z.infer<typeof Binding>;
 /** Builds the endpoint for one call's binding (the worker's session lookup or workdir confinement). */

@@ -15,6 +15,8 @@ export interface Sidecar {
   temporary_identity_a: number;
   temporary_identity_b: number;
   temporary_size: number;
+  /** The process writing it (pid namespace and pid, leftovers.ts): a dead writer's partial is swept. */
+  writer?: string;
 }
 
 /** A transfer this process is writing: authoritative between checkpoints. */

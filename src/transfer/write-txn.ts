@@ -2,6 +2,7 @@ import { closeSync, constants, fchmodSync, fsync, fstatSync, fsyncSync, ftruncat
 import { ToolError } from "../core/errors.ts";
 import type { PinnedDir } from "../fs/resolve.ts";
 import { writeFileAtomic } from "../store/atomic.ts";
+import { removeDeadSidecarTemps, sweepPartialsIn, writerTag } from "./leftovers.ts";
 import { assertTransferId, errnoOf, hashRange, tempNameFor, writeHashed } from "./paths.ts";
 import { type BeginResult, type FinishResult, type Live, live, mergeRange, prefixEnd, type Sidecar } from "./write-txn-state.ts";
 
@@ -24,7 +25,6 @@ export { type BeginResult, type FinishResult, mergeRange, newTransferId } from "
  * the thread pool (the writer goes on) and records only the prefix written before its fsync began.
  */
 
-const PRUNE_AFTER_MS = 24 * 3600 * 1000;
 /** Received bytes between two durable checkpoints (an fsync and a sidecar update). */
 export const CHECKPOINT_BYTES = 32 * 1024 * 1024;
 /** And at most this long between them while bytes arrive (a slow link still checkpoints). */
@@ -153,7 +153,10 @@ export class DestinationWrite {
     l.lastCheckpoint = Date.now();
   }
 
-  /** Removes this destination's temp files and sidecars older than 24 h (other ids). */
+  /**
+   * Removes this destination's other partial files and sidecars that are stale: a foreground
+   * copy's whose writer is gone, any older than a day (leftovers.ts).
+   */
   private pruneStale(): void {
     const prefix = `.${this.name}.local-shell-mcp-transfer-`;
     let names: string[];
@@ -162,14 +165,8 @@ export class DestinationWrite {
     } catch {
       return;
     }
-    for (const n of names) {
-      if (!n.startsWith(prefix) || n.startsWith(this.temp)) continue;
-      try {
-        if (Date.now() - lstatSync(this.parent.path(n)).mtimeMs > PRUNE_AFTER_MS) rmSync(this.parent.path(n), { force: true });
-      } catch {
-        // Another process pruned it first.
-      }
-    }
+    const mine = [this.temp, `.${this.temp}`];
+    sweepPartialsIn((n) => this.parent.path(n), names.filter((n) => (n.startsWith(prefix) || n.startsWith(`.${prefix}`)) && !mine.some((m) => n.startsWith(m))));
   }
 
   /** Starts or resumes: a matching temp file continues from its durable prefix. */
@@ -215,7 +212,7 @@ export class DestinationWrite {
     }
     try {
       const st = fstatSync(fd);
-      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: 0 };
+      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: 0, writer: writerTag() };
       this.writeSidecar(sidecar);
       // The first chunk checkpoints at once (lastCheckpoint 0): a copy is resumable early.
       live.set(key, { sidecar, dev: st.dev, ino: st.ino, size: 0, ranges: [], durable: 0, lastCheckpoint: 0, hasher: new Bun.CryptoHasher("sha256"), hashed: 0 });
@@ -248,7 +245,7 @@ export class DestinationWrite {
         rmSync(this.parent.path(this.temp), { force: true });
         throw new ToolError("transfer_identity_changed", "the file to adopt is not the verified one");
       }
-      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: expectedBytes > 0 ? [[0, expectedBytes]] : [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: expectedBytes };
+      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: expectedBytes > 0 ? [[0, expectedBytes]] : [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: expectedBytes, writer: writerTag() };
       this.writeSidecar(sidecar);
       live.set(this.key(), { sidecar, dev: st.dev, ino: st.ino, size: expectedBytes, ranges: sidecar.received_ranges, durable: expectedBytes, lastCheckpoint: Date.now(), hasher: new Bun.CryptoHasher("sha256"), hashed: expectedBytes, verified: source.sha256 });
     } finally {
@@ -279,8 +276,9 @@ export class DestinationWrite {
         ftruncateSync(fd, n);
         fsyncSync(fd);
         sidecar = { ...s, temporary_size: n };
-        this.writeSidecar(sidecar);
       }
+      // This process writes it from now on (a dead writer's partial is swept, leftovers.ts).
+      if (sidecar !== s || s.writer !== writerTag()) this.writeSidecar((sidecar = { ...sidecar, writer: writerTag() }));
     } finally {
       closeSync(fd);
     }
@@ -401,6 +399,12 @@ export class DestinationWrite {
   discard(): void {
     rmSync(this.parent.path(this.temp), { force: true });
     rmSync(this.parent.path(this.sidecar), { force: true });
+    // And what a writer killed while it rewrote the sidecar left of that write.
+    try {
+      removeDeadSidecarTemps((n) => this.parent.path(n), readdirSync(this.parent.path("")), this.temp);
+    } catch {
+      // The parent is gone.
+    }
     try {
       live.delete(this.key());
     } catch {

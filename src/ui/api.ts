@@ -5,7 +5,7 @@ import { ToolError } from "../core/errors.ts";
 import { VERSION } from "../core/version.ts";
 import { openChecked, resolveInWorkdir, type FilePolicy } from "../fs/resolve.ts";
 import { toWorkspaceRelative } from "../fs/paths.ts";
-import { errorResponse, jsonResponse } from "../http/json.ts";
+import { errorResponse, incidentResponse, jsonResponse } from "../http/json.ts";
 import { streamFile } from "../http/download.ts";
 import { contentDisposition } from "../links/format.ts";
 import type { App } from "../server/app.ts";
@@ -42,7 +42,7 @@ function fail(e: unknown): Response {
     const status = /not_found|expired/.test(e.code) ? 404 : e.code === "insufficient_scope" ? 403 : 400;
     return errorResponse(status, e.code, e.message);
   }
-  return errorResponse(500, "internal_error", "the server hit an unexpected error; see the server log");
+  return incidentResponse(e, "UI API");
 }
 
 async function body(req: Request): Promise<Record<string, unknown>> {

@@ -6,7 +6,7 @@
  * the identity.
  */
 import WebSocket from "ws";
-import { toToolError } from "../core/errors.ts";
+import { incidentError, toToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
 import { type Call, CLOSE_REVOKED, CLOSE_TOO_BIG, ControllerFrame, decodeFrame, encodeFrame, frameBytes, PROTOCOL_VERSION, type RuntimeOffer } from "../remote/protocol.ts";
@@ -255,7 +255,7 @@ export class WorkerChannel {
       .then(
         (r) => this.complete(call.id, { ok: true, data: r.data }, r.body),
         (e) => {
-          const err = op ? toToolError(e) : { code: "remote_unsupported_operation", message: `the worker does not offer ${call.op}`, details: undefined };
+          const err = op ? toToolError(e, `worker operation ${call.op}`) : { code: "remote_unsupported_operation", message: `the worker does not offer ${call.op}`, details: undefined };
           this.complete(call.id, { ok: false, error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } });
         },
       )
@@ -269,8 +269,9 @@ export class WorkerChannel {
     let encoded: string | Uint8Array;
     try {
       encoded = encodeFrame({ type: "result", id, ...result }, body);
-    } catch {
-      encoded = encodeFrame({ type: "result", id, ok: false, error: { code: "internal_error", message: "the result could not be serialised" } });
+    } catch (e) {
+      const { code, message } = incidentError(e, "worker result encoding", "the result could not be serialised");
+      encoded = encodeFrame({ type: "result", id, ok: false, error: { code, message } });
     }
     if (this.maxFrame > 0 && frameBytes(encoded) > this.maxFrame) {
       const size = frameBytes(encoded);

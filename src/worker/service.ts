@@ -80,6 +80,16 @@ export class WorkerService {
     return this.manager === "launchd" ? "launchctl" : "systemctl";
   }
 
+  /**
+   * Whether the manager can be used now: its tool is on PATH and, for systemd, the user manager
+   * answers on its bus (a login without a user session, a container, `su` without
+   * XDG_RUNTIME_DIR: `systemctl --user` exists but cannot reach anything).
+   */
+  private usable(): boolean {
+    if (!onPath(this.tool())) return false;
+    return this.manager !== "systemd" || run(["systemctl", "--user", "show-environment"]).code === 0;
+  }
+
   private unsupported(): never {
     throw new ToolError("service_unsupported", "native worker services are supported only with systemd (Linux) and launchd (macOS)");
   }
@@ -100,7 +110,7 @@ export class WorkerService {
       log_path: this.manager === "launchd" ? launchdLogPath(this.root) : null,
     };
     if (this.manager === "unsupported") return base;
-    base.available = onPath(this.tool());
+    base.available = this.usable();
     base.installed = path !== null && existsSync(path);
     if (!base.available) return { ...base, state: "unavailable" };
     if (!base.installed) return { ...base, state: "not_installed" };
@@ -152,6 +162,14 @@ export class WorkerService {
     const path = this.definitionPath!;
     const text = this.manager === "systemd" ? systemdUnit(target) : launchdPlist(target, this.launchdDomainPath());
     if (existsSync(path) && lstatSync(path).isSymbolicLink()) throw new ToolError("service_definition_invalid", "refusing to replace a symlinked service definition");
+    if (!this.usable()) {
+      throw new ToolError(
+        "service_unavailable",
+        this.manager === "systemd"
+          ? "the systemd user manager cannot be reached (no user bus: log in with a user session, or enable lingering); nothing was installed"
+          : "launchctl is not available; nothing was installed",
+      );
+    }
     const before = existsSync(path) ? readFileSync(path, "utf8") : undefined;
     const changed = before !== text;
     const wasRunning = before !== undefined && this.status().running;
@@ -160,8 +178,16 @@ export class WorkerService {
       writeFileAtomic(path, text, 0o600);
     }
     if (this.manager === "systemd") {
-      must(["systemctl", "--user", "daemon-reload"]);
-      must(["systemctl", "--user", "enable", ...(noStart ? [] : ["--now"]), SYSTEMD_UNIT]);
+      try {
+        must(["systemctl", "--user", "daemon-reload"]);
+        must(["systemctl", "--user", "enable", ...(noStart ? [] : ["--now"]), SYSTEMD_UNIT]);
+      } catch (e) {
+        // A failed install leaves the definition as it was: none, or the previous one.
+        if (changed && before === undefined) rmSync(path, { force: true });
+        else if (changed && before !== undefined) writeFileAtomic(path, before, 0o600);
+        if (changed) run(["systemctl", "--user", "daemon-reload"]);
+        throw e;
+      }
       if (wasRunning && changed) must(["systemctl", "--user", "restart", SYSTEMD_UNIT]);
       return changed;
     }

@@ -90,6 +90,9 @@ describe("remote_admin lifecycle", () => {
     await waitFor(() => existsSync(join(wd.path, ".across-started")), { what: "the call to be running on the worker" });
     const renamed = await ctl.mcp.ok<{ data: Record<string, string> }>("remote_admin", { action: "rename", args: { machine: "old-name", new_name: "new-name" } });
     expect(renamed.data).toEqual({ old_name: "old-name", new_name: "new-name" });
+    // Listed at once, while the worker re-makes its link under the new name: online, never offline.
+    const atOnce = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
+    expect(atOnce.data.machines.find((m) => m.name === "new-name")).toMatchObject({ status: "online" });
     writeFileSync(join(wd.path, ".across-release"), "");
     expect((await across).result.stdout).toBe("across\n");
     await waitFor(() => p.stderr().includes("connected to the controller as new-name"), { what: "the worker to reconnect under its new name" });

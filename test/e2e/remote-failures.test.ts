@@ -25,7 +25,8 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
   beforeAll(async () => {
     ws = tempDir();
     state = tempDir();
-    ctl = await startController({ state: state.path, workspace: ws.path, net: true });
+    // A 5 s heartbeat: a call lost with its worker is reported unknown after 50 s, not 2 min.
+    ctl = await startController({ state: state.path, workspace: ws.path, net: true, env: { LOCAL_SHELL_MCP_REMOTE_POLL_TIMEOUT_S: "1" } });
   });
   afterAll(async () => {
     for (const p of extra) if (p.proc.exitCode === null) p.proc.kill("SIGKILL");
@@ -67,7 +68,7 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("session_not_found");
   });
 
-  test("kill -9 of the worker mid-call: without a restart the call fails remote_worker_offline; a restarted worker reports remote_worker_restarted", async () => {
+  test("kill -9 of the worker mid-call: without a restart the call's outcome is unknown (never 'offline, try again'); a restarted worker reports remote_worker_restarted", async () => {
     const w = await enrolWorker(ctl, "fragile", { netns: true });
     workers.push(w);
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "fragile", workdir: w.workdir })).session_id;
@@ -78,8 +79,10 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     w.proc.kill("SIGKILL");
     let t = performance.now();
     const lost = await call;
-    expect(JSON.stringify(lost.content)).toContain("remote_worker_offline");
-    expect(performance.now() - t).toBeLessThan(SETTLE_MS);
+    // It may have run: the caller is told so after ten heartbeats (5 s each here), not invited to retry.
+    expect(JSON.stringify(lost.content)).toContain("remote_outcome_unknown");
+    expect(JSON.stringify(lost.content)).not.toContain("try again");
+    expect(performance.now() - t).toBeLessThan(50_000 + SETTLE_MS);
 
     // Started again from its stored identity: a call in flight during the crash is reported lost.
     const again = w.respawn();
@@ -105,7 +108,7 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     expect(polled.outputs[0]!.output).toBe("job-survived");
     third.proc.kill("SIGTERM");
     await third.proc.exited;
-  });
+  }, 180_000);
 
   test("kill -9 and restart of the controller: the worker reconnects by itself and the session keeps working", async () => {
     const w = await enrolWorker(ctl, "loyal", { netns: true });

@@ -245,13 +245,14 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
     expect(recordedBytes(dirs.A1, "huge.bin")).toBeLessThan(200 << 20);
     process.kill(pid, "SIGKILL");
     await waitFor(() => !pidAlive(pid), { what: "the killed worker to be gone" });
-    // The copy fails (worker offline after the grace period); nothing is published under the name.
+    // The copy fails (its calls in flight may have run: their outcome is unknown after ten
+    // heartbeats, 2 min by default); nothing is published under the name.
     const failed = await waitFor(async () => {
       const j = await poll();
       return j.status === "running" ? undefined : j;
-    }, { what: "the copy to fail", timeoutMs: 30_000, intervalMs: 250 });
+    }, { what: "the copy to fail", timeoutMs: 180_000, intervalMs: 250 });
     expect(failed.status).toBe("failed");
-    expect(failed.error).toMatch(/remote_worker_(offline|restarted)/);
+    expect(failed.error).toMatch(/remote_(worker_offline|worker_restarted|outcome_unknown)/);
     expect(existsSync(out)).toBe(false);
     expect(leftovers(dirs.A1).length).toBeGreaterThan(0);
     const again = wa.respawn();
@@ -271,5 +272,5 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
     expect(leftovers(dirs.A1)).toEqual([]);
     again.proc.kill("SIGTERM");
     await again.proc.exited;
-  }, 120_000);
+  }, 300_000);
 });

@@ -148,9 +148,13 @@ describe("worker service commands", () => {
     const r = worker(["install-service"]);
     expect(r.code).toBe(1);
     expect(r.json()).toMatchObject({ schema_version: 1, ok: false, error: "service_command_failed" });
+    // A failed install leaves no unit file behind.
+    expect(existsSync(unitPath())).toBe(false);
   });
 
   test("systemd: uninstall-service disables, removes and reloads; --no-start only enables", () => {
+    reset();
+    expect(worker(["install-service", "--no-start"]).code).toBe(0);
     reset();
     const r = worker(["uninstall-service"]);
     expect(r.json()).toMatchObject({ action: "uninstall-service", changed: true, status: { installed: false, state: "not_installed" } });
@@ -165,6 +169,34 @@ describe("worker service commands", () => {
     expect(worker(["start"], "systemd").code).toBe(0);
     expect(worker(["uninstall-service"]).code).toBe(0);
   });
+
+  test("systemd without a user bus: unavailable, and install-service writes nothing", () => {
+    // After the uninstall above: no unit. The stub's user manager cannot be reached.
+    expect(existsSync(unitPath())).toBe(false);
+    reset({ fail: "--user show-environment\n" });
+    expect(worker(["status"]).json()).toMatchObject({ manager: "systemd", available: false, installed: false, state: "unavailable" });
+    const r = worker(["install-service"]);
+    expect(r.code).toBe(1);
+    expect(r.json()).toMatchObject({ ok: false, error: "service_unavailable" });
+    expect(existsSync(unitPath())).toBe(false);
+    expect(mutations()).toEqual([]);
+  });
+
+  test.skipIf(Bun.which("systemctl") === null || Bun.spawnSync(["systemctl", "--user", "show-environment"]).exitCode === 0)(
+    "the real systemctl without a user bus (this machine): unavailable, no unit file",
+    () => {
+      const r = Bun.spawnSync([binary(), "worker", "install-service"], {
+        env: { PATH: "/usr/bin:/bin", HOME: home, LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, XDG_RUNTIME_DIR: join(base.path, "no-runtime") },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      expect(r.exitCode).toBe(1);
+      expect(JSON.parse(r.stdout.toString())).toMatchObject({ ok: false, error: "service_unavailable" });
+      expect(existsSync(unitPath())).toBe(false);
+      const st = Bun.spawnSync([binary(), "worker", "status"], { env: { PATH: "/usr/bin:/bin", HOME: home, LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, XDG_RUNTIME_DIR: join(base.path, "no-runtime") }, stdout: "pipe" });
+      expect(JSON.parse(st.stdout.toString())).toMatchObject({ available: false, state: "unavailable" });
+    },
+  );
 
   test("launchd: install-service writes the exact plist (sorted keys, explicit PATH) and bootstraps it", () => {
     reset();

@@ -1,6 +1,6 @@
 import { closeSync, fstatSync } from "node:fs";
 import { z } from "zod";
-import { isToolError } from "../../core/errors.ts";
+import { incidentError, isToolError } from "../../core/errors.ts";
 import { toWorkspaceRelative } from "../../fs/paths.ts";
 import { assertRegular, readLines } from "../../fs/read.ts";
 import { type FilePolicy, openChecked, resolveInWorkdir } from "../../fs/resolve.ts";
@@ -103,8 +103,8 @@ export const fetchDocument = defineTool({
         closeSync(fd);
       }
     } catch (e) {
-      const code = isToolError(e) ? e.code : "internal_error";
-      const message = isToolError(e) ? e.message : "the document could not be read";
+      const te = isToolError(e) ? e : incidentError(e, "connector fetch", "the document could not be read");
+      const { code, message } = te;
       return { id: input.id, title: input.id, text: `Unable to fetch file: ${message}`, url: docUrl(input.id), metadata: { source: "workspace", error: code } };
     }
   },
