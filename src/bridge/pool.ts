@@ -12,6 +12,7 @@ import { log } from "../core/log.ts";
 import { VERSION } from "../core/version.ts";
 import { limitResponse } from "./http-limits.ts";
 import type { ServerConfig } from "./manifest.ts";
+import type { FetchLike } from "./refresh-gate.ts";
 import { ContainedStdioTransport, UpstreamGoneError } from "./stdio-transport.ts";
 
 /** Calls waiting for a free slot of one upstream before new ones get `upstream_busy`. */
@@ -33,6 +34,8 @@ export interface UpstreamResolver {
   /** Scrubs every configured secret out of a text (errors, stderr). */
   redact(text: string): string;
   runner(): Promise<string>;
+  /** The fetch of an OAuth upstream: makes token refreshes single-flight (src/bridge/refresh-gate.ts). */
+  oauthFetch(server: ServerConfig, base: FetchLike): FetchLike;
 }
 
 interface Connection {
@@ -377,13 +380,14 @@ export class UpstreamPool {
     }
     // Fails early with missing_secret; later requests resolve their headers again.
     this.resolver.headers(server);
-    const fetchWithSecrets = (url: string | URL, init?: RequestInit) => {
+    const plainFetch: FetchLike = (url, init) => {
       const headers = new Headers(init?.headers);
       for (const [k, v] of Object.entries(this.resolver.headers(server))) headers.set(k, v);
       return fetch(url, { ...init, headers, redirect: "error" }).then((r) => limitResponse(r));
     };
     const url = new URL(server.url ?? "");
     const authProvider = this.resolver.authProvider(server);
+    const fetchWithSecrets = authProvider ? this.resolver.oauthFetch(server, plainFetch) : plainFetch;
     const options = { fetch: fetchWithSecrets, ...(authProvider ? { authProvider } : {}) };
     return server.type === "sse" ? new SSEClientTransport(url, options) : new StreamableHTTPClientTransport(url, options);
   }

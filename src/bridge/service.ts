@@ -7,6 +7,7 @@ import { CredentialStore } from "./credentials.ts";
 import { agentConfigDir, type Manifest, ManifestSource, type ServerConfig, secretRefs, type ValueOrSecret } from "./manifest.ts";
 import { authRequired, StoreOAuthProvider, storedOAuth } from "./oauth-provider.ts";
 import { UpstreamPool, type UpstreamResolver } from "./pool.ts";
+import { RefreshGate } from "./refresh-gate.ts";
 import { type SkillScan, scanSkills, skillSources } from "./skills.ts";
 
 /** Literal manifest values at least this long are treated as credentials when redacting. */
@@ -26,6 +27,7 @@ export class AgentBridge {
   readonly credentials: CredentialStore;
   readonly pool: UpstreamPool;
   readonly configDir: string;
+  readonly refreshGate: RefreshGate;
   private redactorCache: { key: string; load: unknown; redactor: Redactor } | undefined;
 
   constructor(
@@ -35,6 +37,7 @@ export class AgentBridge {
     this.configDir = agentConfigDir(settings.state_dir);
     this.manifest = new ManifestSource(settings.state_dir);
     this.credentials = new CredentialStore(settings.state_dir);
+    this.refreshGate = new RefreshGate(this.credentials);
     const resolver: UpstreamResolver = {
       env: (s) => this.resolve(s, s.env),
       headers: (s) => this.resolve(s, s.headers),
@@ -46,6 +49,7 @@ export class AgentBridge {
         return new StoreOAuthProvider(this.credentials, s);
       },
       runner,
+      oauthFetch: (s, base) => this.refreshGate.wrap(s.name, base),
     };
     this.pool = new UpstreamPool(settings, resolver);
   }
