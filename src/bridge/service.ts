@@ -1,6 +1,5 @@
 import { realpathSync } from "node:fs";
 import { join, relative } from "node:path";
-import { createRedactor, type Redactor } from "../audit/redact.ts";
 import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
 import { CredentialStore } from "./credentials.ts";
@@ -8,6 +7,7 @@ import { agentConfigDir, type Manifest, ManifestSource, type ServerConfig, secre
 import { authRequired, StoreOAuthProvider, storedOAuth } from "./oauth-provider.ts";
 import { UpstreamPool, type UpstreamResolver } from "./pool.ts";
 import { RefreshGate } from "./refresh-gate.ts";
+import { SecretScrubber } from "./scrub.ts";
 import { type SkillScan, scanSkills, skillSources } from "./skills.ts";
 
 /** Literal manifest values at least this long are treated as credentials when redacting. */
@@ -28,7 +28,7 @@ export class AgentBridge {
   readonly pool: UpstreamPool;
   readonly configDir: string;
   readonly refreshGate: RefreshGate;
-  private redactorCache: { key: string; load: unknown; redactor: Redactor } | undefined;
+  private scrubberCache: { key: string; load: unknown; scrubber: SecretScrubber } | undefined;
 
   constructor(
     readonly settings: Settings,
@@ -42,7 +42,7 @@ export class AgentBridge {
       env: (s) => this.resolve(s, s.env),
       headers: (s) => this.resolve(s, s.headers),
       fingerprint: (s) => this.fingerprint(s),
-      redact: (t) => this.redactor().text(t),
+      redact: (t) => this.scrubber().text(t),
       authProvider: (s) => {
         if (s.auth.mode !== "oauth") return undefined;
         if (!storedOAuth(this.credentials, s.name).tokens) throw authRequired(s.name);
@@ -95,18 +95,17 @@ export class AgentBridge {
     return new Bun.CryptoHasher("sha256").update(JSON.stringify([server, used])).digest("hex");
   }
 
-  /** Scrubs every stored secret and long literal manifest credential out of upstream text. */
-  redactor(): Redactor {
+  /** Replaces every stored secret and long literal manifest credential in what upstreams send. */
+  scrubber(): SecretScrubber {
     const load = this.manifest.current();
     const literals = load.manifest
       ? [...load.manifest.servers.values()].flatMap((s) => [...Object.values(s.env), ...Object.values(s.headers)]).filter((v): v is string => typeof v === "string" && v.length >= MIN_LITERAL_REDACT_CHARS)
       : [];
     const key = this.credentials.fingerprint();
-    if (this.redactorCache?.key === key && this.redactorCache.load === load) return this.redactorCache.redactor;
-    const secrets = [...this.credentials.allSecretValues(), ...literals];
-    const redactor = createRedactor(secrets, Number.MAX_SAFE_INTEGER);
-    this.redactorCache = { key, load, redactor };
-    return redactor;
+    if (this.scrubberCache?.key === key && this.scrubberCache.load === load) return this.scrubberCache.scrubber;
+    const scrubber = new SecretScrubber([...this.credentials.allSecretValues(), ...literals]);
+    this.scrubberCache = { key, load, scrubber };
+    return scrubber;
   }
 
   authStatus(server: ServerConfig): OAuthStatus {
@@ -139,7 +138,7 @@ export class AgentBridge {
 
   /** One status row per manifest server; values of env and headers are never shown. */
   serverRows(manifest: Manifest): Record<string, Record<string, unknown>> {
-    const redactor = this.redactor();
+    const scrub = this.scrubber();
     const rows: Record<string, Record<string, unknown>> = {};
     for (const s of manifest.servers.values()) {
       const live = this.pool.snapshot(s.name);
@@ -151,7 +150,7 @@ export class AgentBridge {
         available: s.enabled && auth.authorized && live.error === null,
         running: live.running,
         tool_count: live.tool_count,
-        error: live.error === null ? null : redactor.text(live.error),
+        error: live.error === null ? null : scrub.text(live.error),
         env: Object.fromEntries(Object.keys(s.env).map((k) => [k, "<redacted>"])),
         headers: Object.fromEntries(Object.keys(s.headers).map((k) => [k, "<redacted>"])),
         auth,

@@ -23,6 +23,8 @@ export const callAgentMcpTool = defineTool({
     // MCP structured content is an object when present (null when the upstream sent none or it was cut).
     structured_content: z.record(z.string(), z.unknown()).nullable(),
     truncated: z.boolean(),
+    // What was cut or replaced, in words; null when the result is exactly the upstream's.
+    notice: z.string().nullable(),
   }),
   // A slot wait plus a start plus the call itself, each bounded on its own.
   timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_probe_timeout_s + 5,
@@ -30,6 +32,6 @@ export const callAgentMcpTool = defineTool({
     const bridge = await bridgeOf(ctx);
     const server = bridge.server(input.server);
     const result = await bridge.pool.call(server, input.tool, input.args ?? {}, ctx.signal);
-    return { server: server.name, tool: input.tool, ...shapeResult(result, bridge.redactor(), bridge.settings.max_output_bytes) };
+    return { server: server.name, tool: input.tool, ...shapeResult(result, bridge.scrubber(), bridge.settings.max_output_bytes) };
   },
 });

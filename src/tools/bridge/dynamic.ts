@@ -141,11 +141,11 @@ export class BridgeDynamicTools implements DynamicTools {
   }
 
   private mcpEntry(bridge: AgentBridge, name: string, server: string, tool: Tool): Entry {
-    const redactor = bridge.redactor();
+    const scrub = bridge.scrubber();
     const def: ToolDefinition = {
       name,
       title: tool.title ?? `${server}: ${tool.name}`,
-      description: upstreamDescription(server, tool.description, redactor),
+      description: upstreamDescription(server, tool.description, scrub),
       scopes: ["shell:read", "shell:execute"],
       annotations: MCP_ANNOTATIONS,
       // The upstream's own schema is checked by the pool before the call goes out.
@@ -154,10 +154,10 @@ export class BridgeDynamicTools implements DynamicTools {
       timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_probe_timeout_s + 5,
       async run(ctx, input) {
         const result = await bridge.pool.call(bridge.server(server), tool.name, input as Record<string, unknown>, ctx.signal);
-        return { server, tool: tool.name, ...shapeResult(result, bridge.redactor(), bridge.settings.max_output_bytes) };
+        return { server, tool: tool.name, ...shapeResult(result, bridge.scrubber(), bridge.settings.max_output_bytes) };
       },
     };
-    return { def, listing: { ...this.listingOf(def), inputSchema: redactor.value(tool.inputSchema) as Record<string, unknown>, outputSchema: CALL_OUTPUT_SCHEMA } };
+    return { def, listing: { ...this.listingOf(def), inputSchema: scrub.value(tool.inputSchema) as Record<string, unknown>, outputSchema: CALL_OUTPUT_SCHEMA } };
   }
 
   private skillEntry(name: string, skill: string, description: string): Entry {

@@ -33,7 +33,7 @@ export const listAgentMcpTools = defineTool({
     const bridge = await bridgeOf(ctx);
     const manifest = bridge.requireManifest();
     const names = input.server !== null ? [bridge.server(input.server).name] : [...manifest.servers.values()].filter((s) => s.enabled).map((s) => s.name);
-    const redactor = bridge.redactor();
+    const scrub = bridge.scrubber();
     const tools: z.input<typeof toolRow>[] = [];
     const errors: { server: string; code: string; message: string }[] = [];
     for (const name of names) {
@@ -43,11 +43,12 @@ export const listAgentMcpTools = defineTool({
           tools.push({
             server: name,
             tool: t.name,
-            title: t.title ? redactor.text(t.title).slice(0, 256) : null,
-            description: upstreamDescription(name, t.description, redactor),
+            title: t.title ? scrub.text(t.title).slice(0, 256) : null,
+            description: upstreamDescription(name, t.description, scrub),
             origin: "upstream",
-            input_schema: redactor.value(t.inputSchema) as Record<string, unknown>,
-            output_schema: t.outputSchema ? (redactor.value(t.outputSchema) as Record<string, unknown>) : null,
+            // The upstream's schemas as sent: credential-named properties are data, not credentials.
+            input_schema: scrub.value(t.inputSchema) as Record<string, unknown>,
+            output_schema: t.outputSchema ? (scrub.value(t.outputSchema) as Record<string, unknown>) : null,
             annotations: t.annotations ? (t.annotations as Record<string, unknown>) : null,
           });
         }
@@ -55,7 +56,7 @@ export const listAgentMcpTools = defineTool({
         // One asked-for server: its failure is the answer. Listing all: report it beside the others.
         if (input.server !== null) throw e;
         const err = toToolError(e);
-        errors.push({ server: name, code: err.code, message: redactor.text(err.message) });
+        errors.push({ server: name, code: err.code, message: scrub.text(err.message) });
       }
     }
     return { tools, errors };
