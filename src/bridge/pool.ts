@@ -54,9 +54,13 @@ interface Connection {
 class Upstream {
   conn: Connection | undefined;
   connecting: Promise<Connection> | undefined;
+  /** The start in progress is a background warm-up (its failure is not a call's). */
+  connectingInBackground = false;
   failures = 0;
   retryAt = 0;
   lastError: string | undefined;
+  /** The most recent failure, kept after a later success, for agent_config_status. */
+  lastFailure: { message: string; at: number } | undefined;
   active = 0;
   readonly waiters: Array<{ grant: () => void; fail: (e: ToolError) => void }> = [];
   idleTimer: Timer | undefined;
@@ -65,11 +69,16 @@ class Upstream {
   lastTools: Tool[] | undefined;
 }
 
+export type UpstreamState = "not_started" | "starting" | "running" | "backing_off" | "stopped";
+
 export interface UpstreamSnapshot {
+  state: UpstreamState;
   running: boolean;
   pid: number | null;
   tool_count: number | null;
   error: string | null;
+  last_error: string | null;
+  last_error_at: string | null;
   starts: number;
 }
 
@@ -78,8 +87,8 @@ function remaining(deadline: number): number {
 }
 
 /**
- * Long-lived client connections to the manifest's upstream MCP servers: started on first use,
- * probed within `agent_mcp_probe_timeout_s`, tool lists cached and refreshed on `list_changed`,
+ * Long-lived client connections to the manifest's upstream MCP servers: started on first use, each
+ * start within its own `agent_mcp_start_timeout_s`, tool lists cached and refreshed on `list_changed`,
  * pinged when idle, closed after `idleTimeoutS`, restarted with backoff after failures, and each
  * limited to `maxConcurrentCalls` calls with a bounded queue.
  */
@@ -88,6 +97,8 @@ export class UpstreamPool {
   private readonly validator = new AjvJsonSchemaValidator();
   private readonly validators = new WeakMap<object, JsonSchemaValidator<unknown>>();
   private closing = false;
+  private readonly warmQueue: ServerConfig[] = [];
+  private warming = false;
   /** Called when an upstream's tool list is first known or changes (dynamic tools listen). */
   onToolsChanged: (() => void) | undefined;
 
@@ -105,7 +116,45 @@ export class UpstreamPool {
   snapshot(name: string): UpstreamSnapshot {
     const u = this.upstreams.get(name);
     const conn = u?.conn && !u.conn.closed ? u.conn : undefined;
-    return { running: conn !== undefined, pid: conn?.pid ?? null, tool_count: conn ? conn.tools.length : null, error: u?.lastError ?? null, starts: u?.starts ?? 0 };
+    let state: UpstreamState = "not_started";
+    if (conn) state = "running";
+    else if (u?.connecting) state = "starting";
+    else if (u && Date.now() < u.retryAt) state = "backing_off";
+    else if (u && u.starts > 0) state = "stopped";
+    return {
+      state,
+      running: conn !== undefined,
+      pid: conn?.pid ?? null,
+      tool_count: conn ? conn.tools.length : null,
+      error: u?.lastError ?? null,
+      last_error: u?.lastFailure?.message ?? null,
+      last_error_at: u?.lastFailure ? new Date(u.lastFailure.at).toISOString() : null,
+      starts: u?.starts ?? 0,
+    };
+  }
+
+  /**
+   * Starts enabled upstreams in the background so their tools can be listed as dynamic tools:
+   * one after another, so they do not compete for a busy machine, and without backoff, so a
+   * failed warm-up never makes the first real call fail fast. A real call starts its upstream
+   * at once, whatever the queue.
+   */
+  warm(servers: ServerConfig[]): void {
+    this.warmQueue.push(...servers);
+    if (this.warming) return;
+    this.warming = true;
+    void (async () => {
+      for (let s = this.warmQueue.shift(); s !== undefined; s = this.warmQueue.shift()) {
+        if (this.closing) break;
+        await this.ensure(s, Date.now() + this.startBudgetMs(), true).catch(() => undefined);
+        this.scheduleIdle(s, this.upstream(s.name));
+      }
+      this.warming = false;
+    })();
+  }
+
+  private startBudgetMs(): number {
+    return this.settings.agent_mcp_start_timeout_s * 1000;
   }
 
   /** The last known tools of an upstream (running or stopped since), without starting anything. */
@@ -115,7 +164,7 @@ export class UpstreamPool {
 
   /** The upstream's tools, starting it if needed. */
   async tools(server: ServerConfig): Promise<Tool[]> {
-    const deadline = Date.now() + this.settings.agent_mcp_probe_timeout_s * 1000;
+    const deadline = Date.now() + this.startBudgetMs();
     const conn = await this.ensure(server, deadline);
     this.scheduleIdle(server, this.upstream(server.name));
     return conn.tools;
@@ -148,7 +197,7 @@ export class UpstreamPool {
   private async callOnce(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal, waited: number): Promise<CallToolResult> {
     let conn: Connection | undefined;
     try {
-      conn = await this.ensure(server, Date.now() + this.settings.agent_mcp_probe_timeout_s * 1000);
+      conn = await this.ensure(server, Date.now() + this.startBudgetMs());
       const deadline = Date.now() + this.settings.agent_mcp_call_timeout_s * 1000 - waited;
       conn.active++;
       const def = conn.tools.find((t) => t.name === tool);
@@ -264,7 +313,7 @@ export class UpstreamPool {
   }
 
   /** A live connection for the server's current configuration, starting one if needed. */
-  private async ensure(server: ServerConfig, deadline: number): Promise<Connection> {
+  private async ensure(server: ServerConfig, deadline: number, background = false): Promise<Connection> {
     if (this.closing) throw new ToolError("upstream_unavailable", "the server is shutting down");
     const u = this.upstream(server.name);
     const fingerprint = this.resolver.fingerprint(server);
@@ -277,8 +326,12 @@ export class UpstreamPool {
       if (old.active === 0) void this.closeConnection(old);
     }
     if (u.conn) return u.conn;
+    if (u.connecting && u.connectingInBackground && !background) {
+      // A call that finds a warm-up under way waits for it, and if it failed starts on its own budget.
+      return u.connecting.catch(() => this.ensure(server, Math.max(deadline, Date.now() + this.startBudgetMs())));
+    }
     if (!u.connecting) {
-      if (Date.now() < u.retryAt) {
+      if (Date.now() < u.retryAt && !background) {
         const wait = ((u.retryAt - Date.now()) / 1000).toFixed(1);
         throw new ToolError("upstream_unavailable", `${server.name} failed to start and is backing off (retry in ${wait} s): ${u.lastError ?? "unknown error"}`);
       }
@@ -296,8 +349,10 @@ export class UpstreamPool {
         (e: unknown) => {
           u.connecting = undefined;
           const err = e instanceof ToolError ? e : new ToolError("upstream_unavailable", `${server.name} could not be started: ${this.resolver.redact((e as Error)?.message ?? String(e))}`);
+          u.lastFailure = { message: err.message, at: Date.now() };
           // Only a failed start backs off; a missing secret or a corrupt store is fixed by the operator.
-          if (err.code === "upstream_unavailable") {
+          // A failed warm-up does not: the first call that needs the upstream gets a start of its own.
+          if (err.code === "upstream_unavailable" && !background) {
             u.failures++;
             u.retryAt = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (u.failures - 1));
             u.lastError = err.message;
@@ -306,6 +361,7 @@ export class UpstreamPool {
         },
       );
       u.starts++;
+      u.connectingInBackground = background;
     }
     return u.connecting;
   }
@@ -332,6 +388,7 @@ export class UpstreamPool {
       }
     });
     const probe = this.settings.agent_mcp_probe_timeout_s;
+    const budget = this.settings.agent_mcp_start_timeout_s;
     try {
       const signal = AbortSignal.timeout(remaining(deadline));
       await client.connect(transport, { timeout: remaining(deadline), signal });
@@ -342,7 +399,7 @@ export class UpstreamPool {
       if (e instanceof ToolError) throw e;
       if (e instanceof UnauthorizedError) throw new ToolError("upstream_auth_required", `${server.name} refused our credentials; run: local-shell-mcp mcp auth ${server.name}`);
       const timedOut = (e instanceof McpError && e.code === ErrorCode.RequestTimeout) || (e as Error)?.name === "TimeoutError" || Date.now() >= deadline;
-      const why = timedOut ? `did not complete initialize and tools/list within ${probe} s` : `failed during start-up: ${this.resolver.redact((e as Error)?.message ?? String(e)).slice(0, 1000)}`;
+      const why = timedOut ? `did not complete its start (initialize and tools/list) within ${budget} s` : `failed during start-up: ${this.resolver.redact((e as Error)?.message ?? String(e)).slice(0, 1000)}`;
       throw new ToolError("upstream_unavailable", `${server.name} ${why}${this.stderrHint(conn)}`);
     }
     conn.ping = setInterval(() => {

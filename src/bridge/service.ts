@@ -148,9 +148,15 @@ export class AgentBridge {
         enabled: s.enabled,
         // Upstreams start lazily: a server not used yet is available unless its configuration rules it out.
         available: s.enabled && auth.authorized && live.error === null,
+        // not_started, starting, running, backing_off or stopped (idle or after a failure).
+        state: live.state,
         running: live.running,
         tool_count: live.tool_count,
+        starts: live.starts,
         error: live.error === null ? null : scrub.text(live.error),
+        // The latest failed start, kept after a later success so a flaky upstream shows.
+        last_error: live.last_error === null ? null : scrub.text(live.last_error),
+        last_error_at: live.last_error_at,
         env: Object.fromEntries(Object.keys(s.env).map((k) => [k, "<redacted>"])),
         headers: Object.fromEntries(Object.keys(s.headers).map((k) => [k, "<redacted>"])),
         auth,

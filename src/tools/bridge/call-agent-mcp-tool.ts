@@ -26,8 +26,8 @@ export const callAgentMcpTool = defineTool({
     // What was cut or replaced, in words; null when the result is exactly the upstream's.
     notice: z.string().nullable(),
   }),
-  // A slot wait plus a start plus the call itself, each bounded on its own.
-  timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_probe_timeout_s + 5,
+  // A slot wait plus a start (perhaps after a failed warm-up) plus the call itself, each bounded on its own.
+  timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_start_timeout_s * 2 + 5,
   async run(ctx, input) {
     const bridge = await bridgeOf(ctx);
     const server = bridge.server(input.server);

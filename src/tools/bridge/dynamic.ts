@@ -108,7 +108,7 @@ export class BridgeDynamicTools implements DynamicTools {
         // Start each enabled upstream once per manifest version; their tools arrive via onToolsChanged.
         if (!this.started.has(manifest)) {
           this.started.add(manifest);
-          for (const s of manifest.servers.values()) if (s.enabled) void bridge.pool.tools(s).catch(() => undefined);
+          bridge.pool.warm([...manifest.servers.values()].filter((s) => s.enabled));
         }
         for (const s of manifest.servers.values()) {
           if (!s.enabled) continue;
@@ -151,7 +151,7 @@ export class BridgeDynamicTools implements DynamicTools {
       // The upstream's own schema is checked by the pool before the call goes out.
       input: z.looseObject({}),
       output: callAgentMcpTool.output as unknown as z.ZodObject,
-      timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_probe_timeout_s + 5,
+      timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_start_timeout_s * 2 + 5,
       async run(ctx, input) {
         const result = await bridge.pool.call(bridge.server(server), tool.name, input as Record<string, unknown>, ctx.signal);
         return { server, tool: tool.name, ...shapeResult(result, bridge.scrubber(), bridge.settings.max_output_bytes) };
