@@ -2,7 +2,9 @@ import { realpathSync } from "node:fs";
 import { join, relative } from "node:path";
 import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
+import { log } from "../core/log.ts";
 import { CredentialStore } from "./credentials.ts";
+import { type BridgeHome, bridgeHome } from "./home.ts";
 import { agentConfigDir, type Manifest, ManifestSource, type ServerConfig, secretRefs, type ValueOrSecret } from "./manifest.ts";
 import { authRequired, StoreOAuthProvider, storedOAuth } from "./oauth-provider.ts";
 import { UpstreamPool, type UpstreamResolver } from "./pool.ts";
@@ -27,6 +29,7 @@ export class AgentBridge {
   readonly credentials: CredentialStore;
   readonly pool: UpstreamPool;
   readonly configDir: string;
+  readonly home: BridgeHome;
   readonly refreshGate: RefreshGate;
   private scrubberCache: { key: string; load: unknown; scrubber: SecretScrubber } | undefined;
 
@@ -34,9 +37,11 @@ export class AgentBridge {
     readonly settings: Settings,
     runner: () => Promise<string>,
   ) {
-    this.configDir = agentConfigDir(settings.state_dir);
-    this.manifest = new ManifestSource(settings.state_dir);
-    this.credentials = new CredentialStore(settings.state_dir);
+    this.home = bridgeHome(settings);
+    log.info(`agent bridge: configuration home ${this.home.dir} (${this.home.source === "per_user" ? "per user" : "the state_dir setting"})`);
+    this.configDir = agentConfigDir(this.home.dir);
+    this.manifest = new ManifestSource(this.home.dir);
+    this.credentials = new CredentialStore(this.home.dir);
     this.refreshGate = new RefreshGate(this.credentials);
     const resolver: UpstreamResolver = {
       env: (s) => this.resolve(s, s.env),

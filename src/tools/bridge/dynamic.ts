@@ -1,6 +1,7 @@
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { existsSync } from "node:fs";
+import { bridgeHome } from "../../bridge/home.ts";
 import { manifestPath } from "../../bridge/manifest.ts";
 import { shapeResult, upstreamDescription } from "../../bridge/results.ts";
 import type { AgentBridge } from "../../bridge/service.ts";
@@ -96,7 +97,7 @@ export class BridgeDynamicTools implements DynamicTools {
     // With no manifest there is nothing to offer: do not load the bridge (SDK client, schema
     // validator, some 80 modules) into a server that never uses it. A manifest written later is
     // seen by the next periodic check.
-    if (this.entries.size === 0 && !existsSync(manifestPath(this.settings.state_dir))) return;
+    if (this.entries.size === 0 && !existsSync(manifestPath(bridgeHome(this.settings).dir))) return;
     const bridge = await this.bridge();
     bridge.pool.onToolsChanged ??= () => void this.refreshSoon();
     const load = bridge.manifest.current();
