@@ -21,7 +21,8 @@ export interface BridgeHome {
 
 /** The per-user home: `$XDG_STATE_HOME/local-shell-mcp/agent-bridge`, else under `~/.local/state`. */
 export function perUserBridgeDir(env: Record<string, string | undefined> = process.env): string {
-  const base = env.XDG_STATE_HOME && isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : join(homedir(), ".local", "state");
+  const xdg = env.XDG_STATE_HOME;
+  const base = xdg && isAbsolute(xdg) ? xdg : join(homedir(), ".local", "state");
   return join(base, "local-shell-mcp", "agent-bridge");
 }
 
@@ -40,8 +41,9 @@ export function bridgeHome(settings: Settings, env: Record<string, string | unde
   const known = resolved.get(key);
   if (known) return known;
   let home: BridgeHome;
-  if (settings.state_dir !== defaultStateDir(settings.workspace_root, env)) home = { dir: settings.state_dir, source: "state_dir", migrated: [] };
-  else {
+  if (settings.state_dir !== defaultStateDir(settings.workspace_root, env)) {
+    home = { dir: settings.state_dir, source: "state_dir", migrated: [] };
+  } else {
     const dir = perUserBridgeDir(env);
     home = { dir, source: "per_user", migrated: migrateLegacy(settings.state_dir, dir) };
   }

@@ -48,6 +48,8 @@ interface Connection {
   stale: boolean;
   closed: boolean;
   stderr: () => string;
+  /** Why a stdio upstream's transport ended, when it was not our own close. */
+  failure: () => string | undefined;
   ping?: Timer;
 }
 
@@ -241,7 +243,10 @@ export class UpstreamPool {
     }
     if ((e as Error)?.name === "AbortError" || (e instanceof McpError && /abort/i.test(e.message))) return new ToolError("cancelled", "the call was cancelled");
     if (conn?.closed || (e instanceof McpError && e.code === ErrorCode.ConnectionClosed)) {
-      return new ToolError("upstream_unavailable", `${server.name} stopped during the call${this.stderrHint(conn)}`);
+      const why = conn?.failure();
+      const reason = why ? `: ${why}` : "";
+      const hint = this.stderrHint(conn);
+      return new ToolError("upstream_unavailable", `${server.name} stopped during the call${reason}${hint}`);
     }
     // Not an error answer of the upstream but a broken transport (HTTP failure, lost session):
     // the next call starts over with a fresh connection.
@@ -370,7 +375,11 @@ export class UpstreamPool {
     const transport = await this.transportFor(server);
     const client = new Client({ name: "local-shell-mcp-agent-bridge", version: VERSION }, { capabilities: {} });
     const stdio = transport instanceof ContainedStdioTransport ? transport : undefined;
-    const conn: Connection = { client, transport, pid: undefined, tools: [], fingerprint, active: 0, stale: false, closed: false, stderr: () => stdio?.stderr() ?? "" };
+    const conn: Connection = {
+      client, transport, pid: undefined, tools: [], fingerprint, active: 0, stale: false, closed: false,
+      stderr: () => stdio?.stderr() ?? "",
+      failure: () => stdio?.failure,
+    };
     client.onclose = () => {
       conn.closed = true;
       clearInterval(conn.ping);

@@ -43,7 +43,9 @@ export function shapeResult(result: CallToolResult, scrub: SecretScrubber, maxBy
       const text = scrub.text(block.text);
       if (text !== block.text) scrubbed = true;
       const kept = cutBytes(text, budget);
-      if (kept.length < text.length) notes.push(`content[${i}] text cut from ${Buffer.byteLength(text)} to ${Buffer.byteLength(kept)} bytes`);
+      if (kept.length < text.length) {
+        notes.push(`content[${i}] text cut from ${Buffer.byteLength(text)} to ${Buffer.byteLength(kept)} bytes`);
+      }
       budget -= Buffer.byteLength(kept);
       content.push({ ...scrub.value(block), text: kept });
       continue;
@@ -70,5 +72,7 @@ export function shapeResult(result: CallToolResult, scrub: SecretScrubber, maxBy
   const parts: string[] = [];
   if (notes.length > 0) parts.push(`cut to max_output_bytes=${maxBytes}: ${notes.join("; ")}`);
   if (scrubbed) parts.push("stored credential values replaced with <redacted>");
-  return { is_error: result.isError === true, content, structured_content: structured, truncated: notes.length > 0, notice: parts.length > 0 ? parts.join(". ") : null };
+  const notice = parts.length > 0 ? parts.join(". ") : null;
+  const truncated = notes.length > 0;
+  return { is_error: result.isError === true, content, structured_content: structured, truncated, notice };
 }

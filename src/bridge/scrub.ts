@@ -29,11 +29,13 @@ export class SecretScrubber {
    * secret occurs in it. Walks with an explicit stack, so deep nesting cannot exhaust ours.
    */
   value<T>(v: T): T {
-    if (this.secrets.length === 0 || v === null || typeof v !== "object") return typeof v === "string" ? (this.text(v) as T) : v;
+    if (typeof v === "string") return this.text(v) as T;
+    if (this.secrets.length === 0 || v === null || typeof v !== "object") return v;
     const serialized = JSON.stringify(v);
     if (serialized === undefined || !this.quoted.some((q) => serialized.includes(q))) return v;
     const root: { v: unknown } = { v: undefined };
-    const stack: Array<{ from: unknown; into: Record<string, unknown> | unknown[]; key: string | number }> = [{ from: v, into: root as never, key: "v" }];
+    type Step = { from: unknown; into: Record<string, unknown> | unknown[]; key: string | number };
+    const stack: Step[] = [{ from: v, into: root as never, key: "v" }];
     while (stack.length > 0) {
       const { from, into, key } = stack.pop()!;
       let copy: unknown;

@@ -38,7 +38,8 @@ export class AgentBridge {
     runner: () => Promise<string>,
   ) {
     this.home = bridgeHome(settings);
-    log.info(`agent bridge: configuration home ${this.home.dir} (${this.home.source === "per_user" ? "per user" : "the state_dir setting"})`);
+    const from = this.home.source === "per_user" ? "per user" : "the state_dir setting";
+    log.info(`agent bridge: configuration home ${this.home.dir} (${from})`);
     this.configDir = agentConfigDir(this.home.dir);
     this.manifest = new ManifestSource(this.home.dir);
     this.credentials = new CredentialStore(this.home.dir);

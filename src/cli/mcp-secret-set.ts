@@ -59,7 +59,9 @@ export default defineCommand({
     if (a.stdin !== true) fail("secret values are read only from stdin: pass --stdin and pipe the value in");
     const ctx = mcpContext(a);
     // A secret for a server the manifest does not name would never be used: most likely a typo.
-    if (!loadManifest(ctx).servers.has(server)) fail(`no MCP server named ${server} in the Agent Bridge manifest ${manifestPath(ctx.home)}; add it there first`);
+    if (!loadManifest(ctx).servers.has(server)) {
+      fail(`no MCP server named ${server} in the Agent Bridge manifest ${manifestPath(ctx.home)}; add it there first`);
+    }
     // A trailing newline (LF or CRLF) may follow the value and is dropped, so read that much more.
     const bytes = process.stdin.isTTY ? await readHidden(`${server}/${name}`, MAX_SECRET_BYTES + 2) : await readStdin(MAX_SECRET_BYTES + 2, false);
     let value: string;

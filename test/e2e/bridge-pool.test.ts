@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { FIXTURE, firstText, fixtureServer, processGone, writeManifest } from "../bridge/helpers.ts";
-import { connectStdio, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectStdio, errorCode, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 type Called = { is_error: boolean; content: Array<{ type: string; text?: string }>; structured_content: Record<string, unknown> | null; truncated: boolean };
@@ -144,7 +144,10 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
     const before = await pidOf("floody");
     const serverPid = mcp.pid()!;
     const rssBefore = rssKiB(serverPid);
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "floody", tool: "flood", args: { mib: 100 } })).toBe("upstream_unavailable");
+    const flooded = await mcp.call("call_agent_mcp_tool", { server: "floody", tool: "flood", args: { mib: 100 } });
+    expect(errorCode(flooded)).toBe("upstream_unavailable");
+    // The error says why the upstream was stopped, not only that it was.
+    expect((flooded.content[0] as { text: string }).text).toContain("floody stopped during the call: it wrote a stdout line over 16777216 bytes (16 MiB), more than any JSON-RPC message needs, so it was stopped");
     expect(rssKiB(serverPid) - rssBefore).toBeLessThan(64 * 1024);
     await waitFor(() => processGone(before), { what: "the flooding upstream to be stopped" });
     expect(await pidOf("floody")).not.toBe(before);
