@@ -193,15 +193,16 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
 });
 
 describe("Agent Bridge probe timeout", () => {
-  test("a hung initialize fails with upstream_unavailable within the probe timeout and leaves nothing", async () => {
+  test("a hung initialize fails with upstream_unavailable within the start budget and leaves nothing", async () => {
     using ws = tempDir("lsm-ws-");
     using state = tempDir("lsm-state-");
     writeManifest(state.path, { version: 1, mcpServers: { hang: fixtureServer({}, "hang-initialize") } });
-    await using mcp = await connectStdio({ workspace: ws.path, state: state.path, args: ["--agent-mcp-probe-timeout-s", "2"] });
+    await using mcp = await connectStdio({ workspace: ws.path, state: state.path, args: ["--agent-mcp-start-timeout-s", "2"] });
     const t = performance.now();
     expect(await mcp.fails("call_agent_mcp_tool", { server: "hang", tool: "echo", args: { text: "x" } })).toBe("upstream_unavailable");
-    // Probe timeout 2 s (+1 s allowed by the issue), with headroom for a loaded machine.
-    expect(performance.now() - t).toBeLessThan(3000 * 2.5);
+    // A call that joins the background warm-up and sees it fail starts once more on its own 2 s
+    // budget: at most two budgets (+1 s), with headroom for a loaded machine.
+    expect(performance.now() - t).toBeLessThan(5000 * 2.5);
     await waitFor(() => processesMatching(`${FIXTURE} --mode hang-initialize`).length === 0, { what: "the hung upstream to be stopped" });
   });
 });
