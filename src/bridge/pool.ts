@@ -175,6 +175,9 @@ export class UpstreamPool {
   /** Calls one upstream tool; waiting for a slot counts against the call timeout. */
   async call(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult> {
     const u = this.upstream(server.name);
+    // The start has its own budget: calls queued behind a slow start do not spend their call
+    // timeout on it (a busy machine can take seconds to start an upstream).
+    await this.ensure(server, Date.now() + this.startBudgetMs());
     const started = Date.now();
     await this.acquire(server, u, started + this.settings.agent_mcp_call_timeout_s * 1000, signal);
     // Waiting for a slot counts against the call timeout; starting the upstream has its own bound.
