@@ -1,6 +1,7 @@
 import type { Settings } from "../config/schema.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
 import { CredentialStore } from "./credentials.ts";
+import { bridgeHome } from "./home.ts";
 import { ManifestSource } from "./manifest.ts";
 
 /**
@@ -9,11 +10,18 @@ import { ManifestSource } from "./manifest.ts";
  * manifest or store counts as nothing configured or authorized.
  */
 export function liveBridgeCapabilities(capabilities: Capabilities, settings: Settings): void {
-  const manifest = new ManifestSource(settings.state_dir);
-  const store = new CredentialStore(settings.state_dir);
+  // Resolved on first use: the bridge home may move files, which a server that never asks should not do.
+  let parts: { manifest: ManifestSource; store: CredentialStore } | undefined;
+  const open = () => {
+    if (!parts) {
+      const dir = bridgeHome(settings).dir;
+      parts = { manifest: new ManifestSource(dir), store: new CredentialStore(dir) };
+    }
+    return parts;
+  };
   const oauthServers = () => {
     if (!settings.agent_bridge_enabled) return [];
-    const load = manifest.current();
+    const load = open().manifest.current();
     return load.manifest ? [...load.manifest.servers.values()].filter((s) => s.enabled && s.auth.mode === "oauth").map((s) => s.name) : [];
   };
   Object.defineProperties(capabilities, {
@@ -23,7 +31,7 @@ export function liveBridgeCapabilities(capabilities: Capabilities, settings: Set
       enumerable: true,
       get: () => {
         try {
-          const servers = store.read().servers;
+          const servers = open().store.read().servers;
           return oauthServers().filter((n) => typeof (servers[n]?.oauth?.tokens as { access_token?: unknown } | undefined)?.access_token === "string").length;
         } catch {
           return 0;

@@ -96,6 +96,8 @@ export class StoreOAuthProvider implements OAuthClientProvider {
     await updateOAuth(this.store, this.server.name, (o) => {
       // A refresh that finishes after a logout must not bring the tokens back.
       if (!this.interactive && !o.tokens) return o;
+      // Already stored by the refresh gate (src/bridge/refresh-gate.ts): nothing new to write.
+      if (!this.interactive && o.tokens?.access_token === tokens.access_token) return o;
       return {
       ...o,
       // A refresh answer without a refresh token keeps the one we had.

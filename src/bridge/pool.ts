@@ -12,6 +12,7 @@ import { log } from "../core/log.ts";
 import { VERSION } from "../core/version.ts";
 import { limitResponse } from "./http-limits.ts";
 import type { ServerConfig } from "./manifest.ts";
+import type { FetchLike } from "./refresh-gate.ts";
 import { ContainedStdioTransport, UpstreamGoneError } from "./stdio-transport.ts";
 
 /** Calls waiting for a free slot of one upstream before new ones get `upstream_busy`. */
@@ -33,6 +34,8 @@ export interface UpstreamResolver {
   /** Scrubs every configured secret out of a text (errors, stderr). */
   redact(text: string): string;
   runner(): Promise<string>;
+  /** The fetch of an OAuth upstream: makes token refreshes single-flight (src/bridge/refresh-gate.ts). */
+  oauthFetch(server: ServerConfig, base: FetchLike): FetchLike;
 }
 
 interface Connection {
@@ -45,15 +48,21 @@ interface Connection {
   stale: boolean;
   closed: boolean;
   stderr: () => string;
+  /** Why a stdio upstream's transport ended, when it was not our own close. */
+  failure: () => string | undefined;
   ping?: Timer;
 }
 
 class Upstream {
   conn: Connection | undefined;
   connecting: Promise<Connection> | undefined;
+  /** The start in progress is a background warm-up (its failure is not a call's). */
+  connectingInBackground = false;
   failures = 0;
   retryAt = 0;
   lastError: string | undefined;
+  /** The most recent failure, kept after a later success, for agent_config_status. */
+  lastFailure: { message: string; at: number } | undefined;
   active = 0;
   readonly waiters: Array<{ grant: () => void; fail: (e: ToolError) => void }> = [];
   idleTimer: Timer | undefined;
@@ -62,11 +71,16 @@ class Upstream {
   lastTools: Tool[] | undefined;
 }
 
+export type UpstreamState = "not_started" | "starting" | "running" | "backing_off" | "stopped";
+
 export interface UpstreamSnapshot {
+  state: UpstreamState;
   running: boolean;
   pid: number | null;
   tool_count: number | null;
   error: string | null;
+  last_error: string | null;
+  last_error_at: string | null;
   starts: number;
 }
 
@@ -75,8 +89,8 @@ function remaining(deadline: number): number {
 }
 
 /**
- * Long-lived client connections to the manifest's upstream MCP servers: started on first use,
- * probed within `agent_mcp_probe_timeout_s`, tool lists cached and refreshed on `list_changed`,
+ * Long-lived client connections to the manifest's upstream MCP servers: started on first use, each
+ * start within its own `agent_mcp_start_timeout_s`, tool lists cached and refreshed on `list_changed`,
  * pinged when idle, closed after `idleTimeoutS`, restarted with backoff after failures, and each
  * limited to `maxConcurrentCalls` calls with a bounded queue.
  */
@@ -85,6 +99,8 @@ export class UpstreamPool {
   private readonly validator = new AjvJsonSchemaValidator();
   private readonly validators = new WeakMap<object, JsonSchemaValidator<unknown>>();
   private closing = false;
+  private readonly warmQueue: ServerConfig[] = [];
+  private warming = false;
   /** Called when an upstream's tool list is first known or changes (dynamic tools listen). */
   onToolsChanged: (() => void) | undefined;
 
@@ -102,7 +118,45 @@ export class UpstreamPool {
   snapshot(name: string): UpstreamSnapshot {
     const u = this.upstreams.get(name);
     const conn = u?.conn && !u.conn.closed ? u.conn : undefined;
-    return { running: conn !== undefined, pid: conn?.pid ?? null, tool_count: conn ? conn.tools.length : null, error: u?.lastError ?? null, starts: u?.starts ?? 0 };
+    let state: UpstreamState = "not_started";
+    if (conn) state = "running";
+    else if (u?.connecting) state = "starting";
+    else if (u && Date.now() < u.retryAt) state = "backing_off";
+    else if (u && u.starts > 0) state = "stopped";
+    return {
+      state,
+      running: conn !== undefined,
+      pid: conn?.pid ?? null,
+      tool_count: conn ? conn.tools.length : null,
+      error: u?.lastError ?? null,
+      last_error: u?.lastFailure?.message ?? null,
+      last_error_at: u?.lastFailure ? new Date(u.lastFailure.at).toISOString() : null,
+      starts: u?.starts ?? 0,
+    };
+  }
+
+  /**
+   * Starts enabled upstreams in the background so their tools can be listed as dynamic tools:
+   * one after another, so they do not compete for a busy machine, and without backoff, so a
+   * failed warm-up never makes the first real call fail fast. A real call starts its upstream
+   * at once, whatever the queue.
+   */
+  warm(servers: ServerConfig[]): void {
+    this.warmQueue.push(...servers);
+    if (this.warming) return;
+    this.warming = true;
+    void (async () => {
+      for (let s = this.warmQueue.shift(); s !== undefined; s = this.warmQueue.shift()) {
+        if (this.closing) break;
+        await this.ensure(s, Date.now() + this.startBudgetMs(), true).catch(() => undefined);
+        this.scheduleIdle(s, this.upstream(s.name));
+      }
+      this.warming = false;
+    })();
+  }
+
+  private startBudgetMs(): number {
+    return this.settings.agent_mcp_start_timeout_s * 1000;
   }
 
   /** The last known tools of an upstream (running or stopped since), without starting anything. */
@@ -112,7 +166,7 @@ export class UpstreamPool {
 
   /** The upstream's tools, starting it if needed. */
   async tools(server: ServerConfig): Promise<Tool[]> {
-    const deadline = Date.now() + this.settings.agent_mcp_probe_timeout_s * 1000;
+    const deadline = Date.now() + this.startBudgetMs();
     const conn = await this.ensure(server, deadline);
     this.scheduleIdle(server, this.upstream(server.name));
     return conn.tools;
@@ -121,6 +175,9 @@ export class UpstreamPool {
   /** Calls one upstream tool; waiting for a slot counts against the call timeout. */
   async call(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult> {
     const u = this.upstream(server.name);
+    // The start has its own budget: calls queued behind a slow start do not spend their call
+    // timeout on it (a busy machine can take seconds to start an upstream).
+    await this.ensure(server, Date.now() + this.startBudgetMs());
     const started = Date.now();
     await this.acquire(server, u, started + this.settings.agent_mcp_call_timeout_s * 1000, signal);
     // Waiting for a slot counts against the call timeout; starting the upstream has its own bound.
@@ -145,7 +202,7 @@ export class UpstreamPool {
   private async callOnce(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal, waited: number): Promise<CallToolResult> {
     let conn: Connection | undefined;
     try {
-      conn = await this.ensure(server, Date.now() + this.settings.agent_mcp_probe_timeout_s * 1000);
+      conn = await this.ensure(server, Date.now() + this.startBudgetMs());
       const deadline = Date.now() + this.settings.agent_mcp_call_timeout_s * 1000 - waited;
       conn.active++;
       const def = conn.tools.find((t) => t.name === tool);
@@ -189,7 +246,10 @@ export class UpstreamPool {
     }
     if ((e as Error)?.name === "AbortError" || (e instanceof McpError && /abort/i.test(e.message))) return new ToolError("cancelled", "the call was cancelled");
     if (conn?.closed || (e instanceof McpError && e.code === ErrorCode.ConnectionClosed)) {
-      return new ToolError("upstream_unavailable", `${server.name} stopped during the call${this.stderrHint(conn)}`);
+      const why = conn?.failure();
+      const reason = why ? `: ${why}` : "";
+      const hint = this.stderrHint(conn);
+      return new ToolError("upstream_unavailable", `${server.name} stopped during the call${reason}${hint}`);
     }
     // Not an error answer of the upstream but a broken transport (HTTP failure, lost session):
     // the next call starts over with a fresh connection.
@@ -261,7 +321,7 @@ export class UpstreamPool {
   }
 
   /** A live connection for the server's current configuration, starting one if needed. */
-  private async ensure(server: ServerConfig, deadline: number): Promise<Connection> {
+  private async ensure(server: ServerConfig, deadline: number, background = false): Promise<Connection> {
     if (this.closing) throw new ToolError("upstream_unavailable", "the server is shutting down");
     const u = this.upstream(server.name);
     const fingerprint = this.resolver.fingerprint(server);
@@ -274,8 +334,12 @@ export class UpstreamPool {
       if (old.active === 0) void this.closeConnection(old);
     }
     if (u.conn) return u.conn;
+    if (u.connecting && u.connectingInBackground && !background) {
+      // A call that finds a warm-up under way waits for it, and if it failed starts on its own budget.
+      return u.connecting.catch(() => this.ensure(server, Math.max(deadline, Date.now() + this.startBudgetMs())));
+    }
     if (!u.connecting) {
-      if (Date.now() < u.retryAt) {
+      if (Date.now() < u.retryAt && !background) {
         const wait = ((u.retryAt - Date.now()) / 1000).toFixed(1);
         throw new ToolError("upstream_unavailable", `${server.name} failed to start and is backing off (retry in ${wait} s): ${u.lastError ?? "unknown error"}`);
       }
@@ -293,8 +357,10 @@ export class UpstreamPool {
         (e: unknown) => {
           u.connecting = undefined;
           const err = e instanceof ToolError ? e : new ToolError("upstream_unavailable", `${server.name} could not be started: ${this.resolver.redact((e as Error)?.message ?? String(e))}`);
+          u.lastFailure = { message: err.message, at: Date.now() };
           // Only a failed start backs off; a missing secret or a corrupt store is fixed by the operator.
-          if (err.code === "upstream_unavailable") {
+          // A failed warm-up does not: the first call that needs the upstream gets a start of its own.
+          if (err.code === "upstream_unavailable" && !background) {
             u.failures++;
             u.retryAt = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (u.failures - 1));
             u.lastError = err.message;
@@ -303,6 +369,7 @@ export class UpstreamPool {
         },
       );
       u.starts++;
+      u.connectingInBackground = background;
     }
     return u.connecting;
   }
@@ -311,7 +378,11 @@ export class UpstreamPool {
     const transport = await this.transportFor(server);
     const client = new Client({ name: "local-shell-mcp-agent-bridge", version: VERSION }, { capabilities: {} });
     const stdio = transport instanceof ContainedStdioTransport ? transport : undefined;
-    const conn: Connection = { client, transport, pid: undefined, tools: [], fingerprint, active: 0, stale: false, closed: false, stderr: () => stdio?.stderr() ?? "" };
+    const conn: Connection = {
+      client, transport, pid: undefined, tools: [], fingerprint, active: 0, stale: false, closed: false,
+      stderr: () => stdio?.stderr() ?? "",
+      failure: () => stdio?.failure,
+    };
     client.onclose = () => {
       conn.closed = true;
       clearInterval(conn.ping);
@@ -329,6 +400,7 @@ export class UpstreamPool {
       }
     });
     const probe = this.settings.agent_mcp_probe_timeout_s;
+    const budget = this.settings.agent_mcp_start_timeout_s;
     try {
       const signal = AbortSignal.timeout(remaining(deadline));
       await client.connect(transport, { timeout: remaining(deadline), signal });
@@ -339,7 +411,7 @@ export class UpstreamPool {
       if (e instanceof ToolError) throw e;
       if (e instanceof UnauthorizedError) throw new ToolError("upstream_auth_required", `${server.name} refused our credentials; run: local-shell-mcp mcp auth ${server.name}`);
       const timedOut = (e instanceof McpError && e.code === ErrorCode.RequestTimeout) || (e as Error)?.name === "TimeoutError" || Date.now() >= deadline;
-      const why = timedOut ? `did not complete initialize and tools/list within ${probe} s` : `failed during start-up: ${this.resolver.redact((e as Error)?.message ?? String(e)).slice(0, 1000)}`;
+      const why = timedOut ? `did not complete its start (initialize and tools/list) within ${budget} s` : `failed during start-up: ${this.resolver.redact((e as Error)?.message ?? String(e)).slice(0, 1000)}`;
       throw new ToolError("upstream_unavailable", `${server.name} ${why}${this.stderrHint(conn)}`);
     }
     conn.ping = setInterval(() => {
@@ -377,13 +449,14 @@ export class UpstreamPool {
     }
     // Fails early with missing_secret; later requests resolve their headers again.
     this.resolver.headers(server);
-    const fetchWithSecrets = (url: string | URL, init?: RequestInit) => {
+    const plainFetch: FetchLike = (url, init) => {
       const headers = new Headers(init?.headers);
       for (const [k, v] of Object.entries(this.resolver.headers(server))) headers.set(k, v);
       return fetch(url, { ...init, headers, redirect: "error" }).then((r) => limitResponse(r));
     };
     const url = new URL(server.url ?? "");
     const authProvider = this.resolver.authProvider(server);
+    const fetchWithSecrets = authProvider ? this.resolver.oauthFetch(server, plainFetch) : plainFetch;
     const options = { fetch: fetchWithSecrets, ...(authProvider ? { authProvider } : {}) };
     return server.type === "sse" ? new SSEClientTransport(url, options) : new StreamableHTTPClientTransport(url, options);
   }

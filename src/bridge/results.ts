@@ -1,5 +1,5 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import type { Redactor } from "../audit/redact.ts";
+import type { SecretScrubber } from "./scrub.ts";
 
 /** Longest upstream description we pass on. */
 export const MAX_DESCRIPTION_BYTES = 4096;
@@ -12,9 +12,9 @@ function cutBytes(text: string, maxBytes: number): string {
   return Buffer.from(text).subarray(0, maxBytes).toString("utf8").replace(/\uFFFD$/, "");
 }
 
-/** An upstream tool description as data: marked with its origin, cleaned, capped and redacted. */
-export function upstreamDescription(server: string, description: string | undefined, redactor: Redactor): string {
-  const body = cutBytes(redactor.text((description ?? "").replace(UNSAFE_CHARS, "")), MAX_DESCRIPTION_BYTES);
+/** An upstream tool description as data: marked with its origin, cleaned, capped, credentials scrubbed. */
+export function upstreamDescription(server: string, description: string | undefined, scrub: SecretScrubber): string {
+  const body = cutBytes(scrub.text((description ?? "").replace(UNSAFE_CHARS, "")), MAX_DESCRIPTION_BYTES);
   return `[agent mcp: ${server}] ${body}`.trimEnd();
 }
 
@@ -23,32 +23,38 @@ export interface ShapedResult {
   content: Record<string, unknown>[];
   structured_content: Record<string, unknown> | null;
   truncated: boolean;
+  /** What was cut to fit `max_output_bytes`, and what was replaced; null when nothing was. */
+  notice: string | null;
 }
 
 /**
- * An upstream call result for our client: every string redacted, text blocks as `{type, text}`,
- * other blocks as JSON, and the whole cut to `maxBytes` (text is cut, other blocks and the
- * structured content are dropped when they no longer fit) with `truncated` saying so.
+ * An upstream call result for our client, as the upstream sent it: content blocks and structured
+ * content are passed on unchanged, except that stored credential values are replaced (and said so)
+ * and the whole is cut to `maxBytes` — text is cut, other blocks become `{type: "omitted"}` and the
+ * structured content is dropped when they no longer fit — with `truncated` and `notice` telling.
  */
-export function shapeResult(result: CallToolResult, redactor: Redactor, maxBytes: number): ShapedResult {
+export function shapeResult(result: CallToolResult, scrub: SecretScrubber, maxBytes: number): ShapedResult {
   let budget = maxBytes;
-  let truncated = false;
+  const notes: string[] = [];
+  let scrubbed = false;
   const content: Record<string, unknown>[] = [];
-  for (const block of result.content ?? []) {
-    if (block.type === "text") {
-      // Redact a little more than fits, so a secret straddling the cut is still caught whole.
-      const raw = cutBytes(block.text, budget + 65_536);
-      const text = redactor.text(raw);
+  for (const [i, block] of (result.content ?? []).entries()) {
+    if (block.type === "text" && typeof block.text === "string") {
+      const text = scrub.text(block.text);
+      if (text !== block.text) scrubbed = true;
       const kept = cutBytes(text, budget);
-      if (kept.length < text.length || raw.length < block.text.length) truncated = true;
+      if (kept.length < text.length) {
+        notes.push(`content[${i}] text cut from ${Buffer.byteLength(text)} to ${Buffer.byteLength(kept)} bytes`);
+      }
       budget -= Buffer.byteLength(kept);
-      content.push({ type: "text", text: kept });
+      content.push({ ...scrub.value(block), text: kept });
       continue;
     }
-    const value = redactor.value(block) as Record<string, unknown>;
+    const value = scrub.value(block) as Record<string, unknown>;
+    if (value !== block) scrubbed = true;
     const size = Buffer.byteLength(JSON.stringify(value));
     if (size > budget) {
-      truncated = true;
+      notes.push(`content[${i}] (${String(block.type)}, ${size} bytes) omitted`);
       content.push({ type: "omitted", original_type: String(block.type), bytes: size });
       continue;
     }
@@ -57,9 +63,16 @@ export function shapeResult(result: CallToolResult, redactor: Redactor, maxBytes
   }
   let structured: Record<string, unknown> | null = null;
   if (result.structuredContent !== undefined) {
-    const value = redactor.value(result.structuredContent) as Record<string, unknown>;
-    if (Buffer.byteLength(JSON.stringify(value)) <= budget) structured = value;
-    else truncated = true;
+    const value = scrub.value(result.structuredContent);
+    if (value !== result.structuredContent) scrubbed = true;
+    const size = Buffer.byteLength(JSON.stringify(value));
+    if (size <= budget) structured = value;
+    else notes.push(`structured_content (${size} bytes) dropped`);
   }
-  return { is_error: result.isError === true, content, structured_content: structured, truncated };
+  const parts: string[] = [];
+  if (notes.length > 0) parts.push(`cut to max_output_bytes=${maxBytes}: ${notes.join("; ")}`);
+  if (scrubbed) parts.push("stored credential values replaced with <redacted>");
+  const notice = parts.length > 0 ? parts.join(". ") : null;
+  const truncated = notes.length > 0;
+  return { is_error: result.isError === true, content, structured_content: structured, truncated, notice };
 }

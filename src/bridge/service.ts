@@ -1,12 +1,15 @@
 import { realpathSync } from "node:fs";
 import { join, relative } from "node:path";
-import { createRedactor, type Redactor } from "../audit/redact.ts";
 import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
+import { log } from "../core/log.ts";
 import { CredentialStore } from "./credentials.ts";
+import { type BridgeHome, bridgeHome } from "./home.ts";
 import { agentConfigDir, type Manifest, ManifestSource, type ServerConfig, secretRefs, type ValueOrSecret } from "./manifest.ts";
 import { authRequired, StoreOAuthProvider, storedOAuth } from "./oauth-provider.ts";
 import { UpstreamPool, type UpstreamResolver } from "./pool.ts";
+import { RefreshGate } from "./refresh-gate.ts";
+import { SecretScrubber } from "./scrub.ts";
 import { type SkillScan, scanSkills, skillSources } from "./skills.ts";
 
 /** Literal manifest values at least this long are treated as credentials when redacting. */
@@ -26,26 +29,33 @@ export class AgentBridge {
   readonly credentials: CredentialStore;
   readonly pool: UpstreamPool;
   readonly configDir: string;
-  private redactorCache: { key: string; load: unknown; redactor: Redactor } | undefined;
+  readonly home: BridgeHome;
+  readonly refreshGate: RefreshGate;
+  private scrubberCache: { key: string; load: unknown; scrubber: SecretScrubber } | undefined;
 
   constructor(
     readonly settings: Settings,
     runner: () => Promise<string>,
   ) {
-    this.configDir = agentConfigDir(settings.state_dir);
-    this.manifest = new ManifestSource(settings.state_dir);
-    this.credentials = new CredentialStore(settings.state_dir);
+    this.home = bridgeHome(settings);
+    const from = this.home.source === "per_user" ? "per user" : "the state_dir setting";
+    log.info(`agent bridge: configuration home ${this.home.dir} (${from})`);
+    this.configDir = agentConfigDir(this.home.dir);
+    this.manifest = new ManifestSource(this.home.dir);
+    this.credentials = new CredentialStore(this.home.dir);
+    this.refreshGate = new RefreshGate(this.credentials);
     const resolver: UpstreamResolver = {
       env: (s) => this.resolve(s, s.env),
       headers: (s) => this.resolve(s, s.headers),
       fingerprint: (s) => this.fingerprint(s),
-      redact: (t) => this.redactor().text(t),
+      redact: (t) => this.scrubber().text(t),
       authProvider: (s) => {
         if (s.auth.mode !== "oauth") return undefined;
         if (!storedOAuth(this.credentials, s.name).tokens) throw authRequired(s.name);
         return new StoreOAuthProvider(this.credentials, s);
       },
       runner,
+      oauthFetch: (s, base) => this.refreshGate.wrap(s.name, base),
     };
     this.pool = new UpstreamPool(settings, resolver);
   }
@@ -91,18 +101,17 @@ export class AgentBridge {
     return new Bun.CryptoHasher("sha256").update(JSON.stringify([server, used])).digest("hex");
   }
 
-  /** Scrubs every stored secret and long literal manifest credential out of upstream text. */
-  redactor(): Redactor {
+  /** Replaces every stored secret and long literal manifest credential in what upstreams send. */
+  scrubber(): SecretScrubber {
     const load = this.manifest.current();
     const literals = load.manifest
       ? [...load.manifest.servers.values()].flatMap((s) => [...Object.values(s.env), ...Object.values(s.headers)]).filter((v): v is string => typeof v === "string" && v.length >= MIN_LITERAL_REDACT_CHARS)
       : [];
     const key = this.credentials.fingerprint();
-    if (this.redactorCache?.key === key && this.redactorCache.load === load) return this.redactorCache.redactor;
-    const secrets = [...this.credentials.allSecretValues(), ...literals];
-    const redactor = createRedactor(secrets, Number.MAX_SAFE_INTEGER);
-    this.redactorCache = { key, load, redactor };
-    return redactor;
+    if (this.scrubberCache?.key === key && this.scrubberCache.load === load) return this.scrubberCache.scrubber;
+    const scrubber = new SecretScrubber([...this.credentials.allSecretValues(), ...literals]);
+    this.scrubberCache = { key, load, scrubber };
+    return scrubber;
   }
 
   authStatus(server: ServerConfig): OAuthStatus {
@@ -135,7 +144,7 @@ export class AgentBridge {
 
   /** One status row per manifest server; values of env and headers are never shown. */
   serverRows(manifest: Manifest): Record<string, Record<string, unknown>> {
-    const redactor = this.redactor();
+    const scrub = this.scrubber();
     const rows: Record<string, Record<string, unknown>> = {};
     for (const s of manifest.servers.values()) {
       const live = this.pool.snapshot(s.name);
@@ -145,9 +154,15 @@ export class AgentBridge {
         enabled: s.enabled,
         // Upstreams start lazily: a server not used yet is available unless its configuration rules it out.
         available: s.enabled && auth.authorized && live.error === null,
+        // not_started, starting, running, backing_off or stopped (idle or after a failure).
+        state: live.state,
         running: live.running,
         tool_count: live.tool_count,
-        error: live.error === null ? null : redactor.text(live.error),
+        starts: live.starts,
+        error: live.error === null ? null : scrub.text(live.error),
+        // The latest failed start, kept after a later success so a flaky upstream shows.
+        last_error: live.last_error === null ? null : scrub.text(live.last_error),
+        last_error_at: live.last_error_at,
         env: Object.fromEntries(Object.keys(s.env).map((k) => [k, "<redacted>"])),
         headers: Object.fromEntries(Object.keys(s.headers).map((k) => [k, "<redacted>"])),
         auth,

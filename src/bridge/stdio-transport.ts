@@ -6,6 +6,9 @@ import { TailBuffer } from "../exec/output.ts";
 
 /** A stdout line longer than this kills the upstream: a JSON-RPC message is never that big. */
 export const MAX_LINE_BYTES = 16 * 1024 * 1024;
+const OVERLONG_LINE =
+  `it wrote a stdout line over ${MAX_LINE_BYTES} bytes (16 MiB), more than any JSON-RPC message needs, ` +
+  "so it was stopped; it starts again on the next call";
 /** Bytes of the upstream's stderr we keep (the tail), shown only after redaction. */
 export const STDERR_TAIL_BYTES = 64 * 1024;
 /**
@@ -137,13 +140,13 @@ export class ContainedStdioTransport implements Transport {
           pending = [];
           pendingBytes = 0;
           start = nl + 1;
-          if (line.length > MAX_LINE_BYTES) return this.fail(`the upstream wrote a stdout line over ${MAX_LINE_BYTES} bytes`);
+          if (line.length > MAX_LINE_BYTES) return this.fail(OVERLONG_LINE);
           this.deliver(line);
         }
         if (start < chunk.length) {
           pending.push(chunk.subarray(start));
           pendingBytes += chunk.length - start;
-          if (pendingBytes > MAX_LINE_BYTES) return this.fail(`the upstream wrote a stdout line over ${MAX_LINE_BYTES} bytes`);
+          if (pendingBytes > MAX_LINE_BYTES) return this.fail(OVERLONG_LINE);
         }
       }
     } catch {

@@ -3,7 +3,7 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { defineCommand } from "citty";
-import type { ServerConfig } from "../bridge/manifest.ts";
+import { manifestPath, type ServerConfig } from "../bridge/manifest.ts";
 import { StoreOAuthProvider, storedOAuth, updateOAuth } from "../bridge/oauth-provider.ts";
 import { AgentBridge } from "../bridge/service.ts";
 import { VERSION } from "../core/version.ts";
@@ -138,7 +138,7 @@ async function authorize(ctx: McpContext, server: ServerConfig, open: boolean): 
   }
   ctx.audit.record("agent_oauth_authorize", { server: server.name });
   await ctx.audit.flush();
-  printJson({ server: server.name, oauth_status: statusOf(ctx, server), tool_count: toolCount });
+  printJson({ server: server.name, oauth_status: statusOf(ctx, server), tool_count: toolCount, home: ctx.home });
 }
 
 export default defineCommand({
@@ -149,12 +149,12 @@ export default defineCommand({
     const name = checkName("SERVER", a.server);
     if (a.status === true && a.logout === true) fail("--status and --logout cannot be combined");
     const ctx = mcpContext(a);
-    const server = loadManifest(ctx.settings).servers.get(name);
-    if (!server) fail(`no MCP server named ${name} in the Agent Bridge manifest`);
+    const server = loadManifest(ctx).servers.get(name);
+    if (!server) fail(`no MCP server named ${name} in the Agent Bridge manifest ${manifestPath(ctx.home)}`);
     if (server.auth.mode !== "oauth") fail(`MCP server ${name} does not use auth.mode "oauth"`);
     await guarded(async () => {
       if (a.status === true) {
-        printJson({ server: name, oauth_status: statusOf(ctx, server) });
+        printJson({ server: name, oauth_status: statusOf(ctx, server), home: ctx.home });
         return;
       }
       if (a.logout === true) {
@@ -163,7 +163,7 @@ export default defineCommand({
         await updateOAuth(ctx.store, name, () => ({}));
         ctx.audit.record("agent_oauth_logout", { server: name, remote_revocation: remote });
         await ctx.audit.flush();
-        printJson({ server: name, local_credentials_cleared: true, remote_revocation: remote, detail });
+        printJson({ server: name, local_credentials_cleared: true, remote_revocation: remote, detail, home: ctx.home });
         if (remote === "failed") process.exit(1);
         return;
       }

@@ -1,6 +1,7 @@
 import type { ArgsDef } from "citty";
 import { AuditLog } from "../audit/log.ts";
 import { CredentialStore } from "../bridge/credentials.ts";
+import { bridgeHome } from "../bridge/home.ts";
 import { type Manifest, ManifestSource, NAME_PATTERN } from "../bridge/manifest.ts";
 import { SettingsError } from "../config/load.ts";
 import type { Settings } from "../config/schema.ts";
@@ -38,6 +39,8 @@ export function rejectUnknown(args: Record<string, unknown>, defs: ArgsDef, posi
 
 export interface McpContext {
   settings: Settings;
+  /** Where the manifest and the credential store are (printed by every command as `home`). */
+  home: string;
   store: CredentialStore;
   audit: AuditLog;
 }
@@ -50,12 +53,13 @@ export function mcpContext(args: Record<string, unknown>): McpContext {
     if (e instanceof SettingsError) fail(`invalid setting: ${e.message}`);
     throw e;
   }
-  return { settings, store: new CredentialStore(settings.state_dir), audit: new AuditLog(settings) };
+  const home = bridgeHome(settings).dir;
+  return { settings, home, store: new CredentialStore(home), audit: new AuditLog(settings) };
 }
 
 /** The manifest, or a failure naming what is wrong (field paths only). */
-export function loadManifest(settings: Settings): Manifest {
-  const load = new ManifestSource(settings.state_dir).current();
+export function loadManifest(ctx: McpContext): Manifest {
+  const load = new ManifestSource(ctx.home).current();
   if (load.status === "invalid_config") fail(`the Agent Bridge manifest is invalid: ${load.errors.join("; ")}`);
   return load.manifest;
 }

@@ -19,7 +19,7 @@ export default defineCommand({
       const deleted = await ctx.store.deleteSecret(server, name);
       ctx.audit.record("agent_secret_delete", { server, name, deleted });
       await ctx.audit.flush();
-      printJson({ server, name, deleted });
+      printJson({ server, name, deleted, home: ctx.home });
     });
   },
 });

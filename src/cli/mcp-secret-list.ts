@@ -18,7 +18,7 @@ export default defineCommand({
         const names = Object.keys(entry.secrets ?? {}).sort();
         if (names.length > 0) secrets[server] = names;
       }
-      printJson({ secrets });
+      printJson({ secrets, home: ctx.home });
     });
   },
 });

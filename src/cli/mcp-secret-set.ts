@@ -1,5 +1,6 @@
 import { defineCommand } from "citty";
 import { MAX_SECRET_BYTES } from "../bridge/credentials.ts";
+import { manifestPath } from "../bridge/manifest.ts";
 import { checkName, fail, guarded, loadManifest, mcpArgs, mcpContext, printJson, rejectUnknown } from "./mcp-common.ts";
 
 const own = {
@@ -57,7 +58,10 @@ export default defineCommand({
     const name = checkName("NAME", a.name);
     if (a.stdin !== true) fail("secret values are read only from stdin: pass --stdin and pipe the value in");
     const ctx = mcpContext(a);
-    if (!loadManifest(ctx.settings).servers.has(server)) fail(`no MCP server named ${server} in the Agent Bridge manifest`);
+    // A secret for a server the manifest does not name would never be used: most likely a typo.
+    if (!loadManifest(ctx).servers.has(server)) {
+      fail(`no MCP server named ${server} in the Agent Bridge manifest ${manifestPath(ctx.home)}; add it there first`);
+    }
     // A trailing newline (LF or CRLF) may follow the value and is dropped, so read that much more.
     const bytes = process.stdin.isTTY ? await readHidden(`${server}/${name}`, MAX_SECRET_BYTES + 2) : await readStdin(MAX_SECRET_BYTES + 2, false);
     let value: string;
@@ -76,6 +80,6 @@ export default defineCommand({
       ctx.audit.record("agent_secret_set", { server, name });
       await ctx.audit.flush();
     });
-    printJson({ server, name, stored: true });
+    printJson({ server, name, stored: true, home: ctx.home });
   },
 });

@@ -194,6 +194,7 @@ export const SettingsSchema = z
     agent_bridge_enabled: bool(true, bridge("Offer upstream MCP servers and Skills through the Agent Bridge.")),
     agent_mcp_probe_timeout_s: int(5, 1, 3600, bridge("Timeout for probing an upstream MCP server.")),
     agent_mcp_call_timeout_s: int(60, 1, DAY, bridge("Timeout for one upstream MCP tool call.")),
+    agent_mcp_start_timeout_s: int(30, 1, 3600, bridge("Each upstream's own start budget (initialize, tools/list).")),
     agent_dynamic_mcp_tools: bool(true, bridge("Expose upstream tools as agent_mcp__* tools.")),
     agent_dynamic_skill_tools: bool(true, bridge("Expose Skills as their own tools.")),
 

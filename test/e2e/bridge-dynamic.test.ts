@@ -46,7 +46,8 @@ describe("Agent Bridge dynamic tools", () => {
     await waitFor(async () => {
       const n = await names();
       return n.includes("agent_mcp__up_stream__echo") && n.includes(collided);
-    }, { what: "both upstreams' tools to be listed" });
+      // Each upstream starts within its own 30 s budget, one after the other, on a busy machine.
+    }, { what: "both upstreams' tools to be listed", timeoutMs: 60_000 });
     const tools = (await mcp.client.listTools()).tools as Listed[];
     const strict = tools.find((t) => t.name === "agent_mcp__up_stream__strict")!;
     expect(strict.inputSchema).toMatchObject({ type: "object", properties: { count: { type: "integer", minimum: 1, maximum: 10 } }, required: ["count"] });

@@ -69,6 +69,7 @@ describe("Agent Bridge upstream OAuth", () => {
     expect(JSON.parse((await cli(state.path, ["auth", "up", "--status"])).stdout)).toEqual({
       server: "up",
       oauth_status: { mode: "oauth", authorized: false, status: "unauthorized", expires_at: null, client_registered: false },
+      home: state.path,
     });
     const result = await mcpAuth(state.path);
     expect(result).toMatchObject({ server: "up", oauth_status: { mode: "oauth", authorized: true, status: "authorized", client_registered: true } });

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { FIXTURE, firstText, fixtureServer, processGone, writeManifest } from "../bridge/helpers.ts";
-import { connectStdio, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
+import { connectStdio, errorCode, type McpHandle, processesMatching, tempDir, type TempDir } from "../helpers/harness.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 type Called = { is_error: boolean; content: Array<{ type: string; text?: string }>; structured_content: Record<string, unknown> | null; truncated: boolean };
@@ -144,7 +144,10 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
     const before = await pidOf("floody");
     const serverPid = mcp.pid()!;
     const rssBefore = rssKiB(serverPid);
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "floody", tool: "flood", args: { mib: 100 } })).toBe("upstream_unavailable");
+    const flooded = await mcp.call("call_agent_mcp_tool", { server: "floody", tool: "flood", args: { mib: 100 } });
+    expect(errorCode(flooded)).toBe("upstream_unavailable");
+    // The error says why the upstream was stopped, not only that it was.
+    expect((flooded.content[0] as { text: string }).text).toContain("floody stopped during the call: it wrote a stdout line over 16777216 bytes (16 MiB), more than any JSON-RPC message needs, so it was stopped");
     expect(rssKiB(serverPid) - rssBefore).toBeLessThan(64 * 1024);
     await waitFor(() => processGone(before), { what: "the flooding upstream to be stopped" });
     expect(await pidOf("floody")).not.toBe(before);
@@ -190,15 +193,16 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
 });
 
 describe("Agent Bridge probe timeout", () => {
-  test("a hung initialize fails with upstream_unavailable within the probe timeout and leaves nothing", async () => {
+  test("a hung initialize fails with upstream_unavailable within the start budget and leaves nothing", async () => {
     using ws = tempDir("lsm-ws-");
     using state = tempDir("lsm-state-");
     writeManifest(state.path, { version: 1, mcpServers: { hang: fixtureServer({}, "hang-initialize") } });
-    await using mcp = await connectStdio({ workspace: ws.path, state: state.path, args: ["--agent-mcp-probe-timeout-s", "2"] });
+    await using mcp = await connectStdio({ workspace: ws.path, state: state.path, args: ["--agent-mcp-start-timeout-s", "2"] });
     const t = performance.now();
     expect(await mcp.fails("call_agent_mcp_tool", { server: "hang", tool: "echo", args: { text: "x" } })).toBe("upstream_unavailable");
-    // Probe timeout 2 s (+1 s allowed by the issue), with headroom for a loaded machine.
-    expect(performance.now() - t).toBeLessThan(3000 * 2.5);
+    // A call that joins the background warm-up and sees it fail starts once more on its own 2 s
+    // budget: at most two budgets (+1 s), with headroom for a loaded machine.
+    expect(performance.now() - t).toBeLessThan(5000 * 2.5);
     await waitFor(() => processesMatching(`${FIXTURE} --mode hang-initialize`).length === 0, { what: "the hung upstream to be stopped" });
   });
 });

@@ -94,7 +94,7 @@ describe("Agent Bridge secrets", () => {
 
   test("secret set reads stdin only, strips one newline, prints JSON and stores owner-only", async () => {
     const r = await cli(state.path, ["secret", "set", "envup", "tok_alpha", "--stdin"], `${MARKER}\n`);
-    expect(r).toEqual({ code: 0, stdout: `${JSON.stringify({ server: "envup", name: "tok_alpha", stored: true })}\n`, stderr: "" });
+    expect(r).toEqual({ code: 0, stdout: `${JSON.stringify({ server: "envup", name: "tok_alpha", stored: true, home: state.path })}\n`, stderr: "" });
     const dir = join(state.path, "agent_auth");
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(statSync(join(dir, "credentials.json")).mode & 0o777).toBe(0o600);
@@ -177,7 +177,7 @@ describe("Agent Bridge secrets", () => {
     expect(["upstream_error", "upstream_unavailable"]).toContain(code);
     expect(firstText(await call("httpup", "echo", { text: "after" }))).toBe("after");
     // The stored header is gone: the next request goes out without it and fails.
-    expect((await cli(state.path, ["secret", "delete", "httpup", "auth_header"])).stdout).toBe(`${JSON.stringify({ server: "httpup", name: "auth_header", deleted: true })}\n`);
+    expect((await cli(state.path, ["secret", "delete", "httpup", "auth_header"])).stdout).toBe(`${JSON.stringify({ server: "httpup", name: "auth_header", deleted: true, home: state.path })}\n`);
     expect(await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "echo", args: { text: "x" } })).toBe("missing_secret");
   });
 
@@ -211,8 +211,8 @@ describe("Agent Bridge secrets", () => {
 
   test("list shows names only; the secret appears in no state file but credentials.json, nor in the logs", async () => {
     const listed = await cli(state.path, ["secret", "list"]);
-    expect(JSON.parse(listed.stdout)).toEqual({ secrets: { envup: ["tok_alpha"] } });
-    expect(JSON.parse((await cli(state.path, ["secret", "list", "plain"])).stdout)).toEqual({ secrets: {} });
+    expect(JSON.parse(listed.stdout)).toEqual({ secrets: { envup: ["tok_alpha"] }, home: state.path });
+    expect(JSON.parse((await cli(state.path, ["secret", "list", "plain"])).stdout)).toEqual({ secrets: {}, home: state.path });
     await mcp.ok("audit_tail", { limit: 1 }).catch(() => undefined);
     // The audit writer runs after replies; wait for the last bridge call to be on disk.
     await waitFor(() => readFileSync(join(state.path, "audit_log", "audit.jsonl"), "utf8").includes("agent_secret_delete"), { what: "the audit log" });

@@ -25,13 +25,15 @@ export const callAgentMcpTool = defineTool({
     // MCP structured content is an object when present (null when the upstream sent none or it was cut).
     structured_content: z.record(z.string(), z.unknown()).nullable(),
     truncated: z.boolean(),
+    // What was cut or replaced, in words; null when the result is exactly the upstream's.
+    notice: z.string().nullable(),
   }),
-  // A slot wait plus a start plus the call itself, each bounded on its own.
-  timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_probe_timeout_s + 5,
+  // A slot wait plus a start (perhaps after a failed warm-up) plus the call itself, each bounded on its own.
+  timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_start_timeout_s * 2 + 5,
   async run(ctx, input) {
     const bridge = await bridgeOf(ctx);
     const server = bridge.server(input.server);
     const result = await bridge.pool.call(server, input.tool, input.args ?? {}, ctx.signal);
-    return { server: server.name, tool: input.tool, ...shapeResult(result, bridge.redactor(), bridge.settings.max_output_bytes) };
+    return { server: server.name, tool: input.tool, ...shapeResult(result, bridge.scrubber(), bridge.settings.max_output_bytes) };
   },
 });

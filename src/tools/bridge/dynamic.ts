@@ -1,6 +1,7 @@
 import type { Tool } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { existsSync } from "node:fs";
+import { bridgeHome } from "../../bridge/home.ts";
 import { manifestPath } from "../../bridge/manifest.ts";
 import { shapeResult, upstreamDescription } from "../../bridge/results.ts";
 import type { AgentBridge } from "../../bridge/service.ts";
@@ -96,7 +97,7 @@ export class BridgeDynamicTools implements DynamicTools {
     // With no manifest there is nothing to offer: do not load the bridge (SDK client, schema
     // validator, some 80 modules) into a server that never uses it. A manifest written later is
     // seen by the next periodic check.
-    if (this.entries.size === 0 && !existsSync(manifestPath(this.settings.state_dir))) return;
+    if (this.entries.size === 0 && !existsSync(manifestPath(bridgeHome(this.settings).dir))) return;
     const bridge = await this.bridge();
     bridge.pool.onToolsChanged ??= () => void this.refreshSoon();
     const load = bridge.manifest.current();
@@ -108,7 +109,7 @@ export class BridgeDynamicTools implements DynamicTools {
         // Start each enabled upstream once per manifest version; their tools arrive via onToolsChanged.
         if (!this.started.has(manifest)) {
           this.started.add(manifest);
-          for (const s of manifest.servers.values()) if (s.enabled) void bridge.pool.tools(s).catch(() => undefined);
+          bridge.pool.warm([...manifest.servers.values()].filter((s) => s.enabled));
         }
         for (const s of manifest.servers.values()) {
           if (!s.enabled) continue;
@@ -141,23 +142,23 @@ export class BridgeDynamicTools implements DynamicTools {
   }
 
   private mcpEntry(bridge: AgentBridge, name: string, server: string, tool: Tool): Entry {
-    const redactor = bridge.redactor();
+    const scrub = bridge.scrubber();
     const def: ToolDefinition = {
       name,
       title: tool.title ?? `${server}: ${tool.name}`,
-      description: upstreamDescription(server, tool.description, redactor),
+      description: upstreamDescription(server, tool.description, scrub),
       scopes: ["shell:read", "shell:execute"],
       annotations: MCP_ANNOTATIONS,
       // The upstream's own schema is checked by the pool before the call goes out.
       input: z.looseObject({}),
       output: callAgentMcpTool.output as unknown as z.ZodObject,
-      timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_probe_timeout_s + 5,
+      timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_start_timeout_s * 2 + 5,
       async run(ctx, input) {
         const result = await bridge.pool.call(bridge.server(server), tool.name, input as Record<string, unknown>, ctx.signal);
-        return { server, tool: tool.name, ...shapeResult(result, bridge.redactor(), bridge.settings.max_output_bytes) };
+        return { server, tool: tool.name, ...shapeResult(result, bridge.scrubber(), bridge.settings.max_output_bytes) };
       },
     };
-    return { def, listing: { ...this.listingOf(def), inputSchema: redactor.value(tool.inputSchema) as Record<string, unknown>, outputSchema: CALL_OUTPUT_SCHEMA } };
+    return { def, listing: { ...this.listingOf(def), inputSchema: scrub.value(tool.inputSchema) as Record<string, unknown>, outputSchema: CALL_OUTPUT_SCHEMA } };
   }
 
   private skillEntry(name: string, skill: string, description: string): Entry {
