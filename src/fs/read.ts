@@ -323,6 +323,21 @@ export function hashlineText(header: string, rows: readonly Row[]): string {
   return parts.join("");
 }
 
+/**
+ * Reads the first `size` bytes of an opened regular file (its size from fstat), stopping early if
+ * the file shrank meanwhile: what was read is what the caller gets, never bytes past its end.
+ */
+export function readOpenedFile(fd: number, size: number): Buffer {
+  const buf = Buffer.allocUnsafe(size);
+  let off = 0;
+  while (off < size) {
+    const n = readSync(fd, buf, off, size - off, off);
+    if (n === 0) break;
+    off += n;
+  }
+  return buf.subarray(0, off);
+}
+
 /** Refuses a file that is not a regular file. */
 export function assertRegular(st: Stats, shown: string): void {
   if (st.isDirectory()) throw new ToolError("is_a_directory", `path is a directory: ${shown}`, { path: shown });

@@ -1,7 +1,7 @@
-import { closeSync, fstatSync, readSync } from "node:fs";
+import { closeSync, fstatSync } from "node:fs";
 import { extname, relative, sep } from "node:path";
 import { ToolError } from "../core/errors.ts";
-import { assertRegular } from "../fs/read.ts";
+import { assertRegular, readOpenedFile } from "../fs/read.ts";
 import { openChecked, resolveInWorkdir } from "../fs/resolve.ts";
 import { walk } from "../fs/walk.ts";
 import type { SessionRecord } from "../sessions/store.ts";
@@ -207,14 +207,7 @@ function readFile(caller: Caller, session: SessionRecord, uri: string, path: str
         bytes: st.size,
         max,
       });
-    const buf = Buffer.allocUnsafe(st.size);
-    let off = 0;
-    while (off < st.size) {
-      const n = readSync(fd, buf, off, st.size - off, off);
-      if (n === 0) break;
-      off += n;
-    }
-    const bytes = buf.subarray(0, off);
+    const bytes = readOpenedFile(fd, st.size);
     const text = utf8Text(bytes);
     const shown = relative(session.workdir, res.real).split(sep).join("/");
     if (text !== undefined) return { uri, mimeType: mimeFor(shown, false), text };

@@ -1,10 +1,10 @@
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { type LineDoc, splitDoc, decodeUtf8 } from "../../fs/lines.ts";
-import { assertRegular, hashlineText, type Row, rangeHash, sha256 } from "../../fs/read.ts";
+import { assertRegular, hashlineText, readOpenedFile, type Row, rangeHash, sha256 } from "../../fs/read.ts";
 import { type FilePolicy, openChecked, resolveInWorkdir, type Resolved } from "../../fs/resolve.ts";
 import type { SessionRecord } from "../../sessions/store.ts";
-import { closeSync, fstatSync, readSync } from "node:fs";
+import { closeSync, fstatSync } from "node:fs";
 import type { ToolContext } from "../context.ts";
 
 export const LineRangeOut = z.object({ start: z.number().int(), end: z.number().int() });
@@ -60,15 +60,8 @@ export function loadForEdit(ctx: ToolContext, policy: FilePolicy, input: string)
     assertRegular(st, input);
     const max = ctx.app.settings.max_file_write_bytes;
     if (st.size > max) throw new ToolError("file_too_large", `Refusing to edit ${st.size} bytes; max is ${max}`, { bytes: st.size, max });
-    const buf = Buffer.allocUnsafe(st.size);
-    let off = 0;
-    while (off < st.size) {
-      const n = readSync(fd, buf, off, st.size - off, off);
-      if (n === 0) break;
-      off += n;
-    }
-    const bytes = buf.subarray(0, off);
-    return { res, doc: splitDoc(decodeUtf8(bytes, input)), sha: sha256(bytes), bytes: off, mode: st.mode, raw: bytes };
+    const bytes = readOpenedFile(fd, st.size);
+    return { res, doc: splitDoc(decodeUtf8(bytes, input)), sha: sha256(bytes), bytes: bytes.length, mode: st.mode, raw: bytes };
   } finally {
     closeSync(fd);
   }
