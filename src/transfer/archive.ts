@@ -127,7 +127,16 @@ async function gunzipBounded(archive: string, out: string, limit: number, limits
       done(null, chunk);
     },
   });
-  await pipeline(createReadStream(archive), createGunzip(), guard, createWriteStream(out, { flags: "wx", mode: 0o600 }));
+  try {
+    await pipeline(createReadStream(archive), createGunzip(), guard, createWriteStream(out, { flags: "wx", mode: 0o600 }));
+  } catch (e) {
+    // The bytes came from the other end (a worker may be hostile): a stream zlib refuses is a bad
+    // archive, not a fault of ours. Other errors (disk full, cancelled) keep their own meaning.
+    if (!(e instanceof ToolError) && /^Z_/.test(String((e as NodeJS.ErrnoException).code))) {
+      throw new ToolError("archive_invalid", "the transfer archive is not a valid gzip stream");
+    }
+    throw e;
+  }
   return scanner.finish();
 }
 

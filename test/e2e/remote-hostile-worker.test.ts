@@ -19,7 +19,7 @@ import {
   resetPeakRss,
   type WireCall,
 } from "../helpers/fake-worker.ts";
-import { rawHeader, smallTar, zeroBomb } from "../helpers/hostile-archives.ts";
+import { rawHeader, serveArchive, smallTar, zeroBomb } from "../helpers/hostile-archives.ts";
 import { type Controller, invite, startController } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -85,74 +85,6 @@ async function remoteSession(w: FakeWorker, workerSid: string): Promise<string> 
   });
   w.answer = before;
   return r.session_id;
-}
-
-/**
- * Answers the transfer calls of a directory copy from `w` with `archive` (gzipped bytes) as the
- * packed directory: stat, pack, the archive's stat, chunk reads, delete.
- */
-function serveArchive(
-  archive: Uint8Array,
-): (c: WireCall) => { ok: true; data: unknown; body?: Uint8Array } | { ok: false; code: string; message: string } {
-  const digest = sha(archive);
-  const name = "remote-transfer-0123456789ab.tar.gz";
-  return (c) => {
-    const a = c.args as Record<string, unknown>;
-    if (c.op === "transfer_stat" && a.temp)
-      return {
-        ok: true,
-        data: {
-          path: name,
-          resolved_path: name,
-          kind: "file",
-          size: archive.length,
-          mode: 0o600,
-          identity: "blob",
-          sha256: null,
-        },
-      };
-    if (c.op === "transfer_stat")
-      return {
-        ok: true,
-        data: {
-          path: a.path,
-          resolved_path: a.path,
-          kind: "dir",
-          size: 0,
-          mode: 0o755,
-          identity: "tree",
-          sha256: null,
-        },
-      };
-    if (c.op === "transfer_pack_dir")
-      return {
-        ok: true,
-        data: {
-          path: a.path,
-          archive: { path: name, temp: true },
-          bytes: archive.length,
-          sha256: digest,
-          compression: "gz",
-          entries: 1,
-        },
-      };
-    if (c.op === "transfer_read_chunk") {
-      const offset = a.offset as number;
-      const slice = archive.subarray(offset, Math.min(archive.length, offset + (a.length as number)));
-      const data = {
-        path: name,
-        offset,
-        bytes: slice.length,
-        size: archive.length,
-        eof: offset + slice.length >= archive.length,
-        sha256: sha(slice),
-        identity: "blob",
-      };
-      return { ok: true, data, body: slice };
-    }
-    if (c.op === "transfer_delete_temp_path") return { ok: true, data: { deleted: true } };
-    return { ok: false, code: "unknown_operation", message: c.op };
-  };
 }
 
 /** Runs `attack` and returns how far the controller's peak RSS rose above its RSS before it. */

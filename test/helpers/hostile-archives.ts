@@ -3,6 +3,7 @@
  * or type, followed by as many real bytes as the test chooses (usually zeros that gzip to nothing).
  */
 import { gzipSync } from "node:zlib";
+import type { Answer, WireCall } from "./fake-worker.ts";
 
 const BLOCK = 512;
 
@@ -50,4 +51,74 @@ export function smallTar(members: Array<{ name: string; type?: string; body?: st
   }
   parts.push(Buffer.alloc(BLOCK * 2));
   return Buffer.concat(parts);
+}
+
+const sha = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
+
+/**
+ * Answers the transfer calls of a directory copy from `w` with `archive` (gzipped bytes) as the
+ * packed directory: stat, pack, the archive's stat, chunk reads, delete.
+ */
+export function serveArchive(
+  archive: Uint8Array,
+): (c: WireCall) => Exclude<Answer, undefined> {
+  const digest = sha(archive);
+  const name = "remote-transfer-0123456789ab.tar.gz";
+  return (c) => {
+    const a = c.args as Record<string, unknown>;
+    if (c.op === "transfer_stat" && a.temp)
+      return {
+        ok: true,
+        data: {
+          path: name,
+          resolved_path: name,
+          kind: "file",
+          size: archive.length,
+          mode: 0o600,
+          identity: "blob",
+          sha256: null,
+        },
+      };
+    if (c.op === "transfer_stat")
+      return {
+        ok: true,
+        data: {
+          path: a.path,
+          resolved_path: a.path,
+          kind: "dir",
+          size: 0,
+          mode: 0o755,
+          identity: "tree",
+          sha256: null,
+        },
+      };
+    if (c.op === "transfer_pack_dir")
+      return {
+        ok: true,
+        data: {
+          path: a.path,
+          archive: { path: name, temp: true },
+          bytes: archive.length,
+          sha256: digest,
+          compression: "gz",
+          entries: 1,
+        },
+      };
+    if (c.op === "transfer_read_chunk") {
+      const offset = a.offset as number;
+      const slice = archive.subarray(offset, Math.min(archive.length, offset + (a.length as number)));
+      const data = {
+        path: name,
+        offset,
+        bytes: slice.length,
+        size: archive.length,
+        eof: offset + slice.length >= archive.length,
+        sha256: sha(slice),
+        identity: "blob",
+      };
+      return { ok: true, data, body: slice };
+    }
+    if (c.op === "transfer_delete_temp_path") return { ok: true, data: { deleted: true } };
+    return { ok: false, code: "unknown_operation", message: c.op };
+  };
 }
