@@ -128,7 +128,8 @@ async function gunzipBounded(archive: string, out: string, limit: number, limits
     },
   });
   try {
-    await pipeline(createReadStream(archive), createGunzip(), guard, createWriteStream(out, { flags: "wx", mode: 0o600 }));
+    const sink = createWriteStream(out, { flags: "wx", mode: 0o600 });
+    await pipeline(createReadStream(archive), createGunzip(), guard, sink);
   } catch (e) {
     // The bytes came from the other end (a worker may be hostile): a stream zlib refuses is a bad
     // archive, not a fault of ours. Other errors (disk full, cancelled) keep their own meaning.

@@ -84,7 +84,11 @@ test("a refused hostile archive leaves nothing in the controller's state dir, pr
       ? { ok: true, data: { structured: { ...local, session_id: "wsess-bomber", workdir: "/fake/wd" } } }
       : { ok: false, code: "unknown_operation", message: c.op };
   const sid = (
-    await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "bomber", workdir: "/fake/wd" })
+    await ctl.mcp.ok<{ session_id: string }>("session_start", {
+      target: "remote",
+      machine: "bomber",
+      workdir: "/fake/wd",
+    })
   ).session_id;
 
   const archives: Array<[string, Uint8Array, string]> = [
@@ -100,7 +104,11 @@ test("a refused hostile archive leaves nothing in the controller's state dir, pr
     ["a hard link member", gzipSync(smallTar([{ name: "l", type: "1" }])), "archive_invalid"],
     // zlib's own refusals: from a worker they are a bad archive, not an internal error.
     ["not a gzip at all", new TextEncoder().encode("x".repeat(70_000)), "archive_invalid"],
-    ["a gzip cut short", gzipSync(smallTar([{ name: "f", body: "y".repeat(9000) }])).subarray(0, 60), "archive_invalid"],
+    [
+      "a gzip cut short",
+      gzipSync(smallTar([{ name: "f", body: "y".repeat(9000) }])).subarray(0, 60),
+      "archive_invalid",
+    ],
   ];
   for (const [what, archive, expected] of archives) {
     const serve = serveArchive(archive);
@@ -118,7 +126,7 @@ test("a refused hostile archive leaves nothing in the controller's state dir, pr
     });
     const got = r.isError ? errorCode(r) : "accepted";
     const chunks = w.callsOf("transfer_read_chunk").length;
-    console.log(`${what}: ${got} after ${chunks} chunk read(s); tmp held [${[...during].join(", ")}], now [${privateTmp()}]`);
+    console.log(`${what}: ${got} after ${chunks} chunk read(s); tmp held [${[...during]}], now [${privateTmp()}]`);
     expect({ what, got }).toEqual({ what, got: expected });
     // The archive was written in the controller's private tmp (its partial, by its writer's pid).
     expect([...during].some((n) => n.startsWith(`.remote-transfer-p${ctl.proc.pid}-`))).toBe(true);
@@ -143,7 +151,8 @@ test("a dead writer's archives in the private tmp are swept at the next start-up
   const dead = [`remote-transfer-p${gone.pid}-0123456789ab.tar.gz`, `transfer-pack-p${gone.pid}-ba9876543210.tar`];
   // This test process is alive; an archive without a writer is judged by age (a day).
   const kept = [`remote-transfer-p${process.pid}-00000000aaaa.tar.gz`, "remote-transfer-0123456789abcdef.tar.gz"];
-  for (const name of [...dead, ...kept]) writeFileSync(join(tmp, name), gzipSync(Buffer.alloc(1 << 20)), { mode: 0o600 });
+  const bytes = gzipSync(Buffer.alloc(1 << 20));
+  for (const name of [...dead, ...kept]) writeFileSync(join(tmp, name), bytes, { mode: 0o600 });
   // Old enough that only the writer decides, not the sweep's "maybe still busy" grace.
   const hourAgo = new Date(Date.now() - 3600_000);
   for (const name of [...dead, ...kept]) utimesSync(join(tmp, name), hourAgo, hourAgo);

@@ -190,3 +190,146 @@ export function resetPeakRss(pid: number): boolean {
     return false;
   }
 }
+
+/**
+ * A worker link spoken over a bare TCP socket (the WebSocket framing written by hand), so a test
+ * can send part of a frame and hold the rest: the slow-read attack no WebSocket API allows. Calls
+ * are collected as they come; pings are answered only between whole frames, as a real peer must.
+ */
+export interface RawChannel {
+  calls: WireCall[];
+  /** Sends the header of one text frame declaring `length` payload bytes, and nothing of it yet. */
+  beginFrame(length: number): void;
+  /** Raw bytes on the wire (the payload of a begun frame, a piece at a time). */
+  write(bytes: Uint8Array | string): void;
+  /** Sends one whole text frame. */
+  text(payload: string): void;
+  /** True while a begun frame is unfinished (pings then wait, so pongs are late). */
+  midFrame: boolean;
+  closed: Promise<void>;
+  destroy(): void;
+}
+
+/** The client-side header of a text frame with a zero mask key (payload bytes stay as they are). */
+function clientHeader(length: number): Buffer {
+  const head = length < 126 ? Buffer.alloc(2) : length < 65_536 ? Buffer.alloc(4) : Buffer.alloc(10);
+  head[0] = 0x81;
+  if (length < 126) head[1] = 0x80 | length;
+  else if (length < 65_536) {
+    head[1] = 0x80 | 126;
+    head.writeUInt16BE(length, 2);
+  } else {
+    head[1] = 0x80 | 127;
+    head.writeBigUInt64BE(BigInt(length), 2);
+  }
+  return Buffer.concat([head, Buffer.alloc(4)]);
+}
+
+export async function connectRaw(
+  server: string,
+  name: string,
+  token: string,
+  opts: { workdir: string; capabilities: string[] },
+): Promise<RawChannel> {
+  const { connect } = await import("node:net");
+  const url = new URL(server);
+  const sock = connect(Number(url.port), url.hostname);
+  let resolveClosed!: () => void;
+  const closed = new Promise<void>((r) => (resolveClosed = r));
+  sock.on("close", () => resolveClosed());
+  sock.on("error", () => undefined);
+  let upgraded = false;
+  let welcomed = false;
+  let inbox = Buffer.alloc(0);
+  const raw: RawChannel = {
+    calls: [],
+    midFrame: false,
+    beginFrame(length) {
+      raw.midFrame = true;
+      sock.write(clientHeader(length));
+    },
+    write: (bytes) => void sock.write(bytes),
+    text(payload) {
+      const body = Buffer.from(payload);
+      sock.write(Buffer.concat([clientHeader(body.length), body]));
+    },
+    closed,
+    destroy: () => sock.destroy(),
+  };
+  const pong = (payload: Buffer) => {
+    if (raw.midFrame) return; // a frame is half sent: a control frame may not cut into it
+    const head = Buffer.from([0x8a, 0x80 | payload.length, 0, 0, 0, 0]);
+    sock.write(Buffer.concat([head, payload]));
+  };
+  // Server frames are unmasked; only what a fake needs is read: text, binary (calls) and pings.
+  const drain = () => {
+    for (;;) {
+      if (inbox.length < 2) return;
+      const op = inbox[0]! & 0x0f;
+      let len = inbox[1]! & 0x7f;
+      let at = 2;
+      if (len === 126) {
+        if (inbox.length < 4) return;
+        len = inbox.readUInt16BE(2);
+        at = 4;
+      } else if (len === 127) {
+        if (inbox.length < 10) return;
+        len = Number(inbox.readBigUInt64BE(2));
+        at = 10;
+      }
+      if (inbox.length < at + len) return;
+      const payload = inbox.subarray(at, at + len);
+      inbox = inbox.subarray(at + len);
+      if (op === 9) pong(Buffer.from(payload));
+      if (op !== 1 && op !== 2) continue;
+      const json = op === 1 ? payload : payload.subarray(4, 4 + payload.readUInt32BE(0));
+      const frame = JSON.parse(json.toString("utf8")) as { type: string };
+      if (frame.type === "welcome") welcomed = true;
+      if (frame.type === "call") raw.calls.push(frame as WireCall);
+    }
+  };
+  sock.on("data", (chunk: Buffer) => {
+    inbox = Buffer.concat([inbox, chunk]);
+    if (!upgraded) {
+      const end = inbox.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      const status = inbox.subarray(0, end).toString("latin1");
+      if (!status.startsWith("HTTP/1.1 101")) {
+        sock.destroy();
+        return;
+      }
+      upgraded = true;
+      inbox = inbox.subarray(end + 4);
+      raw.text(
+        JSON.stringify({
+          type: "hello",
+          protocol: 1,
+          boot_id: `boot${Math.random().toString(16).slice(2, 14)}`,
+          runtime: { version: "0.0.0-fake", build_digest: BUILD, bundle_sha256: null },
+          running: [],
+          unacked: [],
+          workdir: opts.workdir,
+          capabilities: opts.capabilities,
+        }),
+      );
+    }
+    drain();
+  });
+  await new Promise<void>((resolve, reject) => {
+    sock.once("connect", resolve);
+    sock.once("error", reject);
+  });
+  const key = Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("base64");
+  sock.write(
+    `GET /remote/channel HTTP/1.1\r\nHost: ${url.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+      `Sec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+  );
+  let gone = false;
+  void closed.then(() => (gone = true));
+  const refused = () => Promise.reject(new Error(`${name}: the link closed before the welcome`));
+  await waitFor(() => welcomed || (gone ? refused() : undefined), {
+    timeoutMs: 20_000,
+    what: `${name} to be welcomed over the raw link`,
+  });
+  return raw;
+}
