@@ -17,6 +17,7 @@ import { ProbeCache } from "../sessions/probes.ts";
 import { SessionStore } from "../sessions/store.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import { liveBridgeCapabilities } from "../bridge/capabilities.ts";
+import { bridgeHome } from "../bridge/home.ts";
 import { agentConfigDir } from "../bridge/manifest.ts";
 import { skillSources } from "../bridge/skills.ts";
 import { existsSync } from "node:fs";
@@ -98,10 +99,11 @@ export function createApp(settings: Settings): App {
     services.files.snapshots.drop(sid);
     return {};
   });
-  // A stdio server starts per client; it lists the Agent Bridge only when something is set up for it.
+  // A stdio server starts per client; it lists the Agent Bridge only when something is set up for it
+  // (in the bridge's home, which also moves an older per-workspace configuration there first).
   const bridgeConfigured =
     settings.mode !== "stdio" ||
-    existsSync(agentConfigDir(settings.state_dir)) ||
+    existsSync(agentConfigDir(bridgeHome(settings).dir)) ||
     skillSources(services.workspaceRoot, undefined).some((s) => existsSync(s.path));
   const offers = offersOf(settings, bridgeConfigured);
   const registry = new ToolRegistry(
