@@ -6,7 +6,7 @@ import type { Settings } from "../../src/config/schema.ts";
 import { startHttpServer, type RunningHttpServer } from "../../src/http/server.ts";
 import { createApp } from "../../src/server/app.ts";
 import { ToolError } from "../../src/core/errors.ts";
-import { httpDownload, httpUpload, validateTransferUrl } from "../../src/transfer/gateway-client.ts";
+import { httpDownload, httpUpload, validateTransferUrl, WORKER_CREDENTIAL_HEADER } from "../../src/transfer/gateway-client.ts";
 import { GatewayStore, gatewayStore } from "../../src/transfer/gateway-store.ts";
 import { httpStreamCopy } from "../../src/transfer/gateway-copy.ts";
 import { localSourceIdentity, snapshotSource } from "../../src/transfer/gateway-snapshot.ts";
@@ -150,15 +150,17 @@ describe("gateway refusals (one per §2.5 rule)", () => {
       controller_url: server.url,
       authorization: p.upload_authorization!,
       worker: "up-box",
+      credential: creds["up-box"],
       expected_bytes: data.length,
       expected_sha256: sha(data),
       chunk_size: CHUNK,
     });
     expect(up.completed).toBe(true);
+    // The worker is named by its channel credential (what the request says of itself counts for nothing).
     const get = (auth: string | null, worker: string | null) => {
       const h: Record<string, string> = { range: "bytes=0-" };
       if (auth) h.authorization = auth;
-      if (worker) h["x-local-shell-mcp-worker"] = worker;
+      if (worker) h[WORKER_CREDENTIAL_HEADER] = creds[worker] ?? "lsmcp_wk_unknown0000000000000000";
       return fetch(url, { headers: h });
     };
     // The uploading worker, a stranger, no worker at all, and the upload capability: all refused.
