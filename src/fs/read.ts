@@ -91,7 +91,11 @@ export function clipRanges(ranges: readonly LineRange[], total: number): Array<{
   return out;
 }
 
-function readAll(fd: number, size: number): Buffer {
+/**
+ * Reads the first `size` bytes of an opened regular file (its size from fstat), stopping early if
+ * the file shrank meanwhile: what was read is what the caller gets, never bytes past its end.
+ */
+export function readAll(fd: number, size: number): Buffer {
   const buf = Buffer.allocUnsafe(size);
   let off = 0;
   while (off < size) {
@@ -321,21 +325,6 @@ export function hashlineText(header: string, rows: readonly Row[]): string {
   const parts = [header];
   for (const r of rows) parts.push(`\n${r.line}:`, r.text);
   return parts.join("");
-}
-
-/**
- * Reads the first `size` bytes of an opened regular file (its size from fstat), stopping early if
- * the file shrank meanwhile: what was read is what the caller gets, never bytes past its end.
- */
-export function readOpenedFile(fd: number, size: number): Buffer {
-  const buf = Buffer.allocUnsafe(size);
-  let off = 0;
-  while (off < size) {
-    const n = readSync(fd, buf, off, size - off, off);
-    if (n === 0) break;
-    off += n;
-  }
-  return buf.subarray(0, off);
 }
 
 /** Refuses a file that is not a regular file. */

@@ -1,7 +1,7 @@
 import { closeSync, fstatSync } from "node:fs";
 import { extname, relative, sep } from "node:path";
 import { ToolError } from "../core/errors.ts";
-import { assertRegular, readOpenedFile } from "../fs/read.ts";
+import { assertRegular, readAll } from "../fs/read.ts";
 import { openChecked, resolveInWorkdir } from "../fs/resolve.ts";
 import { walk } from "../fs/walk.ts";
 import type { SessionRecord } from "../sessions/store.ts";
@@ -207,7 +207,7 @@ function readFile(caller: Caller, session: SessionRecord, uri: string, path: str
         bytes: st.size,
         max,
       });
-    const bytes = readOpenedFile(fd, st.size);
+    const bytes = readAll(fd, st.size);
     const text = utf8Text(bytes);
     const shown = relative(session.workdir, res.real).split(sep).join("/");
     if (text !== undefined) return { uri, mimeType: mimeFor(shown, false), text };

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
 import { type LineDoc, splitDoc, decodeUtf8 } from "../../fs/lines.ts";
-import { assertRegular, hashlineText, readOpenedFile, type Row, rangeHash, sha256 } from "../../fs/read.ts";
+import { assertRegular, hashlineText, readAll, type Row, rangeHash, sha256 } from "../../fs/read.ts";
 import { type FilePolicy, openChecked, resolveInWorkdir, type Resolved } from "../../fs/resolve.ts";
 import type { SessionRecord } from "../../sessions/store.ts";
 import { closeSync, fstatSync } from "node:fs";
@@ -60,7 +60,7 @@ export function loadForEdit(ctx: ToolContext, policy: FilePolicy, input: string)
     assertRegular(st, input);
     const max = ctx.app.settings.max_file_write_bytes;
     if (st.size > max) throw new ToolError("file_too_large", `Refusing to edit ${st.size} bytes; max is ${max}`, { bytes: st.size, max });
-    const bytes = readOpenedFile(fd, st.size);
+    const bytes = readAll(fd, st.size);
     return { res, doc: splitDoc(decodeUtf8(bytes, input)), sha: sha256(bytes), bytes: bytes.length, mode: st.mode, raw: bytes };
   } finally {
     closeSync(fd);
