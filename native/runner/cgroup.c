@@ -103,6 +103,20 @@ int cg_term_members(void)
 	return 0;
 }
 
+/* Members back to nice 0 for the SIGKILL phase (a killed process still needs
+ * the CPU to exit).  Best effort: only root may raise a priority. */
+void cg_restore_priority(void)
+{
+	static char buf[1 << 20];
+	if (cg_read("cgroup.procs", buf, sizeof buf) < 0)
+		return;
+	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+		pid_t p = parse_pid(line);
+		if (p > 0)
+			setpriority(PRIO_PROCESS, (id_t)p, 0);
+	}
+}
+
 /* Creates the command's group (which must not exist yet, so two runners can
  * never share one); exits 125 before anything runs if it cannot. */
 void cg_create(long pids_max)

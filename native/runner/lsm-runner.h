@@ -98,6 +98,7 @@ extern int cg_created;
 int cg_populated(void);
 void cg_kill_all(void);
 int cg_term_members(void);
+void cg_restore_priority(void);
 void cg_create(long pids_max);
 pid_t fork_into_group(int dir_fd);
 void cg_remove(void);

@@ -83,6 +83,11 @@ static void signal_one(pid_t p, int sig)
 		kill(p, SIGTERM);
 		kill(p, SIGCONT); /* a stopped process could not act on SIGTERM */
 	} else {
+		/* Dying takes CPU too: give back the priority SIGTERM took. */
+		if (bit_get(termed, p)) {
+			bit_clr(termed, p);
+			setpriority(PRIO_PROCESS, (id_t)p, 0);
+		}
 		kill(p, sig);
 	}
 }
@@ -99,7 +104,7 @@ static int cleanup(long grace_ms, long budget_ms, int persist, pid_t pgid)
 	static struct pids found;
 	long start = now_ms(), term_until = start + grace_ms;
 	long give_up = start + budget_ms;
-	int empties = 0, group_termed = 0, group_gone = 0, overdue = 0;
+	int empties = 0, group_termed = 0, group_gone = 0, overdue = 0, reniced = 0;
 
 	/* The usual case, a command that left nothing behind, is settled by
 	 * the kernel's word without a walk of procfs. */
@@ -146,6 +151,19 @@ static int cleanup(long grace_ms, long budget_ms, int persist, pid_t pgid)
 		long t = now_ms();
 		int sig = t < term_until ? SIGTERM : SIGKILL;
 
+		/* A killed process still needs the CPU to exit, and many of a
+		 * tree's members wait in the kernel for one another (a shared file
+		 * position, say): at nice 19 on a busy machine each hand-over took
+		 * up to a second and the tree outlived the budget by minutes.  Once
+		 * nothing can spin any more, the group gets its priority back
+		 * (only root can; elsewhere this fails and nothing changes). */
+		if (sig == SIGKILL && !reniced) {
+			if (!group_gone)
+				setpriority(PRIO_PGRP, (id_t)pgid, 0);
+			if (cg_dir)
+				cg_restore_priority();
+			reniced = 1;
+		}
 		/* One write kills the whole group, including members forked
 		 * after the enumeration above. */
 		if (cg_dir && sig == SIGKILL)

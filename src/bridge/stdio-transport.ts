@@ -171,7 +171,11 @@ export class ContainedStdioTransport implements Transport {
   private fail(reason: string): void {
     this.failure = reason;
     this.onerror?.(new Error(reason));
-    void this.close();
+    // The calls in flight end now, with the reason: a flooding upstream can take the runner's grace
+    // (and more on a busy machine) to die, and that wait must not eat the caller's timeout.
+    const stopping = this.close();
+    this.finish();
+    void stopping;
   }
 
   async send(message: JSONRPCMessage): Promise<void> {
