@@ -50,12 +50,13 @@ def main(argv):
     if os.path.exists(console):
         with open(console, errors="replace") as f:
             for line in f:
+                # One summary per `bun test` invocation: scripts/test runs two.
                 m = re.match(r"^\s*(\d+) fail\s*$", line)
                 if m:
-                    bun_fail = int(m.group(1))
+                    bun_fail += int(m.group(1))
                 m = re.match(r"^\s*(\d+) errors?\s*$", line)
                 if m:
-                    bun_errors = int(m.group(1))
+                    bun_errors += int(m.group(1))
     missing = sorted(discovered(os.path.dirname(os.path.abspath(junit))) - reported) if all_files else []
     for name in missing:
         print(f"count-results: {name} did not load (no result in the JUnit file)", file=sys.stderr)
