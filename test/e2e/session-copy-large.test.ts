@@ -51,7 +51,9 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
       state: state.path,
       workspace: ws.path,
       port,
-      env: { LOCAL_SHELL_MCP_BASE_URL: `http://127.0.0.1:${link.port}`, LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(8 << 20) },
+      // Heartbeats every 5 s: a copy the worker may have finished waits ten heartbeats for the
+      // worker's word before it fails (2 min at the default 12 s, the whole of settled()'s wait).
+      env: { LOCAL_SHELL_MCP_BASE_URL: `http://127.0.0.1:${link.port}`, LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(8 << 20), LOCAL_SHELL_MCP_REMOTE_POLL_TIMEOUT_S: "10" },
     });
   const poll = async (sid: string, id: string) => (await ctl.mcp.ok<{ jobs: Job[] }>("job", { session_id: sid, poll: [id] })).jobs[0]!;
   const settled = (sid: string, id: string, what: string) =>
@@ -65,12 +67,15 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
   const connections = () => worker.stderr().split("connected to the controller").length - 1;
 
   beforeAll(async () => {
+    const t0 = performance.now();
+    const phase = (what: string) => console.log(`session-copy-large: ${what} after ${Math.round(performance.now() - t0)} ms`);
     ws = tempDir("lsm-copy-large-");
     state = tempDir("lsm-copy-large-state-");
     port = await freePort();
     link = startBulkProxy(port);
     ctl = await start();
     worker = await enrolWorker({ ...ctl, url: `http://127.0.0.1:${link.port}` }, "far");
+    phase("controller up and worker enrolled");
     L = join(ws.path, "l");
     A = join(worker.workdir, "a");
     mkdirSync(L, { recursive: true });
@@ -78,7 +83,9 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
     // Made with Bun from one random MiB (each MiB stamped), not /dev/urandom: a second or two each.
     await quickBigFile(join(L, "src.bin"), MIB);
     await quickBigFile(join(A, "src.bin"), MIB);
+    phase("two 1 GiB sources written");
     [shaL, shaA] = await Promise.all([sha256File(join(L, "src.bin")), sha256File(join(A, "src.bin"))]);
+    phase("sources hashed");
     sL = (await ctl.mcp.ok<{ session_id: string }>("session_start", { workdir: "l" })).session_id;
     sA = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "far", workdir: A })).session_id;
   }, 120_000);

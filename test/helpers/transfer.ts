@@ -183,11 +183,15 @@ export async function quickBigFile(path: string, mib: number): Promise<void> {
   await w.end();
 }
 
-/** SHA-256 of a (large) file, streamed. */
+/**
+ * SHA-256 of a (large) file, by coreutils' sha256sum: an independent implementation, and several
+ * times faster than a Bun file stream when both cores are busy (1 GiB took tens of seconds there).
+ */
 export async function sha256File(path: string): Promise<string> {
-  const h = new Bun.CryptoHasher("sha256");
-  for await (const chunk of Bun.file(path).stream()) h.update(chunk);
-  return h.digest("hex");
+  const p = Bun.spawn(["sha256sum", "--", path], { stdout: "pipe", stderr: "pipe" });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`sha256sum ${path} failed: ${err.trim()}`);
+  return out.slice(0, 64);
 }
 
 /** The furthest durably saved cursor of the controller's gateway objects (`<state>/remote_transfers`). */
