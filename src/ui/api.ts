@@ -148,6 +148,20 @@ async function machines(app: App): Promise<{ remote_enabled: boolean; machines: 
   return { remote_enabled: true, machines: [local, ...remote] };
 }
 
+/** Approvals are the operator's: a cookie session, the loopback token, or no authentication at all. */
+function operatorOnly(principal: Principal | undefined, what: string): void {
+  if (principal && !principal.operator) throw new ToolError("insufficient_scope", `${what} is for the operator's UI, not for an MCP client's token`);
+}
+
+function operatorName(principal: Principal | undefined): string {
+  return principal ? `operator:${principal.subject}` : "operator";
+}
+
+function decided(found: boolean, id: unknown): Response {
+  if (!found) throw new ToolError("approval_not_found", `no call is waiting for approval under id ${String(id)} (it was answered, timed out or cancelled)`);
+  return ok({ id, decided: true });
+}
+
 const ENDPOINTS: Record<string, Endpoint> = {
   bootstrap: {
     method: "GET",
@@ -249,6 +263,35 @@ const ENDPOINTS: Record<string, Endpoint> = {
     run: async ({ app, principal, req }) => {
       const b = await body(req);
       return viaTool(app, principal, "job", { session_id: str(b.session_id, "session_id"), cancel: [str(b.job_id, "job_id")] });
+    },
+  },
+  approvals: {
+    method: "GET",
+    scopes: [],
+    // Calls waiting for the operator (docs/approvals.md). A bearer token is a client, and a client
+    // must not see (or answer) the approvals of its own commands.
+    run: ({ app, principal }) => {
+      operatorOnly(principal, "the approval queue");
+      return ok({ pending: app.services.approvals.list(), timeout_s: app.services.settings.approval_timeout_s });
+    },
+  },
+  "approvals/approve": {
+    method: "POST",
+    scopes: [],
+    run: async ({ app, principal, req }) => {
+      operatorOnly(principal, "approving a call");
+      const b = await body(req);
+      const remember = b.remember === true;
+      return decided(app.services.approvals.decide(str(b.id, "id"), remember ? "allow_session" : "allow_once", operatorName(principal)), b.id);
+    },
+  },
+  "approvals/deny": {
+    method: "POST",
+    scopes: [],
+    run: async ({ app, principal, req }) => {
+      operatorOnly(principal, "denying a call");
+      const b = await body(req);
+      return decided(app.services.approvals.decide(str(b.id, "id"), "deny", operatorName(principal)), b.id);
     },
   },
   todos: {
