@@ -60,6 +60,12 @@ export class Approvals {
     return matchRule(p.rules, subject);
   }
 
+  /** Whether any call could need approval now (rules present, or a policy file that cannot be used). */
+  active(): boolean {
+    const p = this.policy.load();
+    return p.broken !== undefined || p.rules.length > 0;
+  }
+
   /** Calls waiting in the queue, oldest first. */
   list(): ApprovalRequest[] {
     return [...this.pending.values()].map((p) => p.req).sort((a, b) => a.created_at - b.created_at);

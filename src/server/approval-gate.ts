@@ -35,7 +35,8 @@ async function describeCall(tool: string, ctx: ToolContext, input: Record<string
 /** The registry's approval hook: returns undefined at once for calls no rule can concern. */
 export function approvalGate(): CallGate {
   return (def, ctx, input) => {
-    if (!GATED.has(def.name)) return undefined;
+    // One stat of the policy file; without rules nothing else is looked at.
+    if (!GATED.has(def.name) || !ctx.app.approvals.active()) return undefined;
     return (async () => {
       const d = await describeCall(def.name, ctx, (input ?? {}) as Record<string, unknown>);
       let machine = "local";

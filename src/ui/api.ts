@@ -110,13 +110,14 @@ function head(fd: number, limit: number): Buffer {
 }
 
 /** The dashboard's counts: `/api/ui/dashboard`, and embedded in the page when no sign-in is needed. */
-export async function dashboardFigures(app: App): Promise<{ sessions: number; running_shells: number; running_jobs: number }> {
+export async function dashboardFigures(app: App): Promise<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals: number }> {
   const shells = await app.services.shells.list(null);
   const jobs = app.services.jobs.currentRows();
   return {
     sessions: app.services.sessions.list().length,
     running_shells: shells.filter((s) => s.status === "running").length,
     running_jobs: jobs.filter((j) => j.status === "running" || j.status === "starting").length,
+    waiting_approvals: app.services.approvals.list().length,
   };
 }
 
