@@ -88,7 +88,10 @@ export class Approvals {
    * Returns when the call may run; throws approval_denied, approval_timed_out or cancelled.
    * Calls that match no rule return at once without a trace.
    */
-  async gate(subject: ApprovalSubject, extra: { cwd: string | null; reason: string | null; callId: string; signal: AbortSignal; ask?: ApprovalAsker }): Promise<void> {
+  async gate(
+    subject: ApprovalSubject,
+    extra: { cwd: string | null; reason: string | null; callId: string; signal: AbortSignal; ask?: ApprovalAsker; waiting?: (what: string) => void },
+  ): Promise<void> {
     const rule = this.ruleFor(subject);
     if (!rule) return;
     const memoKey = `${subject.tool}\0${subject.command}`;
@@ -102,6 +105,7 @@ export class Approvals {
     const timeoutMs = this.opts.timeoutS * 1000;
     const req: ApprovalRequest = { ...subject, id: randomHex(12), cwd: extra.cwd, reason: extra.reason, rule: rule.name, created_at: now / 1000, expires_at: (now + timeoutMs) / 1000 };
     audit.record("approval_requested", { ...base, approval_id: req.id, command: subject.command, cwd: extra.cwd ?? undefined, reason: extra.reason ?? undefined, via: extra.ask ? "elicitation" : "queue" });
+    extra.waiting?.(`waiting for a person's approval (rule '${rule.name}', up to ${this.opts.timeoutS} s)`);
     const outcome = await this.wait(req, timeoutMs, extra.signal, extra.ask);
     audit.record("approval_decided", { ...base, approval_id: req.id, decision: outcome.decision, via: outcome.via, by: outcome.by, waited_ms: Date.now() - now });
     switch (outcome.decision) {

@@ -46,7 +46,10 @@ export function approvalGate(): CallGate {
         const rec = ctx.app.sessions.requireFor(d.session, ctx.principal);
         if (rec.target === "remote") machine = rec.machine ?? "remote";
       }
-      await ctx.app.approvals.gate({ tool: def.name, session: d.session, machine, command: d.command }, { cwd: d.cwd, reason: d.reason, callId: ctx.callId, signal: ctx.signal, ask: ctx.ask });
+      await ctx.app.approvals.gate({ tool: def.name, session: d.session, machine, command: d.command }, { cwd: d.cwd, reason: d.reason, callId: ctx.callId, signal: ctx.signal, ask: ctx.ask,
+        // Progress notifications (when the client asked for them) say what the call waits for.
+        waiting: ctx.progress ? (what) => ctx.progress!.status(what) : undefined,
+      });
     })();
   };
 }

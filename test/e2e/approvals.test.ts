@@ -14,6 +14,7 @@ import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, writeFileS
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { type CallToolResult, ElicitRequestSchema, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
 import { binary, connectHttp, errorCode, type HttpServer, type McpHandle, serverEnv, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
 import { uiSignIn, type UiSession } from "../helpers/ui.ts";
@@ -113,8 +114,13 @@ describe("approvals with an elicitation client (stdio)", () => {
   test("no answer within approval_timeout_s is approval_timed_out and nothing runs", async () => {
     answer = "never";
     const started = performance.now();
-    const r = await call({ command: "touch late.txt" });
+    // Asked with a progress token: the notifications say what the call waits for.
+    const progress: string[] = [];
+    const r = (await client.callTool({ name: "bash", arguments: { session_id: sid, command: "touch late.txt" } }, undefined, {
+      onprogress: (p) => progress.push(p.message ?? ""),
+    })) as CallToolResult;
     const waited = performance.now() - started;
+    expect(progress.some((m) => m.includes("waiting for a person's approval (rule 'touching files'"))).toBe(true);
     expect(errorCode(r)).toBe("approval_timed_out");
     expect(waited).toBeGreaterThanOrEqual(2900);
     expect(waited).toBeLessThan(30_000);
@@ -252,6 +258,29 @@ describe("approvals without elicitation: the Human UI queue (HTTP)", () => {
     expect((await uiPost("approvals/deny", { id: p!.id })).status).toBe(404);
   });
 
+  test("over Streamable HTTP a client with elicitation is asked on its own connection, not queued", async () => {
+    const transport = new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+    const client = new Client({ name: "lsm-approvals-http", version: "0" }, { capabilities: { elicitation: {} } });
+    const messages: string[] = [];
+    client.setRequestHandler(ElicitRequestSchema, async (req): Promise<ElicitResult> => {
+      messages.push((req.params as { message: string }).message);
+      // While the form is open the call is not in the operator's queue.
+      expect(await pending()).toEqual([]);
+      return { action: "accept", content: { decision: "allow_once" } };
+    });
+    await client.connect(transport);
+    try {
+      const r = (await client.callTool({ name: "bash", arguments: { session_id: sid, command: "touch via-http-form.txt" } })) as CallToolResult;
+      expect(r.isError).toBeFalsy();
+      expect(messages.length).toBe(1);
+      expect(messages[0]).toContain("touch via-http-form.txt");
+      expect(existsSync(join(ws, "via-http-form.txt"))).toBe(true);
+    } finally {
+      await transport.terminateSession().catch(() => undefined);
+      await client.close().catch(() => undefined);
+    }
+  });
+
   test("deny in the UI is approval_denied and nothing runs", async () => {
     const call = mcp.call("bash", { session_id: sid, command: "touch refused.txt" });
     const [p] = await waitFor(async () => {
@@ -262,9 +291,10 @@ describe("approvals without elicitation: the Human UI queue (HTTP)", () => {
     const r = await call;
     expect(errorCode(r)).toBe("approval_denied");
     expect(existsSync(join(ws, "refused.txt"))).toBe(false);
-    const decided = await waitFor(() => auditEvents(state, "approval_decided").length >= 2 && auditEvents(state, "approval_decided"), { what: "approval_decided records" });
+    const decided = await waitFor(() => auditEvents(state, "approval_decided").length >= 3 && auditEvents(state, "approval_decided"), { what: "approval_decided records" });
     expect(decided.map((d) => [d.decision, d.via])).toEqual([
       ["allow_once", "ui"],
+      ["allow_once", "elicitation"],
       ["deny", "ui"],
     ]);
   });
