@@ -29,7 +29,8 @@ export const LAYERS: string[][] = [
   // and the orientation describes exec's cgroup layer.
   ["fs", "sessions", "exec"],
   // Domains built on exec and fs: agent bridge, file transfer, the separate ssh server.
-  ["bridge", "transfer", "ssh"],
+  // approvals: the policy and queue of human approval, built on exec's command matcher and audit.
+  ["bridge", "transfer", "ssh", "approvals"],
   ["tools"],
   // Transports and what they host: the MCP server, HTTP, OAuth, the Human UI's API, remote workers.
   ["server", "http", "oauth", "ui", "remote", "worker", "mcp-native"],

@@ -574,4 +574,37 @@ export const GUARANTEES: Guarantee[] = [
       },
     ],
   },
+  // ---- Approvals (docs/approvals.md) ----
+  {
+    name: "approval-gate",
+    promise: "a call the approval policy holds runs only after a person allows it; a decline, deny or timeout runs nothing; allow for this session covers that exact command only; only the operator answers the queue (approvals.md)",
+    tests: ["test/e2e/approvals.test.ts"],
+    mutants: [
+      {
+        name: "timeout-allows",
+        what: "an unanswered approval lets the call run",
+        edits: [one("src/approvals/service.ts", 'setTimeout(() => finish("timed_out",', 'setTimeout(() => finish("allow_once",')],
+      },
+      {
+        name: "decline-allows",
+        what: "declining the elicitation form lets the call run",
+        edits: [one("src/approvals/service.ts", 'finish(answer === "decline" ? "deny" : answer,', 'finish(answer === "decline" ? "allow_once" : answer,')],
+      },
+      {
+        name: "remember-whole-tool",
+        what: "allow for this session remembers every command of the tool, not the exact one",
+        edits: [one("src/approvals/service.ts", "const memoKey = `${subject.tool}\\0${subject.command}`;", "const memoKey = subject.tool;")],
+      },
+      {
+        name: "bearer-answers",
+        what: "a client's bearer token may list and answer approvals",
+        edits: [one("src/ui/api.ts", "  if (principal && !principal.operator) throw new ToolError(\"insufficient_scope\", `${what}", "  if (false) throw new ToolError(\"insufficient_scope\", `${what}")],
+      },
+      {
+        name: "no-gate",
+        what: "the registry never consults the approval gate",
+        edits: [one("src/server/app.ts", "  registry.gate = approvalGate();\n", "\n")],
+      },
+    ],
+  },
 ];

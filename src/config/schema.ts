@@ -116,6 +116,9 @@ export const SettingsSchema = z
     oauth_registration_max_client_name_chars: int(200, 0, 1_000_000, auth("Longest client_name accepted (0 = no cap).")),
 
     allow_full_control: bool(false, limits("Disable the command and path denylists. Annotations stay conservative.")),
+    // Not in Python 4.3.0: human approval of risky commands (docs/approvals.md).
+    approval_policy_file: optionalStr(limits("JSON approval policy (rules for commands that wait for a person); default <state_dir>/approvals.json, relative paths are inside state_dir; missing file = no approvals.")),
+    approval_timeout_s: int(120, 1, DAY, limits("How long a call waits for a person's approval before it is refused as approval_timed_out.")),
     tool_timeout_s: described(z.number().min(0.001).max(7 * DAY).default(60), limits("Watchdog for one tool call in seconds; shell tools get their own timeout plus cleanup time.")),
     // 120 s, not 4.3.0's 10 s: test suites and builds take 10-60 s and were killed (README, safer defaults).
     run_shell_default_timeout_s: int(120, 1, DAY, limits("Timeout of a bounded shell command when the call gives none.")),

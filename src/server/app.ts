@@ -1,7 +1,9 @@
-import { join } from "node:path";
+import { isAbsolute, join } from "node:path";
 import { log } from "../core/log.ts";
 import { AuditLog } from "../audit/log.ts";
 import { auditObserver } from "./audit-observer.ts";
+import { approvalGate } from "./approval-gate.ts";
+import { Approvals } from "../approvals/service.ts";
 import { onShutdown } from "./lifecycle.ts";
 import { memoryGovernor } from "./memory.ts";
 import type { Settings } from "../config/schema.ts";
@@ -49,6 +51,13 @@ export interface App {
   remote?: RemoteManager;
 }
 
+/** The approval policy file: the setting (relative = inside state_dir) or <state_dir>/approvals.json. */
+export function approvalPolicyPath(settings: Settings): string {
+  const p = settings.approval_policy_file;
+  if (!p) return join(settings.state_dir, "approvals.json");
+  return isAbsolute(p) ? p : join(settings.state_dir, p);
+}
+
 /** Wires settings into the services and the tool registry; shared by every transport. */
 export function createApp(settings: Settings): App {
   ensurePrivateDir(settings.state_dir);
@@ -75,6 +84,7 @@ export function createApp(settings: Settings): App {
   };
   // Registered at start so `job retry` works in a new process; the module loads with the first copy.
   shellServices.managedJobs.register("session-copy", async (attempt) => (await import("../transfer/session-copy.ts")).sessionCopyRunner(transfer)(attempt));
+  const audit = new AuditLog(settings);
   const services: AppServices = {
     settings,
     workspaceRoot: canonicalRoot(settings.workspace_root),
@@ -88,7 +98,8 @@ export function createApp(settings: Settings): App {
     ...shellServices,
     files,
     transfer,
-    audit: new AuditLog(settings),
+    audit,
+    approvals: new Approvals({ policyPath: approvalPolicyPath(settings), timeoutS: settings.approval_timeout_s, audit }),
     links: new FileLinks(settings),
     bridge: () => (bridge ??= import("../bridge/service.ts").then((m) => new m.AgentBridge(settings, containmentRunner))),
   };
@@ -97,6 +108,7 @@ export function createApp(settings: Settings): App {
   onShutdown(async () => (bridge ? (await bridge).close() : undefined));
   services.sessionTeardowns.push(async (sid) => {
     services.files.snapshots.drop(sid);
+    services.approvals.forgetSession(sid);
     return {};
   });
   // A stdio server starts per client; it lists the Agent Bridge only when something is set up for it
@@ -117,6 +129,7 @@ export function createApp(settings: Settings): App {
     offers,
   );
   registry.observer = auditObserver(services.audit);
+  registry.gate = approvalGate();
   // Made here, not with the first MCP session: an HTTP server nobody has connected to yet is idle
   // too and gives its executable's pages back the same way (server/memory.ts).
   memoryGovernor(settings.memory_soft_limit_mb, settings.memory_idle_release_s);

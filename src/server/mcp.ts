@@ -13,6 +13,7 @@ import instructions from "./instructions.md" with { type: "text" };
 import { type OutputMode, outputModeFor, relaxedSchema } from "./output-mode.ts";
 import { memoryGovernor } from "./memory.ts";
 import { progressTicker } from "./progress.ts";
+import { elicitationAsker } from "./approval-gate.ts";
 import { MCP_NATIVE_CAPABILITIES, registerMcpNative } from "../mcp-native/index.ts";
 
 /**
@@ -82,7 +83,8 @@ function outputSchemaFor(tool: ToolListing, mode: OutputMode): { outputSchema?: 
 
 /**
  * The SDK server builds an Ajv instance with its formats in its constructor, only to check
- * elicitation answers, which we never ask for: ~2.5 ms of every start and of every HTTP session.
+ * elicitation answers through elicitInput, which we do not use (the approval form's answer is
+ * checked in approval-gate.ts): ~2.5 ms of every start and of every HTTP session.
  * This one builds it on first use.
  */
 function lazyValidator(): jsonSchemaValidator {
@@ -144,6 +146,11 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
         ? undefined
         : progressTicker((progress, message) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } }));
     if (ticker) ctx.progress = ticker;
+    // Approvals ask through the client when it declared elicitation (form mode; `{}` means form).
+    const elicitation = server.getClientCapabilities()?.elicitation as { form?: unknown; url?: unknown } | undefined;
+    if (elicitation && (elicitation.form !== undefined || elicitation.url === undefined)) {
+      ctx.ask = elicitationAsker((r, schema, options) => extra.sendRequest(r, schema, options), app.services.settings.approval_timeout_s * 1000);
+    }
     hooks.onCallStart?.();
     try {
       const outcome = await app.registry.call(ctx, request.params.name, request.params.arguments ?? {});

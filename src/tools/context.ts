@@ -1,5 +1,6 @@
 import type { ForegroundWork } from "../exec/foreground.ts";
 import type { AuditLog } from "../audit/log.ts";
+import type { ApprovalAsker, Approvals } from "../approvals/service.ts";
 import type { AgentBridge } from "../bridge/service.ts";
 import type { Settings } from "../config/schema.ts";
 import type { JobManager } from "../exec/jobs.ts";
@@ -59,6 +60,8 @@ export interface AppServices {
   files: FileServices;
   /** The JSONL audit log of this state dir. */
   audit: AuditLog;
+  /** Human approval of calls the approval policy marks (docs/approvals.md). */
+  approvals: Approvals;
   /** Tokenized download links to private file snapshots. */
   links: FileLinks;
   /** Enrolled remote workers and their channels (controller in an HTTP mode with remote_enabled). */
@@ -98,6 +101,8 @@ export interface ToolContext {
   requireSession(sessionId: string): SessionRecord;
   /** Image blocks the MCP edge puts before the text block; absent where a transport cannot carry them. */
   media?: MediaBlock[];
+  /** Asks the person through the MCP client (elicitation); absent when the client cannot. */
+  ask?: ApprovalAsker;
   /** Present when the client sent a progress token. */
   progress?: ProgressReporter;
 }

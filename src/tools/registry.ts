@@ -152,6 +152,13 @@ export interface DynamicTools {
  */
 export type CallRoute = (def: ToolDefinition, ctx: ToolContext, input: unknown, limitMs: number) => Promise<unknown> | undefined;
 
+/**
+ * Runs after validation and scope checks, before the watchdog starts and before the handler or
+ * route: the approval gate (server/approval-gate.ts). It returns undefined when the call needs
+ * nothing, or a promise that settles when the call may run and rejects with a ToolError when not.
+ */
+export type CallGate = (def: ToolDefinition, ctx: ToolContext, input: unknown) => Promise<void> | undefined;
+
 export class ToolRegistry {
   private readonly listings: ToolListing[];
   private readonly byName = new Map<string, ToolListing>();
@@ -159,6 +166,7 @@ export class ToolRegistry {
   observer: CallObserver | undefined;
   dynamic: DynamicTools | undefined;
   route: CallRoute | undefined;
+  gate: CallGate | undefined;
 
   private readonly offers: ReadonlySet<Offer>;
 
@@ -288,6 +296,9 @@ export class ToolRegistry {
         if (coerced !== named) parsed = def.input.safeParse(coerced);
       }
       if (!parsed.success) throw new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${describeIssues(parsed.error)}`);
+      // Waiting for a person does not eat into the tool's own time.
+      const gated = this.gate?.(def, ctx, parsed.data);
+      if (gated) await gated;
       const result = await this.withWatchdog(def, ctx, parsed.data);
       const structured = def.output.parse(result) as Record<string, unknown>;
       const text = def.text ? def.text(structured as never) : JSON.stringify(structured);

@@ -38,6 +38,24 @@ export class UiApi {
     return body.data as T;
   }
 
+  /** A state-changing request (the approval answers): JSON body, same token, no Origin. */
+  async post<T>(path: string, body: Record<string, unknown>): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(`${this.target.apiBase}/${path}`, {
+        method: "POST",
+        headers: { [LOCAL_TOKEN_HEADER]: this.target.token, "content-type": "application/json" },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      });
+    } catch (e) {
+      throw new UiApiError(0, `cannot reach ${this.target.apiBase}: ${(e as Error).message}`);
+    }
+    const out = (await res.json().catch(() => null)) as { ok?: boolean; data?: T; message?: string; error?: string } | null;
+    if (!res.ok || !out?.ok) throw new UiApiError(res.status, out?.message ?? out?.error ?? `HTTP ${res.status}`);
+    return out.data as T;
+  }
+
   /** The terminal socket of a shell (the UI path comes from bootstrap), same origin as the API. */
   terminalUrl(uiPath: string, shellId: string, cols: number, rows: number): string {
     const u = new URL(this.target.apiBase);

@@ -13,7 +13,7 @@ import { attachable, loadSnapshot, renderScreen, type Screen, SCREENS, type Snap
  */
 
 const REFRESH_MS = 2000;
-const HELP = "1-5/←→ screens  ↑↓ select/scroll  PgUp/PgDn  Enter/a attach (Shells)  r refresh  q quit";
+const HELP = "1-6/←→ screens  ↑↓ select/scroll  PgUp/PgDn  Enter/a attach (Shells)  y/s/n allow once/session/deny (Approvals)  r refresh  q quit";
 /** Log lines held while the renderer owns the screen, written after it gave the terminal back. */
 const MAX_HELD_LOG_LINES = 50;
 
@@ -62,6 +62,8 @@ export async function runTui(target: TuiTarget): Promise<number> {
   let note = "";
   let busy = false;
   const page = () => Math.max(1, (process.stdout.rows || 24) - 5);
+  /** Rows ↑↓ select on this screen: running shells, or calls waiting for approval. */
+  const selectable = (): unknown[] => (screen === "Approvals" ? snap.approvals : attachable(snap));
   const draw = () => {
     tabs.content = SCREENS.map((s, i) => (s === screen ? `[${i + 1} ${s}]` : ` ${i + 1} ${s} `)).join(" ");
     const width = process.stdout.columns || 80;
@@ -69,6 +71,7 @@ export async function runTui(target: TuiTarget): Promise<number> {
     const lines = renderScreen(screen, snap, selected, width);
     let start: number;
     if (screen === "Shells") start = selected >= height ? selected - height + 1 : 0; // the selection stays in view
+    else if (screen === "Approvals") start = 0;
     else start = scroll = Math.max(0, Math.min(scroll, lines.length - height));
     body.content = lines.slice(start, start + height).join("\n");
     const last = Math.min(lines.length, start + height);
@@ -80,7 +83,7 @@ export async function runTui(target: TuiTarget): Promise<number> {
     if (busy) return;
     try {
       snap = await loadSnapshot(api, screen === "Sessions");
-      selected = Math.min(selected, Math.max(0, attachable(snap).length - 1));
+      selected = Math.min(selected, Math.max(0, selectable().length - 1));
       if (note.startsWith("refresh failed")) note = "";
     } catch (e) {
       note = `refresh failed: ${(e as Error).message}`;
@@ -114,6 +117,21 @@ export async function runTui(target: TuiTarget): Promise<number> {
       timer = setInterval(() => void refresh(), REFRESH_MS);
       await refresh();
     };
+    const answer = async (decision: "allow_once" | "allow_session" | "deny") => {
+      const call = snap.approvals[selected];
+      if (!call) {
+        note = "no waiting call selected";
+        return draw();
+      }
+      try {
+        if (decision === "deny") await api.post("approvals/deny", { id: call.id });
+        else await api.post("approvals/approve", { id: call.id, remember: decision === "allow_session" });
+        note = `${decision === "deny" ? "denied" : "allowed"}: ${call.command.slice(0, 40)}`;
+      } catch (e) {
+        note = `answer failed: ${(e as Error).message}`;
+      }
+      await refresh();
+    };
     renderer.keyInput.on("keypress", (key) => {
       if (busy) return;
       if (key.ctrl && key.name === "c") return quit(130);
@@ -122,9 +140,9 @@ export async function runTui(target: TuiTarget): Promise<number> {
       if (Number.isInteger(n) && n >= 1 && n <= SCREENS.length) screen = SCREENS[n - 1]!;
       else if (key.name === "right" || key.name === "tab") screen = SCREENS[(SCREENS.indexOf(screen) + 1) % SCREENS.length]!;
       else if (key.name === "left") screen = SCREENS[(SCREENS.indexOf(screen) + SCREENS.length - 1) % SCREENS.length]!;
-      else if ((key.name === "down" || key.name === "j") && screen === "Shells") {
-        selected = Math.min(selected + 1, Math.max(0, attachable(snap).length - 1));
-      } else if ((key.name === "up" || key.name === "k") && screen === "Shells") selected = Math.max(0, selected - 1);
+      else if ((key.name === "down" || key.name === "j") && (screen === "Shells" || screen === "Approvals")) {
+        selected = Math.min(selected + 1, Math.max(0, selectable().length - 1));
+      } else if ((key.name === "up" || key.name === "k") && (screen === "Shells" || screen === "Approvals")) selected = Math.max(0, selected - 1);
       else if (key.name === "down" || key.name === "j") scroll++;
       else if (key.name === "up" || key.name === "k") scroll = Math.max(0, scroll - 1);
       else if (key.name === "pagedown" || key.name === "space") scroll += page();
@@ -134,8 +152,12 @@ export async function runTui(target: TuiTarget): Promise<number> {
       else if (key.name === "q") return quit(0);
       else if (key.name === "r") return void refresh();
       else if ((key.name === "return" || key.name === "enter" || key.name === "a") && screen === "Shells") return void attach();
+      else if (screen === "Approvals" && (key.name === "y" || key.name === "s" || key.name === "n")) return void answer(key.name === "y" ? "allow_once" : key.name === "s" ? "allow_session" : "deny");
       else return;
-      if (screen !== before) scroll = 0;
+      if (screen !== before) {
+        scroll = 0;
+        selected = 0;
+      }
       draw();
       // The Sessions screen shows todos, which the other screens' refreshes leave out.
       if (screen === "Sessions" && before !== "Sessions") void refresh();

@@ -5,7 +5,7 @@ import type { UiApi } from "./api.ts";
  * renderer draws them as text, so nothing from the machine is ever interpreted as markup).
  */
 
-export const SCREENS = ["Dashboard", "Sessions", "Shells", "Jobs", "Audit"] as const;
+export const SCREENS = ["Dashboard", "Sessions", "Shells", "Jobs", "Audit", "Approvals"] as const;
 export type Screen = (typeof SCREENS)[number];
 
 interface SessionRow {
@@ -45,6 +45,19 @@ interface AuditRow {
   status?: string;
 }
 
+/** A call waiting for the operator (docs/approvals.md). */
+export interface ApprovalRow {
+  id: string;
+  tool: string;
+  command: string;
+  cwd: string | null;
+  session: string | null;
+  machine: string;
+  reason: string | null;
+  rule: string;
+  expires_at: number;
+}
+
 export interface Snapshot {
   version: string;
   uiPath: string;
@@ -53,6 +66,7 @@ export interface Snapshot {
   shells: ShellRow[];
   jobs: JobRow[];
   audit: AuditRow[];
+  approvals: ApprovalRow[];
 }
 
 /** Todos are fetched for this many of the most recent sessions only (one request each). */
@@ -60,12 +74,13 @@ const TODO_SESSIONS = 8;
 
 /** One refresh. Todos cost a request per session, so they are fetched only for the Sessions screen. */
 export async function loadSnapshot(api: UiApi, withTodos = false): Promise<Snapshot> {
-  const [boot, sessions, shells, jobs, audit] = await Promise.all([
+  const [boot, sessions, shells, jobs, audit, approvals] = await Promise.all([
     api.get<{ version: string; ui: { path: string } }>("bootstrap"),
     api.get<{ sessions: SessionRow[] }>("sessions"),
     api.get<{ shells: ShellRow[] }>("terminals"),
     api.get<{ jobs: JobRow[] }>("jobs"),
     api.get<{ entries: AuditRow[] }>("audit", { limit: "100" }),
+    api.get<{ pending: ApprovalRow[] }>("approvals"),
   ]);
   const todos = new Map<string, Todo[]>();
   await Promise.all(
@@ -74,7 +89,7 @@ export async function loadSnapshot(api: UiApi, withTodos = false): Promise<Snaps
       todos.set(s.session_id, t.todos);
     }),
   );
-  return { version: boot.version, uiPath: boot.ui.path, sessions: sessions.sessions, todos, shells: shells.shells, jobs: jobs.jobs, audit: audit.entries };
+  return { version: boot.version, uiPath: boot.ui.path, sessions: sessions.sessions, todos, shells: shells.shells, jobs: jobs.jobs, audit: audit.entries, approvals: approvals.pending };
 }
 
 /** Seconds or milliseconds since the epoch, as local `HH:MM:SS`. */
@@ -111,6 +126,7 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
         `shells running  ${attachable(snap).length} of ${snap.shells.length}`,
         `jobs running    ${active.length} of ${snap.jobs.length}`,
         `audit rows      ${snap.audit.length} shown (newest first on Audit)`,
+        `approvals       ${snap.approvals.length} waiting${snap.approvals.length > 0 ? " (answer on Approvals, key 6)" : ""}`,
         "",
         ...snap.sessions.slice(0, 5).map((s) => cut(`${s.session_id}  ${s.label ?? ""}  ${s.workdir}`, w)),
       ];
@@ -137,5 +153,15 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
     case "Audit":
       if (snap.audit.length === 0) return ["No audit rows."];
       return snap.audit.map((a) => cut(`${clock(a.ts)}  ${a.tool ?? a.event}  ${a.status ?? ""}  ${a.session_id ?? a.session ?? ""}`, w));
+    case "Approvals": {
+      if (snap.approvals.length === 0) return ["No call is waiting for approval."];
+      const lines: string[] = [];
+      snap.approvals.forEach((a, i) => {
+        lines.push(cut(`${i === selected ? ">" : " "} ${a.tool} on ${a.machine}  session ${a.session ?? "-"}  cwd ${a.cwd ?? "-"}  rule "${a.rule}"  denied at ${clock(a.expires_at)}`, w));
+        lines.push(cut(`    $ ${a.command.replace(/\n/g, " ⏎ ")}`, w));
+        if (a.reason) lines.push(cut(`    reason: ${a.reason}`, w));
+      });
+      return lines;
+    }
   }
 }

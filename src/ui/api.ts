@@ -110,13 +110,14 @@ function head(fd: number, limit: number): Buffer {
 }
 
 /** The dashboard's counts: `/api/ui/dashboard`, and embedded in the page when no sign-in is needed. */
-export async function dashboardFigures(app: App): Promise<{ sessions: number; running_shells: number; running_jobs: number }> {
+export async function dashboardFigures(app: App): Promise<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals: number }> {
   const shells = await app.services.shells.list(null);
   const jobs = app.services.jobs.currentRows();
   return {
     sessions: app.services.sessions.list().length,
     running_shells: shells.filter((s) => s.status === "running").length,
     running_jobs: jobs.filter((j) => j.status === "running" || j.status === "starting").length,
+    waiting_approvals: app.services.approvals.list().length,
   };
 }
 
@@ -146,6 +147,20 @@ async function machines(app: App): Promise<{ remote_enabled: boolean; machines: 
   });
   remote.sort((a, b) => (a.status === b.status ? a.name.localeCompare(b.name) : a.status === "online" ? -1 : 1));
   return { remote_enabled: true, machines: [local, ...remote] };
+}
+
+/** Approvals are the operator's: a cookie session, the loopback token, or no authentication at all. */
+function operatorOnly(principal: Principal | undefined, what: string): void {
+  if (principal && !principal.operator) throw new ToolError("insufficient_scope", `${what} is for the operator's UI, not for an MCP client's token`);
+}
+
+function operatorName(principal: Principal | undefined): string {
+  return principal ? `operator:${principal.subject}` : "operator";
+}
+
+function decided(found: boolean, id: unknown): Response {
+  if (!found) throw new ToolError("approval_not_found", `no call is waiting for approval under id ${String(id)} (it was answered, timed out or cancelled)`);
+  return ok({ id, decided: true });
 }
 
 const ENDPOINTS: Record<string, Endpoint> = {
@@ -249,6 +264,35 @@ const ENDPOINTS: Record<string, Endpoint> = {
     run: async ({ app, principal, req }) => {
       const b = await body(req);
       return viaTool(app, principal, "job", { session_id: str(b.session_id, "session_id"), cancel: [str(b.job_id, "job_id")] });
+    },
+  },
+  approvals: {
+    method: "GET",
+    scopes: [],
+    // Calls waiting for the operator (docs/approvals.md). A bearer token is a client, and a client
+    // must not see (or answer) the approvals of its own commands.
+    run: ({ app, principal }) => {
+      operatorOnly(principal, "the approval queue");
+      return ok({ pending: app.services.approvals.list(), timeout_s: app.services.settings.approval_timeout_s });
+    },
+  },
+  "approvals/approve": {
+    method: "POST",
+    scopes: [],
+    run: async ({ app, principal, req }) => {
+      operatorOnly(principal, "approving a call");
+      const b = await body(req);
+      const remember = b.remember === true;
+      return decided(app.services.approvals.decide(str(b.id, "id"), remember ? "allow_session" : "allow_once", operatorName(principal)), b.id);
+    },
+  },
+  "approvals/deny": {
+    method: "POST",
+    scopes: [],
+    run: async ({ app, principal, req }) => {
+      operatorOnly(principal, "denying a call");
+      const b = await body(req);
+      return decided(app.services.approvals.decide(str(b.id, "id"), "deny", operatorName(principal)), b.id);
     },
   },
   todos: {

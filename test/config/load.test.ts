@@ -12,7 +12,7 @@ const CHANGED_DEFAULTS = new Set(["host", "workspace_root", "state_dir", "run_sh
  * Our own settings beyond the 4.3.0 contract, each documented in docs/settings.md. A setting that
  * appears or disappears without being named here fails the surface test.
  */
-const OUR_SETTINGS = ["agent_mcp_start_timeout_s", "command_pids_max", "containment_cgroup", "containment_cleanup_s", "memory_idle_release_s", "memory_soft_limit_mb", "oauth_refresh_token_ttl_s", "oauth_registration_rate_per_peer", "remote_max_concurrent_jobs", "structured_output"];
+const OUR_SETTINGS = ["agent_mcp_start_timeout_s", "approval_policy_file", "approval_timeout_s", "command_pids_max", "containment_cgroup", "containment_cleanup_s", "memory_idle_release_s", "memory_soft_limit_mb", "oauth_refresh_token_ttl_s", "oauth_registration_rate_per_peer", "remote_max_concurrent_jobs", "structured_output"];
 
 describe("settings surface matches the 4.3.0 contract", () => {
   const infos = new Map(settingInfos().map((i) => [i.name as string, i]));

@@ -156,13 +156,13 @@ describe("Human UI in Chromium", () => {
   test("at 390 px every nav item is on screen and usable, and the Audit table scrolls sideways", async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     const links = page.locator("nav a, nav button");
-    expect(await links.count()).toBe(8);
-    for (let i = 0; i < 8; i++) {
+    expect(await links.count()).toBe(9);
+    for (let i = 0; i < 9; i++) {
       const box = (await links.nth(i).boundingBox())!;
       expect(box.x).toBeGreaterThanOrEqual(0);
       expect(box.x + box.width).toBeLessThanOrEqual(390);
     }
-    for (const v of ["sessions", "terminals", "files", "jobs", "machines", "audit"]) {
+    for (const v of ["sessions", "terminals", "files", "jobs", "approvals", "machines", "audit"]) {
       await page.click(`[data-view="${v}"]`);
     }
     const auditShown = async () => (await page.getByTestId("audit").innerText()).includes("session_start");

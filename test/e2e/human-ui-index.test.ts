@@ -44,7 +44,7 @@ afterAll(async () => {
 describe("first load", () => {
   test("without sign-in the page embeds the dashboard's figures, equal to /api/ui/dashboard", async () => {
     const cfg = pageConfig(await (await fetch(`${open.url}/ui/`)).text());
-    expect(cfg.dashboard).toEqual({ sessions: 1, running_shells: 1, running_jobs: 0 });
+    expect(cfg.dashboard).toEqual({ sessions: 1, running_shells: 1, running_jobs: 0, waiting_approvals: 0 });
     const api = (await (await fetch(`${open.url}/api/ui/dashboard`)).json()) as { data: unknown };
     expect(api.data).toEqual(cfg.dashboard);
   });

@@ -12,8 +12,8 @@ import { obtainToken } from "../oauth/flow.ts";
 
 const PIN = "ui-logout-pin-5150";
 /** Every UI endpoint, by method; authentication comes before any of them runs. */
-const GETS = ["bootstrap", "dashboard", "machines", "sessions", "terminals", "terminals/snapshot", "jobs", "jobs/log", "todos", "audit", "files", "files/preview", "files/download"];
-const POSTS = ["sessions/end", "jobs/cancel"];
+const GETS = ["bootstrap", "dashboard", "machines", "sessions", "terminals", "terminals/snapshot", "jobs", "jobs/log", "approvals", "todos", "audit", "files", "files/preview", "files/download"];
+const POSTS = ["sessions/end", "jobs/cancel", "approvals/approve", "approvals/deny"];
 
 let dir: TempDir;
 let srv: HttpServer;

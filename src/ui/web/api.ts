@@ -9,7 +9,7 @@ export interface UiConfig {
   bindingProtocolPrefix: string;
   terminalProtocol: string;
   /** The dashboard's first figures, embedded when no sign-in is needed (auth_mode=none). */
-  dashboard: null | { sessions: number; running_shells: number; running_jobs: number };
+  dashboard: null | { sessions: number; running_shells: number; running_jobs: number; waiting_approvals: number };
   oauth: null | {
     issuer: string;
     resource: string;

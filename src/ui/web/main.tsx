@@ -1,7 +1,7 @@
 import { render } from "preact";
 import { config, finishSignIn, signIn, signOut } from "./api.ts";
 import { prefetch, problem, signedOut, unreachableSince, type View, view } from "./state.ts";
-import { Audit, Dashboard, Files, Jobs, Machines, Sessions, Terminals } from "./views.tsx";
+import { Approvals, Audit, Dashboard, Files, Jobs, Machines, Sessions, Terminals } from "./views.tsx";
 import "./style.css";
 
 /**
@@ -16,11 +16,12 @@ const VIEWS: Array<[View, string]> = [
   ["terminals", "Terminals"],
   ["files", "Files"],
   ["jobs", "Jobs"],
+  ["approvals", "Approvals"],
   ["audit", "Audit"],
   ["machines", "Machines"],
 ];
 
-const PANES: Record<View, () => preact.JSX.Element> = { dashboard: Dashboard, sessions: Sessions, terminals: Terminals, files: Files, jobs: Jobs, audit: Audit, machines: Machines };
+const PANES: Record<View, () => preact.JSX.Element> = { dashboard: Dashboard, sessions: Sessions, terminals: Terminals, files: Files, jobs: Jobs, approvals: Approvals, audit: Audit, machines: Machines };
 
 function App() {
   const Pane = PANES[view.value] ?? Dashboard;

@@ -3,7 +3,7 @@ import { signal } from "@preact/signals";
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, AuthRequired, config } from "./api.ts";
 
-export type View = "dashboard" | "sessions" | "terminals" | "files" | "jobs" | "audit" | "machines";
+export type View = "dashboard" | "sessions" | "terminals" | "files" | "jobs" | "approvals" | "audit" | "machines";
 export const view = signal<View>((location.hash.slice(1) as View) || "dashboard");
 export const signedOut = signal(false);
 export const problem = signal<string | null>(null);

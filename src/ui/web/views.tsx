@@ -50,7 +50,7 @@ interface Job {
 
 
 export function Dashboard() {
-  const d = useData<{ sessions: number; running_shells: number; running_jobs: number }>("dashboard", 2000).data;
+  const d = useData<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals?: number }>("dashboard", 2000).data;
   const recent = useData<{ sessions: Session[] }>("sessions", 5000).data?.sessions.slice(0, 5) ?? [];
   return (
     <div data-testid="dashboard">
@@ -64,6 +64,11 @@ export function Dashboard() {
       <div class="card">
         <b>{d?.running_jobs ?? 0}</b> running jobs
       </div>
+      {d?.waiting_approvals ? (
+        <a class="card" href="#approvals" data-testid="waiting-approvals">
+          <b>{d.waiting_approvals}</b> waiting for approval
+        </a>
+      ) : null}
     </div>
       <div class="recent scroll">
         <h3>Recent sessions</h3>
@@ -300,6 +305,75 @@ export function Jobs() {
           {log === "" ? "(no output yet)" : log}
         </pre>
       ) : null}
+    </div>
+  );
+}
+
+interface PendingApproval {
+  id: string;
+  tool: string;
+  command: string;
+  cwd: string | null;
+  session: string | null;
+  machine: string;
+  reason: string | null;
+  rule: string;
+  created_at: number;
+  expires_at: number;
+}
+
+/** Calls waiting for the operator (docs/approvals.md): what would run, where, why, and the three answers. */
+export function Approvals() {
+  const { data, reload } = useData<{ pending: PendingApproval[]; timeout_s: number }>("approvals", 1000);
+  const answer = (id: string, path: string, body: Record<string, unknown>) => act(api.post(path, { id, ...body }), reload);
+  const pending = data?.pending ?? [];
+  return (
+    <div data-testid="approvals">
+      {pending.length === 0 ? (
+        <p>No call is waiting for approval.</p>
+      ) : (
+        <div class="scroll">
+          <table>
+            <thead>
+              <tr>
+                <th>Command</th>
+                <th>Where</th>
+                <th>Reason</th>
+                <th>Denied at</th>
+                <th />
+              </tr>
+            </thead>
+            <tbody>
+              {pending.map((p) => (
+                <tr key={p.id} data-approval={p.id}>
+                  <td>
+                    <div>
+                      {p.tool} · rule: {p.rule}
+                    </div>
+                    <pre class="preview">{p.command}</pre>
+                  </td>
+                  <td>
+                    {p.machine} · {p.session ?? "(no session)"} · cwd {p.cwd ?? "(shell's own)"}
+                  </td>
+                  <td>{p.reason ?? ""}</td>
+                  <td>{when(p.expires_at)}</td>
+                  <td>
+                    <button type="button" data-testid="approve" onClick={() => answer(p.id, "approvals/approve", {})}>
+                      Approve once
+                    </button>{" "}
+                    <button type="button" data-testid="approve-session" onClick={() => answer(p.id, "approvals/approve", { remember: true })}>
+                      Approve for this session
+                    </button>{" "}
+                    <button type="button" data-testid="deny" onClick={() => answer(p.id, "approvals/deny", {})}>
+                      Deny
+                    </button>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
     </div>
   );
 }
