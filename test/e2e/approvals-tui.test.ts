@@ -8,11 +8,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { binary, connectHttp, errorCode, type HttpServer, type McpHandle, ROOT, serverEnv, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import { tuiPane, TMUX } from "../helpers/tui-pane.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
 
 const PIN = "approvals-tui-pin-2718";
-const TMUX = join(ROOT, "build", "native", "tmux");
 
 let dir: TempDir;
 let ws: string;
@@ -20,11 +20,7 @@ let srv: HttpServer;
 let mcp: McpHandle;
 let sid: string;
 const state = () => join(dir.path, "state");
-const sock = () => join(dir.path, "test-tmux.sock");
-const tmux = (...args: string[]) => Bun.spawnSync([TMUX, "-S", sock(), ...args], { stderr: "pipe" });
-const screen = () => tmux("capture-pane", "-p", "-t", "tui").stdout.toString();
-const keys = (...k: string[]) => expect(tmux("send-keys", "-t", "tui", ...k).exitCode).toBe(0);
-const shows = (text: string, what: string) => waitFor(() => screen().includes(text), { what, timeoutMs: 30_000 });
+const { sock, tmux, screen, keys, shows } = tuiPane(() => dir.path);
 
 beforeAll(async () => {
   dir = tempDir("lsm-approvals-tui-");

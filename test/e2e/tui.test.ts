@@ -9,11 +9,11 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { binary, connectHttp, type HttpServer, type McpHandle, ROOT, serverEnv, startHttpServer, type TempDir, tempDir, tmpSnapshot } from "../helpers/harness.ts";
+import { tuiPane, TMUX } from "../helpers/tui-pane.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
 
 const PIN = "tui-test-pin-4321";
-const TMUX = join(ROOT, "build", "native", "tmux");
 
 let dir: TempDir;
 let srv: HttpServer;
@@ -22,11 +22,7 @@ let sid: string;
 let shellId: string;
 let jobId: string;
 const state = () => join(dir.path, "state");
-const sock = () => join(dir.path, "test-tmux.sock");
-const tmux = (...args: string[]) => Bun.spawnSync([TMUX, "-S", sock(), ...args], { stderr: "pipe" });
-const screen = () => tmux("capture-pane", "-p", "-t", "tui").stdout.toString();
-const keys = (...k: string[]) => expect(tmux("send-keys", "-t", "tui", ...k).exitCode).toBe(0);
-const shows = (text: string, what: string) => waitFor(() => screen().includes(text), { what, timeoutMs: 30_000 });
+const { sock, tmux, screen, keys, shows } = tuiPane(() => dir.path);
 
 beforeAll(async () => {
   dir = tempDir();
