@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { fixtureServer, firstText, writeManifest } from "../bridge/helpers.ts";
 import { connectStdio, tempDir } from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
@@ -8,8 +8,18 @@ const FRESH_STARTS = 10;
 const HOGS = 8;
 
 /** Busy loops that make the machine's run queue at least HOGS deep; `timeout` ends them even if we die. */
+const HOG_LOOP = `while :; do :; done # ${process.pid}`;
+const HOG_CMDLINE = `sh -c ${HOG_LOOP}`;
 function startHogs(): Bun.Subprocess[] {
-  return Array.from({ length: HOGS }, () => Bun.spawn(["timeout", "900", "sh", "-c", "while :; do :; done"], { stdin: "ignore", stdout: "ignore", stderr: "ignore" }));
+  return Array.from({ length: HOGS }, () => Bun.spawn(["timeout", "900", "sh", "-c", HOG_LOOP], { stdin: "ignore", stdout: "ignore", stderr: "ignore" }));
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean).join(" ");
+  } catch {
+    return "";
+  }
 }
 
 function runnable(): number {
@@ -39,8 +49,11 @@ test("3 upstreams, 10 fresh starts under load: every first call succeeds", async
       for (const name of ["one", "two", "three"]) expect(status.mcp_servers[name]).toMatchObject({ state: "running", error: null });
     }
   } finally {
-    for (const h of hogs) h.kill("SIGKILL");
+    // SIGTERM, which `timeout` passes on to its loop: a SIGKILLed `timeout` leaves the loop running
+    // for good (its timer dies with it), and eight of them slowed the rest of the suite for an hour.
+    for (const h of hogs) h.kill("SIGTERM");
     await Promise.all(hogs.map((h) => h.exited));
+    await waitFor(() => !readdirSync("/proc").some((n) => /^\d+$/.test(n) && cmdline(Number(n)) === HOG_CMDLINE), { what: "the busy loops to be gone" });
   }
   console.log(`1-minute load average at each fresh start: ${loads.join(", ")}`);
 }, 900_000);
