@@ -54,6 +54,7 @@ export class ShellOutputReader {
 
   private async snapshot(id: string, fromRow: number | null, lines: number): Promise<Snapshot> {
     const t = paneTarget(id);
+    if (fromRow === null) return this.latest(id, t, Math.max(1, lines));
     for (let attempt = 0; ; attempt++) {
       const guess = this.lastHistory.get(id) ?? 0;
       const height = this.lastHeight.get(id) ?? DEFAULT_ROWS;
@@ -79,6 +80,27 @@ export class ShellOutputReader {
     }
   }
 
+
+  /**
+   * The last `lines` rows of history and the screen, in one tmux call whatever the pane does
+   * meanwhile: rows relative to the screen (`-S -lines`, `-E -`, which tmux clamps to what exists)
+   * need no guess of the history size, so a pane flooding its scrollback costs no retries.
+   */
+  private async latest(id: string, t: string, lines: number): Promise<Snapshot> {
+    const text = await this.tmux.must([
+      "display-message", "-p", "-t", t, "#{history_size}\t#{cursor_y}\t#{pane_height}\t#{pane_dead}\t#{pane_dead_status}\t#{cursor_x}", ";",
+      "capture-pane", "-p", "-N", "-t", t, "-S", String(-lines), "-E", "-",
+    ]);
+    const nl = text.indexOf("\n");
+    const [hs, cy, h, dead, status, cx] = text.slice(0, nl).split("\t");
+    const historySize = Number(hs) || 0;
+    const height = Number(h) || 0;
+    this.lastHistory.set(id, historySize);
+    this.lastHeight.set(id, height);
+    const rows = text.slice(nl + 1).split("\n");
+    if (rows.at(-1) === "") rows.pop();
+    return { cursorX: Number(cx) || 0, historySize, cursorY: Number(cy) || 0, height, dead: dead === "1", deadStatus: dead === "1" && status ? Number(status) : null, rows, firstRow: Math.max(0, historySize - lines) };
+  }
 
   /** Reads the shell's output (the caller has checked ownership), waiting as `o` asks. */
   async read(id: string, o: ReadOptions): Promise<ReadResult> {
