@@ -6,6 +6,8 @@
  * moment the command is typed until the sentinel is seen:
  * - ours: `send_persistent_shell_input`, then `read_persistent_shell_output` with `wait_for` the
  *   sentinel (through the compiled binary, an MCP SDK client over stdio);
+ * - our pane: the same shell's tmux server and pane, typed into and waited on with `tmux wait-for`
+ *   directly (what tmux and the containment runner cost, without our read path);
  * - plain tmux: `send-keys`, then `tmux wait-for` on a channel the command signals after the sentinel;
  * - no tmux: `bash -c` writing into a pipe this script drains.
  * Rounds alternate between the cases; the ratios are of the medians of one run.
@@ -52,7 +54,6 @@ const transport = new StdioClientTransport({ command: binary, args: ["serve", "-
 const client = new Client({ name: "bench", version: "0" });
 
 async function call<T>(name: string, args: Record<string, unknown>): Promise<T> {
-  if (process.env.BENCH_DEBUG) console.error(`call ${name}`, JSON.stringify(args).slice(0, 120));
   const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 600_000 });
   if (r.isError) throw new Error(`${name}: ${JSON.stringify(r.content)}`);
   return r.structuredContent as T;
@@ -72,7 +73,6 @@ async function oursRound(i: number): Promise<number> {
     const r = await call<{ matched?: boolean; status?: string; output: string }>("read_persistent_shell_output", { session_id: sid, shell_id: shellId, lines: 20, wait_for: `^${tag}$`, timeout_s: 60 });
     if (r.matched !== false && r.output.split("\n").includes(tag)) break;
     if (r.status === "exited") throw new Error("shell exited");
-    if (process.env.BENCH_DEBUG) console.error(JSON.stringify(r).slice(0, 600));
   }
   return performance.now() - t;
 }
@@ -85,16 +85,21 @@ const tmux = (args: string[], socket = sock) => {
   return r.stdout.toString();
 };
 
-async function tmuxRound(i: number): Promise<number> {
+/** The flood in a pane of tmux server `socket`, its end seen through `tmux wait-for` (no polling). */
+async function waitForRound(socket: string, target: string, tag: string): Promise<number> {
   const t = performance.now();
-  tmux(["send-keys", "-t", "plain:", "-l", "--", `yes | head -c ${bytes}; echo PLAIN${i}''DONE; ${tmuxBin} wait-for -S plain${i}`]);
-  tmux(["send-keys", "-t", "plain:", "Enter"]);
-  const w = Bun.spawn([tmuxBin, "-S", sock, "wait-for", `plain${i}`], { env, stdout: "ignore", stderr: "ignore" });
+  tmux(["send-keys", "-t", target, "-l", "--", `yes | head -c ${bytes}; echo ${tag}''DONE; ${tmuxBin} -S ${socket} wait-for -S ${tag}`], socket);
+  tmux(["send-keys", "-t", target, "Enter"], socket);
+  const w = Bun.spawn([tmuxBin, "-S", socket, "wait-for", tag], { env, stdout: "ignore", stderr: "ignore" });
   await w.exited;
   const ms = performance.now() - t;
-  if (!tmux(["capture-pane", "-p", "-t", "plain:", "-S", "-20"]).includes(`PLAIN${i}DONE`)) throw new Error("plain tmux: sentinel not on screen");
+  if (!tmux(["capture-pane", "-p", "-t", target, "-S", "-20"], socket).includes(`${tag}DONE`)) throw new Error(`${tag}: sentinel not on screen`);
   return ms;
 }
+
+const tmuxRound = (i: number) => waitForRound(sock, "plain:", `PLAIN${i}`);
+/** Our shell's own tmux server and pane, the end seen by wait-for: what tmux costs us before our read path. */
+const paneRound = (i: number) => waitForRound(join(dir, "state", "tmux", "shells"), `=${shellId}:`, `PANE${i}`);
 
 // --- no tmux: a pipe ----------------------------------------------------------------------------
 async function bareRound(i: number): Promise<number> {
@@ -120,24 +125,24 @@ try {
   const oursTmux = serverPid(join(dir, "state", "tmux", "shells"));
   const plainTmux = serverPid(sock);
   const oursServer = (transport as unknown as { pid: number | null }).pid ?? 0;
-  const results: Record<string, number[]> = { ours: [], tmux: [], bare: [] };
+  const results: Record<string, number[]> = { ours: [], pane: [], tmux: [], bare: [] };
   console.log(`${(bytes / 1e6).toFixed(1)} MB of yes, ${rounds} rounds, ${hogCount} CPU hog(s), tmux ${tmuxBin}, load ${loadavg()}`);
   for (let i = 0; i < rounds; i++) {
     // Rotate the order so neither case always runs first after a pause.
-    const order = [["ours", oursRound], ["tmux", tmuxRound], ["bare", bareRound]] as const;
+    const order = [["ours", oursRound], ["pane", paneRound], ["tmux", tmuxRound], ["bare", bareRound]] as const;
     for (let k = 0; k < order.length; k++) {
       const [name, fn] = order[(k + i) % order.length]!;
       const cpu0 = [cpuSeconds(oursTmux), cpuSeconds(plainTmux), oursServer ? cpuSeconds(oursServer) : 0];
       const ms = await fn(i);
       const cpu = [cpuSeconds(oursTmux) - cpu0[0]!, cpuSeconds(plainTmux) - cpu0[1]!, oursServer ? cpuSeconds(oursServer) - cpu0[2]! : 0];
       results[name]!.push(ms);
-      const usage = name === "ours" ? `; cpu: our tmux ${cpu[0]!.toFixed(2)} s, our server ${cpu[2]!.toFixed(2)} s` : name === "tmux" ? `; cpu: plain tmux ${cpu[1]!.toFixed(2)} s` : "";
+      const usage = name === "ours" || name === "pane" ? `; cpu: our tmux ${cpu[0]!.toFixed(2)} s, our server ${cpu[2]!.toFixed(2)} s` : name === "tmux" ? `; cpu: plain tmux ${cpu[1]!.toFixed(2)} s` : "";
       console.log(`  round ${i} ${name.padEnd(4)} ${(ms / 1000).toFixed(2)} s${usage}`);
     }
   }
-  const m = { ours: median(results.ours!), tmux: median(results.tmux!), bare: median(results.bare!) };
-  console.log(`median: ours ${(m.ours / 1000).toFixed(2)} s, plain tmux ${(m.tmux / 1000).toFixed(2)} s, no tmux ${(m.bare / 1000).toFixed(2)} s`);
-  console.log(`ratio ours/tmux ${(m.ours / m.tmux).toFixed(2)}, ours/no-tmux ${(m.ours / m.bare).toFixed(2)}, tmux/no-tmux ${(m.tmux / m.bare).toFixed(2)}; load after ${loadavg()}`);
+  const m = { ours: median(results.ours!), pane: median(results.pane!), tmux: median(results.tmux!), bare: median(results.bare!) };
+  console.log(`median: ours ${(m.ours / 1000).toFixed(2)} s, our pane by wait-for ${(m.pane / 1000).toFixed(2)} s, plain tmux ${(m.tmux / 1000).toFixed(2)} s, no tmux ${(m.bare / 1000).toFixed(2)} s`);
+  console.log(`ratio ours/tmux ${(m.ours / m.tmux).toFixed(2)}, pane/tmux ${(m.pane / m.tmux).toFixed(2)}, ours/no-tmux ${(m.ours / m.bare).toFixed(2)}, tmux/no-tmux ${(m.tmux / m.bare).toFixed(2)}; load after ${loadavg()}`);
   await call("session_end", { session_id: sid }).catch(() => undefined);
 } finally {
   for (const h of hogs) h.kill("SIGKILL");

@@ -1,6 +1,14 @@
 import { DEFAULT_ROWS, HISTORY_LIMIT, paneTarget, type TmuxServer } from "./tmux.ts";
 
 const POLL_MS = 40;
+/**
+ * A wait for a pattern that is still unmatched after this long, on a pane whose output keeps
+ * changing, polls less often (each poll is a tmux client, which costs the tmux server a few
+ * milliseconds of CPU while it is busy drawing that output): the interval grows by half each poll
+ * up to MAX_POLL_MS. Idle waits keep POLL_MS (their accuracy depends on it).
+ */
+const BACKOFF_AFTER_MS = 500;
+const MAX_POLL_MS = 200;
 
 export interface ReadOptions {
   lines: number;
@@ -108,12 +116,14 @@ export class ShellOutputReader {
     const deadline = started + o.timeoutMs;
     let last = "";
     let lastChange = Date.now();
+    let interval = POLL_MS;
     for (;;) {
       const view = await this.capture(id, o);
       const haystack = view.current_line ? `${view.output}\n${view.current_line}` : view.output;
       const matched = o.waitFor ? o.waitFor.test(haystack) : null;
       const fingerprint = `${view.next_offset}\u0000${haystack}`;
-      if (fingerprint !== last) {
+      const changed = fingerprint !== last;
+      if (changed) {
         last = fingerprint;
         lastChange = Date.now();
       }
@@ -123,7 +133,9 @@ export class ShellOutputReader {
       if (!waiting || exited || Date.now() >= deadline || o.signal?.aborted) {
         return { ...view, matched, idle, timed_out: waiting && !exited && Date.now() >= deadline, waited_ms: Date.now() - started };
       }
-      await Bun.sleep(POLL_MS);
+      if (o.idleMs === null && changed && Date.now() - started >= BACKOFF_AFTER_MS) interval = Math.min(MAX_POLL_MS, Math.round(interval * 1.5));
+      else if (!changed) interval = POLL_MS;
+      await Bun.sleep(Math.max(1, Math.min(interval, deadline - Date.now())));
     }
   }
 
