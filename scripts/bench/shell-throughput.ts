@@ -46,6 +46,24 @@ function cpuSeconds(pid: number): number {
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(f[11]) + Number(f[12])) / 100;
 }
+/** Stops the hogs and both tmux servers; also on SIGINT/SIGTERM, so an interrupted run leaves nothing behind. */
+function cleanUp(): void {
+  for (const h of hogs) h.kill("SIGKILL");
+  for (const socket of [sock, join(dir, "state", "tmux", "shells")]) {
+    try {
+      tmux(["kill-server"], socket);
+    } catch {
+      // Not started, or already gone.
+    }
+  }
+}
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.on(sig, () => {
+    cleanUp();
+    rmSync(dir, { recursive: true, force: true });
+    process.exit(130);
+  });
+}
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const loadavg = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ");
 
@@ -145,12 +163,7 @@ try {
   console.log(`ratio ours/tmux ${(m.ours / m.tmux).toFixed(2)}, pane/tmux ${(m.pane / m.tmux).toFixed(2)}, ours/no-tmux ${(m.ours / m.bare).toFixed(2)}, tmux/no-tmux ${(m.tmux / m.bare).toFixed(2)}; load after ${loadavg()}`);
   await call("session_end", { session_id: sid }).catch(() => undefined);
 } finally {
-  for (const h of hogs) h.kill("SIGKILL");
-  try {
-    tmux(["kill-server"]);
-  } catch {
-    // Already gone.
-  }
+  cleanUp();
   await client.close();
   rmSync(dir, { recursive: true, force: true });
 }
