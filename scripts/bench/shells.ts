@@ -43,8 +43,9 @@ try {
   for (let i = 0; i < n; i++) {
     const t = performance.now();
     await call("send_persistent_shell_input", { session_id: sid, shell_id: shell, input_text: `echo r${i}x` });
-    const r = await call<{ matched: boolean; next_offset: number }>("read_persistent_shell_output", { session_id: sid, shell_id: shell, offset, wait_for: `^r${i}x$`, timeout_s: 10 });
-    if (!r.matched) throw new Error(`echo ${i} not seen`);
+    const r = await call<{ matched?: boolean; next_offset: number }>("read_persistent_shell_output", { session_id: sid, shell_id: shell, offset, wait_for: `^r${i}x$`, timeout_s: 10 });
+    // The compact reply leaves `matched` out when it is true.
+    if (r.matched === false) throw new Error(`echo ${i} not seen`);
     offset = r.next_offset;
     rtt.push(performance.now() - t);
   }

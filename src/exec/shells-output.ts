@@ -1,6 +1,14 @@
 import { DEFAULT_ROWS, HISTORY_LIMIT, paneTarget, type TmuxServer } from "./tmux.ts";
 
 const POLL_MS = 40;
+/**
+ * A wait for a pattern that is still unmatched after this long, on a pane whose output keeps
+ * changing, polls less often (each poll is a tmux client, which costs the tmux server a few
+ * milliseconds of CPU while it is busy drawing that output): the interval grows by half each poll
+ * up to MAX_POLL_MS. Idle waits keep POLL_MS (their accuracy depends on it).
+ */
+const BACKOFF_AFTER_MS = 500;
+const MAX_POLL_MS = 200;
 
 export interface ReadOptions {
   lines: number;
@@ -54,6 +62,7 @@ export class ShellOutputReader {
 
   private async snapshot(id: string, fromRow: number | null, lines: number): Promise<Snapshot> {
     const t = paneTarget(id);
+    if (fromRow === null) return this.latest(id, t, Math.max(1, lines));
     for (let attempt = 0; ; attempt++) {
       const guess = this.lastHistory.get(id) ?? 0;
       const height = this.lastHeight.get(id) ?? DEFAULT_ROWS;
@@ -80,18 +89,41 @@ export class ShellOutputReader {
   }
 
 
+  /**
+   * The last `lines` rows of history and the screen, in one tmux call whatever the pane does
+   * meanwhile: rows relative to the screen (`-S -lines`, `-E -`, which tmux clamps to what exists)
+   * need no guess of the history size, so a pane flooding its scrollback costs no retries.
+   */
+  private async latest(id: string, t: string, lines: number): Promise<Snapshot> {
+    const text = await this.tmux.must([
+      "display-message", "-p", "-t", t, "#{history_size}\t#{cursor_y}\t#{pane_height}\t#{pane_dead}\t#{pane_dead_status}\t#{cursor_x}", ";",
+      "capture-pane", "-p", "-N", "-t", t, "-S", String(-lines), "-E", "-",
+    ]);
+    const nl = text.indexOf("\n");
+    const [hs, cy, h, dead, status, cx] = text.slice(0, nl).split("\t");
+    const historySize = Number(hs) || 0;
+    const height = Number(h) || 0;
+    this.lastHistory.set(id, historySize);
+    this.lastHeight.set(id, height);
+    const rows = text.slice(nl + 1).split("\n");
+    if (rows.at(-1) === "") rows.pop();
+    return { cursorX: Number(cx) || 0, historySize, cursorY: Number(cy) || 0, height, dead: dead === "1", deadStatus: dead === "1" && status ? Number(status) : null, rows, firstRow: Math.max(0, historySize - lines) };
+  }
+
   /** Reads the shell's output (the caller has checked ownership), waiting as `o` asks. */
   async read(id: string, o: ReadOptions): Promise<ReadResult> {
     const started = Date.now();
     const deadline = started + o.timeoutMs;
     let last = "";
     let lastChange = Date.now();
+    let interval = POLL_MS;
     for (;;) {
       const view = await this.capture(id, o);
       const haystack = view.current_line ? `${view.output}\n${view.current_line}` : view.output;
       const matched = o.waitFor ? o.waitFor.test(haystack) : null;
       const fingerprint = `${view.next_offset}\u0000${haystack}`;
-      if (fingerprint !== last) {
+      const changed = fingerprint !== last;
+      if (changed) {
         last = fingerprint;
         lastChange = Date.now();
       }
@@ -101,7 +133,9 @@ export class ShellOutputReader {
       if (!waiting || exited || Date.now() >= deadline || o.signal?.aborted) {
         return { ...view, matched, idle, timed_out: waiting && !exited && Date.now() >= deadline, waited_ms: Date.now() - started };
       }
-      await Bun.sleep(POLL_MS);
+      if (o.idleMs === null && changed && Date.now() - started >= BACKOFF_AFTER_MS) interval = Math.min(MAX_POLL_MS, Math.round(interval * 1.5));
+      else if (!changed) interval = POLL_MS;
+      await Bun.sleep(Math.max(1, Math.min(interval, deadline - Date.now())));
     }
   }
 

@@ -103,6 +103,23 @@ describe("persistent shells through the binary", () => {
   }, 90_000);
 });
 
+describe("output past the scrollback", () => {
+  test("the latest lines are exact once the output has overflowed the scrollback", async () => {
+    // 30,000 lines overflow the 10,000-line history, so tmux keeps dropping old rows while this
+    // reads; the latest lines are taken relative to the screen and must still be the last ones.
+    const id = await pty("seq 1 30000; echo FLOOD''END; exec sleep 300", "flood");
+    let r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, lines: 3, wait_for: "^FLOODEND$", timeout_s: 60 });
+    expect(r.matched).toBe(true);
+    expect(r.output).toBe("29999\n30000\nFLOODEND");
+    r = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, lines: 6 });
+    expect(r.output).toBe("29996\n29997\n29998\n29999\n30000\nFLOODEND");
+    // The offset handed back continues after the last line: nothing new follows it.
+    const after = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: r.next_offset });
+    expect(after.output).toBe("");
+    await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: id });
+  }, 120_000);
+});
+
 describe("stopping the last shell", () => {
   test("kill succeeds every time, also when the private tmux server exits with its last shell", async () => {
     // A session of its own, so each shell here is the server's only one; the check after
