@@ -5,8 +5,11 @@
  * served by the embedded tmux.
  */
 import { expect } from "bun:test";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
+import { basename, dirname, join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 import { connectInRoot, inRoot, processesInRoot } from "./roots.ts";
@@ -65,5 +68,100 @@ export async function runsInRoot(root: string, inside: string, folder: string, t
     expect((await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id })).killed).toBe(true);
   } finally {
     await mcp.close();
+  }
+}
+
+/** nobody:nogroup in Debian roots: a user with no privilege and no home of its own. */
+const USER = { uid: 65534, gid: 65534 };
+/** QUICKSTART's default address (step 3 starts the server without flags). */
+const QUICKSTART_PORT = 8765;
+
+/**
+ * QUICKSTART.txt steps 1-5 as an unprivileged user in the bare root, as written: verify the archive
+ * with its .sha256, unpack it, --version, install into ~/.local/bin, start `serve` in ~/my-project
+ * (loopback, OAuth on, the PIN generated into a 0600 file the log names without the PIN), the UI
+ * page, and the stdio command of step 4 answering tools/list.
+ */
+export async function quickstartAsUser(root: string, archive: string, target: string): Promise<void> {
+  const name = basename(archive);
+  const folder = name.replace(/\.tar\.gz$/, "");
+  const base = `/opt/lsm-smoke-user-${target}-${process.pid}`;
+  const home = `${base}/home`;
+  // The folder above the home must be searchable by the user (mkdir -p would give it the home's mode).
+  mkdirSync(join(root, base), { recursive: true, mode: 0o755 });
+  mkdirSync(join(root, home, "dl"), { recursive: true, mode: 0o700 });
+  copyFileSync(archive, join(root, home, "dl", name));
+  copyFileSync(`${archive}.sha256`, join(root, home, "dl", `${name}.sha256`));
+  for (const p of [home, `${home}/dl`, `${home}/dl/${name}`, `${home}/dl/${name}.sha256`]) chownSync(join(root, p), USER.uid, USER.gid);
+  const env = { HOME: home, PATH: "/usr/bin:/bin", LANG: "C.UTF-8" };
+  const userspec = `${USER.uid}:${USER.gid}`;
+
+  // Steps 1 and 2 verbatim, then step 3 (its ~/my-project made first, as a user's project is).
+  const steps = [
+    "set -e",
+    "cd ~/dl",
+    `sha256sum -c ${name}.sha256`,
+    `tar -xzf ${name}`,
+    `cd ${folder}`,
+    "./local-shell-mcp --version",
+    "mkdir -p ~/.local/bin",
+    "install -m 0755 local-shell-mcp ~/.local/bin/",
+    "mkdir -p ~/my-project",
+    "cd ~/my-project",
+    "exec ~/.local/bin/local-shell-mcp serve",
+  ].join("\n");
+  const server = Bun.spawn(inRoot(root, ["sh", "-c", steps], env, userspec), { stdout: "pipe", stderr: "pipe" });
+  let stderr = "";
+  const drained = (async () => {
+    for await (const chunk of server.stderr) stderr += new TextDecoder().decode(chunk);
+  })();
+  const stdout = new Response(server.stdout).text();
+  try {
+    const url = `http://127.0.0.1:${QUICKSTART_PORT}`;
+    await waitFor(
+      async () => {
+        if (server.exitCode !== null) throw new Error(`the steps ended with status ${server.exitCode}: ${stderr.slice(-800)}`);
+        return await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+      },
+      { timeoutMs: 120_000, what: `the user's server from QUICKSTART step 3 on ${url}` },
+    );
+    // The PIN: generated once into the private state folder; the log names the file, never the PIN.
+    await waitFor(() => /oauth-admin-pin/.test(stderr), { what: `the start-up log to name the PIN file (so far: ${stderr.slice(-600)})` });
+    const pinFile = /\/[^\s"']*oauth-admin-pin/.exec(stderr)![0];
+    const st = statSync(join(root, pinFile));
+    expect(st.uid).toBe(USER.uid);
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(statSync(join(root, dirname(pinFile))).mode & 0o077).toBe(0);
+    const pin = readFileSync(join(root, pinFile), "utf8").trim();
+    expect(pin.length).toBeGreaterThan(5);
+    expect(stderr).not.toContain(pin);
+    // Step 4 over HTTP: OAuth is on, so a client without a token is told where to authorize.
+    const mcp = await fetch(`${url}/mcp`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    expect(mcp.status).toBe(401);
+    expect(mcp.headers.get("www-authenticate") ?? "").toContain("resource_metadata");
+    // Step 5: the UI answers a browser.
+    const ui = await fetch(`${url}/ui`);
+    expect(ui.status).toBe(200);
+    expect(ui.headers.get("content-type") ?? "").toContain("text/html");
+  } finally {
+    server.kill("SIGTERM");
+    await server.exited;
+    await drained.catch(() => undefined);
+  }
+  // Step 1 said OK; step 2 printed the version line.
+  const printed = await stdout;
+  expect(printed).toContain(`${name}: OK`);
+  expect(printed).toMatch(new RegExp(`^local-shell-mcp ${pkg.version.replaceAll(".", "\\.")} ${target} build [0-9a-f]{16}$`, "m"));
+
+  // Step 4 over stdio, the command as written (the client starts it; no step 3).
+  const [command, ...args] = inRoot(root, [`${home}/.local/bin/local-shell-mcp`, "serve", "--mode", "stdio", "--workspace-root", `${home}/my-project`], env, userspec);
+  const client = new Client({ name: "lsm-release-quickstart", version: "0" });
+  await client.connect(new StdioClientTransport({ command: command!, args, stderr: "pipe" }));
+  try {
+    expect((await client.listTools()).tools.map((t) => t.name)).toContain("bash");
+    const started = (await client.callTool({ name: "session_start", arguments: { workdir: "." } })) as CallToolResult;
+    expect(started.isError, JSON.stringify(started.content)).toBeFalsy();
+  } finally {
+    await client.close().catch(() => undefined);
   }
 }

@@ -19,13 +19,17 @@ export function makeRoot(flavour: "amd64" | "arm64" | "musl-amd64" | "musl-arm64
   return r.stdout.toString().trim();
 }
 
-/** The argv that runs `inner` (paths inside the root) chrooted into `root` with a clean environment. */
-export function inRoot(root: string, inner: string[], env: Record<string, string>): string[] {
+/**
+ * The argv that runs `inner` (paths inside the root) chrooted into `root` with a clean environment;
+ * as `userspec` ("uid:gid", coreutils chroot) when given, else as root.
+ */
+export function inRoot(root: string, inner: string[], env: Record<string, string>, userspec?: string): string[] {
   const mounts = `mount -t proc proc "$1/proc" && mount --rbind /dev "$1/dev" && shift && exec chroot "$@"`;
   const envArgs = Object.entries(env).map(([k, v]) => `${k}=${v}`);
   // Debian roots have /usr/bin/env; the musl root has busybox's in /bin.
   const envTool = existsSync(join(root, "usr", "bin", "env")) ? "/usr/bin/env" : "/bin/env";
-  return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mounts, "sh", root, root, envTool, "-i", ...envArgs, ...inner];
+  const as = userspec ? [`--userspec=${userspec}`] : [];
+  return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mounts, "sh", root, ...as, root, envTool, "-i", ...envArgs, ...inner];
 }
 
 /** Unpacks an archive into a fresh folder under the root's /opt; returns its in-root and host paths. */

@@ -10,7 +10,7 @@ import { dirname, join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
 import { needsRoot, ROOT, tempDir, type TempDir } from "../helpers/harness.ts";
 import { parse } from "../../release/provenance.ts";
-import { runsInRoot } from "./checks.ts";
+import { quickstartAsUser, runsInRoot } from "./checks.ts";
 import { killRootProcesses, makeRoot, removeOurFolders, unpackInto } from "./roots.ts";
 
 // LSM_SMOKE_TARGETS=linux-x64 narrows the run while working on one target; CI runs both.
@@ -115,6 +115,10 @@ describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap a
 
       test("runs in a bare root: --version, MCP tools/list, contained bash, embedded tmux", async () => {
         await runsInRoot(roots.get(t.target)!, unpacked.inside, folder, t.target);
+      }, 300_000);
+
+      test("as an unprivileged user, QUICKSTART steps 1-5 work as written", async () => {
+        await quickstartAsUser(roots.get(t.target)!, archive(), t.target);
       }, 300_000);
     });
   }
