@@ -1,3 +1,4 @@
+import type { ApprovalRequest } from "../approvals/service.ts";
 import type { UiApi } from "./api.ts";
 
 /**
@@ -45,18 +46,8 @@ interface AuditRow {
   status?: string;
 }
 
-/** A call waiting for the operator (docs/approvals.md). */
-export interface ApprovalRow {
-  id: string;
-  tool: string;
-  command: string;
-  cwd: string | null;
-  session: string | null;
-  machine: string;
-  reason: string | null;
-  rule: string;
-  expires_at: number;
-}
+/** A call waiting for the operator (docs/approvals.md), as GET /api/ui/approvals lists it. */
+export type ApprovalRow = ApprovalRequest;
 
 export interface Snapshot {
   version: string;
