@@ -139,7 +139,8 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     const tag = `7${Date.now() % 100_000}`;
     send({ id: 4, method: "tools/call", params: { name: "exec", arguments: { ...k, command: `sleep ${tag}` } } });
     await waitFor(async () => (await remoteMatches(`sleep ${tag}`)) > 0, { what: "remote sleep" });
-    expect((await ourProcesses()).some((l) => l.includes("rsync"))).toBe(true);
+    // the download stats the remote file before rsync starts, so the exec's sleep can be first
+    await waitFor(async () => (await ourProcesses()).some((l) => l.includes("rsync")), { what: "the download's rsync" });
     // this server's control directory, from the master's argv (other runs on the machine make their own)
     const controlDir = (await ourProcesses()).map((l) => / -S (\S+)\/mux\.sock /.exec(l)?.[1]).find(Boolean);
     expect(controlDir && existsSync(controlDir)).toBe(true);
