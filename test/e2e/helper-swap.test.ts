@@ -51,11 +51,21 @@ async function useHelpers(mcp: McpHandle, sid: string, i: number): Promise<void>
   expect(out.matched).toBe(true);
 }
 
-/** Makes the next bash call start a fresh runner server (an exec of the runner file). */
-async function dropRunnerServer(): Promise<void> {
-  const pids = processesMatching("lsm-runner --serve");
-  for (const pid of pids) process.kill(pid, "SIGKILL");
-  await waitFor(() => processesMatching("lsm-runner --serve").every((p) => !pids.includes(p)), { what: "the runner server to go" });
+/**
+ * Makes the next bash call start a fresh runner server (an exec of the runner file). Only the
+ * runner run from `folder` (this test's server) is killed: other servers on the machine keep theirs.
+ */
+async function dropRunnerServer(folder: string): Promise<void> {
+  const needle = `${join(folder, "lsm-runner")} --serve`;
+  const pids = processesMatching(needle);
+  for (const pid of pids) {
+    try {
+      process.kill(pid, "SIGKILL");
+    } catch {
+      // It ended between the listing and the kill.
+    }
+  }
+  await waitFor(() => processesMatching(needle).every((p) => !pids.includes(p)), { what: "the runner server to go" });
 }
 
 describe("helpers are executed only as verified", () => {
@@ -106,6 +116,8 @@ describe("helpers are executed only as verified", () => {
       mkdirSync(home, { mode: 0o700 });
       const ws = join(dir.path, "ws-shared");
       mkdirSync(ws);
+      // What runs comes from the user's own private cache instead.
+      const own = join(home, ".cache", "local-shell-mcp", "helpers", build);
       const mcp = await connectStdio({ workspace: ws, state: join(dir.path, "state-shared"), env: { XDG_CACHE_HOME: shared, HOME: home } });
       try {
         const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
@@ -115,12 +127,10 @@ describe("helpers are executed only as verified", () => {
           rmSync(join(theirs, "helpers"), { recursive: true, force: true });
           plant(join(planted, "tmux"), marker, uid);
           plant(join(planted, "lsm-runner"), marker, uid);
-          if (i % 2 === 1) await dropRunnerServer();
+          if (i % 2 === 1) await dropRunnerServer(own);
           await useHelpers(mcp, sid, i);
         }
         expect(markerText(marker)).toBe("");
-        // What runs comes from the user's own private cache instead.
-        const own = join(home, ".cache", "local-shell-mcp", "helpers", build);
         const tmuxServer = processesMatching(join(own, "tmux"));
         expect(tmuxServer.length).toBeGreaterThan(0);
         expect(readlinkSync(`/proc/${tmuxServer[0]}/exe`)).toBe(join(own, "tmux"));
@@ -152,7 +162,7 @@ describe("helpers are executed only as verified", () => {
           writeFileSync(join(own, "lsm-runner"), hostile(marker), { mode: 0o700 });
           plant(join(own, "tmux"), marker);
         }
-        await dropRunnerServer();
+        await dropRunnerServer(own);
         await useHelpers(mcp, sid, i);
       }
       expect(markerText(marker)).toBe("");
