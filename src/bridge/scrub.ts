@@ -42,7 +42,9 @@ export class SecretScrubber {
       if (typeof from === "string") copy = this.text(from);
       else if (Array.isArray(from)) {
         const arr: unknown[] = new Array(from.length);
-        from.forEach((item, i) => stack.push({ from: item, into: arr, key: i }));
+        from.forEach((item, i) => {
+          stack.push({ from: item, into: arr, key: i });
+        });
         copy = arr;
       } else if (from !== null && typeof from === "object") {
         const obj: Record<string, unknown> = {};

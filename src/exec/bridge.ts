@@ -79,8 +79,33 @@ export class TerminalBridges {
     // Only the pane is reachable: nothing a keystroke can turn into a tmux command. (set-option
     // resolves its target as a pane, hence the pane form of the exact session name.)
     const pane = paneTarget(shellId);
-    await this.tmux.must(["set-option", "-t", pane, "status", "off", ";", "set-option", "-t", pane, "prefix", "None", ";", "set-option", "-t", pane, "prefix2", "None", ";", "set-option", "-t", pane, "mouse", "off"]);
-    for (const table of ["root", "prefix", "copy-mode", "copy-mode-vi"]) await this.tmux.run(["unbind-key", "-a", "-T", table]);
+    await this.tmux.must([
+      "set-option",
+      "-t",
+      pane,
+      "status",
+      "off",
+      ";",
+      "set-option",
+      "-t",
+      pane,
+      "prefix",
+      "None",
+      ";",
+      "set-option",
+      "-t",
+      pane,
+      "prefix2",
+      "None",
+      ";",
+      "set-option",
+      "-t",
+      pane,
+      "mouse",
+      "off",
+    ]);
+    for (const table of ["root", "prefix", "copy-mode", "copy-mode-vi"])
+      await this.tmux.run(["unbind-key", "-a", "-T", table]);
     const env = childEnv({ TERM: "xterm-256color", COLORTERM: "truecolor" });
     delete env.TMUX;
     delete env.TMUX_PANE;
@@ -162,7 +187,7 @@ export class TerminalBridges {
   /** Removes a viewer; the lease passes to the longest-joined remaining viewer. */
   leave(shellId: string, viewer: Viewer): void {
     const bridge = this.bridges.get(shellId);
-    if (!bridge || !bridge.viewers.delete(viewer)) return;
+    if (!bridge?.viewers.delete(viewer)) return;
     if (bridge.owner === viewer) {
       bridge.owner = bridge.viewers.values().next().value;
       bridge.owner?.control({ type: "role", role: "owner" });
@@ -199,7 +224,7 @@ export class TerminalBridges {
   /** Moves the input lease to this viewer. */
   takeControl(shellId: string, viewer: Viewer): boolean {
     const bridge = this.bridges.get(shellId);
-    if (!bridge || !bridge.viewers.has(viewer)) return false;
+    if (!bridge?.viewers.has(viewer)) return false;
     const previous = bridge.owner;
     bridge.owner = viewer;
     if (previous && previous !== viewer) previous.control({ type: "role", role: "viewer" });

@@ -136,7 +136,6 @@ export class RunnerServer {
       abandon(call);
       this.calls.delete(id);
     }
-    const self = this;
     return {
       get pid() {
         return call.pid;
@@ -146,15 +145,15 @@ export class RunnerServer {
         return call.signalCode;
       },
       kill: () => {
-        if (!call.reaped) self.send(frame("K", id));
+        if (!call.reaped) this.send(frame("K", id));
       },
       outputDone,
       stopOutput: () => {
         if (call.open === 0) return;
         call.open = 0;
         call.resolveOutput();
-        self.send(frame("F", id));
-        if (call.reaped) self.calls.delete(id);
+        this.send(frame("F", id));
+        if (call.reaped) this.calls.delete(id);
       },
     };
   }
@@ -189,7 +188,11 @@ export class RunnerServer {
           const len = view.getUint32(0, true);
           if (len < 5) throw new Error(`bad frame length ${len}`);
           if (buf.length - at < 4 + len) break;
-          this.dispatch(String.fromCharCode(buf[at + 4]!), view.getUint32(5, true), buf.subarray(at + FRAME_HEAD, at + 4 + len));
+          this.dispatch(
+            String.fromCharCode(buf[at + 4]!),
+            view.getUint32(5, true),
+            buf.subarray(at + FRAME_HEAD, at + 4 + len),
+          );
           at += 4 + len;
         }
         buf = at === buf.length ? new Uint8Array(0) : buf.slice(at);
@@ -201,12 +204,20 @@ export class RunnerServer {
   }
 
   private dispatch(type: string, id: number, data: Uint8Array): void {
-    if (type === "H") return this.hello(true);
+    if (type === "H") {
+      this.hello(true);
+      return;
+    }
     if (type === "Q") {
       // The server stops by itself (garbage on its request pipe, say) and is about to stop every
       // command in flight: their exit statuses that follow are the server's doing, not theirs.
-      const why = new TextDecoder().decode(data).replace(/[^\x20-\x7e]/g, "?").slice(0, 64);
-      log.warn(`containment runner server ${this.proc.pid} stops: ${why}; ${this.calls.size} command(s) in flight end unconfirmed`);
+      const why = new TextDecoder()
+        .decode(data)
+        .replace(/[^\x20-\x7e]/g, "?")
+        .slice(0, 64);
+      log.warn(
+        `containment runner server ${this.proc.pid} stops: ${why}; ${this.calls.size} command(s) in flight end unconfirmed`,
+      );
       for (const call of this.calls.values()) if (!call.reaped) call.signalCode = `runner server stopped (${why})`;
       this.stopping = true;
       return;
@@ -256,7 +267,10 @@ export class RunnerServer {
     this.hello(false);
     // Its supervisors get SIGTERM from the parent-death signal and stop their trees.
     this.proc.kill("SIGKILL");
-    if (this.calls.size > 0) log.warn(`containment runner server ${this.proc.pid} ${why}; ${this.calls.size} command(s) in flight end unconfirmed`);
+    if (this.calls.size > 0)
+      log.warn(
+        `containment runner server ${this.proc.pid} ${why}; ${this.calls.size} command(s) in flight end unconfirmed`,
+      );
     for (const call of this.calls.values()) abandon(call);
     this.calls.clear();
   }

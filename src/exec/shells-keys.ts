@@ -46,7 +46,7 @@ const NAMED_KEYS: Record<string, string> = {
 export function tmuxKey(key: string): string {
   const k = key.trim();
   const lower = k.toLowerCase();
-  const ctrl = /^(?:c|ctrl|control)[-+]([a-z@\[\]\\^_?])$/.exec(lower) ?? /^\^([a-z@\[\]\\^_?])$/.exec(lower);
+  const ctrl = /^(?:c|ctrl|control)[-+]([a-z@[\]\\^_?])$/.exec(lower) ?? /^\^([a-z@[\]\\^_?])$/.exec(lower);
   if (ctrl) return `C-${ctrl[1]}`;
   const meta = /^(?:m|meta|alt)[-+]([a-z0-9])$/.exec(lower);
   if (meta) return `M-${meta[1]}`;
@@ -54,5 +54,8 @@ export function tmuxKey(key: string): string {
   if (f) return `F${f[1]}`;
   const named = NAMED_KEYS[lower];
   if (named) return named;
-  throw new ToolError("invalid_key", `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`);
+  throw new ToolError(
+    "invalid_key",
+    `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`,
+  );
 }

@@ -37,7 +37,13 @@ function newSnapshotId(): string {
 function isSnapshot(v: unknown): v is Snapshot {
   if (typeof v !== "object" || v === null) return false;
   const s = v as Record<string, unknown>;
-  return typeof s.id === "string" && typeof s.path === "string" && typeof s.sha === "string" && typeof s.total === "number" && Array.isArray(s.ranges);
+  return (
+    typeof s.id === "string" &&
+    typeof s.path === "string" &&
+    typeof s.sha === "string" &&
+    typeof s.total === "number" &&
+    Array.isArray(s.ranges)
+  );
 }
 
 /** What a snapshot showed, without its id and time: equal keys are the same grounding. */
@@ -124,7 +130,7 @@ export class SnapshotStore {
     if (snaps.length === 0) return;
     const dir = join(this.sessionsDir, sid);
     if (!existsSync(dir)) return;
-    const text = snaps.map((s) => JSON.stringify(s)).join("\n") + "\n";
+    const text = `${snaps.map((s) => JSON.stringify(s)).join("\n")}\n`;
     const file = this.file(sid);
     try {
       appendFileSync(file, text, { mode: 0o600 });
@@ -155,7 +161,7 @@ export class SnapshotStore {
     }
     keep.reverse();
     try {
-      writeFileAtomic(this.file(sid), keep.length ? keep.join("\n") + "\n" : "");
+      writeFileAtomic(this.file(sid), keep.length ? `${keep.join("\n")}\n` : "");
     } catch {
       // a failed compaction leaves the old file, still bounded by the next attempt
     }

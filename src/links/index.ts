@@ -16,7 +16,7 @@ export class FileLinks {
   private origin: string | undefined;
   private timer: Timer | undefined;
 
-  constructor(private readonly settings: Settings) {
+  constructor(settings: Settings) {
     this.store = new LinkStore(settings.state_dir);
     this.origin = settings.base_url?.replace(/\/+$/, "") ?? undefined;
   }
@@ -33,7 +33,8 @@ export class FileLinks {
 
   /** The public URL of a token (or a masked one when only the link id is known). */
   url(tokenOrMask: string): string {
-    if (!this.origin) throw new ToolError("download_unavailable", "download links need the HTTP server (mode mcp or http)");
+    if (!this.origin)
+      throw new ToolError("download_unavailable", "download links need the HTTP server (mode mcp or http)");
     return `${this.origin}/download/${tokenOrMask}`;
   }
 

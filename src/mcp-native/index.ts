@@ -106,10 +106,16 @@ export function registerMcpNative(
     }),
   );
   server.setRequestHandler(SubscribeRequestSchema, (req, extra) =>
-    mapped(async () => ((await watch()).subscribe(context(extra).caller, req.params.uri), {})),
+    mapped(async () => {
+      (await watch()).subscribe(context(extra).caller, req.params.uri);
+      return {};
+    }),
   );
   server.setRequestHandler(UnsubscribeRequestSchema, (req) =>
-    mapped(() => (subscriptions?.unsubscribe(req.params.uri), {})),
+    mapped(() => {
+      subscriptions?.unsubscribe(req.params.uri);
+      return {};
+    }),
   );
   server.setRequestHandler(ListPromptsRequestSchema, (_req, extra) =>
     mapped(async () => {
@@ -127,9 +133,14 @@ export function registerMcpNative(
     mapped(async () => {
       const { caller, runTool } = context(extra);
       const { argument, context: given } = req.params;
-      const completion = await (
-        await load()
-      )[2].complete(caller, argument.name, argument.value, given?.arguments, runTool, toolNames);
+      const completion = await (await load())[2].complete(
+        caller,
+        argument.name,
+        argument.value,
+        given?.arguments,
+        runTool,
+        toolNames,
+      );
       return { completion };
     }),
   );

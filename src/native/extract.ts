@@ -82,7 +82,7 @@ function sha256(bytes: Uint8Array): string {
 /** A file's identity: any rewrite, rename over it or mode change gives another one (ctime moves). */
 function identity(path: string): string | undefined {
   const st = lstatSync(path, { bigint: true, throwIfNoEntry: false });
-  if (!st || !st.isFile()) return undefined;
+  if (!st?.isFile()) return undefined;
   return `${st.dev}:${st.ino}:${st.size}:${st.mode}:${st.uid}:${st.mtimeNs}:${st.ctimeNs}`;
 }
 
@@ -123,7 +123,8 @@ function chainIntact(root: string, dir: string): boolean {
   for (const part of ["", ...(rel ? rel.split(sep) : [])]) {
     path = part ? join(path, part) : path;
     const st = path === root ? statSync(path, { throwIfNoEntry: false }) : lstatSync(path, { throwIfNoEntry: false });
-    if (!st || !st.isDirectory() || writableByOthers(st.mode) || (ownUid() !== undefined && st.uid !== ownUid())) return false;
+    if (!st?.isDirectory() || writableByOthers(st.mode) || (ownUid() !== undefined && st.uid !== ownUid()))
+      return false;
   }
   return true;
 }
@@ -139,7 +140,11 @@ function ensurePrivateChain(root: string, dir: string): void {
     ensurePrivateDir(path);
   }
   // Checked again after the changes: a folder swapped while we made the chain is caught here.
-  if (!chainIntact(root, dir)) throw new ToolError("helper_unavailable", "embedded helpers refused: the helper folder changed while it was prepared");
+  if (!chainIntact(root, dir))
+    throw new ToolError(
+      "helper_unavailable",
+      "embedded helpers refused: the helper folder changed while it was prepared",
+    );
 }
 
 /** What was verified last for one helper: where it lies and the identity its file had then. */

@@ -1,5 +1,4 @@
 import type { BigIntStats } from "node:fs";
-import { ToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 
 /** The gateway's object records and the small helpers its store uses (spec §2.4). */
@@ -77,6 +76,7 @@ export function timingSafeEqualHex(a: string, b: string): boolean {
 }
 
 export function generation(st: BigIntStats): string {
+  // biome-ignore lint/complexity/useMathMinMax: the times are bigints, which Math.max does not take
   return (st.ctimeNs > st.mtimeNs ? st.ctimeNs : st.mtimeNs).toString();
 }
 
@@ -95,6 +95,16 @@ export function pidAlive(pid: number): boolean {
 }
 
 /** The gateway limits a server's settings give. */
-export function gatewayLimits(s: { remote_http_transfer_chunk_bytes: number; remote_http_transfer_ticket_ttl_s: number; remote_http_transfer_max_active: number; remote_http_transfer_max_spool_bytes: number }): GatewayLimits {
-  return { chunkBytes: s.remote_http_transfer_chunk_bytes, ticketTtlS: s.remote_http_transfer_ticket_ttl_s, maxActive: s.remote_http_transfer_max_active, maxSpoolBytes: s.remote_http_transfer_max_spool_bytes };
+export function gatewayLimits(s: {
+  remote_http_transfer_chunk_bytes: number;
+  remote_http_transfer_ticket_ttl_s: number;
+  remote_http_transfer_max_active: number;
+  remote_http_transfer_max_spool_bytes: number;
+}): GatewayLimits {
+  return {
+    chunkBytes: s.remote_http_transfer_chunk_bytes,
+    ticketTtlS: s.remote_http_transfer_ticket_ttl_s,
+    maxActive: s.remote_http_transfer_max_active,
+    maxSpoolBytes: s.remote_http_transfer_max_spool_bytes,
+  };
 }

@@ -47,7 +47,7 @@ describe("release archive documents", () => {
       expect(start).toBeGreaterThan(install);
       // The serve step changes into the project first, not the unpacked folder.
       expect(quick.slice(install, start)).toContain("cd ~/my-project");
-      expect(quick).toMatch(/Over stdio[^]*no approval page/);
+      expect(quick).toMatch(/Over stdio[\s\S]*no approval page/);
       expect(quick).toContain("README.md");
     });
   }
