@@ -101,9 +101,7 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "no-jti-accepted",
         what: "a token without jti is accepted",
-        edits: [
-          one("src/oauth/server.ts", ' || typeof payload.jti !== "string")\n', ")\n"),
-        ],
+        edits: [one("src/oauth/server.ts", ' || typeof payload.jti !== "string")\n', ")\n")],
       },
       {
         name: "audience-unchecked",
@@ -475,13 +473,7 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "token-from-any-peer",
         what: "a non-loopback peer may use the loopback token",
-        edits: [
-          one(
-            "src/ui/local-token.ts",
-            'if (!isLoopbackName(peer.replace(/^::ffff:/, "")))\n',
-            "if (false)\n",
-          ),
-        ],
+        edits: [one("src/ui/local-token.ts", 'if (!isLoopbackName(peer.replace(/^::ffff:/, "")))\n', "if (false)\n")],
       },
     ],
   },

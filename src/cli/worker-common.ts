@@ -32,7 +32,8 @@ export const enrollArgs = {
 const SECRET = /lsmcp_(?:inv|wk)_[A-Za-z0-9_-]+/g;
 
 /** Runs a worker command: failures print one redacted status line and exit 1. */
-export async function guarded(fn: () => Promise<number | undefined>): Promise<never> {
+// biome-ignore lint/suspicious/noConfusingVoidType: commands that never fail return nothing
+export async function guarded(fn: () => Promise<number | void>): Promise<never> {
   let code = 0;
   try {
     // Windows has no supported worker service model; refused rather than half-emulated.

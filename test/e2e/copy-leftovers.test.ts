@@ -237,7 +237,9 @@ describe.skipIf(needsRoot("the worker runs in its own network namespace (ip netn
         bigFile(join(dirs.A, `moving-${i}.bin`), 64);
         const r = await call;
         codes.push(
-          r.isError ? (r._meta?.["local-shell-mcp/error"] as { code: string } | undefined)?.code : "completed",
+          r.isError
+            ? ((r._meta?.["local-shell-mcp/error"] as { code: string } | undefined)?.code ?? "no code")
+            : "completed",
         );
       }
       console.log(`changed sources: ${codes.join(", ")}`);
