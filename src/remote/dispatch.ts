@@ -9,7 +9,7 @@
 import { ToolError } from "../core/errors.ts";
 import type { SessionRecord } from "../sessions/store.ts";
 import type { ToolContext } from "../tools/context.ts";
-import type { ToolDefinition } from "../tools/define.ts";
+import type { AnyTool } from "../tools/define.ts";
 import type { CallRoute } from "../tools/registry.ts";
 import type { RemoteManager } from "./manager.ts";
 
@@ -137,7 +137,7 @@ async function endRemote(manager: RemoteManager, ctx: ToolContext, rec: SessionR
   };
 }
 
-async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, rec: SessionRecord, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+async function forward(manager: RemoteManager, def: AnyTool, ctx: ToolContext, rec: SessionRecord, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
   requireRemoteScope(ctx);
   if (!rec.machine || !rec.worker_session_id) throw new ToolError("session_not_found", `session ${rec.session_id} has no worker binding`);
   ctx.app.sessions.touch(rec);
@@ -199,7 +199,7 @@ function shellIdsIn(tool: string, input: Fields, structured: Fields): string[] |
  * workers both claim routes nowhere (remoteShellOwner). A stale id costs nothing: the worker
  * answers shell_not_found.
  */
-async function recordShells(ctx: ToolContext, sid: string, def: ToolDefinition, input: Fields, out: Fields) {
+async function recordShells(ctx: ToolContext, sid: string, def: AnyTool, input: Fields, out: Fields) {
   const structured = out;
   const named = shellIdsIn(def.name, input, structured);
   if (!named || !def.output.safeParse(structured).success) return;
@@ -246,7 +246,7 @@ async function remoteShellOwner(ctx: ToolContext, shellId: string): Promise<Sess
   return undefined;
 }
 
-async function forwardByShellId(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+async function forwardByShellId(manager: RemoteManager, def: AnyTool, ctx: ToolContext, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
   const rec = await remoteShellOwner(ctx, input.shell_id as string);
   // Not a remote shell: the local handler answers (its own shell, or shell_not_found).
   if (!rec) return def.run(ctx, input as never);
@@ -276,7 +276,7 @@ function isJobList(args: Record<string, unknown>): boolean {
  * Lists a remote session's jobs: the worker's, plus the managed jobs this controller runs under the
  * session (background `session_copy` into it), which the worker knows nothing about.
  */
-async function listRemoteJobs(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, rec: SessionRecord, args: Record<string, unknown>, limitMs: number): Promise<unknown> {
+async function listRemoteJobs(manager: RemoteManager, def: AnyTool, ctx: ToolContext, rec: SessionRecord, args: Record<string, unknown>, limitMs: number): Promise<unknown> {
   const remote = (await forward(manager, def, ctx, rec, args, limitMs)) as JobList;
   const local = (await def.run(ctx, { ...args, session_id: rec.session_id } as never)) as JobList;
   const localTotal = Object.values(local.counts).reduce((a, b) => a + b, 0);
