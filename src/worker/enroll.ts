@@ -5,6 +5,7 @@
 import { existsSync, readSync, realpathSync, statSync } from "node:fs";
 import { hostname, userInfo } from "node:os";
 import { resolve } from "node:path";
+import { retry, type RetryOptions } from "../core/backoff.ts";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
 import { executingRuntime } from "./install.ts";
 import { type WorkerIdentity, workerPaths, writeIdentity } from "./layout.ts";
@@ -86,6 +87,12 @@ function retryable(status: number): boolean {
   return status === 408 || status === 425 || status === 429 || status >= 500;
 }
 
+/** A failed registration worth another try (the controller unreachable, busy or failing). */
+class PassingProblem extends Error {}
+
+/** Six tries, 1 s apart doubling to 15 s. */
+const REGISTER_RETRIES: RetryOptions = { retries: 5, firstMs: 1000, maxMs: 15_000, retryable: (e) => e instanceof PassingProblem };
+
 /** Registers with the controller; retries network trouble and 5xx a few times, never a 4xx. */
 export async function register(input: { server: string; invite: string; name: string | null; workdir: string; root: string; profileId: string }): Promise<WorkerIdentity> {
   // A digest only for an installed runtime this process really runs from (spec 1.12).
@@ -98,15 +105,12 @@ export async function register(input: { server: string; invite: string; name: st
     info: hostInfo(input.root, input.profileId),
     runtime: { protocol_version: 1, runtime_kind: bundleSha ? "managed_bundle" : "binary", worker_version: VERSION, build_digest: BUILD_DIGEST, bundle_sha256: bundleSha },
   });
-  let lastProblem = "";
-  for (let attempt = 0; attempt < 6; attempt++) {
-    if (attempt > 0) await Bun.sleep(Math.min(30, 2 ** attempt) * 500);
+  const once = async (): Promise<WorkerIdentity> => {
     let res: Response;
     try {
       res = await fetch(`${input.server}/remote/register`, { method: "POST", headers: { "content-type": "application/json" }, body, signal: AbortSignal.timeout(30_000), redirect: "error" });
     } catch {
-      lastProblem = "the controller could not be reached";
-      continue;
+      throw new PassingProblem("the controller could not be reached");
     }
     const reply = (await res.json().catch(() => null)) as { ok?: boolean; error?: string; message?: string; data?: { token?: string; name?: string; workdir?: string } } | null;
     if (res.ok && reply?.ok && typeof reply.data?.token === "string" && typeof reply.data.name === "string") {
@@ -118,8 +122,12 @@ export async function register(input: { server: string; invite: string; name: st
     }
     const why = `${reply?.error ?? `HTTP ${res.status}`}: ${String(reply?.message ?? "enrollment refused").slice(0, 300)}`;
     if (!retryable(res.status)) throw new WorkerCommandError(`enrollment refused (${why})`);
-    lastProblem = why;
+    throw new PassingProblem(why);
+  };
+  try {
+    return await retry(once, REGISTER_RETRIES);
+  } catch (e) {
+    throw e instanceof PassingProblem ? new WorkerCommandError(`enrollment failed: ${e.message}`) : e;
   }
-  throw new WorkerCommandError(`enrollment failed: ${lastProblem}`);
 }
 
