@@ -1,4 +1,4 @@
-import { closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync, chmodSync } from "node:fs";
+import { closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeSync, chmodSync } from "node:fs";
 import { open, rename, rm } from "node:fs/promises";
 import { dirname, basename, join } from "node:path";
 import { ToolError } from "../core/errors.ts";
@@ -131,9 +131,4 @@ export function writeJsonWithBackup(path: string, value: unknown): void {
     // No good primary to preserve: keep whatever backup exists.
   }
   writeFileAtomic(path, body);
-}
-
-export function isPrivateFile(path: string): boolean {
-  const st = statSync(path);
-  return (st.mode & 0o077) === 0;
 }
