@@ -4,8 +4,9 @@
  * the browser bundle (src/ui/web) and the `tui` (src/tui/screens.ts) read them. Types only, and
  * nothing imported: the browser's tsconfig has no Node or Bun types.
  *
- * A row lists the fields the readers use; the server may send more (a shell's `created`, a job's
- * whole record), which the readers ignore.
+ * A row lists the fields the server promises; it may send more (a shell's `created`, a job's whole
+ * record), which the readers ignore. Rows that mirror a domain type (ShellRow and exec's ShellView)
+ * are kept in step by those annotations, since this module cannot import the domain's.
  */
 
 /** GET dashboard. */
