@@ -26,16 +26,28 @@ const MODULES: readonly Entry[] = [
   [["apply_patch"], () => import("./files/apply-patch.ts").then((m) => [m.applyPatch])],
   [["write_file"], () => import("./files/write-file.ts").then((m) => [m.writeFile])],
   [["delete_file_or_dir"], () => import("./files/delete.ts").then((m) => [m.deleteFileOrDir])],
-  [["list_files", "tree_view", "glob_search"], () => import("./files/discovery.ts").then((m) => [m.listFiles, m.treeView, m.globSearch])],
+  [
+    ["list_files", "tree_view", "glob_search"],
+    () => import("./files/discovery.ts").then((m) => [m.listFiles, m.treeView, m.globSearch]),
+  ],
   [["search"], () => import("./search/search.ts").then((m) => [m.search])],
   [["read_todos", "write_todos"], () => import("./todos/todos.ts").then((m) => [m.readTodos, m.writeTodos])],
   [["view_image"], () => import("./media/view-image.ts").then((m) => [m.viewImage])],
   [["run_python_code"], () => import("./python/run-python-code.ts").then((m) => [m.runPythonCode])],
   [["secret_scan"], () => import("./files/secret-scan.ts").then((m) => [m.secretScan])],
-  [["workspace_search", "fetch"], () => import("./connector/connector.ts").then((m) => [m.workspaceSearch, m.fetchDocument])],
+  [
+    ["workspace_search", "fetch"],
+    () => import("./connector/connector.ts").then((m) => [m.workspaceSearch, m.fetchDocument]),
+  ],
   [["job"], () => import("./shell/job.ts").then((m) => [m.job])],
   [
-    ["list_persistent_shells", "read_persistent_shell_output", "send_persistent_shell_input", "resize_persistent_shell", "kill_persistent_shell"],
+    [
+      "list_persistent_shells",
+      "read_persistent_shell_output",
+      "send_persistent_shell_input",
+      "resize_persistent_shell",
+      "kill_persistent_shell",
+    ],
     () =>
       import("./shell/persistent-shells.ts").then((m) => [
         m.listPersistentShells,

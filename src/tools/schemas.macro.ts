@@ -10,7 +10,9 @@ import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSche
  */
 export async function builtinToolManifest(): Promise<ToolManifestEntry[]> {
   return (await builtinTools()).map((t) => {
-    const input = advertisedInputSchema(z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>);
+    const input = advertisedInputSchema(
+      z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>,
+    );
     const rawOutput = z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
     const output = advertisedOutputSchema(rawOutput);
     return {

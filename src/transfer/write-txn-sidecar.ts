@@ -48,7 +48,11 @@ export function writeSidecar(path: string, s: Sidecar): void {
 export const prefixEnd = (r: ReadonlyArray<[number, number]>) => (r.length && r[0]![0] === 0 ? r[0]![1] : 0);
 
 /** Adds [start, end) to sorted, disjoint ranges, merging adjacent ones. */
-export function mergeRange(ranges: ReadonlyArray<[number, number]>, start: number, end: number): Array<[number, number]> {
+export function mergeRange(
+  ranges: ReadonlyArray<[number, number]>,
+  start: number,
+  end: number,
+): Array<[number, number]> {
   const all = [...ranges, [start, end] as [number, number]].sort((a, b) => a[0] - b[0]);
   const out: Array<[number, number]> = [];
   for (const [a, b] of all) {

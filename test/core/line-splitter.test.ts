@@ -13,7 +13,12 @@ function collect(bound: LineBound, chunks: string[]) {
 
 describe("LineSplitter", () => {
   test("joins lines split across chunks and keeps a carriage return for the reader", () => {
-    const { events } = collect({ maxLineBytes: 0, onOverflow: "discard" }, ['{"a"', ":1}\n{", '"b":2}\r\n', "\npartial"]);
+    const { events } = collect({ maxLineBytes: 0, onOverflow: "discard" }, [
+      '{"a"',
+      ":1}\n{",
+      '"b":2}\r\n',
+      "\npartial",
+    ]);
     expect(events).toEqual(['line:{"a":1}', 'line:{"b":2}\r', "line:"]);
   });
 
@@ -23,13 +28,23 @@ describe("LineSplitter", () => {
   });
 
   test("discard: an oversized line is counted to its end, its head kept, and the next line still arrives", () => {
-    const { events, splitter } = collect({ maxLineBytes: 8, onOverflow: "discard", headBytes: 6 }, ['{"id":7', ',"x":"yyyy', "yyyyyy", '"}\n{"ok"', ":1}\n"]);
+    const { events, splitter } = collect({ maxLineBytes: 8, onOverflow: "discard", headBytes: 6 }, [
+      '{"id":7',
+      ',"x":"yyyy',
+      "yyyyyy",
+      '"}\n{"ok"',
+      ":1}\n",
+    ]);
     expect(events).toEqual(['oversized:25:{"id":', 'line:{"ok":1}']);
     expect(splitter.done).toBe(false);
   });
 
   test("stop: the first oversized line stops at once, before its end, and nothing after it is delivered", () => {
-    const { events, splitter } = collect({ maxLineBytes: 8, onOverflow: "stop", headBytes: 3 }, ["ok\n0123", "456789", "abc\nlater\n"]);
+    const { events, splitter } = collect({ maxLineBytes: 8, onOverflow: "stop", headBytes: 3 }, [
+      "ok\n0123",
+      "456789",
+      "abc\nlater\n",
+    ]);
     expect(events).toEqual(["line:ok", "oversized:10:012"]);
     expect(splitter.done).toBe(true);
   });
