@@ -62,7 +62,6 @@ export interface Manifest {
   dynamicTools: { mcp: boolean; skills: boolean };
 }
 
-export type ManifestStatus = "missing_config" | "invalid_config" | "loaded";
 export type ManifestLoad =
   | { status: "loaded" | "missing_config"; manifest: Manifest; errors: [] }
   | { status: "invalid_config"; manifest: undefined; errors: string[] };

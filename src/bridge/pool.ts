@@ -13,6 +13,7 @@ import {
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import type { Settings } from "../config/schema.ts";
+import { type Backoff, backoffMs, retry, type RetryOptions } from "../core/backoff.ts";
 import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { VERSION } from "../core/version.ts";
@@ -23,8 +24,18 @@ import { ContainedStdioTransport, UpstreamGoneError } from "./stdio-transport.ts
 
 /** Calls waiting for a free slot of one upstream before new ones get `upstream_busy`. */
 export const MAX_QUEUED_CALLS = 64;
-const BACKOFF_FIRST_MS = 250;
-const BACKOFF_MAX_MS = 30_000;
+/** After a failed start, calls wait before the next one: 250 ms doubling to 30 s. */
+const START_BACKOFF: Backoff = { firstMs: 250, maxMs: 30_000 };
+/**
+ * A process that died between calls may not be noticed until the request cannot be written; that
+ * request never arrived, so it is sent once more, at once, to a fresh process.
+ */
+const RESEND_ONCE: RetryOptions = {
+  retries: 1,
+  firstMs: 0,
+  maxMs: 0,
+  retryable: (e) => e instanceof UpstreamGoneError,
+};
 const PING_EVERY_MS = 30_000;
 
 /** What the pool needs from the bridge: secrets resolved at the moment they are used. */
@@ -194,16 +205,7 @@ export class UpstreamPool {
     // Waiting for a slot counts against the call timeout; starting the upstream has its own bound.
     const waited = Date.now() - started;
     try {
-      // A process that died between calls may not be noticed until the request cannot be written;
-      // that request never arrived, so it is sent once more to a fresh process.
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return await this.callOnce(server, tool, args, signal, waited);
-        } catch (e) {
-          if (attempt === 0 && e instanceof UpstreamGoneError) continue;
-          throw e;
-        }
-      }
+      return await retry(() => this.callOnce(server, tool, args, signal, waited), RESEND_ONCE);
     } finally {
       this.release(u);
       this.scheduleIdle(server, u);
@@ -429,7 +431,7 @@ export class UpstreamPool {
           // A failed warm-up does not: the first call that needs the upstream gets a start of its own.
           if (err.code === "upstream_unavailable" && !background) {
             u.failures++;
-            u.retryAt = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_FIRST_MS * 2 ** (u.failures - 1));
+            u.retryAt = Date.now() + backoffMs(START_BACKOFF, u.failures - 1);
             u.lastError = err.message;
           }
           throw err;

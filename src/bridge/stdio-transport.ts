@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { JSONRPCMessageSchema, type JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { LineSplitter } from "../core/line-splitter.ts";
 import { childEnv } from "../exec/env.ts";
 import { TailBuffer } from "../exec/output.ts";
 
@@ -128,34 +129,23 @@ export class ContainedStdioTransport implements Transport {
   }
 
   private async readStdout(stream: ReadableStream<Uint8Array>): Promise<void> {
-    let pending: Uint8Array[] = [];
-    let pendingBytes = 0;
+    const lines = new LineSplitter(
+      { maxLineBytes: MAX_LINE_BYTES, onOverflow: "stop" },
+      { line: (line) => this.deliver(line), oversized: () => this.fail(OVERLONG_LINE) },
+    );
     try {
       for await (const chunk of stream) {
         countRead(chunk.length);
-        let start = 0;
-        for (let nl = chunk.indexOf(10); nl !== -1; nl = chunk.indexOf(10, start)) {
-          const piece = chunk.subarray(start, nl);
-          const line = pending.length === 0 ? piece : Buffer.concat([...pending, piece]);
-          pending = [];
-          pendingBytes = 0;
-          start = nl + 1;
-          if (line.length > MAX_LINE_BYTES) return this.fail(OVERLONG_LINE);
-          this.deliver(line);
-        }
-        if (start < chunk.length) {
-          pending.push(chunk.subarray(start));
-          pendingBytes += chunk.length - start;
-          if (pendingBytes > MAX_LINE_BYTES) return this.fail(OVERLONG_LINE);
-        }
+        lines.push(chunk);
+        if (lines.done) return;
       }
     } catch {
       // The pipe broke because the process ended; exited() reports it.
     }
   }
 
-  private deliver(line: Uint8Array): void {
-    const text = Buffer.from(line.buffer, line.byteOffset, line.byteLength).toString("utf8").replace(/\r$/, "");
+  private deliver(line: Buffer): void {
+    const text = line.toString("utf8").replace(/\r$/, "");
     if (text.trim() === "") return;
     let message: JSONRPCMessage;
     try {

@@ -78,10 +78,6 @@ const live = new Set<ContainedProcess>();
  */
 const leftovers = new Map<number, { command: string; cgroup?: string; since: number }>();
 
-export function leftoverCount(): number {
-  return leftovers.size;
-}
-
 function trackLeftover(proc: ContainedProcess, command: string, cgroup: string | undefined): void {
   const pid = proc.pid;
   leftovers.set(pid, { command, cgroup, since: Date.now() });

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { type Backoff, backoffMs } from "../core/backoff.ts";
 
 /**
  * The cgroup v2 containment layer: where this server may create one group per bounded command.
@@ -179,6 +180,9 @@ function sweepStaleGroups(dir: string): void {
   }
 }
 
+/** Between tries to kill and remove a group: 50 ms doubling to 30 s. */
+const KILL_BACKOFF: Backoff = { firstMs: 50, maxMs: 30_000 };
+
 /**
  * Kills and removes a group, retrying with back-off (up to 30 s apart) until it is empty and gone:
  * killed members need a moment to exit, and one stuck in the kernel can take much longer.
@@ -188,7 +192,7 @@ export function killCgroupEventually(path: string, onDone?: () => void, attempt 
     onDone?.();
     return;
   }
-  setTimeout(() => killCgroupEventually(path, onDone, attempt + 1), Math.min(30_000, 50 * 2 ** attempt)).unref();
+  setTimeout(() => killCgroupEventually(path, onDone, attempt + 1), backoffMs(KILL_BACKOFF, attempt)).unref();
 }
 
 function pidRunning(pid: number): boolean {

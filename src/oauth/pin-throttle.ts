@@ -1,3 +1,5 @@
+import { backoffMs } from "../core/backoff.ts";
+
 /** Consecutive failures that lock approval. */
 export const PIN_MAX_FAILURES = 5;
 /** How long approval stays locked after too many failures. */
@@ -38,7 +40,7 @@ export class PinThrottle {
       }
       this.failures++;
       if (this.failures >= PIN_MAX_FAILURES) this.lockedUntil = Date.now() + PIN_LOCKOUT_MS;
-      await Bun.sleep(Math.min(MAX_DELAY_MS, BASE_DELAY_MS * 2 ** (Math.max(1, this.failures) - 1)));
+      await Bun.sleep(backoffMs({ firstMs: BASE_DELAY_MS, maxMs: MAX_DELAY_MS }, this.failures - 1));
       return "failed";
     };
     const result = this.chain.then(run, run);

@@ -9,7 +9,7 @@
 import { ToolError } from "../core/errors.ts";
 import type { SessionRecord } from "../sessions/store.ts";
 import type { ToolContext } from "../tools/context.ts";
-import type { ToolDefinition } from "../tools/define.ts";
+import type { AnyTool } from "../tools/define.ts";
 import type { CallRoute } from "../tools/registry.ts";
 import type { RemoteManager } from "./manager.ts";
 
@@ -185,7 +185,7 @@ async function endRemote(
 
 async function forward(
   manager: RemoteManager,
-  def: ToolDefinition,
+  def: AnyTool,
   ctx: ToolContext,
   rec: SessionRecord,
   input: Record<string, unknown>,
@@ -263,7 +263,7 @@ function shellIdsIn(tool: string, input: Fields, structured: Fields): string[] |
  * workers both claim routes nowhere (remoteShellOwner). A stale id costs nothing: the worker
  * answers shell_not_found.
  */
-async function recordShells(ctx: ToolContext, sid: string, def: ToolDefinition, input: Fields, out: Fields) {
+async function recordShells(ctx: ToolContext, sid: string, def: AnyTool, input: Fields, out: Fields) {
   const structured = out;
   const named = shellIdsIn(def.name, input, structured);
   if (!named || !def.output.safeParse(structured).success) return;
@@ -313,7 +313,7 @@ async function remoteShellOwner(ctx: ToolContext, shellId: string): Promise<Sess
 
 async function forwardByShellId(
   manager: RemoteManager,
-  def: ToolDefinition,
+  def: AnyTool,
   ctx: ToolContext,
   input: Record<string, unknown>,
   limitMs: number,
@@ -356,7 +356,7 @@ function isJobList(args: Record<string, unknown>): boolean {
  */
 async function listRemoteJobs(
   manager: RemoteManager,
-  def: ToolDefinition,
+  def: AnyTool,
   ctx: ToolContext,
   rec: SessionRecord,
   args: Record<string, unknown>,

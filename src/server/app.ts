@@ -37,8 +37,16 @@ import { RemoteStore } from "../remote/store.ts";
 import { RemoteTransferEndpoint } from "../remote/transfer-endpoint.ts";
 import { builtinToolManifest } from "../tools/schemas.macro.ts" with { type: "macro" };
 
-/** The built-in tools as the bundler saw them; their modules load on the first call. */
-const BUILTIN_MANIFEST = builtinToolManifest();
+/**
+ * The built-in tools as the bundler saw them; their modules load on the first call. The macro is
+ * async (it imports the tool modules); the bundler awaits it and inlines the array.
+ */
+const BUILTIN_MANIFEST = inlined(builtinToolManifest());
+
+function inlined<T>(value: T | Promise<T>): T {
+  if (value instanceof Promise) throw new Error("the tool manifest macro was not evaluated at bundle time");
+  return value;
+}
 
 export interface App {
   services: AppServices;
@@ -147,7 +155,7 @@ export function createApp(settings: Settings): App {
     settings,
     {
       manifest: BUILTIN_MANIFEST,
-      load: () => import("../tools/index.ts").then((m) => m.builtinTools()),
+      load: () => import("../tools/loaders.ts").then((m) => m.builtinTools()),
       // A worker never lists tools: it imports only the modules of the tools it is asked to run.
       loadOne: (name) => import("../tools/loaders.ts").then((m) => m.loadTool(name)),
     },

@@ -1,5 +1,6 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { JSONRPCMessageSchema, type JSONRPCMessage, type JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
+import { LineSplitter } from "../core/line-splitter.ts";
 import { log } from "../core/log.ts";
 import { HAS_RAW_JSON, LARGE_STRING_CHARS, LargeStringMemo, rawJsonString } from "../core/large-memo.ts";
 import { outputStarted } from "../core/output-flush.ts";
@@ -105,12 +106,8 @@ export class BoundedStdioTransport implements Transport {
    */
   onrequest?: (request: JSONRPCRequest) => void;
 
-  /** Chunks of the current line (none while discarding). */
-  private parts: Buffer[] = [];
-  private lineBytes = 0;
-  /** The start of an oversized line being discarded, or undefined when within the limit. */
-  private oversizedHead: Buffer | undefined;
   private closed = false;
+  private readonly lines: LineSplitter;
 
   /** @param maxLineBytes largest accepted line in bytes; 0 means no limit. */
   constructor(
@@ -118,57 +115,34 @@ export class BoundedStdioTransport implements Transport {
     private readonly limitName: string,
     private readonly stdin: NodeJS.ReadableStream = process.stdin,
     private readonly stdout: NodeJS.WritableStream = process.stdout,
-  ) {}
+  ) {
+    // An oversized line is discarded as it streams in; its head is kept to answer with the right id.
+    this.lines = new LineSplitter(
+      { maxLineBytes, onOverflow: "discard", headBytes: ID_SNIFF_BYTES },
+      { line: (bytes) => this.onLine(bytes), oversized: (bytes, head) => this.onOversized(bytes, head) },
+    );
+  }
 
-  private readonly onData = (chunk: Buffer) => {
-    let start = 0;
-    for (;;) {
-      const nl = chunk.indexOf(10, start);
-      const piece = chunk.subarray(start, nl < 0 ? chunk.length : nl);
-      this.take(piece);
-      if (nl < 0) return;
-      this.endLine();
-      start = nl + 1;
-    }
-  };
+  private readonly onData = (chunk: Buffer) => this.lines.push(chunk);
 
   private readonly onError = (e: Error) => this.onerror?.(e);
 
-  private take(piece: Buffer): void {
-    if (piece.length === 0) return;
-    this.lineBytes += piece.length;
-    if (this.oversizedHead) return;
-    if (this.maxLineBytes > 0 && this.lineBytes > this.maxLineBytes) {
-      // From here on the line is only counted; its head is kept to answer with the right id.
-      this.oversizedHead = headOf([...this.parts, piece], ID_SNIFF_BYTES);
-      this.parts = [];
-      return;
-    }
-    this.parts.push(piece);
+  private onOversized(bytes: number, head: Buffer): void {
+    const id = sniffId(head.toString("utf8"));
+    log.warn(`stdio: refused a ${bytes}-byte message above the ${this.maxLineBytes}-byte limit`);
+    this.reply(
+      id,
+      INVALID_REQUEST,
+      `message of ${bytes} bytes exceeds the ${this.maxLineBytes}-byte limit (${this.limitName}); send smaller messages`,
+      {
+        limit_bytes: this.maxLineBytes,
+        message_bytes: bytes,
+      },
+    );
   }
 
-  private endLine(): void {
-    const bytes = this.lineBytes;
-    const head = this.oversizedHead;
-    const parts = this.parts;
-    this.parts = [];
-    this.lineBytes = 0;
-    this.oversizedHead = undefined;
-    if (head) {
-      const id = sniffId(head.toString("utf8"));
-      log.warn(`stdio: refused a ${bytes}-byte message above the ${this.maxLineBytes}-byte limit`);
-      this.reply(
-        id,
-        INVALID_REQUEST,
-        `message of ${bytes} bytes exceeds the ${this.maxLineBytes}-byte limit (${this.limitName}); send smaller messages`,
-        {
-          limit_bytes: this.maxLineBytes,
-          message_bytes: bytes,
-        },
-      );
-      return;
-    }
-    const line = Buffer.concat(parts).toString("utf8").replace(/\r$/, "");
+  private onLine(bytes: Buffer): void {
+    const line = bytes.toString("utf8").replace(/\r$/, "");
     if (line.trim() === "") return;
     let value: unknown;
     try {
@@ -230,7 +204,7 @@ export class BoundedStdioTransport implements Transport {
     this.closed = true;
     this.stdin.off("data", this.onData);
     this.stdin.off("error", this.onError);
-    this.parts = [];
+    this.lines.reset();
     this.onclose?.();
   }
 }
@@ -281,18 +255,6 @@ export function sniffId(head: string): Id {
     i++;
   }
   return null;
-}
-
-/** A copy of the first `bytes` bytes of `parts`, so the rest can be freed. */
-function headOf(parts: Buffer[], bytes: number): Buffer {
-  const kept: Buffer[] = [];
-  let size = 0;
-  for (const p of parts) {
-    if (size >= bytes) break;
-    kept.push(p.subarray(0, bytes - size));
-    size += Math.min(p.length, bytes - size);
-  }
-  return Buffer.concat(kept);
 }
 
 /** Index of the quote closing the string that opens at `start`, or -1 when the text ends first. */

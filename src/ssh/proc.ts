@@ -86,10 +86,6 @@ export async function stopAll(graceMs: number): Promise<void> {
   await Promise.all([...live].map((p) => stopGroup(p, graceMs)));
 }
 
-export function liveCount(): number {
-  return live.size;
-}
-
 /**
  * Yields the chunks of a stream until it ends or `stop` aborts. A mux client hands its stdio to the
  * ControlMaster, so after the client is gone our pipes can stay open as long as the master waits for a

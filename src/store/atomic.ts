@@ -8,7 +8,6 @@ import {
   readFileSync,
   renameSync,
   rmSync,
-  statSync,
   writeSync,
   chmodSync,
 } from "node:fs";
@@ -165,9 +164,4 @@ export function writeJsonWithBackup(path: string, value: unknown): void {
     // No good primary to preserve: keep whatever backup exists.
   }
   writeFileAtomic(path, body);
-}
-
-export function isPrivateFile(path: string): boolean {
-  const st = statSync(path);
-  return (st.mode & 0o077) === 0;
 }

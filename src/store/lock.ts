@@ -1,5 +1,6 @@
 import { dlopen, FFIType, read } from "bun:ffi";
 import { closeSync, constants, fstatSync, openSync } from "node:fs";
+import { type Backoff, backoffMs } from "../core/backoff.ts";
 import { ToolError } from "../core/errors.ts";
 
 const LOCK_SH = 1;
@@ -7,6 +8,8 @@ const LOCK_EX = 2;
 const LOCK_NB = 4;
 const LOCK_UN = 8;
 const EWOULDBLOCK = 11;
+/** Between polls of a busy lock: 2 ms doubling to 25 ms. */
+const LOCK_POLL: Backoff = { firstMs: 2, maxMs: 25 };
 
 interface Libc {
   flock: (fd: number, op: number) => number;
@@ -85,14 +88,12 @@ export class FileLock {
     signal?: AbortSignal,
   ): Promise<FileLock> {
     const deadline = Date.now() + timeoutMs;
-    let wait = 2;
-    for (;;) {
+    for (let n = 0; ; n++) {
       if (signal?.aborted) throw new ToolError("cancelled", "the operation was cancelled");
       const lock = FileLock.tryAcquire(path, mode);
       if (lock) return lock;
       if (Date.now() >= deadline) throw new ToolError("lock_timeout", "state is busy in another operation; try again");
-      await Bun.sleep(wait);
-      wait = Math.min(wait * 2, 25);
+      await Bun.sleep(backoffMs(LOCK_POLL, n));
     }
   }
 

@@ -95,6 +95,13 @@ export interface ToolManifestEntry {
   fullOutputSchema: string;
 }
 
+/**
+ * Any tool, as lists and the registry hold it. zod's default object shape is loose, so every
+ * `defineTool` result is assignable to it without a cast; the registry calls `run` only with what
+ * the tool's own `input` parsed, which is the type `defineTool` checked `run` against.
+ */
+export type AnyTool = ToolDefinition<z.ZodObject, z.ZodObject>;
+
 /** Declares a tool; the identity function exists for type inference of input and output. */
 export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
   def: ToolDefinition<I, O>,

@@ -1,36 +1,23 @@
-import type { ToolDefinition } from "./define.ts";
+import type { AnyTool } from "./define.ts";
 
 /**
- * One loader per built-in tool module, so a process that calls only a few tools (a remote worker
- * running bash and reads) imports only their modules instead of every tool at the first call
- * (tools/index.ts), which cost an idle worker ~5 MiB. `serve` still loads them all right after the
- * first tools/list. test/tools-loaders.test.ts keeps this table equal to builtinTools().
+ * The one list of built-in tools: each entry names the tools a module defines and imports that
+ * module on demand. A process that calls only a few tools (a remote worker running bash and reads)
+ * imports only their modules, which saves an idle worker ~5 MiB; `serve` loads them all right after
+ * the first tools/list (`builtinTools`), and the bundle-time manifest (schemas.macro.ts) is built
+ * from the same list, in this order (the order of tools/list). test/tools/loaders.test.ts checks
+ * that each entry's names are the names of the tools its module gives.
+ *
+ * Adding a tool: its module and description beside it, then one line here (or one more name and
+ * export in an existing entry).
  */
-type Loader = () => Promise<unknown[]>;
-const MODULES: ReadonlyArray<readonly [readonly string[], Loader]> = [
+type Entry = readonly [names: readonly string[], load: () => Promise<readonly AnyTool[]>];
+const MODULES: readonly Entry[] = [
   [["session_start"], () => import("./sessions/session-start.ts").then((m) => [m.sessionStart])],
   [["session_change_cwd"], () => import("./sessions/session-change-cwd.ts").then((m) => [m.sessionChangeCwd])],
   [["session_end"], () => import("./sessions/session-end.ts").then((m) => [m.sessionEnd])],
   [["session_copy"], () => import("./sessions/session-copy.ts").then((m) => [m.sessionCopy])],
   [["bash"], () => import("./shell/bash.ts").then((m) => [m.bash])],
-  [["job"], () => import("./shell/job.ts").then((m) => [m.job])],
-  [
-    [
-      "list_persistent_shells",
-      "read_persistent_shell_output",
-      "send_persistent_shell_input",
-      "resize_persistent_shell",
-      "kill_persistent_shell",
-    ],
-    () =>
-      import("./shell/persistent-shells.ts").then((m) => [
-        m.listPersistentShells,
-        m.readPersistentShellOutput,
-        m.sendPersistentShellInput,
-        m.resizePersistentShell,
-        m.killPersistentShell,
-      ]),
-  ],
   [["version"], () => import("./meta/version.ts").then((m) => [m.version])],
   [["audit_tail"], () => import("./audit/audit-tail.ts").then((m) => [m.auditTail])],
   [["read"], () => import("./files/read.ts").then((m) => [m.read])],
@@ -52,31 +39,50 @@ const MODULES: ReadonlyArray<readonly [readonly string[], Loader]> = [
     ["workspace_search", "fetch"],
     () => import("./connector/connector.ts").then((m) => [m.workspaceSearch, m.fetchDocument]),
   ],
+  [["job"], () => import("./shell/job.ts").then((m) => [m.job])],
+  [
+    [
+      "list_persistent_shells",
+      "read_persistent_shell_output",
+      "send_persistent_shell_input",
+      "resize_persistent_shell",
+      "kill_persistent_shell",
+    ],
+    () =>
+      import("./shell/persistent-shells.ts").then((m) => [
+        m.listPersistentShells,
+        m.readPersistentShellOutput,
+        m.sendPersistentShellInput,
+        m.resizePersistentShell,
+        m.killPersistentShell,
+      ]),
+  ],
   [["create_file_link"], () => import("./links/create-file-link.ts").then((m) => [m.createFileLink])],
   [["list_file_links"], () => import("./links/list-file-links.ts").then((m) => [m.listFileLinks])],
   [["revoke_file_link"], () => import("./links/revoke-file-link.ts").then((m) => [m.revokeFileLink])],
   [["remote_admin"], () => import("./remote/remote-admin.ts").then((m) => [m.remoteAdmin])],
-  [
-    [
-      "agent_config_status",
-      "list_agent_mcp_servers",
-      "list_agent_mcp_tools",
-      "call_agent_mcp_tool",
-      "list_agent_skills",
-      "activate_agent_skill",
-      "read_agent_skill_file",
-    ],
-    () => import("./bridge/index.ts").then((m) => m.bridgeTools()),
-  ],
+  [["agent_config_status"], () => import("./bridge/agent-config-status.ts").then((m) => [m.agentConfigStatus])],
+  [["list_agent_mcp_servers"], () => import("./bridge/list-agent-mcp-servers.ts").then((m) => [m.listAgentMcpServers])],
+  [["list_agent_mcp_tools"], () => import("./bridge/list-agent-mcp-tools.ts").then((m) => [m.listAgentMcpTools])],
+  [["call_agent_mcp_tool"], () => import("./bridge/call-agent-mcp-tool.ts").then((m) => [m.callAgentMcpTool])],
+  [["list_agent_skills"], () => import("./bridge/list-agent-skills.ts").then((m) => [m.listAgentSkills])],
+  [["activate_agent_skill"], () => import("./bridge/activate-agent-skill.ts").then((m) => [m.activateAgentSkill])],
+  [["read_agent_skill_file"], () => import("./bridge/read-agent-skill-file.ts").then((m) => [m.readAgentSkillFile])],
 ];
 
-/** Every tool name the table knows (for the test). */
-export const LOADABLE_TOOLS: readonly string[] = MODULES.flatMap(([names]) => names);
+/** Each entry's names and the tools its module gives, in list order (for the test). */
+export async function loadedEntries(): Promise<{ names: readonly string[]; tools: readonly AnyTool[] }[]> {
+  return Promise.all(MODULES.map(async ([names, load]) => ({ names, tools: await load() })));
+}
+
+/** Every built-in tool, in the order tools/list gives them. */
+export async function builtinTools(): Promise<AnyTool[]> {
+  return (await loadedEntries()).flatMap((e) => e.tools);
+}
 
 /** The definition of one built-in tool, importing only its module; undefined for an unknown name. */
-export async function loadTool(name: string): Promise<ToolDefinition | undefined> {
+export async function loadTool(name: string): Promise<AnyTool | undefined> {
   const entry = MODULES.find(([names]) => names.includes(name));
   if (!entry) return undefined;
-  const defs = (await entry[1]()) as ToolDefinition[];
-  return defs.find((d) => d.name === name);
+  return (await entry[1]()).find((d) => d.name === name);
 }

@@ -9,7 +9,7 @@ import { keepRequired, pruneEmpty } from "./compact.ts";
 import contractRequired from "./contract-required.json" with { type: "json" };
 import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
 import { fillDescription, isAvailable, type Offer, offeredInputSchema, offersOf } from "./define.ts";
-import type { ToolAnnotations, ToolDefinition, ToolManifestEntry } from "./define.ts";
+import type { AnyTool, ToolAnnotations, ToolManifestEntry } from "./define.ts";
 
 /** Largest text block sent beside structured content. */
 const MAX_TEXT_BYTES = 1_000_000;
@@ -97,7 +97,7 @@ function unitOf(name: string): string {
   return "";
 }
 
-function checkArgumentNames(def: ToolDefinition, raw: unknown): unknown {
+function checkArgumentNames(def: AnyTool, raw: unknown): unknown {
   if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return raw;
   // A loose input (a dynamic bridge tool, validated against its upstream's own schema) takes any name.
   const catchall = (def.input._zod.def as { catchall?: { _zod: { def: { type: string } } } }).catchall;
@@ -148,11 +148,11 @@ function clipText(text: string): string {
  * that imports the tool modules only when the first call needs them.
  */
 export type ToolSource =
-  | ToolDefinition[]
+  | AnyTool[]
   | {
       manifest: ToolManifestEntry[];
-      load: () => Promise<ToolDefinition[]>;
-      loadOne?: (name: string) => Promise<ToolDefinition | undefined>;
+      load: () => Promise<AnyTool[]>;
+      loadOne?: (name: string) => Promise<AnyTool | undefined>;
     };
 
 /**
@@ -162,7 +162,7 @@ export type ToolSource =
 export interface DynamicTools {
   /** The current dynamic listings, ready to advertise. */
   listings(): ToolListing[];
-  definition(name: string): ToolDefinition | undefined;
+  definition(name: string): AnyTool | undefined;
   /** Called whenever the set of dynamic tools changed; returns an unsubscribe function. */
   onChange(listener: () => void): () => void;
 }
@@ -172,7 +172,7 @@ export interface DynamicTools {
  * worker) and returns the result to validate; undefined lets the handler run here.
  */
 export type CallRoute = (
-  def: ToolDefinition,
+  def: AnyTool,
   ctx: ToolContext,
   input: unknown,
   limitMs: number,
@@ -183,12 +183,12 @@ export type CallRoute = (
  * route: the approval gate (server/approval-gate.ts). It returns undefined when the call needs
  * nothing, or a promise that settles when the call may run and rejects with a ToolError when not.
  */
-export type CallGate = (def: ToolDefinition, ctx: ToolContext, input: unknown) => Promise<void> | undefined;
+export type CallGate = (def: AnyTool, ctx: ToolContext, input: unknown) => Promise<void> | undefined;
 
 export class ToolRegistry {
   private readonly listings: ToolListing[];
   private readonly byName = new Map<string, ToolListing>();
-  private loaded: Promise<Map<string, ToolDefinition>> | undefined;
+  private loaded: Promise<Map<string, AnyTool>> | undefined;
   observer: CallObserver | undefined;
   dynamic: DynamicTools | undefined;
   route: CallRoute | undefined;
@@ -233,12 +233,12 @@ export class ToolRegistry {
     }
   }
 
-  private readonly load: () => Promise<ToolDefinition[]>;
-  private readonly loadOne: ((name: string) => Promise<ToolDefinition | undefined>) | undefined;
-  private readonly single = new Map<string, Promise<ToolDefinition | undefined>>();
+  private readonly load: () => Promise<AnyTool[]>;
+  private readonly loadOne: ((name: string) => Promise<AnyTool | undefined>) | undefined;
+  private readonly single = new Map<string, Promise<AnyTool | undefined>>();
 
   /** One built-in definition: from the full set once that is loading, else only its own module. */
-  private builtin(name: string): Promise<ToolDefinition | undefined> {
+  private builtin(name: string): Promise<AnyTool | undefined> {
     if (this.loaded || !this.loadOne) return this.definitions().then((m) => m.get(name));
     let p = this.single.get(name);
     if (!p) this.single.set(name, (p = this.loadOne(name)));
@@ -246,7 +246,7 @@ export class ToolRegistry {
   }
 
   private listingOf(
-    def: ToolDefinition,
+    def: AnyTool,
     inputSchema: Record<string, unknown>,
     outputSchema: Record<string, unknown>,
   ): ToolListing {
@@ -263,7 +263,7 @@ export class ToolRegistry {
   }
 
   /** The tool definitions, imported on first use and shared by every later call. */
-  definitions(): Promise<Map<string, ToolDefinition>> {
+  definitions(): Promise<Map<string, AnyTool>> {
     this.loaded ??= this.load().then((defs) => new Map(defs.map((d) => [d.name, d])));
     return this.loaded;
   }
@@ -290,7 +290,7 @@ export class ToolRegistry {
     return this.byName.get(name) ?? this.dynamic?.listings().find((l) => l.name === name);
   }
 
-  timeoutMs(def: ToolDefinition): number {
+  timeoutMs(def: AnyTool): number {
     return Math.round((def.timeoutS ? def.timeoutS(this.settings) : this.settings.tool_timeout_s) * 1000);
   }
 
@@ -325,7 +325,7 @@ export class ToolRegistry {
     return outcome;
   }
 
-  private async invoke(def: ToolDefinition, ctx: ToolContext, args: unknown): Promise<ToolOutcome> {
+  private async invoke(def: AnyTool, ctx: ToolContext, args: unknown): Promise<ToolOutcome> {
     try {
       const missing = def.scopes.find((s) => ctx.principal && !ctx.principal.scopes.includes(s));
       if (missing)
@@ -367,7 +367,7 @@ export class ToolRegistry {
     }
   }
 
-  private async withWatchdog(def: ToolDefinition, ctx: ToolContext, input: unknown): Promise<unknown> {
+  private async withWatchdog(def: AnyTool, ctx: ToolContext, input: unknown): Promise<unknown> {
     const limitMs = this.timeoutMs(def);
     const watchdog = new AbortController();
     const onOuterAbort = () => watchdog.abort();

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { type ToolManifestEntry, unwrapDescription } from "./define.ts";
-import { builtinTools } from "./index.ts";
+import { builtinTools } from "./loaders.ts";
 import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSchema } from "./schema-compact.ts";
 
 /**
@@ -8,8 +8,8 @@ import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSche
  * description, scopes, annotations and the JSON Schemas of its zod input and output) so a starting
  * server can answer tools/list without loading — or converting — any tool module.
  */
-export function builtinToolManifest(): ToolManifestEntry[] {
-  return builtinTools().map((t) => {
+export async function builtinToolManifest(): Promise<ToolManifestEntry[]> {
+  return (await builtinTools()).map((t) => {
     const input = advertisedInputSchema(
       z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>,
     );

@@ -162,15 +162,3 @@ export interface UnpackArchive {
   backup_deleted: boolean;
   cleanup_errors: string[];
 }
-
-/**
- * Finds the endpoint of a session. The local resolver serves local sessions; remote sessions are
- * served over the worker channel (src/remote/transfer-endpoint.ts; docs/remote-workers.md, "session_copy").
- */
-export type EndpointResolver = (session: {
-  session_id: string;
-  target: "local" | "remote";
-  workdir: string;
-  machine: string | null;
-  worker_session_id: string | null;
-}) => TransferEndpoint;

@@ -1,3 +1,4 @@
+import { type Backoff, backoffMs, retry } from "../core/backoff.ts";
 import { ToolError } from "../core/errors.ts";
 import type { HttpCall, TransferEndpoint } from "./endpoint.ts";
 import type { TransferPath } from "./paths.ts";
@@ -14,6 +15,8 @@ export const WORKER_CREDENTIAL_HEADER = "x-local-shell-mcp-worker-token";
 
 const PATH = /^\/remote\/transfer\/[A-Za-z0-9_-]{24,80}$/;
 const RETRIES = 3;
+/** Between tries: 100 ms doubling to 1 s. */
+const RETRY_BACKOFF: Backoff = { firstMs: 100, maxMs: 1000 };
 
 /** One leg of a gateway transfer, as the controller hands it to the worker (endpoint.ts). */
 type GatewayCall = HttpCall;
@@ -99,18 +102,25 @@ async function retrying<T>(
   fn: () => Promise<T>,
   resync?: () => Promise<void>,
 ): Promise<T> {
-  for (let n = 0; ; n++) {
-    try {
-      return await fn();
-    } catch (e) {
-      if (!(e instanceof Retryable) || n >= RETRIES)
-        throw e instanceof Retryable
-          ? new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`)
-          : e;
-      if (signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
-      await Bun.sleep(Math.min(100 * 2 ** n, 1000));
-      await resync?.().catch(() => undefined);
-    }
+  try {
+    return await retry(
+      async (n) => {
+        if (n > 0) await resync?.().catch(() => undefined);
+        return fn();
+      },
+      {
+        ...RETRY_BACKOFF,
+        retries: RETRIES,
+        retryable: (e) => e instanceof Retryable,
+        beforeRetry: () => {
+          if (signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
+        },
+      },
+    );
+  } catch (e) {
+    throw e instanceof Retryable
+      ? new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`)
+      : e;
   }
 }
 
@@ -345,7 +355,7 @@ export async function httpDownload(
       if (written + fill > from) failures = 0;
       if (++failures > RETRIES)
         throw new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`);
-      await Bun.sleep(Math.min(100 * 2 ** (failures - 1), 1000));
+      await Bun.sleep(backoffMs(RETRY_BACKOFF, failures - 1));
     }
   }
   await flush();

@@ -10,28 +10,17 @@ import {
   lstatSync,
   openSync,
   readdirSync,
-  readFileSync,
   renameSync,
   rmSync,
   type Stats,
   unlinkSync,
 } from "node:fs";
 import { ToolError } from "../core/errors.ts";
+import { randomHex } from "../core/random.ts";
 import type { PinnedDir } from "../fs/resolve.ts";
-import { writeFileAtomic } from "../store/atomic.ts";
 import { removeDeadSidecarTemps, sweepPartialsIn, writerTag } from "./leftovers.ts";
 import { assertTransferId, errnoOf, hashRange, tempNameFor, writeHashed } from "./paths.ts";
-import {
-  type BeginResult,
-  type FinishResult,
-  type Live,
-  live,
-  mergeRange,
-  prefixEnd,
-  type Sidecar,
-} from "./write-txn-state.ts";
-
-export { type BeginResult, type FinishResult, mergeRange, newTransferId } from "./write-txn-state.ts";
+import { mergeRange, prefixEnd, readSidecar, type Sidecar, writeSidecar } from "./write-txn-sidecar.ts";
 
 /**
  * The destination write transaction (spec §2.2), shared by local endpoints and workers: bytes go to
@@ -55,7 +44,47 @@ export const CHECKPOINT_BYTES = 32 * 1024 * 1024;
 /** And at most this long between them while bytes arrive (a slow link still checkpoints). */
 export const CHECKPOINT_MS = 2000;
 
+export interface BeginResult {
+  transfer_id: string;
+  offset: number;
+  resumed: boolean;
+}
+export interface FinishResult {
+  bytes: number;
+  sha256: string;
+}
+
+export function newTransferId(): string {
+  return randomHex(16);
+}
+
+/** A transfer this process is writing: authoritative between checkpoints. */
+interface Live {
+  sidecar: Sidecar;
+  dev: number;
+  ino: number;
+  /** Current size of the temp file as this process wrote it. */
+  size: number;
+  ranges: Array<[number, number]>;
+  /** End of the prefix the sidecar records (fsynced before it was recorded). */
+  durable: number;
+  lastCheckpoint: number;
+  /** SHA-256 of [0, hashed), fed while chunks arrive in order. */
+  hasher: Bun.CryptoHasher;
+  hashed: number;
+  /** A background checkpoint is flushing: no second one starts meanwhile. */
+  flushing?: boolean;
+  /** The digest of an adopted file that was verified before it was linked here (see adopt). */
+  verified?: string;
+}
+
 export class DestinationWrite {
+  /**
+   * The transfers this process writes, by the parent directory's identity and temp name: every
+   * DestinationWrite of one transfer (one per call) shares its entry.
+   */
+  private static readonly live = new Map<string, Live>();
+
   readonly temp: string;
   readonly sidecar: string;
   constructor(
@@ -74,25 +103,11 @@ export class DestinationWrite {
   }
 
   private readSidecar(): Sidecar | undefined {
-    let fd: number;
-    try {
-      fd = openSync(this.parent.path(this.sidecar), constants.O_RDONLY | constants.O_NOFOLLOW);
-    } catch {
-      return undefined;
-    }
-    try {
-      if (!fstatSync(fd).isFile()) return undefined;
-      const v = JSON.parse(readFileSync(fd, "utf8")) as Sidecar;
-      return v.version === 1 && Array.isArray(v.received_ranges) ? v : undefined;
-    } catch {
-      return undefined;
-    } finally {
-      closeSync(fd);
-    }
+    return readSidecar(this.parent.path(this.sidecar));
   }
 
   private writeSidecar(s: Sidecar): void {
-    writeFileAtomic(this.parent.path(this.sidecar), JSON.stringify(s));
+    writeSidecar(this.parent.path(this.sidecar), s);
   }
 
   private openTemp(flags: number): { fd: number; st: Stats } {
@@ -121,7 +136,7 @@ export class DestinationWrite {
    */
   private state(): Live {
     const k = this.key();
-    const l = live.get(k);
+    const l = DestinationWrite.live.get(k);
     if (l) return l;
     const s = this.readSidecar();
     if (!s) throw new ToolError("transfer_not_found", "no transfer in progress with this id for the destination");
@@ -136,7 +151,7 @@ export class DestinationWrite {
       hasher: new Bun.CryptoHasher("sha256"),
       hashed: 0,
     };
-    live.set(k, fresh);
+    DestinationWrite.live.set(k, fresh);
     return fresh;
   }
 
@@ -167,9 +182,9 @@ export class DestinationWrite {
     fsync(dataFd, (err) => {
       try {
         closeSync(dataFd!);
-        if (err || live.get(key) !== l || n <= l.durable) return;
+        if (err || DestinationWrite.live.get(key) !== l || n <= l.durable) return;
         const next: Sidecar = { ...l.sidecar, received_ranges: [[0, n]], temporary_size: size };
-        writeFileAtomic(sidecar, JSON.stringify(next));
+        writeSidecar(sidecar, next);
         l.sidecar = next;
         l.durable = n;
       } catch {
@@ -215,10 +230,10 @@ export class DestinationWrite {
     this.pruneStale();
     if (!overwrite) this.refuseExisting();
     const key = this.key();
-    const mine = live.get(key);
+    const mine = DestinationWrite.live.get(key);
     if (mine) {
       // Begun again in this process (a retried copy): what it received so far becomes durable first.
-      live.delete(key);
+      DestinationWrite.live.delete(key);
       try {
         const { fd, st } = this.openTemp(constants.O_RDONLY);
         try {
@@ -245,7 +260,7 @@ export class DestinationWrite {
       const resumed = this.tryResume(old, overwrite, expectedBytes);
       if (resumed !== undefined) {
         const keep = mine && mine.ino === old.temporary_identity_b && mine.hashed <= resumed.offset;
-        live.set(key, {
+        DestinationWrite.live.set(key, {
           sidecar: resumed.sidecar,
           dev: old.temporary_identity_a,
           ino: old.temporary_identity_b,
@@ -288,7 +303,7 @@ export class DestinationWrite {
       };
       this.writeSidecar(sidecar);
       // The first chunk checkpoints at once (lastCheckpoint 0): a copy is resumable early.
-      live.set(key, {
+      DestinationWrite.live.set(key, {
         sidecar,
         dev: st.dev,
         ino: st.ino,
@@ -346,7 +361,7 @@ export class DestinationWrite {
         writer: writerTag(),
       };
       this.writeSidecar(sidecar);
-      live.set(this.key(), {
+      DestinationWrite.live.set(this.key(), {
         sidecar,
         dev: st.dev,
         ino: st.ino,
@@ -489,7 +504,7 @@ export class DestinationWrite {
           `the temp file holds ${st.size} bytes, expected ${expectedBytes}`,
         );
       // Only what this process did not hash while writing is read again (a resumed transfer's prefix).
-      live.delete(this.key());
+      DestinationWrite.live.delete(this.key());
       if (l.verified !== undefined && st.ino === l.ino) sha = l.verified;
       else {
         hashRange(fd, l.hashed, st.size, l.hasher);
@@ -552,7 +567,7 @@ export class DestinationWrite {
       // The parent is gone.
     }
     try {
-      live.delete(this.key());
+      DestinationWrite.live.delete(this.key());
     } catch {
       // The parent is gone; nothing is cached for it then.
     }

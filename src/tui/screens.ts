@@ -1,4 +1,17 @@
-import type { ApprovalRequest } from "../approvals/service.ts";
+import type {
+  ApprovalRow,
+  ApprovalsAnswer,
+  AuditAnswer,
+  AuditRow,
+  JobRow,
+  JobsAnswer,
+  SessionRow,
+  SessionsAnswer,
+  ShellRow,
+  TerminalsAnswer,
+  TodoRow,
+  TodosAnswer,
+} from "../ui/api-types.ts";
 import type { UiApi } from "./api.ts";
 
 /**
@@ -9,51 +22,11 @@ import type { UiApi } from "./api.ts";
 export const SCREENS = ["Dashboard", "Sessions", "Shells", "Jobs", "Audit", "Approvals"] as const;
 export type Screen = (typeof SCREENS)[number];
 
-interface SessionRow {
-  session_id: string;
-  label: string | null;
-  target: string;
-  workdir: string;
-  updated_at: number;
-  shells: number;
-}
-interface Todo {
-  id: string | number;
-  content: string;
-  status?: string;
-}
-export interface ShellRow {
-  shell_id: string;
-  session_id: string | null;
-  status: string;
-  command: string;
-  cols: number;
-  rows: number;
-}
-interface JobRow {
-  job_id: string;
-  session_id: string;
-  status: string;
-  command: string;
-  exit_code: number | null;
-}
-interface AuditRow {
-  ts: number;
-  event: string;
-  tool?: string;
-  session?: string;
-  session_id?: string;
-  status?: string;
-}
-
-/** A call waiting for the operator (docs/approvals.md), as GET /api/ui/approvals lists it. */
-export type ApprovalRow = ApprovalRequest;
-
 export interface Snapshot {
   version: string;
   uiPath: string;
   sessions: SessionRow[];
-  todos: Map<string, Todo[]>;
+  todos: Map<string, TodoRow[]>;
   shells: ShellRow[];
   jobs: JobRow[];
   audit: AuditRow[];
@@ -67,16 +40,18 @@ const TODO_SESSIONS = 8;
 export async function loadSnapshot(api: UiApi, withTodos = false): Promise<Snapshot> {
   const [boot, sessions, shells, jobs, audit, approvals] = await Promise.all([
     api.get<{ version: string; ui: { path: string } }>("bootstrap"),
-    api.get<{ sessions: SessionRow[] }>("sessions"),
-    api.get<{ shells: ShellRow[] }>("terminals"),
-    api.get<{ jobs: JobRow[] }>("jobs"),
-    api.get<{ entries: AuditRow[] }>("audit", { limit: "100" }),
-    api.get<{ pending: ApprovalRow[] }>("approvals"),
+    api.get<SessionsAnswer>("sessions"),
+    api.get<TerminalsAnswer>("terminals"),
+    api.get<JobsAnswer>("jobs"),
+    api.get<AuditAnswer>("audit", { limit: "100" }),
+    api.get<ApprovalsAnswer>("approvals"),
   ]);
-  const todos = new Map<string, Todo[]>();
+  const todos = new Map<string, TodoRow[]>();
   await Promise.all(
     (withTodos ? sessions.sessions.slice(0, TODO_SESSIONS) : []).map(async (s) => {
-      const t = await api.get<{ todos: Todo[] }>("todos", { session_id: s.session_id }).catch(() => ({ todos: [] }));
+      const t = await api
+        .get<Pick<TodosAnswer, "todos">>("todos", { session_id: s.session_id })
+        .catch(() => ({ todos: [] }));
       todos.set(s.session_id, t.todos);
     }),
   );

@@ -10,6 +10,17 @@ import { streamFile } from "../http/download.ts";
 import { contentDisposition } from "../links/format.ts";
 import type { App } from "../server/app.ts";
 import type { Principal } from "../tools/context.ts";
+import type {
+  ApprovalsAnswer,
+  AuditAnswer,
+  DashboardFigures,
+  JobsAnswer,
+  MachineRow,
+  MachinesAnswer,
+  SessionsAnswer,
+  TerminalsAnswer,
+  TodosAnswer,
+} from "./api-types.ts";
 import { missingScope } from "./auth.ts";
 import type { DownloadTickets } from "./download-tickets.ts";
 
@@ -121,9 +132,7 @@ function head(fd: number, limit: number): Buffer {
 }
 
 /** The dashboard's counts: `/api/ui/dashboard`, and embedded in the page when no sign-in is needed. */
-export async function dashboardFigures(
-  app: App,
-): Promise<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals: number }> {
+export async function dashboardFigures(app: App): Promise<DashboardFigures> {
   const shells = await app.services.shells.list(null);
   const jobs = app.services.jobs.currentRows();
   return {
@@ -139,8 +148,8 @@ export async function dashboardFigures(
  * the controller's registry and live links. Only names, state and the reconnect command: never a
  * token or invite digest, nor the worker's other host facts.
  */
-async function machines(app: App): Promise<{ remote_enabled: boolean; machines: Array<Record<string, unknown>> }> {
-  const local = {
+async function machines(app: App): Promise<MachinesAnswer> {
+  const local: MachineRow = {
     name: "local",
     remote: false,
     status: "online",
@@ -154,7 +163,7 @@ async function machines(app: App): Promise<{ remote_enabled: boolean; machines: 
   // The tool module (and zod) stay off the server's start path: loaded with the first request here.
   const { reconnectCommand } = await import("../tools/remote/remote-admin.ts");
   const now = Date.now() / 1000;
-  const remote = m.store.workers().map((w) => {
+  const remote = m.store.workers().map((w): MachineRow => {
     const online = m.online(w.name);
     return {
       name: w.name,
@@ -250,7 +259,7 @@ const ENDPOINTS: Record<string, Endpoint> = {
           updated_at: r.updated_at,
           shells: r.persistent_shell_ids.length,
         }));
-      return ok({ sessions: rows });
+      return ok({ sessions: rows } satisfies SessionsAnswer);
     },
   },
   "sessions/end": {
@@ -263,7 +272,11 @@ const ENDPOINTS: Record<string, Endpoint> = {
     method: "GET",
     scopes: ["shell:read"],
     run: async ({ app }) =>
-      ok({ machine: "local", remote: false, shells: (await app.services.shells.list(null)).slice(0, 256) }),
+      ok({
+        machine: "local",
+        remote: false,
+        shells: (await app.services.shells.list(null)).slice(0, 256),
+      } satisfies TerminalsAnswer),
   },
   "terminals/snapshot": {
     method: "GET",
@@ -304,7 +317,7 @@ const ENDPOINTS: Record<string, Endpoint> = {
         .currentRows()
         .sort((a, b) => b.created_at - a.created_at)
         .map(({ supervisor_pid: _p, lease_version: _l, applied_updates: _a, ...row }) => row);
-      return ok({ jobs: rows });
+      return ok({ jobs: rows } satisfies JobsAnswer);
     },
   },
   "jobs/log": {
@@ -341,7 +354,10 @@ const ENDPOINTS: Record<string, Endpoint> = {
     // must not see (or answer) the approvals of its own commands.
     run: ({ app, principal }) => {
       operatorOnly(principal, "the approval queue");
-      return ok({ pending: app.services.approvals.list(), timeout_s: app.services.settings.approval_timeout_s });
+      return ok({
+        pending: app.services.approvals.list(),
+        timeout_s: app.services.settings.approval_timeout_s,
+      } satisfies ApprovalsAnswer);
     },
   },
   "approvals/approve": {
@@ -379,7 +395,7 @@ const ENDPOINTS: Record<string, Endpoint> = {
     run: async ({ app, principal, url }) => {
       const rec = app.services.sessions.requireFor(str(url.searchParams.get("session_id"), "session_id"), principal);
       const { loadTodoList } = await import("../tools/todos/todos.ts");
-      return ok(loadTodoList(app.services, rec.session_id));
+      return ok(loadTodoList(app.services, rec.session_id) satisfies TodosAnswer);
     },
   },
   audit: {
@@ -393,18 +409,17 @@ const ENDPOINTS: Record<string, Endpoint> = {
           : MAX_TAIL_BYTES;
       const limit = Math.max(1, Math.min(2000, Number(url.searchParams.get("limit") ?? 200) || 200));
       const rows = coalesce(await audit.tail(limitBytes));
-      return ok(
-        query(rows, {
-          limit,
-          event: null,
-          operation: null,
-          session: url.searchParams.get("session"),
-          search: url.searchParams.get("search"),
-          startTs: null,
-          endTs: null,
-          sort: "desc",
-        }),
-      );
+      const answer: AuditAnswer = query(rows, {
+        limit,
+        event: null,
+        operation: null,
+        session: url.searchParams.get("session"),
+        search: url.searchParams.get("search"),
+        startTs: null,
+        endTs: null,
+        sort: "desc",
+      });
+      return ok(answer);
     },
   },
   files: {

@@ -6,6 +6,7 @@
  * the identity.
  */
 import WebSocket from "ws";
+import { type Backoff, backoffMs } from "../core/backoff.ts";
 import { incidentError, toToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
@@ -25,7 +26,8 @@ import { EXIT_REVOKED } from "./layout.ts";
 import { type WorkerRuntime, workerCapabilities, workerOperation } from "./operations.ts";
 
 const HIGH_WATER_BYTES = 4 * 1024 * 1024;
-const MAX_BACKOFF_S = 30;
+/** Reconnect delays: 0.5 s doubling to 30 s, each drawn from its upper half. */
+const RECONNECT_BACKOFF: Backoff = { firstMs: 500, maxMs: 30_000, jitter: 0.5 };
 const CONNECT_TIMEOUT_MS = 15_000;
 /** Results kept for an absent controller; older ones are dropped (their callers gave up). */
 const MAX_OUTBOX = 1024;
@@ -135,8 +137,7 @@ export class WorkerChannel {
         return EXIT_REVOKED;
       }
       attempt = outcome.welcomed ? 0 : attempt + 1;
-      const base = Math.min(MAX_BACKOFF_S, 0.5 * 2 ** attempt);
-      await Bun.sleep(base * (0.5 + Math.random() / 2) * 1000);
+      await Bun.sleep(backoffMs(RECONNECT_BACKOFF, attempt));
     }
   }
 

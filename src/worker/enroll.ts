@@ -5,6 +5,7 @@
 import { existsSync, readSync, realpathSync, statSync } from "node:fs";
 import { hostname, userInfo } from "node:os";
 import { resolve } from "node:path";
+import { retry, type RetryOptions } from "../core/backoff.ts";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
 import { executingRuntime } from "./install.ts";
 import { type WorkerIdentity, workerPaths, writeIdentity } from "./layout.ts";
@@ -90,6 +91,17 @@ function retryable(status: number): boolean {
   return status === 408 || status === 425 || status === 429 || status >= 500;
 }
 
+/** A failed registration worth another try (the controller unreachable, busy or failing). */
+class PassingProblem extends Error {}
+
+/** Six tries, 1 s apart doubling to 15 s. */
+const REGISTER_RETRIES: RetryOptions = {
+  retries: 5,
+  firstMs: 1000,
+  maxMs: 15_000,
+  retryable: (e) => e instanceof PassingProblem,
+};
+
 /** Registers with the controller; retries network trouble and 5xx a few times, never a 4xx. */
 export async function register(input: {
   server: string;
@@ -115,9 +127,7 @@ export async function register(input: {
       bundle_sha256: bundleSha,
     },
   });
-  let lastProblem = "";
-  for (let attempt = 0; attempt < 6; attempt++) {
-    if (attempt > 0) await Bun.sleep(Math.min(30, 2 ** attempt) * 500);
+  const once = async (): Promise<WorkerIdentity> => {
     let res: Response;
     try {
       res = await fetch(`${input.server}/remote/register`, {
@@ -128,8 +138,7 @@ export async function register(input: {
         redirect: "error",
       });
     } catch {
-      lastProblem = "the controller could not be reached";
-      continue;
+      throw new PassingProblem("the controller could not be reached");
     }
     const reply = (await res.json().catch(() => null)) as {
       ok?: boolean;
@@ -155,7 +164,11 @@ export async function register(input: {
     }
     const why = `${reply?.error ?? `HTTP ${res.status}`}: ${String(reply?.message ?? "enrollment refused").slice(0, 300)}`;
     if (!retryable(res.status)) throw new WorkerCommandError(`enrollment refused (${why})`);
-    lastProblem = why;
+    throw new PassingProblem(why);
+  };
+  try {
+    return await retry(once, REGISTER_RETRIES);
+  } catch (e) {
+    throw e instanceof PassingProblem ? new WorkerCommandError(`enrollment failed: ${e.message}`) : e;
   }
-  throw new WorkerCommandError(`enrollment failed: ${lastProblem}`);
 }

@@ -1,12 +1,14 @@
 import { describe, expect, test } from "bun:test";
-import { builtinTools } from "../../src/tools/index.ts";
-import { LOADABLE_TOOLS, loadTool } from "../../src/tools/loaders.ts";
+import { builtinTools, loadedEntries, loadTool } from "../../src/tools/loaders.ts";
 
-describe("per-tool loaders", () => {
-  test("cover exactly the built-in tools, each loading its own definition", async () => {
-    const builtin = builtinTools();
-    expect([...LOADABLE_TOOLS].sort()).toEqual(builtin.map((t) => t.name).sort());
-    for (const def of builtin) expect(await loadTool(def.name)).toBe(def);
+describe("the one list of built-in tools", () => {
+  test("each entry names exactly the tools its module gives, and each name loads its own definition", async () => {
+    const entries = await loadedEntries();
+    for (const e of entries) expect(e.tools.map((t) => t.name)).toEqual([...e.names]);
+    const all = await builtinTools();
+    expect(all.length).toBeGreaterThan(40);
+    expect(new Set(all.map((t) => t.name)).size).toBe(all.length);
+    for (const def of all) expect(await loadTool(def.name)).toBe(def);
     expect(await loadTool("no_such_tool")).toBeUndefined();
   });
 });

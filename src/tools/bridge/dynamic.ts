@@ -7,7 +7,7 @@ import { shapeResult, upstreamDescription } from "../../bridge/results.ts";
 import type { AgentBridge } from "../../bridge/service.ts";
 import type { Settings } from "../../config/schema.ts";
 import { ToolError } from "../../core/errors.ts";
-import { READ_ONLY, type ToolDefinition } from "../define.ts";
+import { type AnyTool, READ_ONLY } from "../define.ts";
 import type { DynamicTools, ToolListing } from "../registry.ts";
 import { activateAgentSkill } from "./activate-agent-skill.ts";
 import { callAgentMcpTool } from "./call-agent-mcp-tool.ts";
@@ -48,7 +48,7 @@ delete SKILL_OUTPUT_SCHEMA.$schema;
 
 interface Entry {
   listing: ToolListing;
-  def: ToolDefinition;
+  def: AnyTool;
 }
 
 /**
@@ -79,7 +79,7 @@ export class BridgeDynamicTools implements DynamicTools {
     return [...this.entries.values()].map((e) => e.listing);
   }
 
-  definition(name: string): ToolDefinition | undefined {
+  definition(name: string): AnyTool | undefined {
     return this.entries.get(name)?.def;
   }
 
@@ -160,7 +160,7 @@ export class BridgeDynamicTools implements DynamicTools {
 
   private mcpEntry(bridge: AgentBridge, name: string, server: string, tool: Tool): Entry {
     const scrub = bridge.scrubber();
-    const def: ToolDefinition = {
+    const def: AnyTool = {
       name,
       title: tool.title ?? `${server}: ${tool.name}`,
       description: upstreamDescription(server, tool.description, scrub),
@@ -168,7 +168,7 @@ export class BridgeDynamicTools implements DynamicTools {
       annotations: MCP_ANNOTATIONS,
       // The upstream's own schema is checked by the pool before the call goes out.
       input: z.looseObject({}),
-      output: callAgentMcpTool.output as unknown as z.ZodObject,
+      output: callAgentMcpTool.output,
       timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_start_timeout_s * 2 + 5,
       async run(ctx, input) {
         const result = await bridge.pool.call(
@@ -191,17 +191,16 @@ export class BridgeDynamicTools implements DynamicTools {
   }
 
   private skillEntry(name: string, skill: string, description: string): Entry {
-    const activate = activateAgentSkill as unknown as ToolDefinition;
-    const def: ToolDefinition = {
+    const def: AnyTool = {
       name,
       title: `Skill ${skill}`,
       description: `[agent skill] Activate ${skill}: ${description}`,
       scopes: ["shell:read"],
       annotations: READ_ONLY,
       input: z.object({}),
-      output: activate.output,
+      output: activateAgentSkill.output,
       async run(ctx) {
-        const out = await activate.run(ctx, { name: skill, session_id: null } as never);
+        const out = await activateAgentSkill.run(ctx, { name: skill, session_id: null });
         if (!out) throw new ToolError("unknown_skill", `Skill ${skill} is gone`);
         return out;
       },
@@ -216,7 +215,7 @@ export class BridgeDynamicTools implements DynamicTools {
     };
   }
 
-  private listingOf(def: ToolDefinition): ToolListing {
+  private listingOf(def: AnyTool): ToolListing {
     return {
       name: def.name,
       title: def.title,

@@ -1,6 +1,7 @@
 /** The Human UI's shared state and data loading: the open view, sign-in state, the problem line. */
 import { signal } from "@preact/signals";
 import { useEffect, useState } from "preact/hooks";
+import { backoffMs } from "../../core/backoff.ts";
 import { api, ApiError, AuthRequired, config } from "./api.ts";
 
 export type View = "dashboard" | "sessions" | "terminals" | "files" | "jobs" | "approvals" | "audit" | "machines";
@@ -59,7 +60,7 @@ export function useData<T>(path: string | null, everyMs = 5000): { data: T | und
         })
         .finally(() => {
           // While the server is away, wait longer each time (up to RETRY_MAX_MS), then resume.
-          const pause = failures === 0 ? everyMs : Math.min(RETRY_MAX_MS, 500 * 2 ** Math.min(failures - 1, 5));
+          const pause = failures === 0 ? everyMs : backoffMs({ firstMs: 500, maxMs: RETRY_MAX_MS }, failures - 1);
           if (live) timer = setTimeout(() => void load(), pause);
         });
     };

@@ -3,6 +3,7 @@ import { ImageAddon } from "@xterm/addon-image";
 import { Terminal } from "@xterm/xterm";
 import "@xterm/xterm/css/xterm.css";
 import { useEffect, useRef, useState } from "preact/hooks";
+import { backoffMs } from "../../core/backoff.ts";
 import { api, binding, config } from "./api.ts";
 
 const MAX_FRAME = 65_536;
@@ -147,7 +148,7 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
           setStatus(`disconnected (${why})`);
         } else {
           attempts++;
-          const pause = Math.min(RECONNECT_MAX_MS, 500 * 2 ** Math.min(attempts - 1, 5));
+          const pause = backoffMs({ firstMs: 500, maxMs: RECONNECT_MAX_MS }, attempts - 1);
           setRole("connecting");
           setStatus(`disconnected (${why}); reconnecting in ${Math.ceil(pause / 1000)} s (attempt ${attempts})`);
           retry = setTimeout(connect, pause);

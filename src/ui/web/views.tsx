@@ -1,6 +1,17 @@
 /** The Human UI's views, one component each; every machine-sourced text is rendered as text. */
 import { Fragment } from "preact";
 import { useEffect, useState } from "preact/hooks";
+import type {
+  ApprovalsAnswer,
+  AuditAnswer,
+  DashboardFigures,
+  JobRow,
+  JobsAnswer,
+  MachinesAnswer,
+  SessionsAnswer,
+  TerminalsAnswer,
+  TodosAnswer,
+} from "../api-types.ts";
 import { api } from "./api.ts";
 import { act, problem, useData, when } from "./state.ts";
 type TerminalModule = typeof import("./terminal.tsx");
@@ -21,39 +32,9 @@ function TerminalView(props: { shellId: string; onClose: () => void }) {
   return mod ? <mod.TerminalView {...props} /> : <p>loading the terminal…</p>;
 }
 
-interface Session {
-  session_id: string;
-  label: string | null;
-  workdir: string;
-  updated_at: number;
-  shells: number;
-}
-interface Shell {
-  shell_id: string;
-  session_id: string | null;
-  name: string;
-  status: string;
-  cwd: string;
-  command: string;
-  cols: number;
-  rows: number;
-}
-interface Job {
-  job_id: string;
-  session_id: string;
-  name: string | null;
-  status: string;
-  command: string;
-  created_at: number;
-  exit_code: number | null;
-}
-
 export function Dashboard() {
-  const d = useData<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals?: number }>(
-    "dashboard",
-    2000,
-  ).data;
-  const recent = useData<{ sessions: Session[] }>("sessions", 5000).data?.sessions.slice(0, 5) ?? [];
+  const d = useData<DashboardFigures>("dashboard", 2000).data;
+  const recent = useData<SessionsAnswer>("sessions", 5000).data?.sessions.slice(0, 5) ?? [];
   return (
     <div data-testid="dashboard">
       <div class="cards">
@@ -96,9 +77,7 @@ export function Dashboard() {
 }
 
 function Todos({ sessionId }: { sessionId: string }) {
-  const data = useData<{ todos: Array<{ id: string; content: string; status: string }>; revision: number }>(
-    `todos?session_id=${sessionId}`,
-  ).data;
+  const data = useData<TodosAnswer>(`todos?session_id=${sessionId}`).data;
   if (!data) return null;
   return (
     <ul class="todos" data-testid="todos">
@@ -116,7 +95,7 @@ function Todos({ sessionId }: { sessionId: string }) {
 }
 
 export function Sessions() {
-  const { data, reload } = useData<{ sessions: Session[] }>("sessions");
+  const { data, reload } = useData<SessionsAnswer>("sessions");
   const [open, setOpen] = useState<string | null>(null);
   return (
     <table data-testid="sessions">
@@ -168,7 +147,7 @@ export function Sessions() {
 }
 
 export function Terminals() {
-  const shells = useData<{ shells: Shell[] }>("terminals").data?.shells ?? [];
+  const shells = useData<TerminalsAnswer>("terminals").data?.shells ?? [];
   const [open, setOpen] = useState<string | null>(null);
   if (open) return <TerminalView shellId={open} onClose={() => setOpen(null)} />;
   return (
@@ -219,7 +198,7 @@ async function download(sessionId: string, path: string): Promise<void> {
 }
 
 export function Files() {
-  const sessions = useData<{ sessions: Session[] }>("sessions").data?.sessions ?? [];
+  const sessions = useData<SessionsAnswer>("sessions").data?.sessions ?? [];
   const [sid, setSid] = useState<string>("");
   const [path, setPath] = useState(".");
   const [preview, setPreview] = useState<{ path: string; text?: string; hex?: string } | null>(null);
@@ -305,9 +284,9 @@ export function Files() {
 
 export function Jobs() {
   // Often enough that a job that ended shows as finished within two seconds.
-  const { data, reload } = useData<{ jobs: Job[] }>("jobs", 1500);
+  const { data, reload } = useData<JobsAnswer>("jobs", 1500);
   // The open job's log, refreshed while it is shown (a running job's output keeps growing).
-  const [logOf, setLogOf] = useState<Job | null>(null);
+  const [logOf, setLogOf] = useState<JobRow | null>(null);
   type JobLog = { outputs: Array<{ job: { job_id: string }; output?: string }> };
   const logPath = logOf ? `jobs/log?session_id=${logOf.session_id}&job_id=${logOf.job_id}` : null;
   const logData = useData<JobLog>(logPath, 1500).data;
@@ -366,22 +345,9 @@ export function Jobs() {
   );
 }
 
-interface PendingApproval {
-  id: string;
-  tool: string;
-  command: string;
-  cwd: string | null;
-  session: string | null;
-  machine: string;
-  reason: string | null;
-  rule: string;
-  created_at: number;
-  expires_at: number;
-}
-
 /** Calls waiting for the operator (docs/approvals.md): what would run, where, why, and the three answers. */
 export function Approvals() {
-  const { data, reload } = useData<{ pending: PendingApproval[]; timeout_s: number }>("approvals", 1000);
+  const { data, reload } = useData<ApprovalsAnswer>("approvals", 1000);
   const answer = (id: string, path: string, body: Record<string, unknown>) =>
     act(api.post(path, { id, ...body }), reload);
   const pending = data?.pending ?? [];
@@ -466,7 +432,7 @@ function detail(e: Record<string, unknown>): string {
 }
 
 export function Audit() {
-  const entries = useData<{ entries: Array<Record<string, unknown>> }>("audit?limit=200", 10000).data?.entries ?? [];
+  const entries = useData<AuditAnswer>("audit?limit=200", 10000).data?.entries ?? [];
   return (
     <div class="scroll" data-testid="audit-scroll">
       <table data-testid="audit">
@@ -497,19 +463,9 @@ export function Audit() {
   );
 }
 
-interface Machine {
-  name: string;
-  remote: boolean;
-  status: string;
-  workdir: string;
-  last_seen: number | null;
-  queue_depth: number;
-  reconnect_command: string | null;
-}
-
 /** This host and the enrolled remote workers (name, state, queue, how to bring one back). */
 export function Machines() {
-  const data = useData<{ remote_enabled: boolean; machines: Machine[] }>("machines").data;
+  const data = useData<MachinesAnswer>("machines").data;
   if (!data) return <p data-testid="machines">loading…</p>;
   const online = data.machines.filter((m) => m.remote && m.status === "online").length;
   return (
