@@ -206,7 +206,7 @@ export class UpstreamPool {
       const deadline = Date.now() + this.settings.agent_mcp_call_timeout_s * 1000 - waited;
       conn.active++;
       const def = conn.tools.find((t) => t.name === tool);
-      if (!def) throw new ToolError("unknown_mcp_tool", `${server.name} has no tool named ${JSON.stringify(tool.slice(0, 200))}`);
+      if (!def) throw new ToolError("mcp_tool_not_found", `${server.name} has no tool named ${JSON.stringify(tool.slice(0, 200))}`);
       this.validate(server, def, args);
       return (await conn.client.callTool({ name: tool, arguments: args }, undefined, { timeout: remaining(deadline), signal, maxTotalTimeout: remaining(deadline) })) as CallToolResult;
     } catch (e) {
@@ -235,7 +235,7 @@ export class UpstreamPool {
       this.validators.set(def.inputSchema, check);
     }
     const r = check(args);
-    if (!r.valid) throw new ToolError("invalid_upstream_arguments", `arguments do not match the input schema of ${server.name}/${def.name}: ${this.resolver.redact(r.errorMessage).slice(0, 2000)}`);
+    if (!r.valid) throw new ToolError("upstream_arguments_invalid", `arguments do not match the input schema of ${server.name}/${def.name}: ${this.resolver.redact(r.errorMessage).slice(0, 2000)}`);
   }
 
   private callError(server: ServerConfig, conn: Connection | undefined, e: unknown): ToolError {

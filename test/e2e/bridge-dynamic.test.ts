@@ -62,7 +62,7 @@ describe("Agent Bridge dynamic tools", () => {
   test("calls go through the pool with the upstream's schema enforced", async () => {
     const r = await mcp.ok<{ is_error: boolean; content: Array<{ text: string }>; server: string }>("agent_mcp__up_stream__echo", { text: "dynamic" });
     expect(r).toMatchObject({ is_error: false, server: "Up-Stream", content: [{ type: "text", text: "dynamic" }] });
-    expect(await mcp.fails("agent_mcp__up_stream__strict", { count: 99 })).toBe("invalid_upstream_arguments");
+    expect(await mcp.fails("agent_mcp__up_stream__strict", { count: 99 })).toBe("upstream_arguments_invalid");
     const s = await mcp.ok<{ content: string; name: string }>("activate_skill__my_skill");
     expect(s).toMatchObject({ name: "My Skill!", content: "---\ndescription: Says hello.\n---\nHello.\n" });
   });

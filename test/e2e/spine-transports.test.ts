@@ -165,7 +165,7 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       [{ workdir: "/etc" }, "path_outside_workspace"],
       [{ workdir: "proj/../../" }, "path_outside_workspace"],
       [{ workdir: "proj/escape" }, "path_outside_workspace"],
-      [{ workdir: "pr\u0000oj" }, "invalid_path"],
+      [{ workdir: "pr\u0000oj" }, "path_invalid"],
       [{ workdir: "missing" }, "path_not_found"],
       [{ workdir: "notes.txt" }, "not_a_directory"],
       [{ workdir: "proj", label: "" }, "invalid_arguments"],
@@ -183,7 +183,7 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       expect(await mcp.fails("bash", { session_id: sid, command: "x".repeat(7_000_000) })).toBe("arguments_too_large");
       expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "../.." })).toBe("path_outside_workdir");
       expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "escape" })).toBe("path_outside_workdir");
-      expect(await mcp.fails("bash", { session_id: sid, command: "true", env: { "BAD-NAME": "1" } })).toBe("invalid_env_name");
+      expect(await mcp.fails("bash", { session_id: sid, command: "true", env: { "BAD-NAME": "1" } })).toBe("env_name_invalid");
     });
 
     test("version", async () => {

@@ -173,7 +173,7 @@ export class BridgeDynamicTools implements DynamicTools {
       output: activate.output,
       async run(ctx) {
         const out = await activate.run(ctx, { name: skill, session_id: null } as never);
-        if (!out) throw new ToolError("unknown_skill", `Skill ${skill} is gone`);
+        if (!out) throw new ToolError("skill_not_found", `Skill ${skill} is gone`);
         return out;
       },
     };

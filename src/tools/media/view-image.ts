@@ -127,7 +127,7 @@ export const viewImage = defineTool({
       closeSync(fd);
     }
     const mime = sniffImage(data);
-    if (!mime) throw new ToolError("unsupported_image", "Unsupported image format; expected PNG, JPEG, GIF, or WebP");
+    if (!mime) throw new ToolError("image_unsupported", "Unsupported image format; expected PNG, JPEG, GIF, or WebP");
     const p = await prepare(data, mime);
     ctx.media?.push({ type: "image", data: Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength).toString("base64"), mimeType: p.mime });
     return {

@@ -130,7 +130,7 @@ export const readPersistentShellOutput = defineTool({
       try {
         waitFor = new RegExp(input.wait_for, "m");
       } catch {
-        throw new ToolError("invalid_regex", "wait_for is not a valid regular expression");
+        throw new ToolError("regex_invalid", "wait_for is not a valid regular expression");
       }
     }
     const r = await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.read(input.shell_id, await owner(ctx, input.session_id, input.shell_id), {

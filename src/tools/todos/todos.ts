@@ -66,7 +66,7 @@ export const writeTodos = defineTool({
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
     const { settings } = ctx.app;
-    if (input.todos.length > settings.max_todos) throw new ToolError("too_many_todos", `Refusing to write ${input.todos.length} todos; max is ${settings.max_todos}`);
+    if (input.todos.length > settings.max_todos) throw new ToolError("todo_limit_reached", `Refusing to write ${input.todos.length} todos; max is ${settings.max_todos}`);
     const todos = input.todos.map((t, i) => ({
       ...t,
       id: t.id === undefined ? String(i + 1) : String(t.id),
