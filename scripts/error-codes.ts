@@ -22,6 +22,8 @@
  * - `x.code`, `x.error` (and the like) pass on a code some other sink made (an error caught,
  *   a worker's or gateway's answer read back): these are listed by --sites, not counted;
  * - anything else is unresolved, and the check fails on it: a code must be reachable statically.
+ * The other way round, a code the code looks for (compared with `x.code`, a key of a const map or a
+ * member of a const set that `x.code` is looked up in) must be one something produces.
  */
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, relative } from "node:path";
@@ -43,6 +45,8 @@ export interface Extraction {
   passThrough: { file: string; line: number; text: string }[];
   /** places whose code could not be resolved to literals */
   unresolved: { file: string; line: number; text: string }[];
+  /** codes the code reacts to: compared with `x.code`, keys of a map or members of a set it reads */
+  consumed: Map<string, Site[]>;
 }
 
 function sourceFiles(dir: string): string[] {
@@ -77,7 +81,7 @@ export function extractCodes(srcDir = join(ROOT, "src")): Extraction {
   });
   const checker = program.getTypeChecker();
   const files = program.getSourceFiles().filter((f) => sources.has(f.fileName));
-  const out: Extraction = { codes: new Map(), passThrough: [], unresolved: [] };
+  const out: Extraction = { codes: new Map(), passThrough: [], unresolved: [], consumed: new Map() };
 
   // Every call and `new`, indexed by the name it calls, so a parameter can be followed back to its
   // arguments; the checker confirms a candidate only when a parameter asks (cheaper than all).
@@ -208,6 +212,50 @@ export function extractCodes(srcDir = join(ROOT, "src")): Extraction {
     }
   };
 
+  // The other side: a literal a received code is compared with, a key of the const map or a member
+  // of the const set such a code is looked up in. A code nothing produces there is dead logic.
+  const consume = (code: string, at: ts.Node) => {
+    if (!/^[a-z][a-z0-9_]*$/.test(code) || FOREIGN_CODES.has(code)) return;
+    const list = out.consumed.get(code) ?? [];
+    list.push({ code, ...where(at) });
+    out.consumed.set(code, list);
+  };
+  const isCarrier = (e: ts.Expression) => ts.isPropertyAccessExpression(e) && CARRIERS.has(e.name.text);
+  const constInitializer = (e: ts.Expression): ts.Expression | undefined => {
+    const decl = ts.isIdentifier(e) ? declarationOf(e) : undefined;
+    return decl && ts.isVariableDeclaration(decl) && decl.initializer ? unwrap(decl.initializer) : undefined;
+  };
+  const visitConsumers = (node: ts.Node): void => {
+    if (ts.isBinaryExpression(node) && EQUALITY.includes(node.operatorToken.kind)) {
+      const [carrier, other] = isCarrier(node.left) ? [node.left, node.right] : [node.right, node.left];
+      if (isCarrier(carrier) && ts.isStringLiteral(other)) consume(other.text, other);
+    }
+    if (ts.isSwitchStatement(node) && isCarrier(node.expression)) {
+      for (const c of node.caseBlock.clauses) {
+        if (ts.isCaseClause(c) && ts.isStringLiteral(c.expression)) consume(c.expression.text, c);
+      }
+    }
+    if (ts.isElementAccessExpression(node) && isCarrier(unwrap(node.argumentExpression))) {
+      const init = constInitializer(node.expression);
+      if (init && ts.isObjectLiteralExpression(init)) {
+        for (const p of init.properties) {
+          if (p.name && (ts.isIdentifier(p.name) || ts.isStringLiteral(p.name))) consume(p.name.text, p);
+        }
+      }
+    }
+    const call = ts.isCallExpression(node) ? node : undefined;
+    const has = call && ts.isPropertyAccessExpression(call.expression) ? call.expression : undefined;
+    const arg = call?.arguments[0];
+    if (has?.name.text === "has" && arg && isCarrier(unwrap(arg))) {
+      const init = constInitializer(has.expression);
+      const members = init && ts.isNewExpression(init) ? init.arguments?.[0] : undefined;
+      if (members && ts.isArrayLiteralExpression(members)) {
+        for (const m of members.elements) if (ts.isStringLiteral(m)) consume(m.text, m);
+      }
+    }
+    ts.forEachChild(node, visitConsumers);
+  };
+
   const hasProperty = (obj: ts.ObjectLiteralExpression, names: string[]) =>
     obj.properties.some((p) => p.name !== undefined && ts.isIdentifier(p.name) && names.includes(p.name.text));
 
@@ -238,9 +286,17 @@ export function extractCodes(srcDir = join(ROOT, "src")): Extraction {
     return base !== undefined && symbolOf(base)?.name === "ToolError";
   };
 
-  for (const f of files) visitSinks(f);
+  for (const f of files) {
+    visitSinks(f);
+    visitConsumers(f);
+  }
   return out;
 }
+
+const EQUALITY = [ts.SyntaxKind.EqualsEqualsEqualsToken, ts.SyntaxKind.ExclamationEqualsEqualsToken];
+
+/** Codes of other vocabularies read off a `.code`: zod's issue codes. */
+const FOREIGN_CODES = new Set(["unrecognized_keys"]);
 
 const ALTERNATIVES = [ts.SyntaxKind.QuestionQuestionToken, ts.SyntaxKind.BarBarToken];
 
@@ -373,6 +429,10 @@ export function checkCatalogue(ex: Extraction, text: string): string[] {
   for (const code of exceptions.keys()) {
     if (!ex.codes.has(code)) problems.push(`exception \`${code}\` is no code src/ produces`);
   }
+  for (const [code, sites] of ex.consumed) {
+    const s = sites[0]!;
+    if (!ex.codes.has(code)) problems.push(`\`${code}\` (${s.file}:${s.line}) is looked for, but nothing produces it`);
+  }
   return problems;
 }
 
@@ -463,6 +523,9 @@ if (import.meta.main) {
     }
     for (const p of ex.passThrough) console.log(`pass-through ${p.file}:${p.line}: ${p.text}`);
     for (const u of ex.unresolved) console.log(`UNRESOLVED ${u.file}:${u.line}: ${u.text}`);
+    for (const [code, sites] of ex.consumed) {
+      console.log(`looked for ${code}: ${sites.map((s) => `${s.file}:${s.line}`).join(" ")}`);
+    }
   } else {
     for (const [code, sites] of [...ex.codes].sort(([a], [b]) => a.localeCompare(b))) {
       console.log(`${code}\t${origins(sites).join(", ")}`);

@@ -112,6 +112,30 @@ describe("error-code catalogue", () => {
     expect(checkCatalogue(ex, catalogue([])).some((p) => p.includes("cannot resolve to literals"))).toBe(true);
   }, 60_000);
 
+  test("a code looked for (compared, a map key, a set member) that nothing produces is reported", () => {
+    using dir = tempDir();
+    const src = tree(dir.path, {
+      "core/errors.ts": TOOL_ERROR,
+      "fs/a.ts": [
+        IMPORT,
+        'export const make = () => new ToolError("lock_busy", "");',
+        'const STATUS: Record<string, number> = { lock_busy: 409, lock_gone: 410 };',
+        'const FINAL = new Set(["lock_busy", "lock_lost"]);',
+        "export const status = (e: ToolError) => STATUS[e.code] ?? (FINAL.has(e.code) ? 1 : 2);",
+        'export const retry = (e: ToolError) => e.code === "lock_busy" || e.code === "lock_stuck";',
+        'export const errno = (e: { code?: string }) => e.code === "ENOENT";',
+      ].join("\n"),
+    });
+    const ex = extractCodes(src);
+    expect([...ex.consumed.keys()].sort()).toEqual(["lock_busy", "lock_gone", "lock_lost", "lock_stuck"]);
+    const problems = checkCatalogue(ex, catalogue([["lock_busy", "fs"]]));
+    expect(problems).toEqual([
+      "`lock_gone` (src/fs/a.ts:3) is looked for, but nothing produces it",
+      "`lock_lost` (src/fs/a.ts:4) is looked for, but nothing produces it",
+      "`lock_stuck` (src/fs/a.ts:6) is looked for, but nothing produces it",
+    ]);
+  }, 60_000);
+
   test("a code that puts the problem first fails unless it is an exception; the from column must be true", () => {
     using dir = tempDir();
     const src = tree(dir.path, {
