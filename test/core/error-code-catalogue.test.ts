@@ -63,8 +63,8 @@ describe("error-code catalogue", () => {
         'export const g = (n: number) => (n > 1 ? fail("x", "archive_too_large") : fail("y"));',
         'const BY_STATUS: Record<number, string> = { 404: "object_not_found", 410: "object_expired" };',
         'export const h = (s: number) => new ToolError(BY_STATUS[s] ?? (s ? "object_busy" : "object_refused"), "");',
-        "export const r = (why: Refusal) => new ToolError(why, \"gone\");",
-        'function body(error: string, message: string) { return { ok: false, error, message }; }',
+        'export const r = (why: Refusal) => new ToolError(why, "gone");',
+        "function body(error: string, message: string) { return { ok: false, error, message }; }",
         'export const b = () => body("method_not_allowed", "use GET");',
         'export const w = { type: "error", code: "viewer_read_only", message: "no" };',
         'export const notACode = { code: 404, message: "exit codes and JSON-RPC numbers are no codes" };',
@@ -101,7 +101,7 @@ describe("error-code catalogue", () => {
       "core/errors.ts": TOOL_ERROR,
       "fs/a.ts": [
         'import { ToolError } from "../core/errors.ts";',
-        "export const dyn = (kind: string) => new ToolError(`${kind}_failed`, \"x\");",
+        'export const dyn = (kind: string) => new ToolError(`${kind}_failed`, "x");',
         "export const relay = (e: ToolError) => new ToolError(e.code, e.message);",
         "",
       ].join("\n"),
@@ -119,7 +119,7 @@ describe("error-code catalogue", () => {
       "fs/a.ts": [
         IMPORT,
         'export const make = () => new ToolError("lock_busy", "");',
-        'const STATUS: Record<string, number> = { lock_busy: 409, lock_gone: 410 };',
+        "const STATUS: Record<string, number> = { lock_busy: 409, lock_gone: 410 };",
         'const FINAL = new Set(["lock_busy", "lock_lost"]);',
         "export const status = (e: ToolError) => STATUS[e.code] ?? (FINAL.has(e.code) ? 1 : 2);",
         'export const retry = (e: ToolError) => e.code === "lock_busy" || e.code === "lock_stuck";',
