@@ -227,7 +227,7 @@ export class UpstreamPool {
       const def = conn.tools.find((t) => t.name === tool);
       if (!def)
         throw new ToolError(
-          "unknown_mcp_tool",
+          "mcp_tool_not_found",
           `${server.name} has no tool named ${JSON.stringify(tool.slice(0, 200))}`,
         );
       this.validate(server, def, args);
@@ -267,7 +267,7 @@ export class UpstreamPool {
     const r = check(args);
     if (!r.valid)
       throw new ToolError(
-        "invalid_upstream_arguments",
+        "upstream_arguments_invalid",
         `arguments do not match the input schema of ${server.name}/${def.name}: ${this.resolver.redact(r.errorMessage).slice(0, 2000)}`,
       );
   }

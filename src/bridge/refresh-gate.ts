@@ -102,7 +102,7 @@ export class RefreshGate {
         const current = storedOAuth(this.store, server);
         const tokens = current.tokens;
         // Logged out meanwhile: the refresh fails and the SDK asks for a new authorization.
-        if (!tokens) return Response.json({ error: "invalid_grant" }, { status: 400 });
+        if (!tokens) return Response.json({ error: "invalid_grant", error_description: "logged out" }, { status: 400 });
         const stale = tokens.refresh_token !== sent || !this.isRejected(server, tokens.access_token);
         if (stale && tokens.refresh_token !== undefined) return Response.json(withExpiry(tokens, current.expires_at));
         this.refreshes++;

@@ -94,12 +94,12 @@ export class AgentBridge {
     return load.manifest;
   }
 
-  /** An enabled server of the manifest; `unknown_mcp_server` or `mcp_server_disabled` otherwise. */
+  /** An enabled server of the manifest; `mcp_server_not_found` or `mcp_server_disabled` otherwise. */
   server(name: string): ServerConfig {
     const s = this.requireManifest().servers.get(name);
     if (!s)
       throw new ToolError(
-        "unknown_mcp_server",
+        "mcp_server_not_found",
         `no MCP server named ${JSON.stringify(name.slice(0, 128))} in the Agent Bridge manifest`,
       );
     if (!s.enabled)

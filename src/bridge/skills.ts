@@ -338,12 +338,12 @@ export function scanSkills(sources: SkillSource[], settings: Settings): SkillSca
   return { sources: used, skills: [...skills.values()], warnings };
 }
 
-/** One skill by name, or `unknown_skill`. */
+/** One skill by name, or `skill_not_found`. */
 export function findSkill(scan: SkillScan, name: string): Skill {
   const skill = scan.skills.find((s) => s.name === name);
   if (!skill)
     throw new ToolError(
-      "unknown_skill",
+      "skill_not_found",
       `no Skill named ${JSON.stringify(name.slice(0, 255))}; list_agent_skills shows the available ones`,
     );
   return skill;

@@ -3,7 +3,9 @@ import { randomHex } from "./random.ts";
 
 /**
  * Errors as values: every failure a caller can act on carries a stable snake_case `code`.
- * Transports map codes to MCP results or HTTP statuses once, at the edge.
+ * Transports map codes to MCP results or HTTP statuses once, at the edge. docs/error-codes.md lists
+ * every code, checked against the code by scripts/error-codes.ts: pass a code as a literal (or a
+ * const, a typed union, a parameter whose callers pass literals), never as text built at run time.
  */
 export class ToolError extends Error {
   readonly code: string;

@@ -36,9 +36,9 @@ export function validateEnv(env: Record<string, string> | null | undefined): Rec
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env ?? {})) {
     if (!ENV_NAME.test(k))
-      throw new ToolError("invalid_env_name", `invalid environment variable name: '${k}'`, { name: k });
+      throw new ToolError("env_name_invalid", `invalid environment variable name: '${k}'`, { name: k });
     if (v.includes("\0"))
-      throw new ToolError("invalid_env_value", `environment variable ${k} contains a NUL byte`, { name: k });
+      throw new ToolError("env_value_invalid", `environment variable ${k} contains a NUL byte`, { name: k });
     out[k] = v;
   }
   return out;

@@ -55,7 +55,7 @@ export function tmuxKey(key: string): string {
   const named = NAMED_KEYS[lower];
   if (named) return named;
   throw new ToolError(
-    "invalid_key",
+    "key_invalid",
     `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`,
   );
 }

@@ -125,7 +125,7 @@ export class ShellManager {
     let id: string;
     if (input.name !== null) {
       id = sanitizeShellName(input.name);
-      if (!id) throw new ToolError("invalid_shell_name", "name must contain at least one letter, digit, '_' or '-'");
+      if (!id) throw new ToolError("shell_name_invalid", "name must contain at least one letter, digit, '_' or '-'");
     } else {
       id = `mcp-${randomHex(4)}`;
     }

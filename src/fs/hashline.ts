@@ -18,7 +18,7 @@ const SWAP = /^SWAP\s+(\d+)(?:\s*-\s*(\d+))?\s*:\s*$/i;
 const INSERT = /^INSERT(?:\s+(BEFORE|AFTER))?\s+(\d+)\s*:\s*$/i;
 
 function bad(message: string): ToolError {
-  return new ToolError("invalid_hashline", message);
+  return new ToolError("hashline_invalid", message);
 }
 
 function lineNo(text: string): number {

@@ -11,10 +11,10 @@ export function isWithin(parent: string, child: string): boolean {
 
 /** Refuses strings no path should contain before any filesystem call sees them. */
 export function assertSanePath(input: string, what = "path"): void {
-  if (input.includes("\0")) throw new ToolError("invalid_path", `${what} contains a NUL byte`);
-  if (input.length > 4096) throw new ToolError("invalid_path", `${what} is longer than 4096 characters`);
+  if (input.includes("\0")) throw new ToolError("path_invalid", `${what} contains a NUL byte`);
+  if (input.length > 4096) throw new ToolError("path_invalid", `${what} is longer than 4096 characters`);
   if (input.split(sep).some((name) => Buffer.byteLength(name) > 255))
-    throw new ToolError("invalid_path", `${what} has a name longer than 255 bytes`);
+    throw new ToolError("path_invalid", `${what} has a name longer than 255 bytes`);
 }
 
 /**
@@ -42,8 +42,8 @@ function realpathOrNotFound(p: string, shown: string): string {
     if (code === "ENOENT" || code === "ENOTDIR")
       throw new ToolError("path_not_found", `no such file or directory: ${shown}`, { path: shown });
     if (code === "EACCES") throw new ToolError("permission_denied", `permission denied: ${shown}`, { path: shown });
-    if (code === "ELOOP") throw new ToolError("invalid_path", `too many symbolic links: ${shown}`, { path: shown });
-    if (code === "ENAMETOOLONG") throw new ToolError("invalid_path", `path is too long: ${shown}`, { path: shown });
+    if (code === "ELOOP") throw new ToolError("path_invalid", `too many symbolic links: ${shown}`, { path: shown });
+    if (code === "ENAMETOOLONG") throw new ToolError("path_invalid", `path is too long: ${shown}`, { path: shown });
     throw e;
   }
 }
@@ -67,7 +67,7 @@ export function canonicalRoot(root: string): string {
  */
 export function resolveWorkdir(input: string, policy: DirPolicy): string {
   assertSanePath(input, "workdir");
-  if (input.trim() === "") throw new ToolError("invalid_path", "workdir must not be empty");
+  if (input.trim() === "") throw new ToolError("path_invalid", "workdir must not be empty");
   const root = canonicalRoot(policy.workspaceRoot);
   const lexical = resolve(root, input);
   if (!policy.fullControl && !isWithin(root, lexical)) {
@@ -157,7 +157,7 @@ export function printedPath(root: string, workdir: string, input: string): strin
   const workdirExists = exists(asWorkdir);
   if (printedExists && workdirExists) {
     throw new ToolError(
-      "ambiguous_path",
+      "path_ambiguous",
       `${input} names two paths: ${relative(workdir, asPrinted) || "."} (as printed, relative to the workspace root) and ./${input} (relative to the workdir); pass ./${input} or ${relative(workdir, asPrinted) || "."}`,
       { path: input },
     );

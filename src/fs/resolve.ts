@@ -47,7 +47,7 @@ function tryLstat(p: string): Stats | undefined {
     const code = errnoOf(e);
     if (code === "ENOENT" || code === "ENOTDIR") return undefined;
     if (code === "EACCES") throw new ToolError("permission_denied", "permission denied");
-    if (code === "ENAMETOOLONG") throw new ToolError("invalid_path", "path or one of its names is too long");
+    if (code === "ENAMETOOLONG") throw new ToolError("path_invalid", "path or one of its names is too long");
     throw e;
   }
 }
@@ -79,7 +79,7 @@ export function resolveInWorkdir(
   opts: { mustExist?: boolean; followFinal?: boolean } = {},
 ): Resolved {
   assertSanePath(input);
-  if (input.trim() === "") throw new ToolError("invalid_path", "path must not be empty");
+  if (input.trim() === "") throw new ToolError("path_invalid", "path must not be empty");
   const lexical = printedPath(policy.root, policy.workdir, input) ?? resolve(policy.workdir, input);
   if (!isWithin(policy.workdir, lexical)) {
     throw new ToolError("path_outside_workdir", `path escapes the session workdir: ${input}`, { path: input });
@@ -104,7 +104,7 @@ export function resolveInWorkdir(
           throw new ToolError("path_not_found", `symbolic link target does not exist: ${input}`, { path: input });
         real = danglingTarget(policy, lexical, input);
       } else if (code === "ELOOP")
-        throw new ToolError("invalid_path", `too many symbolic links: ${input}`, { path: input });
+        throw new ToolError("path_invalid", `too many symbolic links: ${input}`, { path: input });
       else throw e;
     }
   } else {

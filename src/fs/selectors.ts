@@ -45,10 +45,10 @@ export function parseRanges(text: string, ordered: boolean): LineRange[] | undef
   for (let i = 0; i < out.length; i++) {
     const r = out[i]!;
     if (r.end === null && i !== out.length - 1)
-      throw new ToolError("invalid_selector", "open-ended read range is only allowed as the final range");
+      throw new ToolError("selector_invalid", "open-ended read range is only allowed as the final range");
     const prev = out[i - 1];
     if (prev && (prev.end === null || r.start <= prev.end))
-      throw new ToolError("invalid_selector", "read line ranges must be ordered and non-overlapping");
+      throw new ToolError("selector_invalid", "read line ranges must be ordered and non-overlapping");
   }
   return out;
 }
@@ -63,7 +63,7 @@ function looksLikeSelector(s: string): boolean {
  * peeling and stays part of the path, so `C:x` or `notes:v2` are plain paths.
  */
 export function parseReadTarget(input: string): ReadTarget {
-  if (input.trim() === "") throw new ToolError("invalid_selector", "read target path must not be empty");
+  if (input.trim() === "") throw new ToolError("selector_invalid", "read target path must not be empty");
   let rest = input;
   let raw = false;
   let ranges: LineRange[] | undefined;
@@ -84,9 +84,9 @@ export function parseReadTarget(input: string): ReadTarget {
         continue;
       }
     }
-    if (looksLikeSelector(suffix)) throw new ToolError("invalid_selector", `invalid read line selector: ${suffix}`);
+    if (looksLikeSelector(suffix)) throw new ToolError("selector_invalid", `invalid read line selector: ${suffix}`);
     break;
   }
-  if (rest.trim() === "") throw new ToolError("invalid_selector", "read target path must not be empty");
+  if (rest.trim() === "") throw new ToolError("selector_invalid", "read target path must not be empty");
   return { path: rest, raw, ranges: ranges ?? [] };
 }

@@ -22,7 +22,6 @@ const STATUS: Record<string, number> = {
   internal_error: 500,
   session_not_found: 404,
   session_expired: 410,
-  session_termination_requested: 409,
   lock_timeout: 503,
   local_disk_full: 507,
   remote_disk_full: 507,

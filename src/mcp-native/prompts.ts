@@ -125,7 +125,7 @@ export async function getPrompt(
     };
   }
   throw new ToolError(
-    "unknown_prompt",
+    "prompt_not_found",
     `no prompt named ${JSON.stringify(name.slice(0, 200))}; prompts/list shows them`,
   );
 }

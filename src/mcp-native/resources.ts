@@ -78,7 +78,7 @@ function decodeCursor(raw: string): Cursor {
   } catch {
     // Falls through to the typed error.
   }
-  throw new ToolError("invalid_cursor", "the cursor is not one this server gave out; list again without a cursor");
+  throw new ToolError("cursor_invalid", "the cursor is not one this server gave out; list again without a cursor");
 }
 
 const TEXT_TYPES: Record<string, string> = {

@@ -49,7 +49,7 @@ export class ResourceSubscriptions {
     if (this.watched.has(uri)) return;
     if (this.watched.size >= MAX_SUBSCRIPTIONS) {
       throw new ToolError(
-        "too_many_subscriptions",
+        "subscription_limit_reached",
         `at most ${MAX_SUBSCRIPTIONS} resource subscriptions per connection; unsubscribe first`,
         { max: MAX_SUBSCRIPTIONS },
       );

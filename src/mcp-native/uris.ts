@@ -26,10 +26,10 @@ export const todosUri = (sid: string): string => `${SCHEME}${sid}/todos`;
 export const jobLogUri = (sid: string, jobId: string): string => `${SCHEME}${sid}/job/${jobId}/log`;
 
 function invalid(uri: string): ToolError {
-  return new ToolError("invalid_resource_uri", `not a resource of this server: ${uri.slice(0, 200)}`);
+  return new ToolError("resource_uri_invalid", `not a resource of this server: ${uri.slice(0, 200)}`);
 }
 
-/** Parses a URI of ours; anything else (another scheme, a malformed escape) is `invalid_resource_uri`. */
+/** Parses a URI of ours; anything else (another scheme, a malformed escape) is `resource_uri_invalid`. */
 export function parseResourceUri(uri: string): ResourceRef {
   if (uri.length > MAX_URI_CHARS || !uri.startsWith(SCHEME)) throw invalid(uri);
   const rest = uri.slice(SCHEME.length);

@@ -80,7 +80,7 @@ describe("Agent Bridge dynamic tools", () => {
       { text: "dynamic" },
     );
     expect(r).toMatchObject({ is_error: false, server: "Up-Stream", content: [{ type: "text", text: "dynamic" }] });
-    expect(await mcp.fails("agent_mcp__up_stream__strict", { count: 99 })).toBe("invalid_upstream_arguments");
+    expect(await mcp.fails("agent_mcp__up_stream__strict", { count: 99 })).toBe("upstream_arguments_invalid");
     const s = await mcp.ok<{ content: string; name: string }>("activate_skill__my_skill");
     expect(s).toMatchObject({ name: "My Skill!", content: "---\ndescription: Says hello.\n---\nHello.\n" });
   });

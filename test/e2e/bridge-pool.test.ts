@@ -172,13 +172,13 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
 
   test("arguments that break the upstream's input schema never reach it", async () => {
     expect(await mcp.fails("call_agent_mcp_tool", { server: "up", tool: "strict", args: { count: 50 } })).toBe(
-      "invalid_upstream_arguments",
+      "upstream_arguments_invalid",
     );
     expect(await mcp.fails("call_agent_mcp_tool", { server: "up", tool: "strict", args: { count: "five" } })).toBe(
-      "invalid_upstream_arguments",
+      "upstream_arguments_invalid",
     );
     expect(await mcp.fails("call_agent_mcp_tool", { server: "up", tool: "strict", args: {} })).toBe(
-      "invalid_upstream_arguments",
+      "upstream_arguments_invalid",
     );
     expect(existsSync(join(logs.path, "strict.log"))).toBe(false);
     expect(firstText(await call("up", "strict", { count: 5 }))).toBe("count 5");
@@ -242,10 +242,10 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
   });
 
   test("unknown servers, disabled servers and unknown tools have their own codes", async () => {
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "nope", tool: "echo" })).toBe("unknown_mcp_server");
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "nope", tool: "echo" })).toBe("mcp_server_not_found");
     expect(await mcp.fails("call_agent_mcp_tool", { server: "off", tool: "echo" })).toBe("mcp_server_disabled");
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "up", tool: "no_such_tool" })).toBe("unknown_mcp_tool");
-    expect(await mcp.fails("list_agent_mcp_tools", { server: "nope" })).toBe("unknown_mcp_server");
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "up", tool: "no_such_tool" })).toBe("mcp_tool_not_found");
+    expect(await mcp.fails("list_agent_mcp_tools", { server: "nope" })).toBe("mcp_server_not_found");
   });
 
   test("an idle upstream is stopped after idleTimeoutS", async () => {

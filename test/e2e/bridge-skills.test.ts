@@ -95,7 +95,7 @@ describe("Agent Skills", () => {
     expect(r.content).toBe(ALPHA.replaceAll("\r\n", "\n"));
     expect(r.bytes).toBe(Buffer.byteLength(ALPHA));
     expect(r.related_files).toEqual(["ref/notes.md"]);
-    expect(await mcp.fails("activate_agent_skill", { name: "nope" })).toBe("unknown_skill");
+    expect(await mcp.fails("activate_agent_skill", { name: "nope" })).toBe("skill_not_found");
   });
 
   test("read_agent_skill_file serves listed files only", async () => {
@@ -116,11 +116,11 @@ describe("Agent Skills", () => {
       "ref\\notes.md",
       "c:notes",
     ]) {
-      expect(await mcp.fails("read_agent_skill_file", { name: "alpha", path }), path).toBe("invalid_skill_path");
+      expect(await mcp.fails("read_agent_skill_file", { name: "alpha", path }), path).toBe("skill_path_invalid");
     }
     const r = await mcp.call("read_agent_skill_file", { name: "alpha", path: "SKILL.md" });
     expect((r.content[0] as { text: string }).text).toContain("activate_agent_skill");
-    expect(await mcp.fails("read_agent_skill_file", { name: "nope", path: "x" })).toBe("unknown_skill");
+    expect(await mcp.fails("read_agent_skill_file", { name: "nope", path: "x" })).toBe("skill_not_found");
   });
 
   test("a session's workdir is the project root", async () => {

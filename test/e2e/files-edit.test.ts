@@ -43,7 +43,7 @@ describe("read selectors", () => {
     expect((await read("sel.txt:2-2:raw")).content).toBe("two\r\n");
     expect((await read("sel.txt:raw:5")).content).toBe("five");
     for (const bad of ["sel.txt:3-1", "sel.txt:5,,6", "sel.txt:1,3-4,2", "sel.txt:2,4", "sel.txt:0"]) {
-      expect(await mcp.fails("read", { session_id: sid, path: bad })).toBe("invalid_selector");
+      expect(await mcp.fails("read", { session_id: sid, path: bad })).toBe("selector_invalid");
     }
     put("odd:name", "x\n");
     expect((await read("odd:name")).content).toContain("1:x");
@@ -119,7 +119,7 @@ describe("hashline_edit", () => {
         input: `[stale.txt#${fresh.file.snapshot_id}]\n1:1\n2:TWO\n+x\n\n2:TWO\n+y`,
       }),
     ).toBe("hunks_overlap");
-    expect(await mcp.fails("hashline_edit", { session_id: sid, input: "no header" })).toBe("invalid_hashline");
+    expect(await mcp.fails("hashline_edit", { session_id: sid, input: "no header" })).toBe("hashline_invalid");
   });
 
   test("several files in one call", async () => {

@@ -72,5 +72,5 @@ test("view_image sends image content; other formats are refused", async () => {
   expect(img.mimeType).toBe("image/png");
   expect(Buffer.from(img.data, "base64").equals(png)).toBe(true);
   writeFileSync(join(ws(), "x.bmp"), "BM....");
-  expect(await mcp.fails("view_image", { session_id: sid, path: "x.bmp" })).toBe("unsupported_image");
+  expect(await mcp.fails("view_image", { session_id: sid, path: "x.bmp" })).toBe("image_unsupported");
 });

@@ -71,16 +71,16 @@ describe("names starting with two dots", () => {
 });
 
 describe("very long paths", () => {
-  test("are refused as invalid_path, not internal errors", async () => {
+  test("are refused as path_invalid, not internal errors", async () => {
     const longName = "n".repeat(256);
     // A path whose total length passes PATH_MAX only once joined to the workdir.
     const deep = `${"d".repeat(200)}/`.repeat(21).slice(0, 4090);
     for (const path of [longName, `sub/${longName}/x`, `${"é".repeat(130)}`, deep]) {
-      expect(await mcp.fails("read", { session_id: sid, path })).toBe("invalid_path");
-      expect(await mcp.fails("write_file", { session_id: sid, path, content: "x" })).toBe("invalid_path");
-      expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path })).toBe("invalid_path");
+      expect(await mcp.fails("read", { session_id: sid, path })).toBe("path_invalid");
+      expect(await mcp.fails("write_file", { session_id: sid, path, content: "x" })).toBe("path_invalid");
+      expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path })).toBe("path_invalid");
     }
-    expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: longName })).toBe("invalid_path");
-    expect(await mcp.fails("session_start", { workdir: longName })).toBe("invalid_path");
+    expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: longName })).toBe("path_invalid");
+    expect(await mcp.fails("session_start", { workdir: longName })).toBe("path_invalid");
   });
 });

@@ -52,7 +52,7 @@ describe("containment", () => {
     const cases: Array<[string, Record<string, unknown>, string]> = [
       ["read", { path: "../sibling.txt" }, "path_outside_workdir"],
       ["read", { path: "/etc/passwd" }, "path_outside_workdir"],
-      ["read", { path: "a\u0000b" }, "invalid_path"],
+      ["read", { path: "a\u0000b" }, "path_invalid"],
       ["read", { path: "out-link" }, "path_outside_workdir"],
       ["read", { path: "out-dir/secret.txt" }, "path_outside_workdir"],
       ["read", { path: "state-link" }, "path_outside_workdir"],
@@ -401,7 +401,7 @@ describe("todos, images, python, secrets, connector", () => {
     expect(img.mimeType).toBe("image/png");
     expect(Buffer.from(img.data, "base64").equals(png)).toBe(true);
     put("img/x.svg", "<svg/>");
-    expect(await mcp.fails("view_image", { session_id: sid, path: "img/x.svg" })).toBe("unsupported_image");
+    expect(await mcp.fails("view_image", { session_id: sid, path: "img/x.svg" })).toBe("image_unsupported");
     put("img/empty.png", "");
     expect(await mcp.fails("view_image", { session_id: sid, path: "img/empty.png" })).toBe("image_empty");
   });

@@ -87,7 +87,7 @@ describe("prompts through the binary", () => {
     expect(await refused(mcp.client.getPrompt({ name: "run_tests", arguments: { session_id: "ZZZZZZZZ" } }))).toBe(
       "session_not_found",
     );
-    expect(await refused(mcp.client.getPrompt({ name: "no_such_prompt" }))).toBe("unknown_prompt");
+    expect(await refused(mcp.client.getPrompt({ name: "no_such_prompt" }))).toBe("prompt_not_found");
   });
 
   test("a Skill prompt gives its SKILL.md, the task, and its files", async () => {
@@ -95,7 +95,7 @@ describe("prompts through the binary", () => {
     expect(text(r)).toContain("ship v2");
     expect(text(r)).toContain("# Deploy\nStep one.");
     expect(text(r)).toContain("ref/hosts.md");
-    expect(await refused(mcp.client.getPrompt({ name: "skill_nope" }))).toBe("unknown_skill");
+    expect(await refused(mcp.client.getPrompt({ name: "skill_nope" }))).toBe("skill_not_found");
   });
 });
 

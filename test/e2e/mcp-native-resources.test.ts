@@ -86,7 +86,7 @@ describe("resources through the binary", () => {
   });
 
   test("a forged cursor is refused with a stable error", async () => {
-    expect(await refused(mcp.client.listResources({ cursor: "not-a-cursor" }))).toBe("invalid_cursor");
+    expect(await refused(mcp.client.listResources({ cursor: "not-a-cursor" }))).toBe("cursor_invalid");
   });
 
   test("resources/read gives text as text and binary as a blob", async () => {
@@ -109,7 +109,7 @@ describe("resources through the binary", () => {
       await mcp.fails("read", { session_id: sid, path: ".env" }),
     );
     expect(await refused(mcp.client.readResource({ uri: "lsm://session/ZZZZZZZZ/todos" }))).toBe("session_not_found");
-    expect(await refused(mcp.client.readResource({ uri: "file:///etc/passwd" }))).toBe("invalid_resource_uri");
+    expect(await refused(mcp.client.readResource({ uri: "file:///etc/passwd" }))).toBe("resource_uri_invalid");
   });
 
   test("a remote session is neither listed nor read here: its workdir is a path on the worker", async () => {
@@ -222,7 +222,7 @@ describe("subscriptions through the binary", () => {
     expect(await refused(mcp.client.subscribeResource({ uri: uri("../sibling.txt") }))).toBe("path_outside_workdir");
     for (let i = 0; i < 63; i++) await mcp.client.subscribeResource({ uri: uri(`n${i}.txt`) });
     expect(await refused(mcp.client.subscribeResource({ uri: uri("one-too-many.txt") }))).toBe(
-      "too_many_subscriptions",
+      "subscription_limit_reached",
     );
   });
 });

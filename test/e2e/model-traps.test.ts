@@ -61,7 +61,7 @@ describe("traps a model falls into", () => {
 
   test("an invalid regex is an error that points at regex=false", async () => {
     const r = await mcp.call("search", { session_id: sid, pattern: "main(" });
-    expect(errorCode(r)).toBe("invalid_regex");
+    expect(errorCode(r)).toBe("regex_invalid");
     expect(text(r)).toContain("pass regex=false to search for the literal text");
     const literal = await mcp.ok<{ count: number }>("search", { session_id: sid, pattern: "main(", regex: false });
     expect(literal.count).toBe(1);
@@ -151,7 +151,7 @@ describe("traps a model falls into", () => {
     mkdirSync(join(ws, "proj", "proj"));
     writeFileSync(join(ws, "proj", "proj", "a.txt"), "inner\n");
     const both = await mcp.call("read", { session_id: sid, path: "proj/a.txt" });
-    expect(errorCode(both)).toBe("ambiguous_path");
+    expect(errorCode(both)).toBe("path_ambiguous");
     expect((await mcp.ok<{ content: string }>("read", { session_id: sid, path: "./proj/a.txt" })).content).toContain(
       "1:inner",
     );
@@ -208,7 +208,7 @@ describe("traps a model falls into", () => {
     });
     expect(again.outputs[0]!.output).toBe("");
     expect(again.outputs[0]!.next_offset).toBe(out.next_offset);
-    expect(await mcp.fails("job", { session_id: sid, poll: [id], wait_for: "(" })).toBe("invalid_regex");
+    expect(await mcp.fails("job", { session_id: sid, poll: [id], wait_for: "(" })).toBe("regex_invalid");
     await mcp.ok("job", { session_id: sid, cancel: [id] });
   });
 

@@ -201,7 +201,7 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       [{ workdir: "/etc" }, "path_outside_workspace"],
       [{ workdir: "proj/../../" }, "path_outside_workspace"],
       [{ workdir: "proj/escape" }, "path_outside_workspace"],
-      [{ workdir: "pr\u0000oj" }, "invalid_path"],
+      [{ workdir: "pr\u0000oj" }, "path_invalid"],
       [{ workdir: "missing" }, "path_not_found"],
       [{ workdir: "notes.txt" }, "not_a_directory"],
       [{ workdir: "proj", label: "" }, "invalid_arguments"],
@@ -220,7 +220,7 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "../.." })).toBe("path_outside_workdir");
       expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "escape" })).toBe("path_outside_workdir");
       expect(await mcp.fails("bash", { session_id: sid, command: "true", env: { "BAD-NAME": "1" } })).toBe(
-        "invalid_env_name",
+        "env_name_invalid",
       );
     });
 

@@ -67,7 +67,7 @@ describe("workdir resolution", () => {
     expect(code(() => resolveWorkdir("escape", policy))).toBe("path_outside_workspace");
     expect(code(() => resolveWorkdir("nope", policy))).toBe("path_not_found");
     expect(code(() => resolveWorkdir("file.txt", policy))).toBe("not_a_directory");
-    expect(code(() => resolveWorkdir("pr\0oj", policy))).toBe("invalid_path");
+    expect(code(() => resolveWorkdir("pr\0oj", policy))).toBe("path_invalid");
     expect(code(() => resolveWorkdir(".state", policy))).toBe("path_denied");
     expect(code(() => resolveWorkdir("secrets", policy))).toBe("path_denied");
     expect(resolveWorkdir("/etc", { ...policy, fullControl: true })).toBe("/etc");

@@ -30,7 +30,7 @@ export const activateAgentSkill = defineTool({
     const skill = findSkill(bridge.skills(projectRoot(ctx, input.session_id)), input.name);
     const read = readRegularFile(skill.entry_path, bridge.settings.max_file_read_bytes);
     if ("error" in read)
-      throw new ToolError("unknown_skill", `Skill ${skill.name} can no longer be read: its SKILL.md ${read.error}`);
+      throw new ToolError("skill_not_found", `Skill ${skill.name} can no longer be read: its SKILL.md ${read.error}`);
     return { ...skill, content: read.text, bytes: read.bytes };
   },
   text: (o) => o.content,

@@ -201,7 +201,7 @@ export class BridgeDynamicTools implements DynamicTools {
       output: activateAgentSkill.output,
       async run(ctx) {
         const out = await activateAgentSkill.run(ctx, { name: skill, session_id: null });
-        if (!out) throw new ToolError("unknown_skill", `Skill ${skill} is gone`);
+        if (!out) throw new ToolError("skill_not_found", `Skill ${skill} is gone`);
         return out;
       },
     };

@@ -29,26 +29,26 @@ export const readAgentSkillFile = defineTool({
     const bridge = await bridgeOf(ctx);
     const skill = findSkill(bridge.skills(projectRoot(ctx, input.session_id)), input.name);
     if (input.path === "SKILL.md")
-      throw new ToolError("invalid_skill_path", "SKILL.md is the Skill's entry file: use activate_agent_skill");
+      throw new ToolError("skill_path_invalid", "SKILL.md is the Skill's entry file: use activate_agent_skill");
     if (!canonicalRelative(input.path))
       throw new ToolError(
-        "invalid_skill_path",
+        "skill_path_invalid",
         "path must be a plain relative path inside the Skill (no '..', no leading '/', no '\\\\' or ':')",
       );
     if (!skill.related_files.includes(input.path))
       throw new ToolError(
-        "invalid_skill_path",
+        "skill_path_invalid",
         `${JSON.stringify(input.path.slice(0, 512))} is not one of the files of Skill ${skill.name}`,
       );
     // The listing skipped symlinks; check the directories on the way again, the file itself is opened O_NOFOLLOW.
     const parts = input.path.split("/");
     for (let i = 1; i < parts.length; i++) {
       if (lstatSync(join(skill.source_path, ...parts.slice(0, i)), { throwIfNoEntry: false })?.isDirectory() !== true) {
-        throw new ToolError("invalid_skill_path", "a directory on the path is no longer a plain directory");
+        throw new ToolError("skill_path_invalid", "a directory on the path is no longer a plain directory");
       }
     }
     const read = readRegularFile(join(skill.source_path, input.path), bridge.settings.max_file_read_bytes);
-    if ("error" in read) throw new ToolError("invalid_skill_path", `the file ${read.error}`);
+    if ("error" in read) throw new ToolError("skill_path_invalid", `the file ${read.error}`);
     return {
       name: skill.name,
       source: skill.source,

@@ -154,7 +154,7 @@ export const viewImage = defineTool({
       closeSync(fd);
     }
     const mime = sniffImage(data);
-    if (!mime) throw new ToolError("unsupported_image", "Unsupported image format; expected PNG, JPEG, GIF, or WebP");
+    if (!mime) throw new ToolError("image_unsupported", "Unsupported image format; expected PNG, JPEG, GIF, or WebP");
     const p = await prepare(data, mime);
     ctx.media?.push({
       type: "image",

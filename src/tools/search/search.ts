@@ -120,12 +120,12 @@ export const search = defineTool({
           pathPart = raw.slice(0, colon);
           ranges = parsed;
         } else if (/^[\d,]/.test(raw.slice(colon + 1)))
-          throw new ToolError("invalid_selector", `invalid search line selector: ${raw.slice(colon + 1)}`);
+          throw new ToolError("selector_invalid", `invalid search line selector: ${raw.slice(colon + 1)}`);
       }
       const res = resolveInWorkdir(policy, pathPart, { mustExist: true });
       if (ranges) {
         if (!fstatIsFile(policy, res.real, pathPart))
-          throw new ToolError("invalid_selector", "search path line selectors are supported only for files");
+          throw new ToolError("selector_invalid", "search path line selectors are supported only for files");
         const prev = scopes.get(res.real);
         if (prev !== null) scopes.set(res.real, [...(prev ?? []), ...ranges]);
       } else scopes.set(res.real, null);
@@ -158,7 +158,7 @@ export const search = defineTool({
       const detail = outcome.stderr.trim().split("\n").slice(0, 6).join("\n");
       if (input.regex && BAD_PATTERN.test(outcome.stderr)) {
         throw new ToolError(
-          "invalid_regex",
+          "regex_invalid",
           `pattern is not a valid regular expression; pass regex=false to search for the literal text.\n${detail}`,
           { pattern: input.pattern },
         );

@@ -145,7 +145,7 @@ export const job = defineTool({
         try {
           waitFor = new RegExp(input.wait_for, "m");
         } catch {
-          throw new ToolError("invalid_regex", `wait_for is not a valid regular expression: ${input.wait_for}`);
+          throw new ToolError("regex_invalid", `wait_for is not a valid regular expression: ${input.wait_for}`);
         }
       }
       const progress = ctx.progress;

@@ -159,7 +159,7 @@ export const readPersistentShellOutput = defineTool({
       try {
         waitFor = new RegExp(input.wait_for, "m");
       } catch {
-        throw new ToolError("invalid_regex", "wait_for is not a valid regular expression");
+        throw new ToolError("regex_invalid", "wait_for is not a valid regular expression");
       }
     }
     const r = await withShellHint(ctx, input.shell_id, async () =>

@@ -81,7 +81,7 @@ export const writeTodos = defineTool({
     const { settings } = ctx.app;
     if (input.todos.length > settings.max_todos)
       throw new ToolError(
-        "too_many_todos",
+        "todo_limit_reached",
         `Refusing to write ${input.todos.length} todos; max is ${settings.max_todos}`,
       );
     const todos = input.todos.map((t, i) => ({
