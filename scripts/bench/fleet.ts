@@ -15,11 +15,12 @@
  * Every process it starts is stopped on the way out, on failure and on SIGINT/SIGTERM too.
  */
 import { mkdirSync, readFileSync } from "node:fs";
-import { loadavg } from "node:os";
+import { availableParallelism, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { type Controller, invite, spawnWorker, type Spawned, startController } from "../../test/helpers/remote.ts";
 import { errorCode, stopStateLeftovers, tempDir, type TempDir } from "../../test/helpers/harness.ts";
 import { waitFor } from "../../test/helpers/wait.ts";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { percentile } from "./lib.ts";
 
 const [binArg, nArg, cArg, rArg] = process.argv.slice(2);
@@ -29,7 +30,8 @@ const C = Math.max(1, Number(cArg ?? 8));
 const ROUNDS = Math.max(1, Number(rArg ?? 2));
 const IDLE_S = Math.max(10, Number(process.env.FLEET_IDLE_S ?? 30));
 const BATCH = Math.max(1, Number(process.env.FLEET_BATCH ?? 10));
-const TICK_S = 100; // USER_HZ on Linux
+const TICK_S = 100;
+const CALL_TIMEOUT_MS = Number(process.env.FLEET_CALL_TIMEOUT_MS ?? 600_000); // USER_HZ on Linux
 
 const t0 = performance.now();
 const stamp = () => `[${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s]`;
@@ -47,6 +49,34 @@ function cpuS(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(f[11]) + Number(f[12])) / TICK_S;
+}
+
+/** CPU seconds used by `roots` and everything below them: live processes' own time plus what their reaped children used. */
+function treeCpuS(roots: number[]): number {
+  const procs = new Map<number, { ppid: number; cpu: number }>();
+  for (const entry of new Bun.Glob("[0-9]*").scanSync({ cwd: "/proc", onlyFiles: false })) {
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      procs.set(Number(entry), { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / TICK_S });
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  const inTree = new Set(roots);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [pid, p] of procs) if (!inTree.has(pid) && inTree.has(p.ppid)) (inTree.add(pid), (grew = true));
+  }
+  let sum = 0;
+  for (const pid of inTree) sum += procs.get(pid)?.cpu ?? 0;
+  return sum;
+}
+
+/** Busy CPU seconds of the whole machine (all cores) from /proc/stat. */
+function machineBusyS(): number {
+  const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return (f.reduce((a, b) => a + b, 0) - f[3]! - f[4]!) / TICK_S;
 }
 
 function lat(name: string, ms: number[]): string {
@@ -187,7 +217,7 @@ async function main(): Promise<void> {
   // Listing N machines.
   const listMs: number[] = [];
   const uiMs: number[] = [];
-  for (let i = 0; i < 30; i++) {
+  for (let i = 0; i < 31; i++) {
     let t = performance.now();
     const r = await ctl.mcp.ok<{ data: { machines: unknown[] } }>("remote_admin", { action: "list", args: {} });
     listMs.push(performance.now() - t);
@@ -197,21 +227,33 @@ async function main(): Promise<void> {
     uiMs.push(performance.now() - t);
     if (ui.data.machines.length !== N + 1) throw new Error(`/api/ui/machines gave ${ui.data.machines.length} rows`);
   }
-  say(lat(`remote_admin list (${N} rows)`, listMs));
-  say(lat(`GET /api/ui/machines (${N + 1} rows)`, uiMs));
+  // The first of each follows the idle window (the idle release unmapped the code it runs).
+  say(`first after idle: remote_admin list ${listMs[0]!.toFixed(1)} ms, /api/ui/machines ${uiMs[0]!.toFixed(1)} ms`);
+  say(lat(`remote_admin list (${N} rows)`, listMs.slice(1)));
+  say(lat(`GET /api/ui/machines (${N + 1} rows)`, uiMs.slice(1)));
 
   // N × C lanes of `bash echo hi`, all at once.
   const callMs: number[] = [];
   const errors = new Map<string, number>();
+  const firstError = new Map<string, string>();
   const cpuCalls0 = cpuS(ctl.proc.pid);
+  const workerPids = workers.map((w) => w.spawned.proc.pid);
+  const workersCpu0 = treeCpuS(workerPids);
+  const busy0 = machineBusyS();
+  const self0 = process.cpuUsage();
   const tCalls = performance.now();
   const lane = async (w: FleetWorker) => {
     for (let r = 0; r < ROUNDS; r++) {
       const t = performance.now();
       try {
-        const res = await ctl!.mcp.call("bash", { session_id: w.session, command: "echo hi" });
+        // The SDK's default request timeout (60 s) would count a slow call as an error of the client's.
+        const res = (await ctl!.mcp.client.callTool({ name: "bash", arguments: { session_id: w.session, command: "echo hi" } }, undefined, { timeout: CALL_TIMEOUT_MS })) as CallToolResult;
         const out = (res.structuredContent as { result?: { stdout?: string } } | undefined)?.result?.stdout;
-        if (res.isError) errors.set(errorCode(res), (errors.get(errorCode(res)) ?? 0) + 1);
+        if (res.isError) {
+          const code = errorCode(res);
+          if (!errors.has(code)) firstError.set(code, JSON.stringify(res.content).slice(0, 600));
+          errors.set(code, (errors.get(code) ?? 0) + 1);
+        }
         else if (!out?.includes("hi")) errors.set("wrong_output", (errors.get("wrong_output") ?? 0) + 1);
       } catch (e) {
         const k = `client: ${(e as Error).message.slice(0, 80)}`;
@@ -223,13 +265,19 @@ async function main(): Promise<void> {
   await Promise.all(workers.flatMap((w) => Array.from({ length: C }, () => lane(w))));
   const wallS = (performance.now() - tCalls) / 1000;
   const callCpu = cpuS(ctl.proc.pid) - cpuCalls0;
+  const workersCpu = treeCpuS(workerPids) - workersCpu0;
+  const busy = machineBusyS() - busy0;
+  const selfCpu = ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(self0));
   const errCount = [...errors.values()].reduce((a, b) => a + b, 0);
   say(`${N}×${C} lanes × ${ROUNDS} = ${callMs.length} calls in ${wallS.toFixed(1)} s (${(callMs.length / wallS).toFixed(0)}/s), controller CPU ${callCpu.toFixed(1)} s, errors ${errCount} ${JSON.stringify(Object.fromEntries(errors))} (load ${load()})`);
   say(lat("remote bash echo hi", callMs));
+  for (const [code, text] of firstError) say(`first ${code}: ${text}`);
+  say(`CPU during the calls: controller ${callCpu.toFixed(1)} s, workers and their commands ${workersCpu.toFixed(1)} s (${((workersCpu / callMs.length) * 1000).toFixed(1)} ms per call), this client ${selfCpu.toFixed(1)} s, whole machine ${busy.toFixed(1)} s of ${(availableParallelism() * wallS).toFixed(1)} s`);
   const after = status(ctl.proc.pid);
   say(`controller after the calls: VmRSS ${after.rss.toFixed(1)} MiB, anonymous ${after.anon.toFixed(1)} MiB`);
 
   // kill -9 and restart on the same state dir and port.
+  const firstCtl = ctl;
   const before = new Map(workers.map((w) => [w, connects(w)]));
   const back = new Map<FleetWorker, number>();
   await ctl.mcp.close().catch(() => undefined);
@@ -265,11 +313,24 @@ async function main(): Promise<void> {
   const postErrors = post.filter((x) => x !== "ok");
   say(`after the restart: ${N - postErrors.length}/${N} calls ok${postErrors.length ? ` (${[...new Set(postErrors)].join(", ")})` : ""}`);
 
+  // What the processes logged at WARN or above, grouped by message (times and ids left out).
+  const logged = new Map<string, number>();
+  for (const text of [...workers.map((w) => w.spawned.stderr()), firstCtl.stderr(), ctl.stderr()]) {
+    for (const line of text.split("\n")) {
+      const m = / (WARN|ERROR|FATAL) (.*)$/.exec(line);
+      if (!m) continue;
+      const key = `${m[1]} ${m[2]!.replace(/\b(fleet-\d+|[0-9a-f]{8,}|c_[0-9a-f]+|\d+)\b/g, "#").slice(0, 160)}`;
+      logged.set(key, (logged.get(key) ?? 0) + 1);
+    }
+  }
+  say(`WARN/ERROR log lines: ${logged.size === 0 ? "none" : ""}`);
+  for (const [k, n] of [...logged].sort((a, b) => b[1] - a[1]).slice(0, 12)) say(`  ${n} × ${k}`);
+
   console.log("\nsummary");
   console.log(`  date ${new Date().toISOString()}, load average ${load()}, N=${N}, C=${C}, rounds=${ROUNDS}, loopback`);
   console.log(`  enroll ${N}: all online in ${enrollS.toFixed(1)} s (batches of ${BATCH})`);
   console.log(`  calls: ${callMs.length}, errors ${errCount} (target 0: ${errCount === 0 ? "met" : "missed"}), p50 ${percentile(callMs, 50).toFixed(1)} ms, p95 ${percentile(callMs, 95).toFixed(1)} ms, p99 ${percentile(callMs, 99).toFixed(1)} ms, wall ${wallS.toFixed(1)} s`);
-  console.log(`  remote_admin list p50 ${percentile(listMs, 50).toFixed(1)} ms p95 ${percentile(listMs, 95).toFixed(1)} ms; /api/ui/machines p50 ${percentile(uiMs, 50).toFixed(1)} ms p95 ${percentile(uiMs, 95).toFixed(1)} ms`);
+  console.log(`  remote_admin list first ${listMs[0]!.toFixed(1)} ms, then p50 ${percentile(listMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(listMs.slice(1), 95).toFixed(1)} ms; /api/ui/machines first ${uiMs[0]!.toFixed(1)} ms, then p50 ${percentile(uiMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(uiMs.slice(1), 95).toFixed(1)} ms`);
   console.log(`  controller idle 0 → ${N} workers: VmRSS ${idle0.rss.toFixed(1)} → ${idleN.rss.toFixed(1)} MiB (${perWorkerRss.toFixed(3)} MiB/worker), anonymous ${idle0.anon.toFixed(1)} → ${idleN.anon.toFixed(1)} MiB (${perWorkerAnon.toFixed(3)} MiB/worker); target ≤ 2 MiB/worker: ${Math.max(perWorkerRss, perWorkerAnon) <= 2 ? "met" : "missed"}`);
   console.log(`  controller idle CPU: ${idle0.cpuPerMin.toFixed(3)} → ${idleN.cpuPerMin.toFixed(3)} s/min (${(cpuPerWorker * 1000).toFixed(2)} ms per worker per minute)`);
   console.log(`  restart: listening ${listenS.toFixed(2)} s, all ${N} back ${listAllS?.toFixed(2) ?? "never"} s after the kill (target ≤ 60 s: ${listAllS !== undefined && listAllS <= 60 ? "met" : "missed"}); calls after it ${N - postErrors.length}/${N} ok`);
