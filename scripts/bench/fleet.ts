@@ -276,6 +276,11 @@ async function main(): Promise<void> {
   const after = status(ctl.proc.pid);
   say(`controller after the calls: VmRSS ${after.rss.toFixed(1)} MiB, anonymous ${after.anon.toFixed(1)} MiB`);
 
+  // Links that dropped while the fleet ran (the worker's status line names the close code).
+  const drops = new Map<string, number>();
+  for (const w of workers) for (const m of w.spawned.stderr().matchAll(/the channel closed \((\d+)\)/g)) drops.set(`${w.name}:${m[1]}`, (drops.get(`${w.name}:${m[1]}`) ?? 0) + 1);
+  say(`links dropped before the restart: ${drops.size === 0 ? "none" : [...drops].map(([k, n]) => `${k}×${n}`).join(" ")}`);
+
   // kill -9 and restart on the same state dir and port.
   const firstCtl = ctl;
   const before = new Map(workers.map((w) => [w, connects(w)]));
