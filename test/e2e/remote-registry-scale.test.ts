@@ -2,8 +2,8 @@
  * A large fleet's registry through the compiled binary: a controller whose state dir holds 2,000
  * enrolled workers (written as the registry file, so no 2,000 processes are needed). Every remote
  * call looks its worker up in that registry; the lookup must not cost in proportion to the fleet
- * (it cloned the whole parsed file on every read: ~40 ms of controller CPU per call at this size
- * on the 2-core test machine, against ~3 ms now). Changes (rename, revoke) still work on the
+ * (it cloned the whole parsed file on every read: 42 ms of controller CPU per call at this size
+ * on the 2-core test machine, against 6 ms now). Changes (rename, revoke) still work on the
  * shared read-only copy, and reads see them at once.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
