@@ -1,9 +1,9 @@
 /**
- * A large fleet's registry through the compiled binary: a controller whose state dir holds 2,000
- * enrolled workers (written as the registry file, so no 2,000 processes are needed). Every remote
+ * A large fleet's registry through the compiled binary: a controller whose state dir holds 4,000
+ * enrolled workers (written as the registry file, so no 4,000 processes are needed). Every remote
  * call looks its worker up in that registry; the lookup must not cost in proportion to the fleet
- * (it cloned the whole parsed file on every read: 42 ms of controller CPU per call at this size
- * on the 2-core test machine, against 6 ms now). Changes (rename, revoke) still work on the
+ * (it cloned the whole parsed file on every read: 67 ms of controller CPU per call more than a
+ * `version` call at this size on the 2-core test machine; about nothing now). Changes (rename, revoke) still work on the
  * shared read-only copy, and reads see them at once.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, startController } from "../helpers/remote.ts";
 
-const FLEET = 2000;
+const FLEET = 4000;
 const CALLS = 40;
 const TICK_S = 100;
 
@@ -58,17 +58,26 @@ afterAll(async () => {
 
 test("looking a worker up costs the same whatever the fleet's size", async () => {
   const reconnect = (machine: string) => ctl.mcp.ok<{ data: { machine: string; command: string; profile_id: string } }>("remote_admin", { action: "reconnect_command", args: { machine } });
-  // Warm-up: the tool's module and the registry's first parse.
-  for (let i = 0; i < 5; i++) await reconnect(`node-${i}`);
-  const cpu0 = cpuS(ctl.proc.pid);
+  // Warm-up: the tools' modules and the registry's first parse.
+  for (let i = 0; i < 5; i++) {
+    await reconnect(`node-${i}`);
+    await ctl.mcp.ok("version", {});
+  }
+  // As many `version` calls (no registry read) first: what an MCP call costs anyway, on this
+  // machine under its present load, is taken off.
+  let cpu = cpuS(ctl.proc.pid);
+  for (let i = 0; i < CALLS; i++) await ctl.mcp.ok("version", {});
+  const plain = cpuS(ctl.proc.pid) - cpu;
+  cpu = cpuS(ctl.proc.pid);
   for (let i = 0; i < CALLS; i++) {
     const r = await reconnect(`node-${(i * 37) % FLEET}`);
     expect(r.data.profile_id).toBe(info((i * 37) % FLEET).profile_id);
   }
-  const perCallMs = ((cpuS(ctl.proc.pid) - cpu0) / CALLS) * 1000;
-  console.log(`controller CPU per lookup call with ${FLEET} workers enrolled: ${perCallMs.toFixed(1)} ms`);
-  // A whole-registry copy per read cost ~40 ms here; the call itself a few ms, busy machine or not.
-  expect(perCallMs).toBeLessThan(15);
+  const lookups = cpuS(ctl.proc.pid) - cpu;
+  const extraMs = ((lookups - plain) / CALLS) * 1000;
+  console.log(`controller CPU per call with ${FLEET} workers enrolled: lookup ${((lookups / CALLS) * 1000).toFixed(1)} ms, version ${((plain / CALLS) * 1000).toFixed(1)} ms`);
+  // A whole-registry copy per read cost tens of ms more than a plain call here; now about nothing.
+  expect(extraMs).toBeLessThan(15);
 }, 120_000);
 
 test("every worker is listed, and changes land on the shared copy", async () => {
