@@ -9,9 +9,11 @@
  *    at once, `rounds` calls per lane: errors, p50/p95/p99, wall time;
  *  - kill -9 of the controller, restart on the same state dir and port: time until every worker is
  *    back, and when each one came back (a histogram by second), then one call per session again.
- * Usage: bun scripts/bench/fleet.ts [binary] [workers=100] [concurrency=8] [rounds=2]
- * Environment: FLEET_IDLE_S (idle window for memory and CPU, default 30), FLEET_BATCH (workers
- * started at once, default 10).
+ * Usage: bun scripts/bench/fleet.ts [binary|-] [workers=100] [concurrency=8] [rounds=2]
+ * (`-`: dist/local-shell-mcp). Environment: FLEET_IDLE_S (idle window for memory and CPU, default
+ * 30; the figures in docs/benchmarks.md used 45–60), FLEET_BATCH (workers started at once, default
+ * 10), FLEET_CALL_TIMEOUT_MS (the client's request timeout per call, default 600,000: the SDK's
+ * own 60 s turned CPU starvation into client-side errors and cancellations).
  * Every process it starts is stopped on the way out, on failure and on SIGINT/SIGTERM too.
  */
 import { mkdirSync, readFileSync } from "node:fs";
@@ -30,8 +32,8 @@ const C = Math.max(1, Number(cArg ?? 8));
 const ROUNDS = Math.max(1, Number(rArg ?? 2));
 const IDLE_S = Math.max(10, Number(process.env.FLEET_IDLE_S ?? 30));
 const BATCH = Math.max(1, Number(process.env.FLEET_BATCH ?? 10));
-const TICK_S = 100;
-const CALL_TIMEOUT_MS = Number(process.env.FLEET_CALL_TIMEOUT_MS ?? 600_000); // USER_HZ on Linux
+const TICK_S = 100; // USER_HZ on Linux
+const CALL_TIMEOUT_MS = Number(process.env.FLEET_CALL_TIMEOUT_MS ?? 600_000);
 
 const t0 = performance.now();
 const stamp = () => `[${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s]`;
