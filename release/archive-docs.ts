@@ -69,7 +69,6 @@ export function archiveReadme(
     .replaceAll("{{PLATFORM_SECTION}}", platform);
 }
 
-
 /** release/QUICKSTART.txt filled in for one target. */
 export function archiveQuickstart(
   root: string,

@@ -17,11 +17,24 @@ export async function npmLicences(root: string): Promise<[string, string][]> {
     name: "skip-helpers",
     setup: (b) => void b.onResolve({ filter: /build\/native\// }, (a) => ({ path: a.path, external: true })),
   };
-  const result = await Bun.build({ entrypoints: [join(root, "src", "main.ts")], target: "bun", format: "esm", metafile: true, external: opentuiExternals("linux-x64"), plugins: [skipHelpers] } as Parameters<typeof Bun.build>[0]);
+  const result = await Bun.build({
+    entrypoints: [join(root, "src", "main.ts")],
+    target: "bun",
+    format: "esm",
+    metafile: true,
+    external: opentuiExternals("linux-x64"),
+    plugins: [skipHelpers],
+  } as Parameters<typeof Bun.build>[0]);
   // The browser UI is bundled separately (scripts/build-ui.ts) and embedded as data: its packages too.
-  const ui = await Bun.build({ entrypoints: [join(root, "src", "ui", "web", "main.tsx")], target: "browser", format: "esm", metafile: true } as Parameters<typeof Bun.build>[0]);
+  const ui = await Bun.build({
+    entrypoints: [join(root, "src", "ui", "web", "main.tsx")],
+    target: "browser",
+    format: "esm",
+    metafile: true,
+  } as Parameters<typeof Bun.build>[0]);
   if (!result.success || !ui.success) throw new Error("bundling for the licence list failed");
-  const inputsOf = (r: unknown) => Object.keys((r as { metafile: { inputs: Record<string, unknown> } }).metafile.inputs);
+  const inputsOf = (r: unknown) =>
+    Object.keys((r as { metafile: { inputs: Record<string, unknown> } }).metafile.inputs);
   const inputs = [...inputsOf(result), ...inputsOf(ui)];
   const dirs = new Set<string>();
   for (const input of inputs) {
@@ -33,12 +46,24 @@ export async function npmLicences(root: string): Promise<[string, string][]> {
   }
   const out = new Map<string, string>();
   for (const dir of dirs) {
-    const meta = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as { name: string; version: string; license?: string };
+    const meta = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
+      name: string;
+      version: string;
+      license?: string;
+    };
     const file = existsSync(dir) ? readdirSync(dir).find((f) => /^(licen[cs]e|copying)(\.|$)/i.test(f)) : undefined;
-    let text = file ? readFileSync(join(dir, file), "utf8") : `${meta.name} ${meta.version} declares the licence "${meta.license ?? "unknown"}" and ships no licence file.\n`;
+    let text = file
+      ? readFileSync(join(dir, file), "utf8")
+      : `${meta.name} ${meta.version} declares the licence "${meta.license ?? "unknown"}" and ships no licence file.\n`;
     // Packages that bundle third-party code (OpenTUI's native library) ship its licences beside theirs.
-    for (const extra of readdirSync(dir).filter((f) => /^licen[cs]e-/i.test(f)).sort()) text += `\n\n---- ${extra} ----\n\n${readFileSync(join(dir, extra), "utf8")}`;
-    out.set(`${meta.name.replace("/", "__")}@${meta.version}.txt`, `${meta.name} ${meta.version} (licence: ${meta.license ?? "see below"})\n\n${text}`);
+    for (const extra of readdirSync(dir)
+      .filter((f) => /^licen[cs]e-/i.test(f))
+      .sort())
+      text += `\n\n---- ${extra} ----\n\n${readFileSync(join(dir, extra), "utf8")}`;
+    out.set(
+      `${meta.name.replace("/", "__")}@${meta.version}.txt`,
+      `${meta.name} ${meta.version} (licence: ${meta.license ?? "see below"})\n\n${text}`,
+    );
   }
   return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
 }

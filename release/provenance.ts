@@ -26,21 +26,47 @@ export function collectPins(root: string): ProvenanceRecord {
   const tmux = join(root, "native", "tmux", "build.sh");
   const cross = join(root, "native", "cross", "build-aarch64.sh");
   const binfmt = join(root, "release", "binfmt-aarch64.sh");
-  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { packageManager: string; devDependencies: Record<string, string> };
-  r.set("bun", `${shellVar(join(root, "scripts", "bootstrap.sh"), "BUN_VERSION")} (packageManager ${pkg.packageManager}, @types/bun ${pkg.devDependencies["@types/bun"]})`);
+  const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+    packageManager: string;
+    devDependencies: Record<string, string>;
+  };
+  r.set(
+    "bun",
+    `${shellVar(join(root, "scripts", "bootstrap.sh"), "BUN_VERSION")} (packageManager ${pkg.packageManager}, @types/bun ${pkg.devDependencies["@types/bun"]})`,
+  );
   r.set("bun.lock sha256", sha256(readFileSync(join(root, "bun.lock"))));
-  r.set("tmux source", `${shellVar(tmux, "TMUX_DEBVER")} ${shellVar(tmux, "TMUX_ORIG")} ${shellVar(tmux, "TMUX_ORIG_SHA256")}`);
+  r.set(
+    "tmux source",
+    `${shellVar(tmux, "TMUX_DEBVER")} ${shellVar(tmux, "TMUX_ORIG")} ${shellVar(tmux, "TMUX_ORIG_SHA256")}`,
+  );
   r.set("tmux debian changelog", `${shellVar(tmux, "TMUX_DEBIAN")} ${shellVar(tmux, "TMUX_DEBIAN_SHA256")}`);
-  r.set("libevent source", `${shellVar(tmux, "LIBEVENT_DEBVER")} ${shellVar(tmux, "LIBEVENT_ORIG")} ${shellVar(tmux, "LIBEVENT_ORIG_SHA256")}`);
-  r.set("ncurses source", `${shellVar(tmux, "NCURSES_DEBVER")} ${shellVar(tmux, "NCURSES_ORIG")} ${shellVar(tmux, "NCURSES_ORIG_SHA256")}`);
+  r.set(
+    "libevent source",
+    `${shellVar(tmux, "LIBEVENT_DEBVER")} ${shellVar(tmux, "LIBEVENT_ORIG")} ${shellVar(tmux, "LIBEVENT_ORIG_SHA256")}`,
+  );
+  r.set(
+    "ncurses source",
+    `${shellVar(tmux, "NCURSES_DEBVER")} ${shellVar(tmux, "NCURSES_ORIG")} ${shellVar(tmux, "NCURSES_ORIG_SHA256")}`,
+  );
   r.set("ncurses fallbacks", shellVar(tmux, "TERM_FALLBACKS"));
-  r.set("musl source (arm64 sysroot)", `${shellVar(cross, "MUSL_DEBVER")} ${shellVar(cross, "MUSL_ORIG")} ${shellVar(cross, "MUSL_ORIG_SHA256")}`);
+  r.set(
+    "musl source (arm64 sysroot)",
+    `${shellVar(cross, "MUSL_DEBVER")} ${shellVar(cross, "MUSL_ORIG")} ${shellVar(cross, "MUSL_ORIG_SHA256")}`,
+  );
   const cxx = join(root, "native", "libstdcxx-musl", "build.sh");
-  const debs = [...readFileSync(cxx, "utf8").matchAll(/^(?:\s*DEBARCH=(\w+) .*|\s*(?:DEB_SHA256=")?(\S+) ([0-9a-f]{64})"?(?: ;;)?)$/gm)];
+  const debs = [
+    ...readFileSync(cxx, "utf8").matchAll(
+      /^(?:\s*DEBARCH=(\w+) .*|\s*(?:DEB_SHA256=")?(\S+) ([0-9a-f]{64})"?(?: ;;)?)$/gm,
+    ),
+  ];
   let arch = "";
   for (const m of debs) {
     if (m[1]) arch = m[1];
-    else r.set(`musl libstdc++ input ${m[2]}:${arch}`, `${m[2]!.startsWith("musl") ? shellVar(cxx, "MUSL_DEBVER") : shellVar(cxx, "GCC_DEBVER")} ${m[3]}`);
+    else
+      r.set(
+        `musl libstdc++ input ${m[2]}:${arch}`,
+        `${m[2]!.startsWith("musl") ? shellVar(cxx, "MUSL_DEBVER") : shellVar(cxx, "GCC_DEBVER")} ${m[3]}`,
+      );
   }
   r.set("qemu-user (tests only)", `${shellVar(binfmt, "QEMU_DEBVER")} ${shellVar(binfmt, "QEMU_DEB_SHA256")}`);
   return r;
@@ -52,7 +78,8 @@ export function helperDigests(dirs: Record<string, string>): ProvenanceRecord {
   const r: ProvenanceRecord = new Map();
   for (const [cpu, dir] of Object.entries(dirs)) {
     for (const name of ["lsm-runner", "tmux"]) r.set(`${cpu} ${name} sha256`, sha256(readFileSync(join(dir, name))));
-    if (existsSync(join(dir, "libstdc++.so.6"))) r.set(`${cpu}-musl lib/libstdc++.so.6 sha256`, sha256(readFileSync(join(dir, "libstdc++.so.6"))));
+    if (existsSync(join(dir, "libstdc++.so.6")))
+      r.set(`${cpu}-musl lib/libstdc++.so.6 sha256`, sha256(readFileSync(join(dir, "libstdc++.so.6"))));
   }
   return r;
 }
@@ -68,8 +95,18 @@ export function buildAndDigestHelpers(root: string): ProvenanceRecord {
     run(["bash", join(root, "scripts", "build-native.sh"), join(dir, "linux-x64", "lsm-runner")]);
     run(["bash", join(root, "native", "tmux", "build.sh"), join(dir, "linux-x64", "tmux")]);
     run(["bash", join(root, "native", "cross", "build-aarch64.sh"), join(dir, "linux-arm64")]);
-    run(["bash", join(root, "native", "libstdcxx-musl", "build.sh"), "x86_64", join(dir, "linux-x64", "libstdc++.so.6")]);
-    run(["bash", join(root, "native", "libstdcxx-musl", "build.sh"), "aarch64", join(dir, "linux-arm64", "libstdc++.so.6")]);
+    run([
+      "bash",
+      join(root, "native", "libstdcxx-musl", "build.sh"),
+      "x86_64",
+      join(dir, "linux-x64", "libstdc++.so.6"),
+    ]);
+    run([
+      "bash",
+      join(root, "native", "libstdcxx-musl", "build.sh"),
+      "aarch64",
+      join(dir, "linux-arm64", "libstdc++.so.6"),
+    ]);
     return helperDigests({ "linux-x64": join(dir, "linux-x64"), "linux-arm64": join(dir, "linux-arm64") });
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -94,7 +131,8 @@ export function parse(doc: string): ProvenanceRecord {
 export function differences(recorded: ProvenanceRecord, actual: ProvenanceRecord): string[] {
   const out: string[] = [];
   for (const k of new Set([...recorded.keys(), ...actual.keys()])) {
-    if (recorded.get(k) !== actual.get(k)) out.push(`${k}: recorded ${recorded.get(k) ?? "(none)"}, actual ${actual.get(k) ?? "(none)"}`);
+    if (recorded.get(k) !== actual.get(k))
+      out.push(`${k}: recorded ${recorded.get(k) ?? "(none)"}, actual ${actual.get(k) ?? "(none)"}`);
   }
   return out;
 }

@@ -19,9 +19,24 @@ export interface ReleaseTarget {
 
 export const TARGETS: Record<string, ReleaseTarget> = {
   "linux-x64": { bun: "bun-linux-x64", helpers: "linux-x64", fileSays: /ELF 64-bit LSB.*x86-64/, muslLibstdcxx: null },
-  "linux-arm64": { bun: "bun-linux-arm64", helpers: "linux-arm64", fileSays: /ELF 64-bit LSB.*ARM aarch64/, muslLibstdcxx: null },
-  "linux-x64-musl": { bun: "bun-linux-x64-musl", helpers: "linux-x64", fileSays: /ELF 64-bit LSB.*x86-64/, muslLibstdcxx: "x86_64" },
-  "linux-arm64-musl": { bun: "bun-linux-arm64-musl", helpers: "linux-arm64", fileSays: /ELF 64-bit LSB.*ARM aarch64/, muslLibstdcxx: "aarch64" },
+  "linux-arm64": {
+    bun: "bun-linux-arm64",
+    helpers: "linux-arm64",
+    fileSays: /ELF 64-bit LSB.*ARM aarch64/,
+    muslLibstdcxx: null,
+  },
+  "linux-x64-musl": {
+    bun: "bun-linux-x64-musl",
+    helpers: "linux-x64",
+    fileSays: /ELF 64-bit LSB.*x86-64/,
+    muslLibstdcxx: "x86_64",
+  },
+  "linux-arm64-musl": {
+    bun: "bun-linux-arm64-musl",
+    helpers: "linux-arm64",
+    fileSays: /ELF 64-bit LSB.*ARM aarch64/,
+    muslLibstdcxx: "aarch64",
+  },
   "darwin-x64": { bun: "bun-darwin-x64", helpers: null, fileSays: /Mach-O 64-bit.*x86_64/, muslLibstdcxx: null },
   "darwin-arm64": { bun: "bun-darwin-arm64", helpers: null, fileSays: /Mach-O 64-bit.*arm64/, muslLibstdcxx: null },
 };
@@ -33,6 +48,9 @@ export function hostTarget(): string {
   const arch = process.arch === "arm64" ? "arm64" : "x64";
   if (process.platform === "darwin") return `darwin-${arch}`;
   // Bun's own build tells us the libc it was linked against.
-  const musl = process.platform === "linux" && !(process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header?.glibcVersionRuntime;
+  const musl =
+    process.platform === "linux" &&
+    !(process.report?.getReport() as { header?: { glibcVersionRuntime?: string } } | undefined)?.header
+      ?.glibcVersionRuntime;
   return `linux-${arch}${musl ? "-musl" : ""}`;
 }

@@ -25,7 +25,11 @@ export async function buildUi(root: string): Promise<{ files: number; gzipBytes:
   for (const out of result.outputs) {
     const bytes = new Uint8Array(await out.arrayBuffer());
     const name = out.path.replace(/^.*[\\/]/, "");
-    const type = name.endsWith(".js") ? "text/javascript; charset=utf-8" : name.endsWith(".css") ? "text/css; charset=utf-8" : out.type;
+    const type = name.endsWith(".js")
+      ? "text/javascript; charset=utf-8"
+      : name.endsWith(".css")
+        ? "text/css; charset=utf-8"
+        : out.type;
     const gz = gzipSync(bytes, { level: 9 });
     gzipBytes += gz.byteLength;
     assets.push({ name, type, gzip: Buffer.from(gz).toString("base64"), bytes: bytes.byteLength });

@@ -17,7 +17,8 @@ import { buildUi } from "./build-ui.ts";
 import { opentuiExternals } from "./opentui-native.ts";
 
 const root = resolve(import.meta.dir, "..");
-const option = (name: string): string | undefined => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined);
+const option = (name: string): string | undefined =>
+  process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : undefined;
 const outfile = option("--outfile") ? resolve(option("--outfile")!) : join(root, "dist", "local-shell-mcp");
 const targetName = option("--target");
 const versionOverride = option("--version-override");
@@ -59,7 +60,9 @@ const ui = await buildUi(root);
 const t1 = performance.now();
 
 const sha256 = (bytes: Uint8Array | string) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
-const helperDigests = Object.fromEntries(["lsm-runner", "tmux"].map((f) => [f, sha256(readFileSync(join(helperDir, f)))]));
+const helperDigests = Object.fromEntries(
+  ["lsm-runner", "tmux"].map((f) => [f, sha256(readFileSync(join(helperDir, f)))]),
+);
 const target = targetName ?? hostTarget();
 
 /**
@@ -90,7 +93,9 @@ function buildDigest(): string {
 const helperRemap: BunPlugin = {
   name: "per-target-helpers",
   setup(build) {
-    build.onResolve({ filter: /build\/native\/(lsm-runner|tmux)$/ }, (args) => ({ path: join(helperDir, args.path.split("/").pop()!) }));
+    build.onResolve({ filter: /build\/native\/(lsm-runner|tmux)$/ }, (args) => ({
+      path: join(helperDir, args.path.split("/").pop()!),
+    }));
   },
 };
 
@@ -106,8 +111,10 @@ const noOpenTui: BunPlugin = {
   name: "no-opentui-native",
   setup(build) {
     const empty = join(root, "build", "native", "opentui-unavailable.js");
-    writeFileSync(empty, "export default \"\";\n");
-    build.onResolve({ filter: /^@opentui\/core-linux-x64$/ }, (args) => (args.importer.endsWith(join("src", "native", "opentui.ts")) ? { path: empty } : undefined));
+    writeFileSync(empty, 'export default "";\n');
+    build.onResolve({ filter: /^@opentui\/core-linux-x64$/ }, (args) =>
+      args.importer.endsWith(join("src", "native", "opentui.ts")) ? { path: empty } : undefined,
+    );
   },
 };
 
@@ -121,25 +128,38 @@ const noTreeSitterAssets: BunPlugin = {
   setup(build) {
     const empty = join(root, "build", "native", "opentui-no-asset.bin");
     writeFileSync(empty, "");
-    build.onResolve({ filter: /(^|\/)(assets\/[a-z_]+\/[\w.-]+\.(wasm|scm)|tree-sitter\.wasm)$/ }, (args) => (args.importer.includes("@opentui") ? { path: empty } : undefined));
+    build.onResolve({ filter: /(^|\/)(assets\/[a-z_]+\/[\w.-]+\.(wasm|scm)|tree-sitter\.wasm)$/ }, (args) =>
+      args.importer.includes("@opentui") ? { path: empty } : undefined,
+    );
   },
 };
 
 const result = await Bun.build({
   entrypoints: [join(root, "src", "main.ts")],
-  compile: targetName === undefined ? { outfile } : { outfile, target: TARGETS[targetName]!.bun as Bun.Build.CompileTarget },
+  compile:
+    targetName === undefined ? { outfile } : { outfile, target: TARGETS[targetName]!.bun as Bun.Build.CompileTarget },
   bytecode: true,
   format: "esm",
   splitting: true,
   minify: true,
   sourcemap: "none",
   target: "bun",
-  define: { __LSM_BUILD_TARGET__: JSON.stringify(target), __LSM_BUILD_DIGEST__: JSON.stringify(buildDigest()), ...(versionOverride ? { __LSM_VERSION_OVERRIDE__: JSON.stringify(versionOverride) } : {}) },
+  define: {
+    __LSM_BUILD_TARGET__: JSON.stringify(target),
+    __LSM_BUILD_DIGEST__: JSON.stringify(buildDigest()),
+    ...(versionOverride ? { __LSM_VERSION_OVERRIDE__: JSON.stringify(versionOverride) } : {}),
+  },
   external: opentuiExternal,
-  plugins: [...(targetName === undefined ? [] : [helperRemap]), ...(embedsOpenTui ? [] : [noOpenTui]), noTreeSitterAssets],
+  plugins: [
+    ...(targetName === undefined ? [] : [helperRemap]),
+    ...(embedsOpenTui ? [] : [noOpenTui]),
+    noTreeSitterAssets,
+  ],
 });
 if (!result.success) {
   for (const m of result.logs) console.error(m);
   process.exit(1);
 }
-console.error(`built ${outfile} for ${target} (native + UI ${Math.round(t1 - t0)} ms, UI ${ui.gzipBytes} B gzipped, compile ${Math.round(performance.now() - t1)} ms)`);
+console.error(
+  `built ${outfile} for ${target} (native + UI ${Math.round(t1 - t0)} ms, UI ${ui.gzipBytes} B gzipped, compile ${Math.round(performance.now() - t1)} ms)`,
+);

@@ -74,7 +74,11 @@ export function parseImports(source: string): Array<{ specifier: string; typeOnl
 function onlyTypes(statement: string): boolean {
   const names = /\{([^}]*)\}/.exec(statement)?.[1];
   if (!names || /^\s*(import|export)\s+\w+\s*,/.test(statement)) return false;
-  return names.split(",").map((n) => n.trim()).filter(Boolean).every((n) => n.startsWith("type "));
+  return names
+    .split(",")
+    .map((n) => n.trim())
+    .filter(Boolean)
+    .every((n) => n.startsWith("type "));
 }
 
 function listTs(dir: string): string[] {
@@ -173,10 +177,13 @@ export function findUpward(edges: ImportEdge[], allowed: Record<string, string> 
     const rf = rank(from);
     const rt = rank(to);
     if (rf === undefined || rt === undefined) {
-      out.push(`${e.from} -> ${e.to}: folder ${rf === undefined ? from : to} is in no layer (add it to LAYERS in scripts/check-imports.ts)`);
+      out.push(
+        `${e.from} -> ${e.to}: folder ${rf === undefined ? from : to} is in no layer (add it to LAYERS in scripts/check-imports.ts)`,
+      );
       continue;
     }
-    if (rt > rf && !(`${e.from} -> ${e.to}` in allowed)) out.push(`${e.from} -> ${e.to}: ${from} (layer ${rf}) imports ${to} (layer ${rt})`);
+    if (rt > rf && !(`${e.from} -> ${e.to}` in allowed))
+      out.push(`${e.from} -> ${e.to}: ${from} (layer ${rf}) imports ${to} (layer ${rt})`);
   }
   return out;
 }
@@ -205,7 +212,11 @@ export function checkImports(srcDir: string): { edges: ImportEdge[]; findings: s
 if (import.meta.main) {
   const { edges, findings } = checkImports(join(import.meta.dir, "..", "src"));
   if (process.argv.includes("--graph")) {
-    const pairs = new Set(edges.map((e) => `${folderOf(e.from) || "(top)"} -> ${folderOf(e.to) || "(top)"}`).filter((p) => !/^(\S+) -> \1$/.test(p)));
+    const pairs = new Set(
+      edges
+        .map((e) => `${folderOf(e.from) || "(top)"} -> ${folderOf(e.to) || "(top)"}`)
+        .filter((p) => !/^(\S+) -> \1$/.test(p)),
+    );
     console.log([...pairs].sort().join("\n"));
   }
   for (const f of findings) console.error(f);

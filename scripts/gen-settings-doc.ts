@@ -38,10 +38,17 @@ export function renderSettingsDoc(): string {
     if (i.section !== section) {
       if (section) lines.push("");
       section = i.section;
-      lines.push(`## ${section}`, "", "| setting | env / flag | type | default | range | meaning |", "|---|---|---|---|---|---|");
+      lines.push(
+        `## ${section}`,
+        "",
+        "| setting | env / flag | type | default | range | meaning |",
+        "|---|---|---|---|---|---|",
+      );
     }
     const type = i.kind === "enum" ? i.choices.join(" \\| ") : i.kind;
-    lines.push(`| \`${i.name}\` | \`${i.env}\`<br>\`--${i.flag}\` | ${type}${i.nullable ? " (nullable)" : ""} | ${fmt(settingDefault(i.name))} | ${range(i.name)} | ${i.help} |`);
+    lines.push(
+      `| \`${i.name}\` | \`${i.env}\`<br>\`--${i.flag}\` | ${type}${i.nullable ? " (nullable)" : ""} | ${fmt(settingDefault(i.name))} | ${range(i.name)} | ${i.help} |`,
+    );
   }
   lines.push("");
   return `${lines.join("\n")}\n`;

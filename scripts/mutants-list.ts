@@ -56,11 +56,7 @@ export const GUARANTEES: Guarantee[] = [
         name: "plain-any-verifier",
         what: "with code_challenge_method=plain any well-formed verifier passes",
         edits: [
-          one(
-            "src/oauth/tokens.ts",
-            ".digest(\"base64url\") : verifier;",
-            ".digest(\"base64url\") : rec.challenge;",
-          ),
+          one("src/oauth/tokens.ts", '.digest("base64url") : verifier;', '.digest("base64url") : rec.challenge;'),
         ],
       },
     ],
@@ -106,11 +102,7 @@ export const GUARANTEES: Guarantee[] = [
         name: "no-jti-accepted",
         what: "a token without jti is accepted",
         edits: [
-          one(
-            "src/oauth/server.ts",
-            " || typeof payload.jti !== \"string\") return undefined;",
-            ") return undefined;",
-          ),
+          one("src/oauth/server.ts", ' || typeof payload.jti !== "string") return undefined;', ") return undefined;"),
         ],
       },
       {
@@ -163,7 +155,7 @@ export const GUARANTEES: Guarantee[] = [
           one(
             "src/http/origin-guard.ts",
             "if (origin === null) return true;",
-            "if (origin === null || origin === \"null\") return true;",
+            'if (origin === null || origin === "null") return true;',
           ),
         ],
       },
@@ -176,11 +168,7 @@ export const GUARANTEES: Guarantee[] = [
         name: "any-host-accepted",
         what: "every Host is accepted (DNS rebinding)",
         edits: [
-          one(
-            "src/http/origin-guard.ts",
-            "  return policy.hosts.has(hostHeader.toLowerCase());",
-            "  return true;",
-          ),
+          one("src/http/origin-guard.ts", "  return policy.hosts.has(hostHeader.toLowerCase());", "  return true;"),
         ],
       },
     ],
@@ -212,7 +200,7 @@ export const GUARANTEES: Guarantee[] = [
       {
         name: "owner-ignores-client",
         what: "the owner key leaves out the client id",
-        edits: [one("src/http/mcp-sessions.ts", "return `${auth.clientId}\\u0000", "return `${\"\"}\\u0000")],
+        edits: [one("src/http/mcp-sessions.ts", "return `${auth.clientId}\\u0000", 'return `${""}\\u0000')],
       },
       {
         name: "owner-unchecked",
@@ -318,7 +306,7 @@ export const GUARANTEES: Guarantee[] = [
           one(
             "src/transfer/gateway-store.ts",
             "|| worker === null || bound !== worker)",
-            "|| worker === null || (direction === \"upload\" && bound !== worker))",
+            '|| worker === null || (direction === "upload" && bound !== worker))',
           ),
         ],
       },
@@ -329,7 +317,7 @@ export const GUARANTEES: Guarantee[] = [
           one(
             "src/transfer/gateway-store.ts",
             "|| worker === null || bound !== worker)",
-            "|| worker === null || (direction === \"download\" && bound !== worker))",
+            '|| worker === null || (direction === "download" && bound !== worker))',
           ),
         ],
       },
@@ -366,11 +354,7 @@ export const GUARANTEES: Guarantee[] = [
         name: "read-recheck-removed",
         what: "a read no longer checks where its descriptor points",
         edits: [
-          one(
-            "src/fs/resolve.ts",
-            "if (where !== undefined) checkCanonical(policy, where, shown);",
-            "void where;",
-          ),
+          one("src/fs/resolve.ts", "if (where !== undefined) checkCanonical(policy, where, shown);", "void where;"),
         ],
       },
       {
@@ -454,11 +438,7 @@ export const GUARANTEES: Guarantee[] = [
         name: "stays-dumpable",
         what: "prctl sets the process dumpable instead",
         edits: [
-          one(
-            "src/native/harden.ts",
-            "prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)",
-            "prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)",
-          ),
+          one("src/native/harden.ts", "prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)", "prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)"),
         ],
       },
     ],
@@ -498,7 +478,7 @@ export const GUARANTEES: Guarantee[] = [
         edits: [
           one(
             "src/ui/local-token.ts",
-            "if (!isLoopbackName(peer.replace(/^::ffff:/, \"\"))) return",
+            'if (!isLoopbackName(peer.replace(/^::ffff:/, ""))) return',
             "if (false) return",
           ),
         ],
@@ -529,11 +509,7 @@ export const GUARANTEES: Guarantee[] = [
         name: "no-sigkill",
         what: "cleanup only ever sends SIGTERM",
         edits: [
-          one(
-            "native/runner/supervise.c",
-            "int sig = t < term_until ? SIGTERM : SIGKILL;",
-            "int sig = SIGTERM;",
-          ),
+          one("native/runner/supervise.c", "int sig = t < term_until ? SIGTERM : SIGKILL;", "int sig = SIGTERM;"),
         ],
       },
     ],
@@ -577,28 +553,53 @@ export const GUARANTEES: Guarantee[] = [
   // ---- Approvals (docs/approvals.md) ----
   {
     name: "approval-gate",
-    promise: "a call the approval policy holds runs only after a person allows it; a decline, deny or timeout runs nothing; allow for this session covers that exact command only; only the operator answers the queue (approvals.md)",
+    promise:
+      "a call the approval policy holds runs only after a person allows it; a decline, deny or timeout runs nothing; allow for this session covers that exact command only; only the operator answers the queue (approvals.md)",
     tests: ["test/e2e/approvals.test.ts"],
     mutants: [
       {
         name: "timeout-allows",
         what: "an unanswered approval lets the call run",
-        edits: [one("src/approvals/service.ts", 'setTimeout(() => finish("timed_out",', 'setTimeout(() => finish("allow_once",')],
+        edits: [
+          one(
+            "src/approvals/service.ts",
+            'setTimeout(() => finish("timed_out",',
+            'setTimeout(() => finish("allow_once",',
+          ),
+        ],
       },
       {
         name: "decline-allows",
         what: "declining the elicitation form lets the call run",
-        edits: [one("src/approvals/service.ts", 'finish(answer === "decline" ? "deny" : answer,', 'finish(answer === "decline" ? "allow_once" : answer,')],
+        edits: [
+          one(
+            "src/approvals/service.ts",
+            'finish(answer === "decline" ? "deny" : answer,',
+            'finish(answer === "decline" ? "allow_once" : answer,',
+          ),
+        ],
       },
       {
         name: "remember-whole-tool",
         what: "allow for this session remembers every command of the tool, not the exact one",
-        edits: [one("src/approvals/service.ts", "const memoKey = `${subject.tool}\\0${subject.command}`;", "const memoKey = subject.tool;")],
+        edits: [
+          one(
+            "src/approvals/service.ts",
+            "const memoKey = `${subject.tool}\\0${subject.command}`;",
+            "const memoKey = subject.tool;",
+          ),
+        ],
       },
       {
         name: "bearer-answers",
         what: "a client's bearer token may list and answer approvals",
-        edits: [one("src/ui/api.ts", "  if (principal && !principal.operator) throw new ToolError(\"insufficient_scope\", `${what}", "  if (false) throw new ToolError(\"insufficient_scope\", `${what}")],
+        edits: [
+          one(
+            "src/ui/api.ts",
+            '  if (principal && !principal.operator) throw new ToolError("insufficient_scope", `${what}',
+            '  if (false) throw new ToolError("insufficient_scope", `${what}',
+          ),
+        ],
       },
       {
         name: "no-gate",

@@ -66,8 +66,10 @@ for (const target of targets) {
   writeFileSync(join(stage, "README.md"), archiveReadme(root, pkg.version, target, darwin, musl));
   writeFileSync(join(stage, "QUICKSTART.txt"), archiveQuickstart(root, pkg.version, target, darwin, musl));
   const libs = spec.muslLibstdcxx ? LIBSTDCXX_LICENCES : [];
-  for (const f of [...BUN_LICENCES, ...(darwin ? [] : NATIVE_LICENCES), ...libs]) copyFileSync(join(lic, f), join(stage, "licenses", f));
-  if (spec.muslLibstdcxx) await $`bash ${join(root, "native", "libstdcxx-musl", "build.sh")} ${spec.muslLibstdcxx} ${join(stage, "lib", "libstdc++.so.6")}`;
+  for (const f of [...BUN_LICENCES, ...(darwin ? [] : NATIVE_LICENCES), ...libs])
+    copyFileSync(join(lic, f), join(stage, "licenses", f));
+  if (spec.muslLibstdcxx)
+    await $`bash ${join(root, "native", "libstdcxx-musl", "build.sh")} ${spec.muslLibstdcxx} ${join(stage, "lib", "libstdc++.so.6")}`;
   for (const [file, text] of npm) writeFileSync(join(stage, "licenses", "npm", file), text);
   // Fixed modes, whatever the builder's umask.
   for (const p of walk(work)) chmodSync(p.path, p.dir || p.path === exe ? 0o755 : 0o644);
@@ -81,9 +83,13 @@ for (const target of targets) {
 }
 
 // One SHA256SUMS over every archive of this version present in the folder.
-const archives = readdirSync(out).filter((f) => f.startsWith(`${pkg.name}-${pkg.version}-`) && f.endsWith(".tar.gz")).sort();
+const archives = readdirSync(out)
+  .filter((f) => f.startsWith(`${pkg.name}-${pkg.version}-`) && f.endsWith(".tar.gz"))
+  .sort();
 writeFileSync(join(out, "SHA256SUMS"), archives.map((f) => `${sha256(readFileSync(join(out, f)))}  ${f}\n`).join(""));
-console.error(`${targets.length} archive(s) in ${Math.round((performance.now() - t0) / 1000)} s; SHA256SUMS lists ${archives.length}`);
+console.error(
+  `${targets.length} archive(s) in ${Math.round((performance.now() - t0) / 1000)} s; SHA256SUMS lists ${archives.length}`,
+);
 
 function* walk(dir: string): Generator<{ path: string; dir: boolean }> {
   for (const e of readdirSync(dir, { withFileTypes: true })) {

@@ -17,11 +17,29 @@ const N = 3000;
 const PIN = "bench-pin-123456";
 
 async function start(dir: string, auth: "none" | "oauth") {
-  const proc = Bun.spawn([BIN, "serve", "--mode", "mcp", "--workspace-root", dir, "--state-dir", join(dir, `state-${auth}`), "--auth-mode", auth, "--port", "0", "--oauth-admin-pin", PIN], {
-    env: { ...process.env, LOCAL_SHELL_MCP_LOG_LEVEL: "3" },
-    stderr: "pipe",
-    stdout: "ignore",
-  });
+  const proc = Bun.spawn(
+    [
+      BIN,
+      "serve",
+      "--mode",
+      "mcp",
+      "--workspace-root",
+      dir,
+      "--state-dir",
+      join(dir, `state-${auth}`),
+      "--auth-mode",
+      auth,
+      "--port",
+      "0",
+      "--oauth-admin-pin",
+      PIN,
+    ],
+    {
+      env: { ...process.env, LOCAL_SHELL_MCP_LOG_LEVEL: "3" },
+      stderr: "pipe",
+      stdout: "ignore",
+    },
+  );
   const reader = proc.stderr.getReader();
   let text = "";
   for (;;) {
@@ -34,7 +52,16 @@ async function start(dir: string, auth: "none" | "oauth") {
 }
 
 async function timeRequests(url: string, headers: Record<string, string>): Promise<number[]> {
-  const init = { method: "POST", body: "{}", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-session-id": "none", ...headers } };
+  const init = {
+    method: "POST",
+    body: "{}",
+    headers: {
+      "content-type": "application/json",
+      accept: "application/json, text/event-stream",
+      "mcp-session-id": "none",
+      ...headers,
+    },
+  };
   for (let i = 0; i < 300; i++) await (await fetch(`${url}/mcp`, init)).arrayBuffer();
   const out: number[] = [];
   for (let i = 0; i < N; i++) {
@@ -47,7 +74,11 @@ async function timeRequests(url: string, headers: Record<string, string>): Promi
   return out.sort((a, b) => a - b);
 }
 
-const stats = (xs: number[]) => ({ median: xs[Math.floor(xs.length / 2)]!, p90: xs[Math.floor(xs.length * 0.9)]!, mean: xs.reduce((a, b) => a + b, 0) / xs.length });
+const stats = (xs: number[]) => ({
+  median: xs[Math.floor(xs.length / 2)]!,
+  p90: xs[Math.floor(xs.length * 0.9)]!,
+  mean: xs.reduce((a, b) => a + b, 0) / xs.length,
+});
 const fmt = (ms: number) => `${(ms * 1000).toFixed(1)} µs`;
 
 const dir = mkdtempSync(join(tmpdir(), "lsm-bench-auth-"));
@@ -57,7 +88,10 @@ try {
   const { token } = await obtainToken(oauth.url, PIN, "shell:read");
   const rounds: Array<{ none: number; oauth: number }> = [];
   for (let r = 0; r < 3; r++) {
-    rounds.push({ none: stats(await timeRequests(none.url, {})).median, oauth: stats(await timeRequests(oauth.url, { authorization: `Bearer ${token}` })).median });
+    rounds.push({
+      none: stats(await timeRequests(none.url, {})).median,
+      oauth: stats(await timeRequests(oauth.url, { authorization: `Bearer ${token}` })).median,
+    });
   }
   const noneMed = Math.min(...rounds.map((r) => r.none));
   const oauthMed = Math.min(...rounds.map((r) => r.oauth));

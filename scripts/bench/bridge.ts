@@ -21,7 +21,10 @@ const ws = join(work, "ws");
 const state = join(work, "state");
 mkdirSync(ws);
 mkdirSync(join(state, "agent_config"), { recursive: true, mode: 0o700 });
-writeFileSync(join(state, "agent_config", "config.json"), JSON.stringify({ version: 1, mcpServers: { up: { type: "stdio", command: process.execPath, args: [fixture] } } }));
+writeFileSync(
+  join(state, "agent_config", "config.json"),
+  JSON.stringify({ version: 1, mcpServers: { up: { type: "stdio", command: process.execPath, args: [fixture] } } }),
+);
 const env = { ...(process.env as Record<string, string>), LOCAL_SHELL_MCP_LOG_LEVEL: "0" };
 
 async function connect(command: string, args: string[]): Promise<Client> {
@@ -41,12 +44,14 @@ try {
   const direct = await connect(process.execPath, [fixture]);
   const directMs: number[] = [];
   for (let i = 0; i < 200; i++) await direct.callTool({ name: "echo", arguments: { text: "hi" } });
-  for (let i = 0; i < calls; i++) directMs.push(await timed(() => direct.callTool({ name: "echo", arguments: { text: "hi" } })));
+  for (let i = 0; i < calls; i++)
+    directMs.push(await timed(() => direct.callTool({ name: "echo", arguments: { text: "hi" } })));
   await direct.close();
   out.push(summary("direct SDK call (kept connection)", directMs));
 
   const serve = await connect(bin, ["serve", "--mode", "stdio", "--workspace-root", ws, "--state-dir", state]);
-  const bridged = () => serve.callTool({ name: "call_agent_mcp_tool", arguments: { server: "up", tool: "echo", args: { text: "hi" } } });
+  const bridged = () =>
+    serve.callTool({ name: "call_agent_mcp_tool", arguments: { server: "up", tool: "echo", args: { text: "hi" } } });
   const first = await timed(bridged);
   out.push(`${"first bridged call (starts the upstream)".padEnd(44)} ${first.toFixed(2).padStart(8)} ms`);
   const pooledMs: number[] = [];
@@ -72,7 +77,9 @@ try {
   out.push(summary("spawn + initialize + call per call", freshMs));
   const added = percentile(pooledMs, 50) - percentile(directMs, 50);
   const poolShare = percentile(pooledMs, 50) - percentile(hopMs, 50) - percentile(directMs, 50);
-  out.push(`bridged call adds ${added.toFixed(2)} ms p50 over the direct call, of which ${poolShare.toFixed(2)} ms beyond the hop to serve; pooled is ${(percentile(freshMs, 50) / percentile(pooledMs, 50)).toFixed(1)}x faster than spawning per call`);
+  out.push(
+    `bridged call adds ${added.toFixed(2)} ms p50 over the direct call, of which ${poolShare.toFixed(2)} ms beyond the hop to serve; pooled is ${(percentile(freshMs, 50) / percentile(pooledMs, 50)).toFixed(1)}x faster than spawning per call`,
+  );
 } finally {
   rmSync(work, { recursive: true, force: true });
 }

@@ -21,18 +21,41 @@ const bin = resolve(process.argv[2] ?? join(import.meta.dir, "..", "..", "dist",
 const rounds = Number(process.argv[3] ?? 100);
 const other = process.argv[4] ? resolve(process.argv[4]) : undefined;
 const work = mkdtempSync(join(tmpdir(), "lsm-bench-exec-"));
-const env = { ...(process.env as Record<string, string>), LOCAL_SHELL_MCP_LOG_LEVEL: "0", XDG_CACHE_HOME: join(work, "cache") };
+const env = {
+  ...(process.env as Record<string, string>),
+  LOCAL_SHELL_MCP_LOG_LEVEL: "0",
+  XDG_CACHE_HOME: join(work, "cache"),
+};
 
 let servers = 0;
 async function ours(cgroup: "auto" | "off", binary = bin) {
   const ws = join(work, `ws-${++servers}`);
   mkdirSync(ws);
-  const client = new RawStdioClient([binary, "serve", "--mode", "stdio", "--workspace-root", ws, "--state-dir", join(work, `state-${servers}`), "--containment-cgroup", cgroup], env);
+  const client = new RawStdioClient(
+    [
+      binary,
+      "serve",
+      "--mode",
+      "stdio",
+      "--workspace-root",
+      ws,
+      "--state-dir",
+      join(work, `state-${servers}`),
+      "--containment-cgroup",
+      cgroup,
+    ],
+    env,
+  );
   await client.initialize();
-  const started = (await client.request("tools/call", { name: "session_start", arguments: { workdir: "." } })) as { result: { structuredContent: { session_id: string } } };
+  const started = (await client.request("tools/call", { name: "session_start", arguments: { workdir: "." } })) as {
+    result: { structuredContent: { session_id: string } };
+  };
   const sid = started.result.structuredContent.session_id;
   const run = async () => {
-    const r = (await client.request("tools/call", { name: "bash", arguments: { session_id: sid, command: "echo hi" } })) as { result: { structuredContent: { result: { stdout: string } } } };
+    const r = (await client.request("tools/call", {
+      name: "bash",
+      arguments: { session_id: sid, command: "echo hi" },
+    })) as { result: { structuredContent: { result: { stdout: string } } } };
     if (r.result.structuredContent.result.stdout !== "hi\n") throw new Error(`unexpected result ${JSON.stringify(r)}`);
   };
   return { run, close: () => client.close(), pid: client.proc.pid };
@@ -47,7 +70,8 @@ function cpuNs(pid: number): number {
   let total = 0;
   const threads = (p: number) => {
     try {
-      for (const t of readdirSync(`/proc/${p}/task`)) total += Number(readFileSync(`/proc/${p}/task/${t}/schedstat`, "utf8").split(" ")[0]);
+      for (const t of readdirSync(`/proc/${p}/task`))
+        total += Number(readFileSync(`/proc/${p}/task/${t}/schedstat`, "utf8").split(" ")[0]);
     } catch {
       // gone
     }
@@ -76,7 +100,15 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t;
 }
 
-type Variant = { name: string; run: () => Promise<unknown>; close?: () => Promise<void>; samples: number[]; warmUp?: () => Promise<unknown>; pid?: number; cpu?: number };
+type Variant = {
+  name: string;
+  run: () => Promise<unknown>;
+  close?: () => Promise<void>;
+  samples: number[];
+  warmUp?: () => Promise<unknown>;
+  pid?: number;
+  cpu?: number;
+};
 const variants: Variant[] = [
   { name: "floor: Bun.spawn bash -c 'echo hi'", run: floor, samples: [] },
   { name: "bash echo hi, cgroup layer on", ...(await ours("auto")), samples: [] },
@@ -95,7 +127,12 @@ if (other) {
   const warmOther = await ours("off", other);
   variants.push({ name: "other binary, off, right after another", ...warmOther, warmUp: warmOther.run, samples: [] });
   const warmOtherOn = await ours("auto", other);
-  variants.push({ name: "other binary, on, right after another", ...warmOtherOn, warmUp: warmOtherOn.run, samples: [] });
+  variants.push({
+    name: "other binary, on, right after another",
+    ...warmOtherOn,
+    warmUp: warmOtherOn.run,
+    samples: [],
+  });
 }
 for (let i = 0; i < 10; i++) for (const v of variants) await v.run();
 const loadBefore = loadavg()[0]!;
@@ -118,5 +155,7 @@ const f = percentile(variants[0]!.samples, 50);
 console.log(`load average ${loadBefore.toFixed(1)} → ${loadAfter.toFixed(1)}, ${rounds} rounds`);
 for (const v of variants) {
   const p50 = percentile(v.samples, 50);
-  console.log(`${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor${v.cpu === undefined ? "" : `  server+runner CPU ${(v.cpu / 1e3 / rounds / (v.warmUp ? 2 : 1)).toFixed(0)} µs/call`}`);
+  console.log(
+    `${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor${v.cpu === undefined ? "" : `  server+runner CPU ${(v.cpu / 1e3 / rounds / (v.warmUp ? 2 : 1)).toFixed(0)} µs/call`}`,
+  );
 }

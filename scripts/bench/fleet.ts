@@ -38,7 +38,10 @@ const CALL_TIMEOUT_MS = Number(process.env.FLEET_CALL_TIMEOUT_MS ?? 600_000);
 const t0 = performance.now();
 const stamp = () => `[${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s]`;
 const say = (line: string) => console.log(`${stamp()} ${line}`);
-const load = () => loadavg().map((x) => x.toFixed(1)).join(" ");
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(1))
+    .join(" ");
 
 function status(pid: number): { rss: number; anon: number } {
   const st = readFileSync(`/proc/${pid}/status`, "utf8");
@@ -60,7 +63,10 @@ function treeCpuS(roots: number[]): number {
     try {
       const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
       const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      procs.set(Number(entry), { ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / TICK_S });
+      procs.set(Number(entry), {
+        ppid: Number(f[1]),
+        cpu: (Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) / TICK_S,
+      });
     } catch {
       // Gone meanwhile.
     }
@@ -68,7 +74,7 @@ function treeCpuS(roots: number[]): number {
   const inTree = new Set(roots);
   for (let grew = true; grew; ) {
     grew = false;
-    for (const [pid, p] of procs) if (!inTree.has(pid) && inTree.has(p.ppid)) (inTree.add(pid), (grew = true));
+    for (const [pid, p] of procs) if (!inTree.has(pid) && inTree.has(p.ppid)) inTree.add(pid), (grew = true);
   }
   let sum = 0;
   for (const pid of inTree) sum += procs.get(pid)?.cpu ?? 0;
@@ -133,7 +139,10 @@ function connects(w: FleetWorker): number {
 }
 
 async function listOnline(c: Controller): Promise<{ online: number; total: number }> {
-  const r = await c.mcp.ok<{ data: { counts: { online: number; total: number } } }>("remote_admin", { action: "list", args: {} });
+  const r = await c.mcp.ok<{ data: { counts: { online: number; total: number } } }>("remote_admin", {
+    action: "list",
+    args: {},
+  });
   return r.data.counts;
 }
 
@@ -146,7 +155,9 @@ async function idleWindow(c: Controller, s: number): Promise<{ rss: number; anon
 }
 
 async function main(): Promise<void> {
-  say(`fleet: ${N} workers, ${C} concurrent calls each, ${ROUNDS} rounds; idle windows ${IDLE_S} s; batches of ${BATCH}; load ${load()}`);
+  say(
+    `fleet: ${N} workers, ${C} concurrent calls each, ${ROUNDS} rounds; idle windows ${IDLE_S} s; batches of ${BATCH}; load ${load()}`,
+  );
   const state = dir("lsm-fleet-state-");
   const workspace = dir("lsm-fleet-ws-");
   ctl = await startController({ state, workspace });
@@ -159,7 +170,9 @@ async function main(): Promise<void> {
   await listOnline(ctl);
   await fetch(`${ctl.url}/api/ui/machines`).then((r) => r.text());
   const idle0 = await idleWindow(ctl, IDLE_S);
-  say(`controller idle, 0 workers: VmRSS ${idle0.rss.toFixed(1)} MiB, anonymous ${idle0.anon.toFixed(1)} MiB, CPU ${idle0.cpuPerMin.toFixed(3)} s/min`);
+  say(
+    `controller idle, 0 workers: VmRSS ${idle0.rss.toFixed(1)} MiB, anonymous ${idle0.anon.toFixed(1)} MiB, CPU ${idle0.cpuPerMin.toFixed(3)} s/min`,
+  );
 
   // Enrollment.
   const codes: string[] = [];
@@ -173,7 +186,14 @@ async function main(): Promise<void> {
       const home = join(root, "home");
       mkdirSync(workdir, { mode: 0o700 });
       mkdirSync(home, { mode: 0o700 });
-      const spawned = spawnWorker({ server: ctl.url, invite: codes[i], workdir, root: join(root, "state"), name: `fleet-${i}`, env: { HOME: home } });
+      const spawned = spawnWorker({
+        server: ctl.url,
+        invite: codes[i],
+        workdir,
+        root: join(root, "state"),
+        name: `fleet-${i}`,
+        env: { HOME: home },
+      });
       const w: FleetWorker = { i, name: `fleet-${i}`, root, workdir, spawned };
       workers.push(w);
       batch.push(w);
@@ -182,7 +202,8 @@ async function main(): Promise<void> {
       batch.map((w) =>
         waitFor(
           () => {
-            if (w.spawned.proc.exitCode !== null) throw new Error(`worker ${w.name} exited ${w.spawned.proc.exitCode}: ${w.spawned.stderr()}`);
+            if (w.spawned.proc.exitCode !== null)
+              throw new Error(`worker ${w.name} exited ${w.spawned.proc.exitCode}: ${w.spawned.stderr()}`);
             return connects(w) > 0;
           },
           { timeoutMs: 180_000, intervalMs: 100, what: `worker ${w.name} to connect` },
@@ -194,10 +215,13 @@ async function main(): Promise<void> {
     );
     if ((b / BATCH) % 2 === 1 || b + BATCH >= N) say(`${Math.min(N, b + BATCH)} workers connected (load ${load()})`);
   }
-  const counts = await waitFor(async () => {
-    const c = await listOnline(ctl!);
-    return c.online === N && c;
-  }, { timeoutMs: 60_000, intervalMs: 200, what: "remote_admin list to show every worker online" });
+  const counts = await waitFor(
+    async () => {
+      const c = await listOnline(ctl!);
+      return c.online === N && c;
+    },
+    { timeoutMs: 60_000, intervalMs: 200, what: "remote_admin list to show every worker online" },
+  );
   const enrollS = (performance.now() - tEnroll) / 1000;
   say(`all ${counts.online}/${counts.total} workers online ${enrollS.toFixed(1)} s after the first was started`);
 
@@ -205,13 +229,21 @@ async function main(): Promise<void> {
   for (let b = 0; b < N; b += 20) {
     await Promise.all(
       workers.slice(b, b + 20).map(async (w) => {
-        w.session = (await ctl!.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: w.name, workdir: w.workdir })).session_id;
+        w.session = (
+          await ctl!.mcp.ok<{ session_id: string }>("session_start", {
+            target: "remote",
+            machine: w.name,
+            workdir: w.workdir,
+          })
+        ).session_id;
       }),
     );
   }
   say(`${N} remote sessions open`);
   const idleN = await idleWindow(ctl, IDLE_S);
-  say(`controller idle, ${N} workers: VmRSS ${idleN.rss.toFixed(1)} MiB, anonymous ${idleN.anon.toFixed(1)} MiB, CPU ${idleN.cpuPerMin.toFixed(3)} s/min`);
+  say(
+    `controller idle, ${N} workers: VmRSS ${idleN.rss.toFixed(1)} MiB, anonymous ${idleN.anon.toFixed(1)} MiB, CPU ${idleN.cpuPerMin.toFixed(3)} s/min`,
+  );
   const perWorkerRss = (idleN.rss - idle0.rss) / N;
   const perWorkerAnon = (idleN.anon - idle0.anon) / N;
   const cpuPerWorker = (idleN.cpuPerMin - idle0.cpuPerMin) / N;
@@ -249,14 +281,17 @@ async function main(): Promise<void> {
       const t = performance.now();
       try {
         // The SDK's default request timeout (60 s) would count a slow call as an error of the client's.
-        const res = (await ctl!.mcp.client.callTool({ name: "bash", arguments: { session_id: w.session, command: "echo hi" } }, undefined, { timeout: CALL_TIMEOUT_MS })) as CallToolResult;
+        const res = (await ctl!.mcp.client.callTool(
+          { name: "bash", arguments: { session_id: w.session, command: "echo hi" } },
+          undefined,
+          { timeout: CALL_TIMEOUT_MS },
+        )) as CallToolResult;
         const out = (res.structuredContent as { result?: { stdout?: string } } | undefined)?.result?.stdout;
         if (res.isError) {
           const code = errorCode(res);
           if (!errors.has(code)) firstError.set(code, JSON.stringify(res.content).slice(0, 600));
           errors.set(code, (errors.get(code) ?? 0) + 1);
-        }
-        else if (!out?.includes("hi")) errors.set("wrong_output", (errors.get("wrong_output") ?? 0) + 1);
+        } else if (!out?.includes("hi")) errors.set("wrong_output", (errors.get("wrong_output") ?? 0) + 1);
       } catch (e) {
         const k = `client: ${(e as Error).message.slice(0, 80)}`;
         errors.set(k, (errors.get(k) ?? 0) + 1);
@@ -271,17 +306,25 @@ async function main(): Promise<void> {
   const busy = machineBusyS() - busy0;
   const selfCpu = ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(self0));
   const errCount = [...errors.values()].reduce((a, b) => a + b, 0);
-  say(`${N}×${C} lanes × ${ROUNDS} = ${callMs.length} calls in ${wallS.toFixed(1)} s (${(callMs.length / wallS).toFixed(0)}/s), controller CPU ${callCpu.toFixed(1)} s, errors ${errCount} ${JSON.stringify(Object.fromEntries(errors))} (load ${load()})`);
+  say(
+    `${N}×${C} lanes × ${ROUNDS} = ${callMs.length} calls in ${wallS.toFixed(1)} s (${(callMs.length / wallS).toFixed(0)}/s), controller CPU ${callCpu.toFixed(1)} s, errors ${errCount} ${JSON.stringify(Object.fromEntries(errors))} (load ${load()})`,
+  );
   say(lat("remote bash echo hi", callMs));
   for (const [code, text] of firstError) say(`first ${code}: ${text}`);
-  say(`CPU during the calls: controller ${callCpu.toFixed(1)} s, workers and their commands ${workersCpu.toFixed(1)} s (${((workersCpu / callMs.length) * 1000).toFixed(1)} ms per call), this client ${selfCpu.toFixed(1)} s, whole machine ${busy.toFixed(1)} s of ${(availableParallelism() * wallS).toFixed(1)} s`);
+  say(
+    `CPU during the calls: controller ${callCpu.toFixed(1)} s, workers and their commands ${workersCpu.toFixed(1)} s (${((workersCpu / callMs.length) * 1000).toFixed(1)} ms per call), this client ${selfCpu.toFixed(1)} s, whole machine ${busy.toFixed(1)} s of ${(availableParallelism() * wallS).toFixed(1)} s`,
+  );
   const after = status(ctl.proc.pid);
   say(`controller after the calls: VmRSS ${after.rss.toFixed(1)} MiB, anonymous ${after.anon.toFixed(1)} MiB`);
 
   // Links that dropped while the fleet ran (the worker's status line names the close code).
   const drops = new Map<string, number>();
-  for (const w of workers) for (const m of w.spawned.stderr().matchAll(/the channel closed \((\d+)\)/g)) drops.set(`${w.name}:${m[1]}`, (drops.get(`${w.name}:${m[1]}`) ?? 0) + 1);
-  say(`links dropped before the restart: ${drops.size === 0 ? "none" : [...drops].map(([k, n]) => `${k}×${n}`).join(" ")}`);
+  for (const w of workers)
+    for (const m of w.spawned.stderr().matchAll(/the channel closed \((\d+)\)/g))
+      drops.set(`${w.name}:${m[1]}`, (drops.get(`${w.name}:${m[1]}`) ?? 0) + 1);
+  say(
+    `links dropped before the restart: ${drops.size === 0 ? "none" : [...drops].map(([k, n]) => `${k}×${n}`).join(" ")}`,
+  );
 
   // kill -9 and restart on the same state dir and port.
   const firstCtl = ctl;
@@ -312,13 +355,29 @@ async function main(): Promise<void> {
   const hist = new Map<number, number>();
   for (const s of backS) hist.set(Math.floor(s), (hist.get(Math.floor(s)) ?? 0) + 1);
   const refused = workers.reduce((a, w) => a + (w.spawned.stderr().match(/refused the channel/g)?.length ?? 0), 0);
-  say(`after kill -9: ${back.size}/${N} workers reconnected; first ${backS[0]?.toFixed(2)} s, median ${percentile(backS, 50)?.toFixed(2)} s, last ${backS.at(-1)?.toFixed(2)} s; remote_admin list all online at ${listAllS?.toFixed(2) ?? "never"} s; refused upgrades ${refused}; controller CPU since restart ${(cpuS(ctl.proc.pid) - cpuRestart0).toFixed(2)} s`);
-  say(`reconnects by second after the kill: ${[...hist.entries()].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}s:${n}`).join(" ")}`);
+  say(
+    `after kill -9: ${back.size}/${N} workers reconnected; first ${backS[0]?.toFixed(2)} s, median ${percentile(backS, 50)?.toFixed(2)} s, last ${backS.at(-1)?.toFixed(2)} s; remote_admin list all online at ${listAllS?.toFixed(2) ?? "never"} s; refused upgrades ${refused}; controller CPU since restart ${(cpuS(ctl.proc.pid) - cpuRestart0).toFixed(2)} s`,
+  );
+  say(
+    `reconnects by second after the kill: ${[...hist.entries()]
+      .sort((a, b) => a[0] - b[0])
+      .map(([s, n]) => `${s}s:${n}`)
+      .join(" ")}`,
+  );
 
   // Sessions survive: one call per session on the restarted controller.
-  const post = await Promise.all(workers.map((w) => ctl!.mcp.call("bash", { session_id: w.session, command: "echo hi" }).then((r) => (r.isError ? errorCode(r) : "ok"), (e: Error) => `client: ${e.message}`)));
+  const post = await Promise.all(
+    workers.map((w) =>
+      ctl!.mcp.call("bash", { session_id: w.session, command: "echo hi" }).then(
+        (r) => (r.isError ? errorCode(r) : "ok"),
+        (e: Error) => `client: ${e.message}`,
+      ),
+    ),
+  );
   const postErrors = post.filter((x) => x !== "ok");
-  say(`after the restart: ${N - postErrors.length}/${N} calls ok${postErrors.length ? ` (${[...new Set(postErrors)].join(", ")})` : ""}`);
+  say(
+    `after the restart: ${N - postErrors.length}/${N} calls ok${postErrors.length ? ` (${[...new Set(postErrors)].join(", ")})` : ""}`,
+  );
 
   // What the processes logged at WARN or above, grouped by message (times and ids left out).
   const logged = new Map<string, number>();
@@ -336,11 +395,21 @@ async function main(): Promise<void> {
   console.log("\nsummary");
   console.log(`  date ${new Date().toISOString()}, load average ${load()}, N=${N}, C=${C}, rounds=${ROUNDS}, loopback`);
   console.log(`  enroll ${N}: all online in ${enrollS.toFixed(1)} s (batches of ${BATCH})`);
-  console.log(`  calls: ${callMs.length}, errors ${errCount} (target 0: ${errCount === 0 ? "met" : "missed"}), p50 ${percentile(callMs, 50).toFixed(1)} ms, p95 ${percentile(callMs, 95).toFixed(1)} ms, p99 ${percentile(callMs, 99).toFixed(1)} ms, wall ${wallS.toFixed(1)} s`);
-  console.log(`  remote_admin list first ${listMs[0]!.toFixed(1)} ms, then p50 ${percentile(listMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(listMs.slice(1), 95).toFixed(1)} ms; /api/ui/machines first ${uiMs[0]!.toFixed(1)} ms, then p50 ${percentile(uiMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(uiMs.slice(1), 95).toFixed(1)} ms`);
-  console.log(`  controller idle 0 → ${N} workers: VmRSS ${idle0.rss.toFixed(1)} → ${idleN.rss.toFixed(1)} MiB (${perWorkerRss.toFixed(3)} MiB/worker), anonymous ${idle0.anon.toFixed(1)} → ${idleN.anon.toFixed(1)} MiB (${perWorkerAnon.toFixed(3)} MiB/worker); target ≤ 2 MiB/worker: ${Math.max(perWorkerRss, perWorkerAnon) <= 2 ? "met" : "missed"}`);
-  console.log(`  controller idle CPU: ${idle0.cpuPerMin.toFixed(3)} → ${idleN.cpuPerMin.toFixed(3)} s/min (${(cpuPerWorker * 1000).toFixed(2)} ms per worker per minute)`);
-  console.log(`  restart: listening ${listenS.toFixed(2)} s, all ${N} back ${listAllS?.toFixed(2) ?? "never"} s after the kill (target ≤ 60 s: ${listAllS !== undefined && listAllS <= 60 ? "met" : "missed"}); calls after it ${N - postErrors.length}/${N} ok`);
+  console.log(
+    `  calls: ${callMs.length}, errors ${errCount} (target 0: ${errCount === 0 ? "met" : "missed"}), p50 ${percentile(callMs, 50).toFixed(1)} ms, p95 ${percentile(callMs, 95).toFixed(1)} ms, p99 ${percentile(callMs, 99).toFixed(1)} ms, wall ${wallS.toFixed(1)} s`,
+  );
+  console.log(
+    `  remote_admin list first ${listMs[0]!.toFixed(1)} ms, then p50 ${percentile(listMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(listMs.slice(1), 95).toFixed(1)} ms; /api/ui/machines first ${uiMs[0]!.toFixed(1)} ms, then p50 ${percentile(uiMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(uiMs.slice(1), 95).toFixed(1)} ms`,
+  );
+  console.log(
+    `  controller idle 0 → ${N} workers: VmRSS ${idle0.rss.toFixed(1)} → ${idleN.rss.toFixed(1)} MiB (${perWorkerRss.toFixed(3)} MiB/worker), anonymous ${idle0.anon.toFixed(1)} → ${idleN.anon.toFixed(1)} MiB (${perWorkerAnon.toFixed(3)} MiB/worker); target ≤ 2 MiB/worker: ${Math.max(perWorkerRss, perWorkerAnon) <= 2 ? "met" : "missed"}`,
+  );
+  console.log(
+    `  controller idle CPU: ${idle0.cpuPerMin.toFixed(3)} → ${idleN.cpuPerMin.toFixed(3)} s/min (${(cpuPerWorker * 1000).toFixed(2)} ms per worker per minute)`,
+  );
+  console.log(
+    `  restart: listening ${listenS.toFixed(2)} s, all ${N} back ${listAllS?.toFixed(2) ?? "never"} s after the kill (target ≤ 60 s: ${listAllS !== undefined && listAllS <= 60 ? "met" : "missed"}); calls after it ${N - postErrors.length}/${N} ok`,
+  );
 }
 
 let failed = false;

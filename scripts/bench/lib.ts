@@ -19,7 +19,12 @@ export class RawStdioClient {
   readonly proc: Bun.Subprocess<"pipe", "pipe", "ignore">;
 
   constructor(cmd: string[], env?: Record<string, string>) {
-    this.proc = Bun.spawn(cmd, { stdin: "pipe", stdout: "pipe", stderr: "ignore", env: env ?? (process.env as Record<string, string>) });
+    this.proc = Bun.spawn(cmd, {
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "ignore",
+      env: env ?? (process.env as Record<string, string>),
+    });
     void this.pump();
   }
 
@@ -54,7 +59,11 @@ export class RawStdioClient {
   }
 
   async initialize(): Promise<void> {
-    await this.request("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bench", version: "0" } });
+    await this.request("initialize", {
+      protocolVersion: "2025-06-18",
+      capabilities: {},
+      clientInfo: { name: "bench", version: "0" },
+    });
     this.notify("notifications/initialized");
   }
 
@@ -65,7 +74,9 @@ export class RawStdioClient {
 }
 
 /** Reads a starting `serve`'s stderr until it logs its /mcp URL; returns the origin (the reader is released). */
-export async function listeningOrigin(proc: Bun.Subprocess<"ignore" | "pipe", "ignore" | "pipe", "pipe">): Promise<string> {
+export async function listeningOrigin(
+  proc: Bun.Subprocess<"ignore" | "pipe", "ignore" | "pipe", "pipe">,
+): Promise<string> {
   const reader = proc.stderr.getReader();
   const decoder = new TextDecoder();
   let log = "";

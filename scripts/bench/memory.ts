@@ -19,11 +19,23 @@ const ws = join(work, "ws");
 mkdirSync(join(ws, "src"), { recursive: true });
 // 8 files of 256 KiB (reads cycle through them) and 2,000 small files to search.
 const line = "const value = compute(alpha, beta, gamma); // some typical source text here\n";
-for (let f = 0; f < 8; f++) writeFileSync(join(ws, `big${f}.ts`), `// file ${f}\n${line.repeat(Math.ceil((256 * 1024) / line.length))}`.slice(0, 256 * 1024));
-for (let i = 0; i < 2000; i++) writeFileSync(join(ws, "src", `m${i}.ts`), `export const n${i} = ${i};\n${i % 50 === 0 ? "// needle here\n" : ""}`);
+for (let f = 0; f < 8; f++)
+  writeFileSync(
+    join(ws, `big${f}.ts`),
+    `// file ${f}\n${line.repeat(Math.ceil((256 * 1024) / line.length))}`.slice(0, 256 * 1024),
+  );
+for (let i = 0; i < 2000; i++)
+  writeFileSync(join(ws, "src", `m${i}.ts`), `export const n${i} = ${i};\n${i % 50 === 0 ? "// needle here\n" : ""}`);
 
-const env = { ...(process.env as Record<string, string>), LOCAL_SHELL_MCP_LOG_LEVEL: "0", XDG_CACHE_HOME: join(work, "cache") };
-const client = new RawStdioClient([bin, "serve", "--workspace-root", ws, "--state-dir", join(work, "state"), "--mode", "stdio"], env);
+const env = {
+  ...(process.env as Record<string, string>),
+  LOCAL_SHELL_MCP_LOG_LEVEL: "0",
+  XDG_CACHE_HOME: join(work, "cache"),
+};
+const client = new RawStdioClient(
+  [bin, "serve", "--workspace-root", ws, "--state-dir", join(work, "state"), "--mode", "stdio"],
+  env,
+);
 await client.initialize();
 const pid = client.proc.pid;
 
@@ -69,4 +81,6 @@ await client.close();
 rmSync(work, { recursive: true, force: true });
 console.log(`load: ${reads} reads of 256 KiB, ${searches} searches, ${bashes} bash calls in ${loadS.toFixed(1)} s`);
 console.log(`RSS at start ${atStart.toFixed(1)} MiB; ${phasePeaks.join(", ")} MiB`);
-console.log(`RSS after reads ${afterReads.toFixed(1)} MiB, at end ${atEnd.toFixed(1)} MiB, peak ${overallPeak.toFixed(1)} MiB, ${idleS} s idle ${idle.toFixed(1)} MiB (${anonIdle.toFixed(1)} MiB anonymous, the rest mapped from the binary)`);
+console.log(
+  `RSS after reads ${afterReads.toFixed(1)} MiB, at end ${atEnd.toFixed(1)} MiB, peak ${overallPeak.toFixed(1)} MiB, ${idleS} s idle ${idle.toFixed(1)} MiB (${anonIdle.toFixed(1)} MiB anonymous, the rest mapped from the binary)`,
+);

@@ -11,7 +11,9 @@ import { readFileSync } from "node:fs";
 
 const template = JSON.parse(readFileSync(process.argv[2]!, "utf8")) as { file: string; result: CallToolResult };
 const server = new Server({ name: "minimal-read", version: "0" }, { capabilities: { tools: {} } });
-server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [{ name: "read", inputSchema: { type: "object" } }] }));
+server.setRequestHandler(ListToolsRequestSchema, () => ({
+  tools: [{ name: "read", inputSchema: { type: "object" } }],
+}));
 server.setRequestHandler(CallToolRequestSchema, () => {
   // Read and decode the file each call, as a real server would; the reply is the template's.
   const content = readFileSync(template.file, "utf8");

@@ -23,9 +23,15 @@ mkdirSync(join(ws, "src"), { recursive: true });
 mkdirSync(join(work, "home"));
 const line = "const value = compute(alpha, beta, gamma); // ordinary source text\n";
 writeFileSync(join(ws, "big.ts"), line.repeat(Math.ceil((256 * 1024) / line.length)).slice(0, 256 * 1024));
-for (let i = 0; i < 2000; i++) writeFileSync(join(ws, "src", `m${i}.ts`), `export const n${i} = ${i};\n${i % 100 === 0 ? "// needle here\n" : ""}`);
+for (let i = 0; i < 2000; i++)
+  writeFileSync(join(ws, "src", `m${i}.ts`), `export const n${i} = ${i};\n${i % 100 === 0 ? "// needle here\n" : ""}`);
 // Peers get a private HOME (Desktop Commander writes its config and usage stats there).
-const env = { ...(process.env as Record<string, string>), HOME: join(work, "home"), LOCAL_SHELL_MCP_LOG_LEVEL: "0", XDG_CACHE_HOME: join(work, "cache") };
+const env = {
+  ...(process.env as Record<string, string>),
+  HOME: join(work, "home"),
+  LOCAL_SHELL_MCP_LOG_LEVEL: "0",
+  XDG_CACHE_HOME: join(work, "cache"),
+};
 const node = Bun.which("node") ?? "node";
 const mod = (p: string) => join(root, "node_modules", p);
 
@@ -33,7 +39,9 @@ interface Peer {
   name: string;
   command: string[];
   /** Prepares a connected client (e.g. a session) and returns the per-measure calls it supports. */
-  setup(c: Client): Promise<{ exec?: () => Promise<unknown>; read?: () => Promise<unknown>; search?: () => Promise<unknown> }>;
+  setup(
+    c: Client,
+  ): Promise<{ exec?: () => Promise<unknown>; read?: () => Promise<unknown>; search?: () => Promise<unknown> }>;
 }
 
 async function call(c: Client, name: string, args: Record<string, unknown>): Promise<CallToolResult> {
@@ -47,7 +55,8 @@ const peers: Peer[] = [
     name: "local-shell-mcp",
     command: [bin, "serve", "--workspace-root", ws, "--state-dir", join(work, "state"), "--mode", "stdio"],
     async setup(c) {
-      const sid = ((await call(c, "session_start", { workdir: "." })).structuredContent as { session_id: string }).session_id;
+      const sid = ((await call(c, "session_start", { workdir: "." })).structuredContent as { session_id: string })
+        .session_id;
       return {
         exec: () => call(c, "bash", { session_id: sid, command: "echo hi" }),
         read: () => call(c, "read", { session_id: sid, path: "big.ts" }),
@@ -101,9 +110,17 @@ async function timed(n: number, fn: () => Promise<unknown>): Promise<number> {
   return percentile(xs, 50);
 }
 
-async function connect(p: Peer): Promise<{ client: Client; transport: StdioClientTransport; readyMs: number; listBytes: number }> {
+async function connect(
+  p: Peer,
+): Promise<{ client: Client; transport: StdioClientTransport; readyMs: number; listBytes: number }> {
   const t0 = performance.now();
-  const transport = new StdioClientTransport({ command: p.command[0]!, args: p.command.slice(1), env, stderr: "ignore", cwd: ws });
+  const transport = new StdioClientTransport({
+    command: p.command[0]!,
+    args: p.command.slice(1),
+    env,
+    stderr: "ignore",
+    cwd: ws,
+  });
   const client = new Client({ name: "peers-bench", version: "0" });
   await client.connect(transport);
   const list = await client.listTools();
@@ -128,7 +145,9 @@ for (const p of peers) {
   const search = ops.search && (await timed(Math.min(calls, 20), ops.search));
   const rss = rssMiB(c.transport.pid);
   await c.client.close();
-  rows.push(`| ${p.name} | ${percentile(ready, 50).toFixed(0)} ms | ${(listBytes / 1024).toFixed(1)} KiB | ${fmt(exec)} | ${fmt(read)} | ${fmt(search)} | ${rss.toFixed(0)} MiB |`);
+  rows.push(
+    `| ${p.name} | ${percentile(ready, 50).toFixed(0)} ms | ${(listBytes / 1024).toFixed(1)} KiB | ${fmt(exec)} | ${fmt(read)} | ${fmt(search)} | ${rss.toFixed(0)} MiB |`,
+  );
 }
 
 // Floor: Bun spawning bash directly.
@@ -138,11 +157,29 @@ const floor = await timed(calls, async () => {
 });
 
 // 100 concurrent Streamable HTTP sessions of ours, each running `bash echo hi`.
-const server = Bun.spawn([bin, "serve", "--workspace-root", ws, "--state-dir", join(work, "state-http"), "--mode", "mcp", "--auth-mode", "none", "--port", "0", "--max-concurrent-commands", "100"], {
-  env: { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "3" },
-  stderr: "pipe",
-  stdout: "ignore",
-});
+const server = Bun.spawn(
+  [
+    bin,
+    "serve",
+    "--workspace-root",
+    ws,
+    "--state-dir",
+    join(work, "state-http"),
+    "--mode",
+    "mcp",
+    "--auth-mode",
+    "none",
+    "--port",
+    "0",
+    "--max-concurrent-commands",
+    "100",
+  ],
+  {
+    env: { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "3" },
+    stderr: "pipe",
+    stdout: "ignore",
+  },
+);
 let log = "";
 let base: string | undefined;
 const reader = server.stderr.getReader();
@@ -153,21 +190,39 @@ while (!base) {
   base = /listening on (http:\/\/\S+)\/mcp/.exec(log)?.[1];
 }
 const headers = { "content-type": "application/json", accept: "application/json, text/event-stream" };
-async function rpc(session: string | undefined, id: number | undefined, method: string, params: Record<string, unknown>) {
-  const res = await fetch(`${base}/mcp`, { method: "POST", headers: { ...headers, ...(session ? { "mcp-session-id": session } : {}) }, body: JSON.stringify({ jsonrpc: "2.0", ...(id === undefined ? {} : { id }), method, params }) });
+async function rpc(
+  session: string | undefined,
+  id: number | undefined,
+  method: string,
+  params: Record<string, unknown>,
+) {
+  const res = await fetch(`${base}/mcp`, {
+    method: "POST",
+    headers: { ...headers, ...(session ? { "mcp-session-id": session } : {}) },
+    body: JSON.stringify({ jsonrpc: "2.0", ...(id === undefined ? {} : { id }), method, params }),
+  });
   return { session: res.headers.get("mcp-session-id") ?? session, text: await res.text() };
 }
 async function oneHttpSession(): Promise<{ ms: number; ok: boolean }> {
-  const init = await rpc(undefined, 1, "initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "bench", version: "0" } });
+  const init = await rpc(undefined, 1, "initialize", {
+    protocolVersion: "2025-06-18",
+    capabilities: {},
+    clientInfo: { name: "bench", version: "0" },
+  });
   await rpc(init.session!, undefined, "notifications/initialized", {});
   const started = await rpc(init.session!, 2, "tools/call", { name: "session_start", arguments: { workdir: "." } });
   const sid = /"session_id":"([A-Za-z0-9]{8})"/.exec(started.text)?.[1];
   const t = performance.now();
-  const r = await rpc(init.session!, 3, "tools/call", { name: "bash", arguments: { session_id: sid, command: "echo hi" } });
+  const r = await rpc(init.session!, 3, "tools/call", {
+    name: "bash",
+    arguments: { session_id: sid, command: "echo hi" },
+  });
   return { ms: performance.now() - t, ok: r.text.includes('"exit_code":0') };
 }
 const h0 = performance.now();
-const http = await Promise.all(Array.from({ length: 100 }, () => oneHttpSession().catch(() => ({ ms: Number.NaN, ok: false }))));
+const http = await Promise.all(
+  Array.from({ length: 100 }, () => oneHttpSession().catch(() => ({ ms: Number.NaN, ok: false }))),
+);
 const httpWall = performance.now() - h0;
 server.kill("SIGTERM");
 await server.exited;
@@ -189,5 +244,9 @@ console.log(`|---|---|---|---|---|---|---|`);
 for (const r of rows) console.log(r);
 console.log(`| floor: Bun spawning \`bash -c 'echo hi'\` | | | ${fmt(floor)} | | | |`);
 console.log("");
-console.log(`100 concurrent HTTP sessions, bash echo: ${100 - httpMs.length} errors, bash call p50 ${percentile(httpMs, 50).toFixed(1)} ms, p99 ${percentile(httpMs, 99).toFixed(1)} ms, whole run ${httpWall.toFixed(0)} ms (sessions opened inside it)`);
-console.log(`100 concurrent raw spawns: p50 ${percentile(raw, 50).toFixed(1)} ms, p99 ${percentile(raw, 99).toFixed(1)} ms, ${((100 / rawWall) * 1000).toFixed(0)} spawns/s`);
+console.log(
+  `100 concurrent HTTP sessions, bash echo: ${100 - httpMs.length} errors, bash call p50 ${percentile(httpMs, 50).toFixed(1)} ms, p99 ${percentile(httpMs, 99).toFixed(1)} ms, whole run ${httpWall.toFixed(0)} ms (sessions opened inside it)`,
+);
+console.log(
+  `100 concurrent raw spawns: p50 ${percentile(raw, 50).toFixed(1)} ms, p99 ${percentile(raw, 99).toFixed(1)} ms, ${((100 / rawWall) * 1000).toFixed(0)} spawns/s`,
+);

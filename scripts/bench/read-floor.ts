@@ -24,19 +24,40 @@ mkdirSync(ws);
 const file = join(ws, "big.ts");
 const line = "const value = compute(alpha, beta, gamma); // ordinary source text\n";
 writeFileSync(file, line.repeat(Math.ceil((256 * 1024) / line.length)).slice(0, 256 * 1024));
-const env = { ...(process.env as Record<string, string>), LOCAL_SHELL_MCP_LOG_LEVEL: "0", XDG_CACHE_HOME: join(work, "cache") };
+const env = {
+  ...(process.env as Record<string, string>),
+  LOCAL_SHELL_MCP_LOG_LEVEL: "0",
+  XDG_CACHE_HOME: join(work, "cache"),
+};
 
 // The floor runs as a compiled executable too, so both pay the same runtime start-up and loading.
 const floorBin = join(work, "minimal-read-server");
-const build = Bun.spawnSync([process.execPath, "build", "--compile", "--minify", join(import.meta.dir, "minimal-read-server.ts"), "--outfile", floorBin], { stdout: "ignore", stderr: "pipe" });
+const build = Bun.spawnSync(
+  [
+    process.execPath,
+    "build",
+    "--compile",
+    "--minify",
+    join(import.meta.dir, "minimal-read-server.ts"),
+    "--outfile",
+    floorBin,
+  ],
+  { stdout: "ignore", stderr: "pipe" },
+);
 if (build.exitCode !== 0) throw new Error(`compiling the minimal server failed: ${build.stderr.toString()}`);
 
-type Reply = { result: { content: Array<{ type: string; text: string }>; structuredContent?: Record<string, unknown> } };
+type Reply = {
+  result: { content: Array<{ type: string; text: string }>; structuredContent?: Record<string, unknown> };
+};
 /** A server of ours with a session; returns the client and its read call's arguments. */
 const startOurs = async (binary: string, state: string) => {
-  const c = new RawStdioClient([binary, "serve", "--workspace-root", ws, "--state-dir", join(work, state), "--mode", "stdio"], env);
+  const c = new RawStdioClient(
+    [binary, "serve", "--workspace-root", ws, "--state-dir", join(work, state), "--mode", "stdio"],
+    env,
+  );
   await c.initialize();
-  const session = ((await c.request("tools/call", { name: "session_start", arguments: { workdir: "." } })) as Reply).result.structuredContent!.session_id;
+  const session = ((await c.request("tools/call", { name: "session_start", arguments: { workdir: "." } })) as Reply)
+    .result.structuredContent!.session_id;
   return { client: c, args: { name: "read", arguments: { session_id: session, path: "big.ts" } } };
 };
 const first = await startOurs(bin, "state");
@@ -57,7 +78,8 @@ for (const [i, e] of extra.entries()) {
   const r = JSON.stringify(((await e.client.request("tools/call", e.args)) as Reply).result);
   // Another server names another snapshot id in the header; nothing else may differ.
   const id = (s: string) => /#([0-9a-f]+)\]/.exec(s)?.[1] ?? "";
-  if (r.replaceAll(id(r), id(mine)) !== mine) throw new Error(`${others[i]} answers with a different result; the comparison would not be fair`);
+  if (r.replaceAll(id(r), id(mine)) !== mine)
+    throw new Error(`${others[i]} answers with a different result; the comparison would not be fair`);
 }
 const shape = `content[${sample.result.content.map((c) => c.type).join(",")}] + structuredContent{${Object.keys(sample.result.structuredContent ?? {}).join(",")}}`;
 
@@ -95,7 +117,8 @@ for (let i = 0; i < calls; i++) {
 await Bun.sleep(1500);
 const cpuOurs = (cpuMs(ours.proc.pid) - cpuStart[0]!) / calls;
 const cpuFloor = (cpuMs(floor.proc.pid) - cpuStart[1]!) / calls;
-const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
+const rssMiB = (pid: number) =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0) / 1024;
 const rss = [rssMiB(ours.proc.pid), rssMiB(floor.proc.pid)];
 const extraCpu = extra.map((e, k) => (cpuMs(e.client.proc.pid) - cpuStart[2 + k]!) / calls);
 await ours.close();
@@ -106,9 +129,17 @@ const a = percentile(oursMs, 50);
 const b = percentile(floorMs, 50);
 const b0 = b;
 console.log(`reply: ${JSON.stringify(sample).length} bytes, ${shape}, identical in both servers`);
-console.log(`read 256 KiB: ours ${a.toFixed(2)} ms p50 (p25 ${percentile(oursMs, 25).toFixed(2)}), minimal SDK server ${b.toFixed(2)} ms p50 (p25 ${percentile(floorMs, 25).toFixed(2)})`);
-console.log(`CPU per call (user + system, deferred work included): ours ${cpuOurs.toFixed(2)} ms, minimal SDK server ${cpuFloor.toFixed(2)} ms (${(cpuOurs / cpuFloor).toFixed(2)}x); RSS after: ours ${rss[0]!.toFixed(1)} MiB, floor ${rss[1]!.toFixed(1)} MiB`);
-console.log(`ratio of p50s ${(a / b).toFixed(2)}x, median per-round ratio ${percentile(ratios, 50).toFixed(2)}x (n=${calls}, load average ${loadavg().map((l) => l.toFixed(1)).join(" ")})`);
+console.log(
+  `read 256 KiB: ours ${a.toFixed(2)} ms p50 (p25 ${percentile(oursMs, 25).toFixed(2)}), minimal SDK server ${b.toFixed(2)} ms p50 (p25 ${percentile(floorMs, 25).toFixed(2)})`,
+);
+console.log(
+  `CPU per call (user + system, deferred work included): ours ${cpuOurs.toFixed(2)} ms, minimal SDK server ${cpuFloor.toFixed(2)} ms (${(cpuOurs / cpuFloor).toFixed(2)}x); RSS after: ours ${rss[0]!.toFixed(1)} MiB, floor ${rss[1]!.toFixed(1)} MiB`,
+);
+console.log(
+  `ratio of p50s ${(a / b).toFixed(2)}x, median per-round ratio ${percentile(ratios, 50).toFixed(2)}x (n=${calls}, load average ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" ")})`,
+);
 for (const [k, b] of others.entries()) {
   const m = percentile(extraMs[k]!, 50);
   const perRound = extraMs[k]!.map((x, i) => oursMs[i]! / x);

@@ -35,14 +35,18 @@ import { type BulkProxy, quickBigFile, startBulkProxy } from "../../test/helpers
 const argv = process.argv.slice(3);
 const linkAt = argv.indexOf("--link");
 const LINK = linkAt >= 0 ? argv.splice(linkAt, 2)[1] : undefined;
-if (linkAt >= 0 && !/^\d+(\.\d+)?[kmg]?bit$/.test(LINK ?? "")) throw new Error("--link wants a tc rate such as 1gbit or 500mbit");
+if (linkAt >= 0 && !/^\d+(\.\d+)?[kmg]?bit$/.test(LINK ?? ""))
+  throw new Error("--link wants a tc rate such as 1gbit or 500mbit");
 if (LINK && process.getuid?.() !== 0) throw new Error("--link needs root (network namespaces, tc)");
 const [binArg, mibArg, roundsArg] = argv;
 if (binArg) process.env.LSM_TEST_BINARY = resolve(binArg);
 const MIB = Math.max(8, Number(mibArg ?? 1024));
 const ROUNDS = Math.max(1, Number(roundsArg ?? 3));
 const SIZE = MIB * 2 ** 20;
-const load = () => loadavg().map((v) => v.toFixed(2)).join(" ");
+const load = () =>
+  loadavg()
+    .map((v) => v.toFixed(2))
+    .join(" ");
 
 async function freePort(): Promise<number> {
   const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
@@ -52,7 +56,10 @@ async function freePort(): Promise<number> {
 }
 
 /** The curl baseline's server: GET /f sends `file` (sendfile), PUT /u writes the body to `upload`. */
-async function fileServer(file: string, upload: string): Promise<{ port: number; kill(): void; stop(): Promise<void> }> {
+async function fileServer(
+  file: string,
+  upload: string,
+): Promise<{ port: number; kill(): void; stop(): Promise<void> }> {
   const code = `
     const s = Bun.serve({ hostname: "127.0.0.1", port: 0, maxRequestBodySize: 2 ** 40, async fetch(req) {
       const u = new URL(req.url);
@@ -76,7 +83,10 @@ async function fileServer(file: string, upload: string): Promise<{ port: number;
 const ws = tempDir("lsm-bench-copy-");
 const state = tempDir("lsm-bench-copy-state-");
 // Files of MIB MiB go through the gateway; one MiB less takes the chunk relay (worker_rpc).
-const thresholds = { LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(SIZE), LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_MAX_SPOOL_BYTES: String(4 * SIZE) };
+const thresholds = {
+  LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(SIZE),
+  LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_MAX_SPOOL_BYTES: String(4 * SIZE),
+};
 let ctl: Controller | undefined;
 let worker: Worker | undefined;
 let server: Awaited<ReturnType<typeof fileServer>> | undefined;
@@ -102,7 +112,12 @@ try {
     const link = startBulkProxy(port);
     relays.push(link);
     const base = `http://127.0.0.1:${link.port}`;
-    ctl = await startController({ state: state.path, workspace: ws.path, port, env: { LOCAL_SHELL_MCP_BASE_URL: base, ...thresholds } });
+    ctl = await startController({
+      state: state.path,
+      workspace: ws.path,
+      port,
+      env: { LOCAL_SHELL_MCP_BASE_URL: base, ...thresholds },
+    });
     worker = await enrolWorker({ ...ctl, url: base }, "bench");
   } else {
     ctl = await startController({ state: state.path, workspace: ws.path, net: true, env: thresholds });
@@ -141,9 +156,15 @@ try {
   await quickBigFile(join(A, "src.bin"), MIB);
   await quickBigFile(join(serverDir, "src.bin"), MIB);
   const mcp = ctl.mcp;
-  const sid = async (args: Record<string, unknown>) => (await mcp.ok<{ session_id: string }>("session_start", args)).session_id;
+  const sid = async (args: Record<string, unknown>) =>
+    (await mcp.ok<{ session_id: string }>("session_start", args)).session_id;
   const machine = worker.name;
-  const s = { L: await sid({ workdir: "l" }), L2: await sid({ workdir: "l2" }), A: await sid({ target: "remote", machine, workdir: A }), A2: await sid({ target: "remote", machine, workdir: A2 }) };
+  const s = {
+    L: await sid({ workdir: "l" }),
+    L2: await sid({ workdir: "l2" }),
+    A: await sid({ target: "remote", machine, workdir: A }),
+    A2: await sid({ target: "remote", machine, workdir: A2 }),
+  };
 
   /** Seconds for `fn`, after removing `out` and flushing dirty pages (both untimed). */
   const timed = async (out: string, fn: () => Promise<void>): Promise<number> => {
@@ -155,7 +176,11 @@ try {
   };
   const copy = (from: string, src: string, to: string, dst: string, transport: string) => async () => {
     // A foreground copy of a GiB on two busy cores can outlast the SDK's default 60 s request timeout.
-    const res = (await mcp.client.callTool({ name: "session_copy", arguments: { src_session_id: from, src_path: src, dst_session_id: to, dst_path: dst } }, undefined, { timeout: 900_000 })) as { isError?: boolean; content: unknown; structuredContent?: { result: { transport: string; bytes: number } } };
+    const res = (await mcp.client.callTool(
+      { name: "session_copy", arguments: { src_session_id: from, src_path: src, dst_session_id: to, dst_path: dst } },
+      undefined,
+      { timeout: 900_000 },
+    )) as { isError?: boolean; content: unknown; structuredContent?: { result: { transport: string; bytes: number } } };
     if (res.isError || !res.structuredContent) throw new Error(`session_copy failed: ${JSON.stringify(res.content)}`);
     const r = res.structuredContent.result;
     if (r.transport !== transport) throw new Error(`expected ${transport}, got ${r.transport}`);
@@ -173,7 +198,10 @@ try {
     const loadBefore = loadavg()[0]!;
     x.curl_down = await timed(join(A, "curl.bin"), sh(curl(["-o", join(A, "curl.bin"), `${curlBase}/f`])));
     x.http_down = await timed(join(A, "dst.bin"), copy(s.L, "src.bin", s.A, "dst.bin", "http_stream"));
-    x.curl_up = await timed(join(serverDir, "up.bin"), sh(curl(["-H", "Expect:", "-T", join(A, "src.bin"), `${curlBase}/u`])));
+    x.curl_up = await timed(
+      join(serverDir, "up.bin"),
+      sh(curl(["-H", "Expect:", "-T", join(A, "src.bin"), `${curlBase}/u`])),
+    );
     x.http_up = await timed(join(L, "back.bin"), copy(s.A, "src.bin", s.L, "back.bin", "http_stream"));
     x.rpc_down = await timed(join(A, "rpc.bin"), copy(s.L, "rpc.bin", s.A, "rpc.bin", "worker_rpc"));
     if (!LINK) {
@@ -187,7 +215,9 @@ try {
     console.log(
       `round ${r + 1}: curl down ${mibs("curl_down")}, http_stream L→A ${mibs("http_down")} (${((x.curl_down! / x.http_down!) * 100).toFixed(0)} %); ` +
         `curl up ${mibs("curl_up")}, http_stream A→L ${mibs("http_up")} (${((x.curl_up! / x.http_up!) * 100).toFixed(0)} %); worker_rpc ${mibs("rpc_down")}` +
-        (LINK ? "" : `; same_worker ${mibs("same_worker")} vs cp ${mibs("cp_worker")}; local ${mibs("local")} vs cp ${mibs("cp_local")}`) +
+        (LINK
+          ? ""
+          : `; same_worker ${mibs("same_worker")} vs cp ${mibs("cp_worker")}; local ${mibs("local")} vs cp ${mibs("cp_local")}`) +
         `; load ${loadBefore.toFixed(2)} → ${loadavg()[0]!.toFixed(2)}`,
     );
   }
@@ -198,8 +228,12 @@ try {
   const pct = (a: string, b: string) => `${(med((x) => x[a]! / x[b]!) * 100).toFixed(0)} %`;
   const rate = (k: string) => `${(MIB / med((x) => x[k]!)).toFixed(0)} MiB/s`;
   console.log(`\n${MIB} MiB, ${ROUNDS} rounds (medians), controller and worker as separate processes, ${linkNote}:`);
-  console.log(`  http_stream local→remote ${rate("http_down")} = ${pct("curl_down", "http_down")} of curl download ${rate("curl_down")} (target ≥ 80 %)`);
-  console.log(`  http_stream remote→local ${rate("http_up")} = ${pct("curl_up", "http_up")} of curl upload ${rate("curl_up")} (target ≥ 80 %)`);
+  console.log(
+    `  http_stream local→remote ${rate("http_down")} = ${pct("curl_down", "http_down")} of curl download ${rate("curl_down")} (target ≥ 80 %)`,
+  );
+  console.log(
+    `  http_stream remote→local ${rate("http_up")} = ${pct("curl_up", "http_up")} of curl upload ${rate("curl_up")} (target ≥ 80 %)`,
+  );
   console.log(`  worker_rpc local→remote ${rate("rpc_down")} (${MIB - 1} MiB)`);
   if (!LINK) {
     console.log(`  same_worker ${rate("same_worker")} = ${pct("cp_worker", "same_worker")} of cp ${rate("cp_worker")}`);
@@ -207,7 +241,9 @@ try {
     console.log(`  link relayed ${(relays[0]!.bytes() / 2 ** 30).toFixed(1)} GiB`);
   } else {
     // What each tbf let through: both ends must show the GiBs, or the shaping was not on the path.
-    const sent = [...worker.ns!.qdiscs().matchAll(/qdisc tbf[^\n]*\n\s*Sent (\d+) bytes[^\n]*overlimits (\d+)/g)].map((m) => `${(Number(m[1]) / 2 ** 30).toFixed(1)} GiB (overlimits ${m[2]})`);
+    const sent = [...worker.ns!.qdiscs().matchAll(/qdisc tbf[^\n]*\n\s*Sent (\d+) bytes[^\n]*overlimits (\d+)/g)].map(
+      (m) => `${(Number(m[1]) / 2 ** 30).toFixed(1)} GiB (overlimits ${m[2]})`,
+    );
     console.log(`  tbf sent: controller side ${sent[0]}, worker side ${sent[1]}`);
   }
   console.log(`  load average ${load()}`);

@@ -35,7 +35,11 @@ function rssMiB(pid: number): number {
 /** Round trips of a small WebSocket message to an echo server in another process, over loopback. */
 async function linkRtt(n: number): Promise<number[]> {
   const echo = Bun.spawn(
-    [process.execPath, "-e", "const s = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch(r, s) { return s.upgrade(r) ? undefined : new Response('no', { status: 400 }); }, websocket: { message(ws, m) { ws.send(m); } } }); console.log(s.port);"],
+    [
+      process.execPath,
+      "-e",
+      "const s = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch(r, s) { return s.upgrade(r) ? undefined : new Response('no', { status: 400 }); }, websocket: { message(ws, m) { ws.send(m); } } }); console.log(s.port);",
+    ],
     { stdout: "pipe", stderr: "inherit" },
   );
   const reader = echo.stdout.getReader();
@@ -51,7 +55,15 @@ async function linkRtt(n: number): Promise<number[]> {
     const t = performance.now();
     const seen = new Promise<void>((r) => (wake = r));
     // About the size of a `call` frame for `bash echo hi`.
-    ws.send(JSON.stringify({ type: "call", id: crypto.randomUUID(), op: "tool", args: { name: "bash", args: { session_id: "s".repeat(32), command: "echo hi" } }, deadline_ms: 60_000 }));
+    ws.send(
+      JSON.stringify({
+        type: "call",
+        id: crypto.randomUUID(),
+        op: "tool",
+        args: { name: "bash", args: { session_id: "s".repeat(32), command: "echo hi" } },
+        deadline_ms: 60_000,
+      }),
+    );
     await seen;
     return performance.now() - t;
   };
@@ -77,7 +89,13 @@ try {
     if (!r.result?.stdout?.includes("hi")) throw new Error(`bash gave ${JSON.stringify(r)}`);
   };
   const local = (await ctl.mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-  const remote = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: worker.name, workdir: worker.workdir })).session_id;
+  const remote = (
+    await ctl.mcp.ok<{ session_id: string }>("session_start", {
+      target: "remote",
+      machine: worker.name,
+      workdir: worker.workdir,
+    })
+  ).session_id;
   for (let i = 0; i < 10; i++) {
     await ok({ session_id: local, command: "echo hi" });
     await ok({ session_id: remote, command: "echo hi" });
@@ -106,9 +124,17 @@ try {
   console.log(summary("local bash echo hi (controller)", localMs));
   console.log(summary("remote bash echo hi (worker)", remoteMs));
   console.log(summary("link round trip (WebSocket echo, loopback)", rtt));
-  console.log(`remote p50 ${r50.toFixed(2)} ms = ${(r50 / l50).toFixed(2)}× local; target ≤ 1.5× local + RTT = ${bound.toFixed(2)} ms: ${r50 <= bound ? "met" : "missed"}`);
-  console.log(`worker RSS: connected ${rssConnected.toFixed(1)} MiB, after ${N + 10} calls ${rssAfterCalls.toFixed(1)} MiB, ${idleS} s idle ${rssIdle.toFixed(1)} MiB (${anonIdle.toFixed(1)} MiB anonymous); target ≤ 60 MiB: ${rssIdle <= 60 ? "met" : "missed"}`);
-  console.log(`load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  console.log(
+    `remote p50 ${r50.toFixed(2)} ms = ${(r50 / l50).toFixed(2)}× local; target ≤ 1.5× local + RTT = ${bound.toFixed(2)} ms: ${r50 <= bound ? "met" : "missed"}`,
+  );
+  console.log(
+    `worker RSS: connected ${rssConnected.toFixed(1)} MiB, after ${N + 10} calls ${rssAfterCalls.toFixed(1)} MiB, ${idleS} s idle ${rssIdle.toFixed(1)} MiB (${anonIdle.toFixed(1)} MiB anonymous); target ≤ 60 MiB: ${rssIdle <= 60 ? "met" : "missed"}`,
+  );
+  console.log(
+    `load average ${loadavg()
+      .map((x) => x.toFixed(2))
+      .join(" ")}`,
+  );
 } finally {
   await worker.stop();
   await ctl.stop();

@@ -53,15 +53,33 @@ async function served(extra: string[], via = server): Promise<void> {
 }
 
 const variants: { name: string; run: () => Promise<unknown>; samples: number[] }[] = [
-  { name: "floor: Bun.spawn bash -c 'echo hi'", run: () => drained(Bun.spawn(command, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env })), samples: [] },
-  { name: "per-call lsm-runner", run: () => drained(Bun.spawn([runner, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env })), samples: [] },
+  {
+    name: "floor: Bun.spawn bash -c 'echo hi'",
+    run: () => drained(Bun.spawn(command, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env })),
+    samples: [],
+  },
+  {
+    name: "per-call lsm-runner",
+    run: () => drained(Bun.spawn([runner, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env })),
+    samples: [],
+  },
   { name: "long-lived lsm-runner --serve", run: () => served([]), samples: [] },
 ];
-if (cgBase) variants.push({ name: "--serve, a cgroup per command", run: () => served(["--cgroup", join(cgBase, `lsm-bench-${process.pid}-${++seq}`)]), samples: [] });
+if (cgBase)
+  variants.push({
+    name: "--serve, a cgroup per command",
+    run: () => served(["--cgroup", join(cgBase, `lsm-bench-${process.pid}-${++seq}`)]),
+    samples: [],
+  });
 else console.log("no writable cgroup v2 group here: the cgroup variant is left out");
 if (other) {
   variants.push({ name: "other runner: --serve", run: () => served([], other), samples: [] });
-  if (cgBase) variants.push({ name: "other runner: --serve, a cgroup each", run: () => served(["--cgroup", join(cgBase, `lsm-bench-${process.pid}-${++seq}`)], other), samples: [] });
+  if (cgBase)
+    variants.push({
+      name: "other runner: --serve, a cgroup each",
+      run: () => served(["--cgroup", join(cgBase, `lsm-bench-${process.pid}-${++seq}`)], other),
+      samples: [],
+    });
 }
 for (let i = 0; i < 10; i++) for (const v of variants) await v.run();
 const loadBefore = loadavg()[0]!;
@@ -79,6 +97,8 @@ const f = percentile(variants[0]!.samples, 50);
 console.log(`load average ${loadBefore.toFixed(1)} → ${loadAfter.toFixed(1)}, ${rounds} rounds`);
 for (const v of variants) {
   const p50 = percentile(v.samples, 50);
-  console.log(`${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor`);
+  console.log(
+    `${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor`,
+  );
 }
 process.exit(0);

@@ -26,12 +26,25 @@ const root = mkdtempSync(join(tmpdir(), "lsm-ssh-bench-"));
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * p)]!;
 try {
   await $`head -c ${MB * 1_000_000} /dev/urandom > ${sshd.home}/big.bin && chown ${sshd.user}: ${sshd.home}/big.bin`.quiet();
-  const env = { ...(process.env as Record<string, string>), PATH: `${sshd.binDir}:${process.env.PATH}`, LOCAL_SHELL_MCP_LOG_LEVEL: "1" };
-  const transport = new StdioClientTransport({ command: binary, args: ["ssh", "--local-root", root], env, stderr: "ignore" });
+  const env = {
+    ...(process.env as Record<string, string>),
+    PATH: `${sshd.binDir}:${process.env.PATH}`,
+    LOCAL_SHELL_MCP_LOG_LEVEL: "1",
+  };
+  const transport = new StdioClientTransport({
+    command: binary,
+    args: ["ssh", "--local-root", root],
+    env,
+    stderr: "ignore",
+  });
   const client = new Client({ name: "bench", version: "0" });
   await client.connect(transport);
   const call = async (name: string, args: Record<string, unknown>) => {
-    const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 600_000 })).structuredContent as { ok: boolean; result: any; error: unknown };
+    const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 600_000 })).structuredContent as {
+      ok: boolean;
+      result: any;
+      error: unknown;
+    };
     if (!r.ok) throw new Error(`${name}: ${JSON.stringify(r.error)}`);
     return r.result;
   };
@@ -41,7 +54,12 @@ try {
     .filter((n) => n.startsWith(`lsm-ssh-${process.getuid!()}-`))
     .map((n) => join(tmpdir(), n, "mux.sock"))[0]!;
   const plainTrue = async () => {
-    const p = Bun.spawn(["ssh", "-S", sock, "-o", "ControlMaster=no", sshd.alias, "true"], { env, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn(["ssh", "-S", sock, "-o", "ControlMaster=no", sshd.alias, "true"], {
+      env,
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     p.stdin.end();
     await Promise.all([new Response(p.stdout).arrayBuffer(), new Response(p.stderr).arrayBuffer()]);
     if ((await p.exited) !== 0) throw new Error("plain ssh failed");
@@ -84,16 +102,24 @@ try {
   };
   const mb = statSync(join(sshd.home, "big.bin")).size / 1e6;
   let t = performance.now();
-  await $`rsync --partial --protect-args -e ${rsyncShell} -- ${`${sshd.alias}:${sshd.home}/big.bin`} ${join(root, "plain.bin")}`.env(env).quiet();
+  await $`rsync --partial --protect-args -e ${rsyncShell} -- ${`${sshd.alias}:${sshd.home}/big.bin`} ${join(root, "plain.bin")}`
+    .env(env)
+    .quiet();
   const plainDown = (performance.now() - t) / 1000;
-  const down = await transfer(() => call("download_start", { ...k, remote_path: `${sshd.home}/big.bin`, local_path: "big.bin" }));
+  const down = await transfer(() =>
+    call("download_start", { ...k, remote_path: `${sshd.home}/big.bin`, local_path: "big.bin" }),
+  );
   console.log(
     `${MB} MB download: MCP ${(mb / down.total).toFixed(0)} MB/s (${down.total.toFixed(2)} s, of which ${down.tail.toFixed(2)} s verifying/publishing), plain rsync ${(mb / plainDown).toFixed(0)} MB/s (${plainDown.toFixed(2)} s)`,
   );
   t = performance.now();
-  await $`rsync --partial --protect-args -e ${rsyncShell} -- ${join(root, "plain.bin")} ${`${sshd.alias}:${sshd.home}/plain-up.bin`}`.env(env).quiet();
+  await $`rsync --partial --protect-args -e ${rsyncShell} -- ${join(root, "plain.bin")} ${`${sshd.alias}:${sshd.home}/plain-up.bin`}`
+    .env(env)
+    .quiet();
   const plainUp = (performance.now() - t) / 1000;
-  const up = await transfer(() => call("upload_start", { ...k, local_path: "big.bin", remote_path: `${sshd.home}/up.bin` }));
+  const up = await transfer(() =>
+    call("upload_start", { ...k, local_path: "big.bin", remote_path: `${sshd.home}/up.bin` }),
+  );
   console.log(
     `${MB} MB upload:   MCP ${(mb / up.total).toFixed(0)} MB/s (${up.total.toFixed(2)} s, of which ${up.tail.toFixed(2)} s verifying/publishing), plain rsync ${(mb / plainUp).toFixed(0)} MB/s (${plainUp.toFixed(2)} s)`,
   );

@@ -18,12 +18,26 @@ import { listeningOrigin, percentile } from "./lib.ts";
 
 const args = process.argv.slice(2);
 const runs = args.length > 0 && /^\d+$/.test(args.at(-1)!) ? Number(args.pop()) : 15;
-const bins = (args.length > 0 ? args : [join(import.meta.dir, "..", "..", "dist", "local-shell-mcp")]).map((b) => resolve(b));
+const bins = (args.length > 0 ? args : [join(import.meta.dir, "..", "..", "dist", "local-shell-mcp")]).map((b) =>
+  resolve(b),
+);
 const work = mkdtempSync(join(tmpdir(), "lsm-bench-"));
 const ws = join(work, "ws");
 mkdirSync(ws);
-const env = { ...(process.env as Record<string, string>), LOCAL_SHELL_MCP_LOG_LEVEL: "0", XDG_CACHE_HOME: join(work, "cache") };
-const serveArgs = (i: number, mode: string) => ["serve", "--workspace-root", ws, "--state-dir", join(work, `state-${i}`), "--mode", mode];
+const env = {
+  ...(process.env as Record<string, string>),
+  LOCAL_SHELL_MCP_LOG_LEVEL: "0",
+  XDG_CACHE_HOME: join(work, "cache"),
+};
+const serveArgs = (i: number, mode: string) => [
+  "serve",
+  "--workspace-root",
+  ws,
+  "--state-dir",
+  join(work, `state-${i}`),
+  "--mode",
+  mode,
+];
 type Tools = Awaited<ReturnType<Client["listTools"]>>["tools"];
 const bytesOf = (tools: Tools) => Buffer.byteLength(JSON.stringify({ tools }));
 const kib = (n: number) => `${n} B (${(n / 1024).toFixed(1)} KiB)`;
@@ -45,7 +59,11 @@ async function stdioList(bin: string, i: number, clientName: string) {
 
 /** All tools: the HTTP-only ones (file links, remote_admin) are offered over Streamable HTTP alone. */
 async function httpList(bin: string, i: number): Promise<Tools> {
-  const server = Bun.spawn([bin, ...serveArgs(i, "mcp"), "--auth-mode", "none", "--port", "0"], { env: { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "3" }, stderr: "pipe", stdout: "ignore" });
+  const server = Bun.spawn([bin, ...serveArgs(i, "mcp"), "--auth-mode", "none", "--port", "0"], {
+    env: { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "3" },
+    stderr: "pipe",
+    stdout: "ignore",
+  });
   try {
     const base = await listeningOrigin(server);
     const client = new Client({ name: "bench", version: "0" });
@@ -90,9 +108,16 @@ for (const [i, bin] of bins.entries()) {
   const all = await httpList(bin, i);
   const outputBytes = all.reduce((n, t) => n + Buffer.byteLength(JSON.stringify(t.outputSchema ?? {})), 0);
   // Claude Code gives its model each tool's name, description and input schema (not the output schema).
-  const modelBytes = Buffer.byteLength(JSON.stringify(claude.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema }))));
+  const modelBytes = Buffer.byteLength(
+    JSON.stringify(
+      claude.tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema })),
+    ),
+  );
   const outputSchemas = all.flatMap((t) => (t.outputSchema ? [t.outputSchema as Record<string, unknown>] : []));
-  const untyped = outputSchemas.map((s) => ({ type: "object", properties: Object.fromEntries(Object.keys((s.properties ?? {}) as object).map((k) => [k, {}])) }));
+  const untyped = outputSchemas.map((s) => ({
+    type: "object",
+    properties: Object.fromEntries(Object.keys((s.properties ?? {}) as object).map((k) => [k, {}])),
+  }));
   const typedMs: number[] = [];
   const untypedMs: number[] = [];
   for (let k = 0; k < 30; k++) {
@@ -109,12 +134,16 @@ for (const [i, bin] of bins.entries()) {
   // less sensitive than wall time to what else the machine runs.
   console.log(`  client CPU in listTools()         ${f(stats[i]!.listCpu)}`);
   console.log(`  ready (spawn→list, SDK, stdio)    ${f(stats[i]!.ready)}`);
-  console.log(`  Ajv compile, ${outputSchemas.length} output schemas  ${f(typedMs)}; top-level fields untyped ${f(untypedMs)}`);
+  console.log(
+    `  Ajv compile, ${outputSchemas.length} output schemas  ${f(typedMs)}; top-level fields untyped ${f(untypedMs)}`,
+  );
 }
 if (bins.length > 1) {
   const p = (i: number, k: "list" | "listCpu" | "ready") => percentile(stats[i]![k], 50);
   for (let i = 1; i < bins.length; i++) {
-    console.log(`\nratio ${i}/0 (p50): listTools ${(p(i, "list") / p(0, "list")).toFixed(2)}x (client CPU ${(p(i, "listCpu") / p(0, "listCpu")).toFixed(2)}x), ready ${(p(i, "ready") / p(0, "ready")).toFixed(2)}x`);
+    console.log(
+      `\nratio ${i}/0 (p50): listTools ${(p(i, "list") / p(0, "list")).toFixed(2)}x (client CPU ${(p(i, "listCpu") / p(0, "listCpu")).toFixed(2)}x), ready ${(p(i, "ready") / p(0, "ready")).toFixed(2)}x`,
+    );
   }
 }
 rmSync(work, { recursive: true, force: true });

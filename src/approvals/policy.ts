@@ -49,14 +49,16 @@ const MAX_POLICY_BYTES = 1_048_576;
 
 function stringList(v: unknown, where: string): string[] | undefined {
   if (v === undefined) return undefined;
-  if (!Array.isArray(v) || v.some((x) => typeof x !== "string" || x.trim() === "")) throw new Error(`${where} must be a list of non-empty strings`);
+  if (!Array.isArray(v) || v.some((x) => typeof x !== "string" || x.trim() === ""))
+    throw new Error(`${where} must be a list of non-empty strings`);
   return v as string[];
 }
 
 /** Parses the policy file's JSON text; throws with a readable reason. */
 export function parsePolicy(text: string): ApprovalRule[] {
   const doc = JSON.parse(text) as unknown;
-  if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error("the policy must be a JSON object with a rules list");
+  if (doc === null || typeof doc !== "object" || Array.isArray(doc))
+    throw new Error("the policy must be a JSON object with a rules list");
   const known = new Set(["rules", "$comment"]);
   for (const k of Object.keys(doc)) if (!known.has(k)) throw new Error(`unknown top-level key ${JSON.stringify(k)}`);
   const rules = (doc as { rules?: unknown }).rules ?? [];
@@ -67,7 +69,8 @@ export function parsePolicy(text: string): ApprovalRule[] {
     const r = raw as Record<string, unknown>;
     const fields = new Set(["name", "commands", "tools", "sessions", "machines", "$comment"]);
     for (const k of Object.keys(r)) if (!fields.has(k)) throw new Error(`${where}: unknown key ${JSON.stringify(k)}`);
-    if (r.name !== undefined && (typeof r.name !== "string" || r.name.length > 200)) throw new Error(`${where}.name must be a string of at most 200 characters`);
+    if (r.name !== undefined && (typeof r.name !== "string" || r.name.length > 200))
+      throw new Error(`${where}.name must be a string of at most 200 characters`);
     return {
       name: typeof r.name === "string" && r.name ? r.name : `rule ${i + 1}`,
       commands: stringList(r.commands, `${where}.commands`),
@@ -112,7 +115,8 @@ export class PolicyFile {
     if (key === this.key) return this.current;
     this.key = key;
     this.current = this.read();
-    if (this.current.broken) log.warn(`approvals: ${this.current.broken}; every gated call needs approval until it is fixed`);
+    if (this.current.broken)
+      log.warn(`approvals: ${this.current.broken}; every gated call needs approval until it is fixed`);
     else log.info(`approvals: policy loaded with ${this.current.rules.length} rule(s)`);
     return this.current;
   }
@@ -131,7 +135,8 @@ export class PolicyFile {
     try {
       const st = fstatSync(fd);
       if (!st.isFile()) return this.fail("the policy file is not a regular file");
-      if (typeof process.getuid === "function" && st.uid !== process.getuid()) return this.fail("the policy file is owned by another user");
+      if (typeof process.getuid === "function" && st.uid !== process.getuid())
+        return this.fail("the policy file is owned by another user");
       if ((st.mode & 0o022) !== 0) return this.fail("the policy file is writable by group or others");
       if (st.size > MAX_POLICY_BYTES) return this.fail(`the policy file is larger than ${MAX_POLICY_BYTES} bytes`);
       return { rules: parsePolicy(readFileSync(fd, "utf8")) };

@@ -90,24 +90,59 @@ export class Approvals {
    */
   async gate(
     subject: ApprovalSubject,
-    extra: { cwd: string | null; reason: string | null; callId: string; signal: AbortSignal; ask?: ApprovalAsker; waiting?: (what: string) => void },
+    extra: {
+      cwd: string | null;
+      reason: string | null;
+      callId: string;
+      signal: AbortSignal;
+      ask?: ApprovalAsker;
+      waiting?: (what: string) => void;
+    },
   ): Promise<void> {
     const rule = this.ruleFor(subject);
     if (!rule) return;
     const memoKey = `${subject.tool}\0${subject.command}`;
     const audit = this.opts.audit;
-    const base = { call_id: extra.callId, tool: subject.tool, session: subject.session ?? undefined, machine: subject.machine, rule: rule.name };
+    const base = {
+      call_id: extra.callId,
+      tool: subject.tool,
+      session: subject.session ?? undefined,
+      machine: subject.machine,
+      rule: rule.name,
+    };
     if (subject.session !== null && this.remembered.get(subject.session)?.has(memoKey)) {
       audit.record("approval_decided", { ...base, decision: "allow_session", via: "remembered", by: "remembered" });
       return;
     }
     const now = Date.now();
     const timeoutMs = this.opts.timeoutS * 1000;
-    const req: ApprovalRequest = { ...subject, id: randomHex(12), cwd: extra.cwd, reason: extra.reason, rule: rule.name, created_at: now / 1000, expires_at: (now + timeoutMs) / 1000 };
-    audit.record("approval_requested", { ...base, approval_id: req.id, command: subject.command, cwd: extra.cwd ?? undefined, reason: extra.reason ?? undefined, via: extra.ask ? "elicitation" : "queue" });
+    const req: ApprovalRequest = {
+      ...subject,
+      id: randomHex(12),
+      cwd: extra.cwd,
+      reason: extra.reason,
+      rule: rule.name,
+      created_at: now / 1000,
+      expires_at: (now + timeoutMs) / 1000,
+    };
+    audit.record("approval_requested", {
+      ...base,
+      approval_id: req.id,
+      command: subject.command,
+      cwd: extra.cwd ?? undefined,
+      reason: extra.reason ?? undefined,
+      via: extra.ask ? "elicitation" : "queue",
+    });
     extra.waiting?.(`waiting for a person's approval (rule '${rule.name}', up to ${this.opts.timeoutS} s)`);
     const outcome = await this.wait(req, timeoutMs, extra.signal, extra.ask);
-    audit.record("approval_decided", { ...base, approval_id: req.id, decision: outcome.decision, via: outcome.via, by: outcome.by, waited_ms: Date.now() - now });
+    audit.record("approval_decided", {
+      ...base,
+      approval_id: req.id,
+      decision: outcome.decision,
+      via: outcome.via,
+      by: outcome.by,
+      waited_ms: Date.now() - now,
+    });
     switch (outcome.decision) {
       case "allow_session": {
         if (subject.session !== null) {
@@ -132,7 +167,9 @@ export class Approvals {
           { approval_id: req.id, rule: rule.name, timeout_s: this.opts.timeoutS },
         );
       case "cancelled":
-        throw new ToolError("cancelled", "the call was cancelled while it waited for approval; nothing was run", { approval_id: req.id });
+        throw new ToolError("cancelled", "the call was cancelled while it waited for approval; nothing was run", {
+          approval_id: req.id,
+        });
     }
   }
 

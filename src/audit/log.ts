@@ -69,7 +69,10 @@ export class AuditLog implements AuditSink {
     this.logLimit = settings.max_audit_log_bytes;
     this.eventLimit = Math.max(512, settings.max_audit_event_bytes);
     if (this.logLimit > 0) this.eventLimit = Math.min(this.eventLimit, Math.max(512, this.logLimit));
-    const stringBudget = Math.max(16_000, settings.audit_payloads_enabled ? settings.max_audit_payload_bytes : this.eventLimit);
+    const stringBudget = Math.max(
+      16_000,
+      settings.audit_payloads_enabled ? settings.max_audit_payload_bytes : this.eventLimit,
+    );
     this.redactor = createRedactor(settings.oauth_admin_pin ? [settings.oauth_admin_pin] : [], stringBudget);
     this.payloads = new PayloadStore(this.dir, {
       enabled: settings.audit_payloads_enabled,
@@ -180,7 +183,12 @@ export class AuditLog implements AuditSink {
     const others = Object.keys(rec).filter((k) => !(IDENTITY as readonly string[]).includes(k));
     const base: Record<string, unknown> = {};
     for (const k of IDENTITY) if (k in rec) base[k] = rec[k];
-    base[TRUNCATED_KEY] = { reason: "event_byte_limit", original_bytes: originalBytes, max_bytes: this.eventLimit, omitted_fields: others };
+    base[TRUNCATED_KEY] = {
+      reason: "event_byte_limit",
+      original_bytes: originalBytes,
+      max_bytes: this.eventLimit,
+      omitted_fields: others,
+    };
     const fits = (o: unknown) => Buffer.byteLength(JSON.stringify(o)) + 1 <= this.eventLimit;
     if (fits(base)) {
       for (const k of others) {
@@ -192,7 +200,12 @@ export class AuditLog implements AuditSink {
     const minimal: Record<string, unknown> = {};
     for (const k of MINIMAL) if (k in rec) minimal[k] = rec[k];
     if (fits(minimal)) return JSON.stringify(minimal);
-    return JSON.stringify({ id: String(rec.id).slice(0, 32), ts: rec.ts, event: String(rec.event).slice(0, 64), marker: "event exceeded configured byte limit" });
+    return JSON.stringify({
+      id: String(rec.id).slice(0, 32),
+      ts: rec.ts,
+      event: String(rec.event).slice(0, 64),
+      marker: "event exceeded configured byte limit",
+    });
   }
 
   private async writeBatch(pending: PendingRecord[]): Promise<void> {
@@ -206,7 +219,11 @@ export class AuditLog implements AuditSink {
     const text = `${lines.join("\n")}\n`;
     const lock = await FileLock.acquire(this.lockPath, 10_000);
     try {
-      const fd = openSync(this.file, constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW, 0o600);
+      const fd = openSync(
+        this.file,
+        constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT | constants.O_NOFOLLOW,
+        0o600,
+      );
       let size: number;
       try {
         const bytes = Buffer.from(text);
@@ -216,7 +233,8 @@ export class AuditLog implements AuditSink {
       } finally {
         closeSync(fd);
       }
-      for (const r of batch) if (r.event === "tool_call_end" && typeof r.call_id === "string") this.openCalls.delete(r.call_id);
+      for (const r of batch)
+        if (r.event === "tool_call_end" && typeof r.call_id === "string") this.openCalls.delete(r.call_id);
       const trimmed = this.logLimit > 0 && size > this.logLimit ? this.retain() : undefined;
       const now = Date.now();
       if (trimmed || (this.payloadWritten && now - this.lastGc > GC_INTERVAL_MS)) {
@@ -241,7 +259,10 @@ export class AuditLog implements AuditSink {
       } catch {
         continue;
       }
-      const callId = (rec.event === "tool_call_start" || rec.event === "tool_call_end") && typeof rec.call_id === "string" ? rec.call_id : undefined;
+      const callId =
+        (rec.event === "tool_call_start" || rec.event === "tool_call_end") && typeof rec.call_id === "string"
+          ? rec.call_id
+          : undefined;
       const bytes = Buffer.byteLength(line) + 1;
       const at = callId === undefined ? undefined : byCall.get(callId);
       if (at !== undefined) {

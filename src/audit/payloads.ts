@@ -1,4 +1,15 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readSync, rmSync, statSync, utimesSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readSync,
+  rmSync,
+  statSync,
+  utimesSync,
+} from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { gunzipSync, gzip } from "node:zlib";
@@ -78,7 +89,17 @@ export class PayloadStore {
     const bytes = Buffer.byteLength(canonical);
     if (bytes <= this.limits.inlineBytes) return { value, stored: false };
     if (!this.limits.enabled || bytes > this.limits.maxBytes) {
-      return { value: { [TRUNCATED_KEY]: { reason: "payload_byte_limit", original_bytes: bytes, max_bytes: this.limits.enabled ? this.limits.maxBytes : this.limits.inlineBytes, preview: preview(value) } }, stored: false };
+      return {
+        value: {
+          [TRUNCATED_KEY]: {
+            reason: "payload_byte_limit",
+            original_bytes: bytes,
+            max_bytes: this.limits.enabled ? this.limits.maxBytes : this.limits.inlineBytes,
+            preview: preview(value),
+          },
+        },
+        stored: false,
+      };
     }
     // Hashed from the string (UTF-8, the same bytes); the bytes themselves are made only when the
     // object is not stored yet, so a repeated large value costs no copy, and the digest of a value
@@ -107,12 +128,26 @@ export class PayloadStore {
         // Level 6: close to level 9 on JSON text at a fraction of the time, and still deterministic.
         const gz = await gzipAsync(Buffer.from(canonical), { level: 6 });
         if (gz.byteLength > this.limits.storeBytes) {
-          return { value: { [TRUNCATED_KEY]: { reason: "payload_store_object_limit", original_bytes: bytes, compressed_bytes: gz.byteLength, max_store_bytes: this.limits.storeBytes, preview: preview(value) } }, stored: false };
+          return {
+            value: {
+              [TRUNCATED_KEY]: {
+                reason: "payload_store_object_limit",
+                original_bytes: bytes,
+                compressed_bytes: gz.byteLength,
+                max_store_bytes: this.limits.storeBytes,
+                preview: preview(value),
+              },
+            },
+            stored: false,
+          };
         }
         await writeFileAtomicAsync(path, gz);
       }
     } catch {
-      return { value: { [TRUNCATED_KEY]: { reason: "payload_store_error", original_bytes: bytes, preview: preview(value) } }, stored: false };
+      return {
+        value: { [TRUNCATED_KEY]: { reason: "payload_store_error", original_bytes: bytes, preview: preview(value) } },
+        stored: false,
+      };
     }
     const ref: PayloadRef = { version: 1, sha256, json_bytes: bytes, created_at: now, preview: preview(value) };
     return { value: { [PAYLOAD_KEY]: ref }, stored: true };

@@ -30,10 +30,21 @@ type Rec = Record<string, unknown>;
 
 function operationOf(event: string, tool: string | undefined): string {
   const name = tool ?? event;
-  if (event.startsWith("oauth_") || event.startsWith("mcp_") || event.startsWith("auth_") || event === "http_request_rejected") return "security";
+  if (
+    event.startsWith("oauth_") ||
+    event.startsWith("mcp_") ||
+    event.startsWith("auth_") ||
+    event === "http_request_rejected"
+  )
+    return "security";
   if (/^(bash|run_python_code|.*persistent_shell.*)$/.test(name)) return "shell";
   if (/^(job|.*job.*)$/.test(name)) return "jobs";
-  if (/^(read|search|tree_view|glob_search|list_files|write_file|edit_lines|hashline_edit|delete_file_or_dir|apply_patch|.*file_link.*|download_.*)$/.test(name)) return "files";
+  if (
+    /^(read|search|tree_view|glob_search|list_files|write_file|edit_lines|hashline_edit|delete_file_or_dir|apply_patch|.*file_link.*|download_.*)$/.test(
+      name,
+    )
+  )
+    return "files";
   if (/copy|transfer/.test(name)) return "transfer";
   if (/remote/.test(name)) return "remote";
   if (/agent/.test(name)) return "agent";
@@ -61,7 +72,18 @@ export function coalesce(lines: string[], excludeCallId?: string): AuditEntry[] 
     if ((rec.event === "tool_call_start" || rec.event === "tool_call_end") && callId) {
       let row = calls.get(callId);
       if (!row) {
-        row = { id: `call:${callId}`, ts: rec.ts, event: "tool_call", call_id: callId, tool: rec.tool, node: "local", operation: operationOf("tool_call", rec.tool as string | undefined), paired: false, status: "running", source_events: [] as string[] };
+        row = {
+          id: `call:${callId}`,
+          ts: rec.ts,
+          event: "tool_call",
+          call_id: callId,
+          tool: rec.tool,
+          node: "local",
+          operation: operationOf("tool_call", rec.tool as string | undefined),
+          paired: false,
+          status: "running",
+          source_events: [] as string[],
+        };
         calls.set(callId, row);
         rows.push(row);
       }
@@ -82,28 +104,64 @@ export function coalesce(lines: string[], excludeCallId?: string): AuditEntry[] 
       }
       const ev = row.source_events as string[];
       row.paired = ev.includes("tool_call_start") && ev.includes("tool_call_end");
-      row.status = row.paired ? (row.ok === true ? "success" : "failed") : ev.includes("tool_call_end") ? (row.ok === true ? "completed" : "failed") : "running";
+      row.status = row.paired
+        ? row.ok === true
+          ? "success"
+          : "failed"
+        : ev.includes("tool_call_end")
+          ? row.ok === true
+            ? "completed"
+            : "failed"
+          : "running";
       if (!ev.includes("tool_call_start")) row.status = "unpaired";
       continue;
     }
     const { id, ts, event, ...rest } = rec;
-    rows.push({ id, ts, event, node: "local", operation: operationOf(event, rec.tool as string | undefined), ...rest } as AuditEntry);
+    rows.push({
+      id,
+      ts,
+      event,
+      node: "local",
+      operation: operationOf(event, rec.tool as string | undefined),
+      ...rest,
+    } as AuditEntry);
   }
   return rows;
 }
 
 function summary(row: AuditEntry): string {
-  const parts = [row.event, row.tool, row.session, row.operation, row.status, ...(Array.isArray(row.source_events) ? row.source_events : [])];
-  return parts.filter((p) => typeof p === "string").join(" ").toLowerCase();
+  const parts = [
+    row.event,
+    row.tool,
+    row.session,
+    row.operation,
+    row.status,
+    ...(Array.isArray(row.source_events) ? row.source_events : []),
+  ];
+  return parts
+    .filter((p) => typeof p === "string")
+    .join(" ")
+    .toLowerCase();
 }
 
 /** Filters, sorts and limits coalesced rows. */
 export function query(rows: AuditEntry[], q: AuditQuery): AuditQueryResult {
-  if (q.startTs != null && q.endTs != null && q.startTs > q.endTs) throw new ToolError("invalid_arguments", "start_ts must not be after end_ts");
+  if (q.startTs != null && q.endTs != null && q.startTs > q.endTs)
+    throw new ToolError("invalid_arguments", "start_ts must not be after end_ts");
   const event = q.event?.toLowerCase();
   const search = q.search?.toLowerCase();
   const matched = rows.filter((r) => {
-    if (event && !summary({ ...r, tool: undefined, session: undefined, operation: undefined, status: undefined } as AuditEntry).includes(event)) return false;
+    if (
+      event &&
+      !summary({
+        ...r,
+        tool: undefined,
+        session: undefined,
+        operation: undefined,
+        status: undefined,
+      } as AuditEntry).includes(event)
+    )
+      return false;
     if (q.operation && r.operation !== q.operation) return false;
     if (q.session && r.session !== q.session) return false;
     if (q.startTs != null && r.ts < q.startTs) return false;
@@ -113,7 +171,12 @@ export function query(rows: AuditEntry[], q: AuditQuery): AuditQueryResult {
   });
   matched.sort((a, b) => (q.sort === "asc" ? a.ts - b.ts : b.ts - a.ts));
   const entries = matched.slice(0, q.limit);
-  return { entries, count: entries.length, total_matched: matched.length, failed_matched: matched.filter((r) => r.status === "failed" || r.ok === false).length };
+  return {
+    entries,
+    count: entries.length,
+    total_matched: matched.length,
+    failed_matched: matched.filter((r) => r.status === "failed" || r.ok === false).length,
+  };
 }
 
 /** Replaces payload references inside `v` with their stored values (or their status). */

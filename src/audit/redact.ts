@@ -15,7 +15,8 @@ export const TRUNCATED_KEY = "$local_shell_mcp_audit_truncated";
 export const BINARY_KEY = "$local_shell_mcp_audit_binary";
 export const CYCLE_KEY = "$local_shell_mcp_audit_cycle";
 
-const SENSITIVE = "authorization|cookie|credentials?|api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd|passphrase|(?<![a-z])pass(?![a-z])|(?<![a-z])pin(?![a-z])";
+const SENSITIVE =
+  "authorization|cookie|credentials?|api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd|passphrase|(?<![a-z])pass(?![a-z])|(?<![a-z])pin(?![a-z])";
 const SENSITIVE_KEY = new RegExp(SENSITIVE, "i");
 const KEPT_KEY = /(_sha256|_fingerprint|_token_id)$/i;
 const FLAG = new RegExp(`^--?[\\w.-]*(${SENSITIVE})[\\w.-]*$`, "i");
@@ -46,15 +47,30 @@ type Rule = { re: RegExp; rep: string | ((...m: string[]) => string); needle?: s
 // output) skip the regexes that cannot apply; the regexes themselves scan from many start positions.
 const TEXT_RULES: Rule[] = [
   // --token=V, --password=V (a quoted V may hold spaces)
-  { re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)=(${FLAG_VALUE})`, "gi"), rep: (_m, k) => `${k}=${REDACTED}`, needle: "-" },
+  {
+    re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)=(${FLAG_VALUE})`, "gi"),
+    rep: (_m, k) => `${k}=${REDACTED}`,
+    needle: "-",
+  },
   // --password V
-  { re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)\\s+(?!-)(${FLAG_VALUE})`, "gi"), rep: (_m, k) => `${k} ${REDACTED}`, needle: "-" },
+  {
+    re: new RegExp(`(--?[\\w.-]*(?:${SENSITIVE})[\\w.-]*)\\s+(?!-)(${FLAG_VALUE})`, "gi"),
+    rep: (_m, k) => `${k} ${REDACTED}`,
+    needle: "-",
+  },
   // Authorization header lines and bearer/basic credentials
-  { re: /\b(authorization|proxy-authorization|cookie|set-cookie)\s*:\s*[^\r\n]*/gi, rep: (_m, k) => `${k}: ${REDACTED}` },
+  {
+    re: /\b(authorization|proxy-authorization|cookie|set-cookie)\s*:\s*[^\r\n]*/gi,
+    rep: (_m, k) => `${k}: ${REDACTED}`,
+  },
   { re: /\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}/gi, rep: (_m, k) => `${k} ${REDACTED}` },
   // URL userinfo and query strings
   // user:password@ (the user may be empty, the password may hold '@'), or a token-like user alone
-  { re: /(\b[a-z][a-z0-9+.-]*:\/\/)(?:[^\s/?#@:]*:[^\s/?#]*|[A-Za-z0-9._~%+-]{20,})@/gi, rep: (_m, s) => `${s}${REDACTED}@`, needle: "://" },
+  {
+    re: /(\b[a-z][a-z0-9+.-]*:\/\/)(?:[^\s/?#@:]*:[^\s/?#]*|[A-Za-z0-9._~%+-]{20,})@/gi,
+    rep: (_m, s) => `${s}${REDACTED}@`,
+    needle: "://",
+  },
   { re: /(\b[a-z][a-z0-9+.-]*:\/\/[^\s?#"'<>]+)\?[^\s#"'<>]*/gi, rep: (_m, u) => `${u}?${REDACTED}`, needle: "://" },
   // Tokenized download links
   { re: /(\/download\/)[A-Za-z0-9_-]{8,}/g, rep: (_m, p) => `${p}${REDACTED}`, needle: "/download/" },
@@ -167,7 +183,8 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
     return bound(scrubLearnt(s));
   };
 
-  const bound = (s: string): string => (s.length > maxChars ? `${s.slice(0, maxChars)}…<truncated ${s.length - maxChars} chars>` : s);
+  const bound = (s: string): string =>
+    s.length > maxChars ? `${s.slice(0, maxChars)}…<truncated ${s.length - maxChars} chars>` : s;
 
   const scrub = (input: string): string => {
     let s = input;
@@ -175,7 +192,8 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
     const found = findSecrets(s);
     for (const f of found) if (f.rule.freeForm) learn(f.secret);
     s = replaceSecrets(s, REDACTED, found);
-    for (const rule of TEXT_RULES) if (!rule.needle || s.includes(rule.needle)) s = s.replace(rule.re, rule.rep as string);
+    for (const rule of TEXT_RULES)
+      if (!rule.needle || s.includes(rule.needle)) s = s.replace(rule.re, rule.rep as string);
     return redactPairs(s, learn);
   };
 
@@ -191,7 +209,10 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
     if (v instanceof Error) return { type: v.name, message: text(v.message) };
     const obj = v as object;
     if (seen.has(obj)) return { [CYCLE_KEY]: Array.isArray(obj) ? "array" : "object" };
-    if (depth >= MAX_DEPTH) return { [TRUNCATED_KEY]: { reason: "depth_limit", max_depth: MAX_DEPTH, type: Array.isArray(obj) ? "array" : "object" } };
+    if (depth >= MAX_DEPTH)
+      return {
+        [TRUNCATED_KEY]: { reason: "depth_limit", max_depth: MAX_DEPTH, type: Array.isArray(obj) ? "array" : "object" },
+      };
     seen.add(obj);
     try {
       if (Array.isArray(obj)) {
@@ -206,7 +227,8 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
           if (typeof item === "string" && FLAG.test(item)) redactNext = true;
           out.push(walk(item, depth + 1, seen));
         }
-        if (obj.length > MAX_ITEMS) out.push({ [TRUNCATED_KEY]: { reason: "item_limit", retained: MAX_ITEMS, omitted: obj.length - MAX_ITEMS } });
+        if (obj.length > MAX_ITEMS)
+          out.push({ [TRUNCATED_KEY]: { reason: "item_limit", retained: MAX_ITEMS, omitted: obj.length - MAX_ITEMS } });
         return out;
       }
       const entries = Object.entries(obj);
@@ -219,9 +241,11 @@ export function createRedactor(secrets: readonly string[], maxChars: number): Re
         for (let n = 2; key in out; n++) key = `${rawKey.slice(0, MAX_KEY_CHARS)}#${n}`;
         const sensitive = isSensitiveKey(rawKey) || (pairSecret && rawKey === "value");
         if (sensitive && typeof item === "string") learn(item);
-        out[key] = sensitive && item !== null && item !== undefined && item !== "" ? REDACTED : walk(item, depth + 1, seen);
+        out[key] =
+          sensitive && item !== null && item !== undefined && item !== "" ? REDACTED : walk(item, depth + 1, seen);
       }
-      if (entries.length > MAX_ITEMS) out[TRUNCATED_KEY] = { reason: "item_limit", retained: MAX_ITEMS, omitted: entries.length - MAX_ITEMS };
+      if (entries.length > MAX_ITEMS)
+        out[TRUNCATED_KEY] = { reason: "item_limit", retained: MAX_ITEMS, omitted: entries.length - MAX_ITEMS };
       return out;
     } finally {
       seen.delete(obj);

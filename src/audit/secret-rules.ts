@@ -59,7 +59,8 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "private_key",
     description: "A PEM or OpenSSH private key block (the whole block, or the header and the base64 after it)",
     keywords: ["private key"],
-    regex: /-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,-]{0,16384})/,
+    regex:
+      /-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,-]{0,16384})/,
     group: 0,
   }),
   rule({
@@ -73,7 +74,8 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "aws_secret_key",
     description: "An AWS secret access key named as such (aws_secret_access_key = …, AWS_SECRET_KEY: …)",
     keywords: ["aws", "secret_access"],
-    regex: /(?:aws|secret_access)[\w.-]{0,30}(?:secret|key)[\w.-]{0,20}["']?\s{0,5}[:=]\s{0,5}["']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])/i,
+    regex:
+      /(?:aws|secret_access)[\w.-]{0,30}(?:secret|key)[\w.-]{0,20}["']?\s{0,5}[:=]\s{0,5}["']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])/i,
     group: 1,
   }),
   rule({
@@ -108,7 +110,8 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "slack_token",
     description: "A Slack bot, user, app, refresh or configuration token (xoxb-, xoxp-, xapp- …)",
     keywords: ["xox", "xapp-"],
-    regex: /\b(?:xox[abeoprs]-(?:\d{1,20}-)?[A-Za-z0-9-]{10,250}|xoxe\.xox[bp]-\d-[A-Za-z0-9]{20,250}|xapp-\d-[A-Za-z0-9]{8,20}-\d{6,20}-[a-z0-9]{20,100})/,
+    regex:
+      /\b(?:xox[abeoprs]-(?:\d{1,20}-)?[A-Za-z0-9-]{10,250}|xoxe\.xox[bp]-\d-[A-Za-z0-9]{20,250}|xapp-\d-[A-Za-z0-9]{8,20}-\d{6,20}-[a-z0-9]{20,100})/,
     group: 0,
   }),
   rule({
@@ -226,7 +229,8 @@ export const SECRET_RULES: readonly SecretRule[] = [
   }),
   rule({
     id: "mysql_password",
-    description: "A MySQL/MariaDB client password given on the command line, -p<password> (attached, quoted, after other flags)",
+    description:
+      "A MySQL/MariaDB client password given on the command line, -p<password> (attached, quoted, after other flags)",
     keywords: ["mysql", "mariadb"],
     regex: new RegExp(`\\b(?:mysql|mariadb)[\\w-]{0,12}\\b${SAME_COMMAND}\\s-p(${ARG})`),
     group: 1,
@@ -252,7 +256,9 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "curl_credentials",
     description: "user:password handed to curl or wget (-u, --user, --password=)",
     keywords: ["curl", "wget"],
-    regex: new RegExp(`\\b(?:curl|wget)\\b${SAME_COMMAND}\\s(?:-u\\s{0,5}|--user[= ]\\s{0,5}|--(?:http-)?password[= ]\\s{0,5})(${ARG})`),
+    regex: new RegExp(
+      `\\b(?:curl|wget)\\b${SAME_COMMAND}\\s(?:-u\\s{0,5}|--user[= ]\\s{0,5}|--(?:http-)?password[= ]\\s{0,5})(${ARG})`,
+    ),
     group: 1,
     freeForm: true,
   }),
@@ -267,8 +273,22 @@ export const SECRET_RULES: readonly SecretRule[] = [
   rule({
     id: "generic_assignment",
     description: "A quoted value assigned to a name that says token, secret, password or key",
-    keywords: ["token", "secret", "password", "passwd", "pwd", "api_key", "api-key", "apikey", "access_key", "access-key", "accesskey", "client_secret"],
-    regex: /(?:token|secret|password|passwd|pwd|api[_-]?key|access[_-]?key|client[_-]?secret)\w{0,40}["']?\s{0,5}[:=]\s{0,5}["']([^"'\s]{8,512})["']/i,
+    keywords: [
+      "token",
+      "secret",
+      "password",
+      "passwd",
+      "pwd",
+      "api_key",
+      "api-key",
+      "apikey",
+      "access_key",
+      "access-key",
+      "accesskey",
+      "client_secret",
+    ],
+    regex:
+      /(?:token|secret|password|passwd|pwd|api[_-]?key|access[_-]?key|client[_-]?secret)\w{0,40}["']?\s{0,5}[:=]\s{0,5}["']([^"'\s]{8,512})["']/i,
     group: 1,
     freeForm: true,
   }),
@@ -276,7 +296,8 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "dotenv_assignment",
     description: "A dotenv or shell line NAME=value whose NAME says token, secret, password or key",
     keywords: ["token", "secret", "password", "passwd", "api_key", "apikey", "access_key", "private_key"],
-    regex: /^[ \t]{0,20}(?:export[ \t]{1,5})?[A-Z0-9_]{0,60}(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)[A-Z0-9_]{0,60}[ \t]{0,5}=[ \t]{0,5}["']?([^"'\s#;&|`]{8,512})/m,
+    regex:
+      /^[ \t]{0,20}(?:export[ \t]{1,5})?[A-Z0-9_]{0,60}(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)[A-Z0-9_]{0,60}[ \t]{0,5}=[ \t]{0,5}["']?([^"'\s#;&|`]{8,512})/m,
     group: 1,
     freeForm: true,
   }),
@@ -334,7 +355,11 @@ function keywordsIn(text: string, rules: readonly SecretRule[]): Set<string> {
   let scanner = keywordScanners.get(rules);
   if (!scanner) {
     const all = [...new Set(rules.flatMap((r) => r.keywords))].sort((a, b) => b.length - a.length);
-    scanner = { re: new RegExp(all.length ? all.map(escapeRegex).join("|") : "(?!)", "gi"), all, longest: all[0]?.length ?? 0 };
+    scanner = {
+      re: new RegExp(all.length ? all.map(escapeRegex).join("|") : "(?!)", "gi"),
+      all,
+      longest: all[0]?.length ?? 0,
+    };
     keywordScanners.set(rules, scanner);
   }
   const found = new Set<string>();

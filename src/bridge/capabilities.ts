@@ -22,7 +22,9 @@ export function liveBridgeCapabilities(capabilities: Capabilities, settings: Set
   const oauthServers = () => {
     if (!settings.agent_bridge_enabled) return [];
     const load = open().manifest.current();
-    return load.manifest ? [...load.manifest.servers.values()].filter((s) => s.enabled && s.auth.mode === "oauth").map((s) => s.name) : [];
+    return load.manifest
+      ? [...load.manifest.servers.values()].filter((s) => s.enabled && s.auth.mode === "oauth").map((s) => s.name)
+      : [];
   };
   Object.defineProperties(capabilities, {
     agent_bridge: { enumerable: true, get: () => settings.agent_bridge_enabled },
@@ -32,7 +34,10 @@ export function liveBridgeCapabilities(capabilities: Capabilities, settings: Set
       get: () => {
         try {
           const servers = open().store.read().servers;
-          return oauthServers().filter((n) => typeof (servers[n]?.oauth?.tokens as { access_token?: unknown } | undefined)?.access_token === "string").length;
+          return oauthServers().filter(
+            (n) =>
+              typeof (servers[n]?.oauth?.tokens as { access_token?: unknown } | undefined)?.access_token === "string",
+          ).length;
         } catch {
           return 0;
         }

@@ -60,22 +60,39 @@ export class CredentialStore {
     let key: string;
     try {
       const st = lstatSync(this.path);
-      if (!st.isFile()) throw new ToolError("credential_store_corrupt", "the agent credential store is not a regular file; refusing to use or reset it");
-      if (st.size > MAX_CREDENTIALS_BYTES) throw new ToolError("credential_store_corrupt", `the agent credential store exceeds ${MAX_CREDENTIALS_BYTES} bytes; refusing to use or reset it`);
+      if (!st.isFile())
+        throw new ToolError(
+          "credential_store_corrupt",
+          "the agent credential store is not a regular file; refusing to use or reset it",
+        );
+      if (st.size > MAX_CREDENTIALS_BYTES)
+        throw new ToolError(
+          "credential_store_corrupt",
+          `the agent credential store exceeds ${MAX_CREDENTIALS_BYTES} bytes; refusing to use or reset it`,
+        );
       key = `${st.ino}:${st.size}:${st.mtimeMs}:${st.ctimeMs}`;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === "ENOENT") return { version: 1, servers: {} };
-      throw e instanceof ToolError ? e : new ToolError("credential_store_unreadable", "the agent credential store cannot be read");
+      throw e instanceof ToolError
+        ? e
+        : new ToolError("credential_store_unreadable", "the agent credential store cannot be read");
     }
     if (this.cache?.key === key) return this.cache.doc;
     let raw: unknown;
     try {
       raw = JSON.parse(readFileSync(this.path, "utf8"));
     } catch {
-      throw new ToolError("credential_store_corrupt", "the agent credential store is not valid JSON; refusing to use or reset it");
+      throw new ToolError(
+        "credential_store_corrupt",
+        "the agent credential store is not valid JSON; refusing to use or reset it",
+      );
     }
     const parsed = storeSchema.safeParse(raw);
-    if (!parsed.success) throw new ToolError("credential_store_corrupt", "the agent credential store has an unsupported layout or version; refusing to use or reset it");
+    if (!parsed.success)
+      throw new ToolError(
+        "credential_store_corrupt",
+        "the agent credential store has an unsupported layout or version; refusing to use or reset it",
+      );
     this.cache = { key, doc: parsed.data };
     return parsed.data;
   }
@@ -112,7 +129,11 @@ export class CredentialStore {
       const result = change(doc);
       const next = prune(doc);
       const body = `${JSON.stringify(next, null, 2)}\n`;
-      if (Buffer.byteLength(body) > MAX_CREDENTIALS_BYTES) throw new ToolError("credential_store_full", `the agent credential store would exceed ${MAX_CREDENTIALS_BYTES} bytes`);
+      if (Buffer.byteLength(body) > MAX_CREDENTIALS_BYTES)
+        throw new ToolError(
+          "credential_store_full",
+          `the agent credential store would exceed ${MAX_CREDENTIALS_BYTES} bytes`,
+        );
       writeFileAtomic(this.path, body);
       this.cache = undefined;
       return result;

@@ -32,5 +32,9 @@ export function limitResponse(response: Response, maxBytes = MAX_HTTP_MESSAGE_BY
       controller.enqueue(chunk);
     },
   });
-  return new Response(response.body.pipeThrough(limiter), { status: response.status, statusText: response.statusText, headers: response.headers });
+  return new Response(response.body.pipeThrough(limiter), {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
 }

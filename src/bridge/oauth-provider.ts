@@ -1,5 +1,9 @@
 import type { OAuthClientProvider, OAuthDiscoveryState } from "@modelcontextprotocol/sdk/client/auth.js";
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js";
+import type {
+  OAuthClientInformationMixed,
+  OAuthClientMetadata,
+  OAuthTokens,
+} from "@modelcontextprotocol/sdk/shared/auth.js";
 import { ToolError } from "../core/errors.ts";
 import type { CredentialStore } from "./credentials.ts";
 import type { ServerConfig } from "./manifest.ts";
@@ -20,7 +24,11 @@ export function storedOAuth(store: CredentialStore, server: string): StoredOAuth
 }
 
 /** Updates a server's OAuth entry under the store's lock; `undefined` fields are removed. */
-export function updateOAuth(store: CredentialStore, server: string, change: (current: StoredOAuth) => StoredOAuth): Promise<void> {
+export function updateOAuth(
+  store: CredentialStore,
+  server: string,
+  change: (current: StoredOAuth) => StoredOAuth,
+): Promise<void> {
   return store.mutate((doc) => {
     const entry = (doc.servers[server] ??= {});
     const next = change({ ...((entry.oauth ?? {}) as StoredOAuth) });
@@ -99,11 +107,16 @@ export class StoreOAuthProvider implements OAuthClientProvider {
       // Already stored by the refresh gate (src/bridge/refresh-gate.ts): nothing new to write.
       if (!this.interactive && o.tokens?.access_token === tokens.access_token) return o;
       return {
-      ...o,
-      // A refresh answer without a refresh token keeps the one we had.
-      tokens: { ...tokens, ...(tokens.refresh_token === undefined && o.tokens?.refresh_token ? { refresh_token: o.tokens.refresh_token } : {}) },
-      stored_at: now,
-      expires_at: typeof tokens.expires_in === "number" ? now + tokens.expires_in : null,
+        ...o,
+        // A refresh answer without a refresh token keeps the one we had.
+        tokens: {
+          ...tokens,
+          ...(tokens.refresh_token === undefined && o.tokens?.refresh_token
+            ? { refresh_token: o.tokens.refresh_token }
+            : {}),
+        },
+        stored_at: now,
+        expires_at: typeof tokens.expires_in === "number" ? now + tokens.expires_in : null,
       };
     });
   }
@@ -124,7 +137,10 @@ export class StoreOAuthProvider implements OAuthClientProvider {
 
   async saveDiscoveryState(state: OAuthDiscoveryState): Promise<void> {
     if (!state.authorizationServerMetadata) return;
-    await updateOAuth(this.store, this.server.name, (o) => ({ ...o, authorization_metadata: state.authorizationServerMetadata as unknown as Record<string, unknown> }));
+    await updateOAuth(this.store, this.server.name, (o) => ({
+      ...o,
+      authorization_metadata: state.authorizationServerMetadata as unknown as Record<string, unknown>,
+    }));
   }
 
   async invalidateCredentials(scope: "all" | "client" | "tokens" | "verifier" | "discovery"): Promise<void> {
@@ -145,5 +161,8 @@ export class StoreOAuthProvider implements OAuthClientProvider {
 }
 
 export function authRequired(server: string): ToolError {
-  return new ToolError("upstream_auth_required", `OAuth reauthorization required for ${server}; run: local-shell-mcp mcp auth ${server}`);
+  return new ToolError(
+    "upstream_auth_required",
+    `OAuth reauthorization required for ${server}; run: local-shell-mcp mcp auth ${server}`,
+  );
 }

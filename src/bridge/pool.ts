@@ -3,7 +3,13 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import { type CallToolResult, ErrorCode, McpError, type Tool, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type CallToolResult,
+  ErrorCode,
+  McpError,
+  type Tool,
+  ToolListChangedNotificationSchema,
+} from "@modelcontextprotocol/sdk/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
 import type { JsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import type { Settings } from "../config/schema.ts";
@@ -173,7 +179,12 @@ export class UpstreamPool {
   }
 
   /** Calls one upstream tool; waiting for a slot counts against the call timeout. */
-  async call(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult> {
+  async call(
+    server: ServerConfig,
+    tool: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+  ): Promise<CallToolResult> {
     const u = this.upstream(server.name);
     // The start has its own budget: calls queued behind a slow start do not spend their call
     // timeout on it (a busy machine can take seconds to start an upstream).
@@ -199,16 +210,30 @@ export class UpstreamPool {
     }
   }
 
-  private async callOnce(server: ServerConfig, tool: string, args: Record<string, unknown>, signal: AbortSignal, waited: number): Promise<CallToolResult> {
+  private async callOnce(
+    server: ServerConfig,
+    tool: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    waited: number,
+  ): Promise<CallToolResult> {
     let conn: Connection | undefined;
     try {
       conn = await this.ensure(server, Date.now() + this.startBudgetMs());
       const deadline = Date.now() + this.settings.agent_mcp_call_timeout_s * 1000 - waited;
       conn.active++;
       const def = conn.tools.find((t) => t.name === tool);
-      if (!def) throw new ToolError("unknown_mcp_tool", `${server.name} has no tool named ${JSON.stringify(tool.slice(0, 200))}`);
+      if (!def)
+        throw new ToolError(
+          "unknown_mcp_tool",
+          `${server.name} has no tool named ${JSON.stringify(tool.slice(0, 200))}`,
+        );
       this.validate(server, def, args);
-      return (await conn.client.callTool({ name: tool, arguments: args }, undefined, { timeout: remaining(deadline), signal, maxTotalTimeout: remaining(deadline) })) as CallToolResult;
+      return (await conn.client.callTool({ name: tool, arguments: args }, undefined, {
+        timeout: remaining(deadline),
+        signal,
+        maxTotalTimeout: remaining(deadline),
+      })) as CallToolResult;
     } catch (e) {
       if (e instanceof UpstreamGoneError) {
         const u = this.upstream(server.name);
@@ -230,21 +255,36 @@ export class UpstreamPool {
       try {
         check = this.validator.getValidator(def.inputSchema as never);
       } catch {
-        throw new ToolError("upstream_unavailable", `${server.name} advertises an input schema for ${def.name} that cannot be compiled`);
+        throw new ToolError(
+          "upstream_unavailable",
+          `${server.name} advertises an input schema for ${def.name} that cannot be compiled`,
+        );
       }
       this.validators.set(def.inputSchema, check);
     }
     const r = check(args);
-    if (!r.valid) throw new ToolError("invalid_upstream_arguments", `arguments do not match the input schema of ${server.name}/${def.name}: ${this.resolver.redact(r.errorMessage).slice(0, 2000)}`);
+    if (!r.valid)
+      throw new ToolError(
+        "invalid_upstream_arguments",
+        `arguments do not match the input schema of ${server.name}/${def.name}: ${this.resolver.redact(r.errorMessage).slice(0, 2000)}`,
+      );
   }
 
   private callError(server: ServerConfig, conn: Connection | undefined, e: unknown): ToolError {
     if (e instanceof ToolError) return e;
-    if (e instanceof UnauthorizedError) return new ToolError("upstream_auth_required", `${server.name} refused our credentials; run: local-shell-mcp mcp auth ${server.name}`);
+    if (e instanceof UnauthorizedError)
+      return new ToolError(
+        "upstream_auth_required",
+        `${server.name} refused our credentials; run: local-shell-mcp mcp auth ${server.name}`,
+      );
     if (e instanceof McpError && e.code === ErrorCode.RequestTimeout) {
-      return new ToolError("upstream_timeout", `${server.name} did not answer within ${this.settings.agent_mcp_call_timeout_s} s; the call was cancelled`);
+      return new ToolError(
+        "upstream_timeout",
+        `${server.name} did not answer within ${this.settings.agent_mcp_call_timeout_s} s; the call was cancelled`,
+      );
     }
-    if ((e as Error)?.name === "AbortError" || (e instanceof McpError && /abort/i.test(e.message))) return new ToolError("cancelled", "the call was cancelled");
+    if ((e as Error)?.name === "AbortError" || (e instanceof McpError && /abort/i.test(e.message)))
+      return new ToolError("cancelled", "the call was cancelled");
     if (conn?.closed || (e instanceof McpError && e.code === ErrorCode.ConnectionClosed)) {
       const why = conn?.failure();
       const reason = why ? `: ${why}` : "";
@@ -259,7 +299,10 @@ export class UpstreamPool {
       if (u?.conn === conn) u.conn = undefined;
     }
     const message = e instanceof Error ? e.message : String(e);
-    return new ToolError("upstream_error", `${server.name} returned an error: ${this.resolver.redact(message).slice(0, 2000)}`);
+    return new ToolError(
+      "upstream_error",
+      `${server.name} returned an error: ${this.resolver.redact(message).slice(0, 2000)}`,
+    );
   }
 
   private stderrHint(conn: Connection | undefined): string {
@@ -274,7 +317,12 @@ export class UpstreamPool {
       return Promise.resolve();
     }
     if (u.waiters.length >= MAX_QUEUED_CALLS) {
-      return Promise.reject(new ToolError("upstream_busy", `${server.name} already has ${server.maxConcurrentCalls} calls running and ${MAX_QUEUED_CALLS} waiting; try again later`));
+      return Promise.reject(
+        new ToolError(
+          "upstream_busy",
+          `${server.name} already has ${server.maxConcurrentCalls} calls running and ${MAX_QUEUED_CALLS} waiting; try again later`,
+        ),
+      );
     }
     return new Promise<void>((resolve, reject) => {
       const waiter = {
@@ -288,7 +336,16 @@ export class UpstreamPool {
           reject(e);
         },
       };
-      const timer = setTimeout(() => waiter.fail(new ToolError("upstream_timeout", `no call slot of ${server.name} became free within ${this.settings.agent_mcp_call_timeout_s} s`)), remaining(deadline));
+      const timer = setTimeout(
+        () =>
+          waiter.fail(
+            new ToolError(
+              "upstream_timeout",
+              `no call slot of ${server.name} became free within ${this.settings.agent_mcp_call_timeout_s} s`,
+            ),
+          ),
+        remaining(deadline),
+      );
       const onAbort = () => waiter.fail(new ToolError("cancelled", "the call was cancelled"));
       signal.addEventListener("abort", onAbort, { once: true });
       const cleanup = () => {
@@ -325,7 +382,8 @@ export class UpstreamPool {
     if (this.closing) throw new ToolError("upstream_unavailable", "the server is shutting down");
     const u = this.upstream(server.name);
     const fingerprint = this.resolver.fingerprint(server);
-    const dead = u.conn && (u.conn.closed || (u.conn.transport instanceof ContainedStdioTransport && !u.conn.transport.alive()));
+    const dead =
+      u.conn && (u.conn.closed || (u.conn.transport instanceof ContainedStdioTransport && !u.conn.transport.alive()));
     if (u.conn && (dead || u.conn.fingerprint !== fingerprint)) {
       const old = u.conn;
       u.conn = undefined;
@@ -341,7 +399,10 @@ export class UpstreamPool {
     if (!u.connecting) {
       if (Date.now() < u.retryAt && !background) {
         const wait = ((u.retryAt - Date.now()) / 1000).toFixed(1);
-        throw new ToolError("upstream_unavailable", `${server.name} failed to start and is backing off (retry in ${wait} s): ${u.lastError ?? "unknown error"}`);
+        throw new ToolError(
+          "upstream_unavailable",
+          `${server.name} failed to start and is backing off (retry in ${wait} s): ${u.lastError ?? "unknown error"}`,
+        );
       }
       u.connecting = this.connect(server, fingerprint, deadline).then(
         (conn) => {
@@ -356,7 +417,13 @@ export class UpstreamPool {
         },
         (e: unknown) => {
           u.connecting = undefined;
-          const err = e instanceof ToolError ? e : new ToolError("upstream_unavailable", `${server.name} could not be started: ${this.resolver.redact((e as Error)?.message ?? String(e))}`);
+          const err =
+            e instanceof ToolError
+              ? e
+              : new ToolError(
+                  "upstream_unavailable",
+                  `${server.name} could not be started: ${this.resolver.redact((e as Error)?.message ?? String(e))}`,
+                );
           u.lastFailure = { message: err.message, at: Date.now() };
           // Only a failed start backs off; a missing secret or a corrupt store is fixed by the operator.
           // A failed warm-up does not: the first call that needs the upstream gets a start of its own.
@@ -379,7 +446,14 @@ export class UpstreamPool {
     const client = new Client({ name: "local-shell-mcp-agent-bridge", version: VERSION }, { capabilities: {} });
     const stdio = transport instanceof ContainedStdioTransport ? transport : undefined;
     const conn: Connection = {
-      client, transport, pid: undefined, tools: [], fingerprint, active: 0, stale: false, closed: false,
+      client,
+      transport,
+      pid: undefined,
+      tools: [],
+      fingerprint,
+      active: 0,
+      stale: false,
+      closed: false,
       stderr: () => stdio?.stderr() ?? "",
       failure: () => stdio?.failure,
     };
@@ -396,7 +470,9 @@ export class UpstreamPool {
         if (u?.conn === conn) u.lastTools = conn.tools;
         this.onToolsChanged?.();
       } catch (e) {
-        log.warn(`agent bridge: refreshing the tools of ${server.name} failed: ${this.resolver.redact((e as Error).message)}`);
+        log.warn(
+          `agent bridge: refreshing the tools of ${server.name} failed: ${this.resolver.redact((e as Error).message)}`,
+        );
       }
     });
     const probe = this.settings.agent_mcp_probe_timeout_s;
@@ -409,9 +485,18 @@ export class UpstreamPool {
     } catch (e) {
       await client.close().catch(() => undefined);
       if (e instanceof ToolError) throw e;
-      if (e instanceof UnauthorizedError) throw new ToolError("upstream_auth_required", `${server.name} refused our credentials; run: local-shell-mcp mcp auth ${server.name}`);
-      const timedOut = (e instanceof McpError && e.code === ErrorCode.RequestTimeout) || (e as Error)?.name === "TimeoutError" || Date.now() >= deadline;
-      const why = timedOut ? `did not complete its start (initialize and tools/list) within ${budget} s` : `failed during start-up: ${this.resolver.redact((e as Error)?.message ?? String(e)).slice(0, 1000)}`;
+      if (e instanceof UnauthorizedError)
+        throw new ToolError(
+          "upstream_auth_required",
+          `${server.name} refused our credentials; run: local-shell-mcp mcp auth ${server.name}`,
+        );
+      const timedOut =
+        (e instanceof McpError && e.code === ErrorCode.RequestTimeout) ||
+        (e as Error)?.name === "TimeoutError" ||
+        Date.now() >= deadline;
+      const why = timedOut
+        ? `did not complete its start (initialize and tools/list) within ${budget} s`
+        : `failed during start-up: ${this.resolver.redact((e as Error)?.message ?? String(e)).slice(0, 1000)}`;
       throw new ToolError("upstream_unavailable", `${server.name} ${why}${this.stderrHint(conn)}`);
     }
     conn.ping = setInterval(() => {
@@ -458,13 +543,16 @@ export class UpstreamPool {
     const authProvider = this.resolver.authProvider(server);
     const fetchWithSecrets = authProvider ? this.resolver.oauthFetch(server, plainFetch) : plainFetch;
     const options = { fetch: fetchWithSecrets, ...(authProvider ? { authProvider } : {}) };
-    return server.type === "sse" ? new SSEClientTransport(url, options) : new StreamableHTTPClientTransport(url, options);
+    return server.type === "sse"
+      ? new SSEClientTransport(url, options)
+      : new StreamableHTTPClientTransport(url, options);
   }
 
   private async closeConnection(conn: Connection): Promise<void> {
     clearInterval(conn.ping);
     conn.closed = true;
-    if (conn.transport instanceof StreamableHTTPClientTransport) await conn.transport.terminateSession().catch(() => undefined);
+    if (conn.transport instanceof StreamableHTTPClientTransport)
+      await conn.transport.terminateSession().catch(() => undefined);
     await conn.client.close().catch(() => undefined);
   }
 

@@ -9,7 +9,10 @@ const UNSAFE_CHARS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a
 function cutBytes(text: string, maxBytes: number): string {
   if (Buffer.byteLength(text) <= maxBytes) return text;
   // Cutting the encoded bytes may split a character; the decoder turns that into U+FFFD, which we drop.
-  return Buffer.from(text).subarray(0, maxBytes).toString("utf8").replace(/\uFFFD$/, "");
+  return Buffer.from(text)
+    .subarray(0, maxBytes)
+    .toString("utf8")
+    .replace(/\uFFFD$/, "");
 }
 
 /** An upstream tool description as data: marked with its origin, cleaned, capped, credentials scrubbed. */

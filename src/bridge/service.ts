@@ -5,7 +5,14 @@ import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { CredentialStore } from "./credentials.ts";
 import { type BridgeHome, bridgeHome } from "./home.ts";
-import { agentConfigDir, type Manifest, ManifestSource, type ServerConfig, secretRefs, type ValueOrSecret } from "./manifest.ts";
+import {
+  agentConfigDir,
+  type Manifest,
+  ManifestSource,
+  type ServerConfig,
+  secretRefs,
+  type ValueOrSecret,
+} from "./manifest.ts";
 import { authRequired, StoreOAuthProvider, storedOAuth } from "./oauth-provider.ts";
 import { UpstreamPool, type UpstreamResolver } from "./pool.ts";
 import { RefreshGate } from "./refresh-gate.ts";
@@ -17,8 +24,21 @@ const MIN_LITERAL_REDACT_CHARS = 8;
 
 export type OAuthStatus =
   | { mode: "none"; authorized: true; status: "not_required"; expires_at: null }
-  | { mode: "secret"; authorized: boolean; status: "configured" | "missing_secret"; secret_reference_count: number; missing_secret_count: number; expires_at: null }
-  | { mode: "oauth"; authorized: boolean; status: "unauthorized" | "refreshable" | "expired" | "authorized"; expires_at: number | null; client_registered: boolean };
+  | {
+      mode: "secret";
+      authorized: boolean;
+      status: "configured" | "missing_secret";
+      secret_reference_count: number;
+      missing_secret_count: number;
+      expires_at: null;
+    }
+  | {
+      mode: "oauth";
+      authorized: boolean;
+      status: "unauthorized" | "refreshable" | "expired" | "authorized";
+      expires_at: number | null;
+      client_registered: boolean;
+    };
 
 /**
  * The Agent Bridge of one server process: the manifest (re-read when it changes), the private
@@ -62,10 +82,14 @@ export class AgentBridge {
 
   /** The loaded manifest, or the error every bridge tool but the status reports. */
   requireManifest(): Manifest {
-    if (!this.settings.agent_bridge_enabled) throw new ToolError("agent_bridge_disabled", "the Agent Bridge is turned off (agent_bridge_enabled=false)");
+    if (!this.settings.agent_bridge_enabled)
+      throw new ToolError("agent_bridge_disabled", "the Agent Bridge is turned off (agent_bridge_enabled=false)");
     const load = this.manifest.current();
     if (load.status === "invalid_config") {
-      throw new ToolError("agent_config_invalid", `the Agent Bridge manifest is invalid; see agent_config_status (${load.errors.length} error${load.errors.length === 1 ? "" : "s"})`);
+      throw new ToolError(
+        "agent_config_invalid",
+        `the Agent Bridge manifest is invalid; see agent_config_status (${load.errors.length} error${load.errors.length === 1 ? "" : "s"})`,
+      );
     }
     return load.manifest;
   }
@@ -73,8 +97,13 @@ export class AgentBridge {
   /** An enabled server of the manifest; `unknown_mcp_server` or `mcp_server_disabled` otherwise. */
   server(name: string): ServerConfig {
     const s = this.requireManifest().servers.get(name);
-    if (!s) throw new ToolError("unknown_mcp_server", `no MCP server named ${JSON.stringify(name.slice(0, 128))} in the Agent Bridge manifest`);
-    if (!s.enabled) throw new ToolError("mcp_server_disabled", `MCP server ${name} is disabled in the Agent Bridge manifest`);
+    if (!s)
+      throw new ToolError(
+        "unknown_mcp_server",
+        `no MCP server named ${JSON.stringify(name.slice(0, 128))} in the Agent Bridge manifest`,
+      );
+    if (!s.enabled)
+      throw new ToolError("mcp_server_disabled", `MCP server ${name} is disabled in the Agent Bridge manifest`);
     return s;
   }
 
@@ -89,7 +118,10 @@ export class AgentBridge {
     }
     if (missing > 0) {
       // Names of secrets are only shown by the local `mcp secret list` command.
-      throw new ToolError("missing_secret", `${missing} secret reference${missing === 1 ? "" : "s"} of MCP server ${server.name} ${missing === 1 ? "is" : "are"} not stored; set ${missing === 1 ? "it" : "them"} with: local-shell-mcp mcp secret set ${server.name} NAME --stdin`);
+      throw new ToolError(
+        "missing_secret",
+        `${missing} secret reference${missing === 1 ? "" : "s"} of MCP server ${server.name} ${missing === 1 ? "is" : "are"} not stored; set ${missing === 1 ? "it" : "them"} with: local-shell-mcp mcp secret set ${server.name} NAME --stdin`,
+      );
     }
     return out;
   }
@@ -105,7 +137,9 @@ export class AgentBridge {
   scrubber(): SecretScrubber {
     const load = this.manifest.current();
     const literals = load.manifest
-      ? [...load.manifest.servers.values()].flatMap((s) => [...Object.values(s.env), ...Object.values(s.headers)]).filter((v): v is string => typeof v === "string" && v.length >= MIN_LITERAL_REDACT_CHARS)
+      ? [...load.manifest.servers.values()]
+          .flatMap((s) => [...Object.values(s.env), ...Object.values(s.headers)])
+          .filter((v): v is string => typeof v === "string" && v.length >= MIN_LITERAL_REDACT_CHARS)
       : [];
     const key = this.credentials.fingerprint();
     if (this.scrubberCache?.key === key && this.scrubberCache.load === load) return this.scrubberCache.scrubber;
@@ -115,7 +149,8 @@ export class AgentBridge {
   }
 
   authStatus(server: ServerConfig): OAuthStatus {
-    if (server.auth.mode === "none") return { mode: "none", authorized: true, status: "not_required", expires_at: null };
+    if (server.auth.mode === "none")
+      return { mode: "none", authorized: true, status: "not_required", expires_at: null };
     if (server.auth.mode === "secret") {
       const refs = secretRefs(server);
       let stored: Record<string, string> = {};
@@ -125,7 +160,14 @@ export class AgentBridge {
         // An unreadable store counts every reference as missing.
       }
       const missing = refs.filter((n) => stored[n] === undefined).length;
-      return { mode: "secret", authorized: missing === 0, status: missing === 0 ? "configured" : "missing_secret", secret_reference_count: refs.length, missing_secret_count: missing, expires_at: null };
+      return {
+        mode: "secret",
+        authorized: missing === 0,
+        status: missing === 0 ? "configured" : "missing_secret",
+        secret_reference_count: refs.length,
+        missing_secret_count: missing,
+        expires_at: null,
+      };
     }
     let oauth: Record<string, unknown> | undefined;
     try {
@@ -136,10 +178,23 @@ export class AgentBridge {
     const tokens = oauth?.tokens as { access_token?: unknown; refresh_token?: unknown } | undefined;
     const expiresAt = typeof oauth?.expires_at === "number" ? oauth.expires_at : null;
     const clientRegistered = typeof oauth?.client_info === "object" && oauth.client_info !== null;
-    if (!tokens || typeof tokens.access_token !== "string") return { mode: "oauth", authorized: false, status: "unauthorized", expires_at: null, client_registered: clientRegistered };
+    if (!tokens || typeof tokens.access_token !== "string")
+      return {
+        mode: "oauth",
+        authorized: false,
+        status: "unauthorized",
+        expires_at: null,
+        client_registered: clientRegistered,
+      };
     const expired = expiresAt !== null && expiresAt <= Date.now() / 1000;
     const status = !expired ? "authorized" : typeof tokens.refresh_token === "string" ? "refreshable" : "expired";
-    return { mode: "oauth", authorized: status !== "expired", status, expires_at: expiresAt, client_registered: clientRegistered };
+    return {
+      mode: "oauth",
+      authorized: status !== "expired",
+      status,
+      expires_at: expiresAt,
+      client_registered: clientRegistered,
+    };
   }
 
   /** One status row per manifest server; values of env and headers are never shown. */

@@ -37,7 +37,8 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 /** The three skill roots in priority order (spec §3.7). */
 export function skillSources(projectRoot: string, managedDir: string | undefined): SkillSource[] {
   const xdg = process.env.XDG_CONFIG_HOME;
-  const globalRoot = xdg && isAbsolute(xdg) ? join(xdg, "agents", "skills") : join(homedir(), ".config", "agents", "skills");
+  const globalRoot =
+    xdg && isAbsolute(xdg) ? join(xdg, "agents", "skills") : join(homedir(), ".config", "agents", "skills");
   return [
     { source: "project", path: join(projectRoot, ".agents", "skills") },
     ...(managedDir ? [{ source: "managed" as const, path: managedDir }] : []),
@@ -46,12 +47,28 @@ export function skillSources(projectRoot: string, managedDir: string | undefined
 }
 
 function validSkillName(name: string): boolean {
-  return name.length >= 1 && name.length <= 255 && name.trim() === name && name !== "." && name !== ".." && !name.includes("/") && !CONTROL.test(name);
+  return (
+    name.length >= 1 &&
+    name.length <= 255 &&
+    name.trim() === name &&
+    name !== "." &&
+    name !== ".." &&
+    !name.includes("/") &&
+    !CONTROL.test(name)
+  );
 }
 
 /** Whether `rel` is a canonical relative POSIX path we list and serve. */
 export function canonicalRelative(rel: string): boolean {
-  if (rel.length === 0 || rel.length > MAX_RELATIVE_PATH_CHARS || rel.startsWith("/") || rel.includes("\\") || rel.includes(":") || CONTROL.test(rel)) return false;
+  if (
+    rel.length === 0 ||
+    rel.length > MAX_RELATIVE_PATH_CHARS ||
+    rel.startsWith("/") ||
+    rel.includes("\\") ||
+    rel.includes(":") ||
+    CONTROL.test(rel)
+  )
+    return false;
   return rel.split("/").every((part) => part !== "" && part !== "." && part !== "..");
 }
 
@@ -180,7 +197,10 @@ function listDir(dir: string, budget: Budget, settings: Settings): string[] | un
   }
   const room = settings.max_skill_scan_entries - budget.entries;
   if (names.length > room) {
-    warn(budget, `skill scan stopped after ${settings.max_skill_scan_entries} directory entries (max_skill_scan_entries)`);
+    warn(
+      budget,
+      `skill scan stopped after ${settings.max_skill_scan_entries} directory entries (max_skill_scan_entries)`,
+    );
     names = names.slice(0, Math.max(0, room));
     budget.entries = settings.max_skill_scan_entries;
   } else budget.entries += names.length;
@@ -215,13 +235,19 @@ function relatedFiles(skillDir: string, skillName: string, budget: Budget, setti
         continue;
       }
       if (out.length >= settings.max_skill_related_files) {
-        warn(budget, `Skill ${skillName} lists only its first ${settings.max_skill_related_files} files (max_skill_related_files)`);
+        warn(
+          budget,
+          `Skill ${skillName} lists only its first ${settings.max_skill_related_files} files (max_skill_related_files)`,
+        );
         stopped = true;
         return;
       }
       const bytes = Buffer.byteLength(rel);
       if (budget.pathBytes + bytes > settings.max_skill_path_bytes) {
-        warn(budget, `Skill file listing stopped at ${settings.max_skill_path_bytes} bytes of paths (max_skill_path_bytes)`);
+        warn(
+          budget,
+          `Skill file listing stopped at ${settings.max_skill_path_bytes} bytes of paths (max_skill_path_bytes)`,
+        );
         stopped = true;
         return;
       }
@@ -277,7 +303,10 @@ export function scanSkills(sources: SkillSource[], settings: Settings): SkillSca
         continue;
       }
       if (skills.has(name)) {
-        warn(budget, `skipped duplicate Skill ${name} from the ${src.source} source: a higher-priority source already provides it`);
+        warn(
+          budget,
+          `skipped duplicate Skill ${name} from the ${src.source} source: a higher-priority source already provides it`,
+        );
         continue;
       }
       if (est.isSymbolicLink()) {
@@ -294,7 +323,14 @@ export function scanSkills(sources: SkillSource[], settings: Settings): SkillSca
         full = true;
         break;
       }
-      skills.set(name, { name, source: src.source, source_path: dir, entry_path: entry, description: skillDescription(read.text), related_files: relatedFiles(dir, name, budget, settings) });
+      skills.set(name, {
+        name,
+        source: src.source,
+        source_path: dir,
+        entry_path: entry,
+        description: skillDescription(read.text),
+        related_files: relatedFiles(dir, name, budget, settings),
+      });
     }
   }
   const warnings = [...budget.warnings];
@@ -305,6 +341,10 @@ export function scanSkills(sources: SkillSource[], settings: Settings): SkillSca
 /** One skill by name, or `unknown_skill`. */
 export function findSkill(scan: SkillScan, name: string): Skill {
   const skill = scan.skills.find((s) => s.name === name);
-  if (!skill) throw new ToolError("unknown_skill", `no Skill named ${JSON.stringify(name.slice(0, 255))}; list_agent_skills shows the available ones`);
+  if (!skill)
+    throw new ToolError(
+      "unknown_skill",
+      `no Skill named ${JSON.stringify(name.slice(0, 255))}; list_agent_skills shows the available ones`,
+    );
   return skill;
 }

@@ -3,7 +3,11 @@ import { PRODUCT, VERSION } from "../core/version.ts";
 
 /** The command tree; each subcommand loads only when it runs. */
 export const mainCommand = defineCommand({
-  meta: { name: PRODUCT, version: VERSION, description: "MCP server that lets AI clients work on this machine, bounded and audited" },
+  meta: {
+    name: PRODUCT,
+    version: VERSION,
+    description: "MCP server that lets AI clients work on this machine, bounded and audited",
+  },
   subCommands: {
     serve: () => import("./serve.ts").then((m) => m.default),
     version: () => import("./version.ts").then((m) => m.default),

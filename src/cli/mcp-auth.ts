@@ -7,14 +7,35 @@ import { manifestPath, type ServerConfig } from "../bridge/manifest.ts";
 import { StoreOAuthProvider, storedOAuth, updateOAuth } from "../bridge/oauth-provider.ts";
 import { AgentBridge } from "../bridge/service.ts";
 import { VERSION } from "../core/version.ts";
-import { checkName, fail, guarded, loadManifest, mcpArgs, mcpContext, type McpContext, printJson, rejectUnknown } from "./mcp-common.ts";
+import {
+  checkName,
+  fail,
+  guarded,
+  loadManifest,
+  mcpArgs,
+  mcpContext,
+  type McpContext,
+  printJson,
+  rejectUnknown,
+} from "./mcp-common.ts";
 
 const own = {
-  server: { type: "positional", description: "Server name from the Agent Bridge manifest (auth.mode oauth)", required: true },
+  server: {
+    type: "positional",
+    description: "Server name from the Agent Bridge manifest (auth.mode oauth)",
+    required: true,
+  },
   status: { type: "boolean", description: "Print the stored authorization status only" },
-  logout: { type: "boolean", description: "Revoke at the authorization server if it can, then forget the local OAuth state" },
+  logout: {
+    type: "boolean",
+    description: "Revoke at the authorization server if it can, then forget the local OAuth state",
+  },
   // citty turns --no-open into open=false.
-  open: { type: "boolean", default: true, description: "Open a browser for the authorization (--no-open only prints the URL)" },
+  open: {
+    type: "boolean",
+    default: true,
+    description: "Open a browser for the authorization (--no-open only prints the URL)",
+  },
 } as const;
 const args = mcpArgs(own);
 
@@ -26,24 +47,39 @@ function statusOf(ctx: McpContext, server: ServerConfig) {
   return new AgentBridge(ctx.settings, () => Promise.reject(new Error("not used"))).authStatus(server);
 }
 
-async function revoke(ctx: McpContext, server: ServerConfig): Promise<{ remote: "revoked" | "unsupported" | "failed" | "not_authorized"; detail: string }> {
+async function revoke(
+  ctx: McpContext,
+  server: ServerConfig,
+): Promise<{ remote: "revoked" | "unsupported" | "failed" | "not_authorized"; detail: string }> {
   const o = storedOAuth(ctx.store, server.name);
   const refresh = o.tokens?.refresh_token;
   const token = refresh ?? o.tokens?.access_token;
   if (!token) return { remote: "not_authorized", detail: "no stored tokens" };
   const endpoint = o.authorization_metadata?.revocation_endpoint;
-  if (typeof endpoint !== "string" || !URL.canParse(endpoint)) return { remote: "unsupported", detail: "the authorization server advertises no revocation endpoint" };
+  if (typeof endpoint !== "string" || !URL.canParse(endpoint))
+    return { remote: "unsupported", detail: "the authorization server advertises no revocation endpoint" };
   const body = new URLSearchParams({ token, token_type_hint: refresh ? "refresh_token" : "access_token" });
   const headers: Record<string, string> = { "content-type": "application/x-www-form-urlencoded" };
-  const client = o.client_info as { client_id?: string; client_secret?: string; token_endpoint_auth_method?: string } | undefined;
+  const client = o.client_info as
+    | { client_id?: string; client_secret?: string; token_endpoint_auth_method?: string }
+    | undefined;
   if (client?.client_id) body.set("client_id", client.client_id);
   if (client?.client_id && client.client_secret) {
     if (client.token_endpoint_auth_method === "client_secret_post") body.set("client_secret", client.client_secret);
-    else headers.authorization = `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`).toString("base64")}`;
+    else
+      headers.authorization = `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`).toString("base64")}`;
   }
   try {
-    const r = await fetch(endpoint, { method: "POST", body, headers, redirect: "error", signal: AbortSignal.timeout(ctx.settings.agent_mcp_probe_timeout_s * 1000) });
-    return r.status === 200 || r.status === 204 ? { remote: "revoked", detail: `HTTP ${r.status}` } : { remote: "failed", detail: `the revocation endpoint answered HTTP ${r.status}` };
+    const r = await fetch(endpoint, {
+      method: "POST",
+      body,
+      headers,
+      redirect: "error",
+      signal: AbortSignal.timeout(ctx.settings.agent_mcp_probe_timeout_s * 1000),
+    });
+    return r.status === 200 || r.status === 204
+      ? { remote: "revoked", detail: `HTTP ${r.status}` }
+      : { remote: "failed", detail: `the revocation endpoint answered HTTP ${r.status}` };
   } catch {
     return { remote: "failed", detail: "the revocation request could not be completed" };
   }
@@ -67,7 +103,8 @@ function callbackListener(provider: () => StoreOAuthProvider) {
         settle?.reject(new Error(`the authorization server refused: ${error.replace(/[^\w.-]/g, "").slice(0, 64)}`));
         return new Response("Authorization failed. You can close this window.\n");
       }
-      if (!provider().stateMatches(url.searchParams.get("state") ?? "")) return new Response("state mismatch\n", { status: 400 });
+      if (!provider().stateMatches(url.searchParams.get("state") ?? ""))
+        return new Response("state mismatch\n", { status: 400 });
       const value = url.searchParams.get("code");
       if (!value) return new Response("missing code\n", { status: 400 });
       settle?.resolve(value);
@@ -80,7 +117,10 @@ function callbackListener(provider: () => StoreOAuthProvider) {
 async function probeTools(ctx: McpContext, server: ServerConfig): Promise<number> {
   const url = new URL(server.url ?? "");
   const authProvider = new StoreOAuthProvider(ctx.store, server);
-  const transport = server.type === "sse" ? new SSEClientTransport(url, { authProvider }) : new StreamableHTTPClientTransport(url, { authProvider });
+  const transport =
+    server.type === "sse"
+      ? new SSEClientTransport(url, { authProvider })
+      : new StreamableHTTPClientTransport(url, { authProvider });
   const client = new Client({ name: "local-shell-mcp-agent-bridge", version: VERSION });
   const timeout = ctx.settings.agent_mcp_probe_timeout_s * 1000;
   try {
@@ -103,7 +143,10 @@ async function authorize(ctx: McpContext, server: ServerConfig, open: boolean): 
   let provider: StoreOAuthProvider | undefined;
   const { listener, code } = callbackListener(() => provider!);
   let authorizationUrl: URL | undefined;
-  provider = new StoreOAuthProvider(ctx.store, server, { redirectUrl: `http://127.0.0.1:${listener.port}/callback`, onRedirect: (u) => (authorizationUrl = u) });
+  provider = new StoreOAuthProvider(ctx.store, server, {
+    redirectUrl: `http://127.0.0.1:${listener.port}/callback`,
+    onRedirect: (u) => (authorizationUrl = u),
+  });
   const scope = server.auth.scopes.length > 0 ? server.auth.scopes.join(" ") : undefined;
   const serverUrl = server.url ?? "";
   const limitS = Math.max(30, ctx.settings.agent_mcp_call_timeout_s);
@@ -120,7 +163,10 @@ async function authorize(ctx: McpContext, server: ServerConfig, open: boolean): 
         }
       }
       let timer: Timer | undefined;
-      const expired = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no authorization arrived within ${limitS} s`)), limitS * 1000)));
+      const expired = new Promise<never>(
+        (_, reject) =>
+          (timer = setTimeout(() => reject(new Error(`no authorization arrived within ${limitS} s`)), limitS * 1000)),
+      );
       const received = await Promise.race([code, expired]).finally(() => clearTimeout(timer));
       result = await auth(provider, { serverUrl, scope, authorizationCode: received });
     }
@@ -142,7 +188,10 @@ async function authorize(ctx: McpContext, server: ServerConfig, open: boolean): 
 }
 
 export default defineCommand({
-  meta: { name: "auth", description: "Authorize the Agent Bridge at an upstream MCP server with OAuth (or show/forget the authorization)" },
+  meta: {
+    name: "auth",
+    description: "Authorize the Agent Bridge at an upstream MCP server with OAuth (or show/forget the authorization)",
+  },
   args,
   async run({ args: a }) {
     rejectUnknown(a, args, 1);

@@ -65,7 +65,8 @@ export function loadManifest(ctx: McpContext): Manifest {
 }
 
 export function checkName(what: string, value: unknown): string {
-  if (typeof value !== "string" || !NAME_PATTERN.test(value)) fail(`${what} must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit`);
+  if (typeof value !== "string" || !NAME_PATTERN.test(value))
+    fail(`${what} must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit`);
   return value;
 }
 

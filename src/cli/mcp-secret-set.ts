@@ -5,8 +5,12 @@ import { checkName, fail, guarded, loadManifest, mcpArgs, mcpContext, printJson,
 
 const own = {
   server: { type: "positional", description: "Server name from the Agent Bridge manifest", required: true },
-  name: { type: "positional", description: "Secret name (what {\"secret\": NAME} refers to)", required: true },
-  stdin: { type: "boolean", description: "Read the value from stdin: piped, or typed at a terminal with echo off (required; values are never accepted as arguments)" },
+  name: { type: "positional", description: 'Secret name (what {"secret": NAME} refers to)', required: true },
+  stdin: {
+    type: "boolean",
+    description:
+      "Read the value from stdin: piped, or typed at a terminal with echo off (required; values are never accepted as arguments)",
+  },
 } as const;
 const args = mcpArgs(own);
 
@@ -28,7 +32,10 @@ async function readStdin(limit: number, oneLine: boolean): Promise<Uint8Array> {
 
 /** Switches the terminal's echo; false when stty could not do it. */
 function setEcho(on: boolean): boolean {
-  return Bun.spawnSync(["stty", on ? "echo" : "-echo"], { stdin: "inherit", stdout: "ignore", stderr: "ignore" }).exitCode === 0;
+  return (
+    Bun.spawnSync(["stty", on ? "echo" : "-echo"], { stdin: "inherit", stdout: "ignore", stderr: "ignore" })
+      .exitCode === 0
+  );
 }
 
 /** Reads one line from the terminal with echo off, so the value is never shown on screen. */
@@ -63,7 +70,9 @@ export default defineCommand({
       fail(`no MCP server named ${server} in the Agent Bridge manifest ${manifestPath(ctx.home)}; add it there first`);
     }
     // A trailing newline (LF or CRLF) may follow the value and is dropped, so read that much more.
-    const bytes = process.stdin.isTTY ? await readHidden(`${server}/${name}`, MAX_SECRET_BYTES + 2) : await readStdin(MAX_SECRET_BYTES + 2, false);
+    const bytes = process.stdin.isTTY
+      ? await readHidden(`${server}/${name}`, MAX_SECRET_BYTES + 2)
+      : await readStdin(MAX_SECRET_BYTES + 2, false);
     let value: string;
     try {
       value = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
@@ -74,7 +83,8 @@ export default defineCommand({
     else if (value.endsWith("\n")) value = value.slice(0, -1);
     if (value.length === 0) fail("the secret value is empty");
     if (Buffer.byteLength(value) > MAX_SECRET_BYTES) fail(`the secret value exceeds ${MAX_SECRET_BYTES} bytes`);
-    if (/[\0\r\n]/.test(value)) fail("the secret value contains a NUL or line break, which neither environments nor headers can carry");
+    if (/[\0\r\n]/.test(value))
+      fail("the secret value contains a NUL or line break, which neither environments nor headers can carry");
     await guarded(async () => {
       await ctx.store.setSecret(server, name, value);
       ctx.audit.record("agent_secret_set", { server, name });

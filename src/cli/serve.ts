@@ -85,8 +85,12 @@ export function startupProblem(s: Settings): string | undefined {
     const bad = baseUrlProblem(s.base_url);
     if (bad) return bad;
   }
-  for (const [name, value] of [["oauth_issuer", s.oauth_issuer], ["oauth_resource", s.oauth_resource]] as const) {
-    if (value !== null && !/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/i.test(value)) return `${name} must be an absolute http(s) URL without query or fragment`;
+  for (const [name, value] of [
+    ["oauth_issuer", s.oauth_issuer],
+    ["oauth_resource", s.oauth_resource],
+  ] as const) {
+    if (value !== null && !/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/i.test(value))
+      return `${name} must be an absolute http(s) URL without query or fragment`;
   }
   if (s.auth_mode === "oauth") {
     if (s.base_url === null && !isLoopbackHost(s.host)) {
@@ -192,7 +196,12 @@ const serveCommand: CommandDef = {
       process.stderr.write(`local-shell-mcp: refusing to start: ${problem}\n`);
       process.exit(2);
     }
-    if (settings.mode !== "stdio" && settings.auth_mode === "oauth" && settings.base_url === null && settings.oauth_admin_pin === null) {
+    if (
+      settings.mode !== "stdio" &&
+      settings.auth_mode === "oauth" &&
+      settings.base_url === null &&
+      settings.oauth_admin_pin === null
+    ) {
       const { ensureLocalAdminPin } = await import("../oauth/local-pin.ts");
       const generated = await ensureLocalAdminPin(settings.state_dir);
       settings.oauth_admin_pin = generated.pin;
@@ -250,7 +259,9 @@ const serveCommand: CommandDef = {
       process.exit(2);
     }
     const endpoint = settings.mode === "http" ? "/tools" : "/mcp";
-    log.info(`listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`);
+    log.info(
+      `listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`,
+    );
   },
 };
 export default serveCommand;

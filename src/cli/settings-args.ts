@@ -8,9 +8,17 @@ export function settingsArgs(): ArgsDef {
     config: { type: "string", description: "YAML settings file (overrides LOCAL_SHELL_MCP_CONFIG)" },
   };
   for (const info of settingInfos()) {
-    const values = info.kind === "boolean" ? "true|false" : info.kind === "enum" ? info.choices.join("|") : info.kind === "list" ? "a,b,c" : info.kind;
+    const values =
+      info.kind === "boolean"
+        ? "true|false"
+        : info.kind === "enum"
+          ? info.choices.join("|")
+          : info.kind === "list"
+            ? "a,b,c"
+            : info.kind;
     args[info.flag] = { type: "string", valueHint: values, description: `${info.help} Env ${info.env}.` };
-    if (info.nullable) args[`unset-${info.flag}`] = { type: "boolean", description: `Unset ${info.name} (overrides env and file).` };
+    if (info.nullable)
+      args[`unset-${info.flag}`] = { type: "boolean", description: `Unset ${info.name} (overrides env and file).` };
   }
   return args;
 }
@@ -21,7 +29,8 @@ export function settingsFromArgs(args: Record<string, unknown>): Settings {
   for (const info of settingInfos()) {
     const unset = info.nullable && args[`unset-${info.flag}`] === true;
     const value = args[info.flag];
-    if (unset && value !== undefined) throw new SettingsError(`--${info.flag} and --unset-${info.flag} cannot be combined`);
+    if (unset && value !== undefined)
+      throw new SettingsError(`--${info.flag} and --unset-${info.flag} cannot be combined`);
     if (unset) flags[info.name] = null;
     else if (typeof value === "string") flags[info.name] = value;
     else if (value !== undefined) throw new SettingsError(`--${info.flag} needs a value`);

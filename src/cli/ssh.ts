@@ -11,7 +11,14 @@ function fail(message: string): never {
 
 function numberFlag(raw: unknown, name: string, min: number, max: number, integer: boolean): number {
   const v = Number(raw);
-  if (typeof raw !== "string" || raw.trim() === "" || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
+  if (
+    typeof raw !== "string" ||
+    raw.trim() === "" ||
+    !Number.isFinite(v) ||
+    v < min ||
+    v > max ||
+    (integer && !Number.isInteger(v))
+  ) {
     fail(`--${name} must be ${integer ? "an integer" : "a number"} from ${min} to ${max}`);
   }
   return v;
@@ -27,9 +34,16 @@ const LEVELS: Record<string, number> = { debug: 4, info: 3, warning: 2, error: 1
 export default defineCommand({
   meta: { name: "ssh", description: "Run the Remote SSH MCP server (stdio) over the user's own OpenSSH" },
   args: {
-    "local-root": { type: "string", description: "Data directory all local paths are relative to (required; never the install directory)" },
+    "local-root": {
+      type: "string",
+      description: "Data directory all local paths are relative to (required; never the install directory)",
+    },
     "connect-timeout": { type: "string", default: "120", description: "Master startup deadline in seconds (0.1..900)" },
-    "command-timeout": { type: "string", default: "120", description: "Default per-command deadline in seconds (0.1..86400)" },
+    "command-timeout": {
+      type: "string",
+      default: "120",
+      description: "Default per-command deadline in seconds (0.1..86400)",
+    },
     "max-output-bytes": {
       type: "string",
       default: "1048576",

@@ -10,7 +10,10 @@ import { settingsArgs, settingsFromArgs } from "./settings-args.ts";
 export default defineCommand({
   meta: { name: "tui", description: "Terminal UI for a local server: sessions, shells (attach), jobs, audit" },
   args: {
-    "api-base": { type: "string", description: "Human UI API of the server (default http://127.0.0.1:<port>/api/ui); loopback only" },
+    "api-base": {
+      type: "string",
+      description: "Human UI API of the server (default http://127.0.0.1:<port>/api/ui); loopback only",
+    },
     ...settingsArgs(),
   },
   async run({ args }) {

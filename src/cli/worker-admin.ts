@@ -12,7 +12,15 @@ import { incidentError, ToolError } from "../core/errors.ts";
 import { installRuntime } from "../worker/fetch-runtime.ts";
 import { executingRuntime, installFromFile } from "../worker/install.ts";
 import { ensureLauncher } from "../worker/launcher.ts";
-import { assertProfileId, profilePaths, PROFILE_ID_PATTERN, readProfile, workerPaths, workerRoot, writeProfile } from "../worker/layout.ts";
+import {
+  assertProfileId,
+  profilePaths,
+  PROFILE_ID_PATTERN,
+  readProfile,
+  workerPaths,
+  workerRoot,
+  writeProfile,
+} from "../worker/layout.ts";
 import { migrateLegacy } from "../worker/migrate.ts";
 import { WorkerService } from "../worker/service.ts";
 import { showLogs } from "./worker-logs.ts";
@@ -45,19 +53,31 @@ async function serviceCommand(fn: () => Promise<unknown> | unknown): Promise<voi
 
 /** Refuses options the command does not define (a stray flag could be a secret that is then ignored). */
 function strict(args: Record<string, unknown>, defs: ArgsDef, positionals: number): void {
-  const known = new Set(["_", ...Object.keys(defs), ...Object.keys(defs).map((k) => k.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase()))]);
+  const known = new Set([
+    "_",
+    ...Object.keys(defs),
+    ...Object.keys(defs).map((k) => k.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase())),
+  ]);
   const extra = Object.keys(args).find((k) => !known.has(k));
   if (extra !== undefined) throw new ToolError("invalid_arguments", `unknown option --${extra.slice(0, 64)}`);
-  if (((args._ as unknown[] | undefined) ?? []).length > positionals) throw new ToolError("invalid_arguments", "too many arguments");
+  if (((args._ as unknown[] | undefined) ?? []).length > positionals)
+    throw new ToolError("invalid_arguments", "too many arguments");
 }
 
 /** The named profile, or the only one there is. */
 function chooseProfile(root: string, given: unknown): string {
   if (typeof given === "string" && given !== "") return assertProfileId(given);
   const dir = workerPaths(root).profiles;
-  const ids = existsSync(dir) ? readdirSync(dir).filter((id) => PROFILE_ID_PATTERN.test(id) && existsSync(profilePaths(root, id).profile)) : [];
+  const ids = existsSync(dir)
+    ? readdirSync(dir).filter((id) => PROFILE_ID_PATTERN.test(id) && existsSync(profilePaths(root, id).profile))
+    : [];
   if (ids.length === 1) return ids[0]!;
-  throw new ToolError("invalid_arguments", ids.length === 0 ? "there is no worker profile here yet; run the join command first" : "several worker profiles exist; name one");
+  throw new ToolError(
+    "invalid_arguments",
+    ids.length === 0
+      ? "there is no worker profile here yet; run the join command first"
+      : "several worker profiles exist; name one",
+  );
 }
 
 function requireProfile(root: string, id: string) {
@@ -66,7 +86,9 @@ function requireProfile(root: string, id: string) {
   return profile;
 }
 
-const profileArg = { profile: { type: "positional", required: false, description: "Profile id (p_…); optional when there is only one" } } as const;
+const profileArg = {
+  profile: { type: "positional", required: false, description: "Profile id (p_…); optional when there is only one" },
+} as const;
 
 const installRuntimeArgs = {
   bundle: { type: "string", required: true, description: "The downloaded worker bundle (.tgz)" },
@@ -81,38 +103,77 @@ const installRuntimeArgs = {
 
 /** Used by the join script: the verified binary installs its own bundle and binds the new profile. */
 const installRuntimeCommand = defineCommand({
-  meta: { name: "install-runtime", description: "Install a verified worker bundle (used by the join script)", hidden: true },
+  meta: {
+    name: "install-runtime",
+    description: "Install a verified worker bundle (used by the join script)",
+    hidden: true,
+  },
   args: installRuntimeArgs,
   run: ({ args }) =>
     runtimeCommand(async () => {
       strict(args, installRuntimeArgs, 0);
       const root = workerRoot();
-      const installed = await installFromFile({ root, archive: args.bundle, sha256: args.sha256, version: args["bundle-version"], force: args.force === true });
+      const installed = await installFromFile({
+        root,
+        archive: args.bundle,
+        sha256: args.sha256,
+        version: args["bundle-version"],
+        force: args.force === true,
+      });
       if (args.profile !== undefined) {
         const id = assertProfileId(args.profile);
         const server = args.server ?? "";
-        if (!/^https?:\/\/[^\s/?#]+$/.test(server)) throw new ToolError("invalid_arguments", "--server must be the controller's http(s) origin");
-        if (!args.workdir || !isAbsolute(args.workdir)) throw new ToolError("invalid_arguments", "--workdir must be an absolute path");
+        if (!/^https?:\/\/[^\s/?#]+$/.test(server))
+          throw new ToolError("invalid_arguments", "--server must be the controller's http(s) origin");
+        if (!args.workdir || !isAbsolute(args.workdir))
+          throw new ToolError("invalid_arguments", "--workdir must be an absolute path");
         const name = args.name || `${userInfo().username}@${hostname()}`;
-        writeProfile(root, { schema_version: 1, profile_id: id, runtime_sha256: installed.sha256, runtime_version: installed.version, server, name, workdir: args.workdir });
+        writeProfile(root, {
+          schema_version: 1,
+          profile_id: id,
+          runtime_sha256: installed.sha256,
+          runtime_version: installed.version,
+          server,
+          name,
+          workdir: args.workdir,
+        });
       }
-      printJson({ schema_version: 1, action: "install-runtime", updated: installed.updated, version: installed.version, sha256: installed.sha256, launcher: ensureLauncher(root) });
+      printJson({
+        schema_version: 1,
+        action: "install-runtime",
+        updated: installed.updated,
+        version: installed.version,
+        sha256: installed.sha256,
+        launcher: ensureLauncher(root),
+      });
     }),
 });
 
 /** What the worker would report as its runtime: the digest only when it runs from its installed copy. */
 const runtimeInfoCommand = defineCommand({
-  meta: { name: "runtime-info", description: "Show whether this binary is an installed worker runtime (JSON)", hidden: true },
+  meta: {
+    name: "runtime-info",
+    description: "Show whether this binary is an installed worker runtime (JSON)",
+    hidden: true,
+  },
   args: {},
   run: ({ args }) =>
     runtimeCommand(async () => {
       strict(args, {}, 0);
       const runtime = executingRuntime(workerRoot());
-      printJson({ schema_version: 1, managed: runtime !== null, sha256: runtime?.sha256 ?? null, bundle_version: runtime?.bundle_version ?? null });
+      printJson({
+        schema_version: 1,
+        managed: runtime !== null,
+        sha256: runtime?.sha256 ?? null,
+        bundle_version: runtime?.bundle_version ?? null,
+      });
     }),
 });
 
-const updateArgs = { ...profileArg, force: { type: "boolean", description: "Allow a downgrade and reinstall an installed digest" } } as const;
+const updateArgs = {
+  ...profileArg,
+  force: { type: "boolean", description: "Allow a downgrade and reinstall an installed digest" },
+} as const;
 
 const updateCommand = defineCommand({
   meta: { name: "update", description: "Install the controller's current verified runtime for a profile" },
@@ -123,9 +184,15 @@ const updateCommand = defineCommand({
       const root = workerRoot();
       const id = chooseProfile(root, args.profile);
       const profile = requireProfile(root, id);
-      const installed = await installRuntime({ root, server: profile.server, currentVersion: profile.runtime_version, force: args.force === true });
+      const installed = await installRuntime({
+        root,
+        server: profile.server,
+        currentVersion: profile.runtime_version,
+        force: args.force === true,
+      });
       const changed = installed.updated || installed.sha256 !== profile.runtime_sha256;
-      if (changed) writeProfile(root, { ...profile, runtime_sha256: installed.sha256, runtime_version: installed.version });
+      if (changed)
+        writeProfile(root, { ...profile, runtime_sha256: installed.sha256, runtime_version: installed.version });
       ensureLauncher(root);
       const svc = new WorkerService(root);
       let restarted = false;
@@ -135,7 +202,14 @@ const updateCommand = defineCommand({
         if (svc.repair({ root, profileId: id, workdir: profile.workdir })) restarted = running;
         else if (changed && running) restarted = svc.control("restart");
       }
-      printJson({ schema_version: 1, action: "update", updated: changed, version: installed.version, sha256: installed.sha256, service_restarted: restarted });
+      printJson({
+        schema_version: 1,
+        action: "update",
+        updated: changed,
+        version: installed.version,
+        sha256: installed.sha256,
+        service_restarted: restarted,
+      });
     }),
 });
 
@@ -157,7 +231,10 @@ const migrateCommand = defineCommand({
 });
 
 // citty reads `--no-start` as start=false.
-const installServiceArgs = { ...profileArg, start: { type: "boolean", default: true, description: "Start it now (--no-start: only enable it)" } } as const;
+const installServiceArgs = {
+  ...profileArg,
+  start: { type: "boolean", default: true, description: "Start it now (--no-start: only enable it)" },
+} as const;
 
 const installServiceCommand = defineCommand({
   meta: { name: "install-service", description: "Install the worker as a per-user service (systemd or launchd)" },
@@ -168,7 +245,11 @@ const installServiceCommand = defineCommand({
       const root = workerRoot();
       const svc = new WorkerService(root);
       // Refused before any identity or profile is read.
-      if (svc.manager === "unsupported") throw new ToolError("service_unsupported", "native worker services are supported only with systemd (Linux) and launchd (macOS)");
+      if (svc.manager === "unsupported")
+        throw new ToolError(
+          "service_unsupported",
+          "native worker services are supported only with systemd (Linux) and launchd (macOS)",
+        );
       const id = chooseProfile(root, args.profile);
       const profile = requireProfile(root, id);
       ensureLauncher(root);
@@ -177,7 +258,10 @@ const installServiceCommand = defineCommand({
     }),
 });
 
-function simpleService(action: "uninstall-service" | "start" | "stop" | "restart" | "status", description: string): CommandDef {
+function simpleService(
+  action: "uninstall-service" | "start" | "stop" | "restart" | "status",
+  description: string,
+): CommandDef {
   return defineCommand({
     meta: { name: action, description },
     args: {},
@@ -186,7 +270,11 @@ function simpleService(action: "uninstall-service" | "start" | "stop" | "restart
         strict(args, {}, 0);
         const svc = new WorkerService(workerRoot());
         if (action === "status") return svc.status();
-        if (svc.manager === "unsupported") throw new ToolError("service_unsupported", "native worker services are supported only with systemd (Linux) and launchd (macOS)");
+        if (svc.manager === "unsupported")
+          throw new ToolError(
+            "service_unsupported",
+            "native worker services are supported only with systemd (Linux) and launchd (macOS)",
+          );
         const changed = action === "uninstall-service" ? svc.uninstall() : svc.control(action);
         return { schema_version: 1, action, changed, status: svc.status() };
       }),
@@ -205,7 +293,8 @@ const logsCommand = defineCommand({
     runtimeCommand(async () => {
       strict(args, logsArgs, 0);
       const lines = args.lines === undefined ? 100 : Number(args.lines);
-      if (!Number.isSafeInteger(lines) || lines < 1 || lines > 2000) throw new ToolError("invalid_arguments", "--lines must be 1..2000");
+      if (!Number.isSafeInteger(lines) || lines < 1 || lines > 2000)
+        throw new ToolError("invalid_arguments", "--lines must be 1..2000");
       process.exitCode = await showLogs(new WorkerService(workerRoot()), workerRoot(), lines, args.follow === true);
     }),
 });

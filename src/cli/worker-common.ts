@@ -4,12 +4,25 @@ import { join } from "node:path";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { canonicalWorkdir, readInviteFromStdin, register, serverOrigin, WorkerCommandError } from "../worker/enroll.ts";
-import { assertProfileId, newProfileId, profilePaths, readIdentity, readProfile, type WorkerIdentity, workerPaths, workerRoot, writeProfile } from "../worker/layout.ts";
+import {
+  assertProfileId,
+  newProfileId,
+  profilePaths,
+  readIdentity,
+  readProfile,
+  type WorkerIdentity,
+  workerPaths,
+  workerRoot,
+  writeProfile,
+} from "../worker/layout.ts";
 
 /** Arguments shared by `worker enroll` and `worker connect` (§1.5). */
 export const enrollArgs = {
   server: { type: "string", required: true, description: "Controller origin, e.g. https://controller.example" },
-  invite: { type: "string", description: "One-time invite (prefer --invite-stdin: a command line is visible to other users)" },
+  invite: {
+    type: "string",
+    description: "One-time invite (prefer --invite-stdin: a command line is visible to other users)",
+  },
   "invite-stdin": { type: "boolean", description: "Read the invite from stdin (at most 16 KiB; not a terminal)" },
   name: { type: "string", description: "Machine name to ask for" },
   workdir: { type: "string", description: "Directory sessions on this host start from (default: the current one)" },
@@ -26,8 +39,12 @@ export async function guarded(fn: () => Promise<number | void>): Promise<never> 
     if (process.platform === "win32") throw new WorkerCommandError("remote workers are not supported on Windows");
     code = (await fn()) ?? 0;
   } catch (e) {
-    const message = e instanceof WorkerCommandError || (e instanceof Error && e.name === "ToolError") ? e.message : "unexpected error (see the log)";
-    if (!(e instanceof WorkerCommandError)) log.debug(`worker command error: ${e instanceof Error ? e.message.replace(SECRET, "[redacted]") : String(e)}`);
+    const message =
+      e instanceof WorkerCommandError || (e instanceof Error && e.name === "ToolError")
+        ? e.message
+        : "unexpected error (see the log)";
+    if (!(e instanceof WorkerCommandError))
+      log.debug(`worker command error: ${e instanceof Error ? e.message.replace(SECRET, "[redacted]") : String(e)}`);
     process.stderr.write(`Status: worker command failed: ${message.replace(SECRET, "[redacted]")}\n`);
     code = 1;
   }
@@ -35,7 +52,9 @@ export async function guarded(fn: () => Promise<number | void>): Promise<never> 
 }
 
 /** Uses the profile's stored identity, or enrolls with the invite. */
-export async function enrollOrResume(args: Record<string, unknown>): Promise<{ root: string; identity: WorkerIdentity; enrolled: boolean }> {
+export async function enrollOrResume(
+  args: Record<string, unknown>,
+): Promise<{ root: string; identity: WorkerIdentity; enrolled: boolean }> {
   const root = workerRoot();
   ensurePrivateDir(root);
   ensurePrivateDir(workerPaths(root).profiles);
@@ -46,13 +65,15 @@ export async function enrollOrResume(args: Record<string, unknown>): Promise<{ r
   } catch {
     throw new WorkerCommandError("--profile must be p_ followed by 8-64 letters, digits, '_' or '-'");
   }
-  if (typeof args.invite === "string" && args["invite-stdin"] === true) throw new WorkerCommandError("use either --invite or --invite-stdin");
+  if (typeof args.invite === "string" && args["invite-stdin"] === true)
+    throw new WorkerCommandError("use either --invite or --invite-stdin");
   const existing = readIdentity(root, profileId);
   if (existing && existing.server === server) {
     syncProfile(root, existing);
     return { root, identity: existing, enrolled: false };
   }
-  const invite = args["invite-stdin"] === true ? readInviteFromStdin() : typeof args.invite === "string" ? args.invite : "";
+  const invite =
+    args["invite-stdin"] === true ? readInviteFromStdin() : typeof args.invite === "string" ? args.invite : "";
   if (!invite) throw new WorkerCommandError("an invite is required to enroll (--invite-stdin, or --invite)");
   const workdir = canonicalWorkdir(typeof args.workdir === "string" ? args.workdir : undefined);
   const name = typeof args.name === "string" && args.name.trim() ? args.name : null;
@@ -69,13 +90,16 @@ export async function enrollOrResume(args: Record<string, unknown>): Promise<{ r
 function syncProfile(root: string, identity: WorkerIdentity): void {
   const profile = readProfile(root, identity.profile_id);
   if (!profile) return; // an unmanaged binary: no runtime, no profile to keep current
-  if (profile.name === identity.name && profile.workdir === identity.workdir && profile.server === identity.server) return;
+  if (profile.name === identity.name && profile.workdir === identity.workdir && profile.server === identity.server)
+    return;
   writeProfile(root, { ...profile, name: identity.name, workdir: identity.workdir, server: identity.server });
 }
 
 export function printEnrollment(r: { identity: WorkerIdentity; enrolled: boolean }): void {
   const { server, name, workdir, profile_id } = r.identity;
-  process.stdout.write(`${JSON.stringify({ schema_version: 1, server, name, workdir, profile_id, enrolled: r.enrolled })}\n`);
+  process.stdout.write(
+    `${JSON.stringify({ schema_version: 1, server, name, workdir, profile_id, enrolled: r.enrolled })}\n`,
+  );
 }
 
 /** Takes the profile lock; a successor of an updating worker waits (up to 30 s) for its predecessor to let go. */
@@ -100,7 +124,10 @@ export async function runWorker(root: string, identity: WorkerIdentity): Promise
   const handoffReady = process.env[HANDOFF_READY_ENV];
   delete process.env[HANDOFF_BOOT_ENV];
   delete process.env[HANDOFF_READY_ENV];
-  const handoff = handoffBoot && /^[0-9a-f]{8,64}$/.test(handoffBoot) && handoffReady === join(paths.dir, "handoff.ready") ? { bootId: handoffBoot, ready: handoffReady } : undefined;
+  const handoff =
+    handoffBoot && /^[0-9a-f]{8,64}$/.test(handoffBoot) && handoffReady === join(paths.dir, "handoff.ready")
+      ? { bootId: handoffBoot, ready: handoffReady }
+      : undefined;
   let held: FileLock | undefined = await takeProfileLock(paths.lock, identity.profile_id, handoff ? 30_000 : 0);
   const { onShutdown, shutdown } = await import("../server/lifecycle.ts");
   // Stops running command trees, then exits; Ctrl-C reports 130 as §1.5 says.

@@ -82,7 +82,9 @@ export function settingDefault(name: SettingName): unknown {
 let cachedInfo: SettingInfo[] | undefined;
 /** Every setting with its env name, flag, value kind and help, in schema order. */
 export function settingInfos(): SettingInfo[] {
-  cachedInfo ??= (Object.keys(SettingsSchema.shape) as SettingName[]).map((n) => describeField(n, SettingsSchema.shape[n] as z.ZodType));
+  cachedInfo ??= (Object.keys(SettingsSchema.shape) as SettingName[]).map((n) =>
+    describeField(n, SettingsSchema.shape[n] as z.ZodType),
+  );
   return cachedInfo;
 }
 
@@ -137,7 +139,8 @@ function readConfigFile(path: string): Record<string, unknown> {
     throw new SettingsError(`config file is not valid YAML: ${path}: ${(e as Error).message}`);
   }
   if (parsed === null || parsed === undefined) return {};
-  if (typeof parsed !== "object" || Array.isArray(parsed)) throw new SettingsError(`config file must contain a mapping: ${path}`);
+  if (typeof parsed !== "object" || Array.isArray(parsed))
+    throw new SettingsError(`config file must contain a mapping: ${path}`);
   const known = new Set(settingInfos().map((i) => i.name as string));
   const unknown = Object.keys(parsed).filter((k) => !known.has(k));
   // Python ignores unknown keys silently; a typo then goes unnoticed, so we refuse.
@@ -178,9 +181,15 @@ function expandPath(p: string, cwd: string, env: Record<string, string | undefin
 
 /** Default state dir: per user, outside the workspace, one per workspace root so projects do not mix. */
 export function defaultStateDir(workspaceRoot: string, env: Record<string, string | undefined>): string {
-  const base = env.XDG_STATE_HOME && isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : join(homedir(), ".local", "state");
+  const base =
+    env.XDG_STATE_HOME && isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : join(homedir(), ".local", "state");
   const digest = new Bun.CryptoHasher("sha256").update(workspaceRoot).digest("hex").slice(0, 12);
-  const label = workspaceRoot.split("/").filter(Boolean).pop()?.replace(/[^A-Za-z0-9._-]/g, "_") ?? "root";
+  const label =
+    workspaceRoot
+      .split("/")
+      .filter(Boolean)
+      .pop()
+      ?.replace(/[^A-Za-z0-9._-]/g, "_") ?? "root";
   return join(base, "local-shell-mcp", `${label}-${digest}`);
 }
 

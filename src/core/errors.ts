@@ -31,7 +31,8 @@ export function isToolError(value: unknown): value is ToolError {
  */
 export function toToolError(value: unknown, where = "unexpected failure"): ToolError {
   if (value instanceof ToolError) return value;
-  if (value instanceof Error && value.name === "AbortError") return new ToolError("cancelled", "the operation was cancelled");
+  if (value instanceof Error && value.name === "AbortError")
+    return new ToolError("cancelled", "the operation was cancelled");
   if (isDiskFull(value)) return diskFull();
   return incidentError(value, where);
 }
@@ -97,7 +98,11 @@ const byCause = new WeakMap<object, ToolError>();
  * The `internal_error` for an unexpected failure: logs `where` and the cause under a new incident
  * id at ERROR and returns an error whose message names the id (and nothing of the cause).
  */
-export function incidentError(cause: unknown, where: string, summary = "the server hit an unexpected error"): ToolError {
+export function incidentError(
+  cause: unknown,
+  where: string,
+  summary = "the server hit an unexpected error",
+): ToolError {
   const key = typeof cause === "object" && cause !== null ? cause : undefined;
   const known = key ? byCause.get(key) : undefined;
   if (known) return known;

@@ -1,6 +1,20 @@
 import { createConsola, type LogObject } from "consola/core";
 
-const TAGS: Record<string, string> = { fatal: "FATAL", error: "ERROR", warn: "WARN", log: "INFO", info: "INFO", success: "INFO", start: "INFO", ready: "INFO", box: "INFO", debug: "DEBUG", trace: "TRACE", verbose: "TRACE", fail: "ERROR" };
+const TAGS: Record<string, string> = {
+  fatal: "FATAL",
+  error: "ERROR",
+  warn: "WARN",
+  log: "INFO",
+  info: "INFO",
+  success: "INFO",
+  start: "INFO",
+  ready: "INFO",
+  box: "INFO",
+  debug: "DEBUG",
+  trace: "TRACE",
+  verbose: "TRACE",
+  fail: "ERROR",
+};
 
 function render(arg: unknown): string {
   if (typeof arg === "string") return arg;

@@ -9,7 +9,8 @@ export const PRODUCT = "local-shell-mcp";
 declare const __LSM_BUILD_TARGET__: string | undefined;
 declare const __LSM_BUILD_DIGEST__: string | undefined;
 /** The release target this executable was built for, e.g. linux-arm64-musl. */
-export const BUILD_TARGET: string = typeof __LSM_BUILD_TARGET__ === "string" ? __LSM_BUILD_TARGET__ : `${process.platform}-${process.arch}`;
+export const BUILD_TARGET: string =
+  typeof __LSM_BUILD_TARGET__ === "string" ? __LSM_BUILD_TARGET__ : `${process.platform}-${process.arch}`;
 /** SHA-256 over the target, Bun version, sources, lockfile and embedded helpers (scripts/build.ts). */
 export const BUILD_DIGEST: string = typeof __LSM_BUILD_DIGEST__ === "string" ? __LSM_BUILD_DIGEST__ : "unbuilt";
 /** One line for `--version` and `version`. */

@@ -96,7 +96,9 @@ function trackLeftover(proc: ContainedProcess, command: string, cgroup: string |
     // The runner was killed from outside: only its group can still reach the tree.
     if (!cgroup) {
       leftovers.delete(pid);
-      log.error(`runner ${pid} was killed before confirming cleanup; its remaining processes cannot be tracked without the cgroup layer`);
+      log.error(
+        `runner ${pid} was killed before confirming cleanup; its remaining processes cannot be tracked without the cgroup layer`,
+      );
       return;
     }
     retryGroup(pid, cgroup);
@@ -125,7 +127,10 @@ export function stopAllBounded(limitMs = 6000): Promise<void> {
 }
 
 /** Reads a stream into `sink` until it ends or `stop` is called. */
-function drain(stream: ReadableStream<Uint8Array>, sink: (chunk: Uint8Array) => void): { done: Promise<void>; stop: () => void } {
+function drain(
+  stream: ReadableStream<Uint8Array>,
+  sink: (chunk: Uint8Array) => void,
+): { done: Promise<void>; stop: () => void } {
   const reader = stream.getReader();
   const done = (async () => {
     try {
@@ -152,7 +157,13 @@ function commandEnv(overrides: Record<string, string>): Record<string, string> {
 
 /** The fallback: a fresh runner process for this one command (two process starts). */
 function spawnPerCall(runner: string, args: string[], req: BoundedRequest, sink: OutputSink): ContainedProcess {
-  const proc = Bun.spawn([runner, ...args], { cwd: req.cwd, env: childEnv(req.env), stdin: "ignore", stdout: "pipe", stderr: "pipe" });
+  const proc = Bun.spawn([runner, ...args], {
+    cwd: req.cwd,
+    env: childEnv(req.env),
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   const readers = [drain(proc.stdout, (c) => sink(0, c)), drain(proc.stderr, (c) => sink(1, c))];
   return {
     pid: proc.pid,
@@ -194,7 +205,15 @@ function delay(ms: number): { promise: Promise<"late">; cancel: () => void } {
 async function spawnContained(req: BoundedRequest, started: number, deadline: number): Promise<BoundedResult> {
   // The runner also holds the deadline: it wakes by itself (with a raised priority where allowed)
   // instead of waiting for our timer, which a CPU-busy tree can delay for seconds.
-  const args = ["--grace-ms", String(KILL_GRACE_MS), "--cleanup-ms", String(runnerCleanupMs(req.cleanupBudgetMs)), "--timeout-ms", String(Math.max(0, deadline - Date.now())), "--persist"];
+  const args = [
+    "--grace-ms",
+    String(KILL_GRACE_MS),
+    "--cleanup-ms",
+    String(runnerCleanupMs(req.cleanupBudgetMs)),
+    "--timeout-ms",
+    String(Math.max(0, deadline - Date.now())),
+    "--persist",
+  ];
   if (req.cgroup) {
     args.push("--cgroup", req.cgroup.path);
     if (req.cgroup.pidsMax > 0) args.push("--pids-max", String(req.cgroup.pidsMax));
@@ -213,7 +232,8 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
     proc = server?.run(args, req.cwd, commandEnv(req.env), sink) ?? spawnPerCall(req.runner, args, req, sink);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOENT") throw new ToolError("path_not_found", "the working directory vanished before the command started");
+    if (code === "ENOENT")
+      throw new ToolError("path_not_found", "the working directory vanished before the command started");
     throw new ToolError("spawn_failed", "could not start the command runner");
   }
   live.add(proc);
@@ -233,10 +253,13 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
       cap = delay(returnBy - Date.now());
     }
   };
-  const timer = setTimeout(() => {
-    timedOut = true;
-    stop();
-  }, Math.max(0, deadline - Date.now()));
+  const timer = setTimeout(
+    () => {
+      timedOut = true;
+      stop();
+    },
+    Math.max(0, deadline - Date.now()),
+  );
   const onAbort = () => {
     cancelled = true;
     stop();
@@ -272,8 +295,16 @@ async function spawnContained(req: BoundedRequest, started: number, deadline: nu
     live.delete(proc);
   }
 
-  const [outN, errN] = splitBudget(req.maxOutputBytes, Math.min(out.total, req.maxOutputBytes), Math.min(err.total, req.maxOutputBytes));
-  if (exitCode === CONTAINMENT_FAILED_EXIT && err.total < 4096 && excerpt(err, err.total).text.startsWith("lsm-runner: no working directory")) {
+  const [outN, errN] = splitBudget(
+    req.maxOutputBytes,
+    Math.min(out.total, req.maxOutputBytes),
+    Math.min(err.total, req.maxOutputBytes),
+  );
+  if (
+    exitCode === CONTAINMENT_FAILED_EXIT &&
+    err.total < 4096 &&
+    excerpt(err, err.total).text.startsWith("lsm-runner: no working directory")
+  ) {
     throw new ToolError("path_not_found", "the working directory vanished before the command started");
   }
   const stdout = excerpt(out, outN);

@@ -79,8 +79,33 @@ export class TerminalBridges {
     // Only the pane is reachable: nothing a keystroke can turn into a tmux command. (set-option
     // resolves its target as a pane, hence the pane form of the exact session name.)
     const pane = paneTarget(shellId);
-    await this.tmux.must(["set-option", "-t", pane, "status", "off", ";", "set-option", "-t", pane, "prefix", "None", ";", "set-option", "-t", pane, "prefix2", "None", ";", "set-option", "-t", pane, "mouse", "off"]);
-    for (const table of ["root", "prefix", "copy-mode", "copy-mode-vi"]) await this.tmux.run(["unbind-key", "-a", "-T", table]);
+    await this.tmux.must([
+      "set-option",
+      "-t",
+      pane,
+      "status",
+      "off",
+      ";",
+      "set-option",
+      "-t",
+      pane,
+      "prefix",
+      "None",
+      ";",
+      "set-option",
+      "-t",
+      pane,
+      "prefix2",
+      "None",
+      ";",
+      "set-option",
+      "-t",
+      pane,
+      "mouse",
+      "off",
+    ]);
+    for (const table of ["root", "prefix", "copy-mode", "copy-mode-vi"])
+      await this.tmux.run(["unbind-key", "-a", "-T", table]);
     const env = childEnv({ TERM: "xterm-256color", COLORTERM: "truecolor" });
     delete env.TMUX;
     delete env.TMUX_PANE;

@@ -72,7 +72,10 @@ export function ownCgroupDir(): { dir?: string; reason?: string } {
 const layers = new WeakMap<object, CgroupLayer>();
 
 /** The layer for these settings, decided on first use and then kept for the process's life. */
-export function cgroupLayerFor(settings: { containment_cgroup: "auto" | "off"; command_pids_max: number }): CgroupLayer {
+export function cgroupLayerFor(settings: {
+  containment_cgroup: "auto" | "off";
+  command_pids_max: number;
+}): CgroupLayer {
   let layer = layers.get(settings);
   if (!layer) {
     layer = detectCgroupLayer(settings.containment_cgroup, settings.command_pids_max);
@@ -105,7 +108,12 @@ export function commandCgroupPath(layer: CgroupLayer): string | undefined {
  */
 export function detectCgroupLayer(mode: "auto" | "off", pidsMax: number): CgroupLayer {
   const subreaper = (reason: string): CgroupLayer => ({ layer: "subreaper", pidsMax: 0, reason });
-  if (mode === "off") return subreaper(pidsMax > 0 ? "disabled by containment_cgroup=off (command_pids_max not applied)" : "disabled by containment_cgroup=off");
+  if (mode === "off")
+    return subreaper(
+      pidsMax > 0
+        ? "disabled by containment_cgroup=off (command_pids_max not applied)"
+        : "disabled by containment_cgroup=off",
+    );
   const own = ownCgroupDir();
   if (!own.dir) return subreaper(own.reason ?? "no cgroup v2 group");
   const probe = join(own.dir, `lsm-probe-${process.pid}`);
@@ -113,7 +121,9 @@ export function detectCgroupLayer(mode: "auto" | "off", pidsMax: number): Cgroup
   try {
     mkdirSync(probe, { mode: 0o755 });
   } catch (e) {
-    return subreaper(`cannot create a group under ${own.dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+    return subreaper(
+      `cannot create a group under ${own.dir}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+    );
   }
   try {
     if (existsSync(join(probe, "cgroup.kill"))) kill = "cgroup.kill";
@@ -140,7 +150,8 @@ export function detectCgroupLayer(mode: "auto" | "off", pidsMax: number): Cgroup
 function enablePids(dir: string): string | undefined {
   try {
     const available = readFileSync(join(dir, "cgroup.controllers"), "utf8").split(/\s+/);
-    if (!available.includes("pids")) return "the pids controller is not available to this group (bound to cgroup v1 or not delegated)";
+    if (!available.includes("pids"))
+      return "the pids controller is not available to this group (bound to cgroup v1 or not delegated)";
     const enabled = readFileSync(join(dir, "cgroup.subtree_control"), "utf8").split(/\s+/);
     if (!enabled.includes("pids")) writeFileSync(join(dir, "cgroup.subtree_control"), "+pids");
     return undefined;

@@ -6,7 +6,18 @@ import type { FileLock } from "../store/lock.ts";
  * and progress files, and the terminal patch reconciliation applies.
  */
 
-export const JOB_STATUSES = ["starting", "running", "stopping", "retrying", "succeeded", "failed", "exited", "stopped", "lost", "unknown"] as const;
+export const JOB_STATUSES = [
+  "starting",
+  "running",
+  "stopping",
+  "retrying",
+  "succeeded",
+  "failed",
+  "exited",
+  "stopped",
+  "lost",
+  "unknown",
+] as const;
 export type JobStatus = (typeof JOB_STATUSES)[number];
 const ACTIVE = new Set<JobStatus>(["starting", "running", "stopping", "retrying"]);
 export const isActive = (s: JobStatus) => ACTIVE.has(s);
@@ -15,7 +26,10 @@ export const JobRow = z.object({
   job_id: z.string().regex(/^job_[0-9a-f]{12}$/),
   kind: z.enum(["shell", "managed"]).default("shell"),
   /** A controller-managed job (run in the server process, not by a supervisor): its type and pinned input. */
-  managed: z.object({ type: z.string().min(1).max(64), payload: z.record(z.string(), z.unknown()) }).nullable().default(null),
+  managed: z
+    .object({ type: z.string().min(1).max(64), payload: z.record(z.string(), z.unknown()) })
+    .nullable()
+    .default(null),
   name: z.string().nullable(),
   status: z.enum(JOB_STATUSES),
   command: z.string(),
@@ -49,10 +63,19 @@ export const StatusFile = z.object({
   error: z.string().nullable(),
 });
 /** A managed attempt's progress and result, written by the server process that runs it. */
-export const ManagedFile = z.object({ attempt: z.number().int(), progress: z.record(z.string(), z.unknown()).nullable(), result: z.record(z.string(), z.unknown()).nullable() });
-export const ProgressFile = z.object({ attempt: z.number().int(), output_bytes: z.number().int(), dropped_bytes: z.number().int() });
+export const ManagedFile = z.object({
+  attempt: z.number().int(),
+  progress: z.record(z.string(), z.unknown()).nullable(),
+  result: z.record(z.string(), z.unknown()).nullable(),
+});
+export const ProgressFile = z.object({
+  attempt: z.number().int(),
+  output_bytes: z.number().int(),
+  dropped_bytes: z.number().int(),
+});
 
-export interface JobView extends Omit<JobRow, "supervisor_pid" | "lease_version" | "applied_updates" | "env_keys" | "managed"> {
+export interface JobView
+  extends Omit<JobRow, "supervisor_pid" | "lease_version" | "applied_updates" | "env_keys" | "managed"> {
   env_keys: string[];
   /** A managed job's last progress report and, once it succeeded, its result. */
   progress: Record<string, unknown> | null;
@@ -60,7 +83,6 @@ export interface JobView extends Omit<JobRow, "supervisor_pid" | "lease_version"
   /** True when liveness could not be decided (lease unreadable): the job is kept as it was. */
   uncertain: boolean;
 }
-
 
 export const TerminalPatch = z.object({
   status: z.enum(JOB_STATUSES),

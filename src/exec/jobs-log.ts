@@ -15,7 +15,13 @@ export interface JobLogSlice {
  * and is now shorter than the offset (then it is read from its start). `droppedBefore` says the
  * supervisor already dropped part of the log, so even a whole read is truncated.
  */
-export function readJobLog(path: string, droppedBefore: boolean, lines: number, maxBytes: number, offset: number | null): JobLogSlice {
+export function readJobLog(
+  path: string,
+  droppedBefore: boolean,
+  lines: number,
+  maxBytes: number,
+  offset: number | null,
+): JobLogSlice {
   let fd: number;
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
@@ -27,10 +33,17 @@ export function readJobLog(path: string, droppedBefore: boolean, lines: number, 
     const size = fstatSync(fd).size;
     if (offset !== null) return readFrom(fd, size, offset, lines, maxBytes);
     const n = Math.min(size, maxBytes);
-    const all = readAt(fd, size - n, n).toString("utf8").split("\n");
+    const all = readAt(fd, size - n, n)
+      .toString("utf8")
+      .split("\n");
     if (all.at(-1) === "") all.pop();
     const kept = all.slice(-lines);
-    return { text: kept.join("\n"), truncated: n < size || kept.length < all.length || droppedBefore, next_offset: size, reset: false };
+    return {
+      text: kept.join("\n"),
+      truncated: n < size || kept.length < all.length || droppedBefore,
+      next_offset: size,
+      reset: false,
+    };
   } finally {
     closeSync(fd);
   }

@@ -8,7 +8,16 @@ import { DeferredJournal, type DeferredUpdate } from "../store/journal.ts";
 import { leaseState, type LeaseState } from "../store/lease.ts";
 import { jobsLockPath } from "../store/lifecycle.ts";
 import { FileLock } from "../store/lock.ts";
-import { isActive, JobFile, type JobRow, type JobView, ManagedFile, ProgressFile, StatusFile, TerminalPatch } from "./job-records.ts";
+import {
+  isActive,
+  JobFile,
+  type JobRow,
+  type JobView,
+  ManagedFile,
+  ProgressFile,
+  StatusFile,
+  TerminalPatch,
+} from "./job-records.ts";
 
 /** Lock budget for the job registry; past it, terminal updates go to the deferred journal. */
 export const JOBS_LOCK_MS = 2000;
@@ -101,7 +110,8 @@ export class JobStore {
     try {
       lock = await FileLock.acquire(jobsLockPath(this.stateDir), timeoutMs);
     } catch (e) {
-      if (e instanceof ToolError && e.code === "lock_timeout") throw new ToolError("job_store_busy", "job store is busy; try again");
+      if (e instanceof ToolError && e.code === "lock_timeout")
+        throw new ToolError("job_store_busy", "job store is busy; try again");
       throw e;
     }
     try {
@@ -151,7 +161,9 @@ export class JobStore {
     let result: JobView["result"] = null;
     if (r.kind === "managed") {
       try {
-        const m = ManagedFile.parse(JSON.parse(readFileSync(this.attemptFile(r.job_id, r.attempts, "managed.json"), "utf8")));
+        const m = ManagedFile.parse(
+          JSON.parse(readFileSync(this.attemptFile(r.job_id, r.attempts, "managed.json"), "utf8")),
+        );
         if (m.attempt === r.attempts) ({ progress, result } = m);
       } catch {
         // Nothing reported yet.
@@ -198,7 +210,10 @@ export class JobStore {
         status: "lost",
         exit_code: null,
         completed_at: now(),
-        error: r.lease_version === 1 ? "job supervisor ended without a durable completion record; retry it to run the command again" : "job predates liveness leases; retry it to run the command again",
+        error:
+          r.lease_version === 1
+            ? "job supervisor ended without a durable completion record; retry it to run the command again"
+            : "job predates liveness leases; retry it to run the command again",
         output_bytes: r.output_bytes,
         log_truncated: r.log_truncated,
       },
@@ -210,7 +225,9 @@ export class JobStore {
   protected withProgress(r: JobRow): JobRow {
     if (!isActive(r.status)) return r;
     try {
-      const p = ProgressFile.parse(JSON.parse(readFileSync(this.attemptFile(r.job_id, r.attempts, "progress.json"), "utf8")));
+      const p = ProgressFile.parse(
+        JSON.parse(readFileSync(this.attemptFile(r.job_id, r.attempts, "progress.json"), "utf8")),
+      );
       if (p.attempt === r.attempts) return { ...r, output_bytes: p.output_bytes, log_truncated: p.dropped_bytes > 0 };
     } catch {
       // No progress yet.

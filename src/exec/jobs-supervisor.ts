@@ -66,7 +66,11 @@ function writeAtomic(path: string, body: string): void {
   }
 }
 
-let logFd = openSync(spec.log, constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW, 0o600);
+let logFd = openSync(
+  spec.log,
+  constants.O_WRONLY | constants.O_CREAT | constants.O_APPEND | constants.O_NOFOLLOW,
+  0o600,
+);
 let logSize = fstatSync(logFd).size;
 let total = 0;
 let dropped = 0;
@@ -111,7 +115,10 @@ function saveProgress(): void {
   if (!progressDirty) return;
   progressDirty = false;
   try {
-    writeAtomic(spec.progress, JSON.stringify({ attempt: spec.attempt, output_bytes: total, dropped_bytes: dropped, updated_at: now() }));
+    writeAtomic(
+      spec.progress,
+      JSON.stringify({ attempt: spec.attempt, output_bytes: total, dropped_bytes: dropped, updated_at: now() }),
+    );
   } catch {
     // Progress is advisory; the terminal status is what matters.
   }
@@ -144,8 +151,11 @@ try {
   await Promise.all([pump(child.stdout), pump(child.stderr)]);
   const code = await child.exited;
   clearInterval(timer);
-  exitCode = child.signalCode ? 128 + (({ SIGTERM: 15, SIGKILL: 9, SIGINT: 2, SIGHUP: 1 }) as Record<string, number>)[child.signalCode]! : code;
-  if (exitCode === 125 && !cancelled) error = "the containment runner could not establish or confirm containment (exit 125)";
+  exitCode = child.signalCode
+    ? 128 + ({ SIGTERM: 15, SIGKILL: 9, SIGINT: 2, SIGHUP: 1 } as Record<string, number>)[child.signalCode]!
+    : code;
+  if (exitCode === 125 && !cancelled)
+    error = "the containment runner could not establish or confirm containment (exit 125)";
 } catch (e) {
   error = `the job could not be started: ${(e as NodeJS.ErrnoException).code ?? "spawn failed"}`;
 }
@@ -183,7 +193,14 @@ function recordEnd(): void {
     const status = cancelled ? "stopped" : exitCode === 0 ? "succeeded" : "failed";
     const id = randomBytes(12).toString("hex");
     const truncated = dropped > 0;
-    const patch = { status, exit_code: exitCode, completed_at: completedAt, error, output_bytes: total, log_truncated: truncated };
+    const patch = {
+      status,
+      exit_code: exitCode,
+      completed_at: completedAt,
+      error,
+      output_bytes: total,
+      log_truncated: truncated,
+    };
     const data = { attempt: spec.attempt, patch };
     const record = { id, created_at: now(), session_id: sessionId, job_id: spec.job_id, op: "complete", data };
     const body = JSON.stringify(record);

@@ -49,7 +49,8 @@ export class JobManager extends JobStore {
   /** Starts attempt `attempt` of a job whose lease we hold; hands the lease to the supervisor. */
   private async launch(row: JobRow, lease: FileLock, env: Record<string, string>): Promise<number> {
     const attempt = row.attempts;
-    for (const k of ["log", "status.json", "progress.json"] as const) rmSync(this.attemptFile(row.job_id, attempt, k), { force: true });
+    for (const k of ["log", "status.json", "progress.json"] as const)
+      rmSync(this.attemptFile(row.job_id, attempt, k), { force: true });
     const spec = {
       job_id: row.job_id,
       attempt,
@@ -82,7 +83,13 @@ export class JobManager extends JobStore {
     return proc.pid;
   }
 
-  async start(input: { sessionId: string; command: string; cwd: string; env: Record<string, string>; name: string | null }): Promise<JobView> {
+  async start(input: {
+    sessionId: string;
+    command: string;
+    cwd: string;
+    env: Record<string, string>;
+    name: string | null;
+  }): Promise<JobView> {
     const id = `job_${randomHex(6)}`;
     ensurePrivateDir(this.jobDir(id));
     writeFileAtomic(join(this.jobDir(id), "env.json"), JSON.stringify(input.env));
@@ -118,8 +125,15 @@ export class JobManager extends JobStore {
       pid = await this.launch(row, lease, env);
     } catch {
       lease.release();
-      const failed = { status: "failed" as const, error: "the job supervisor could not be started", completed_at: now(), exit_code: null };
-      await this.mutate((rows) => Object.assign(rows.find((r) => r.job_id === row.job_id) ?? {}, failed, { updated_at: now() })).catch(() => undefined);
+      const failed = {
+        status: "failed" as const,
+        error: "the job supervisor could not be started",
+        completed_at: now(),
+        exit_code: null,
+      };
+      await this.mutate((rows) =>
+        Object.assign(rows.find((r) => r.job_id === row.job_id) ?? {}, failed, { updated_at: now() }),
+      ).catch(() => undefined);
       throw new ToolError("job_start_failed", "the background job could not be started");
     }
     const started = await this.mutate((rows) => {
@@ -162,7 +176,12 @@ export class JobManager extends JobStore {
     } catch (e) {
       if (!(e instanceof ToolError && e.code === "job_store_busy")) throw e;
       for (const { row, patch } of changes) {
-        this.journal.write({ session_id: row.session_id, job_id: row.job_id, op: patch.status === "lost" ? "lost" : "complete", data: { attempt: row.attempts, patch } });
+        this.journal.write({
+          session_id: row.session_id,
+          job_id: row.job_id,
+          op: patch.status === "lost" ? "lost" : "complete",
+          data: { attempt: row.attempts, patch },
+        });
       }
     }
   }
@@ -190,12 +209,20 @@ export class JobManager extends JobStore {
    * The jobs, after waiting up to `waitMs` until none is active or, with `until`, until it holds
    * (a server's "ready" line, say) or every job has stopped. `onCheck` sees each look (progress).
    */
-  async poll(sessionId: string, ids: string[], waitMs: number, signal?: AbortSignal, until?: (jobs: JobView[]) => boolean, onCheck?: (jobs: JobView[]) => void): Promise<JobView[]> {
+  async poll(
+    sessionId: string,
+    ids: string[],
+    waitMs: number,
+    signal?: AbortSignal,
+    until?: (jobs: JobView[]) => boolean,
+    onCheck?: (jobs: JobView[]) => void,
+  ): Promise<JobView[]> {
     const deadline = Date.now() + waitMs;
     for (;;) {
       const jobs = await this.find(sessionId, ids);
       onCheck?.(jobs);
-      if (waitMs <= 0 || jobs.every((j) => !isActive(j.status)) || Date.now() >= deadline || signal?.aborted) return jobs;
+      if (waitMs <= 0 || jobs.every((j) => !isActive(j.status)) || Date.now() >= deadline || signal?.aborted)
+        return jobs;
       if (until?.(jobs)) return jobs;
       await Bun.sleep(Math.min(100, Math.max(1, deadline - Date.now())));
     }
@@ -219,7 +246,11 @@ export class JobManager extends JobStore {
     if (!pid || !this.supervisorMatches(pid, id)) {
       const [again] = await this.find(sessionId, [id]);
       if (again && !isActive(again.status)) return { job: again, killed: false, stderr: "job had already finished" };
-      throw new ToolError("job_stop_unconfirmed", `tracked job could not be confirmed stopped: ${id}: status=${job.status}`, { job_id: id });
+      throw new ToolError(
+        "job_stop_unconfirmed",
+        `tracked job could not be confirmed stopped: ${id}: status=${job.status}`,
+        { job_id: id },
+      );
     }
     await this.mutate((rows) => {
       const r = rows.find((x) => x.job_id === id);
@@ -234,14 +265,20 @@ export class JobManager extends JobStore {
     const until = Date.now() + STOP_WAIT_MS;
     while (leaseState(this.leasePath(id)) === "held" && Date.now() < until) await Bun.sleep(50);
     let [after] = await this.find(sessionId, [id]);
-    if (!after || isActive(after.status)) throw new ToolError("job_stop_unconfirmed", `tracked job could not be confirmed stopped: ${id}: status=${after?.status ?? "unknown"}`, { job_id: id });
+    if (!after || isActive(after.status))
+      throw new ToolError(
+        "job_stop_unconfirmed",
+        `tracked job could not be confirmed stopped: ${id}: status=${after?.status ?? "unknown"}`,
+        { job_id: id },
+      );
     if (after.status === "lost") {
       // Our SIGTERM reached the supervisor before it had installed its handlers, so it died without
       // a status file. It installs them before it starts the command, so nothing was running: the
       // job was stopped before it began, which is what the caller asked for.
       await this.mutate((rows) => {
         const r = rows.find((x) => x.job_id === id);
-        if (r && r.status === "lost" && r.attempts === row.attempts) Object.assign(r, { status: "stopped", error: "cancelled before the command started", updated_at: now() });
+        if (r && r.status === "lost" && r.attempts === row.attempts)
+          Object.assign(r, { status: "stopped", error: "cancelled before the command started", updated_at: now() });
       });
       [after] = await this.find(sessionId, [id]);
     }
@@ -249,7 +286,10 @@ export class JobManager extends JobStore {
   }
 
   /** A managed job runs in the server process that started it; only that process can stop it. */
-  private async cancelManaged(sessionId: string, row: JobRow): Promise<{ job: JobView; killed: boolean; stderr: string }> {
+  private async cancelManaged(
+    sessionId: string,
+    row: JobRow,
+  ): Promise<{ job: JobView; killed: boolean; stderr: string }> {
     const id = row.job_id;
     if (!this.managed?.isLocal(id)) {
       const [again] = await this.find(sessionId, [id]);
@@ -262,7 +302,8 @@ export class JobManager extends JobStore {
     }).catch(() => undefined);
     await this.managed.cancel(id);
     const [after] = await this.find(sessionId, [id]);
-    if (!after || isActive(after.status)) throw new ToolError("job_stop_unconfirmed", `managed job could not be confirmed stopped: ${id}`, { job_id: id });
+    if (!after || isActive(after.status))
+      throw new ToolError("job_stop_unconfirmed", `managed job could not be confirmed stopped: ${id}`, { job_id: id });
     return { job: after, killed: true, stderr: "" };
   }
 
@@ -281,8 +322,19 @@ export class JobManager extends JobStore {
     try {
       row = await this.mutate((rows) => {
         const r = rows.find((x) => x.job_id === id);
-        if (!r || isActive(r.status)) throw new ToolError("job_still_active", `job is still active: ${id}`, { job_id: id });
-        Object.assign(r, { status: "retrying", attempts: r.attempts + 1, exit_code: null, error: null, completed_at: null, output_bytes: 0, log_truncated: false, lease_version: 1, updated_at: now() });
+        if (!r || isActive(r.status))
+          throw new ToolError("job_still_active", `job is still active: ${id}`, { job_id: id });
+        Object.assign(r, {
+          status: "retrying",
+          attempts: r.attempts + 1,
+          exit_code: null,
+          error: null,
+          completed_at: null,
+          output_bytes: 0,
+          log_truncated: false,
+          lease_version: 1,
+          updated_at: now(),
+        });
         return { ...r };
       });
     } catch (e) {
@@ -304,14 +356,24 @@ export class JobManager extends JobStore {
     const stopped: string[] = [];
     // Managed jobs of other sessions whose pinned input names this one (a copy's source or destination).
     for (const r of this.readRows()) {
-      if (r.session_id === sessionId || r.kind !== "managed" || !isActive(r.status) || !this.managed?.references(r, sessionId)) continue;
+      if (
+        r.session_id === sessionId ||
+        r.kind !== "managed" ||
+        !isActive(r.status) ||
+        !this.managed?.references(r, sessionId)
+      )
+        continue;
       const [j] = await this.reconcile(r.session_id).then((all) => all.filter((x) => x.job_id === r.job_id));
       if (!j || !isActive(j.status)) continue;
       const c = await this.cancelOne(r.session_id, r.job_id);
       if (c.killed) stopped.push(r.job_id);
     }
     for (const j of await this.reconcile(sessionId)) {
-      if (j.uncertain) throw new ToolError("job_stop_unconfirmed", `tracked job could not be confirmed stopped: ${j.job_id}: status=${j.status}`);
+      if (j.uncertain)
+        throw new ToolError(
+          "job_stop_unconfirmed",
+          `tracked job could not be confirmed stopped: ${j.job_id}: status=${j.status}`,
+        );
       if (!isActive(j.status)) continue;
       const r = await this.cancelOne(sessionId, j.job_id);
       if (r.killed) stopped.push(j.job_id);
@@ -330,7 +392,13 @@ export class JobManager extends JobStore {
     let out: "none" | "live" | "uncertain" = "none";
     for (const r of rows) {
       // A managed job running here also protects every session its payload references.
-      if (r.kind === "managed" && isActive(r.status) && this.managed?.isLocal(r.job_id) && this.managed.references(r, sessionId)) return "live";
+      if (
+        r.kind === "managed" &&
+        isActive(r.status) &&
+        this.managed?.isLocal(r.job_id) &&
+        this.managed.references(r, sessionId)
+      )
+        return "live";
       if (r.session_id !== sessionId || !isActive(r.status)) continue;
       const lease = this.liveness(r);
       if (lease === "held") return "live";

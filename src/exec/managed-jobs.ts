@@ -53,8 +53,16 @@ export class ManagedJobs implements ManagedHooks {
     return Object.entries(p).some(([k, v]) => (k === "session_id" || k.endsWith("_session_id")) && v === sessionId);
   }
 
-  async start(input: { sessionId: string; type: string; name: string; command: string; cwd: string; payload: Record<string, unknown> }): Promise<JobView> {
-    if (!this.runners.has(input.type)) throw new ToolError("job_start_failed", `no runner for managed jobs of type ${input.type}`);
+  async start(input: {
+    sessionId: string;
+    type: string;
+    name: string;
+    command: string;
+    cwd: string;
+    payload: Record<string, unknown>;
+  }): Promise<JobView> {
+    if (!this.runners.has(input.type))
+      throw new ToolError("job_start_failed", `no runner for managed jobs of type ${input.type}`);
     const id = `job_${randomHex(6)}`;
     ensurePrivateDir(this.jobs.jobDir(id));
     const lease = acquireLease(this.jobs.leasePath(id), { job_id: id, pid: process.pid, managed: input.type });
@@ -86,15 +94,17 @@ export class ManagedJobs implements ManagedHooks {
   }
 
   async relaunch(row: JobRow, lease: FileLock): Promise<JobView> {
-    const started = await this.jobs.mutate((rows) => {
-      const r = rows.find((x) => x.job_id === row.job_id);
-      if (!r) throw new ToolError("job_not_found", `job not found in session: ${row.job_id}`);
-      Object.assign(r, { status: "running", supervisor_pid: process.pid, last_started_at: now(), updated_at: now() });
-      return { ...r };
-    }).catch((e) => {
-      lease.release();
-      throw e;
-    });
+    const started = await this.jobs
+      .mutate((rows) => {
+        const r = rows.find((x) => x.job_id === row.job_id);
+        if (!r) throw new ToolError("job_not_found", `job not found in session: ${row.job_id}`);
+        Object.assign(r, { status: "running", supervisor_pid: process.pid, last_started_at: now(), updated_at: now() });
+        return { ...r };
+      })
+      .catch((e) => {
+        lease.release();
+        throw e;
+      });
     return this.launch(started, lease);
   }
 
@@ -112,7 +122,8 @@ export class ManagedJobs implements ManagedHooks {
       let result: Record<string, unknown> | null = null;
       let error: string | null = null;
       try {
-        if (!runner) throw new ToolError("job_start_failed", `no runner for managed jobs of type ${row.managed?.type ?? "?"}`);
+        if (!runner)
+          throw new ToolError("job_start_failed", `no runner for managed jobs of type ${row.managed?.type ?? "?"}`);
         result = await runner({
           job_id: row.job_id,
           session_id: row.session_id,
@@ -131,7 +142,16 @@ export class ManagedJobs implements ManagedHooks {
       }
       try {
         writeFileAtomic(managedFile, JSON.stringify({ attempt, progress, result }));
-        const status = { attempt, exit_code: error === null ? 0 : 1, cancelled: abort.signal.aborted, started_at: startedAt, completed_at: now(), output_bytes: 0, log_truncated: false, error };
+        const status = {
+          attempt,
+          exit_code: error === null ? 0 : 1,
+          cancelled: abort.signal.aborted,
+          started_at: startedAt,
+          completed_at: now(),
+          output_bytes: 0,
+          log_truncated: false,
+          error,
+        };
         writeFileAtomic(statusFile, JSON.stringify(status));
       } finally {
         lease.release();

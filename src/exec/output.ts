@@ -54,7 +54,8 @@ export function excerpt(buf: TailBuffer, n: number): DecodedText {
   if (nl >= head.length / 2) head = head.subarray(0, nl + 1);
   // The marker's length depends on the omitted count, which depends on the tail: size it for the
   // largest count it can show (every byte of the stream) so the whole stays within `n`.
-  const markerFor = (omitted: number) => `${head.length && head[head.length - 1] !== 10 ? "\n" : ""}[... ${omitted} bytes omitted ...]\n`;
+  const markerFor = (omitted: number) =>
+    `${head.length && head[head.length - 1] !== 10 ? "\n" : ""}[... ${omitted} bytes omitted ...]\n`;
   const widest = Buffer.byteLength(markerFor(buf.total));
   let room = n - head.length - widest;
   // Give the bytes a shorter count frees back to the tail, so the whole fills `n` when it can.

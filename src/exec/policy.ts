@@ -1,7 +1,41 @@
 import { ToolError } from "../core/errors.ts";
 
 /** Words that run the word after them as a command (`sudo mount …`, `env X=1 mount …`). */
-const PREFIX_COMMANDS = new Set(["sudo", "doas", "env", "exec", "nohup", "time", "nice", "ionice", "timeout", "command", "builtin", "xargs", "setsid", "chroot", "stdbuf", "strace", "busybox", "watch", "su", "runuser", "unshare", "nsenter", "flock", "then", "do", "else", "if", "while", "until", "!", "{", "(", "eval"]);
+const PREFIX_COMMANDS = new Set([
+  "sudo",
+  "doas",
+  "env",
+  "exec",
+  "nohup",
+  "time",
+  "nice",
+  "ionice",
+  "timeout",
+  "command",
+  "builtin",
+  "xargs",
+  "setsid",
+  "chroot",
+  "stdbuf",
+  "strace",
+  "busybox",
+  "watch",
+  "su",
+  "runuser",
+  "unshare",
+  "nsenter",
+  "flock",
+  "then",
+  "do",
+  "else",
+  "if",
+  "while",
+  "until",
+  "!",
+  "{",
+  "(",
+  "eval",
+]);
 
 /**
  * Splits shell text into simple commands and their words. It is deliberately approximate (no
@@ -38,7 +72,8 @@ export function shellCommands(text: string): string[][] {
       }
       const inner = text.slice(i + 1, j);
       // Command substitutions inside double quotes are commands too.
-      for (const sub of inner.matchAll(/\$\(([^)]*)\)|`([^`]*)`/g)) commands.push(...shellCommands(sub[1] ?? sub[2] ?? ""));
+      for (const sub of inner.matchAll(/\$\(([^)]*)\)|`([^`]*)`/g))
+        commands.push(...shellCommands(sub[1] ?? sub[2] ?? ""));
       word += inner.replace(/\\(.)/g, "$1");
       inWord = true;
       i = j;
@@ -100,7 +135,9 @@ export function deniedCommand(command: string, denylist: readonly string[]): str
   const commands = shellCommands(command);
   // Split once: every word (and every `x=value` right-hand side) into lower-cased path components,
   // and every simple command into its command-position names.
-  const wordParts = commands.flatMap((words) => words.flatMap((w) => [w, ...w.split("=").slice(1)].map(pathComponents)));
+  const wordParts = commands.flatMap((words) =>
+    words.flatMap((w) => [w, ...w.split("=").slice(1)].map(pathComponents)),
+  );
   const names = commands.flatMap(commandWords);
   for (const entry of denylist) {
     const e = entry.toLowerCase().trim();
@@ -121,5 +158,6 @@ export function deniedCommand(command: string, denylist: readonly string[]): str
 
 export function assertCommandAllowed(command: string, denylist: readonly string[]): void {
   const hit = deniedCommand(command, denylist);
-  if (hit) throw new ToolError("command_denied", `command refused by the command denylist entry '${hit}'`, { entry: hit });
+  if (hit)
+    throw new ToolError("command_denied", `command refused by the command denylist entry '${hit}'`, { entry: hit });
 }

@@ -189,7 +189,11 @@ export class RunnerServer {
           const len = view.getUint32(0, true);
           if (len < 5) throw new Error(`bad frame length ${len}`);
           if (buf.length - at < 4 + len) break;
-          this.dispatch(String.fromCharCode(buf[at + 4]!), view.getUint32(5, true), buf.subarray(at + FRAME_HEAD, at + 4 + len));
+          this.dispatch(
+            String.fromCharCode(buf[at + 4]!),
+            view.getUint32(5, true),
+            buf.subarray(at + FRAME_HEAD, at + 4 + len),
+          );
           at += 4 + len;
         }
         buf = at === buf.length ? new Uint8Array(0) : buf.slice(at);
@@ -205,8 +209,13 @@ export class RunnerServer {
     if (type === "Q") {
       // The server stops by itself (garbage on its request pipe, say) and is about to stop every
       // command in flight: their exit statuses that follow are the server's doing, not theirs.
-      const why = new TextDecoder().decode(data).replace(/[^\x20-\x7e]/g, "?").slice(0, 64);
-      log.warn(`containment runner server ${this.proc.pid} stops: ${why}; ${this.calls.size} command(s) in flight end unconfirmed`);
+      const why = new TextDecoder()
+        .decode(data)
+        .replace(/[^\x20-\x7e]/g, "?")
+        .slice(0, 64);
+      log.warn(
+        `containment runner server ${this.proc.pid} stops: ${why}; ${this.calls.size} command(s) in flight end unconfirmed`,
+      );
       for (const call of this.calls.values()) if (!call.reaped) call.signalCode = `runner server stopped (${why})`;
       this.stopping = true;
       return;
@@ -256,7 +265,10 @@ export class RunnerServer {
     this.hello(false);
     // Its supervisors get SIGTERM from the parent-death signal and stop their trees.
     this.proc.kill("SIGKILL");
-    if (this.calls.size > 0) log.warn(`containment runner server ${this.proc.pid} ${why}; ${this.calls.size} command(s) in flight end unconfirmed`);
+    if (this.calls.size > 0)
+      log.warn(
+        `containment runner server ${this.proc.pid} ${why}; ${this.calls.size} command(s) in flight end unconfirmed`,
+      );
     for (const call of this.calls.values()) abandon(call);
     this.calls.clear();
   }

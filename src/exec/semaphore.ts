@@ -27,7 +27,16 @@ export class Semaphore {
         if (i >= 0) this.waiters.splice(i, 1);
         reject(err);
       };
-      const timer = setTimeout(() => fail(new ToolError("command_queue_timeout", "timed out waiting for a free command slot (max_concurrent_commands)")), Math.max(0, deadline - Date.now()));
+      const timer = setTimeout(
+        () =>
+          fail(
+            new ToolError(
+              "command_queue_timeout",
+              "timed out waiting for a free command slot (max_concurrent_commands)",
+            ),
+          ),
+        Math.max(0, deadline - Date.now()),
+      );
       const onAbort = () => fail(new ToolError("cancelled", "cancelled while waiting for a command slot"));
       const cleanup = () => {
         clearTimeout(timer);

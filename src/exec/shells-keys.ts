@@ -54,5 +54,8 @@ export function tmuxKey(key: string): string {
   if (f) return `F${f[1]}`;
   const named = NAMED_KEYS[lower];
   if (named) return named;
-  throw new ToolError("invalid_key", `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`);
+  throw new ToolError(
+    "invalid_key",
+    `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`,
+  );
 }

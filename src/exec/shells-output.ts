@@ -70,8 +70,21 @@ export class ShellOutputReader {
       // Metadata and rows come from one command sequence, which tmux runs without reading pane
       // output in between, so the rows are exactly those of the history size it reports.
       const text = await this.tmux.must([
-        "display-message", "-p", "-t", t, "#{history_size}\t#{cursor_y}\t#{pane_height}\t#{pane_dead}\t#{pane_dead_status}\t#{cursor_x}", ";",
-        "capture-pane", "-p", "-N", "-t", t, "-S", String(start - guess), "-E", String(Math.max(height, 1) - 1),
+        "display-message",
+        "-p",
+        "-t",
+        t,
+        "#{history_size}\t#{cursor_y}\t#{pane_height}\t#{pane_dead}\t#{pane_dead_status}\t#{cursor_x}",
+        ";",
+        "capture-pane",
+        "-p",
+        "-N",
+        "-t",
+        t,
+        "-S",
+        String(start - guess),
+        "-E",
+        String(Math.max(height, 1) - 1),
       ]);
       const nl = text.indexOf("\n");
       const [hs, cy, h, dead, status, cx] = text.slice(0, nl).split("\t");
@@ -82,12 +95,19 @@ export class ShellOutputReader {
       if ((historySize !== guess || realHeight !== height) && attempt < 3) continue;
       const rows = start > historySize + realHeight - 1 ? [] : text.slice(nl + 1).split("\n");
       if (rows.at(-1) === "") rows.pop();
-      return { cursorX: Number(cx) || 0, historySize, cursorY: Number(cy) || 0, height: realHeight, dead: dead === "1", deadStatus: dead === "1" && status ? Number(status) : null, rows,
+      return {
+        cursorX: Number(cx) || 0,
+        historySize,
+        cursorY: Number(cy) || 0,
+        height: realHeight,
+        dead: dead === "1",
+        deadStatus: dead === "1" && status ? Number(status) : null,
+        rows,
         // tmux captured from `historySize + (start - guess)`; equal to `start` once the guess held.
-        firstRow: Math.max(0, historySize + start - guess) };
+        firstRow: Math.max(0, historySize + start - guess),
+      };
     }
   }
-
 
   /**
    * The last `lines` rows of history and the screen, in one tmux call whatever the pane does
@@ -96,8 +116,21 @@ export class ShellOutputReader {
    */
   private async latest(id: string, t: string, lines: number): Promise<Snapshot> {
     const text = await this.tmux.must([
-      "display-message", "-p", "-t", t, "#{history_size}\t#{cursor_y}\t#{pane_height}\t#{pane_dead}\t#{pane_dead_status}\t#{cursor_x}", ";",
-      "capture-pane", "-p", "-N", "-t", t, "-S", String(-lines), "-E", "-",
+      "display-message",
+      "-p",
+      "-t",
+      t,
+      "#{history_size}\t#{cursor_y}\t#{pane_height}\t#{pane_dead}\t#{pane_dead_status}\t#{cursor_x}",
+      ";",
+      "capture-pane",
+      "-p",
+      "-N",
+      "-t",
+      t,
+      "-S",
+      String(-lines),
+      "-E",
+      "-",
     ]);
     const nl = text.indexOf("\n");
     const [hs, cy, h, dead, status, cx] = text.slice(0, nl).split("\t");
@@ -107,7 +140,16 @@ export class ShellOutputReader {
     this.lastHeight.set(id, height);
     const rows = text.slice(nl + 1).split("\n");
     if (rows.at(-1) === "") rows.pop();
-    return { cursorX: Number(cx) || 0, historySize, cursorY: Number(cy) || 0, height, dead: dead === "1", deadStatus: dead === "1" && status ? Number(status) : null, rows, firstRow: Math.max(0, historySize - lines) };
+    return {
+      cursorX: Number(cx) || 0,
+      historySize,
+      cursorY: Number(cy) || 0,
+      height,
+      dead: dead === "1",
+      deadStatus: dead === "1" && status ? Number(status) : null,
+      rows,
+      firstRow: Math.max(0, historySize - lines),
+    };
   }
 
   /** Reads the shell's output (the caller has checked ownership), waiting as `o` asks. */
@@ -131,15 +173,25 @@ export class ShellOutputReader {
       const waiting = (o.waitFor !== null && !matched) || (o.idleMs !== null && !idle);
       const exited = view.status === "exited";
       if (!waiting || exited || Date.now() >= deadline || o.signal?.aborted) {
-        return { ...view, matched, idle, timed_out: waiting && !exited && Date.now() >= deadline, waited_ms: Date.now() - started };
+        return {
+          ...view,
+          matched,
+          idle,
+          timed_out: waiting && !exited && Date.now() >= deadline,
+          waited_ms: Date.now() - started,
+        };
       }
-      if (o.idleMs === null && changed && Date.now() - started >= BACKOFF_AFTER_MS) interval = Math.min(MAX_POLL_MS, Math.round(interval * 1.5));
+      if (o.idleMs === null && changed && Date.now() - started >= BACKOFF_AFTER_MS)
+        interval = Math.min(MAX_POLL_MS, Math.round(interval * 1.5));
       else if (!changed) interval = POLL_MS;
       await Bun.sleep(Math.max(1, Math.min(interval, deadline - Date.now())));
     }
   }
 
-  private async capture(id: string, o: ReadOptions): Promise<Omit<ReadResult, "matched" | "idle" | "timed_out" | "waited_ms">> {
+  private async capture(
+    id: string,
+    o: ReadOptions,
+  ): Promise<Omit<ReadResult, "matched" | "idle" | "timed_out" | "waited_ms">> {
     let snap = await this.snapshot(id, o.offset, o.lines);
     const total = snap.historySize + snap.height;
     let reset = false;
@@ -179,7 +231,8 @@ export class ShellOutputReader {
         // Keep the head so the next read continues where this one stopped.
         let bytes = 0;
         let n = 0;
-        while (n < rows.length && bytes + Buffer.byteLength(rows[n]!) + 1 <= o.maxBytes) bytes += Buffer.byteLength(rows[n++]!) + 1;
+        while (n < rows.length && bytes + Buffer.byteLength(rows[n]!) + 1 <= o.maxBytes)
+          bytes += Buffer.byteLength(rows[n++]!) + 1;
         output = rows.slice(0, n).join("\n");
         nextOffset = (reset ? 0 : snap.firstRow) + n;
         current = "";

@@ -34,7 +34,14 @@ export function createShellServices(input: {
   const { settings, sessions } = input;
   const lifecycle = new LifecycleLocks((sid) => sessions.lifecyclePath(sid));
   const tmux = new TmuxServer(settings.state_dir, () => resolveTmux(settings.tmux_bin), settings.shell_executable);
-  const shells = new ShellManager(settings.state_dir, tmux, sessions, input.runner, settings.shell_executable, settings.max_tmux_sessions);
+  const shells = new ShellManager(
+    settings.state_dir,
+    tmux,
+    sessions,
+    input.runner,
+    settings.shell_executable,
+    settings.max_tmux_sessions,
+  );
   const jobs = new JobManager({
     stateDir: settings.state_dir,
     shell: settings.shell_executable,
@@ -44,7 +51,10 @@ export function createShellServices(input: {
   });
   sessions.guards.push((rec) => jobs.sessionGuard(rec.session_id) !== "none");
   sessions.pruneLock = (sid) => lifecycle.tryExclusive(sid);
-  input.teardowns.push(async (sid) => ({ stopped_jobs: await jobs.teardown(sid), stopped_shells: await shells.teardown(sid) }));
+  input.teardowns.push(async (sid) => ({
+    stopped_jobs: await jobs.teardown(sid),
+    stopped_shells: await shells.teardown(sid),
+  }));
   const resolveTmuxBinary = () =>
     tmux.binary().then((r) => {
       input.capabilities.raw_pty = r !== undefined;

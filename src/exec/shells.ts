@@ -6,7 +6,18 @@ import { withFileLock } from "../store/lock.ts";
 import { randomHex } from "../core/random.ts";
 import { sanitizeShellName, tmuxKey, tmuxLiteral } from "./shells-keys.ts";
 import { type ReadOptions, type ReadResult, ShellOutputReader } from "./shells-output.ts";
-import { DEFAULT_COLS, DEFAULT_ROWS, HISTORY_LIMIT, type Inventory, KIND_OPTION, OWNER_OPTION, paneTarget, sessionTarget, type TmuxServer, type TmuxShellInfo } from "./tmux.ts";
+import {
+  DEFAULT_COLS,
+  DEFAULT_ROWS,
+  HISTORY_LIMIT,
+  type Inventory,
+  KIND_OPTION,
+  OWNER_OPTION,
+  paneTarget,
+  sessionTarget,
+  type TmuxServer,
+  type TmuxShellInfo,
+} from "./tmux.ts";
 
 /** Time the containment runner gives a shell's processes between SIGTERM and SIGKILL. */
 const SHELL_GRACE_MS = 1000;
@@ -56,11 +67,18 @@ function stillRunning(pid: number, start: string | undefined): boolean {
 }
 
 /** Why a shell start did not produce our session, in words an operator can act on. */
-function startFailure(r: { code: number | null; stderr: string }, info: Inventory | undefined, created: TmuxShellInfo | undefined): string {
+function startFailure(
+  r: { code: number | null; stderr: string },
+  info: Inventory | undefined,
+  created: TmuxShellInfo | undefined,
+): string {
   if (r.code === null) return "tmux did not answer in time";
-  if (r.code !== 0) return r.stderr ? `tmux: ${r.stderr.slice(0, 300)}` : `tmux exited with status ${r.code} and no message`;
-  if (!info || info.state === "unknown") return `tmux reported success, but its session list could not be read${info?.state === "unknown" ? ` (${info.reason})` : ""}`;
-  if (info.state === "absent") return "tmux reported success, but its server exited at once (the command may have failed to start)";
+  if (r.code !== 0)
+    return r.stderr ? `tmux: ${r.stderr.slice(0, 300)}` : `tmux exited with status ${r.code} and no message`;
+  if (!info || info.state === "unknown")
+    return `tmux reported success, but its session list could not be read${info?.state === "unknown" ? ` (${info.reason})` : ""}`;
+  if (info.state === "absent")
+    return "tmux reported success, but its server exited at once (the command may have failed to start)";
   if (!created) return "tmux reported success, but the new session is not in its session list";
   return "the new session carries another owner tag";
 }
@@ -86,13 +104,23 @@ export class ShellManager {
 
   private admission<T>(fn: () => Promise<T>): Promise<T> {
     return withFileLock(tmuxAdmissionLockPath(this.stateDir), fn, ADMISSION_WAIT_MS).catch((e) => {
-      if (e instanceof ToolError && e.code === "lock_timeout") throw new ToolError("shell_admission_busy", "another server process is starting or reconciling persistent shells; try again");
+      if (e instanceof ToolError && e.code === "lock_timeout")
+        throw new ToolError(
+          "shell_admission_busy",
+          "another server process is starting or reconciling persistent shells; try again",
+        );
       throw e;
     });
   }
 
   /** Starts a shell owned by `session` (the caller holds the session's lifecycle lock). */
-  async start(input: { session: SessionRecord; command: string; cwd: string; env: Record<string, string>; name: string | null }): Promise<{ shell_id: string; backend: "tmux" }> {
+  async start(input: {
+    session: SessionRecord;
+    command: string;
+    cwd: string;
+    env: Record<string, string>;
+    name: string | null;
+  }): Promise<{ shell_id: string; backend: "tmux" }> {
     const sid = input.session.session_id;
     let id: string;
     if (input.name !== null) {
@@ -105,14 +133,21 @@ export class ShellManager {
     return this.admission(async () => {
       const shells = await this.tmux.requireInventory();
       if (shells.some((s) => s.name === id)) {
-        throw new ToolError("shell_exists", `persistent shell id already exists: ${id}; choose a different name or stop the existing shell first`, { shell_id: id });
+        throw new ToolError(
+          "shell_exists",
+          `persistent shell id already exists: ${id}; choose a different name or stop the existing shell first`,
+          { shell_id: id },
+        );
       }
       const live = new Set(shells.map((s) => s.name));
       for (const rec of this.sessions.list()) {
         if (rec.session_id === sid || !rec.persistent_shell_ids.includes(id)) continue;
         // We hold the admission lock, so no start is in flight: an id missing from the authoritative
         // inventory is a stale reservation and can be released.
-        if (live.has(id)) throw new ToolError("shell_reserved", `persistent shell id is already reserved by another session: ${id}`, { shell_id: id });
+        if (live.has(id))
+          throw new ToolError("shell_reserved", `persistent shell id is already reserved by another session: ${id}`, {
+            shell_id: id,
+          });
         this.sessions.update(rec, { persistent_shell_ids: rec.persistent_shell_ids.filter((x) => x !== id) });
       }
       if (shells.length >= this.maxShells) {
@@ -125,7 +160,8 @@ export class ShellManager {
       }
       // Reserve durably before creating, so pruning and peers see the shell even if we die now.
       const current = this.sessions.require(sid);
-      if (!current.persistent_shell_ids.includes(id)) this.sessions.update(current, { persistent_shell_ids: [...current.persistent_shell_ids, id] });
+      if (!current.persistent_shell_ids.includes(id))
+        this.sessions.update(current, { persistent_shell_ids: [...current.persistent_shell_ids, id] });
       // Environment values never go on a tmux command line (world-readable in /proc, and kept as
       // the tmux server's own argv when this client starts it): the client carries them and
       // `update-environment` copies them into the new session only. A server this client would
@@ -133,29 +169,84 @@ export class ShellManager {
       const envKeys = Object.keys(input.env);
       if (envKeys.length) {
         const boot = await this.tmux.run(["start-server", ";", "set-option", "-s", "exit-empty", "off"]);
-        if (boot.code !== 0) throw new ToolError("shell_start_failed", `persistent shell could not be started: ${startFailure(boot, undefined, undefined)}`, { shell_id: id });
+        if (boot.code !== 0)
+          throw new ToolError(
+            "shell_start_failed",
+            `persistent shell could not be started: ${startFailure(boot, undefined, undefined)}`,
+            { shell_id: id },
+          );
       }
       const restore = ["set-option", "-gu", "update-environment", ";", "set-option", "-s", "exit-empty", "on"];
-      const r = await this.tmux.run([
-        "set-option", "-g", "history-limit", String(HISTORY_LIMIT), ";",
-        "set-option", "-s", "escape-time", "0", ";",
-        ...envKeys.flatMap((k) => ["set-option", "-ga", "update-environment", k, ";"]),
-        "new-session", "-d", "-s", id, "-x", String(DEFAULT_COLS), "-y", String(DEFAULT_ROWS), "-c", input.cwd.replaceAll("#", "##"),
-        runner, "--grace-ms", String(SHELL_GRACE_MS), "--cleanup-ms", String(SHELL_CLEANUP_MS), "--", this.shell, "-c", tmuxLiteral(input.command), ";",
-        ...(envKeys.length ? [...restore, ";"] : []),
-        "set-option", "-t", paneTarget(id), OWNER_OPTION, sid, ";",
-        "set-option", "-t", paneTarget(id), KIND_OPTION, "shell", ";",
-        "set-option", "-w", "-t", paneTarget(id), "remain-on-exit", "on",
-      ], undefined, input.env);
+      const r = await this.tmux.run(
+        [
+          "set-option",
+          "-g",
+          "history-limit",
+          String(HISTORY_LIMIT),
+          ";",
+          "set-option",
+          "-s",
+          "escape-time",
+          "0",
+          ";",
+          ...envKeys.flatMap((k) => ["set-option", "-ga", "update-environment", k, ";"]),
+          "new-session",
+          "-d",
+          "-s",
+          id,
+          "-x",
+          String(DEFAULT_COLS),
+          "-y",
+          String(DEFAULT_ROWS),
+          "-c",
+          input.cwd.replaceAll("#", "##"),
+          runner,
+          "--grace-ms",
+          String(SHELL_GRACE_MS),
+          "--cleanup-ms",
+          String(SHELL_CLEANUP_MS),
+          "--",
+          this.shell,
+          "-c",
+          tmuxLiteral(input.command),
+          ";",
+          ...(envKeys.length ? [...restore, ";"] : []),
+          "set-option",
+          "-t",
+          paneTarget(id),
+          OWNER_OPTION,
+          sid,
+          ";",
+          "set-option",
+          "-t",
+          paneTarget(id),
+          KIND_OPTION,
+          "shell",
+          ";",
+          "set-option",
+          "-w",
+          "-t",
+          paneTarget(id),
+          "remain-on-exit",
+          "on",
+        ],
+        undefined,
+        input.env,
+      );
       if (envKeys.length && r.code !== 0) await this.tmux.run(restore).catch(() => undefined);
-      const info = r.code === 0 ? (await this.tmux.inventory()) : undefined;
+      const info = r.code === 0 ? await this.tmux.inventory() : undefined;
       const created = info?.state === "ok" ? info.shells.find((s) => s.name === id) : undefined;
       if (created && created.owner === sid) return { shell_id: id, backend: "tmux" as const };
       const cause = startFailure(r, info, created);
       // Startup failed: remove what may exist, and roll the reservation back only when that is confirmed.
       await this.tmux.run(["kill-session", "-t", sessionTarget(id)]).catch(() => undefined);
       const gone = (await this.tmux.exists(id)) === false;
-      if (!gone) throw new ToolError("shell_start_uncertain", `persistent shell startup failed and cleanup was not confirmed: ${id}`, { shell_id: id });
+      if (!gone)
+        throw new ToolError(
+          "shell_start_uncertain",
+          `persistent shell startup failed and cleanup was not confirmed: ${id}`,
+          { shell_id: id },
+        );
       this.dropReservation(sid, id);
       throw new ToolError("shell_start_failed", `persistent shell could not be started: ${cause}`, { shell_id: id });
     });
@@ -164,7 +255,8 @@ export class ShellManager {
   private dropReservation(sid: string, id: string): void {
     try {
       const rec = this.sessions.require(sid);
-      if (rec.persistent_shell_ids.includes(id)) this.sessions.update(rec, { persistent_shell_ids: rec.persistent_shell_ids.filter((x) => x !== id) });
+      if (rec.persistent_shell_ids.includes(id))
+        this.sessions.update(rec, { persistent_shell_ids: rec.persistent_shell_ids.filter((x) => x !== id) });
     } catch {
       // The session is gone or expired: nothing to roll back.
     }
@@ -199,9 +291,13 @@ export class ShellManager {
 
   /** Shells of `sid`, or without it those of every live session. Reconciles stale reservations. */
   async list(sid: string | null): Promise<ShellView[]> {
-    const shells = (await this.tmux.requireInventory()).filter((s) => s.kind === "shell" && (sid ? s.owner === sid : this.ownerLive(s.owner)));
+    const shells = (await this.tmux.requireInventory()).filter(
+      (s) => s.kind === "shell" && (sid ? s.owner === sid : this.ownerLive(s.owner)),
+    );
     if (sid) await this.reconcile(sid).catch(() => undefined);
-    return shells.map((s) => this.view(s)).sort((a, b) => a.created.localeCompare(b.created) || a.shell_id.localeCompare(b.shell_id));
+    return shells
+      .map((s) => this.view(s))
+      .sort((a, b) => a.created.localeCompare(b.created) || a.shell_id.localeCompare(b.shell_id));
   }
 
   /** Drops reservations of `sid` whose shells are authoritatively gone (under the admission lock). */
@@ -212,7 +308,8 @@ export class ShellManager {
       const shells = await this.tmux.requireInventory();
       const current = this.sessions.require(sid);
       const keep = current.persistent_shell_ids.filter((id) => shells.some((s) => s.name === id && s.owner === sid));
-      if (keep.length !== current.persistent_shell_ids.length) this.sessions.update(current, { persistent_shell_ids: keep });
+      if (keep.length !== current.persistent_shell_ids.length)
+        this.sessions.update(current, { persistent_shell_ids: keep });
     });
   }
 
@@ -222,15 +319,29 @@ export class ShellManager {
    */
   async owned(id: string, sid: string | null): Promise<TmuxShellInfo> {
     const s = (await this.tmux.requireInventory()).find((x) => x.name === id && x.kind === "shell");
-    if (!s || (!sid && !this.ownerLive(s.owner))) throw new ToolError("shell_not_found", `no persistent shell named ${id}`, { shell_id: id });
-    if (sid && s.owner !== sid) throw new ToolError("shell_not_owned", `persistent shell ${id} does not belong to session ${sid}`, { shell_id: id });
+    if (!s || (!sid && !this.ownerLive(s.owner)))
+      throw new ToolError("shell_not_found", `no persistent shell named ${id}`, { shell_id: id });
+    if (sid && s.owner !== sid)
+      throw new ToolError("shell_not_owned", `persistent shell ${id} does not belong to session ${sid}`, {
+        shell_id: id,
+      });
     return s;
   }
 
-  async send(id: string, sid: string | null, text: string, keys: string[], enter: boolean): Promise<{ sent_bytes: number; keys: string[] }> {
+  async send(
+    id: string,
+    sid: string | null,
+    text: string,
+    keys: string[],
+    enter: boolean,
+  ): Promise<{ sent_bytes: number; keys: string[] }> {
     const mapped = keys.map(tmuxKey);
     const s = await this.owned(id, sid);
-    if (s.dead) throw new ToolError("shell_exited", `persistent shell ${id} has exited; read its output or kill it`, { shell_id: id, exit_code: s.deadStatus });
+    if (s.dead)
+      throw new ToolError("shell_exited", `persistent shell ${id} has exited; read its output or kill it`, {
+        shell_id: id,
+        exit_code: s.deadStatus,
+      });
     const t = paneTarget(id);
     const args: string[] = [];
     if (text) args.push("send-keys", "-t", t, "-l", "--", tmuxLiteral(text));
@@ -289,8 +400,14 @@ export class ShellManager {
       const alive = running();
       if (exists === false && !alive) break;
       if (Date.now() >= until) {
-        const why = alive ? `its runner (pid ${pid}) is still running` : exists ? "tmux still lists the session" : "tmux could not report whether the session is gone";
-        throw new ToolError("shell_stop_failed", `persistent shell could not be stopped: ${s.name}: ${why}`, { shell_id: s.name });
+        const why = alive
+          ? `its runner (pid ${pid}) is still running`
+          : exists
+            ? "tmux still lists the session"
+            : "tmux could not report whether the session is gone";
+        throw new ToolError("shell_stop_failed", `persistent shell could not be stopped: ${s.name}: ${why}`, {
+          shell_id: s.name,
+        });
       }
       if (exists === true) await this.tmux.run(["kill-session", "-t", sessionTarget(s.name)]).catch(() => undefined);
       await Bun.sleep(POLL_MS);
@@ -304,7 +421,11 @@ export class ShellManager {
    */
   async teardown(sid: string): Promise<string[]> {
     const inv = await this.tmux.inventory();
-    if (inv.state === "unknown") throw new ToolError("shell_inventory_unavailable", "persistent shell ownership could not be determined; refusing to remove the session");
+    if (inv.state === "unknown")
+      throw new ToolError(
+        "shell_inventory_unavailable",
+        "persistent shell ownership could not be determined; refusing to remove the session",
+      );
     const mine = inv.state === "ok" ? inv.shells.filter((s) => s.owner === sid) : [];
     const stopped: string[] = [];
     for (const s of mine) {

@@ -56,7 +56,10 @@ export interface TmuxShellInfo {
  * Three-state inventory: `ok` (the server answered), `absent` (no server listens on our socket,
  * which is authoritative: nothing of ours exists), `unknown` (anything else; callers fail closed).
  */
-export type Inventory = { state: "ok"; shells: TmuxShellInfo[] } | { state: "absent" } | { state: "unknown"; reason: string };
+export type Inventory =
+  | { state: "ok"; shells: TmuxShellInfo[] }
+  | { state: "absent" }
+  | { state: "unknown"; reason: string };
 
 const FIELDS = [
   "#{session_name}",
@@ -142,14 +145,25 @@ export class TmuxServer {
   /** The tmux to exec right now (the embedded copy is checked again on every call). */
   async executable(): Promise<string> {
     const r = await this.binary();
-    if (!r) throw new ToolError("tmux_unavailable", "tmux is unavailable: the embedded tmux could not be extracted and no tmux is on PATH (or tmux_bin names a missing program)");
-    if (Buffer.byteLength(this.socket) > MAX_SOCKET_PATH) throw new ToolError("tmux_unavailable", "no short enough path for a tmux socket (the state dir's and /tmp's are too long)");
+    if (!r)
+      throw new ToolError(
+        "tmux_unavailable",
+        "tmux is unavailable: the embedded tmux could not be extracted and no tmux is on PATH (or tmux_bin names a missing program)",
+      );
+    if (Buffer.byteLength(this.socket) > MAX_SOCKET_PATH)
+      throw new ToolError(
+        "tmux_unavailable",
+        "no short enough path for a tmux socket (the state dir's and /tmp's are too long)",
+      );
     // The folder is ours and private (not a link, not another user's), or nothing runs.
     ensurePrivateDir(dirname(this.socket));
     try {
       return await r.current();
     } catch (e) {
-      throw new ToolError("tmux_unavailable", `the embedded tmux failed its check before running: ${e instanceof ToolError ? e.message : "unexpected error"}`);
+      throw new ToolError(
+        "tmux_unavailable",
+        `the embedded tmux failed its check before running: ${e instanceof ToolError ? e.message : "unexpected error"}`,
+      );
     }
   }
 
@@ -158,7 +172,11 @@ export class TmuxServer {
    * is added to the client's environment only (never its arguments, which every local user can read
    * in /proc); `update-environment` copies named variables from there into a new session.
    */
-  async run(args: string[], timeoutMs = COMMAND_TIMEOUT_MS, clientEnv: Record<string, string> = {}): Promise<TmuxResult> {
+  async run(
+    args: string[],
+    timeoutMs = COMMAND_TIMEOUT_MS,
+    clientEnv: Record<string, string> = {},
+  ): Promise<TmuxResult> {
     const bin = await this.executable();
     const env = childEnv({ SHELL: this.shell, TERM: "xterm-256color", ...clientEnv });
     delete env.TMUX;
@@ -166,10 +184,19 @@ export class TmuxServer {
     // -u: the client treats the terminal as UTF-8 whatever the locale says. Without it, a server
     // started with LANG/LC_ALL unset (common for services) has tmux replace the tabs that separate
     // our inventory fields, and every shell start looked like a failure.
-    const proc = Bun.spawn([bin, "-u", "-S", this.socket, "-f", "/dev/null", ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env });
+    const proc = Bun.spawn([bin, "-u", "-S", this.socket, "-f", "/dev/null", ...args], {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      env,
+    });
     const timer = setTimeout(() => proc.kill("SIGKILL"), timeoutMs);
     try {
-      const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+      const [stdout, stderr, code] = await Promise.all([
+        new Response(proc.stdout).text(),
+        new Response(proc.stderr).text(),
+        proc.exited,
+      ]);
       return { code: proc.signalCode ? null : code, stdout, stderr: stderr.trim() };
     } finally {
       clearTimeout(timer);
@@ -179,7 +206,8 @@ export class TmuxServer {
   /** Runs a command that must succeed; failures become `tmux_failed` with tmux's short message. */
   async must(args: string[]): Promise<string> {
     const r = await this.run(args);
-    if (r.code !== 0) throw new ToolError("tmux_failed", `tmux ${args[0]} failed: ${r.stderr.slice(0, 300) || "no message"}`);
+    if (r.code !== 0)
+      throw new ToolError("tmux_failed", `tmux ${args[0]} failed: ${r.stderr.slice(0, 300) || "no message"}`);
     return r.stdout;
   }
 
@@ -205,14 +233,22 @@ export class TmuxServer {
     }
     if (r.code === 0) return { state: "ok", shells: parseInventory(r.stdout) };
     if (provesAbsent(r.stderr)) return { state: "absent" };
-    return { state: "unknown", reason: r.code === null ? "tmux timed out" : `tmux failed: ${r.stderr.slice(0, 200) || `status ${r.code}, no message`}` };
+    return {
+      state: "unknown",
+      reason:
+        r.code === null ? "tmux timed out" : `tmux failed: ${r.stderr.slice(0, 200) || `status ${r.code}, no message`}`,
+    };
   }
 
   /** Inventory that must be authoritative; `absent` reads as empty. */
   async requireInventory(): Promise<TmuxShellInfo[]> {
     const inv = await this.inventory();
     if (inv.state === "unknown") {
-      throw new ToolError("shell_inventory_unavailable", "persistent shell inventory is unavailable; refusing to act until tmux can report its shells authoritatively", { reason: inv.reason });
+      throw new ToolError(
+        "shell_inventory_unavailable",
+        "persistent shell inventory is unavailable; refusing to act until tmux can report its shells authoritatively",
+        { reason: inv.reason },
+      );
     }
     return inv.state === "ok" ? inv.shells : [];
   }

@@ -54,13 +54,17 @@ function parseHunk(rows: string[]): Hunk {
   let i = 0;
   for (; i < rows.length && !rows[i]!.startsWith("+"); i++) {
     const m = ROW.exec(rows[i]!);
-    if (!m) throw bad(`hashline old lines must use '<line>:<text>' rows copied from read/search output (got: ${rows[i]!.slice(0, 80)})`);
+    if (!m)
+      throw bad(
+        `hashline old lines must use '<line>:<text>' rows copied from read/search output (got: ${rows[i]!.slice(0, 80)})`,
+      );
     const n = lineNo(m[1]!);
     if (old.length === 0) start = n;
     else if (n !== start + old.length) throw bad("hashline old lines must be consecutive");
     old.push(m[2]!);
   }
-  if (old.length === 0) throw bad("hashline edit must include old lines or a directive (SWAP N-M: or INSERT BEFORE|AFTER N:)");
+  if (old.length === 0)
+    throw bad("hashline edit must include old lines or a directive (SWAP N-M: or INSERT BEFORE|AFTER N:)");
   return { kind: "replace", start, end: start + old.length - 1, old, plus: plusRows(rows.slice(i)) };
 }
 

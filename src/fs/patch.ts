@@ -82,7 +82,17 @@ function parseEnvelope(lines: string[]): FileOp[] {
       while (i < end && !isAction(lines[i]!)) {
         const l = lines[i]!;
         if (l.startsWith("@@")) {
-          hunk = { anchor: l.slice(2).replace(/@@\s*$/, "").trim(), oldStart: null, lines: [], eof: false, oldNoEol: false, newNoEol: false };
+          hunk = {
+            anchor: l
+              .slice(2)
+              .replace(/@@\s*$/, "")
+              .trim(),
+            oldStart: null,
+            lines: [],
+            eof: false,
+            oldNoEol: false,
+            newNoEol: false,
+          };
           op.hunks.push(hunk);
         } else if (l.trim() === "*** End of File") {
           if (!hunk) throw invalid(`unexpected end-of-file marker in ${op.path}`);
@@ -102,7 +112,8 @@ function parseEnvelope(lines: string[]): FileOp[] {
       }
       // Empty lines closing a hunk are usually separators; dropping them only loses context.
       for (const h of op.hunks) {
-        while (h.lines.length && h.lines[h.lines.length - 1]!.op === " " && h.lines[h.lines.length - 1]!.text === "") h.lines.pop();
+        while (h.lines.length && h.lines[h.lines.length - 1]!.op === " " && h.lines[h.lines.length - 1]!.text === "")
+          h.lines.pop();
       }
       if (op.hunks.length === 0 && !op.moveTo) throw invalid(`update action contains no hunks: ${op.path}`);
     }
@@ -151,7 +162,14 @@ function parseUnified(lines: string[]): FileOp[] {
       if (!m) throw invalid(`invalid hunk header: '${lines[i]!.slice(0, 100)}'`);
       let oldLeft = m[2] === undefined ? 1 : Number(m[2]);
       let newLeft = m[4] === undefined ? 1 : Number(m[4]);
-      const hunk: PatchHunk = { anchor: "", oldStart: Number(m[1]), lines: [], eof: false, oldNoEol: false, newNoEol: false };
+      const hunk: PatchHunk = {
+        anchor: "",
+        oldStart: Number(m[1]),
+        lines: [],
+        eof: false,
+        oldNoEol: false,
+        newNoEol: false,
+      };
       i++;
       while (i < lines.length && (oldLeft > 0 || newLeft > 0 || lines[i]!.startsWith("\\"))) {
         const h = lines[i]!;
@@ -175,24 +193,49 @@ function parseUnified(lines: string[]): FileOp[] {
         if (prev?.op !== "-") hunk.newNoEol = true;
         i++;
       }
-      if (oldLeft > 0 || newLeft > 0) throw invalid(`hunk ${hunks.length + 1} of ${newPath === "/dev/null" ? oldPath : newPath} is shorter than its header says`);
+      if (oldLeft > 0 || newLeft > 0)
+        throw invalid(
+          `hunk ${hunks.length + 1} of ${newPath === "/dev/null" ? oldPath : newPath} is shorter than its header says`,
+        );
       hunks.push(hunk);
     }
     if (oldPath === "/dev/null") {
       const h = hunks[0];
-      ops.push({ kind: "add", path: newPath, moveTo: null, hunks: [], addLines: h ? h.lines.filter((x) => x.op === "+").map((x) => x.text) : [], addFinalNewline: !(h?.newNoEol ?? false) });
+      ops.push({
+        kind: "add",
+        path: newPath,
+        moveTo: null,
+        hunks: [],
+        addLines: h ? h.lines.filter((x) => x.op === "+").map((x) => x.text) : [],
+        addFinalNewline: !(h?.newNoEol ?? false),
+      });
     } else if (newPath === "/dev/null") {
       ops.push({ kind: "delete", path: oldPath, moveTo: null, hunks: [], addLines: [], addFinalNewline: true });
     } else {
-      ops.push({ kind: "update", path: oldPath, moveTo: newPath !== oldPath ? newPath : renameTo, hunks, addLines: [], addFinalNewline: true });
+      ops.push({
+        kind: "update",
+        path: oldPath,
+        moveTo: newPath !== oldPath ? newPath : renameTo,
+        hunks,
+        addLines: [],
+        addFinalNewline: true,
+      });
     }
     renameFrom = renameTo = null;
   }
-  if (ops.length === 0) throw invalid("patch does not contain any file changes (expected '*** Begin Patch' or a unified diff with ---/+++ headers)");
+  if (ops.length === 0)
+    throw invalid(
+      "patch does not contain any file changes (expected '*** Begin Patch' or a unified diff with ---/+++ headers)",
+    );
   return ops;
 }
 
-function findSeq(lines: readonly string[], seq: readonly string[], from: number, norm: (s: string) => string): number[] {
+function findSeq(
+  lines: readonly string[],
+  seq: readonly string[],
+  from: number,
+  norm: (s: string) => string,
+): number[] {
   const hits: number[] = [];
   if (seq.length === 0) return hits;
   const want = seq.map(norm);
@@ -231,14 +274,19 @@ export function applyHunks(doc: LineDoc, hunks: readonly PatchHunk[], shown: str
       const a = h.anchor.trim();
       const idx = cur.lines.findIndex((l, i) => i >= cursor && l.includes(a));
       if (idx >= 0) from = old.length ? idx : idx + 1;
-      else if (old.length === 0) throw new ToolError("patch_failed", `hunk ${n} of ${shown}: anchor '${a.slice(0, 80)}' not found`);
+      else if (old.length === 0)
+        throw new ToolError("patch_failed", `hunk ${n} of ${shown}: anchor '${a.slice(0, 80)}' not found`);
     }
     let at: number;
     if (old.length === 0) {
       if (h.eof) at = cur.lines.length;
       else if (h.oldStart !== null) at = Math.min(h.oldStart, cur.lines.length);
       else if (h.anchor) at = from;
-      else throw new ToolError("patch_failed", `hunk ${n} of ${shown} has no context; use '*** End of File' to append or an @@ anchor line`);
+      else
+        throw new ToolError(
+          "patch_failed",
+          `hunk ${n} of ${shown} has no context; use '*** End of File' to append or an @@ anchor line`,
+        );
     } else {
       const modes: Array<[string, (s: string) => string]> = [
         ["exact", (s) => s],
@@ -258,11 +306,15 @@ export function applyHunks(doc: LineDoc, hunks: readonly PatchHunk[], shown: str
       if (h.eof) hits = hits.filter((i) => i + old.length === cur.lines.length);
       if (hits.length === 0) {
         const near = nearestPlace(cur.lines, old, h.oldStart ?? cursor);
-        throw new ToolError("patch_failed", `hunk ${n} of ${shown} does not match the file${h.eof ? " end" : ""}; first expected line: '${(old[0] ?? "").slice(0, 100)}'`, {
-          hunk: n,
-          path: shown,
-          ...(near !== null ? { nearest_line: near + 1, expected_lines: old.length } : {}),
-        });
+        throw new ToolError(
+          "patch_failed",
+          `hunk ${n} of ${shown} does not match the file${h.eof ? " end" : ""}; first expected line: '${(old[0] ?? "").slice(0, 100)}'`,
+          {
+            hunk: n,
+            path: shown,
+            ...(near !== null ? { nearest_line: near + 1, expected_lines: old.length } : {}),
+          },
+        );
       }
       if (hits.length > 1 && h.oldStart !== null) {
         const target = h.oldStart - 1;
@@ -270,7 +322,14 @@ export function applyHunks(doc: LineDoc, hunks: readonly PatchHunk[], shown: str
         hits = [hits[0]!];
       }
       if (hits.length > 1) {
-        throw new ToolError("patch_failed", `hunk ${n} matches ${hits.length} locations in ${shown} (lines ${hits.slice(0, 5).map((x) => x + 1).join(", ")}); add more context or an @@ anchor line`, { hunk: n, path: shown });
+        throw new ToolError(
+          "patch_failed",
+          `hunk ${n} matches ${hits.length} locations in ${shown} (lines ${hits
+            .slice(0, 5)
+            .map((x) => x + 1)
+            .join(", ")}); add more context or an @@ anchor line`,
+          { hunk: n, path: shown },
+        );
       }
       at = hits[0]!;
       if (mode !== "exact") notes.push({ hunk: n, note: `hunk ${n} of ${shown} matched ${mode}` });
@@ -280,7 +339,7 @@ export function applyHunks(doc: LineDoc, hunks: readonly PatchHunk[], shown: str
     if (touchesEnd && neu.length > 0 && (h.newNoEol || h.oldNoEol)) {
       const eols = cur.eols.slice();
       const lastIdx = at + neu.length - 1;
-      eols[lastIdx] = h.newNoEol ? "" : eols.find((e) => e !== "") ?? "\n";
+      eols[lastIdx] = h.newNoEol ? "" : (eols.find((e) => e !== "") ?? "\n");
       cur = { lines: cur.lines, eols };
     }
     cursor = at + neu.length;
@@ -303,7 +362,8 @@ export function nearestPlace(lines: readonly string[], old: readonly string[], h
     let score = 0;
     for (let k = 0; k < want.length && at + k < lines.length; k++) if (lines[at + k]!.trim() === want[k]) score++;
     if (score === 0) continue;
-    if (!best || score > best.score || (score === best.score && Math.abs(at - hint) < Math.abs(best.at - hint))) best = { at, score };
+    if (!best || score > best.score || (score === best.score && Math.abs(at - hint) < Math.abs(best.at - hint)))
+      best = { at, score };
   }
   return best ? best.at : Math.max(0, Math.min(hint, lines.length - 1));
 }

@@ -13,7 +13,8 @@ export function isWithin(parent: string, child: string): boolean {
 export function assertSanePath(input: string, what = "path"): void {
   if (input.includes("\0")) throw new ToolError("invalid_path", `${what} contains a NUL byte`);
   if (input.length > 4096) throw new ToolError("invalid_path", `${what} is longer than 4096 characters`);
-  if (input.split(sep).some((name) => Buffer.byteLength(name) > 255)) throw new ToolError("invalid_path", `${what} has a name longer than 255 bytes`);
+  if (input.split(sep).some((name) => Buffer.byteLength(name) > 255))
+    throw new ToolError("invalid_path", `${what} has a name longer than 255 bytes`);
 }
 
 /**
@@ -38,7 +39,8 @@ function realpathOrNotFound(p: string, shown: string): string {
     return realpathSync(p);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") throw new ToolError("path_not_found", `no such file or directory: ${shown}`, { path: shown });
+    if (code === "ENOENT" || code === "ENOTDIR")
+      throw new ToolError("path_not_found", `no such file or directory: ${shown}`, { path: shown });
     if (code === "EACCES") throw new ToolError("permission_denied", `permission denied: ${shown}`, { path: shown });
     if (code === "ELOOP") throw new ToolError("invalid_path", `too many symbolic links: ${shown}`, { path: shown });
     if (code === "ENAMETOOLONG") throw new ToolError("invalid_path", `path is too long: ${shown}`, { path: shown });
@@ -73,15 +75,21 @@ export function resolveWorkdir(input: string, policy: DirPolicy): string {
   }
   const real = realpathOrNotFound(lexical, input);
   if (!policy.fullControl && !isWithin(root, real)) {
-    throw new ToolError("path_outside_workspace", `workdir resolves outside the workspace root through a symbolic link: ${input}`, { path: input });
+    throw new ToolError(
+      "path_outside_workspace",
+      `workdir resolves outside the workspace root through a symbolic link: ${input}`,
+      { path: input },
+    );
   }
-  if (!statSync(real).isDirectory()) throw new ToolError("not_a_directory", `workdir is not a directory: ${input}`, { path: input });
+  if (!statSync(real).isDirectory())
+    throw new ToolError("not_a_directory", `workdir is not a directory: ${input}`, { path: input });
   const state = tryRealpath(policy.stateDir);
   if (state && isWithin(state, real)) {
     throw new ToolError("path_denied", "the server's private state directory cannot be a workdir", { path: input });
   }
   const hit = deniedBy(real, policy.pathDenylist);
-  if (hit) throw new ToolError("path_denied", `workdir matches the path denylist entry '${hit}': ${input}`, { path: input });
+  if (hit)
+    throw new ToolError("path_denied", `workdir matches the path denylist entry '${hit}': ${input}`, { path: input });
   return real;
 }
 
@@ -99,11 +107,18 @@ function tryRealpath(p: string): string | undefined {
  */
 export function resolveDirInWorkdir(workdir: string, input: string, root?: string): string {
   assertSanePath(input, "cwd");
-  const lexical = (root !== undefined ? printedPath(root, workdir, input) : undefined) ?? resolve(workdir, input === "" ? "." : input);
-  if (!isWithin(workdir, lexical)) throw new ToolError("path_outside_workdir", `path escapes the session workdir: ${input}`, { path: input });
+  const lexical =
+    (root !== undefined ? printedPath(root, workdir, input) : undefined) ??
+    resolve(workdir, input === "" ? "." : input);
+  if (!isWithin(workdir, lexical))
+    throw new ToolError("path_outside_workdir", `path escapes the session workdir: ${input}`, { path: input });
   const real = realpathOrNotFound(lexical, input);
-  if (!isWithin(workdir, real)) throw new ToolError("path_outside_workdir", `path escapes the session workdir through a symbolic link: ${input}`, { path: input });
-  if (!statSync(real).isDirectory()) throw new ToolError("not_a_directory", `not a directory: ${input}`, { path: input });
+  if (!isWithin(workdir, real))
+    throw new ToolError("path_outside_workdir", `path escapes the session workdir through a symbolic link: ${input}`, {
+      path: input,
+    });
+  if (!statSync(real).isDirectory())
+    throw new ToolError("not_a_directory", `not a directory: ${input}`, { path: input });
   return real;
 }
 

@@ -136,7 +136,8 @@ function shownRanges(rows: Row[]): ShownRange[] {
   const out: ShownRange[] = [];
   let cur: Row[] = [];
   const flush = () => {
-    if (cur.length) out.push({ start: cur[0]!.line, end: cur[cur.length - 1]!.line, h: rangeHash(cur.map((r) => r.text)) });
+    if (cur.length)
+      out.push({ start: cur[0]!.line, end: cur[cur.length - 1]!.line, h: rangeHash(cur.map((r) => r.text)) });
     cur = [];
   };
   for (const r of rows) {
@@ -155,7 +156,13 @@ function scan(
   fd: number,
   offset: number,
   line: number,
-  opts: { hash?: Bun.CryptoHasher; marks?: number[]; stopAfter: number; want: (line: number) => boolean; take: (line: number, bytes: Uint8Array) => void },
+  opts: {
+    hash?: Bun.CryptoHasher;
+    marks?: number[];
+    stopAfter: number;
+    want: (line: number) => boolean;
+    take: (line: number, bytes: Uint8Array) => void;
+  },
 ): number {
   const buf = Buffer.allocUnsafe(CHUNK);
   let pos = offset;
@@ -199,7 +206,14 @@ function scan(
  * streamed once (hash, line count, sparse index) and later range reads seek through the index. The
  * budget limits the bytes returned, never which lines can be reached.
  */
-export function readLines(fd: number, st: Stats, ranges: readonly LineRange[], budget: number, cache: LineIndexCache, shown: string): FileRead {
+export function readLines(
+  fd: number,
+  st: Stats,
+  ranges: readonly LineRange[],
+  budget: number,
+  cache: LineIndexCache,
+  shown: string,
+): FileRead {
   const col = new Collector(budget, shown);
   if (st.size <= budget) {
     const buf = readAll(fd, st.size);
@@ -219,7 +233,16 @@ export function readLines(fd: number, st: Stats, ranges: readonly LineRange[], b
       }
     }
     const raw = ranges.length ? col.raw.join("") : text;
-    return withRows({ size: buf.length, sha: sha256(buf), total, rows: col.rows, raw, bytesRead: Buffer.byteLength(raw), truncated: false, ranges: shownRanges(col.rows) });
+    return withRows({
+      size: buf.length,
+      sha: sha256(buf),
+      total,
+      rows: col.rows,
+      raw,
+      bytesRead: Buffer.byteLength(raw),
+      truncated: false,
+      ranges: shownRanges(col.rows),
+    });
   }
   const wanted = ranges.length ? ranges : [{ start: 1, end: null }];
   const inWanted = (l: number) => !col.truncated && wanted.some((r) => l >= r.start && (r.end === null || l <= r.end));
@@ -236,15 +259,34 @@ export function readLines(fd: number, st: Stats, ranges: readonly LineRange[], b
       if (col.truncated || r.start > entry.total) break;
       const k = Math.floor((r.start - 1) / MARK_EVERY);
       const stop = Math.min(r.end ?? entry.total, entry.total);
-      scan(fd, entry.marks[k] ?? 0, k * MARK_EVERY + 1, { stopAfter: stop, want: (l) => l >= r.start && l <= stop && !col.truncated, take });
+      scan(fd, entry.marks[k] ?? 0, k * MARK_EVERY + 1, {
+        stopAfter: stop,
+        want: (l) => l >= r.start && l <= stop && !col.truncated,
+        take,
+      });
     }
   }
-  return withRows({ size: st.size, sha: entry.sha, total: entry.total, rows: col.rows, raw: col.raw.join(""), bytesRead: col.bytes, truncated: col.truncated, ranges: shownRanges(col.rows) });
+  return withRows({
+    size: st.size,
+    sha: entry.sha,
+    total: entry.total,
+    rows: col.rows,
+    raw: col.raw.join(""),
+    bytesRead: col.bytes,
+    truncated: col.truncated,
+    ranges: shownRanges(col.rows),
+  });
 }
 
 function withRows(r: Omit<FileRead, "first" | "last" | "count" | "render">): FileRead {
   const render = (header: string) => hashlineText(header, r.rows);
-  return { ...r, first: r.rows[0]?.line ?? null, last: r.rows[r.rows.length - 1]?.line ?? null, count: r.rows.length, render };
+  return {
+    ...r,
+    first: r.rows[0]?.line ?? null,
+    last: r.rows[r.rows.length - 1]?.line ?? null,
+    count: r.rows.length,
+    render,
+  };
 }
 
 /**
@@ -269,7 +311,21 @@ function readWhole(buf: Buffer, shown: string): FileRead | undefined {
   const text = () => (decoded ??= decodeUtf8(buf, shown));
   const size = buf.length;
   const hash = new Bun.CryptoHasher("sha256");
-  if (size === 0) return { size, sha: hash.digest("hex"), total: 0, rows: [], first: null, last: null, count: 0, render: (header) => header, raw: "", bytesRead: 0, truncated: false, ranges: [] };
+  if (size === 0)
+    return {
+      size,
+      sha: hash.digest("hex"),
+      total: 0,
+      rows: [],
+      first: null,
+      last: null,
+      count: 0,
+      render: (header) => header,
+      raw: "",
+      bytesRead: 0,
+      truncated: false,
+      ranges: [],
+    };
   const terminated = buf[size - 1] === 10;
   hash.update(terminated ? buf.subarray(0, size - 1) : buf);
   const h = hash.copy().digest("hex").slice(0, 16);

@@ -24,7 +24,8 @@ export function removeEntry(policy: FilePolicy, path: string, shown: string, rec
       return "link";
     }
     if (st.isDirectory()) {
-      if (!recursive) throw new ToolError("is_a_directory", "Set recursive=true to delete a directory", { path: shown });
+      if (!recursive)
+        throw new ToolError("is_a_directory", "Set recursive=true to delete a directory", { path: shown });
       rmSync(target, { recursive: true, force: false });
       return "directory";
     }

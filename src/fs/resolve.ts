@@ -1,4 +1,14 @@
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, realpathSync, type Stats } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  realpathSync,
+  type Stats,
+} from "node:fs";
 import { basename, dirname, join, relative, resolve } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { nearest } from "../core/nearest.ts";
@@ -48,10 +58,13 @@ export function checkCanonical(policy: FilePolicy, real: string, shown: string):
     throw new ToolError("path_outside_workdir", `path escapes the session workdir: ${shown}`, { path: shown });
   }
   if (policy.stateDir && isWithin(policy.stateDir, real)) {
-    throw new ToolError("path_denied", `path is inside the server's private state directory: ${shown}`, { path: shown });
+    throw new ToolError("path_denied", `path is inside the server's private state directory: ${shown}`, {
+      path: shown,
+    });
   }
   const hit = deniedBy(real, policy.denylist) ?? deniedBy(toWorkspaceRelative(policy.root, real), policy.denylist);
-  if (hit) throw new ToolError("path_denied", `path matches the path denylist entry '${hit}': ${shown}`, { path: shown });
+  if (hit)
+    throw new ToolError("path_denied", `path matches the path denylist entry '${hit}': ${shown}`, { path: shown });
 }
 
 /**
@@ -60,7 +73,11 @@ export function checkCanonical(policy: FilePolicy, real: string, shown: string):
  * out (also through a parent directory) is refused. With `followFinal=false` (delete) the last
  * component itself is not followed, only its parent is canonicalised.
  */
-export function resolveInWorkdir(policy: FilePolicy, input: string, opts: { mustExist?: boolean; followFinal?: boolean } = {}): Resolved {
+export function resolveInWorkdir(
+  policy: FilePolicy,
+  input: string,
+  opts: { mustExist?: boolean; followFinal?: boolean } = {},
+): Resolved {
   assertSanePath(input);
   if (input.trim() === "") throw new ToolError("invalid_path", "path must not be empty");
   const lexical = printedPath(policy.root, policy.workdir, input) ?? resolve(policy.workdir, input);
@@ -70,7 +87,11 @@ export function resolveInWorkdir(policy: FilePolicy, input: string, opts: { must
   const st = tryLstat(lexical);
   if (!st && opts.mustExist) {
     const near = nearestSpelling(policy, lexical);
-    throw new ToolError("path_not_found", `no such file or directory: ${input}${near ? `; did you mean ${near}?` : ""}`, { path: input, ...(near ? { suggestion: near } : {}) });
+    throw new ToolError(
+      "path_not_found",
+      `no such file or directory: ${input}${near ? `; did you mean ${near}?` : ""}`,
+      { path: input, ...(near ? { suggestion: near } : {}) },
+    );
   }
   let real: string;
   if (st && (opts.followFinal ?? true)) {
@@ -79,9 +100,11 @@ export function resolveInWorkdir(policy: FilePolicy, input: string, opts: { must
     } catch (e) {
       const code = errnoOf(e);
       if (code === "ENOENT") {
-        if (opts.mustExist) throw new ToolError("path_not_found", `symbolic link target does not exist: ${input}`, { path: input });
+        if (opts.mustExist)
+          throw new ToolError("path_not_found", `symbolic link target does not exist: ${input}`, { path: input });
         real = danglingTarget(policy, lexical, input);
-      } else if (code === "ELOOP") throw new ToolError("invalid_path", `too many symbolic links: ${input}`, { path: input });
+      } else if (code === "ELOOP")
+        throw new ToolError("invalid_path", `too many symbolic links: ${input}`, { path: input });
       else throw e;
     }
   } else {
@@ -148,7 +171,8 @@ function realParent(lexical: string, shown: string): string {
     } catch (e) {
       const code = errnoOf(e);
       if (code !== "ENOENT") {
-        if (code === "ENOTDIR") throw new ToolError("not_a_directory", `a parent of the path is not a directory: ${shown}`, { path: shown });
+        if (code === "ENOTDIR")
+          throw new ToolError("not_a_directory", `a parent of the path is not a directory: ${shown}`, { path: shown });
         throw e;
       }
       tail.push(basename(dir));
@@ -178,8 +202,10 @@ export function openChecked(policy: FilePolicy, real: string, shown: string, fla
     fd = openSync(real, flags | constants.O_NOFOLLOW | constants.O_NOCTTY);
   } catch (e) {
     const code = errnoOf(e);
-    if (code === "ENOENT") throw new ToolError("path_not_found", `no such file or directory: ${shown}`, { path: shown });
-    if (code === "ELOOP") throw new ToolError("path_changed", `path changed while it was being opened: ${shown}`, { path: shown });
+    if (code === "ENOENT")
+      throw new ToolError("path_not_found", `no such file or directory: ${shown}`, { path: shown });
+    if (code === "ELOOP")
+      throw new ToolError("path_changed", `path changed while it was being opened: ${shown}`, { path: shown });
     if (code === "EISDIR") throw new ToolError("is_a_directory", `path is a directory: ${shown}`, { path: shown });
     if (code === "EACCES") throw new ToolError("permission_denied", `permission denied: ${shown}`, { path: shown });
     throw e;
@@ -211,7 +237,10 @@ export class PinnedDir {
       this.fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW);
     } catch (e) {
       const code = errnoOf(e);
-      if (code === "ELOOP" || code === "ENOTDIR") throw new ToolError("path_changed", `a parent directory changed while the path was used: ${shown}`, { path: shown });
+      if (code === "ELOOP" || code === "ENOTDIR")
+        throw new ToolError("path_changed", `a parent directory changed while the path was used: ${shown}`, {
+          path: shown,
+        });
       if (code === "ENOENT") throw new ToolError("path_not_found", `no such directory: ${shown}`, { path: shown });
       throw e;
     }

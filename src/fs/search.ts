@@ -65,7 +65,8 @@ export function comparePaths(a: string, b: string): number {
 function ignoreFilesAbove(dir: string): boolean {
   const repoRoot = existsSync(join(dir, ".git"));
   for (let d = dirname(dir); ; d = dirname(d)) {
-    if (existsSync(join(d, ".gitignore")) || existsSync(join(d, ".ignore")) || existsSync(join(d, ".rgignore"))) return true;
+    if (existsSync(join(d, ".gitignore")) || existsSync(join(d, ".ignore")) || existsSync(join(d, ".rgignore")))
+      return true;
     if (!repoRoot && existsSync(join(d, ".git", "info", "exclude"))) return true;
     if (dirname(d) === d) return false;
   }
@@ -99,7 +100,10 @@ function confinedRoots(req: SearchRequest): string[] {
       return root;
     }
     if (!isWithin(req.cwd, real)) {
-      throw new ToolError("path_outside_workdir", "the search path resolves outside the session workdir (was the workdir replaced by a symlink?); start a new session in a real directory");
+      throw new ToolError(
+        "path_outside_workdir",
+        "the search path resolves outside the session workdir (was the workdir replaced by a symlink?); start a new session in a real directory",
+      );
     }
     return real;
   });
@@ -123,7 +127,12 @@ export async function searchFiles(request: SearchRequest): Promise<SearchOutcome
 /** Most matches collected from an unsorted ripgrep run before falling back to a sorted one. */
 const UNSORTED_CAP = 20_000;
 
-async function ripgrep(rg: string, req: SearchRequest, mode: "parents" | "own", sorted: boolean): Promise<SearchOutcome | undefined> {
+async function ripgrep(
+  rg: string,
+  req: SearchRequest,
+  mode: "parents" | "own",
+  sorted: boolean,
+): Promise<SearchOutcome | undefined> {
   const args = [rg, "--json", "--line-number", "--column", "--no-config", "--no-require-git"];
   if (mode === "own") args.push("--no-ignore-parent");
   if (sorted) args.push("--sort", "path");
@@ -134,13 +143,20 @@ async function ripgrep(rg: string, req: SearchRequest, mode: "parents" | "own", 
   for (const g of req.globs) args.push("--glob", g);
   if (req.exclude) {
     const rel = relative(req.cwd, req.exclude);
-    if (isWithin(req.cwd, req.exclude)) args.push("--glob", `!/${rel.split(sep).join("/")}`, "--glob", `!/${rel.split(sep).join("/")}/**`);
+    if (isWithin(req.cwd, req.exclude))
+      args.push("--glob", `!/${rel.split(sep).join("/")}`, "--glob", `!/${rel.split(sep).join("/")}/**`);
   }
   args.push("-e", req.pattern, "--");
   // Absolute roots: ripgrep applies anchored rules of ignore files above a relative root wrongly.
   args.push(...(req.roots.length ? req.roots : [req.cwd]));
   const cap = sorted ? req.limit : Math.max(req.limit, UNSORTED_CAP);
-  const proc = Bun.spawn(args, { cwd: req.cwd, stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+  const proc = Bun.spawn(args, {
+    cwd: req.cwd,
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+  });
   const kill = () => proc.kill("SIGKILL");
   req.signal.addEventListener("abort", kill, { once: true });
   const timer = setTimeout(kill, req.timeoutMs);
@@ -159,7 +175,14 @@ async function ripgrep(rg: string, req: SearchRequest, mode: "parents" | "own", 
         buf = buf.slice(nl + 1);
         nl = buf.indexOf("\n");
         if (!line.startsWith('{"type":"match"')) continue;
-        const ev = JSON.parse(line) as { data: { path: { text?: string }; lines: { text?: string; bytes?: string }; line_number: number; submatches: Array<{ start: number }> } };
+        const ev = JSON.parse(line) as {
+          data: {
+            path: { text?: string };
+            lines: { text?: string; bytes?: string };
+            line_number: number;
+            submatches: Array<{ start: number }>;
+          };
+        };
         const d = ev.data;
         if (d.path.text === undefined) continue;
         if (matches.length >= cap) {
@@ -168,9 +191,15 @@ async function ripgrep(rg: string, req: SearchRequest, mode: "parents" | "own", 
           kill();
           break outer;
         }
-        const text = (d.lines.text ?? Buffer.from(d.lines.bytes ?? "", "base64").toString("utf8")).replace(/\r?\n$/, "");
+        const text = (d.lines.text ?? Buffer.from(d.lines.bytes ?? "", "base64").toString("utf8")).replace(
+          /\r?\n$/,
+          "",
+        );
         const startByte = d.submatches[0]?.start ?? 0;
-        const column = Buffer.from(d.lines.text ?? "").subarray(0, startByte).toString("utf8").length + 1;
+        const column =
+          Buffer.from(d.lines.text ?? "")
+            .subarray(0, startByte)
+            .toString("utf8").length + 1;
         matches.push({ abs: resolve(req.cwd, d.path.text), line: d.line_number, column, text });
       }
     }
@@ -189,7 +218,13 @@ async function ripgrep(rg: string, req: SearchRequest, mode: "parents" | "own", 
       more = true;
     }
   }
-  return { matches, more, stderr: timedOut ? `${stderr}search timed out`.trim() : stderr, ok: stopped || code === 0 || code === 1, engine: "ripgrep" };
+  return {
+    matches,
+    more,
+    stderr: timedOut ? `${stderr}search timed out`.trim() : stderr,
+    ok: stopped || code === 0 || code === 1,
+    engine: "ripgrep",
+  };
 }
 
 function escapeRegex(s: string): string {
@@ -204,7 +239,13 @@ function builtin(req: SearchRequest): SearchOutcome {
   try {
     re = new RegExp(req.regex ? req.pattern : escapeRegex(req.pattern), req.caseSensitive ? "u" : "iu");
   } catch (e) {
-    return { matches: [], more: false, stderr: `invalid pattern: ${(e as Error).message}`, ok: false, engine: "builtin" };
+    return {
+      matches: [],
+      more: false,
+      stderr: `invalid pattern: ${(e as Error).message}`,
+      ok: false,
+      engine: "builtin",
+    };
   }
   const globRes = req.globs.map((g) => {
     const neg = g.startsWith("!");
@@ -230,10 +271,22 @@ function builtin(req: SearchRequest): SearchOutcome {
       files.push(root);
       continue;
     }
-    walk(root, { gitignore: req.gitignore, hidden: req.hidden, skipIgnored: req.gitignore, maxDepth: 1_000, exclude: req.exclude, workspaceRoot: req.workspaceRoot, signal: req.signal }, (e) => {
-      if (e.dirent.isFile() && wanted(relative(req.cwd, e.abs).split(sep).join("/"))) files.push(e.abs);
-      if (!req.gitignore && e.dirent.name === ".git") return "skip";
-    });
+    walk(
+      root,
+      {
+        gitignore: req.gitignore,
+        hidden: req.hidden,
+        skipIgnored: req.gitignore,
+        maxDepth: 1_000,
+        exclude: req.exclude,
+        workspaceRoot: req.workspaceRoot,
+        signal: req.signal,
+      },
+      (e) => {
+        if (e.dirent.isFile() && wanted(relative(req.cwd, e.abs).split(sep).join("/"))) files.push(e.abs);
+        if (!req.gitignore && e.dirent.name === ".git") return "skip";
+      },
+    );
   }
   const decoder = new TextDecoder("utf-8", { fatal: true });
   for (const abs of files) {
@@ -285,6 +338,11 @@ function globSource(g: string): string {
   // Same translation as the discovery tools, inlined to keep this module free of tool imports.
   return g
     .split("**/")
-    .map((part) => part.replace(/[.+^${}()|\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\?/g, "[^/]"))
+    .map((part) =>
+      part
+        .replace(/[.+^${}()|\\]/g, "\\$&")
+        .replace(/\*/g, "[^/]*")
+        .replace(/\?/g, "[^/]"),
+    )
     .join("(?:.*/)?");
 }

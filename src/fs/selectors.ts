@@ -44,9 +44,11 @@ export function parseRanges(text: string, ordered: boolean): LineRange[] | undef
   if (!ordered) return out;
   for (let i = 0; i < out.length; i++) {
     const r = out[i]!;
-    if (r.end === null && i !== out.length - 1) throw new ToolError("invalid_selector", "open-ended read range is only allowed as the final range");
+    if (r.end === null && i !== out.length - 1)
+      throw new ToolError("invalid_selector", "open-ended read range is only allowed as the final range");
     const prev = out[i - 1];
-    if (prev && (prev.end === null || r.start <= prev.end)) throw new ToolError("invalid_selector", "read line ranges must be ordered and non-overlapping");
+    if (prev && (prev.end === null || r.start <= prev.end))
+      throw new ToolError("invalid_selector", "read line ranges must be ordered and non-overlapping");
   }
   return out;
 }

@@ -36,7 +36,8 @@ export class FileServices {
    */
   sweepStaleTemps(workspaceRoot: string, workdirs: readonly string[], denylist: readonly string[]): number {
     let removed = 0;
-    for (const workdir of new Set(workdirs)) removed += sweepWorkdir({ root: workspaceRoot, stateDir: this.stateDir, denylist }, workdir);
+    for (const workdir of new Set(workdirs))
+      removed += sweepWorkdir({ root: workspaceRoot, stateDir: this.stateDir, denylist }, workdir);
     return removed;
   }
 

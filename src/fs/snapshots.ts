@@ -37,7 +37,13 @@ function newSnapshotId(): string {
 function isSnapshot(v: unknown): v is Snapshot {
   if (typeof v !== "object" || v === null) return false;
   const s = v as Record<string, unknown>;
-  return typeof s.id === "string" && typeof s.path === "string" && typeof s.sha === "string" && typeof s.total === "number" && Array.isArray(s.ranges);
+  return (
+    typeof s.id === "string" &&
+    typeof s.path === "string" &&
+    typeof s.sha === "string" &&
+    typeof s.total === "number" &&
+    Array.isArray(s.ranges)
+  );
 }
 
 /** What a snapshot showed, without its id and time: equal keys are the same grounding. */

@@ -3,7 +3,17 @@ import { dirname, join, relative, sep } from "node:path";
 import { isWithin } from "./paths.ts";
 
 /** Folders skipped by discovery tools unless the caller asks for ignored entries. */
-export const SKIPPED_DIRS = new Set([".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", ".mypy_cache", ".pytest_cache", ".tox"]);
+export const SKIPPED_DIRS = new Set([
+  ".git",
+  ".hg",
+  ".svn",
+  "node_modules",
+  "__pycache__",
+  ".venv",
+  ".mypy_cache",
+  ".pytest_cache",
+  ".tox",
+]);
 
 interface Rule {
   re: RegExp;
@@ -139,7 +149,8 @@ export class IgnoreStack {
   ignored(rel: string, isDir: boolean): boolean {
     let result = false;
     for (const layer of this.layers) {
-      let sub = layer.base === "" ? rel : rel.startsWith(`${layer.base}/`) ? rel.slice(layer.base.length + 1) : undefined;
+      let sub =
+        layer.base === "" ? rel : rel.startsWith(`${layer.base}/`) ? rel.slice(layer.base.length + 1) : undefined;
       if (sub === undefined) continue;
       if (layer.up) sub = `${layer.up}/${sub}`;
       for (const r of layer.rules) {
@@ -211,6 +222,9 @@ export function walk(root: string, opts: WalkOptions, visit: (e: WalkEntry) => b
     }
     return true;
   };
-  const start = opts.gitignore && opts.skipIgnored && opts.workspaceRoot ? IgnoreStack.above(root, ignoreBoundary(root, opts.workspaceRoot)) : IgnoreStack.empty();
+  const start =
+    opts.gitignore && opts.skipIgnored && opts.workspaceRoot
+      ? IgnoreStack.above(root, ignoreBoundary(root, opts.workspaceRoot))
+      : IgnoreStack.empty();
   recurse(root, "", 0, start);
 }

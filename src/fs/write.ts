@@ -1,4 +1,16 @@
-import { closeSync, constants, fchmodSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import { basename, dirname } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { type FilePolicy, PinnedDir } from "./resolve.ts";
@@ -15,14 +27,21 @@ export interface WriteResult {
  * mode is kept; a final symlink is never followed (the caller resolved it already, so finding one
  * now means the path changed underneath us).
  */
-export function writeAtomic(policy: FilePolicy, real: string, shown: string, data: Uint8Array, opts: { overwrite?: boolean; createParents?: boolean } = {}): WriteResult {
+export function writeAtomic(
+  policy: FilePolicy,
+  real: string,
+  shown: string,
+  data: Uint8Array,
+  opts: { overwrite?: boolean; createParents?: boolean } = {},
+): WriteResult {
   const parent = dirname(real);
   if (opts.createParents) {
     try {
       mkdirSync(parent, { recursive: true });
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === "ENOTDIR" || code === "EEXIST") throw new ToolError("not_a_directory", `a parent of the path is not a directory: ${shown}`, { path: shown });
+      if (code === "ENOTDIR" || code === "EEXIST")
+        throw new ToolError("not_a_directory", `a parent of the path is not a directory: ${shown}`, { path: shown });
       throw e;
     }
   }
@@ -33,10 +52,15 @@ export function writeAtomic(policy: FilePolicy, real: string, shown: string, dat
     let mode: number | undefined;
     try {
       const st = lstatSync(target);
-      if (st.isSymbolicLink()) throw new ToolError("path_changed", `path changed into a symbolic link while it was being written: ${shown}`, { path: shown });
+      if (st.isSymbolicLink())
+        throw new ToolError("path_changed", `path changed into a symbolic link while it was being written: ${shown}`, {
+          path: shown,
+        });
       if (st.isDirectory()) throw new ToolError("is_a_directory", `path is a directory: ${shown}`, { path: shown });
-      if (!st.isFile()) throw new ToolError("not_a_regular_file", `path is not a regular file: ${shown}`, { path: shown });
-      if (opts.overwrite === false) throw new ToolError("file_exists", `file already exists: ${shown}`, { path: shown });
+      if (!st.isFile())
+        throw new ToolError("not_a_regular_file", `path is not a regular file: ${shown}`, { path: shown });
+      if (opts.overwrite === false)
+        throw new ToolError("file_exists", `file already exists: ${shown}`, { path: shown });
       mode = st.mode & 0o7777;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
@@ -82,7 +106,8 @@ function linkNoReplace(from: string, to: string, shown: string): void {
   try {
     linkSync(from, to);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === "EEXIST") throw new ToolError("file_exists", `file already exists: ${shown}`, { path: shown });
+    if ((e as NodeJS.ErrnoException).code === "EEXIST")
+      throw new ToolError("file_exists", `file already exists: ${shown}`, { path: shown });
     throw e;
   }
 }

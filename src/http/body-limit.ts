@@ -3,7 +3,16 @@ import { jsonResponse } from "./json.ts";
 
 /** The stable 413 body. */
 export function tooLarge(limit: number): Response {
-  return jsonResponse(413, { ok: false, error: "request_too_large", message: `Request body exceeds the configured ${limit} byte limit`, limit_bytes: limit }, { connection: "close" });
+  return jsonResponse(
+    413,
+    {
+      ok: false,
+      error: "request_too_large",
+      message: `Request body exceeds the configured ${limit} byte limit`,
+      limit_bytes: limit,
+    },
+    { connection: "close" },
+  );
 }
 
 /** Largest Content-Length value among the request's headers, or null when none parses. */
@@ -29,12 +38,24 @@ export type LimitedBody = { ok: true; request: Request } | { ok: false; response
  * limit. An accepted body is replayed byte for byte in a new Request. Rejections are audited with
  * sizes only, never contents; an audit failure does not stop the 413.
  */
-export async function limitBody(req: Request, url: URL, limit: number, audit: AuditSink | undefined): Promise<LimitedBody> {
+export async function limitBody(
+  req: Request,
+  url: URL,
+  limit: number,
+  audit: AuditSink | undefined,
+): Promise<LimitedBody> {
   if (limit <= 0 || req.body === null) return { ok: true, request: req };
   const declared = declaredLength(req);
   const reject = (observed: number | null): LimitedBody => {
     try {
-      audit?.record("http_request_rejected", { reason: "request_body_too_large", path: url.pathname, method: req.method, limit_bytes: limit, observed_bytes: observed, declared_bytes: declared });
+      audit?.record("http_request_rejected", {
+        reason: "request_body_too_large",
+        path: url.pathname,
+        method: req.method,
+        limit_bytes: limit,
+        observed_bytes: observed,
+        declared_bytes: declared,
+      });
     } catch {
       // The 413 goes out regardless.
     }

@@ -79,7 +79,8 @@ export function streamFile(fd: number, size: number): ReadableStream<Uint8Array>
 export function downloadRoute(settings: Settings, links: FileLinks, audit: AuditSink): Route {
   return async (req, url) => {
     if (!url.pathname.startsWith("/download/")) return undefined;
-    if (req.method !== "GET" && req.method !== "HEAD") return errorResponse(405, "method_not_allowed", "use GET or HEAD", {}, { allow: "GET, HEAD" });
+    if (req.method !== "GET" && req.method !== "HEAD")
+      return errorResponse(405, "method_not_allowed", "use GET or HEAD", {}, { allow: "GET, HEAD" });
     if (!settings.file_download_enabled) return refuse("download_disabled", req);
     const token = url.pathname.slice("/download/".length);
     if (!TOKEN_SHAPE.test(token)) return refuse("download_not_found", req);
@@ -101,7 +102,12 @@ export function downloadRoute(settings: Settings, links: FileLinks, audit: Audit
       closeSync(fd);
       return new Response(null, { status: 200, headers });
     }
-    audit.record("download_link_served", { link_id: record.id, token_sha256: tokenFingerprint(record.token_sha256), bytes: record.bytes, downloads: record.downloads });
+    audit.record("download_link_served", {
+      link_id: record.id,
+      token_sha256: tokenFingerprint(record.token_sha256),
+      bytes: record.bytes,
+      downloads: record.downloads,
+    });
     return new Response(streamFile(fd, record.bytes), { status: 200, headers });
   };
 }

@@ -40,7 +40,10 @@ export class BoundedEventStore implements EventStore {
     return this.events.find((e) => e.id === eventId)?.streamId;
   }
 
-  async replayEventsAfter(lastEventId: string, { send }: { send: (eventId: string, message: JSONRPCMessage) => Promise<void> }): Promise<string> {
+  async replayEventsAfter(
+    lastEventId: string,
+    { send }: { send: (eventId: string, message: JSONRPCMessage) => Promise<void> },
+  ): Promise<string> {
     const at = this.events.findIndex((e) => e.id === lastEventId);
     if (at < 0) throw new Error("unknown or expired Last-Event-ID");
     const streamId = this.events[at]!.streamId;

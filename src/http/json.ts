@@ -15,6 +15,12 @@ export function incidentResponse(cause: unknown, where: string, summary?: string
 }
 
 /** The stable error envelope of every HTTP route we own. */
-export function errorResponse(status: number, error: string, message: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): Response {
+export function errorResponse(
+  status: number,
+  error: string,
+  message: string,
+  extra: Record<string, unknown> = {},
+  headers: Record<string, string> = {},
+): Response {
   return jsonResponse(status, { ok: false, error, message, ...extra }, headers);
 }

@@ -64,7 +64,12 @@ function releaseIdsOnResponse(transport: WebStandardStreamableHTTPServerTranspor
  * request whose id is already in flight in this session (or repeated in one batch) is refused with
  * a JSON-RPC error before the SDK sees it.
  */
-async function handleCancellable(transport: WebStandardStreamableHTTPServerTransport, req: Request, auth: AuthInfo | undefined, openIds: Set<string>): Promise<Response> {
+async function handleCancellable(
+  transport: WebStandardStreamableHTTPServerTransport,
+  req: Request,
+  auth: AuthInfo | undefined,
+  openIds: Set<string>,
+): Promise<Response> {
   if (req.method !== "POST" || req.body === null) return transport.handleRequest(req, { authInfo: auth });
   const text = await req.text();
   let body: unknown;
@@ -72,20 +77,34 @@ async function handleCancellable(transport: WebStandardStreamableHTTPServerTrans
     body = JSON.parse(text);
   } catch {
     // Let the SDK answer malformed JSON in its own words.
-    return transport.handleRequest(new Request(req.url, { method: req.method, headers: req.headers, body: text }), { authInfo: auth });
+    return transport.handleRequest(new Request(req.url, { method: req.method, headers: req.headers, body: text }), {
+      authInfo: auth,
+    });
   }
   const ids = requestIds(body);
   const keys = ids.map(idKey);
   const reused = ids.find((id, i) => openIds.has(keys[i]!) || keys.indexOf(keys[i]!) !== i);
   if (reused !== undefined) {
-    return jsonResponse(409, { jsonrpc: "2.0", error: { code: -32600, message: `Invalid Request: id ${JSON.stringify(reused)} is already used by a request in flight in this session` }, id: reused });
+    return jsonResponse(409, {
+      jsonrpc: "2.0",
+      error: {
+        code: -32600,
+        message: `Invalid Request: id ${JSON.stringify(reused)} is already used by a request in flight in this session`,
+      },
+      id: reused,
+    });
   }
   for (const k of keys) openIds.add(k);
   if (ids.length > 0) {
     req.signal.addEventListener(
       "abort",
       () => {
-        for (const requestId of ids) transport.onmessage?.({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId, reason: "the HTTP client disconnected" } });
+        for (const requestId of ids)
+          transport.onmessage?.({
+            jsonrpc: "2.0",
+            method: "notifications/cancelled",
+            params: { requestId, reason: "the HTTP client disconnected" },
+          });
         // A cancelled request gets no response: its id is free again.
         for (const k of keys) openIds.delete(k);
       },
@@ -139,17 +158,25 @@ export class McpSessions {
     const sid = req.headers.get("mcp-session-id");
     if (sid) {
       const entry = this.sessions.get(sid);
-      if (!entry) return jsonResponse(404, { jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null });
+      if (!entry)
+        return jsonResponse(404, { jsonrpc: "2.0", error: { code: -32001, message: "Session not found" }, id: null });
       if (entry.owner !== ownerKey(auth)) {
         return errorResponse(403, "session_owner_mismatch", "this MCP session belongs to another principal");
       }
       entry.lastSeen = Date.now();
       return handleCancellable(entry.transport, req, auth, entry.openIds);
     }
-    if (req.method !== "POST") return jsonResponse(400, { jsonrpc: "2.0", error: { code: -32000, message: "Bad Request: Mcp-Session-Id header is required" }, id: null });
+    if (req.method !== "POST")
+      return jsonResponse(400, {
+        jsonrpc: "2.0",
+        error: { code: -32000, message: "Bad Request: Mcp-Session-Id header is required" },
+        id: null,
+      });
     if (this.sessions.size + this.pending >= this.options.maxSessions) {
       log.warn(`MCP session limit reached (${this.options.maxSessions})`);
-      return errorResponse(429, "mcp_session_limit", `MCP session limit reached: ${this.options.maxSessions}`, { limit: this.options.maxSessions });
+      return errorResponse(429, "mcp_session_limit", `MCP session limit reached: ${this.options.maxSessions}`, {
+        limit: this.options.maxSessions,
+      });
     }
     this.pending++;
     let entry: Entry | undefined;

@@ -88,6 +88,7 @@ export function hostWellFormed(value: string | null): boolean {
 /** Returns a refusal response, or undefined when the request may proceed. */
 export function checkOrigin(policy: OriginPolicy, req: Request): Response | undefined {
   if (!hostAllowed(policy, req.headers.get("host"))) return errorResponse(421, "invalid_host", "Invalid Host header");
-  if (!originAllowed(policy, req.headers.get("origin"))) return errorResponse(403, "invalid_origin", "Invalid Origin header");
+  if (!originAllowed(policy, req.headers.get("origin")))
+    return errorResponse(403, "invalid_origin", "Invalid Origin header");
   return undefined;
 }

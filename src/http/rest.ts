@@ -35,7 +35,11 @@ export function statusOf(error: ToolError): number {
 
 function principalOf(auth: AuthInfo | undefined): Principal | undefined {
   if (!auth) return undefined;
-  return { clientId: auth.clientId, subject: typeof auth.extra?.sub === "string" ? auth.extra.sub : auth.clientId, scopes: auth.scopes };
+  return {
+    clientId: auth.clientId,
+    subject: typeof auth.extra?.sub === "string" ? auth.extra.sub : auth.clientId,
+    scopes: auth.scopes,
+  };
 }
 
 /** Converts query-string values to the types the tool's input schema declares. */
@@ -63,12 +67,26 @@ export function isRestPath(pathname: string): boolean {
  * a JSON object body (none means `{}`), `GET /tools/<name>` with query parameters, `GET /tools` to
  * list. Success returns the tool's structured result directly; failures use the JSON error envelope.
  */
-export async function handleRest(app: App, req: Request, url: URL, auth: AuthInfo | undefined, insufficientScope?: (scope: string) => Response): Promise<Response> {
+export async function handleRest(
+  app: App,
+  req: Request,
+  url: URL,
+  auth: AuthInfo | undefined,
+  insufficientScope?: (scope: string) => Response,
+): Promise<Response> {
   const rest = url.pathname === "/tools" ? "" : url.pathname.slice("/tools/".length);
   const restHeaders = { pragma: "no-cache", expires: "0" };
   if (rest === "") {
     if (req.method !== "GET") return errorResponse(405, "method_not_allowed", "use GET /tools");
-    return jsonResponse(200, { tools: app.registry.list().map((t) => ({ name: t.name, title: t.title, scopes: t.scopes, input_schema: t.inputSchema })) }, restHeaders);
+    return jsonResponse(
+      200,
+      {
+        tools: app.registry
+          .list()
+          .map((t) => ({ name: t.name, title: t.title, scopes: t.scopes, input_schema: t.inputSchema })),
+      },
+      restHeaders,
+    );
   }
   if (req.method !== "GET" && req.method !== "POST") return errorResponse(405, "method_not_allowed", "use GET or POST");
   const name = ALIASES[rest]?.[req.method] ?? rest;
@@ -87,12 +105,14 @@ export async function handleRest(app: App, req: Request, url: URL, auth: AuthInf
         return errorResponse(400, "invalid_json", "the request body is not valid JSON");
       }
     }
-    if (args === null || typeof args !== "object" || Array.isArray(args)) return errorResponse(400, "invalid_arguments", "the request body must be a JSON object");
+    if (args === null || typeof args !== "object" || Array.isArray(args))
+      return errorResponse(400, "invalid_arguments", "the request body must be a JSON object");
   }
   const ctx = app.context({ signal: req.signal, principal: principalOf(auth), transport: "http" });
   const outcome = await app.registry.call(ctx, name, args);
   if (outcome.ok) return jsonResponse(200, outcome.structured, restHeaders);
   const { error } = outcome;
-  if (error.code === "insufficient_scope" && insufficientScope && typeof error.details?.scope === "string") return insufficientScope(error.details.scope);
+  if (error.code === "insufficient_scope" && insufficientScope && typeof error.details?.scope === "string")
+    return insufficientScope(error.details.scope);
   return errorResponse(statusOf(error), error.code, error.message, error.details ?? {});
 }

@@ -26,4 +26,8 @@ export interface RequestFacts {
 export const UPGRADED: unique symbol = Symbol("upgraded");
 
 /** A route handler: returns a response, or undefined to let the next route try. */
-export type Route = (req: Request, url: URL, facts: RequestFacts) => Promise<Response | typeof UPGRADED | undefined> | Response | typeof UPGRADED | undefined;
+export type Route = (
+  req: Request,
+  url: URL,
+  facts: RequestFacts,
+) => Promise<Response | typeof UPGRADED | undefined> | Response | typeof UPGRADED | undefined;

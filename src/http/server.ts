@@ -72,7 +72,9 @@ function malformedHostRefusal(): () => Response {
   return () => {
     const now = Date.now();
     if (now - lastLog >= MALFORMED_HOST_LOG_INTERVAL_MS) {
-      log.debug(`refused a request with an empty or malformed Host header${suppressed ? ` (and ${suppressed} more since the last note)` : ""}`);
+      log.debug(
+        `refused a request with an empty or malformed Host header${suppressed ? ` (and ${suppressed} more since the last note)` : ""}`,
+      );
       lastLog = now;
       suppressed = 0;
     } else {
@@ -98,7 +100,11 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   });
   // Public routes come first: health, and the tokenized download links (the token is the capability).
   // The worker routes carry their own bearer (a worker token), never OAuth.
-  const publicRoutes: Route[] = [healthRoutes(), downloadRoute(settings, app.services.links, audit), ...(app.remoteRoutes ? [app.remoteRoutes] : [])];
+  const publicRoutes: Route[] = [
+    healthRoutes(),
+    downloadRoute(settings, app.services.links, audit),
+    ...(app.remoteRoutes ? [app.remoteRoutes] : []),
+  ];
   // The worker join script and bundle: public (no secret in them), still behind the Host/Origin guard.
   if (settings.remote_enabled) publicRoutes.push(installRoutes(settings));
   // The session_copy gateway (/remote/transfer/{id}): its capability is the Authorization header.
@@ -135,13 +141,21 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
       if (refused) return refused;
       const facts: RequestFacts = {
         peer: srv.requestIP(req)?.address ?? "",
-        upgrade: (handler, protocol) => srv.upgrade(req, { data: { handler }, ...(protocol ? { headers: { "sec-websocket-protocol": protocol } } : {}) }),
+        upgrade: (handler, protocol) =>
+          srv.upgrade(req, {
+            data: { handler },
+            ...(protocol ? { headers: { "sec-websocket-protocol": protocol } } : {}),
+          }),
       };
       const isMcp = url.pathname === "/mcp";
       const isRest = options.rest === true && isRestPath(url.pathname);
       let auth: AuthInfo | undefined;
       if ((isMcp || isRest) && authenticate) {
-        const bypass = isRest && settings.auth_bypass_localhost && settings.mode === "http" && isLoopbackName(facts.peer.replace(/^::ffff:/, ""));
+        const bypass =
+          isRest &&
+          settings.auth_bypass_localhost &&
+          settings.mode === "http" &&
+          isLoopbackName(facts.peer.replace(/^::ffff:/, ""));
         if (!bypass) {
           const result = await authenticate(req, url, facts);
           if (result instanceof Response) return result;
@@ -149,12 +163,18 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
         }
       }
       // The transfer PUT streams its body itself, bounded by the gateway chunk size.
-      const limited = gatewayOn && isTransferUpload(req.method, url.pathname) ? ({ ok: true, request: req } as const) : await limitBody(req, url, bodyLimit, audit);
+      const limited =
+        gatewayOn && isTransferUpload(req.method, url.pathname)
+          ? ({ ok: true, request: req } as const)
+          : await limitBody(req, url, bodyLimit, audit);
       if (!limited.ok) return limited.response;
       req = limited.request;
       if (isMcp) {
         if (auth && insufficientScope && req.method === "POST") {
-          const body = await req.clone().json().catch(() => undefined);
+          const body = await req
+            .clone()
+            .json()
+            .catch(() => undefined);
           const scope = missingScope(app, body, auth);
           if (scope) return insufficientScope(scope);
         }

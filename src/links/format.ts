@@ -8,7 +8,8 @@ const MAX_FILENAME_CHARS = 255;
  * shows `invoice\u202Efdp.exe` as `invoiceexe.pdf`), zero-width characters, line and paragraph
  * separators, the byte-order mark and interlinear annotation marks.
  */
-export const INVISIBLE_OR_BIDI = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+export const INVISIBLE_OR_BIDI =
+  /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
 
 /** A name for display with every INVISIBLE_OR_BIDI character shown as its `\u{…}` escape. */
 export function visibleName(name: string): string {
@@ -21,7 +22,10 @@ export function visibleName(name: string): string {
  * characters; empty falls back to `download`.
  */
 export function sanitizeFilename(name: string): string {
-  const cleaned = [...name.replace(/[/\\]/g, "_").replace(INVISIBLE_OR_BIDI, "")].slice(0, MAX_FILENAME_CHARS).join("").trim();
+  const cleaned = [...name.replace(/[/\\]/g, "_").replace(INVISIBLE_OR_BIDI, "")]
+    .slice(0, MAX_FILENAME_CHARS)
+    .join("")
+    .trim();
   return cleaned === "" || cleaned === "." || cleaned === ".." ? "download" : cleaned;
 }
 
@@ -54,7 +58,11 @@ function encodeRfc5987(value: string): string {
  * anything outside printable ASCII replaced) and the exact UTF-8 name in `filename*`.
  */
 export function contentDisposition(filename: string, inline: boolean): string {
-  const ascii = filename.replace(/["\\]/g, "").replace(/[^\x20-\x7e]/g, "_").trim() || "download";
+  const ascii =
+    filename
+      .replace(/["\\]/g, "")
+      .replace(/[^\x20-\x7e]/g, "_")
+      .trim() || "download";
   return `${inline ? "inline" : "attachment"}; filename="${ascii}"; filename*=UTF-8''${encodeRfc5987(filename)}`;
 }
 

@@ -33,7 +33,8 @@ export class FileLinks {
 
   /** The public URL of a token (or a masked one when only the link id is known). */
   url(tokenOrMask: string): string {
-    if (!this.origin) throw new ToolError("download_unavailable", "download links need the HTTP server (mode mcp or http)");
+    if (!this.origin)
+      throw new ToolError("download_unavailable", "download links need the HTTP server (mode mcp or http)");
     return `${this.origin}/download/${tokenOrMask}`;
   }
 

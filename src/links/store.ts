@@ -1,4 +1,16 @@
-import { closeSync, constants, fstatSync, fsyncSync, openSync, readdirSync, readSync, renameSync, rmSync, unlinkSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  fsyncSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
@@ -34,9 +46,17 @@ interface LinkDocument {
 }
 
 /** Why a download cannot be served; the HTTP edge maps each to its status and message. */
-export type DownloadRefusal = "download_not_found" | "download_expired" | "download_exhausted" | "download_too_large" | "download_missing" | "download_store_unavailable";
+export type DownloadRefusal =
+  | "download_not_found"
+  | "download_expired"
+  | "download_exhausted"
+  | "download_too_large"
+  | "download_missing"
+  | "download_store_unavailable";
 
-export type DownloadClaim = { ok: true; record: LinkRecord; fd: number } | { ok: false; refusal: DownloadRefusal; record?: LinkRecord };
+export type DownloadClaim =
+  | { ok: true; record: LinkRecord; fd: number }
+  | { ok: false; refusal: DownloadRefusal; record?: LinkRecord };
 
 const COPY_CHUNK = 1 << 20;
 const LOCK_TIMEOUT_MS = 10_000;
@@ -53,7 +73,12 @@ function validateDocument(v: unknown): LinkDocument {
   const doc = v as LinkDocument;
   if (!doc || doc.version !== 1 || !Array.isArray(doc.links)) throw new Error("not a link document");
   for (const l of doc.links) {
-    if (typeof l?.id !== "string" || !/^lnk_[0-9a-f]{16}$/.test(l.id) || typeof l.token_sha256 !== "string" || typeof l.session_id !== "string") {
+    if (
+      typeof l?.id !== "string" ||
+      !/^lnk_[0-9a-f]{16}$/.test(l.id) ||
+      typeof l.token_sha256 !== "string" ||
+      typeof l.session_id !== "string"
+    ) {
       throw new Error("malformed link record");
     }
   }
@@ -115,12 +140,19 @@ export class LinkStore {
    * Copies an open, already-checked regular file into a new private snapshot (hashing while it
    * copies) and registers the link. Returns the record and the raw token, which exists only here.
    */
-  async create(source: { fd: number; size: number }, meta: Omit<LinkRecord, "id" | "token_sha256" | "bytes" | "sha256" | "dev" | "ino" | "downloads">): Promise<{ record: LinkRecord; token: string }> {
+  async create(
+    source: { fd: number; size: number },
+    meta: Omit<LinkRecord, "id" | "token_sha256" | "bytes" | "sha256" | "dev" | "ino" | "downloads">,
+  ): Promise<{ record: LinkRecord; token: string }> {
     ensurePrivateDir(this.dir);
     const id = `lnk_${randomHex(8)}`;
     const token = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
     const partial = join(this.dir, `${PARTIAL_PREFIX}${id}-${process.pid}`);
-    const out = openSync(partial, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, PRIVATE_FILE_MODE);
+    const out = openSync(
+      partial,
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      PRIVATE_FILE_MODE,
+    );
     let copied = 0;
     let identity: { dev: number; ino: number };
     const hasher = new Bun.CryptoHasher("sha256");
@@ -133,9 +165,11 @@ export class LinkStore {
         let off = 0;
         while (off < n) off += writeSync(out, buf, off, n - off);
         copied += n;
-        if (copied > source.size) throw new ToolError("file_changed", "the file grew while it was being copied; try again");
+        if (copied > source.size)
+          throw new ToolError("file_changed", "the file grew while it was being copied; try again");
       }
-      if (copied !== source.size) throw new ToolError("file_changed", "the file changed size while it was being copied; try again");
+      if (copied !== source.size)
+        throw new ToolError("file_changed", "the file changed size while it was being copied; try again");
       fsyncSync(out);
       const st = fstatSync(out);
       identity = { dev: st.dev, ino: st.ino };
@@ -145,7 +179,15 @@ export class LinkStore {
       throw e;
     }
     closeSync(out);
-    const record: LinkRecord = { ...meta, id, token_sha256: LinkStore.tokenSha256(token), bytes: copied, sha256: hasher.digest("hex"), ...identity, downloads: 0 };
+    const record: LinkRecord = {
+      ...meta,
+      id,
+      token_sha256: LinkStore.tokenSha256(token),
+      bytes: copied,
+      sha256: hasher.digest("hex"),
+      ...identity,
+      downloads: 0,
+    };
     try {
       renameSync(partial, this.snapshotPath(id));
       await this.locked((doc) => {
@@ -163,7 +205,10 @@ export class LinkStore {
   /** The session's links, newest first; expired and exhausted ones are swept first unless asked for. */
   async list(sessionId: string, includeExpired: boolean, now = Date.now() / 1000): Promise<LinkRecord[]> {
     if (!includeExpired) await this.sweep(now);
-    const links = await this.locked((doc) => ({ result: doc.links.filter((l) => l.session_id === sessionId), changed: false }));
+    const links = await this.locked((doc) => ({
+      result: doc.links.filter((l) => l.session_id === sessionId),
+      changed: false,
+    }));
     return links.sort((a, b) => b.created_at - a.created_at);
   }
 
@@ -171,7 +216,9 @@ export class LinkStore {
   async revoke(sessionId: string, tokenOrId: string): Promise<LinkRecord | undefined> {
     const hash = LinkStore.tokenSha256(tokenOrId);
     const removed = await this.locked((doc) => {
-      const i = doc.links.findIndex((l) => l.session_id === sessionId && (l.id === tokenOrId || l.token_sha256 === hash));
+      const i = doc.links.findIndex(
+        (l) => l.session_id === sessionId && (l.id === tokenOrId || l.token_sha256 === hash),
+      );
       if (i < 0) return { result: undefined, changed: false };
       const [gone] = doc.links.splice(i, 1);
       return { result: gone, changed: true };
@@ -192,9 +239,12 @@ export class LinkStore {
       return await this.locked((doc): { result: DownloadClaim; changed: boolean } => {
         const record = doc.links.find((l) => l.token_sha256 === hash);
         if (!record) return { result: { ok: false, refusal: "download_not_found" }, changed: false };
-        if (record.expires_at <= now) return { result: { ok: false, refusal: "download_expired", record }, changed: false };
-        if (isExhausted(record)) return { result: { ok: false, refusal: "download_exhausted", record }, changed: false };
-        if (maxFileBytes > 0 && record.bytes > maxFileBytes) return { result: { ok: false, refusal: "download_too_large", record }, changed: false };
+        if (record.expires_at <= now)
+          return { result: { ok: false, refusal: "download_expired", record }, changed: false };
+        if (isExhausted(record))
+          return { result: { ok: false, refusal: "download_exhausted", record }, changed: false };
+        if (maxFileBytes > 0 && record.bytes > maxFileBytes)
+          return { result: { ok: false, refusal: "download_too_large", record }, changed: false };
         const fd = this.openVerified(record);
         if (fd === undefined) return { result: { ok: false, refusal: "download_missing", record }, changed: false };
         if (!consume) return { result: { ok: true, record, fd }, changed: false };
@@ -223,7 +273,8 @@ export class LinkStore {
     }
     try {
       const st = fstatSync(fd);
-      if (!st.isFile() || st.dev !== record.dev || st.ino !== record.ino || st.size !== record.bytes) throw new Error("identity");
+      if (!st.isFile() || st.dev !== record.dev || st.ino !== record.ino || st.size !== record.bytes)
+        throw new Error("identity");
       const hasher = new Bun.CryptoHasher("sha256");
       const buf = Buffer.allocUnsafe(COPY_CHUNK);
       for (let pos = 0; ; ) {

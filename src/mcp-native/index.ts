@@ -127,9 +127,14 @@ export function registerMcpNative(
     mapped(async () => {
       const { caller, runTool } = context(extra);
       const { argument, context: given } = req.params;
-      const completion = await (
-        await load()
-      )[2].complete(caller, argument.name, argument.value, given?.arguments, runTool, toolNames);
+      const completion = await (await load())[2].complete(
+        caller,
+        argument.name,
+        argument.value,
+        given?.arguments,
+        runTool,
+        toolNames,
+      );
       return { completion };
     }),
   );

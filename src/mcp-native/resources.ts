@@ -24,7 +24,8 @@ export interface ResourceEntry {
 }
 
 export type ResourceContents =
-  { uri: string; mimeType: string; text: string } | { uri: string; mimeType: string; blob: string };
+  | { uri: string; mimeType: string; text: string }
+  | { uri: string; mimeType: string; blob: string };
 
 export const RESOURCE_TEMPLATES = [
   {

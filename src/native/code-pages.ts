@@ -61,7 +61,14 @@ export function parseSmaps(text: string): Mapping[] {
   for (const line of text.split("\n")) {
     const head = /^([0-9a-f]+)-([0-9a-f]+) (\S{4}) \S+ \S+ \d+\s*(.*)$/.exec(line);
     if (head) {
-      cur = { start: BigInt(`0x${head[1]}`), end: BigInt(`0x${head[2]}`), perms: head[3]!, path: head[4] ?? "", rssBytes: 0, anonBytes: 0 };
+      cur = {
+        start: BigInt(`0x${head[1]}`),
+        end: BigInt(`0x${head[2]}`),
+        perms: head[3]!,
+        path: head[4] ?? "",
+        rssBytes: 0,
+        anonBytes: 0,
+      };
       out.push(cur);
       continue;
     }
@@ -74,7 +81,14 @@ export function parseSmaps(text: string): Mapping[] {
 
 /** The mappings that may be dropped: the executable's, read-only, never copied on write, resident. */
 export function releasable(maps: Mapping[], exePath: string): Mapping[] {
-  return maps.filter((m) => m.path === exePath && !m.perms.includes("w") && m.anonBytes === 0 && m.rssBytes > 0 && m.start % BigInt(PAGE) === 0n);
+  return maps.filter(
+    (m) =>
+      m.path === exePath &&
+      !m.perms.includes("w") &&
+      m.anonBytes === 0 &&
+      m.rssBytes > 0 &&
+      m.start % BigInt(PAGE) === 0n,
+  );
 }
 
 export interface Release {

@@ -123,7 +123,8 @@ function chainIntact(root: string, dir: string): boolean {
   for (const part of ["", ...(rel ? rel.split(sep) : [])]) {
     path = part ? join(path, part) : path;
     const st = path === root ? statSync(path, { throwIfNoEntry: false }) : lstatSync(path, { throwIfNoEntry: false });
-    if (!st || !st.isDirectory() || writableByOthers(st.mode) || (ownUid() !== undefined && st.uid !== ownUid())) return false;
+    if (!st || !st.isDirectory() || writableByOthers(st.mode) || (ownUid() !== undefined && st.uid !== ownUid()))
+      return false;
   }
   return true;
 }
@@ -139,7 +140,11 @@ function ensurePrivateChain(root: string, dir: string): void {
     ensurePrivateDir(path);
   }
   // Checked again after the changes: a folder swapped while we made the chain is caught here.
-  if (!chainIntact(root, dir)) throw new ToolError("helper_unavailable", "embedded helpers refused: the helper folder changed while it was prepared");
+  if (!chainIntact(root, dir))
+    throw new ToolError(
+      "helper_unavailable",
+      "embedded helpers refused: the helper folder changed while it was prepared",
+    );
 }
 
 /** What was verified last for one helper: where it lies and the identity its file had then. */

@@ -112,7 +112,9 @@ function processUses(folder: string): boolean {
 /** A real directory (not a link) owned by us; lstat never follows the last component. */
 function ownDirectory(path: string): boolean {
   const st = lstatSync(path, { throwIfNoEntry: false });
-  return st !== undefined && st.isDirectory() && !st.isSymbolicLink() && (ownUid() === undefined || st.uid === ownUid());
+  return (
+    st !== undefined && st.isDirectory() && !st.isSymbolicLink() && (ownUid() === undefined || st.uid === ownUid())
+  );
 }
 
 /**
@@ -125,7 +127,8 @@ export function pruneHelperFolders(root: string, own: string, now = Date.now()):
   const report: PruneReport = { removed: 0, inUse: 0, young: 0 };
   const st = lstatSync(root, { throwIfNoEntry: false });
   if (!st || !st.isDirectory()) return { ...report, skipped: "no helper root" };
-  if ((ownUid() !== undefined && st.uid !== ownUid()) || (st.mode & 0o077) !== 0) return { ...report, skipped: "helper root is not private" };
+  if ((ownUid() !== undefined && st.uid !== ownUid()) || (st.mode & 0o077) !== 0)
+    return { ...report, skipped: "helper root is not private" };
   for (const name of readdirSync(root)) {
     try {
       pruneOne(root, name, own, now, report);
@@ -177,9 +180,11 @@ export function pruneOtherBuilds(dir: string): void {
   try {
     const report = pruneHelperFolders(dirname(dir), basename(dir));
     if (report.skipped) log.debug(`helper folders not pruned: ${report.skipped}`);
-    else log.info(`helper folders of other builds: ${report.removed} removed, ${report.inUse} in use, ${report.young} recent`);
+    else
+      log.info(
+        `helper folders of other builds: ${report.removed} removed, ${report.inUse} in use, ${report.young} recent`,
+      );
   } catch (e) {
     log.warn(`helper folders not pruned: ${(e as NodeJS.ErrnoException).code ?? "unexpected error"}`);
   }
 }
-

@@ -18,7 +18,9 @@ export function containmentRunner(): Promise<string> {
 export function boundedRunner(platform: string = process.platform): Promise<string> {
   if (platform !== "darwin") return containmentRunner();
   // helperDir() throws when no private folder exists: inside the chain, so it becomes a rejection.
-  macScript ??= Promise.resolve().then(() => holdHelperFolder(helperDir())).then(() => writeRunnerScript(helperDir(), selfArgv()));
+  macScript ??= Promise.resolve()
+    .then(() => holdHelperFolder(helperDir()))
+    .then(() => writeRunnerScript(helperDir(), selfArgv()));
   macScript.catch(() => (macScript = undefined));
   return macScript;
 }

@@ -10,7 +10,8 @@ import { extractHelper, helperLocation } from "./extract.ts";
  * there, so Bun never writes its own copy into the shared $TMPDIR. Only `tui` calls this.
  */
 export async function loadOpenTui(): Promise<typeof import("@opentui/core")> {
-  if (process.platform !== "linux" || process.arch !== "x64") throw new Error(`the embedded terminal UI is built for linux-x64 only; set ui_tui_command to use another`);
+  if (process.platform !== "linux" || process.arch !== "x64")
+    throw new Error(`the embedded terminal UI is built for linux-x64 only; set ui_tui_command to use another`);
   const loc = helperLocation();
   const root = join(loc.dir, "opentui");
   await extractHelper("libopentui.so", libopentui, join(root, "@opentui", "core-linux-x64"), loc.root);

@@ -29,7 +29,11 @@ export function embeddedTmux(): Promise<string> {
  */
 export async function resolveTmux(tmuxBin: string): Promise<ResolvedTmux | undefined> {
   if (tmuxBin !== "tmux") {
-    const path = isAbsolute(tmuxBin) ? (statSync(tmuxBin, { throwIfNoEntry: false })?.isFile() ? tmuxBin : null) : Bun.which(tmuxBin);
+    const path = isAbsolute(tmuxBin)
+      ? statSync(tmuxBin, { throwIfNoEntry: false })?.isFile()
+        ? tmuxBin
+        : null
+      : Bun.which(tmuxBin);
     return path ? { path, source: "configured", current: () => Promise.resolve(path) } : undefined;
   }
   try {
@@ -41,9 +45,19 @@ export async function resolveTmux(tmuxBin: string): Promise<ResolvedTmux | undef
 }
 
 /** The orientation probe for tmux when we supply it: available with the embedded version. */
-export function embeddedProbe(r: ResolvedTmux | undefined): { available: boolean; status: "available" | "missing"; version: string | null; source: string | null } {
+export function embeddedProbe(r: ResolvedTmux | undefined): {
+  available: boolean;
+  status: "available" | "missing";
+  version: string | null;
+  source: string | null;
+} {
   if (!r) return { available: false, status: "missing", version: null, source: null };
-  return { available: true, status: "available", version: r.source === "embedded" ? EMBEDDED_TMUX_VERSION : null, source: r.source };
+  return {
+    available: true,
+    status: "available",
+    version: r.source === "embedded" ? EMBEDDED_TMUX_VERSION : null,
+    source: r.source,
+  };
 }
 
 /** Version of the static tmux that native/tmux/build.sh pins. */

@@ -72,7 +72,8 @@ export class ClientRegistry {
     const read = readJsonWithBackup(this.file, (v) => FileSchema.parse(v));
     if (read.status !== "ok") return;
     for (const c of read.value.clients) {
-      if (c.approved_at < c.created_at) throw new ToolError("state_corrupt", "stored OAuth clients are invalid; refusing to start");
+      if (c.approved_at < c.created_at)
+        throw new ToolError("state_corrupt", "stored OAuth clients are invalid; refusing to start");
       const mine = this.clients.get(c.client_id);
       if (!mine || c.created_at >= mine.created_at) this.clients.set(c.client_id, { ...c });
     }
@@ -108,7 +109,8 @@ export class ClientRegistry {
   /** The validated redirect URIs and name of a registration body (throws RegistrationError). */
   private parseRegistration(body: unknown): { uris: string[]; name: string | null } {
     const s = this.settings;
-    if (body === null || typeof body !== "object" || Array.isArray(body)) throw new RegistrationError("Registration payload must be a JSON object");
+    if (body === null || typeof body !== "object" || Array.isArray(body))
+      throw new RegistrationError("Registration payload must be a JSON object");
     const b = body as Record<string, unknown>;
     const raw = b.redirect_uris;
     if (!Array.isArray(raw) || raw.length === 0) throw new RegistrationError("redirect_uris must be a non-empty list");
@@ -117,17 +119,27 @@ export class ClientRegistry {
     }
     const uris: string[] = [];
     for (const item of raw) {
-      if (typeof item !== "string" || item.trim() === "") throw new RegistrationError("redirect_uris must contain non-empty strings");
+      if (typeof item !== "string" || item.trim() === "")
+        throw new RegistrationError("redirect_uris must contain non-empty strings");
       const uri = item.trim();
       if (s.oauth_registration_max_redirect_uri_chars > 0 && uri.length > s.oauth_registration_max_redirect_uri_chars) {
-        throw new RegistrationError(`redirect_uris entries must be at most ${s.oauth_registration_max_redirect_uri_chars} characters`);
+        throw new RegistrationError(
+          `redirect_uris entries must be at most ${s.oauth_registration_max_redirect_uri_chars} characters`,
+        );
       }
-      if (!redirectUriAllowed(uri)) throw new RegistrationError("redirect_uris must be https, loopback http, or custom private-use URIs");
+      if (!redirectUriAllowed(uri))
+        throw new RegistrationError("redirect_uris must be https, loopback http, or custom private-use URIs");
       if (!uris.includes(uri)) uris.push(uri);
     }
     const name = typeof b.client_name === "string" ? b.client_name : null;
-    if (name !== null && s.oauth_registration_max_client_name_chars > 0 && name.length > s.oauth_registration_max_client_name_chars) {
-      throw new RegistrationError(`client_name must be at most ${s.oauth_registration_max_client_name_chars} characters`);
+    if (
+      name !== null &&
+      s.oauth_registration_max_client_name_chars > 0 &&
+      name.length > s.oauth_registration_max_client_name_chars
+    ) {
+      throw new RegistrationError(
+        `client_name must be at most ${s.oauth_registration_max_client_name_chars} characters`,
+      );
     }
     return { uris, name };
   }
@@ -136,8 +148,15 @@ export class ClientRegistry {
   private matching(uris: string[], name: string | null): OAuthClient[] {
     this.prune();
     const key = JSON.stringify([name, [...uris].sort()]);
-    const matches = [...this.clients.values()].filter((c) => JSON.stringify([c.client_name, [...c.redirect_uris].sort()]) === key);
-    return matches.sort((x, y) => Number(y.approved_at !== null) - Number(x.approved_at !== null) || x.created_at - y.created_at || x.client_id.localeCompare(y.client_id));
+    const matches = [...this.clients.values()].filter(
+      (c) => JSON.stringify([c.client_name, [...c.redirect_uris].sort()]) === key,
+    );
+    return matches.sort(
+      (x, y) =>
+        Number(y.approved_at !== null) - Number(x.approved_at !== null) ||
+        x.created_at - y.created_at ||
+        x.client_id.localeCompare(y.client_id),
+    );
   }
 
   /** Marks a pending client as used by an authorization request; a flood can no longer push it out cheaply. */
@@ -158,7 +177,10 @@ export class ClientRegistry {
    * gets in at once. The whole pending table (`oauth_max_dynamic_clients`) gives way unused entries
    * first, then the oldest.
    */
-  register(body: unknown, peer = ""): { client: OAuthClient; reused: boolean; evicted: Array<{ client: OAuthClient; reason: EvictionReason }> } {
+  register(
+    body: unknown,
+    peer = "",
+  ): { client: OAuthClient; reused: boolean; evicted: Array<{ client: OAuthClient; reason: EvictionReason }> } {
     const s = this.settings;
     const { uris, name } = this.parseRegistration(body);
     const matches = this.matching(uris, name);
@@ -177,13 +199,23 @@ export class ClientRegistry {
     // A full pending table makes room by dropping its unused, then oldest, entries: refusing instead
     // let anyone who can reach the endpoint lock every new client out until the entries expire.
     if (s.oauth_max_dynamic_clients > 0) {
-      const table = pending().sort((x, y) => Number(x.used === true) - Number(y.used === true) || x.created_at - y.created_at);
+      const table = pending().sort(
+        (x, y) => Number(x.used === true) - Number(y.used === true) || x.created_at - y.created_at,
+      );
       while (table.length >= s.oauth_max_dynamic_clients) drop(table.shift()!, "pending_capacity");
     }
     let clientId: string;
     do clientId = `local-shell-mcp-${Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("base64url")}`;
     while (this.clients.has(clientId));
-    const client: OAuthClient = { client_id: clientId, redirect_uris: uris, client_name: name, created_at: nowS(), approved_at: null, peer, used: false };
+    const client: OAuthClient = {
+      client_id: clientId,
+      redirect_uris: uris,
+      client_name: name,
+      created_at: nowS(),
+      approved_at: null,
+      peer,
+      used: false,
+    };
     this.clients.set(clientId, client);
     return { client, reused: false, evicted };
   }

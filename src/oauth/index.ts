@@ -9,7 +9,10 @@ import { oauthUrls } from "./urls.ts";
  * validates or creates the signing secret, loads approved clients (a corrupt store fails closed),
  * and returns the routes, the bearer check and the step-up response the HTTP server plugs in.
  */
-export async function setupOAuth(app: App, origin: string): Promise<{ oauth: OAuthServer; options: Pick<HttpServerOptions, "routes" | "authenticate" | "insufficientScope"> }> {
+export async function setupOAuth(
+  app: App,
+  origin: string,
+): Promise<{ oauth: OAuthServer; options: Pick<HttpServerOptions, "routes" | "authenticate" | "insufficientScope"> }> {
   const oauth = new OAuthServer(app.services.settings, oauthUrls(app.services.settings, origin), app.services.audit);
   await oauth.init();
   return {
@@ -18,7 +21,11 @@ export async function setupOAuth(app: App, origin: string): Promise<{ oauth: OAu
       routes: [(req, url, facts) => oauth.route(req, url, facts)],
       authenticate: (req, url, facts) => oauth.authenticate(req, url, facts),
       insufficientScope: (scope) =>
-        jsonResponse(403, { ok: false, error: "insufficient_scope", message: `Missing required OAuth scope: ${scope}`, scope }, { "www-authenticate": oauth.challenge("insufficient_scope", scope) }),
+        jsonResponse(
+          403,
+          { ok: false, error: "insufficient_scope", message: `Missing required OAuth scope: ${scope}`, scope },
+          { "www-authenticate": oauth.challenge("insufficient_scope", scope) },
+        ),
     },
   };
 }

@@ -32,7 +32,10 @@ function layout(title: string, body: string): string {
 
 /** A page that only reports a problem (the request cannot be approved). */
 export function errorPage(message: string): string {
-  return layout("Authorization request rejected", `<h1>Authorization request rejected</h1><p class="err">${escapeHtml(message)}</p><p>Start the connection again from your MCP client.</p>`);
+  return layout(
+    "Authorization request rejected",
+    `<h1>Authorization request rejected</h1><p class="err">${escapeHtml(message)}</p><p>Start the connection again from your MCP client.</p>`,
+  );
 }
 
 export interface ApprovalView {

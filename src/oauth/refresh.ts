@@ -88,11 +88,16 @@ export class RefreshTokens {
 
   private prune(doc: RefreshFile, now: number): void {
     doc.tokens = doc.tokens.filter((t) => t.expires_at > now);
-    if (doc.tokens.length > MAX_TOKENS) doc.tokens = doc.tokens.sort((a, b) => a.created_at - b.created_at).slice(-MAX_TOKENS);
+    if (doc.tokens.length > MAX_TOKENS)
+      doc.tokens = doc.tokens.sort((a, b) => a.created_at - b.created_at).slice(-MAX_TOKENS);
   }
 
   /** Starts a family for a fresh authorization and returns its first token. */
-  async issue(grant: { client_id: string; subject: string; scopes: string[]; resource: string; key_id: string }, ttlS: number, access: IssuedAccess): Promise<string> {
+  async issue(
+    grant: { client_id: string; subject: string; scopes: string[]; resource: string; key_id: string },
+    ttlS: number,
+    access: IssuedAccess,
+  ): Promise<string> {
     const token = randomToken();
     const now = nowS();
     await withFileLock(
@@ -100,7 +105,16 @@ export class RefreshTokens {
       () => {
         const doc = this.readTokens();
         this.prune(doc, now);
-        doc.tokens.push({ ...grant, hash: sha256Hex(token), family: crypto.randomUUID(), created_at: now, expires_at: now + ttlS, used_at: null, access_jti: access.jti, access_exp: access.exp });
+        doc.tokens.push({
+          ...grant,
+          hash: sha256Hex(token),
+          family: crypto.randomUUID(),
+          created_at: now,
+          expires_at: now + ttlS,
+          used_at: null,
+          access_jti: access.jti,
+          access_exp: access.exp,
+        });
         writeJsonWithBackup(this.file, doc);
       },
       LOCK_TIMEOUT_MS,
@@ -129,7 +143,14 @@ export class RefreshTokens {
         }
         rec.used_at = now;
         const next = randomToken();
-        const record: RefreshRecord = { ...rec, hash: sha256Hex(next), created_at: now, used_at: null, access_jti: access.jti, access_exp: access.exp };
+        const record: RefreshRecord = {
+          ...rec,
+          hash: sha256Hex(next),
+          created_at: now,
+          used_at: null,
+          access_jti: access.jti,
+          access_exp: access.exp,
+        };
         doc.tokens.push(record);
         writeJsonWithBackup(this.file, doc);
         return { status: "ok", token: next, record };
@@ -162,7 +183,12 @@ export class RefreshTokens {
     const gone = doc.tokens.filter((t) => t.family === family);
     doc.tokens = doc.tokens.filter((t) => t.family !== family);
     writeJsonWithBackup(this.file, doc);
-    this.denyLocked(gone.filter((t) => t.access_jti && t.access_exp && t.access_exp > now).map((t) => ({ jti: t.access_jti!, exp: t.access_exp! })), now);
+    this.denyLocked(
+      gone
+        .filter((t) => t.access_jti && t.access_exp && t.access_exp > now)
+        .map((t) => ({ jti: t.access_jti!, exp: t.access_exp! })),
+      now,
+    );
   }
 
   private denyLocked(tokens: IssuedAccess[], now: number): void {

@@ -47,7 +47,8 @@ export class SigningKey {
       let text = "";
       try {
         const st = lstatSync(this.path);
-        if (!st.isFile()) throw new ToolError("oauth_secret_invalid", "the OAuth signing secret path is not a regular file");
+        if (!st.isFile())
+          throw new ToolError("oauth_secret_invalid", "the OAuth signing secret path is not a regular file");
         text = readFileSync(this.path, "utf8");
       } catch (e) {
         if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;

@@ -7,7 +7,16 @@ import { ClientRegistry, type OAuthClient, RegistrationError } from "./clients.t
 import { approvalPage, errorPage, pageHeaders } from "./page.ts";
 import { PinThrottle } from "./pin-throttle.ts";
 import type { RefreshTokens } from "./refresh.ts";
-import { type AuthCode, oauthError, PKCE_VALUE, pruneCodes, randomToken, repeatedParameter, secretsEqual, SUBJECT } from "./common.ts";
+import {
+  type AuthCode,
+  oauthError,
+  PKCE_VALUE,
+  pruneCodes,
+  randomToken,
+  repeatedParameter,
+  secretsEqual,
+  SUBJECT,
+} from "./common.ts";
 import { TokenEndpoint } from "./tokens.ts";
 import { SigningKey } from "./secret.ts";
 import { normalizeScopes, type OAuthUrls, sameResource, SUPPORTED_SCOPES } from "./urls.ts";
@@ -104,7 +113,10 @@ export class OAuthServer {
       response_types_supported: ["code"],
       response_modes_supported: ["query"],
       grant_types_supported: this.tokens.grantTypes(),
-      revocation_endpoint: new URL(`${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/revoke`, this.urls.tokenEndpoint).toString(),
+      revocation_endpoint: new URL(
+        `${new URL(this.urls.issuer).pathname.replace(/\/$/, "")}/oauth/revoke`,
+        this.urls.tokenEndpoint,
+      ).toString(),
       revocation_endpoint_auth_methods_supported: ["none"],
       code_challenge_methods_supported: ["S256"],
       token_endpoint_auth_methods_supported: ["none"],
@@ -119,9 +131,14 @@ export class OAuthServer {
     const p = url.pathname;
     if (p.startsWith("/.well-known/")) {
       if (req.method !== "GET" && req.method !== "HEAD") return undefined;
-      if (p === this.urls.resourceMetadataPath || p === "/.well-known/oauth-protected-resource") return jsonResponse(200, this.protectedResourceMetadata());
+      if (p === this.urls.resourceMetadataPath || p === "/.well-known/oauth-protected-resource")
+        return jsonResponse(200, this.protectedResourceMetadata());
       const issuerPath = new URL(this.urls.issuer).pathname.replace(/\/$/, "");
-      if (p === "/.well-known/oauth-authorization-server" || p === `/.well-known/oauth-authorization-server${issuerPath}` || p === "/.well-known/openid-configuration") {
+      if (
+        p === "/.well-known/oauth-authorization-server" ||
+        p === `/.well-known/oauth-authorization-server${issuerPath}` ||
+        p === "/.well-known/openid-configuration"
+      ) {
         return jsonResponse(200, this.authorizationServerMetadata());
       }
       return undefined;
@@ -161,9 +178,24 @@ export class OAuthServer {
       throw e;
     }
     const { client, reused, evicted } = result;
-    for (const gone of evicted) this.audit.record("oauth_client_evicted", { client_id: gone.client.client_id, created_at: gone.client.created_at, reason: gone.reason });
-    if (reused) this.audit.record("oauth_client_reused", { client_id: client.client_id, approved: client.approved_at !== null, redirect_uri_count: client.redirect_uris.length });
-    else this.audit.record("oauth_client_registered", { client_id: client.client_id, redirect_uris: client.redirect_uris, client_name: client.client_name });
+    for (const gone of evicted)
+      this.audit.record("oauth_client_evicted", {
+        client_id: gone.client.client_id,
+        created_at: gone.client.created_at,
+        reason: gone.reason,
+      });
+    if (reused)
+      this.audit.record("oauth_client_reused", {
+        client_id: client.client_id,
+        approved: client.approved_at !== null,
+        redirect_uri_count: client.redirect_uris.length,
+      });
+    else
+      this.audit.record("oauth_client_registered", {
+        client_id: client.client_id,
+        redirect_uris: client.redirect_uris,
+        client_name: client.client_name,
+      });
     return jsonResponse(reused ? 200 : 201, {
       client_id: client.client_id,
       client_id_issued_at: client.created_at,
@@ -179,11 +211,14 @@ export class OAuthServer {
   /** Validates an authorization request (RFC 6749 + PKCE + RFC 8707). */
   private validate(params: Record<string, string>): ValidRequest {
     if (params.response_type !== "code") throw new AuthorizeError("Only response_type=code is supported");
-    for (const name of ["client_id", "redirect_uri", "resource"]) if (!params[name]) throw new AuthorizeError(`Missing ${name}`);
-    if (!sameResource(params.resource!, this.urls.resource)) throw new AuthorizeError("resource does not match this MCP server");
+    for (const name of ["client_id", "redirect_uri", "resource"])
+      if (!params[name]) throw new AuthorizeError(`Missing ${name}`);
+    if (!sameResource(params.resource!, this.urls.resource))
+      throw new AuthorizeError("resource does not match this MCP server");
     const client = this.clients.get(params.client_id!);
     if (!client) throw new AuthorizeError("Unknown client_id");
-    if (!client.redirect_uris.includes(params.redirect_uri!)) throw new AuthorizeError("redirect_uri is not registered for this client");
+    if (!client.redirect_uris.includes(params.redirect_uri!))
+      throw new AuthorizeError("redirect_uri is not registered for this client");
     this.clients.markUsed(client);
     const scopes = normalizeScopes(params.scope);
     if (!scopes.ok) throw new AuthorizeError(`Unsupported scope: ${scopes.bad}`);
@@ -192,8 +227,18 @@ export class OAuthServer {
     if (!PKCE_VALUE.test(challenge)) throw new AuthorizeError("Invalid code_challenge");
     const method = params.code_challenge_method;
     if (!method) throw new AuthorizeError("Missing code_challenge_method");
-    if (method !== "S256" && method !== "plain") throw new AuthorizeError("Only code_challenge_method=S256 (or plain) is supported");
-    return { client, redirectUri: params.redirect_uri!, resource: this.urls.resource, scopes: scopes.scopes, state: params.state ?? null, challenge, method, params };
+    if (method !== "S256" && method !== "plain")
+      throw new AuthorizeError("Only code_challenge_method=S256 (or plain) is supported");
+    return {
+      client,
+      redirectUri: params.redirect_uri!,
+      resource: this.urls.resource,
+      scopes: scopes.scopes,
+      state: params.state ?? null,
+      challenge,
+      method,
+      params,
+    };
   }
 
   private formAction(): string {
@@ -241,7 +286,10 @@ export class OAuthServer {
     for (const [k, val] of Object.entries(add)) target.searchParams.set(k, val);
     if (v.state !== null) target.searchParams.set("state", v.state);
     target.searchParams.set("iss", this.urls.issuer);
-    return new Response(null, { status: 302, headers: { location: target.toString(), "cache-control": "no-store", "referrer-policy": "no-referrer" } });
+    return new Response(null, {
+      status: 302,
+      headers: { location: target.toString(), "cache-control": "no-store", "referrer-policy": "no-referrer" },
+    });
   }
 
   private async authorizePost(req: Request, facts: RequestFacts): Promise<Response> {
@@ -279,12 +327,25 @@ export class OAuthServer {
     }
     const verdict = await this.throttle.check(() => secretsEqual(pin, configured));
     if (verdict === "locked") {
-      this.audit.record("oauth_pin_locked", { client_id: v.client.client_id, ip: facts.peer, retry_after_s: this.throttle.retryAfterS() });
+      this.audit.record("oauth_pin_locked", {
+        client_id: v.client.client_id,
+        ip: facts.peer,
+        retry_after_s: this.throttle.retryAfterS(),
+      });
       return this.page(v, 429, "Too many failed PIN attempts; approval is locked for a while");
     }
     if (verdict === "failed") {
-      this.audit.record("oauth_pin_failed", { client_id: v.client.client_id, ip: facts.peer, consecutive_failures: this.throttle.failures });
-      if (this.throttle.isLocked()) this.audit.record("oauth_pin_lockout", { client_id: v.client.client_id, ip: facts.peer, retry_after_s: this.throttle.retryAfterS() });
+      this.audit.record("oauth_pin_failed", {
+        client_id: v.client.client_id,
+        ip: facts.peer,
+        consecutive_failures: this.throttle.failures,
+      });
+      if (this.throttle.isLocked())
+        this.audit.record("oauth_pin_lockout", {
+          client_id: v.client.client_id,
+          ip: facts.peer,
+          retry_after_s: this.throttle.retryAfterS(),
+        });
       return this.page(v, 403, "Invalid admin PIN");
     }
     pruneCodes(this.codes, this.settings.oauth_code_ttl_s);
@@ -293,7 +354,8 @@ export class OAuthServer {
       this.audit.record("oauth_code_capacity_exhausted", { pending_codes: this.codes.size, max_pending_codes: cap });
       return this.page(v, 503, "Too many pending authorization requests; try again later");
     }
-    if (await this.clients.approve(v.client)) this.audit.record("oauth_client_approved", { client_id: v.client.client_id });
+    if (await this.clients.approve(v.client))
+      this.audit.record("oauth_client_approved", { client_id: v.client.client_id });
     let code: string;
     do code = randomToken(32);
     while (this.codes.has(code));
@@ -307,7 +369,11 @@ export class OAuthServer {
       createdMs: Date.now(),
       failures: 0,
     });
-    this.audit.record("oauth_code_issued", { client_id: v.client.client_id, resource: v.resource, scope: v.scopes.join(" ") });
+    this.audit.record("oauth_code_issued", {
+      client_id: v.client.client_id,
+      resource: v.resource,
+      scope: v.scopes.join(" "),
+    });
     return this.redirect(v, { code });
   }
 
@@ -318,15 +384,42 @@ export class OAuthServer {
   async authenticate(req: Request, url: URL, facts: RequestFacts): Promise<AuthInfo | Response> {
     const header = req.headers.get("authorization");
     if (!header) {
-      return jsonResponse(401, { ok: false, error: "missing_token", message: "Missing OAuth bearer token", detail: "Missing OAuth bearer token" }, { "www-authenticate": this.challenge() });
+      return jsonResponse(
+        401,
+        {
+          ok: false,
+          error: "missing_token",
+          message: "Missing OAuth bearer token",
+          detail: "Missing OAuth bearer token",
+        },
+        { "www-authenticate": this.challenge() },
+      );
     }
     const m = /^Bearer[ ]+([A-Za-z0-9\-._~+/]+=*)$/i.exec(header.trim());
     const auth = m ? await this.verify(m[1]!) : undefined;
     if (!auth) {
-      this.audit.record("oauth_auth_failed", { error: m ? "invalid_token" : "unsupported_scheme", path: url.pathname, ip: facts.peer });
-      return jsonResponse(401, { ok: false, error: "invalid_token", message: "Invalid OAuth bearer token", detail: "Invalid OAuth bearer token" }, { "www-authenticate": this.challenge("invalid_token") });
+      this.audit.record("oauth_auth_failed", {
+        error: m ? "invalid_token" : "unsupported_scheme",
+        path: url.pathname,
+        ip: facts.peer,
+      });
+      return jsonResponse(
+        401,
+        {
+          ok: false,
+          error: "invalid_token",
+          message: "Invalid OAuth bearer token",
+          detail: "Invalid OAuth bearer token",
+        },
+        { "www-authenticate": this.challenge("invalid_token") },
+      );
     }
-    this.audit.record("auth_ok", { subject: auth.extra?.sub, client_id: auth.clientId, path: url.pathname, ip: facts.peer });
+    this.audit.record("auth_ok", {
+      subject: auth.extra?.sub,
+      client_id: auth.clientId,
+      path: url.pathname,
+      ip: facts.peer,
+    });
     return auth;
   }
 
@@ -335,7 +428,8 @@ export class OAuthServer {
     const key = this.key.current();
     const now = Date.now();
     const hit = this.verified.get(token);
-    if (hit && hit.generation === this.key.generation && hit.expMs > now) return this.refresh.isAccessTokenRevoked(hit.jti) ? undefined : hit.auth;
+    if (hit && hit.generation === this.key.generation && hit.expMs > now)
+      return this.refresh.isAccessTokenRevoked(hit.jti) ? undefined : hit.auth;
     try {
       const { payload } = await jwtVerify(token, key, {
         algorithms: ["HS256"],
@@ -343,7 +437,8 @@ export class OAuthServer {
         audience: this.urls.resource,
         requiredClaims: ["iat", "exp", "iss", "aud"],
       });
-      if (typeof payload.client_id !== "string" || typeof payload.exp !== "number" || typeof payload.jti !== "string") return undefined;
+      if (typeof payload.client_id !== "string" || typeof payload.exp !== "number" || typeof payload.jti !== "string")
+        return undefined;
       if (this.refresh.isAccessTokenRevoked(payload.jti)) return undefined;
       // jose checks iat only against a maximum age; a token "issued" in the future is forged or
       // comes from a clock we must not trust, so it is refused beyond a small skew.

@@ -4,7 +4,17 @@ import type { AuditSink } from "../audit/log.ts";
 import type { Settings } from "../config/schema.ts";
 import { jsonResponse } from "../http/json.ts";
 import type { ClientRegistry } from "./clients.ts";
-import { type AuthCode, MAX_CODE_FAILURES, oauthError, PKCE_VALUE, pruneCodes, randomToken, repeatedParameter, secretsEqual, SUBJECT } from "./common.ts";
+import {
+  type AuthCode,
+  MAX_CODE_FAILURES,
+  oauthError,
+  PKCE_VALUE,
+  pruneCodes,
+  randomToken,
+  repeatedParameter,
+  secretsEqual,
+  SUBJECT,
+} from "./common.ts";
 import { type IssuedAccess, RefreshTokens, sha256Hex } from "./refresh.ts";
 import type { SigningKey } from "./secret.ts";
 import { normalizeScopes, type OAuthUrls, sameResource } from "./urls.ts";
@@ -53,7 +63,11 @@ export class TokenEndpoint {
 
   /** A fingerprint of the current signing secret (never the secret): refresh families are bound to it. */
   private keyId(): string {
-    return new Bun.CryptoHasher("sha256").update("refresh-family-binding").update(this.key.current()).digest("hex").slice(0, 16);
+    return new Bun.CryptoHasher("sha256")
+      .update("refresh-family-binding")
+      .update(this.key.current())
+      .digest("hex")
+      .slice(0, 16);
   }
 
   async token(req: Request): Promise<Response> {
@@ -62,13 +76,15 @@ export class TokenEndpoint {
     if (dup) return oauthError(400, "invalid_request", `Parameter ${dup} was sent more than once`);
     const get = (k: string) => form.get(k) ?? "";
     if (get("grant_type") === "refresh_token" && this.refreshEnabled) return this.refreshGrant(get);
-    if (get("grant_type") !== "authorization_code") return oauthError(400, "unsupported_grant_type", `Supported grant types: ${this.grantTypes().join(", ")}`);
+    if (get("grant_type") !== "authorization_code")
+      return oauthError(400, "unsupported_grant_type", `Supported grant types: ${this.grantTypes().join(", ")}`);
     if (!get("resource")) return oauthError(400, "invalid_request", "Missing resource");
     pruneCodes(this.codes, this.settings.oauth_code_ttl_s);
     const code = get("code");
     const rec = this.codes.get(code);
     if (!rec) {
-      if (await this.revokeReplayed(code)) return oauthError(400, "invalid_grant", "Code was already used; the tokens issued for it are revoked");
+      if (await this.revokeReplayed(code))
+        return oauthError(400, "invalid_grant", "Code was already used; the tokens issued for it are revoked");
       return oauthError(400, "invalid_grant", "Unknown or used code");
     }
     const fail = (description: string) => {
@@ -76,15 +92,25 @@ export class TokenEndpoint {
       if (rec.failures >= MAX_CODE_FAILURES) this.codes.delete(code);
       return oauthError(400, "invalid_grant", description);
     };
-    if (get("client_id") !== rec.clientId || get("redirect_uri") !== rec.redirectUri) return fail("Client or redirect mismatch");
+    if (get("client_id") !== rec.clientId || get("redirect_uri") !== rec.redirectUri)
+      return fail("Client or redirect mismatch");
     if (!sameResource(get("resource"), rec.resource)) return fail("Resource mismatch");
     const verifier = get("code_verifier");
-    const derived = rec.method === "S256" ? new Bun.CryptoHasher("sha256").update(verifier).digest("base64url") : verifier;
+    const derived =
+      rec.method === "S256" ? new Bun.CryptoHasher("sha256").update(verifier).digest("base64url") : verifier;
     if (!PKCE_VALUE.test(verifier) || !secretsEqual(derived, rec.challenge)) return fail("PKCE verification failed");
     this.codes.delete(code);
-    const grant = { client_id: rec.clientId, subject: SUBJECT, scopes: rec.scopes, resource: rec.resource, key_id: this.keyId() };
+    const grant = {
+      client_id: rec.clientId,
+      subject: SUBJECT,
+      scopes: rec.scopes,
+      resource: rec.resource,
+      key_id: this.keyId(),
+    };
     const access = this.nextAccess();
-    const refreshToken = this.refreshEnabled ? await this.refresh.issue(grant, this.settings.oauth_refresh_token_ttl_s, access) : undefined;
+    const refreshToken = this.refreshEnabled
+      ? await this.refresh.issue(grant, this.settings.oauth_refresh_token_ttl_s, access)
+      : undefined;
     this.rememberRedeemed(code, { clientId: rec.clientId, access, refreshToken, untilMs: 0 });
     return this.tokenResponse(grant, grant.scopes, refreshToken, "oauth_token_issued", access);
   }
@@ -111,7 +137,10 @@ export class TokenEndpoint {
     this.redeemed.delete(key);
     await this.refresh.revokeAccessToken(r.access.jti, r.access.exp);
     if (r.refreshToken) await this.refresh.revokeFamily(r.refreshToken, r.clientId);
-    this.audit.record("oauth_code_replayed", { client_id: r.clientId, revoked: r.refreshToken ? "access_and_refresh" : "access" });
+    this.audit.record("oauth_code_replayed", {
+      client_id: r.clientId,
+      revoked: r.refreshToken ? "access_and_refresh" : "access",
+    });
     return true;
   }
 
@@ -122,7 +151,13 @@ export class TokenEndpoint {
   }
 
   /** Signs an access token for a grant and answers the token request (with the next refresh token, if any). */
-  private async tokenResponse(grant: { client_id: string; subject: string; resource: string }, scopes: string[], refreshToken: string | undefined, event: string, access: IssuedAccess): Promise<Response> {
+  private async tokenResponse(
+    grant: { client_id: string; subject: string; resource: string },
+    scopes: string[],
+    refreshToken: string | undefined,
+    event: string,
+    access: IssuedAccess,
+  ): Promise<Response> {
     const ttl = this.settings.oauth_access_token_ttl_s;
     const iat = Math.floor(Date.now() / 1000);
     const token = await new SignJWT({ client_id: grant.client_id, scope: scopes.join(" ") })
@@ -134,7 +169,13 @@ export class TokenEndpoint {
       .setExpirationTime(access.exp)
       .setJti(access.jti)
       .sign(this.key.current());
-    this.audit.record(event, { client_id: grant.client_id, resource: grant.resource, scope: scopes.join(" "), expires_in: ttl, refresh: refreshToken !== undefined });
+    this.audit.record(event, {
+      client_id: grant.client_id,
+      resource: grant.resource,
+      scope: scopes.join(" "),
+      expires_in: ttl,
+      refresh: refreshToken !== undefined,
+    });
     return jsonResponse(200, {
       access_token: token,
       token_type: "Bearer",
@@ -157,16 +198,26 @@ export class TokenEndpoint {
     const access = this.nextAccess();
     const outcome = await this.refresh.rotate(presented, clientId, this.keyId(), access);
     if (outcome.status === "reused") {
-      this.audit.record("oauth_refresh_reuse_detected", { client_id: outcome.client_id, family: outcome.family.slice(0, 8) });
-      return oauthError(400, "invalid_grant", "Refresh token was already used; the authorization is revoked, approve the client again");
+      this.audit.record("oauth_refresh_reuse_detected", {
+        client_id: outcome.client_id,
+        family: outcome.family.slice(0, 8),
+      });
+      return oauthError(
+        400,
+        "invalid_grant",
+        "Refresh token was already used; the authorization is revoked, approve the client again",
+      );
     }
-    if (outcome.status === "invalid") return oauthError(400, "invalid_grant", "Unknown, expired or revoked refresh token");
+    if (outcome.status === "invalid")
+      return oauthError(400, "invalid_grant", "Unknown, expired or revoked refresh token");
     const rec = outcome.record;
-    if (get("resource") && !sameResource(get("resource"), rec.resource)) return oauthError(400, "invalid_target", "Resource mismatch");
+    if (get("resource") && !sameResource(get("resource"), rec.resource))
+      return oauthError(400, "invalid_target", "Resource mismatch");
     let scopes = rec.scopes;
     if (get("scope")) {
       const asked = normalizeScopes(get("scope"));
-      if (!asked.ok || asked.scopes.some((s) => !rec.scopes.includes(s))) return oauthError(400, "invalid_scope", "A refresh may only narrow the granted scopes");
+      if (!asked.ok || asked.scopes.some((s) => !rec.scopes.includes(s)))
+        return oauthError(400, "invalid_scope", "A refresh may only narrow the granted scopes");
       scopes = asked.scopes;
     }
     return this.tokenResponse(rec, scopes, outcome.token, "oauth_token_refreshed", access);

@@ -15,9 +15,12 @@ export function baseUrlProblem(value: string): string | undefined {
   }
   if (u.protocol !== "https:" && u.protocol !== "http:") return "base_url must use https (or http on a loopback host)";
   if (u.username || u.password) return "base_url must not contain credentials";
-  if (u.search || u.hash || value.includes("?") || value.includes("#")) return "base_url must not have a query or fragment";
-  if (u.pathname !== "/" && u.pathname !== "") return "base_url must be an origin without a path (the MCP endpoint is <base_url>/mcp)";
-  if (u.protocol === "http:" && !isLoopbackName(u.hostname)) return "base_url must use https unless its host is loopback";
+  if (u.search || u.hash || value.includes("?") || value.includes("#"))
+    return "base_url must not have a query or fragment";
+  if (u.pathname !== "/" && u.pathname !== "")
+    return "base_url must be an origin without a path (the MCP endpoint is <base_url>/mcp)";
+  if (u.protocol === "http:" && !isLoopbackName(u.hostname))
+    return "base_url must use https unless its host is loopback";
   return undefined;
 }
 
@@ -71,7 +74,9 @@ export const SUPPORTED_SCOPES: readonly string[] = SCOPES;
  * Normalises a requested scope string: blank means every scope; otherwise de-duplicated in order,
  * each one supported. Returns the scopes or the first unsupported one.
  */
-export function normalizeScopes(requested: string | null | undefined): { ok: true; scopes: string[] } | { ok: false; bad: string } {
+export function normalizeScopes(
+  requested: string | null | undefined,
+): { ok: true; scopes: string[] } | { ok: false; bad: string } {
   const parts = (requested ?? "").split(/\s+/).filter((s) => s.length > 0);
   if (parts.length === 0) return { ok: true, scopes: [...SUPPORTED_SCOPES] };
   const out: string[] = [];

@@ -43,7 +43,8 @@ export function tarHeader(name: string, size: number, mode: number): Buffer {
   if (Buffer.byteLength(name) > 100) throw new Error("tar member name too long");
   const h = Buffer.alloc(512, 0);
   const field = (offset: number, length: number, value: string) => h.write(value, offset, length, "ascii");
-  const octal = (offset: number, length: number, value: number) => field(offset, length, `${value.toString(8).padStart(length - 1, "0")}\0`);
+  const octal = (offset: number, length: number, value: number) =>
+    field(offset, length, `${value.toString(8).padStart(length - 1, "0")}\0`);
   field(0, 100, name);
   octal(100, 8, mode);
   octal(108, 8, 0);
@@ -63,7 +64,10 @@ export function tarHeader(name: string, size: number, mode: number): Buffer {
 /** The executable this process runs from, or a refusal when it runs from sources under `bun`. */
 export function ownExecutable(): string {
   if (BUILD_DIGEST === "unbuilt") {
-    throw new ToolError("worker_bundle_unavailable", "the controller runs from sources; only a compiled build can serve itself as the worker bundle");
+    throw new ToolError(
+      "worker_bundle_unavailable",
+      "the controller runs from sources; only a compiled build can serve itself as the worker bundle",
+    );
   }
   return process.platform === "linux" ? "/proc/self/exe" : process.execPath;
 }
@@ -75,7 +79,8 @@ export function ownExecutable(): string {
 export async function packBundle(source: string, dir: string): Promise<{ sha256: string; size: number; path: string }> {
   ensurePrivateDir(dir);
   const st = statSync(source);
-  if (!st.isFile()) throw new ToolError("worker_bundle_unavailable", "the controller's executable is not a regular file");
+  if (!st.isFile())
+    throw new ToolError("worker_bundle_unavailable", "the controller's executable is not a regular file");
   const tmp = join(dir, `.bundle-${process.pid}-${Date.now()}.tmp`);
   const out = await open(tmp, "wx", 0o600);
   const hash = new Bun.CryptoHasher("sha256");
@@ -85,7 +90,8 @@ export async function packBundle(source: string, dir: string): Promise<{ sha256:
     const written = (async () => {
       for await (const chunk of gzip as AsyncIterable<Buffer>) {
         size += chunk.length;
-        if (size > MAX_BUNDLE_BYTES) throw new ToolError("worker_bundle_too_large", "the worker bundle would exceed 256 MiB");
+        if (size > MAX_BUNDLE_BYTES)
+          throw new ToolError("worker_bundle_too_large", "the worker bundle would exceed 256 MiB");
         hash.update(chunk);
         await out.write(chunk);
       }
@@ -102,8 +108,9 @@ export async function packBundle(source: string, dir: string): Promise<{ sha256:
       await feed(chunk);
     }
     // The executable must not have changed size under us: the header promised st.size bytes.
-    if (copied !== st.size) throw new ToolError("worker_bundle_unavailable", "the controller's executable changed while it was packed");
-    await feed(Buffer.alloc((512 - (copied % 512)) % 512 + 1024, 0));
+    if (copied !== st.size)
+      throw new ToolError("worker_bundle_unavailable", "the controller's executable changed while it was packed");
+    await feed(Buffer.alloc(((512 - (copied % 512)) % 512) + 1024, 0));
     gzip.end();
     await written;
     await out.sync();

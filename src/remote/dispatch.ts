@@ -30,33 +30,50 @@ export function rewriteSessionIds(value: unknown, from: string, to: string): unk
   if (Array.isArray(value)) return value.map((v) => rewriteSessionIds(v, from, to));
   if (value === null || typeof value !== "object") return value;
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(value)) out[k] = k === "session_id" && v === from ? to : rewriteSessionIds(v, from, to);
+  for (const [k, v] of Object.entries(value))
+    out[k] = k === "session_id" && v === from ? to : rewriteSessionIds(v, from, to);
   return out;
 }
 
-async function runTool(manager: RemoteManager, ctx: ToolContext, machine: string, name: string, args: Record<string, unknown>, limitMs: number): Promise<ToolReply> {
+async function runTool(
+  manager: RemoteManager,
+  ctx: ToolContext,
+  machine: string,
+  name: string,
+  args: Record<string, unknown>,
+  limitMs: number,
+): Promise<ToolReply> {
   const r = await manager.call(machine, "tool", { name, args }, { signal: ctx.signal, deadlineMs: limitMs });
   const reply = r.data as ToolReply | null;
   if (!reply || typeof reply !== "object" || typeof reply.structured !== "object" || reply.structured === null) {
     throw new ToolError("remote_protocol_error", `worker ${machine} answered ${name} with a malformed result`);
   }
-  if (Array.isArray(reply.media) && ctx.media) ctx.media.push(...reply.media.filter((m) => m && m.type === "image" && typeof m.data === "string"));
+  if (Array.isArray(reply.media) && ctx.media)
+    ctx.media.push(...reply.media.filter((m) => m && m.type === "image" && typeof m.data === "string"));
   return reply;
 }
 
 const SERVICE_KINDS = new Set(["none", "manual", "systemd", "launchd", "windows_startup", "managed"]);
 
 /** The worker's orientation, validated, with our id, machine and the worker facts we know. */
-async function rebind(manager: RemoteManager, ctx: ToolContext, rec: SessionRecord, raw: unknown, message?: string): Promise<Record<string, unknown>> {
+async function rebind(
+  manager: RemoteManager,
+  ctx: ToolContext,
+  rec: SessionRecord,
+  raw: unknown,
+  message?: string,
+): Promise<Record<string, unknown>> {
   // Loaded here, not at start-up: the tool schemas load with the first call anyway.
   const { SessionOrientation } = await import("../tools/sessions/orientation-schema.ts");
   const parsed = SessionOrientation.safeParse(raw);
-  if (!parsed.success) throw new ToolError("remote_protocol_error", `worker ${rec.machine} returned an orientation outside the schema`);
+  if (!parsed.success)
+    throw new ToolError("remote_protocol_error", `worker ${rec.machine} returned an orientation outside the schema`);
   const o = parsed.data;
   const machine = rec.machine!;
   const runtime = manager.runtimeOf(machine);
   const info = manager.store.byName(machine)?.info ?? {};
-  const kind = typeof info.service_kind === "string" && SERVICE_KINDS.has(info.service_kind) ? info.service_kind : "manual";
+  const kind =
+    typeof info.service_kind === "string" && SERVICE_KINDS.has(info.service_kind) ? info.service_kind : "manual";
   const workerTransfer = (manager.store.byName(machine)?.capabilities ?? []).includes("http-transfer-v1");
   return {
     ...o,
@@ -93,15 +110,29 @@ async function rebind(manager: RemoteManager, ctx: ToolContext, rec: SessionReco
   };
 }
 
-async function startRemote(manager: RemoteManager, ctx: ToolContext, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+async function startRemote(
+  manager: RemoteManager,
+  ctx: ToolContext,
+  input: Record<string, unknown>,
+  limitMs: number,
+): Promise<unknown> {
   requireRemoteScope(ctx);
   const machine = input.machine;
-  if (typeof machine !== "string" || machine.length === 0) throw new ToolError("invalid_arguments", "machine is required when target='remote'");
+  if (typeof machine !== "string" || machine.length === 0)
+    throw new ToolError("invalid_arguments", "machine is required when target='remote'");
   const label = (input.label as string | null) ?? null;
-  const reply = await runTool(manager, ctx, machine, "session_start", { workdir: input.workdir, target: "local", label }, limitMs);
+  const reply = await runTool(
+    manager,
+    ctx,
+    machine,
+    "session_start",
+    { workdir: input.workdir, target: "local", label },
+    limitMs,
+  );
   const workerSid = reply.structured.session_id;
   const workdir = reply.structured.workdir;
-  if (typeof workerSid !== "string" || typeof workdir !== "string") throw new ToolError("remote_protocol_error", `worker ${machine} returned an orientation without a session`);
+  if (typeof workerSid !== "string" || typeof workdir !== "string")
+    throw new ToolError("remote_protocol_error", `worker ${machine} returned an orientation without a session`);
   const owner = ctx.principal ? { client_id: ctx.principal.clientId, subject: ctx.principal.subject } : null;
   let rec: SessionRecord;
   try {
@@ -109,17 +140,32 @@ async function startRemote(manager: RemoteManager, ctx: ToolContext, input: Reco
     rec = ctx.app.sessions.update(local, { target: "remote", machine, worker_session_id: workerSid });
   } catch (e) {
     // Our admission failed: do not leave the worker's session behind.
-    await manager.call(machine, "tool", { name: "session_end", args: { session_id: workerSid, force: true } }, { deadlineMs: 30_000 }).catch(() => undefined);
+    await manager
+      .call(
+        machine,
+        "tool",
+        { name: "session_end", args: { session_id: workerSid, force: true } },
+        { deadlineMs: 30_000 },
+      )
+      .catch(() => undefined);
     throw e;
   }
   return rebind(manager, ctx, rec, reply.structured);
 }
 
-async function endRemote(manager: RemoteManager, ctx: ToolContext, rec: SessionRecord, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+async function endRemote(
+  manager: RemoteManager,
+  ctx: ToolContext,
+  rec: SessionRecord,
+  input: Record<string, unknown>,
+  limitMs: number,
+): Promise<unknown> {
   const force = input.force === true;
   let remote: Record<string, unknown> | undefined;
   try {
-    remote = (await runTool(manager, ctx, rec.machine!, "session_end", { session_id: rec.worker_session_id, force }, limitMs)).structured;
+    remote = (
+      await runTool(manager, ctx, rec.machine!, "session_end", { session_id: rec.worker_session_id, force }, limitMs)
+    ).structured;
   } catch (e) {
     if (!force) throw e;
   }
@@ -137,9 +183,17 @@ async function endRemote(manager: RemoteManager, ctx: ToolContext, rec: SessionR
   };
 }
 
-async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, rec: SessionRecord, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+async function forward(
+  manager: RemoteManager,
+  def: ToolDefinition,
+  ctx: ToolContext,
+  rec: SessionRecord,
+  input: Record<string, unknown>,
+  limitMs: number,
+): Promise<unknown> {
   requireRemoteScope(ctx);
-  if (!rec.machine || !rec.worker_session_id) throw new ToolError("session_not_found", `session ${rec.session_id} has no worker binding`);
+  if (!rec.machine || !rec.worker_session_id)
+    throw new ToolError("session_not_found", `session ${rec.session_id} has no worker binding`);
   ctx.app.sessions.touch(rec);
   if (def.name === "session_end") return endRemote(manager, ctx, rec, input, limitMs);
   const workerSid = rec.worker_session_id;
@@ -148,10 +202,15 @@ async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolCon
     reply = await runTool(manager, ctx, rec.machine, def.name, { ...input, session_id: workerSid }, limitMs);
   } catch (e) {
     // A tool the worker does not offer (download links need the controller's listener).
-    if (e instanceof ToolError && e.code === "unknown_tool") throw new ToolError("remote_unsupported", `${def.name} is not available on remote sessions`);
+    if (e instanceof ToolError && e.code === "unknown_tool")
+      throw new ToolError("remote_unsupported", `${def.name} is not available on remote sessions`);
     // The worker's own session id never reaches the model, not even inside an error.
     if (e instanceof ToolError) {
-      throw new ToolError(e.code, e.message.replaceAll(workerSid, rec.session_id), e.details ? (rewriteSessionIds(e.details, workerSid, rec.session_id) as Record<string, unknown>) : undefined);
+      throw new ToolError(
+        e.code,
+        e.message.replaceAll(workerSid, rec.session_id),
+        e.details ? (rewriteSessionIds(e.details, workerSid, rec.session_id) as Record<string, unknown>) : undefined,
+      );
     }
     throw e;
   }
@@ -164,7 +223,12 @@ async function forward(manager: RemoteManager, def: ToolDefinition, ctx: ToolCon
 }
 
 /** Tools that address a persistent shell by `shell_id`, where `session_id` is optional. */
-const SHELL_ID_TOOLS = new Set(["read_persistent_shell_output", "send_persistent_shell_input", "resize_persistent_shell", "kill_persistent_shell"]);
+const SHELL_ID_TOOLS = new Set([
+  "read_persistent_shell_output",
+  "send_persistent_shell_input",
+  "resize_persistent_shell",
+  "kill_persistent_shell",
+]);
 const MAX_REMOTE_SHELL_IDS = 256;
 const SHELL_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -215,8 +279,7 @@ async function recordShells(ctx: ToolContext, sid: string, def: ToolDefinition, 
   if (def.name === "list_persistent_shells") next = [...seen];
   else if (def.name === "kill_persistent_shell" && structured.killed === true) {
     next = rec.remote_shell_ids.filter((id) => !seen.has(id));
-  }
-  else next = [...new Set([...rec.remote_shell_ids, ...seen])];
+  } else next = [...new Set([...rec.remote_shell_ids, ...seen])];
   next = next.slice(-MAX_REMOTE_SHELL_IDS);
   if (next.length === rec.remote_shell_ids.length && next.every((id, i) => id === rec.remote_shell_ids[i])) return;
   ctx.app.sessions.update(rec, { remote_shell_ids: next });
@@ -229,7 +292,9 @@ async function recordShells(ctx: ToolContext, sid: string, def: ToolDefinition, 
  * claimed it first; the caller must name the session.
  */
 async function remoteShellOwner(ctx: ToolContext, shellId: string): Promise<SessionRecord | undefined> {
-  const candidates = ctx.app.sessions.list().filter((r) => r.target === "remote" && r.remote_shell_ids.includes(shellId));
+  const candidates = ctx.app.sessions
+    .list()
+    .filter((r) => r.target === "remote" && r.remote_shell_ids.includes(shellId));
   if (candidates.length === 0) return undefined;
   if ((await ctx.app.shells.list(null)).some((s) => s.shell_id === shellId)) return undefined;
   if (new Set(candidates.map((r) => r.machine)).size > 1) {
@@ -246,7 +311,13 @@ async function remoteShellOwner(ctx: ToolContext, shellId: string): Promise<Sess
   return undefined;
 }
 
-async function forwardByShellId(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, input: Record<string, unknown>, limitMs: number): Promise<unknown> {
+async function forwardByShellId(
+  manager: RemoteManager,
+  def: ToolDefinition,
+  ctx: ToolContext,
+  input: Record<string, unknown>,
+  limitMs: number,
+): Promise<unknown> {
   const rec = await remoteShellOwner(ctx, input.shell_id as string);
   // Not a remote shell: the local handler answers (its own shell, or shell_not_found).
   if (!rec) return def.run(ctx, input as never);
@@ -258,9 +329,16 @@ async function forwardByShellId(manager: RemoteManager, def: ToolDefinition, ctx
  * recorded under that session: `job` poll/cancel/retry naming only such jobs is answered locally.
  */
 function controllerJobs(ctx: ToolContext, rec: SessionRecord, args: Record<string, unknown>): boolean {
-  const ids = [args.poll, args.cancel, args.retry].find((v) => Array.isArray(v) && v.length > 0) as unknown[] | undefined;
+  const ids = [args.poll, args.cancel, args.retry].find((v) => Array.isArray(v) && v.length > 0) as
+    | unknown[]
+    | undefined;
   if (!ids) return false;
-  const ours = new Set(ctx.app.jobs.readRows().filter((r) => r.session_id === rec.session_id).map((r) => r.job_id));
+  const ours = new Set(
+    ctx.app.jobs
+      .readRows()
+      .filter((r) => r.session_id === rec.session_id)
+      .map((r) => r.job_id),
+  );
   return ids.every((id) => typeof id === "string" && ours.has(id));
 }
 
@@ -276,7 +354,14 @@ function isJobList(args: Record<string, unknown>): boolean {
  * Lists a remote session's jobs: the worker's, plus the managed jobs this controller runs under the
  * session (background `session_copy` into it), which the worker knows nothing about.
  */
-async function listRemoteJobs(manager: RemoteManager, def: ToolDefinition, ctx: ToolContext, rec: SessionRecord, args: Record<string, unknown>, limitMs: number): Promise<unknown> {
+async function listRemoteJobs(
+  manager: RemoteManager,
+  def: ToolDefinition,
+  ctx: ToolContext,
+  rec: SessionRecord,
+  args: Record<string, unknown>,
+  limitMs: number,
+): Promise<unknown> {
   const remote = (await forward(manager, def, ctx, rec, args, limitMs)) as JobList;
   const local = (await def.run(ctx, { ...args, session_id: rec.session_id } as never)) as JobList;
   const localTotal = Object.values(local.counts).reduce((a, b) => a + b, 0);
@@ -291,9 +376,11 @@ async function listRemoteJobs(manager: RemoteManager, def: ToolDefinition, ctx: 
 export function remoteCallRoute(manager: RemoteManager): CallRoute {
   return (def, ctx, input, limitMs) => {
     const args = input as Record<string, unknown>;
-    if (def.name === "session_start") return args.target === "remote" ? startRemote(manager, ctx, args, limitMs) : undefined;
+    if (def.name === "session_start")
+      return args.target === "remote" ? startRemote(manager, ctx, args, limitMs) : undefined;
     const sid = args?.session_id;
-    if (sid === null && SHELL_ID_TOOLS.has(def.name) && typeof args.shell_id === "string") return forwardByShellId(manager, def, ctx, args, limitMs);
+    if (sid === null && SHELL_ID_TOOLS.has(def.name) && typeof args.shell_id === "string")
+      return forwardByShellId(manager, def, ctx, args, limitMs);
     if (typeof sid !== "string") return undefined;
     let rec: SessionRecord;
     try {

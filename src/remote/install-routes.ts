@@ -18,24 +18,33 @@ export function installRoutes(settings: Settings): Route {
   const cache = bundleCache(join(settings.state_dir, "remote-bundle"));
   return async (req, url) => {
     if (url.pathname !== "/join" && url.pathname !== BUNDLE_PATH) return undefined;
-    if (req.method !== "GET" && req.method !== "HEAD") return errorResponse(405, "method_not_allowed", "only GET is served here", {}, { allow: "GET, HEAD" });
+    if (req.method !== "GET" && req.method !== "HEAD")
+      return errorResponse(405, "method_not_allowed", "only GET is served here", {}, { allow: "GET, HEAD" });
     if (url.pathname === "/join") {
       // The guard already limited the Host to loopback or base_url, so the request's origin is one of ours.
       const server = (settings.base_url ?? url.origin).replace(/\/+$/, "");
-      return new Response(joinScript(server), { headers: { "content-type": "text/x-shellscript; charset=utf-8", "cache-control": "no-store" } });
+      return new Response(joinScript(server), {
+        headers: { "content-type": "text/x-shellscript; charset=utf-8", "cache-control": "no-store" },
+      });
     }
     const wanted = url.searchParams.get("sha256");
-    if (wanted !== null && !DIGEST.test(wanted)) return errorResponse(400, "invalid_arguments", "sha256 must be 64 lowercase hex characters");
+    if (wanted !== null && !DIGEST.test(wanted))
+      return errorResponse(400, "invalid_arguments", "sha256 must be 64 lowercase hex characters");
     let bundle;
     try {
       bundle = await cache.current();
     } catch (e) {
       if (isToolError(e)) return errorResponse(503, e.code, e.message);
       log.error(`worker bundle could not be built: ${(e as Error).message}`);
-      return errorResponse(503, "worker_bundle_unavailable", "the worker bundle could not be built; see the server log");
+      return errorResponse(
+        503,
+        "worker_bundle_unavailable",
+        "the worker bundle could not be built; see the server log",
+      );
     }
     if (url.searchParams.get("manifest") === "1") return jsonResponse(200, bundle.manifest);
-    if (wanted !== null && wanted !== bundle.manifest.sha256) return errorResponse(404, "bundle_not_found", "worker bundle digest is no longer available");
+    if (wanted !== null && wanted !== bundle.manifest.sha256)
+      return errorResponse(404, "bundle_not_found", "worker bundle digest is no longer available");
     return new Response(Bun.file(bundle.path), {
       headers: {
         "content-type": "application/gzip",

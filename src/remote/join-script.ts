@@ -17,7 +17,6 @@ export function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 
-
 /** The script for a controller reachable at `server` (an http(s) origin without a trailing slash). */
 export function joinScript(server: string): string {
   if (!/^https?:\/\/[^\s/?#'\\]+$/.test(server)) throw new Error("the server origin is not a plain http(s) origin");

@@ -17,7 +17,16 @@ import { ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { randomHex } from "../core/random.ts";
 import { BUILD_DIGEST } from "../core/version.ts";
-import { CLOSE_REPLACED, CLOSE_REVOKED, type Call, encodeFrame, frameBytes, type Hello, heartbeatSeconds, type Result } from "./protocol.ts";
+import {
+  CLOSE_REPLACED,
+  CLOSE_REVOKED,
+  type Call,
+  encodeFrame,
+  frameBytes,
+  type Hello,
+  heartbeatSeconds,
+  type Result,
+} from "./protocol.ts";
 import type { RemoteStore } from "./store.ts";
 
 /** How long a worker may be away before calls for it fail `remote_worker_offline`. */
@@ -108,9 +117,13 @@ interface WorkerState {
 const MAX_WHEN_BACK = 256;
 
 /** A worker's failure as the controller's caller sees it: a full disk is named as the worker's. */
-function workerError(machine: string, error: { code: string; message: string; details?: Record<string, unknown> } | undefined): ToolError {
+function workerError(
+  machine: string,
+  error: { code: string; message: string; details?: Record<string, unknown> } | undefined,
+): ToolError {
   if (!error) return new ToolError("remote_call_failed", "the worker reported a failure");
-  if (error.code === "local_disk_full") return new ToolError("remote_disk_full", `worker ${machine}: ${error.message}`, error.details);
+  if (error.code === "local_disk_full")
+    return new ToolError("remote_disk_full", `worker ${machine}: ${error.message}`, error.details);
   return new ToolError(error.code, error.message, error.details);
 }
 
@@ -123,7 +136,10 @@ function outcomeUnknown(machine: string, op: string): ToolError {
 }
 
 function offline(machine: string): ToolError {
-  return new ToolError("remote_worker_offline", `worker ${machine} is not connected; start it on its host (remote_admin reconnect_command) and try again`);
+  return new ToolError(
+    "remote_worker_offline",
+    `worker ${machine} is not connected; start it on its host (remote_admin reconnect_command) and try again`,
+  );
 }
 
 export class RemoteManager {
@@ -192,12 +208,21 @@ export class RemoteManager {
 
   /** Runs operation `op` on the worker `machine` and resolves with its result (or a typed error). */
   call(machine: string, op: string, args: unknown, options: CallOptions = {}): Promise<CallResult> {
-    if (!this.settings.remote_enabled) return Promise.reject(new ToolError("remote_disabled", "remote workers are disabled on this server"));
-    if (!this.store.byName(machine)) return Promise.reject(new ToolError("remote_machine_not_found", `no enrolled worker is named ${JSON.stringify(machine)}; see remote_admin list`));
+    if (!this.settings.remote_enabled)
+      return Promise.reject(new ToolError("remote_disabled", "remote workers are disabled on this server"));
+    if (!this.store.byName(machine))
+      return Promise.reject(
+        new ToolError(
+          "remote_machine_not_found",
+          `no enrolled worker is named ${JSON.stringify(machine)}; see remote_admin list`,
+        ),
+      );
     const s = this.state(machine);
     const limit = this.settings.remote_max_concurrent_jobs + this.settings.remote_max_pending_jobs;
     if (s.queue.length + s.inflight.size >= limit) {
-      return Promise.reject(new ToolError("remote_queue_full", `worker ${machine} has ${limit} calls queued or running; try again later`));
+      return Promise.reject(
+        new ToolError("remote_queue_full", `worker ${machine} has ${limit} calls queued or running; try again later`),
+      );
     }
     if (options.signal?.aborted) return Promise.reject(new ToolError("cancelled", "the operation was cancelled"));
     // Away longer than the grace already: say so now rather than make every call wait.
@@ -226,7 +251,16 @@ export class RemoteManager {
       // The worker stops the call at its deadline and answers; this only guards against a worker
       // that stays connected but never answers.
       call.deadlineTimer = setTimeout(
-        () => this.abandon(call, call.sent && !s.link ? outcomeUnknown(s.name, op) : new ToolError("remote_timeout", `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`)),
+        () =>
+          this.abandon(
+            call,
+            call.sent && !s.link
+              ? outcomeUnknown(s.name, op)
+              : new ToolError(
+                  "remote_timeout",
+                  `worker ${machine} did not answer ${op} within ${Math.round(deadlineMs / 1000)} s`,
+                ),
+          ),
         Math.min(MAX_TIMER_MS, deadlineMs + DEADLINE_SLACK_MS),
       );
       s.queue.push(call);
@@ -292,7 +326,13 @@ export class RemoteManager {
     const encoded = encodeFrame(frame, call.body);
     const limit = this.frameLimit();
     if (limit > 0 && frameBytes(encoded) > limit) {
-      this.finish(call, new ToolError("remote_call_too_large", `the call is ${frameBytes(encoded)} bytes, above max_http_request_bytes (${limit})`));
+      this.finish(
+        call,
+        new ToolError(
+          "remote_call_too_large",
+          `the call is ${frameBytes(encoded)} bytes, above max_http_request_bytes (${limit})`,
+        ),
+      );
       return;
     }
     await this.drained(link);
@@ -342,13 +382,25 @@ export class RemoteManager {
     };
     s.link = link;
     socket.send(
-      encodeFrame({ type: "welcome", name: machine, heartbeat_s: this.heartbeatS, runtime_matches: hello.runtime.build_digest === BUILD_DIGEST, max_frame_bytes: this.frameLimit() }),
+      encodeFrame({
+        type: "welcome",
+        name: machine,
+        heartbeat_s: this.heartbeatS,
+        runtime_matches: hello.runtime.build_digest === BUILD_DIGEST,
+        max_frame_bytes: this.frameLimit(),
+      }),
     );
     const known = new Set([...hello.running, ...hello.unacked]);
     for (const call of [...s.inflight.values()]) {
       clearTimeout(call.offlineTimer);
       if (restarted) {
-        this.finish(call, new ToolError("remote_worker_restarted", `worker ${s.name} restarted while the call ran; its outcome is unknown`));
+        this.finish(
+          call,
+          new ToolError(
+            "remote_worker_restarted",
+            `worker ${s.name} restarted while the call ran; its outcome is unknown`,
+          ),
+        );
       } else if (!known.has(call.id)) {
         void this.transmit(link, call);
       }
@@ -376,7 +428,9 @@ export class RemoteManager {
       .then(({ bundleCache }) => bundleCache(join(this.settings.state_dir, "remote-bundle")).current())
       .then((bundle) => {
         if (s.link !== link || bundle.manifest.sha256 === running) return;
-        link.socket.send(encodeFrame({ type: "runtime", sha256: bundle.manifest.sha256, version: bundle.manifest.bundle_version }));
+        link.socket.send(
+          encodeFrame({ type: "runtime", sha256: bundle.manifest.sha256, version: bundle.manifest.bundle_version }),
+        );
       })
       .catch((e) => log.debug(`no worker runtime to offer ${s.name}: ${(e as Error).message}`));
   }
@@ -415,8 +469,7 @@ export class RemoteManager {
         const what =
           kind === "stale" ? "a call already settled (a duplicate or a late answer)" : "a call it was never sent";
         // A late answer is ordinary (a lost ack, a caller that gave up); one never asked for is not.
-        const line =
-          `worker ${s.name} sent a result for ${what}; dropped (further ones on this link are counted, not logged)`;
+        const line = `worker ${s.name} sent a result for ${what}; dropped (further ones on this link are counted, not logged)`;
         if (kind === "stale") log.info(line);
         else log.warn(line);
       }
@@ -483,7 +536,10 @@ export class RemoteManager {
         clearInterval(s.link.heartbeat);
         s.link.socket.close(1001, "controller shutting down");
       }
-      const err = new ToolError("remote_worker_offline", `the controller is shutting down; worker ${name} is unavailable`);
+      const err = new ToolError(
+        "remote_worker_offline",
+        `the controller is shutting down; worker ${name} is unavailable`,
+      );
       for (const call of [...s.inflight.values(), ...s.queue]) {
         call.cleanup();
         call.reject(err);

@@ -22,7 +22,10 @@ export const Hello = z.object({
   runtime: z.object({
     version: z.string().min(1).max(128),
     build_digest: z.string().min(1).max(128),
-    bundle_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable(),
+    bundle_sha256: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .nullable(),
   }),
   running: z.array(Id).max(100_000),
   unacked: z.array(Id).max(100_000),

@@ -15,7 +15,11 @@ import type { LinkHandle, RemoteManager } from "./manager.ts";
 import { cleanText, WORKER_TOKEN_PREFIX } from "./names.ts";
 import { CLOSE_PROTOCOL, CLOSE_TOO_BIG, decodeFrame, Hello, PROTOCOL_VERSION, WorkerFrame } from "./protocol.ts";
 
-const Text = z.string().min(1).max(128).regex(/^[^\u0000-\u001f\u007f]+$/);
+const Text = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[^\u0000-\u001f\u007f]+$/);
 
 export const RegisterBody = z.object({
   invite: z.string().min(1).max(512),
@@ -34,16 +38,30 @@ function runtimeProblem(runtime: unknown): string | undefined {
       runtime_kind: z.enum(["binary", "managed_bundle"]),
       worker_version: Text,
       build_digest: Text,
-      bundle_sha256: z.string().regex(/^[0-9a-f]{64}$/).nullable(),
+      bundle_sha256: z
+        .string()
+        .regex(/^[0-9a-f]{64}$/)
+        .nullable(),
     })
     .safeParse(runtime);
-  return r.success ? undefined : "the worker runtime is not compatible with this controller (protocol 1, a version and build digest are required)";
+  return r.success
+    ? undefined
+    : "the worker runtime is not compatible with this controller (protocol 1, a version and build digest are required)";
 }
 
 /** What we keep of the worker's self-description: short allowlisted text fields only. */
 export function workerInfo(raw: Record<string, unknown>, runtime?: { version?: string }): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const key of ["hostname", "user", "platform", "arch", "profile_id", "launcher_path", "lsm_version", "service_kind"]) {
+  for (const key of [
+    "hostname",
+    "user",
+    "platform",
+    "arch",
+    "profile_id",
+    "launcher_path",
+    "lsm_version",
+    "service_kind",
+  ]) {
     const v = cleanText(raw[key], key === "launcher_path" ? 4096 : 256);
     if (v !== null) out[key] = v;
   }
@@ -51,7 +69,14 @@ export function workerInfo(raw: Record<string, unknown>, runtime?: { version?: s
   return out;
 }
 
-const STATUS: Record<string, number> = { invite_invalid: 400, invite_expired: 400, invite_used: 400, invite_name_mismatch: 400, machine_name_taken: 409, invalid_arguments: 400 };
+const STATUS: Record<string, number> = {
+  invite_invalid: 400,
+  invite_expired: 400,
+  invite_used: 400,
+  invite_name_mismatch: 400,
+  machine_name_taken: 409,
+  invalid_arguments: 400,
+};
 
 function bearer(req: Request): string | undefined {
   const m = /^Bearer\s+(\S+)$/i.exec(req.headers.get("authorization") ?? "");
@@ -156,7 +181,16 @@ export function remoteRoutes(manager: RemoteManager): Route {
           info: workerInfo(body.info, { version: runtime.worker_version }),
         });
         log.info(`worker ${record.name} enrolled`);
-        return jsonResponse(200, { ok: true, data: { token, name: record.name, workdir: record.workdir, heartbeat_s: manager.heartbeatS, channel_path: "/remote/channel" } });
+        return jsonResponse(200, {
+          ok: true,
+          data: {
+            token,
+            name: record.name,
+            workdir: record.workdir,
+            heartbeat_s: manager.heartbeatS,
+            channel_path: "/remote/channel",
+          },
+        });
       } catch (e) {
         if (e instanceof ToolError && STATUS[e.code]) return errorResponse(STATUS[e.code]!, e.code, e.message);
         return incidentResponse(e, "worker enrollment", "the controller could not record the enrollment");
@@ -165,16 +199,33 @@ export function remoteRoutes(manager: RemoteManager): Route {
     if (url.pathname === "/remote/channel") {
       if (req.method !== "GET") return errorResponse(405, "method_not_allowed", "use GET");
       const token = bearer(req);
-      if (!token) return errorResponse(401, "worker_unauthorized", "a worker token is required", {}, { "www-authenticate": "Bearer" });
+      if (!token)
+        return errorResponse(
+          401,
+          "worker_unauthorized",
+          "a worker token is required",
+          {},
+          { "www-authenticate": "Bearer" },
+        );
       let rec;
       try {
         rec = manager.store.byToken(token);
       } catch {
         return errorResponse(503, "remote_state_unavailable", "the controller cannot read its worker registry");
       }
-      if (!rec) return errorResponse(401, "worker_unauthorized", "the worker token is unknown or revoked", {}, { "www-authenticate": "Bearer" });
-      if (req.headers.get("upgrade")?.toLowerCase() !== "websocket" || !facts.upgrade) return errorResponse(426, "upgrade_required", "the channel is a WebSocket");
-      return facts.upgrade(channelHandler(manager, rec.token_sha256)) ? UPGRADED : errorResponse(400, "upgrade_failed", "the WebSocket upgrade failed");
+      if (!rec)
+        return errorResponse(
+          401,
+          "worker_unauthorized",
+          "the worker token is unknown or revoked",
+          {},
+          { "www-authenticate": "Bearer" },
+        );
+      if (req.headers.get("upgrade")?.toLowerCase() !== "websocket" || !facts.upgrade)
+        return errorResponse(426, "upgrade_required", "the channel is a WebSocket");
+      return facts.upgrade(channelHandler(manager, rec.token_sha256))
+        ? UPGRADED
+        : errorResponse(400, "upgrade_failed", "the WebSocket upgrade failed");
     }
     return undefined;
   };

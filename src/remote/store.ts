@@ -45,7 +45,11 @@ type RemoteFile = z.infer<typeof RemoteFile>;
 const now = () => Date.now() / 1000;
 
 /** A parsed JSON value made read-only at every depth. */
-export type Frozen<T> = T extends (infer U)[] ? readonly Frozen<U>[] : T extends object ? { readonly [K in keyof T]: Frozen<T[K]> } : T;
+export type Frozen<T> = T extends (infer U)[]
+  ? readonly Frozen<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: Frozen<T[K]> }
+    : T;
 
 function deepFreeze<T>(value: T): Frozen<T> {
   if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
@@ -125,14 +129,29 @@ export class RemoteStore {
     return this.read().workers.find((w) => w.token_sha256 === digest);
   }
 
-  async createInvite(input: { name: string | null; workdir: string | null; ttlS: number }): Promise<{ code: string; expires_at: number; ttl_s: number }> {
+  async createInvite(input: {
+    name: string | null;
+    workdir: string | null;
+    ttlS: number;
+  }): Promise<{ code: string; expires_at: number; ttl_s: number }> {
     const ttl = Math.min(INVITE_TTL_MAX_S, Math.max(INVITE_TTL_MIN_S, Math.round(input.ttlS)));
     const name = input.name === null ? null : machineName(input.name);
     const code = newInviteCode();
     return this.change((doc, t) => {
       const pending = doc.invites.filter((i) => !i.used && i.expires_at > t).length;
-      if (pending >= MAX_PENDING_INVITES) throw new ToolError("remote_invite_limit", `at most ${MAX_PENDING_INVITES} invites may be pending; wait for some to expire`);
-      const rec = { code_sha256: sha256Hex(code), name, workdir: input.workdir, created_at: t, expires_at: t + ttl, used: false };
+      if (pending >= MAX_PENDING_INVITES)
+        throw new ToolError(
+          "remote_invite_limit",
+          `at most ${MAX_PENDING_INVITES} invites may be pending; wait for some to expire`,
+        );
+      const rec = {
+        code_sha256: sha256Hex(code),
+        name,
+        workdir: input.workdir,
+        created_at: t,
+        expires_at: t + ttl,
+        used: false,
+      };
       doc.invites.push(rec);
       return { code, expires_at: rec.expires_at, ttl_s: ttl };
     });
@@ -150,14 +169,19 @@ export class RemoteStore {
       const invite = doc.invites.find((i) => i.code_sha256 === digest);
       if (!invite) throw new ToolError("invite_invalid", "the invite code is not valid");
       if (invite.used) throw new ToolError("invite_used", "the invite code was already used");
-      if (invite.expires_at <= t) throw new ToolError("invite_expired", "the invite code has expired; ask for a new one");
+      if (invite.expires_at <= t)
+        throw new ToolError("invite_expired", "the invite code has expired; ask for a new one");
       if (invite.name !== null && requested !== null && invite.name !== requested) {
-        throw new ToolError("invite_name_mismatch", `the invite is bound to the machine name ${JSON.stringify(invite.name)}`);
+        throw new ToolError(
+          "invite_name_mismatch",
+          `the invite is bound to the machine name ${JSON.stringify(invite.name)}`,
+        );
       }
       const taken = new Set(doc.workers.map((w) => w.name));
       let name = invite.name ?? requested;
       if (name !== null) {
-        if (taken.has(name)) throw new ToolError("machine_name_taken", `a worker named ${JSON.stringify(name)} is already enrolled`);
+        if (taken.has(name))
+          throw new ToolError("machine_name_taken", `a worker named ${JSON.stringify(name)} is already enrolled`);
       } else {
         const user = typeof e.info.user === "string" ? e.info.user : "worker";
         const host = typeof e.info.hostname === "string" ? e.info.hostname : "host";
@@ -166,7 +190,15 @@ export class RemoteStore {
         for (let n = 2; taken.has(name); n++) name = `${base}-${n}`;
       }
       invite.used = true;
-      const record: WorkerRecord = { name, token_sha256: sha256Hex(token), workdir: invite.workdir ?? e.workdir, capabilities: e.capabilities, info: e.info, created_at: t, last_seen: t };
+      const record: WorkerRecord = {
+        name,
+        token_sha256: sha256Hex(token),
+        workdir: invite.workdir ?? e.workdir,
+        capabilities: e.capabilities,
+        info: e.info,
+        created_at: t,
+        last_seen: t,
+      };
       doc.workers.push(record);
       return { token, record };
     });
@@ -193,7 +225,8 @@ export class RemoteStore {
     await this.change((doc) => {
       const w = doc.workers.find((x) => x.name === oldName);
       if (!w) throw new ToolError("remote_machine_not_found", `no enrolled worker is named ${JSON.stringify(oldName)}`);
-      if (next !== oldName && doc.workers.some((x) => x.name === next)) throw new ToolError("machine_name_taken", `a worker named ${JSON.stringify(next)} is already enrolled`);
+      if (next !== oldName && doc.workers.some((x) => x.name === next))
+        throw new ToolError("machine_name_taken", `a worker named ${JSON.stringify(next)} is already enrolled`);
       w.name = next;
     });
   }

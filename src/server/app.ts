@@ -61,12 +61,23 @@ export function approvalPolicyPath(settings: Settings): string {
 /** Wires settings into the services and the tool registry; shared by every transport. */
 export function createApp(settings: Settings): App {
   ensurePrivateDir(settings.state_dir);
-  const sessions = new SessionStore(settings.state_dir, { maxSessions: settings.max_agent_sessions, retentionS: settings.agent_session_retention_s });
+  const sessions = new SessionStore(settings.state_dir, {
+    maxSessions: settings.max_agent_sessions,
+    retentionS: settings.agent_session_retention_s,
+  });
   const capabilities = baseCapabilities();
   liveBridgeCapabilities(capabilities, settings);
   const probes = new ProbeCache();
   const sessionTeardowns: AppServices["sessionTeardowns"] = [];
-  const shellServices = createShellServices({ settings, sessions, runner: containmentRunner, jobRunner: boundedRunner, teardowns: sessionTeardowns, capabilities, probes });
+  const shellServices = createShellServices({
+    settings,
+    sessions,
+    runner: containmentRunner,
+    jobRunner: boundedRunner,
+    teardowns: sessionTeardowns,
+    capabilities,
+    probes,
+  });
   const files = new FileServices(settings);
   // session_copy: remote sides are served by the worker channel (`transfer.remote`, set below).
   const transfer: SessionCopyDeps = {
@@ -78,12 +89,21 @@ export function createApp(settings: Settings): App {
     remote: undefined,
     // http_stream needs the gateway route on our listener and a public origin workers can reach.
     gateway: () =>
-      settings.remote_enabled && settings.remote_http_transfer_enabled && settings.base_url && (settings.mode === "mcp" || settings.mode === "http")
-        ? { store: gatewayStore(settings.state_dir, gatewayLimits(settings)), baseUrl: settings.base_url, thresholdBytes: settings.remote_http_transfer_threshold_bytes }
+      settings.remote_enabled &&
+      settings.remote_http_transfer_enabled &&
+      settings.base_url &&
+      (settings.mode === "mcp" || settings.mode === "http")
+        ? {
+            store: gatewayStore(settings.state_dir, gatewayLimits(settings)),
+            baseUrl: settings.base_url,
+            thresholdBytes: settings.remote_http_transfer_threshold_bytes,
+          }
         : undefined,
   };
   // Registered at start so `job retry` works in a new process; the module loads with the first copy.
-  shellServices.managedJobs.register("session-copy", async (attempt) => (await import("../transfer/session-copy.ts")).sessionCopyRunner(transfer)(attempt));
+  shellServices.managedJobs.register("session-copy", async (attempt) =>
+    (await import("../transfer/session-copy.ts")).sessionCopyRunner(transfer)(attempt),
+  );
   const audit = new AuditLog(settings);
   const services: AppServices = {
     settings,
@@ -99,9 +119,14 @@ export function createApp(settings: Settings): App {
     files,
     transfer,
     audit,
-    approvals: new Approvals({ policyPath: approvalPolicyPath(settings), timeoutS: settings.approval_timeout_s, audit }),
+    approvals: new Approvals({
+      policyPath: approvalPolicyPath(settings),
+      timeoutS: settings.approval_timeout_s,
+      audit,
+    }),
     links: new FileLinks(settings),
-    bridge: () => (bridge ??= import("../bridge/service.ts").then((m) => new m.AgentBridge(settings, containmentRunner))),
+    bridge: () =>
+      (bridge ??= import("../bridge/service.ts").then((m) => new m.AgentBridge(settings, containmentRunner))),
   };
   // The bridge module (SDK client, schema validator) loads with the first bridge call; shutdown stops its upstreams.
   let bridge: Promise<AgentBridge> | undefined;
@@ -170,7 +195,11 @@ export function createApp(settings: Settings): App {
   // Temp files left by writers killed mid-write (ours, by name, owner and age) in session workdirs.
   setTimeout(() => {
     try {
-      const removed = services.files.sweepStaleTemps(services.workspaceRoot, sessions.list().map((s) => s.workdir), settings.path_denylist);
+      const removed = services.files.sweepStaleTemps(
+        services.workspaceRoot,
+        sessions.list().map((s) => s.workdir),
+        settings.path_denylist,
+      );
       if (removed > 0) log.info(`removed ${removed} stale temp file(s) left by interrupted writes`);
     } catch (e) {
       log.warn(`stale temp file sweep failed: ${e instanceof Error ? e.message : String(e)}`);
@@ -179,9 +208,19 @@ export function createApp(settings: Settings): App {
     // archives and partials in the private tmp (only a dead writer's, or a day old).
     void import("../transfer/leftovers.ts")
       .then(({ sweepTransferTmp, sweepTransferWorkdir }) => {
-        const base = { root: services.workspaceRoot, stateDir: services.files.stateDir, denylist: settings.path_denylist };
+        const base = {
+          root: services.workspaceRoot,
+          stateDir: services.files.stateDir,
+          denylist: settings.path_denylist,
+        };
         let removed = sweepTransferTmp(join(settings.state_dir, "tmp"));
-        for (const workdir of new Set(sessions.list().filter((s) => s.target !== "remote").map((s) => s.workdir))) removed += sweepTransferWorkdir(base, workdir);
+        for (const workdir of new Set(
+          sessions
+            .list()
+            .filter((s) => s.target !== "remote")
+            .map((s) => s.workdir),
+        ))
+          removed += sweepTransferWorkdir(base, workdir);
         if (removed > 0) log.info(`removed ${removed} transfer leftover(s) of interrupted copies`);
       })
       .catch((e) => log.warn(`transfer leftover sweep failed: ${e instanceof Error ? e.message : String(e)}`));

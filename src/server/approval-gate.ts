@@ -24,7 +24,8 @@ async function describeCall(tool: string, ctx: ToolContext, input: Record<string
   if (tool === "send_persistent_shell_input") {
     // Without session_id the shell's own session counts (a session rule must not be walked around).
     let session = str(input.session_id);
-    if (session === null && typeof input.shell_id === "string") session = (await ctx.app.shells.list(null)).find((s) => s.shell_id === input.shell_id)?.session_id ?? null;
+    if (session === null && typeof input.shell_id === "string")
+      session = (await ctx.app.shells.list(null)).find((s) => s.shell_id === input.shell_id)?.session_id ?? null;
     const keys = Array.isArray(input.keys) && input.keys.length > 0 ? ` [keys: ${input.keys.join(" ")}]` : "";
     return { session, command: `${str(input.input_text) ?? ""}${keys}`, cwd: null, reason: null };
   }
@@ -46,10 +47,18 @@ export function approvalGate(): CallGate {
         const rec = ctx.app.sessions.requireFor(d.session, ctx.principal);
         if (rec.target === "remote") machine = rec.machine ?? "remote";
       }
-      await ctx.app.approvals.gate({ tool: def.name, session: d.session, machine, command: d.command }, { cwd: d.cwd, reason: d.reason, callId: ctx.callId, signal: ctx.signal, ask: ctx.ask,
-        // Progress notifications (when the client asked for them) say what the call waits for.
-        waiting: ctx.progress ? (what) => ctx.progress!.status(what) : undefined,
-      });
+      await ctx.app.approvals.gate(
+        { tool: def.name, session: d.session, machine, command: d.command },
+        {
+          cwd: d.cwd,
+          reason: d.reason,
+          callId: ctx.callId,
+          signal: ctx.signal,
+          ask: ctx.ask,
+          // Progress notifications (when the client asked for them) say what the call waits for.
+          waiting: ctx.progress ? (what) => ctx.progress!.status(what) : undefined,
+        },
+      );
     })();
   };
 }
@@ -88,13 +97,20 @@ export function approvalForm(req: ApprovalRequest): ElicitRequest["params"] {
   } as ElicitRequest["params"];
 }
 
-type SendRequest = (request: ElicitRequest, schema: typeof ElicitResultSchema, options: { signal: AbortSignal; timeout: number }) => Promise<ElicitResult>;
+type SendRequest = (
+  request: ElicitRequest,
+  schema: typeof ElicitResultSchema,
+  options: { signal: AbortSignal; timeout: number },
+) => Promise<ElicitResult>;
 
 /** Asks through `elicitation/create` on the connection the call came on (related to its request). */
 export function elicitationAsker(send: SendRequest, timeoutMs: number): ApprovalAsker {
   return async (req, signal) => {
     // Our own timer decides the timeout; the SDK's is only a backstop a little later.
-    const r = await send({ method: "elicitation/create", params: approvalForm(req) }, ElicitResultSchema, { signal, timeout: timeoutMs + 5000 });
+    const r = await send({ method: "elicitation/create", params: approvalForm(req) }, ElicitResultSchema, {
+      signal,
+      timeout: timeoutMs + 5000,
+    });
     if (r.action !== "accept") return "decline";
     const decision = (r.content as Record<string, unknown> | undefined)?.decision;
     return decision === "allow_once" || decision === "allow_session" ? decision : "decline";

@@ -22,7 +22,9 @@ export function auditObserver(audit: AuditSink): CallObserver {
         transport,
         tool,
         session,
-        principal: principal ? { client_id: principal.clientId, subject: principal.subject, scope: principal.scopes.join(" ") } : undefined,
+        principal: principal
+          ? { client_id: principal.clientId, subject: principal.subject, scope: principal.scopes.join(" ") }
+          : undefined,
         input,
       });
     },
@@ -36,7 +38,9 @@ export function auditObserver(audit: AuditSink): CallObserver {
         session: call?.session,
         ok,
         duration_ms: durationMs,
-        ...(ok ? { output } : { error: error ? { type: error.code, message: error.message } : { type: "unknown", message: "" } }),
+        ...(ok
+          ? { output }
+          : { error: error ? { type: error.code, message: error.message } : { type: "unknown", message: "" } }),
       });
     },
   };

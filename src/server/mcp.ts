@@ -1,6 +1,13 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { Protocol } from "@modelcontextprotocol/sdk/shared/protocol.js";
-import { CallToolRequestSchema, type CallToolRequest, type CallToolResult, ErrorCode, ListToolsRequestSchema, McpError } from "@modelcontextprotocol/sdk/types.js";
+import {
+  CallToolRequestSchema,
+  type CallToolRequest,
+  type CallToolResult,
+  ErrorCode,
+  ListToolsRequestSchema,
+  McpError,
+} from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
 import { AjvJsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/ajv";
@@ -20,7 +27,11 @@ import { MCP_NATIVE_CAPABILITIES, registerMcpNative } from "../mcp-native/index.
  * MCP result for one outcome: one compact text block plus structured content in the connection's
  * form (full, compact, or none when no output schema was declared), or a typed error.
  */
-export function toCallToolResult(outcome: ToolOutcome, media: readonly MediaBlock[] = [], mode: OutputMode = "full"): CallToolResult {
+export function toCallToolResult(
+  outcome: ToolOutcome,
+  media: readonly MediaBlock[] = [],
+  mode: OutputMode = "full",
+): CallToolResult {
   if (outcome.ok) {
     const content: CallToolResult["content"] = [...media, { type: "text", text: outcome.text }];
     if (mode === "off") return { content };
@@ -104,19 +115,32 @@ const ToolCallMethodSchema = z.looseObject({ method: z.literal("tools/call") });
  * once here; one that does not fit is answered InvalidParams (the SDK answered InternalError).
  */
 function onToolCall(server: Server, handler: ToolCallHandler): void {
-  const register = Protocol.prototype.setRequestHandler as (this: Server, schema: typeof ToolCallMethodSchema, h: (request: unknown, extra: Parameters<ToolCallHandler>[1]) => unknown) => void;
+  const register = Protocol.prototype.setRequestHandler as (
+    this: Server,
+    schema: typeof ToolCallMethodSchema,
+    h: (request: unknown, extra: Parameters<ToolCallHandler>[1]) => unknown,
+  ) => void;
   register.call(server, ToolCallMethodSchema, (request, extra) => {
     const parsed = CallToolRequestSchema.safeParse(request);
-    if (!parsed.success) throw new McpError(ErrorCode.InvalidParams, `Invalid tools/call request: ${parsed.error.message}`);
+    if (!parsed.success)
+      throw new McpError(ErrorCode.InvalidParams, `Invalid tools/call request: ${parsed.error.message}`);
     return handler(parsed.data as CallToolRequest, extra);
   });
 }
 
 /** One MCP server object (one per stdio connection or per HTTP session) over the shared registry. */
 export function createMcpServer(app: App, transport: Transport, hooks: McpServerHooks = {}): Server {
-  const server = new Server({ name: PRODUCT, version: VERSION, title: "Local Shell MCP" }, { capabilities: { tools: { listChanged: true }, logging: {}, ...MCP_NATIVE_CAPABILITIES }, instructions, jsonSchemaValidator: lazyValidator() });
+  const server = new Server(
+    { name: PRODUCT, version: VERSION, title: "Local Shell MCP" },
+    {
+      capabilities: { tools: { listChanged: true }, logging: {}, ...MCP_NATIVE_CAPABILITIES },
+      instructions,
+      jsonSchemaValidator: lazyValidator(),
+    },
+  );
   // Decided per connection from the client's initialize request; until then the setting alone.
-  const mode = (): OutputMode => outputModeFor(app.services.settings.structured_output, server.getClientVersion()?.name);
+  const mode = (): OutputMode =>
+    outputModeFor(app.services.settings.structured_output, server.getClientVersion()?.name);
   server.setRequestHandler(ListToolsRequestSchema, () => ({
     tools: app.registry.list().map((t) => ({
       name: t.name,
@@ -128,10 +152,15 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
       inputSchema: t.inputSchema as { type: "object" },
       ...outputSchemaFor(t, mode()),
       annotations: t.annotations,
-      _meta: { securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }] },
+      _meta: {
+        securitySchemes: [...(t.noauthHint ? [{ type: "noauth" }] : []), { type: "oauth2", scopes: [...t.scopes] }],
+      },
     })),
   }));
-  const memory = memoryGovernor(app.services.settings.memory_soft_limit_mb, app.services.settings.memory_idle_release_s);
+  const memory = memoryGovernor(
+    app.services.settings.memory_soft_limit_mb,
+    app.services.settings.memory_idle_release_s,
+  );
   onToolCall(server, async (request, extra) => {
     // A name that is not a tool here is a bad request, not a failed call (MCP: JSON-RPC -32602).
     if (!app.registry.has(request.params.name)) {
@@ -144,12 +173,20 @@ export function createMcpServer(app: App, transport: Transport, hooks: McpServer
     const ticker =
       token === undefined
         ? undefined
-        : progressTicker((progress, message) => extra.sendNotification({ method: "notifications/progress", params: { progressToken: token, progress, message } }));
+        : progressTicker((progress, message) =>
+            extra.sendNotification({
+              method: "notifications/progress",
+              params: { progressToken: token, progress, message },
+            }),
+          );
     if (ticker) ctx.progress = ticker;
     // Approvals ask through the client when it declared elicitation (form mode; `{}` means form).
     const elicitation = server.getClientCapabilities()?.elicitation as { form?: unknown; url?: unknown } | undefined;
     if (elicitation && (elicitation.form !== undefined || elicitation.url === undefined)) {
-      ctx.ask = elicitationAsker((r, schema, options) => extra.sendRequest(r, schema, options), app.services.settings.approval_timeout_s * 1000);
+      ctx.ask = elicitationAsker(
+        (r, schema, options) => extra.sendRequest(r, schema, options),
+        app.services.settings.approval_timeout_s * 1000,
+      );
     }
     hooks.onCallStart?.();
     try {

@@ -105,7 +105,10 @@ export class MemoryGovernor {
   private async releaseCodePages(): Promise<void> {
     const released = await this.codePages.release();
     if (released === null) this.codePagesUnavailable = true;
-    else log.debug(`memory: dropped ${(released.bytes / 1048576).toFixed(1)} MiB of the executable's resident pages in ${released.ms.toFixed(1)} ms`);
+    else
+      log.debug(
+        `memory: dropped ${(released.bytes / 1048576).toFixed(1)} MiB of the executable's resident pages in ${released.ms.toFixed(1)} ms`,
+      );
   }
 
   private collectFull(): void {

@@ -46,7 +46,10 @@ export function relaxedSchema(schema: unknown): unknown {
   for (const [k, v] of Object.entries(schema as Record<string, unknown>)) {
     if (k === "required" && Array.isArray(v)) continue;
     // `properties` maps names to schemas: a property called "required" is still a schema.
-    out[k] = k === "properties" && v && typeof v === "object" ? Object.fromEntries(Object.entries(v).map(([p, s]) => [p, relaxedSchema(s)])) : relaxedSchema(v);
+    out[k] =
+      k === "properties" && v && typeof v === "object"
+        ? Object.fromEntries(Object.entries(v).map(([p, s]) => [p, relaxedSchema(s)]))
+        : relaxedSchema(v);
   }
   return out;
 }

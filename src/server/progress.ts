@@ -36,7 +36,10 @@ export function progressTicker(send: (progress: number, message: string) => Prom
     last = elapsed;
     const parts = [`${elapsed.toFixed(1)} s`];
     if (bytes > 0) parts.push(`${kib(bytes)} output`);
-    const lines = decoder.decode(tail).split(/\r?\n/).filter((l) => l.trim() !== "");
+    const lines = decoder
+      .decode(tail)
+      .split(/\r?\n/)
+      .filter((l) => l.trim() !== "");
     const line = statusText ?? lines.at(-1);
     if (line) parts.push(shorten(line.trim()));
     send(elapsed, parts.join(", ")).catch(() => undefined);

@@ -15,7 +15,9 @@ type Id = string | number | null;
 /** Whether a tool result has a text block long enough for its strings to be escaped once. */
 function carriesLargeText(message: JSONRPCMessage): boolean {
   const content = (message as { result?: { content?: unknown } }).result?.content;
-  return Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS);
+  return (
+    Array.isArray(content) && content.some((c) => typeof c?.text === "string" && c.text.length >= LARGE_STRING_CHARS)
+  );
 }
 
 /**
@@ -40,7 +42,9 @@ export function serializeMessage(message: JSONRPCMessage): string {
 
 /** Stands in for a large string in a reply's skeleton; random per process, so no text can forge it. */
 const SLOT_TEXT = `"\\u0000lsm-slot-${Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")}"`;
-const slotJson = HAS_RAW_JSON ? (JSON as unknown as { rawJSON: (text: string) => unknown }).rawJSON(SLOT_TEXT) : undefined;
+const slotJson = HAS_RAW_JSON
+  ? (JSON as unknown as { rawJSON: (text: string) => unknown }).rawJSON(SLOT_TEXT)
+  : undefined;
 /** UTF-8 bytes of large strings' JSON, as written; a re-read of an unchanged file sends them again. */
 const encodedStrings = new LargeStringMemo<Buffer>(3 * 1024 * 1024, 4);
 
@@ -153,10 +157,15 @@ export class BoundedStdioTransport implements Transport {
     if (head) {
       const id = sniffId(head.toString("utf8"));
       log.warn(`stdio: refused a ${bytes}-byte message above the ${this.maxLineBytes}-byte limit`);
-      this.reply(id, INVALID_REQUEST, `message of ${bytes} bytes exceeds the ${this.maxLineBytes}-byte limit (${this.limitName}); send smaller messages`, {
-        limit_bytes: this.maxLineBytes,
-        message_bytes: bytes,
-      });
+      this.reply(
+        id,
+        INVALID_REQUEST,
+        `message of ${bytes} bytes exceeds the ${this.maxLineBytes}-byte limit (${this.limitName}); send smaller messages`,
+        {
+          limit_bytes: this.maxLineBytes,
+          message_bytes: bytes,
+        },
+      );
       return;
     }
     const line = Buffer.concat(parts).toString("utf8").replace(/\r$/, "");
@@ -178,14 +187,22 @@ export class BoundedStdioTransport implements Transport {
     const parsed = JSONRPCMessageSchema.safeParse(value);
     if (!parsed.success) {
       const id = value !== null && typeof value === "object" && "id" in value ? (value as { id: unknown }).id : null;
-      this.reply(typeof id === "string" || typeof id === "number" ? id : null, INVALID_REQUEST, "the line is not a JSON-RPC 2.0 message");
+      this.reply(
+        typeof id === "string" || typeof id === "number" ? id : null,
+        INVALID_REQUEST,
+        "the line is not a JSON-RPC 2.0 message",
+      );
       return;
     }
     this.onmessage?.(parsed.data);
   }
 
   private reply(id: Id, code: number, message: string, data?: Record<string, unknown>): void {
-    void this.send({ jsonrpc: "2.0", id, error: { code, message, ...(data ? { data } : {}) } } as unknown as JSONRPCMessage);
+    void this.send({
+      jsonrpc: "2.0",
+      id,
+      error: { code, message, ...(data ? { data } : {}) },
+    } as unknown as JSONRPCMessage);
   }
 
   async start(): Promise<void> {

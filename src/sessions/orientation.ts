@@ -24,7 +24,12 @@ async function git(gitBin: string, cwd: string, args: string[]): Promise<string 
     stdin: "ignore",
     stdout: "pipe",
     stderr: "ignore",
-    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: process.env.HOME ?? "/", GIT_OPTIONAL_LOCKS: "0", LANG: "C" },
+    env: {
+      PATH: process.env.PATH ?? "/usr/bin:/bin",
+      HOME: process.env.HOME ?? "/",
+      GIT_OPTIONAL_LOCKS: "0",
+      LANG: "C",
+    },
   });
   const timer = setTimeout(() => proc.kill("SIGKILL"), GIT_TIMEOUT_MS);
   try {
@@ -171,7 +176,13 @@ export async function buildEnvironment(input: EnvironmentInput) {
       workdir: input.workdir,
       target: "local" as const,
       machine: null,
-      worker_runtime: { active: false, worker_version: null, bundle_version: null, service_kind: "none" as const, service_status: "not_applicable" as const },
+      worker_runtime: {
+        active: false,
+        worker_version: null,
+        bundle_version: null,
+        service_kind: "none" as const,
+        service_status: "not_applicable" as const,
+      },
     },
     tools,
     capabilities: { ...input.capabilities },

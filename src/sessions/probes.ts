@@ -28,13 +28,22 @@ async function runProbe(spec: ProbeSpec): Promise<ToolProbe> {
   if (!exe) return { available: false, status: "missing", version: null, source: null };
   let proc;
   try {
-    proc = Bun.spawn([exe, ...spec.args], { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LANG: "C" } });
+    proc = Bun.spawn([exe, ...spec.args], {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LANG: "C" },
+    });
   } catch {
     return { available: false, status: "error", version: null, source: null };
   }
   const timer = setTimeout(() => proc.kill("SIGKILL"), PROBE_TIMEOUT_MS);
   try {
-    const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const [out, err, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     if (proc.signalCode === "SIGKILL") return { available: false, status: "timeout", version: null, source: null };
     const text = (out + err).slice(0, OUTPUT_CAP);
     const version = /\d+(?:\.\d+)+[A-Za-z0-9.+-]*/.exec(text)?.[0]?.slice(0, 80) ?? null;
@@ -52,14 +61,22 @@ export class ProbeCache {
   probeAll<K extends string>(specs: Record<K, ProbeSpec | "unsupported">): Promise<Record<K, ToolProbe>> {
     const key = JSON.stringify(specs);
     const t = Date.now();
-    if (this.cached && this.cached.key === key && t - this.cached.at < CACHE_MS) return this.cached.value as Promise<Record<K, ToolProbe>>;
+    if (this.cached && this.cached.key === key && t - this.cached.at < CACHE_MS)
+      return this.cached.value as Promise<Record<K, ToolProbe>>;
     const value = Promise.all(
       (Object.entries(specs) as Array<[K, ProbeSpec | "unsupported"]>).map(async ([name, spec]) => {
-        if (spec === "unsupported") return [name, { available: false, status: "unsupported", version: null, source: null } satisfies ToolProbe] as const;
+        if (spec === "unsupported")
+          return [
+            name,
+            { available: false, status: "unsupported", version: null, source: null } satisfies ToolProbe,
+          ] as const;
         try {
           return [name, await runProbe(spec)] as const;
         } catch {
-          return [name, { available: false, status: "error", version: null, source: null } satisfies ToolProbe] as const;
+          return [
+            name,
+            { available: false, status: "error", version: null, source: null } satisfies ToolProbe,
+          ] as const;
         }
       }),
     ).then((entries) => Object.fromEntries(entries) as Record<K, ToolProbe>);

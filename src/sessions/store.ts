@@ -141,7 +141,9 @@ export class SessionStore {
 
   ids(): string[] {
     if (!existsSync(this.root)) return [];
-    return readdirSync(this.root).filter((n) => SESSION_ID_PATTERN.test(n)).sort();
+    return readdirSync(this.root)
+      .filter((n) => SESSION_ID_PATTERN.test(n))
+      .sort();
   }
 
   list(): SessionRecord[] {
@@ -153,8 +155,14 @@ export class SessionStore {
   /** The session, or a `session_not_found` / `session_expired` error the model can act on. */
   require(sid: string): SessionRecord {
     const rec = this.read(sid);
-    if (!rec) throw new ToolError("session_not_found", `unknown session_id '${sid}'; call session_start first`, { session_id: sid });
-    if (this.isExpired(rec, now())) throw new ToolError("session_expired", `expired session_id '${sid}'; call session_start again`, { session_id: sid });
+    if (!rec)
+      throw new ToolError("session_not_found", `unknown session_id '${sid}'; call session_start first`, {
+        session_id: sid,
+      });
+    if (this.isExpired(rec, now()))
+      throw new ToolError("session_expired", `expired session_id '${sid}'; call session_start again`, {
+        session_id: sid,
+      });
     return rec;
   }
 
@@ -164,10 +172,22 @@ export class SessionStore {
    * without authentication, and the operator (the Human UI's signed-in person, who approves every
    * client) keep the unbound behaviour.
    */
-  requireFor(sid: string, caller: { clientId: string; subject: string; operator?: boolean } | undefined): SessionRecord {
+  requireFor(
+    sid: string,
+    caller: { clientId: string; subject: string; operator?: boolean } | undefined,
+  ): SessionRecord {
     const rec = this.require(sid);
-    if (caller && !caller.operator && rec.owner && (rec.owner.client_id !== caller.clientId || rec.owner.subject !== caller.subject)) {
-      throw new ToolError("session_owner_mismatch", `session_id '${sid}' was started by another client; call session_start to get your own`, { session_id: sid });
+    if (
+      caller &&
+      !caller.operator &&
+      rec.owner &&
+      (rec.owner.client_id !== caller.clientId || rec.owner.subject !== caller.subject)
+    ) {
+      throw new ToolError(
+        "session_owner_mismatch",
+        `session_id '${sid}' was started by another client; call session_start to get your own`,
+        { session_id: sid },
+      );
     }
     return rec;
   }
@@ -181,14 +201,21 @@ export class SessionStore {
     return next;
   }
 
-  async create(input: { workdir: string; label: string | null; owner?: SessionOwner | null }, isBusy: (sid: string) => boolean = () => false): Promise<SessionRecord> {
+  async create(
+    input: { workdir: string; label: string | null; owner?: SessionOwner | null },
+    isBusy: (sid: string) => boolean = () => false,
+  ): Promise<SessionRecord> {
     return withFileLock(join(this.locks, "sessions.lock"), () => {
       this.prune(isBusy);
       const existing = this.ids();
       if (existing.length >= this.limits.maxSessions) {
-        throw new ToolError("session_limit_reached", `agent session limit reached: ${this.limits.maxSessions}; end an active session or wait for retention cleanup`, {
-          limit: this.limits.maxSessions,
-        });
+        throw new ToolError(
+          "session_limit_reached",
+          `agent session limit reached: ${this.limits.maxSessions}; end an active session or wait for retention cleanup`,
+          {
+            limit: this.limits.maxSessions,
+          },
+        );
       }
       const taken = new Set(existing);
       let sid = newSessionId();
@@ -237,7 +264,12 @@ export class SessionStore {
     const t = now();
     const live: SessionRecord[] = [];
     for (const rec of this.list()) {
-      if (rec.target === "local" && this.isExpired(rec, t) && !isBusy(rec.session_id) && !this.protectedFromPruning(rec)) {
+      if (
+        rec.target === "local" &&
+        this.isExpired(rec, t) &&
+        !isBusy(rec.session_id) &&
+        !this.protectedFromPruning(rec)
+      ) {
         this.pruneOne(rec, (r) => this.isExpired(r, t));
         if (!existsSync(join(this.root, rec.session_id))) continue;
       }
@@ -246,7 +278,13 @@ export class SessionStore {
     const over = live.length - (this.limits.maxSessions - 1);
     if (over <= 0) return;
     const evictable = live
-      .filter((r) => r.target === "local" && t - r.updated_at > ACTIVE_WINDOW_S && !isBusy(r.session_id) && !this.protectedFromPruning(r))
+      .filter(
+        (r) =>
+          r.target === "local" &&
+          t - r.updated_at > ACTIVE_WINDOW_S &&
+          !isBusy(r.session_id) &&
+          !this.protectedFromPruning(r),
+      )
       .sort((a, b) => a.updated_at - b.updated_at)
       .slice(0, over);
     for (const r of evictable) this.pruneOne(r, (x) => t - x.updated_at > ACTIVE_WINDOW_S);

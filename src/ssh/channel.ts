@@ -282,7 +282,11 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
   const fds = req.spool ? { out: openSpool(req.spool.stdout), err: openSpool(req.spool.stderr) } : undefined;
   let proc: Subprocess<"pipe", "pipe", "pipe">;
   try {
-    proc = spawnGroup(master.channelArgv(program), { stdin: "pipe", stdout: "pipe", stderr: "pipe" }) as Subprocess<"pipe", "pipe", "pipe">;
+    proc = spawnGroup(master.channelArgv(program), { stdin: "pipe", stdout: "pipe", stderr: "pipe" }) as Subprocess<
+      "pipe",
+      "pipe",
+      "pipe"
+    >;
   } catch {
     if (fds) {
       closeSync(fds.out);
@@ -344,14 +348,33 @@ export async function runChannel(master: Master, channels: ChannelSet, req: Chan
     const durationMs = Math.round(performance.now() - started);
     if (channels.disconnected) throw new ToolError("connection_lost", "SSH connection was explicitly disconnected");
     if (cancelled) throw new ToolError("cancelled", "the request was cancelled");
-    if (spoolError === "ENOSPC" || spoolError === "EDQUOT") throw new ToolError("local_disk_full", "the local disk filled up while spooling the output; the command ran, but its spool files are incomplete");
-    if (spoolError !== undefined) throw new ToolError("spool_write_failed", `the output spool could not be written (${spoolError}); the command ran`);
+    if (spoolError === "ENOSPC" || spoolError === "EDQUOT")
+      throw new ToolError(
+        "local_disk_full",
+        "the local disk filled up while spooling the output; the command ran, but its spool files are incomplete",
+      );
+    if (spoolError !== undefined)
+      throw new ToolError(
+        "spool_write_failed",
+        `the output spool could not be written (${spoolError}); the command ran`,
+      );
     const code = timedOut ? null : proc.exitCode;
     if (code === 255) {
       await master.ensureReady(true);
-      if (stdout.skipped !== 1) throw new ToolError("channel_refused", "the SSH server refused a new session channel (for example its MaxSessions limit); try again when other calls have finished");
+      if (stdout.skipped !== 1)
+        throw new ToolError(
+          "channel_refused",
+          "the SSH server refused a new session channel (for example its MaxSessions limit); try again when other calls have finished",
+        );
     }
-    return { code, signal: proc.signalCode === null ? null : String(proc.signalCode), timedOut, stdout, stderr, durationMs };
+    return {
+      code,
+      signal: proc.signalCode === null ? null : String(proc.signalCode),
+      timedOut,
+      stdout,
+      stderr,
+      durationMs,
+    };
   } finally {
     clearTimeout(timer);
     req.signal?.removeEventListener("abort", onAbort);
@@ -418,7 +441,10 @@ function fitsAsText(text: string, byteLength: number): boolean {
  * escaping keeps the response within ~3 bytes per byte; else base64 (so a megabyte of NULs is never
  * escaped into many megabytes). `trimTail` drops a multibyte character cut by truncation.
  */
-export function encodeBytes(bytes: Uint8Array, trimTail = false): { data: string; encoding: "utf-8" | "base64"; trimmed: number } {
+export function encodeBytes(
+  bytes: Uint8Array,
+  trimTail = false,
+): { data: string; encoding: "utf-8" | "base64"; trimmed: number } {
   const asText = (cut: number) => {
     const text = strict.decode(bytes.subarray(0, bytes.length - cut));
     return fitsAsText(text, bytes.length - cut) ? { data: text, encoding: "utf-8" as const, trimmed: cut } : undefined;

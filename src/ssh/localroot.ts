@@ -2,7 +2,18 @@
  * The local root: one explicit data directory shared by all sessions. Every model-selected local
  * path is relative to it; our own state directory inside it (spools, partial index) is protected.
  */
-import { existsSync, linkSync, lstatSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, unlinkSync } from "node:fs";
+import {
+  existsSync,
+  linkSync,
+  lstatSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+} from "node:fs";
 import { basename, dirname, join, relative, sep } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
@@ -58,9 +69,12 @@ export class LocalRoot {
       const why = "local path ends with a slash, so it names a directory; give a file name";
       throw new ToolError("invalid_local_path", why);
     }
-    if (parts.some((p) => Buffer.byteLength(p) > 255)) throw new ToolError("invalid_local_path", "a local path component is longer than 255 bytes");
-    if (parts[0] === STATE_DIR_NAME) throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
-    if (parts[parts.length - 1]!.endsWith(PARTIAL_SUFFIX)) throw new ToolError("invalid_local_path", "local path names a transfer partial");
+    if (parts.some((p) => Buffer.byteLength(p) > 255))
+      throw new ToolError("invalid_local_path", "a local path component is longer than 255 bytes");
+    if (parts[0] === STATE_DIR_NAME)
+      throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
+    if (parts[parts.length - 1]!.endsWith(PARTIAL_SUFFIX))
+      throw new ToolError("invalid_local_path", "local path names a transfer partial");
     return parts;
   }
 
@@ -74,8 +88,10 @@ export class LocalRoot {
       throw new ToolError("invalid_local_path", "local path does not exist or cannot be resolved");
     }
     if (!isWithin(this.root, real)) throw new ToolError("invalid_local_path", "local path escapes the local root");
-    if (isWithin(this.stateDir, real)) throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
-    if (basename(real).endsWith(PARTIAL_SUFFIX)) throw new ToolError("invalid_local_path", "local path names a transfer partial");
+    if (isWithin(this.stateDir, real))
+      throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
+    if (basename(real).endsWith(PARTIAL_SUFFIX))
+      throw new ToolError("invalid_local_path", "local path names a transfer partial");
     if (!statSync(real).isFile()) throw new ToolError("invalid_local_path", "local source is not a regular file");
     return { abs: real, display: this.display(real) };
   }
@@ -93,8 +109,10 @@ export class LocalRoot {
     } catch {
       throw new ToolError("invalid_local_path", "local destination directory does not exist");
     }
-    if (!isWithin(this.root, parent) || !statSync(parent).isDirectory()) throw new ToolError("invalid_local_path", "local destination escapes the local root");
-    if (isWithin(this.stateDir, parent)) throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
+    if (!isWithin(this.root, parent) || !statSync(parent).isDirectory())
+      throw new ToolError("invalid_local_path", "local destination escapes the local root");
+    if (isWithin(this.stateDir, parent))
+      throw new ToolError("invalid_local_path", "local path names the server's protected state directory");
     const abs = join(parent, name);
     let st;
     try {
@@ -137,7 +155,10 @@ export class LocalRoot {
         // already gone
       }
       rmSync(partial, { force: true });
-      throw new ToolError("invalid_local_path", "local destination directory changed during publication; the download was discarded");
+      throw new ToolError(
+        "invalid_local_path",
+        "local destination directory changed during publication; the download was discarded",
+      );
     }
     if (!overwrite) unlinkSync(partial);
   }

@@ -31,10 +31,28 @@ const MAX_CONTROL_PATH = 90;
 /** Options that keep a connection to plain remote commands: no forwarding, agent, X11 or local/remote commands. */
 function isolation(connectTimeoutS: number): string[] {
   return [
-    "-o", "ClearAllForwardings=yes", "-o", "Tunnel=no", "-o", "ForwardAgent=no", "-o", "ForwardX11=no",
-    "-o", "ForwardX11Trusted=no", "-o", "PermitLocalCommand=no", "-o", "RemoteCommand=none",
-    "-o", "ForkAfterAuthentication=no", "-o", `ConnectTimeout=${Math.max(1, Math.floor(connectTimeoutS))}`,
-    "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=3",
+    "-o",
+    "ClearAllForwardings=yes",
+    "-o",
+    "Tunnel=no",
+    "-o",
+    "ForwardAgent=no",
+    "-o",
+    "ForwardX11=no",
+    "-o",
+    "ForwardX11Trusted=no",
+    "-o",
+    "PermitLocalCommand=no",
+    "-o",
+    "RemoteCommand=none",
+    "-o",
+    "ForkAfterAuthentication=no",
+    "-o",
+    `ConnectTimeout=${Math.max(1, Math.floor(connectTimeoutS))}`,
+    "-o",
+    "ServerAliveInterval=15",
+    "-o",
+    "ServerAliveCountMax=3",
   ];
 }
 
@@ -79,7 +97,8 @@ export async function resolveIdentity(bin: Binaries, target: Target): Promise<{ 
   const host = /^hostname (.*)$/m.exec(text)?.[1];
   const portText = /^port (.*)$/m.exec(text)?.[1];
   const port = portText && /^\d{1,5}$/.test(portText) ? Number(portText) : NaN;
-  if (!host || /\s/.test(host) || !(port >= 1 && port <= 65535)) throw new ToolError("connection_start_failed", RESOLVE_FAILED);
+  if (!host || /\s/.test(host) || !(port >= 1 && port <= 65535))
+    throw new ToolError("connection_start_failed", RESOLVE_FAILED);
   return { host: host.toLowerCase(), port };
 }
 
@@ -226,10 +245,37 @@ export class Master {
     const { bin, connectTimeoutS } = this.opts;
     const proxy = shq(bin.false).replaceAll("%", "%%");
     return [
-      bin.ssh, "-T", "-E", "/dev/null", "-o", "LogLevel=QUIET", "-S", this.ctlArg(), "-o", "ControlMaster=no", "-o", "ControlPersist=no", "-o", "BatchMode=yes",
-      "-o", "NumberOfPasswordPrompts=0", ...isolation(connectTimeoutS), "-o", `ProxyCommand=${proxy}`, "-o", "StdinNull=no",
-      "-o", "PubkeyAuthentication=no", "-o", "PasswordAuthentication=no", "-o", "KbdInteractiveAuthentication=no",
-      "-o", "GSSAPIAuthentication=no", "-o", "HostbasedAuthentication=no",
+      bin.ssh,
+      "-T",
+      "-E",
+      "/dev/null",
+      "-o",
+      "LogLevel=QUIET",
+      "-S",
+      this.ctlArg(),
+      "-o",
+      "ControlMaster=no",
+      "-o",
+      "ControlPersist=no",
+      "-o",
+      "BatchMode=yes",
+      "-o",
+      "NumberOfPasswordPrompts=0",
+      ...isolation(connectTimeoutS),
+      "-o",
+      `ProxyCommand=${proxy}`,
+      "-o",
+      "StdinNull=no",
+      "-o",
+      "PubkeyAuthentication=no",
+      "-o",
+      "PasswordAuthentication=no",
+      "-o",
+      "KbdInteractiveAuthentication=no",
+      "-o",
+      "GSSAPIAuthentication=no",
+      "-o",
+      "HostbasedAuthentication=no",
     ];
   }
 
@@ -247,11 +293,23 @@ export class Master {
     this.dir = dir;
     this.socket = socket;
     const env = await recoverSessionEnv(process.env, process.getuid!());
-    if (this.startAbort.signal.aborted) throw new ToolError("session_closed", "the session was closed while connecting");
+    if (this.startAbort.signal.aborted)
+      throw new ToolError("session_closed", "the session was closed while connecting");
     const { args, dest } = destination(target);
     const argv = [
-      bin.ssh, "-M", "-N", "-S", this.ctlArg(), "-o", "ControlMaster=yes", "-o", "ControlPersist=no",
-      ...isolation(connectTimeoutS), ...args, "--", dest,
+      bin.ssh,
+      "-M",
+      "-N",
+      "-S",
+      this.ctlArg(),
+      "-o",
+      "ControlMaster=yes",
+      "-o",
+      "ControlPersist=no",
+      ...isolation(connectTimeoutS),
+      ...args,
+      "--",
+      dest,
     ];
     try {
       this.proc = spawnGroup(argv, { env, stderr: "pipe", runner: bin.runner });
@@ -268,7 +326,8 @@ export class Master {
     });
     const deadline = Date.now() + connectTimeoutS * 1000;
     for (;;) {
-      if (this.startAbort.signal.aborted) throw new ToolError("session_closed", "the session was closed while connecting");
+      if (this.startAbort.signal.aborted)
+        throw new ToolError("session_closed", "the session was closed while connecting");
       if (proc.exitCode !== null || proc.signalCode !== null) {
         const tail = await Promise.race([this.stderrDone, Bun.sleep(1000).then(() => new Uint8Array())]);
         throw masterStartError(Buffer.from(tail).toString("utf8"), proc.exitCode ?? 255);
@@ -279,7 +338,8 @@ export class Master {
           return;
         }
       }
-      if (Date.now() > deadline) throw new ToolError("connection_start_failed", "SSH master did not become ready before the startup deadline");
+      if (Date.now() > deadline)
+        throw new ToolError("connection_start_failed", "SSH master did not become ready before the startup deadline");
       await Bun.sleep(50);
     }
   }
@@ -302,7 +362,10 @@ export class Master {
     } catch {
       return 255;
     }
-    const drained = Promise.all([drainTail(proc.stdout as ReadableStream<Uint8Array>, STDERR_TAIL), drainTail(proc.stderr as ReadableStream<Uint8Array>, STDERR_TAIL)]);
+    const drained = Promise.all([
+      drainTail(proc.stdout as ReadableStream<Uint8Array>, STDERR_TAIL),
+      drainTail(proc.stderr as ReadableStream<Uint8Array>, STDERR_TAIL),
+    ]);
     const code = await Promise.race([proc.exited, Bun.sleep(CONTROL_TIMEOUT_MS).then(() => -1)]);
     if (code === -1) {
       await stopGroup(proc, 500);
@@ -332,7 +395,8 @@ export class Master {
 
   /** Throws connection_lost unless the master is ready; `thorough` also asks the master itself. */
   async ensureReady(thorough = false): Promise<void> {
-    if (this.state !== "ready") throw new ToolError("connection_lost", `SSH master is not ready (state: ${this.state})`);
+    if (this.state !== "ready")
+      throw new ToolError("connection_lost", `SSH master is not ready (state: ${this.state})`);
     if (!this.quickAlive()) throw new ToolError("connection_lost", "SSH master connection was lost");
     if (thorough && (await this.control("check")) !== 0) {
       this.markLost();

@@ -31,7 +31,8 @@ export interface CommandData {
 function validateCommand(input: CommandInput): void {
   if (input.command.trim() === "") throw new ToolError("invalid_command", "command is empty");
   if (input.command.includes("\0")) throw new ToolError("invalid_command", "command contains a NUL byte");
-  if (Buffer.byteLength(input.command) > MAX_COMMAND_BYTES) throw new ToolError("invalid_command", `command exceeds ${MAX_COMMAND_BYTES} bytes`);
+  if (Buffer.byteLength(input.command) > MAX_COMMAND_BYTES)
+    throw new ToolError("invalid_command", `command exceeds ${MAX_COMMAND_BYTES} bytes`);
   if (input.cwd !== undefined) checkRemotePath(input.cwd);
 }
 
@@ -75,7 +76,13 @@ async function removeFromSpool(path: string, offset: number, length: number): Pr
 }
 
 /** exec and sudo_exec: one isolated non-PTY shell per call. */
-export async function runCommand(session: Remote, settings: SshSettings, input: CommandInput, sudo: boolean, signal: AbortSignal): Promise<CommandData> {
+export async function runCommand(
+  session: Remote,
+  settings: SshSettings,
+  input: CommandInput,
+  sudo: boolean,
+  signal: AbortSignal,
+): Promise<CommandData> {
   validateCommand(input);
   const timeoutS = input.timeout ?? settings.commandTimeoutS;
   const marker = `__LSM_SSH_SUDO_STARTED_${randomBytes(24).toString("hex")}__`;
@@ -90,7 +97,14 @@ export async function runCommand(session: Remote, settings: SshSettings, input: 
   session.activeCommands++;
   let r: ChannelResult;
   try {
-    r = await runChannel(session.master, session.channels, { kind: sudo ? "sudo" : "sh", script, timeoutMs: timeoutS * 1000, maxBytes: settings.maxOutputBytes, signal, spool });
+    r = await runChannel(session.master, session.channels, {
+      kind: sudo ? "sudo" : "sh",
+      script,
+      timeoutMs: timeoutS * 1000,
+      maxBytes: settings.maxOutputBytes,
+      signal,
+      spool,
+    });
   } finally {
     session.activeCommands--;
   }
@@ -99,7 +113,11 @@ export async function runCommand(session: Remote, settings: SshSettings, input: 
     const at = Buffer.from(r.stderr.bytes).indexOf(needle);
     if (at < 0) throw sudoFailure(r);
     const b = Buffer.from(r.stderr.bytes);
-    r.stderr = { ...r.stderr, bytes: Buffer.concat([b.subarray(0, at), b.subarray(at + needle.length)]), total: r.stderr.total - needle.length };
+    r.stderr = {
+      ...r.stderr,
+      bytes: Buffer.concat([b.subarray(0, at), b.subarray(at + needle.length)]),
+      total: r.stderr.total - needle.length,
+    };
     if (spool) await removeFromSpool(spool.stderr, at, needle.length);
   }
   const rel = (p: string | undefined) => (p ? settings.localRoot.display(p) : null);
@@ -114,10 +132,22 @@ export async function runCommand(session: Remote, settings: SshSettings, input: 
 }
 
 /** Runs a fixed inspection script, with a bounded output. */
-async function inspect(session: Remote, settings: SshSettings, script: string, maxBytes: number, signal: AbortSignal): Promise<ChannelResult> {
+async function inspect(
+  session: Remote,
+  settings: SshSettings,
+  script: string,
+  maxBytes: number,
+  signal: AbortSignal,
+): Promise<ChannelResult> {
   session.activeCommands++;
   try {
-    const r = await runChannel(session.master, session.channels, { kind: "sh", script, timeoutMs: settings.commandTimeoutS * 1000, maxBytes, signal });
+    const r = await runChannel(session.master, session.channels, {
+      kind: "sh",
+      script,
+      timeoutMs: settings.commandTimeoutS * 1000,
+      maxBytes,
+      signal,
+    });
     if (r.timedOut) throw new ToolError("remote_protocol_error", "the remote inspection did not finish in time");
     return r;
   } finally {
@@ -125,7 +155,15 @@ async function inspect(session: Remote, settings: SshSettings, script: string, m
   }
 }
 
-export type FileType = "regular" | "directory" | "symlink" | "fifo" | "socket" | "block_device" | "char_device" | "unknown";
+export type FileType =
+  | "regular"
+  | "directory"
+  | "symlink"
+  | "fifo"
+  | "socket"
+  | "block_device"
+  | "char_device"
+  | "unknown";
 
 /** File type from st_mode bits (GNU %F text would call an empty file "regular empty file"). */
 export function typeFromMode(mode: number): FileType {
@@ -156,7 +194,8 @@ export const MAX_NAME_BYTES = 255;
 /** Refuses a NUL, a path over PATH_MAX or a component over NAME_MAX (bytes) with `invalid_remote_path`. */
 export function checkRemotePath(p: string): void {
   if (p.includes("\0")) throw new ToolError("invalid_remote_path", "remote path contains a NUL byte");
-  if (Buffer.byteLength(p) >= MAX_REMOTE_PATH_BYTES) throw new ToolError("invalid_remote_path", `remote path is ${MAX_REMOTE_PATH_BYTES} bytes or longer`);
+  if (Buffer.byteLength(p) >= MAX_REMOTE_PATH_BYTES)
+    throw new ToolError("invalid_remote_path", `remote path is ${MAX_REMOTE_PATH_BYTES} bytes or longer`);
   if (p.split("/").some((c) => Buffer.byteLength(c) > MAX_NAME_BYTES)) {
     throw new ToolError("invalid_remote_path", `a remote path component is longer than ${MAX_NAME_BYTES} bytes`);
   }
@@ -171,16 +210,39 @@ export interface StatData {
   type: FileType;
 }
 
-export async function statPath(session: Remote, settings: SshSettings, path: string, signal: AbortSignal): Promise<StatData> {
+export async function statPath(
+  session: Remote,
+  settings: SshSettings,
+  path: string,
+  signal: AbortSignal,
+): Promise<StatData> {
   checkRemotePath(path);
-  const r = await inspect(session, settings, `LC_ALL=C exec stat -Lc '%f\t%s\t%Y' -- ${shq(path)} 2>/dev/null\n`, 4096, signal);
+  const r = await inspect(
+    session,
+    settings,
+    `LC_ALL=C exec stat -Lc '%f\t%s\t%Y' -- ${shq(path)} 2>/dev/null\n`,
+    4096,
+    signal,
+  );
   if (r.code !== 0) throw new ToolError("remote_path_not_found", "remote path does not exist or is not accessible");
   const fields = Buffer.from(r.stdout.bytes).toString("utf8").trimEnd().split("\t");
-  if (fields.length !== 3 || !/^[0-9a-f]+$/.test(fields[0]!) || !/^\d+$/.test(fields[1]!) || !/^-?\d+$/.test(fields[2]!)) {
+  if (
+    fields.length !== 3 ||
+    !/^[0-9a-f]+$/.test(fields[0]!) ||
+    !/^\d+$/.test(fields[1]!) ||
+    !/^-?\d+$/.test(fields[2]!)
+  ) {
     throw new ToolError("remote_protocol_error", "unexpected output from remote stat");
   }
   const mode = parseInt(fields[0]!, 16);
-  return { path, mode, permissions: (mode & 0o7777).toString(8).padStart(4, "0"), size: Number(fields[1]), mtime: Number(fields[2]), type: typeFromMode(mode) };
+  return {
+    path,
+    mode,
+    permissions: (mode & 0o7777).toString(8).padStart(4, "0"),
+    size: Number(fields[1]),
+    mtime: Number(fields[2]),
+    type: typeFromMode(mode),
+  };
 }
 
 export interface Entry {
@@ -202,7 +264,14 @@ export async function listDirectory(
   offset: number,
   limit: number,
   signal: AbortSignal,
-): Promise<{ path: string; entries: Entry[]; count: number; total: number; offset: number; next_offset: number | null }> {
+): Promise<{
+  path: string;
+  entries: Entry[];
+  count: number;
+  total: number;
+  offset: number;
+  next_offset: number | null;
+}> {
   checkRemotePath(path);
   const findPath = path.startsWith("-") ? `./${path}` : path;
   const script = `p=${shq(path)}
@@ -216,11 +285,13 @@ LC_ALL=C find "$f" -mindepth 1 -maxdepth 1 -printf '%f/%y/%s/%T@/%m/%l\\0' 2>/de
   if (r.code === 90) throw new ToolError("remote_path_not_found", "remote path does not exist or is not accessible");
   if (r.code === 91) throw new ToolError("invalid_remote_type", "remote path is not a directory");
   if (r.code !== 0) throw new ToolError("remote_path_not_found", "remote directory could not be listed");
-  if (r.stdout.truncated) throw new ToolError("output_limit_exceeded", "the listing page exceeds the output limit; use a smaller limit");
+  if (r.stdout.truncated)
+    throw new ToolError("output_limit_exceeded", "the listing page exceeds the output limit; use a smaller limit");
   const out = Buffer.from(r.stdout.bytes);
   const nl = out.indexOf(10);
   const totalText = out.subarray(0, nl).toString("utf8").trim();
-  if (nl < 0 || !/^\d+$/.test(totalText)) throw new ToolError("remote_protocol_error", "unexpected output from remote find");
+  if (nl < 0 || !/^\d+$/.test(totalText))
+    throw new ToolError("remote_protocol_error", "unexpected output from remote find");
   const total = Number(totalText);
   const entries: Entry[] = [];
   let pos = nl + 1;
@@ -238,7 +309,8 @@ LC_ALL=C find "$f" -mindepth 1 -maxdepth 1 -printf '%f/%y/%s/%T@/%m/%l\\0' 2>/de
     const size = Number(field(2));
     const mtime = Number(field(3));
     const perms = field(4);
-    if (!Number.isFinite(size) || !Number.isFinite(mtime) || !/^[0-7]+$/.test(perms)) throw new ToolError("remote_protocol_error", "unexpected output from remote find");
+    if (!Number.isFinite(size) || !Number.isFinite(mtime) || !/^[0-7]+$/.test(perms))
+      throw new ToolError("remote_protocol_error", "unexpected output from remote find");
     const linkBytes = rec.subarray(cuts[4]! + 1);
     const link = type === "l" ? encodeBytes(linkBytes) : undefined;
     entries.push({
@@ -261,7 +333,15 @@ export async function readRange(
   offset: number,
   maxBytes: number,
   signal: AbortSignal,
-): Promise<{ path: string; offset: number; bytes_read: number; eof: boolean; size: number; data: string; encoding: "utf-8" | "base64" }> {
+): Promise<{
+  path: string;
+  offset: number;
+  bytes_read: number;
+  eof: boolean;
+  size: number;
+  data: string;
+  encoding: "utf-8" | "base64";
+}> {
   checkRemotePath(path);
   const script = `p=${shq(path)}
 m=$(LC_ALL=C stat -Lc '%f %s' -- "$p" 2>/dev/null) || exit 90
@@ -281,11 +361,24 @@ tail -c +${offset + 1} -- "$p" 2>/dev/null | head -c ${maxBytes + 1}
   const body = out.subarray(nl + 1);
   const data = body.subarray(0, maxBytes);
   const enc = encodeBytes(data);
-  return { path, offset, bytes_read: data.length, eof: body.length <= maxBytes, size: Number(sizeText), data: enc.data, encoding: enc.encoding };
+  return {
+    path,
+    offset,
+    bytes_read: data.length,
+    eof: body.length <= maxBytes,
+    size: Number(sizeText),
+    data: enc.data,
+    encoding: enc.encoding,
+  };
 }
 
 /** SHA-256 of a remote regular file (`--zero`: otherwise GNU escapes names holding a backslash or a newline). */
-export async function remoteHash(session: Remote, settings: SshSettings, path: string, signal?: AbortSignal): Promise<string> {
+export async function remoteHash(
+  session: Remote,
+  settings: SshSettings,
+  path: string,
+  signal?: AbortSignal,
+): Promise<string> {
   session.activeCommands++;
   let r: ChannelResult;
   try {
@@ -307,7 +400,17 @@ export async function remoteHash(session: Remote, settings: SshSettings, path: s
 }
 
 /** Runs a small fixed remote script and returns its exit code (transfer prep and publish steps). */
-export async function remoteScript(session: Remote, script: string, signal?: AbortSignal): Promise<{ code: number | null; stdout: string }> {
-  const r = await runChannel(session.master, session.channels, { kind: "sh", script, timeoutMs: 120_000, maxBytes: 65_536, signal });
+export async function remoteScript(
+  session: Remote,
+  script: string,
+  signal?: AbortSignal,
+): Promise<{ code: number | null; stdout: string }> {
+  const r = await runChannel(session.master, session.channels, {
+    kind: "sh",
+    script,
+    timeoutMs: 120_000,
+    maxBytes: 65_536,
+    signal,
+  });
   return { code: r.code, stdout: Buffer.from(r.stdout.bytes).toString("utf8") };
 }

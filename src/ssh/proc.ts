@@ -35,7 +35,10 @@ export interface SpawnOptions {
 }
 
 /** Spawns `argv` in a new session; the returned process is tracked until it exits. */
-export function spawnGroup(argv: string[], opts: SpawnOptions = {}): Subprocess<"pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"> {
+export function spawnGroup(
+  argv: string[],
+  opts: SpawnOptions = {},
+): Subprocess<"pipe" | "ignore", "pipe" | "ignore", "pipe" | "ignore"> {
   // --program-pdeathsig: the program also takes the runner's death as SIGTERM, so a SIGKILLed runner
   // (which can clean nothing up) still cannot leave an authenticated master or an rsync behind.
   const full = opts.runner
@@ -92,7 +95,10 @@ export function liveCount(): number {
  * ControlMaster, so after the client is gone our pipes can stay open as long as the master waits for a
  * host that does not answer: `stop` lets a caller with a deadline walk away from such a pipe.
  */
-async function* chunks(stream: ReadableStream<Uint8Array> | null | undefined, stop?: AbortSignal): AsyncGenerator<Uint8Array> {
+async function* chunks(
+  stream: ReadableStream<Uint8Array> | null | undefined,
+  stop?: AbortSignal,
+): AsyncGenerator<Uint8Array> {
   if (!stream) return;
   const reader = stream.getReader();
   const onStop = () => void reader.cancel().catch(() => undefined);
@@ -111,7 +117,11 @@ async function* chunks(stream: ReadableStream<Uint8Array> | null | undefined, st
 }
 
 /** Reads a stream to its end (or `stop`) keeping only the last `limit` bytes (diagnostic tails that are never shown). */
-export async function drainTail(stream: ReadableStream<Uint8Array> | null | undefined, limit: number, stop?: AbortSignal): Promise<Uint8Array> {
+export async function drainTail(
+  stream: ReadableStream<Uint8Array> | null | undefined,
+  limit: number,
+  stop?: AbortSignal,
+): Promise<Uint8Array> {
   let tail = new Uint8Array();
   for await (const chunk of chunks(stream, stop)) {
     const joined = new Uint8Array(tail.length + chunk.length);

@@ -139,10 +139,15 @@ export async function recoverSessionEnv(inherited: Env, uid: number, platform = 
   const runtime = await probe([loginctl, "show-user", String(uid), "--property=RuntimePath", "--value"], inherited);
   if (!runtime || runtime.code !== 0) return result;
   const runtimePath = runtime.out.endsWith("\n") ? runtime.out.slice(0, -1) : runtime.out;
-  if (runtimePath.includes("\n") || runtimePath.trim() !== runtimePath || !validRuntimeDir(runtimePath, uid)) return result;
+  if (runtimePath.includes("\n") || runtimePath.trim() !== runtimePath || !validRuntimeDir(runtimePath, uid))
+    return result;
   const systemctl = which("systemctl", path);
   if (!systemctl) return result;
-  const probeEnv: Env = { ...inherited, XDG_RUNTIME_DIR: runtimePath, DBUS_SESSION_BUS_ADDRESS: `unix:path=${runtimePath}/bus` };
+  const probeEnv: Env = {
+    ...inherited,
+    XDG_RUNTIME_DIR: runtimePath,
+    DBUS_SESSION_BUS_ADDRESS: `unix:path=${runtimePath}/bus`,
+  };
   let found: Record<string, string> = {};
   const json = await probe([systemctl, "--user", "show-environment", "--output=json"], probeEnv);
   if (json && json.code === 0) found = parseJsonEnvironment(json.out);

@@ -25,7 +25,11 @@ export function rsyncRemote(target: Target, path: string): string {
     .split("/")
     .map((c) => {
       if (!/[*?[]/.test(c)) return c;
-      if (c.includes("\\")) throw new ToolError("invalid_remote_path", "rsync cannot name a remote path component holding both a wildcard character and a backslash");
+      if (c.includes("\\"))
+        throw new ToolError(
+          "invalid_remote_path",
+          "rsync cannot name a remote path component holding both a wildcard character and a backslash",
+        );
       return c.replace(/[*?[]/g, "\\$&");
     })
     .join("/");
@@ -68,12 +72,21 @@ export interface RsyncRun {
  * exit status and whether a receiver ran out of space; `onProgress` gets the byte counts rsync
  * reports. stderr is otherwise dropped: it can carry OpenSSH diagnostics.
  */
-export async function runRsync(run: RsyncRun, started: (proc: Subprocess) => void, onProgress: (parsed: number) => void): Promise<{ code: number; noSpace: boolean }> {
+export async function runRsync(
+  run: RsyncRun,
+  started: (proc: Subprocess) => void,
+  onProgress: (parsed: number) => void,
+): Promise<{ code: number; noSpace: boolean }> {
   const argv = [run.rsync, "--partial", "--append-verify", "--protect-args", "--info=progress2", "--no-motd"];
   if (run.bwlimitKiB > 0) argv.push(`--bwlimit=${run.bwlimitKiB}`);
   if (run.copyLinks) argv.push("--copy-links");
   argv.push("-e", run.shell.map(shq).join(" "), "--", run.src, run.dst);
-  const proc = spawnGroup(argv, { env: { ...process.env, LC_ALL: "C" }, stdout: "pipe", stderr: "pipe", runner: run.runner });
+  const proc = spawnGroup(argv, {
+    env: { ...process.env, LC_ALL: "C" },
+    stdout: "pipe",
+    stderr: "pipe",
+    runner: run.runner,
+  });
   started(proc);
   const stopDrain = new AbortController();
   const stderr = drainTail(proc.stderr as ReadableStream<Uint8Array>, 65_536, stopDrain.signal);
@@ -89,7 +102,9 @@ export async function runRsync(run: RsyncRun, started: (proc: Subprocess) => voi
   const code = await proc.exited;
   const timer = setTimeout(() => stopDrain.abort(), STDERR_DRAIN_GRACE_MS);
   // the tail stays private; only "a receiver's disk was full" is taken from it
-  const noSpace = Buffer.from(await stderr).toString("utf8").includes("No space left on device");
+  const noSpace = Buffer.from(await stderr)
+    .toString("utf8")
+    .includes("No space left on device");
   clearTimeout(timer);
   return { code, noSpace };
 }

@@ -30,14 +30,21 @@ export function invalidArgumentsMessage(error: z.ZodError): string {
   let msg = BASE_INVALID;
   if (fields.size > 0) msg += `; missing or invalid fields: ${[...fields].sort().join(", ")}`;
   if (unknown) msg += "; unknown fields are not allowed";
-  if (fields.has("session_id") || fields.has("session_key")) msg += "; pass the session_id and session_key returned by connect";
+  if (fields.has("session_id") || fields.has("session_key"))
+    msg += "; pass the session_id and session_key returned by connect";
   return msg;
 }
 
-type Envelope = { ok: true; result: unknown; error: null } | { ok: false; result: null; error: { code: string; message: string } };
+type Envelope =
+  | { ok: true; result: unknown; error: null }
+  | { ok: false; result: null; error: { code: string; message: string } };
 
 function envelopeResult(env: Envelope): CallToolResult {
-  return { content: [{ type: "text", text: JSON.stringify(env) }], structuredContent: env, ...(env.ok ? {} : { isError: true }) };
+  return {
+    content: [{ type: "text", text: JSON.stringify(env) }],
+    structuredContent: env,
+    ...(env.ok ? {} : { isError: true }),
+  };
 }
 
 function fail(code: string, message: string): Envelope {
@@ -45,7 +52,10 @@ function fail(code: string, message: string): Envelope {
 }
 
 function fill(text: string, s: SshSettings): string {
-  const values: Record<string, string> = { command_timeout: String(s.commandTimeoutS), max_output_bytes: String(s.maxOutputBytes) };
+  const values: Record<string, string> = {
+    command_timeout: String(s.commandTimeoutS),
+    max_output_bytes: String(s.maxOutputBytes),
+  };
   return text.trim().replace(/\{\{(\w+)\}\}/g, (m, k: string) => values[k] ?? m);
 }
 
@@ -97,8 +107,17 @@ export class SshRegistry {
       // An incident: the class name and the stack's frames are logged, never the message (it may
       // quote OpenSSH's stderr or private paths); the caller's error names the same id.
       const id = randomHex(4);
-      const frames = e instanceof Error ? (e.stack ?? "").split("\n").filter((l) => /^\s+at /.test(l)).slice(0, 20).join("\n") : "";
-      log.error(`incident ${id}: ssh tool ${name} failed internally (${e instanceof Error ? e.name : typeof e})${frames ? `\n${frames}` : ""}`);
+      const frames =
+        e instanceof Error
+          ? (e.stack ?? "")
+              .split("\n")
+              .filter((l) => /^\s+at /.test(l))
+              .slice(0, 20)
+              .join("\n")
+          : "";
+      log.error(
+        `incident ${id}: ssh tool ${name} failed internally (${e instanceof Error ? e.name : typeof e})${frames ? `\n${frames}` : ""}`,
+      );
       return fail("internal_error", `tool failed internally (incident ${id}; see the server log)`);
     }
   }
@@ -106,7 +125,10 @@ export class SshRegistry {
 
 /** Builds the MCP server object over a registry. */
 export function createSshMcpServer(registry: SshRegistry): Server {
-  const server = new Server({ name: "local-shell-mcp-ssh", title: "Remote SSH MCP", version: VERSION }, { capabilities: { tools: {} }, instructions });
+  const server = new Server(
+    { name: "local-shell-mcp-ssh", title: "Remote SSH MCP", version: VERSION },
+    { capabilities: { tools: {} }, instructions },
+  );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: registry.list() }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) =>
     envelopeResult(await registry.call(request.params.name, request.params.arguments ?? {}, extra.signal)),
@@ -150,7 +172,8 @@ export async function serveSsh(settings: SshSettings): Promise<void> {
   process.stdin.on("close", () => void shutdown("stdin closed"));
   await server.connect(new StdioServerTransport());
   const swept = settings.localRoot.sweep();
-  if (swept.spools + swept.partials > 0) log.info(`swept ${swept.spools} stale spool files and ${swept.partials} stale partials`);
+  if (swept.spools + swept.partials > 0)
+    log.info(`swept ${swept.spools} stale spool files and ${swept.partials} stale partials`);
   // what a killed server left: its master and rsync died with it (lsm-runner), its control directory did not
   void sweepControlDirs().then(
     (n) => n > 0 && log.info(`removed ${n} stale SSH control directories`),

@@ -104,13 +104,15 @@ export class SessionManager {
   constructor(private readonly settings: SshSettings) {}
 
   private owner(identity: { host: string; port: number }): Session | undefined {
-    for (const s of this.sessions.values()) if (s.identity.host === identity.host && s.identity.port === identity.port) return s;
+    for (const s of this.sessions.values())
+      if (s.identity.host === identity.host && s.identity.port === identity.port) return s;
     return undefined;
   }
 
   private checkLimits(): void {
     if (this.closingAll) throw new ToolError("server_closing", "the server is shutting down");
-    if (this.sessions.size >= this.settings.maxSessions) throw new ToolError("session_limit_reached", `at most ${this.settings.maxSessions} sessions may be open`);
+    if (this.sessions.size >= this.settings.maxSessions)
+      throw new ToolError("session_limit_reached", `at most ${this.settings.maxSessions} sessions may be open`);
   }
 
   /** Runs `fn` holding the process-wide authentication lock (one authentication at a time). */
@@ -136,9 +138,13 @@ export class SessionManager {
         await existing.closingTask;
         continue;
       }
-      throw new ToolError("already_connected", `session ${existing.id} already owns this server; use it or disconnect it first`, {
-        session_id: existing.id,
-      });
+      throw new ToolError(
+        "already_connected",
+        `session ${existing.id} already owns this server; use it or disconnect it first`,
+        {
+          session_id: existing.id,
+        },
+      );
     }
     this.checkLimits();
     const key = randomBytes(32).toString("base64url");
@@ -164,7 +170,8 @@ export class SessionManager {
     } catch (e) {
       const wasClosed = session.closingTask !== undefined;
       await this.close(session);
-      if (wasClosed && !signal.aborted) throw new ToolError("session_closed", "the session was closed while connecting");
+      if (wasClosed && !signal.aborted)
+        throw new ToolError("session_closed", "the session was closed while connecting");
       throw e;
     } finally {
       signal.removeEventListener("abort", onAbort);
@@ -206,7 +213,9 @@ export class SessionManager {
 
   async list(): Promise<SessionData[]> {
     const all = [...this.sessions.values()];
-    await Promise.all(all.filter((s) => s.state === "ready").map((s) => s.master.ensureReady(true).catch(() => undefined)));
+    await Promise.all(
+      all.filter((s) => s.state === "ready").map((s) => s.master.ensureReady(true).catch(() => undefined)),
+    );
     return all.map((s) => s.data());
   }
 

@@ -34,7 +34,12 @@ export const PRIVILEGED_DEADLINE_GRACE_S = 5;
  * The script root bash reads: `startedMarker` goes to stderr first, proving sudo started the shell;
  * it is random per call, so it is also the value of the call's tag.
  */
-export function privilegedScript(command: string, cwd: string | undefined, startedMarker: string, timeoutS: number): string {
+export function privilegedScript(
+  command: string,
+  cwd: string | undefined,
+  startedMarker: string,
+  timeoutS: number,
+): string {
   const deadline = Math.ceil(timeoutS) + PRIVILEGED_DEADLINE_GRACE_S;
   const cd = cwd === undefined ? "" : `cd -- ${shq(cwd)} || exit 125; `;
   const tag = `${CALL_TAG_NAME}=${startedMarker}; export ${CALL_TAG_NAME}`;
@@ -70,7 +75,12 @@ exit "$lsm_r"
 `;
 }
 
-const SUDO_PASSWORD = ["a password is required", "no tty present and no askpass program specified", "a terminal is required to read the password", "must have a tty to run sudo"];
+const SUDO_PASSWORD = [
+  "a password is required",
+  "no tty present and no askpass program specified",
+  "a terminal is required to read the password",
+  "must have a tty to run sudo",
+];
 const SUDO_DENIED = ["not allowed to execute", "not in the sudoers", "may not run sudo", "is not allowed to run sudo"];
 
 /**
@@ -81,13 +91,15 @@ const SUDO_DENIED = ["not allowed to execute", "not in the sudoers", "may not ru
 export function sudoFailure(r: ChannelResult): ToolError {
   const text = Buffer.from(r.stderr.bytes).toString("utf8").toLowerCase();
   if (r.timedOut) return new ToolError("sudo_start_timeout", "sudo did not start the shell before the timeout");
-  if (r.code === 127 || (text.includes("sudo") && text.includes("not found"))) return new ToolError("sudo_unavailable", "sudo is not available on the remote host");
+  if (r.code === 127 || (text.includes("sudo") && text.includes("not found")))
+    return new ToolError("sudo_unavailable", "sudo is not available on the remote host");
   if (SUDO_PASSWORD.some((m) => text.includes(m))) {
     return new ToolError(
       "sudo_password_required",
       "sudo needs a password, or this account may not run this command as root (sudo -n cannot tell which before authenticating); only a NOPASSWD rule for /bin/bash --noprofile --norc -s as root works",
     );
   }
-  if (SUDO_DENIED.some((m) => text.includes(m))) return new ToolError("sudo_not_allowed", "the remote account may not run the sudo shell");
+  if (SUDO_DENIED.some((m) => text.includes(m)))
+    return new ToolError("sudo_not_allowed", "the remote account may not run the sudo shell");
   return new ToolError("sudo_refused", `sudo refused to start the shell (exit status ${r.code ?? "none"})`);
 }

@@ -37,10 +37,30 @@ export interface Annotations {
   openWorldHint: boolean;
 }
 
-const READ_ONLY: Annotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: true };
-const CONNECTING: Annotations = { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true };
-const MUTATING: Annotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
-const CANCELLING: Annotations = { readOnlyHint: false, destructiveHint: true, idempotentHint: true, openWorldHint: true };
+const READ_ONLY: Annotations = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: true,
+};
+const CONNECTING: Annotations = {
+  readOnlyHint: false,
+  destructiveHint: false,
+  idempotentHint: false,
+  openWorldHint: true,
+};
+const MUTATING: Annotations = {
+  readOnlyHint: false,
+  destructiveHint: true,
+  idempotentHint: false,
+  openWorldHint: true,
+};
+const CANCELLING: Annotations = {
+  readOnlyHint: false,
+  destructiveHint: true,
+  idempotentHint: true,
+  openWorldHint: true,
+};
 
 export interface SshTool {
   name: string;
@@ -67,11 +87,25 @@ function tool<I extends z.ZodObject, R extends z.ZodType>(def: {
   return def as unknown as SshTool;
 }
 
-const sessionId = z.string().regex(/^[0-9a-f]{32}$/).describe("session_id returned by connect");
-const sessionKey = z.string().regex(/^[A-Za-z0-9_-]{43}$/).describe("session_key returned by connect");
+const sessionId = z
+  .string()
+  .regex(/^[0-9a-f]{32}$/)
+  .describe("session_id returned by connect");
+const sessionKey = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{43}$/)
+  .describe("session_key returned by connect");
 const operationId = z.string().regex(/^[0-9a-f]{32}$/);
-const remotePath = z.string().min(1).max(1_048_576).refine((s) => !s.includes("\0"), "NUL not allowed");
-const localPath = z.string().min(1).max(16_384).refine((s) => !s.includes("\0"), "NUL not allowed");
+const remotePath = z
+  .string()
+  .min(1)
+  .max(1_048_576)
+  .refine((s) => !s.includes("\0"), "NUL not allowed");
+const localPath = z
+  .string()
+  .min(1)
+  .max(16_384)
+  .refine((s) => !s.includes("\0"), "NUL not allowed");
 const timeout = z.number().min(0.1).max(86_400);
 const keyed = { session_id: sessionId, session_key: sessionKey };
 
@@ -178,10 +212,12 @@ export const sshTools: SshTool[] = [
     async run(ctx, input) {
       let target: Target;
       if (input.ssh_alias !== undefined) {
-        if (input.host !== undefined || input.user !== undefined || input.port !== undefined) throw new ToolError("invalid_arguments", "tool arguments failed strict validation");
+        if (input.host !== undefined || input.user !== undefined || input.port !== undefined)
+          throw new ToolError("invalid_arguments", "tool arguments failed strict validation");
         target = { mode: "alias", alias: input.ssh_alias };
       } else {
-        if (input.host === undefined || input.user === undefined) throw new ToolError("invalid_arguments", "tool arguments failed strict validation");
+        if (input.host === undefined || input.user === undefined)
+          throw new ToolError("invalid_arguments", "tool arguments failed strict validation");
         target = { mode: "direct", host: input.host, user: input.user, port: input.port ?? 22 };
       }
       const { session, key } = await ctx.sessions.connect(target, ctx.signal);
@@ -233,7 +269,14 @@ export const sshTools: SshTool[] = [
     description: statDescription,
     annotations: READ_ONLY,
     input: z.strictObject({ ...keyed, remote_path: remotePath }),
-    result: z.object({ path: z.string(), mode: z.number().int(), permissions: z.string(), size: z.number().int(), mtime: z.number().int(), type: z.string() }),
+    result: z.object({
+      path: z.string(),
+      mode: z.number().int(),
+      permissions: z.string(),
+      size: z.number().int(),
+      mtime: z.number().int(),
+      type: z.string(),
+    }),
     run: (ctx, input) => statPath(authorize(ctx, input), ctx.settings, input.remote_path, ctx.signal),
   }),
   tool({
@@ -241,28 +284,64 @@ export const sshTools: SshTool[] = [
     title: "List a remote directory",
     description: listDirectoryDescription,
     annotations: READ_ONLY,
-    input: z.strictObject({ ...keyed, remote_path: remotePath, offset: z.number().int().min(0).default(0), limit: z.number().int().min(1).max(10_000).default(1000) }),
+    input: z.strictObject({
+      ...keyed,
+      remote_path: remotePath,
+      offset: z.number().int().min(0).default(0),
+      limit: z.number().int().min(1).max(10_000).default(1000),
+    }),
     result: z.object({
       path: z.string(),
-      entries: z.array(z.object({ name: encoded, type: z.string(), size: z.number(), mtime: z.number(), permissions: z.string(), link_target: encoded.nullable() })),
+      entries: z.array(
+        z.object({
+          name: encoded,
+          type: z.string(),
+          size: z.number(),
+          mtime: z.number(),
+          permissions: z.string(),
+          link_target: encoded.nullable(),
+        }),
+      ),
       count: z.number().int(),
       total: z.number().int(),
       offset: z.number().int(),
       next_offset: z.number().int().nullable(),
     }),
-    run: (ctx, input) => listDirectory(authorize(ctx, input), ctx.settings, input.remote_path, input.offset, input.limit, ctx.signal),
+    run: (ctx, input) =>
+      listDirectory(authorize(ctx, input), ctx.settings, input.remote_path, input.offset, input.limit, ctx.signal),
   }),
   tool({
     name: "read_file_range",
     title: "Read part of a remote file",
     description: readFileRangeDescription,
     annotations: READ_ONLY,
-    input: z.strictObject({ ...keyed, remote_path: remotePath, offset: z.number().int().min(0).default(0), max_bytes: z.number().int().min(1).max(67_108_864).optional() }),
-    result: z.object({ path: z.string(), offset: z.number().int(), bytes_read: z.number().int(), eof: z.boolean(), size: z.number().int(), data: z.string(), encoding: z.enum(["utf-8", "base64"]) }),
+    input: z.strictObject({
+      ...keyed,
+      remote_path: remotePath,
+      offset: z.number().int().min(0).default(0),
+      max_bytes: z.number().int().min(1).max(67_108_864).optional(),
+    }),
+    result: z.object({
+      path: z.string(),
+      offset: z.number().int(),
+      bytes_read: z.number().int(),
+      eof: z.boolean(),
+      size: z.number().int(),
+      data: z.string(),
+      encoding: z.enum(["utf-8", "base64"]),
+    }),
     run(ctx, input) {
       const max = ctx.settings.maxOutputBytes;
-      if (input.max_bytes !== undefined && input.max_bytes > max) throw new ToolError("invalid_range", `max_bytes exceeds the output limit of ${max} bytes`);
-      return readRange(authorize(ctx, input), ctx.settings, input.remote_path, input.offset, input.max_bytes ?? Math.min(65_536, max), ctx.signal);
+      if (input.max_bytes !== undefined && input.max_bytes > max)
+        throw new ToolError("invalid_range", `max_bytes exceeds the output limit of ${max} bytes`);
+      return readRange(
+        authorize(ctx, input),
+        ctx.settings,
+        input.remote_path,
+        input.offset,
+        input.max_bytes ?? Math.min(65_536, max),
+        ctx.signal,
+      );
     },
   }),
   tool({
@@ -270,18 +349,30 @@ export const sshTools: SshTool[] = [
     title: "Start a download",
     description: downloadStartDescription,
     annotations: MUTATING,
-    input: z.strictObject({ ...keyed, remote_path: remotePath, local_path: localPath, overwrite: z.boolean().default(false) }),
+    input: z.strictObject({
+      ...keyed,
+      remote_path: remotePath,
+      local_path: localPath,
+      overwrite: z.boolean().default(false),
+    }),
     result: transferData,
-    run: (ctx, input) => transfers(authorize(ctx, input)).startDownload(input.remote_path, input.local_path, input.overwrite),
+    run: (ctx, input) =>
+      transfers(authorize(ctx, input)).startDownload(input.remote_path, input.local_path, input.overwrite),
   }),
   tool({
     name: "upload_start",
     title: "Start an upload",
     description: uploadStartDescription,
     annotations: MUTATING,
-    input: z.strictObject({ ...keyed, local_path: localPath, remote_path: remotePath, overwrite: z.boolean().default(false) }),
+    input: z.strictObject({
+      ...keyed,
+      local_path: localPath,
+      remote_path: remotePath,
+      overwrite: z.boolean().default(false),
+    }),
     result: transferData,
-    run: (ctx, input) => transfers(authorize(ctx, input)).startUpload(input.local_path, input.remote_path, input.overwrite),
+    run: (ctx, input) =>
+      transfers(authorize(ctx, input)).startUpload(input.local_path, input.remote_path, input.overwrite),
   }),
   tool({
     name: "transfer_status",

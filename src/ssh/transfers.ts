@@ -91,20 +91,47 @@ export class TransferManager {
 
   private prune(): void {
     const now = Date.now();
-    for (const [id, op] of this.ops) if (op.finishedMs !== null && now - op.finishedMs > RETENTION_MS) this.ops.delete(id);
+    for (const [id, op] of this.ops)
+      if (op.finishedMs !== null && now - op.finishedMs > RETENTION_MS) this.ops.delete(id);
   }
 
-  private register(direction: "download" | "upload", reservation: string, local: string, remote: string, overwrite: boolean): Op {
+  private register(
+    direction: "download" | "upload",
+    reservation: string,
+    local: string,
+    remote: string,
+    overwrite: boolean,
+  ): Op {
     if (this.closed) throw new ToolError("transfer_manager_closed", "the session's transfers are closed");
-    if (this.activeCount() >= this.settings.maxTransfers) throw new ToolError("transfer_limit_reached", `at most ${this.settings.maxTransfers} transfers may run per session`);
-    if (reservations.has(reservation)) throw new ToolError("transfer_conflict", "another active transfer already targets this destination");
+    if (this.activeCount() >= this.settings.maxTransfers)
+      throw new ToolError(
+        "transfer_limit_reached",
+        `at most ${this.settings.maxTransfers} transfers may run per session`,
+      );
+    if (reservations.has(reservation))
+      throw new ToolError("transfer_conflict", "another active transfer already targets this destination");
     reservations.add(reservation);
     let id = randomBytes(16).toString("hex");
     while (this.ops.has(id)) id = randomBytes(16).toString("hex");
     const op: Op = {
       data: {
-        operation_id: id, direction, state: "pending", local_path: local, remote_path: remote, overwrite, created_at: iso(), started_at: null, finished_at: null,
-        bytes_transferred: 0, total_bytes: null, resumed_from: 0, rate_bytes_per_s: null, eta_s: null, sha256: null, exit_code: null, error: null,
+        operation_id: id,
+        direction,
+        state: "pending",
+        local_path: local,
+        remote_path: remote,
+        overwrite,
+        created_at: iso(),
+        started_at: null,
+        finished_at: null,
+        bytes_transferred: 0,
+        total_bytes: null,
+        resumed_from: 0,
+        rate_bytes_per_s: null,
+        eta_s: null,
+        sha256: null,
+        exit_code: null,
+        error: null,
       },
       finishedMs: null,
       reservation,
@@ -135,12 +162,21 @@ export class TransferManager {
     checkRemotePath(remote);
     // the upload partial's name adds `.` + 32 hex + `.lsm-partial` to the final component
     if (Buffer.byteLength(posix.basename(remote)) > MAX_NAME_BYTES - 46) {
-      throw new ToolError("invalid_remote_path", `the remote file name must be at most ${MAX_NAME_BYTES - 46} bytes (room for its transfer partial's name)`);
+      throw new ToolError(
+        "invalid_remote_path",
+        `the remote file name must be at most ${MAX_NAME_BYTES - 46} bytes (room for its transfer partial's name)`,
+      );
     }
     await this.session.master.ensureReady();
     const src = this.settings.localRoot.source(local);
     // one operation per destination however it is spelled (`a//b`, `./a`): the key is the normalised path
-    const op = this.register("upload", `upload\0${cacheKey(this.session.target)}\0${posix.normalize(remote)}`, src.display, remote, overwrite);
+    const op = this.register(
+      "upload",
+      `upload\0${cacheKey(this.session.target)}\0${posix.normalize(remote)}`,
+      src.display,
+      remote,
+      overwrite,
+    );
     op.task = this.run(op, () => this.upload(op, src.abs, src.display, remote, overwrite));
     return this.view(op);
   }
@@ -156,8 +192,10 @@ export class TransferManager {
     } catch (e) {
       if (op.abort.signal.aborted) op.data.state = "cancelled";
       else {
-        const err = e instanceof ToolError ? e : new ToolError("transfer_internal_error", "the transfer failed internally");
-        if (!(e instanceof ToolError)) log.warn(`transfer ${op.data.operation_id} failed: ${(e as Error)?.name ?? "error"}`);
+        const err =
+          e instanceof ToolError ? e : new ToolError("transfer_internal_error", "the transfer failed internally");
+        if (!(e instanceof ToolError))
+          log.warn(`transfer ${op.data.operation_id} failed: ${(e as Error)?.name ?? "error"}`);
         op.data.state = "failed";
         op.data.error = { code: err.code, message: err.message };
       }
@@ -179,7 +217,15 @@ export class TransferManager {
     const master = this.session.master;
     await master.ensureReady();
     const { code, noSpace } = await runRsync(
-      { rsync: this.settings.bin.rsync, runner: this.settings.bin.runner, copyLinks: op.data.direction === "download", shell: [...master.transport(), ...destination(this.session.target).args], bwlimitKiB: this.settings.transferBwlimitKiB, src, dst },
+      {
+        rsync: this.settings.bin.rsync,
+        runner: this.settings.bin.runner,
+        copyLinks: op.data.direction === "download",
+        shell: [...master.transport(), ...destination(this.session.target).args],
+        bwlimitKiB: this.settings.transferBwlimitKiB,
+        src,
+        dst,
+      },
       (proc) => (op.proc = proc),
       onProgress,
     );
@@ -188,8 +234,16 @@ export class TransferManager {
     this.checkCancelled(op);
     if (code === 0) return;
     await master.ensureReady(true);
-    if (noSpace && op.data.direction === "download") throw new ToolError("local_disk_full", "the local disk filled up during the download; the partial was kept for a resume");
-    if (noSpace) throw new ToolError("insufficient_remote_space", "the remote disk filled up during the upload; the partial was kept for a resume");
+    if (noSpace && op.data.direction === "download")
+      throw new ToolError(
+        "local_disk_full",
+        "the local disk filled up during the download; the partial was kept for a resume",
+      );
+    if (noSpace)
+      throw new ToolError(
+        "insufficient_remote_space",
+        "the remote disk filled up during the upload; the partial was kept for a resume",
+      );
     throw rsyncFailure(code);
   }
 
@@ -199,7 +253,8 @@ export class TransferManager {
     const moved = done - op.data.resumed_from;
     if (elapsed > 0.2 && moved > 0) {
       op.data.rate_bytes_per_s = Math.round(moved / elapsed);
-      op.data.eta_s = op.data.total_bytes !== null ? Math.max(0, Math.round((op.data.total_bytes - done) / (moved / elapsed))) : null;
+      op.data.eta_s =
+        op.data.total_bytes !== null ? Math.max(0, Math.round((op.data.total_bytes - done) / (moved / elapsed))) : null;
     }
   }
 
@@ -214,7 +269,8 @@ export class TransferManager {
     try {
       const pst = lstatSync(partial);
       // rsync appends in place: a partial hard-linked to another file would write into that file
-      if (!pst.isFile() || pst.uid !== process.getuid!() || pst.nlink !== 1) throw new ToolError("invalid_transfer_partial", "the transfer partial is not a regular file we own");
+      if (!pst.isFile() || pst.uid !== process.getuid!() || pst.nlink !== 1)
+        throw new ToolError("invalid_transfer_partial", "the transfer partial is not a regular file we own");
       if (pst.size > st.size) rmSync(partial, { force: true });
       else have = pst.size;
     } catch (e) {
@@ -223,7 +279,8 @@ export class TransferManager {
     op.data.resumed_from = have;
     op.data.bytes_transferred = have;
     const fs = statfsSync(dirname(partial));
-    if (fs.bavail * fs.bsize < st.size - have) throw new ToolError("insufficient_local_space", "not enough free local space for the download");
+    if (fs.bavail * fs.bsize < st.size - have)
+      throw new ToolError("insufficient_local_space", "not enough free local space for the download");
     root.rememberPartial(partial);
     const poll = setInterval(() => {
       try {
@@ -259,7 +316,11 @@ export class TransferManager {
     // might have rewritten in place when its own append check failed.
     if (expected !== localSum) localSum = await hashLocalFile(partial, op.abort.signal);
     this.checkCancelled(op);
-    if (expected !== localSum) throw new ToolError("verification_failed", "the downloaded partial does not match the remote file's SHA-256; the partial was kept");
+    if (expected !== localSum)
+      throw new ToolError(
+        "verification_failed",
+        "the downloaded partial does not match the remote file's SHA-256; the partial was kept",
+      );
     // overwrite is decided now, at commit time, against what exists now
     let final: { abs: string };
     try {
@@ -280,8 +341,16 @@ export class TransferManager {
         throw e;
       }
       const code = (e as NodeJS.ErrnoException).code;
-      if (code === "EEXIST") throw new ToolError("local_path_exists", "local destination appeared during the transfer and overwrite is false");
-      if (code === "EXDEV") throw new ToolError("transfer_publish_failed", "the local destination is on another filesystem than the local root's state directory");
+      if (code === "EEXIST")
+        throw new ToolError(
+          "local_path_exists",
+          "local destination appeared during the transfer and overwrite is false",
+        );
+      if (code === "EXDEV")
+        throw new ToolError(
+          "transfer_publish_failed",
+          "the local destination is on another filesystem than the local root's state directory",
+        );
       throw new ToolError("transfer_publish_failed", `the download could not be published (${code ?? "error"})`);
     }
     root.forgetPartial(partial);
@@ -294,7 +363,10 @@ export class TransferManager {
     const dir = posix.dirname(remote);
     // no wildcard characters in the partial's own name: the receiving rsync would keep a pattern
     // that matches nothing (a partial not yet created) verbatim, escapes included
-    const partial = posix.join(dir, `.${posix.basename(remote).replace(/[*?[]/g, "_")}.${token(["upload", cacheKey(this.session.target), srcDisplay, remote])}.lsm-partial`);
+    const partial = posix.join(
+      dir,
+      `.${posix.basename(remote).replace(/[*?[]/g, "_")}.${token(["upload", cacheKey(this.session.target), srcDisplay, remote])}.lsm-partial`,
+    );
     const prep = await remoteScript(
       this.session,
       `f=${shq(remote)}; p=${shq(partial)}; d=${shq(dir)}
@@ -328,16 +400,25 @@ printf '%s %s\\n' "$s" "\${a:-unknown}"
     const localSumP = hashLocalFile(srcAbs, AbortSignal.any([op.abort.signal, sideline.signal]));
     localSumP.catch(() => undefined);
     try {
-      await this.rsync(op, srcAbs, rsyncRemote(this.session.target, partial), (n) => this.progress(op, Math.min(size, n)));
+      await this.rsync(op, srcAbs, rsyncRemote(this.session.target, partial), (n) =>
+        this.progress(op, Math.min(size, n)),
+      );
     } catch (e) {
       sideline.abort();
       throw e;
     }
     this.progress(op, size);
     op.data.state = "verifying";
-    const [localSum, remoteSum] = await Promise.all([localSumP, remoteHash(this.session, this.settings, partial, op.abort.signal)]);
+    const [localSum, remoteSum] = await Promise.all([
+      localSumP,
+      remoteHash(this.session, this.settings, partial, op.abort.signal),
+    ]);
     this.checkCancelled(op);
-    if (remoteSum !== localSum) throw new ToolError("verification_failed", "the uploaded partial does not match the local file's SHA-256; the partial was kept");
+    if (remoteSum !== localSum)
+      throw new ToolError(
+        "verification_failed",
+        "the uploaded partial does not match the local file's SHA-256; the partial was kept",
+      );
     const publish = await remoteScript(
       this.session,
       `f=${shq(remote)}; p=${shq(partial)}
@@ -351,9 +432,14 @@ else
 fi
 `,
     );
-    if (publish.code === 80) throw new ToolError("remote_path_exists", "remote destination appeared during the transfer and overwrite is false");
+    if (publish.code === 80)
+      throw new ToolError(
+        "remote_path_exists",
+        "remote destination appeared during the transfer and overwrite is false",
+      );
     if (publish.code === 82) throw new ToolError("invalid_remote_type", "remote destination is not a regular file");
-    if (publish.code !== 0) throw new ToolError("transfer_publish_failed", "the upload could not be published on the remote host");
+    if (publish.code !== 0)
+      throw new ToolError("transfer_publish_failed", "the upload could not be published on the remote host");
     this.settings.localRoot.forgetRemotePartials(cacheKey(this.session.target), [partial]);
     op.data.sha256 = localSum;
   }
@@ -395,6 +481,10 @@ fi
   /** Cancels every active transfer (partials are kept) and refuses new ones. */
   async close(): Promise<void> {
     this.closed = true;
-    await Promise.all([...this.ops.values()].filter((o) => !FINAL.has(o.data.state)).map((o) => this.cancel(o.data.operation_id).catch((e) => toToolError(e))));
+    await Promise.all(
+      [...this.ops.values()]
+        .filter((o) => !FINAL.has(o.data.state))
+        .map((o) => this.cancel(o.data.operation_id).catch((e) => toToolError(e))),
+    );
   }
 }

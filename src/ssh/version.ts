@@ -22,7 +22,10 @@ export async function openSshVersion(ssh: string): Promise<[number, number] | un
     return undefined;
   }
   const timer = setTimeout(() => void stopGroup(proc, 500), 5000);
-  const [out, err] = await Promise.all([capture(proc.stdout as ReadableStream<Uint8Array>, 65_536), capture(proc.stderr as ReadableStream<Uint8Array>, 65_536)]);
+  const [out, err] = await Promise.all([
+    capture(proc.stdout as ReadableStream<Uint8Array>, 65_536),
+    capture(proc.stderr as ReadableStream<Uint8Array>, 65_536),
+  ]);
   const code = await proc.exited;
   clearTimeout(timer);
   if (code !== 0) return undefined;

@@ -1,4 +1,17 @@
-import { closeSync, constants, fsyncSync, lstatSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeSync, chmodSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+  chmodSync,
+} from "node:fs";
 import { open, rename, rm } from "node:fs/promises";
 import { dirname, basename, join } from "node:path";
 import { ToolError } from "../core/errors.ts";
@@ -37,7 +50,10 @@ let tmpCounter = 0;
  */
 export function writeFileAtomic(path: string, data: string | Uint8Array, mode = PRIVATE_FILE_MODE): void {
   const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.tmp-${process.pid}-${++tmpCounter}-${Math.random().toString(36).slice(2, 8)}`);
+  const tmp = join(
+    dir,
+    `.${basename(path)}.tmp-${process.pid}-${++tmpCounter}-${Math.random().toString(36).slice(2, 8)}`,
+  );
   const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
   try {
     const bytes = typeof data === "string" ? Buffer.from(data) : data;
@@ -65,8 +81,15 @@ export function writeFileAtomic(path: string, data: string | Uint8Array, mode = 
  */
 export async function writeFileAtomicAsync(path: string, data: Uint8Array, mode = PRIVATE_FILE_MODE): Promise<void> {
   const dir = dirname(path);
-  const tmp = join(dir, `.${basename(path)}.tmp-${process.pid}-${++tmpCounter}-${Math.random().toString(36).slice(2, 8)}`);
-  const handle = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  const tmp = join(
+    dir,
+    `.${basename(path)}.tmp-${process.pid}-${++tmpCounter}-${Math.random().toString(36).slice(2, 8)}`,
+  );
+  const handle = await open(
+    tmp,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    mode,
+  );
   try {
     await handle.writeFile(data);
     await handle.sync();
@@ -92,7 +115,11 @@ export async function writeFileAtomicAsync(path: string, data: Uint8Array, mode 
 
 export type JsonReadResult<T> = { status: "ok"; value: T; source: "primary" | "backup" } | { status: "missing" };
 
-function tryParse<T>(path: string, validate: (v: unknown) => T, maxBytes: number): { ok: true; value: T } | { ok: false; missing: boolean } {
+function tryParse<T>(
+  path: string,
+  validate: (v: unknown) => T,
+  maxBytes: number,
+): { ok: true; value: T } | { ok: false; missing: boolean } {
   let st;
   try {
     st = lstatSync(path);
@@ -111,13 +138,20 @@ function tryParse<T>(path: string, validate: (v: unknown) => T, maxBytes: number
  * Reads a JSON document kept as `path` plus `path.bak`. A bad primary falls back to the backup;
  * when both exist and both are bad the store refuses (`state_corrupt`) rather than resetting.
  */
-export function readJsonWithBackup<T>(path: string, validate: (v: unknown) => T, maxBytes = 16_000_000): JsonReadResult<T> {
+export function readJsonWithBackup<T>(
+  path: string,
+  validate: (v: unknown) => T,
+  maxBytes = 16_000_000,
+): JsonReadResult<T> {
   const primary = tryParse(path, validate, maxBytes);
   if (primary.ok) return { status: "ok", value: primary.value, source: "primary" };
   const backup = tryParse(`${path}.bak`, validate, maxBytes);
   if (backup.ok) return { status: "ok", value: backup.value, source: "backup" };
   if (primary.missing && backup.missing) return { status: "missing" };
-  throw new ToolError("state_corrupt", `stored state ${basename(path)} and its backup are unreadable; refusing to reset it`);
+  throw new ToolError(
+    "state_corrupt",
+    `stored state ${basename(path)} and its backup are unreadable; refusing to reset it`,
+  );
 }
 
 /** Writes `value` as the new primary after preserving the current good primary as `.bak`. */

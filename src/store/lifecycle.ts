@@ -33,7 +33,12 @@ export class LifecycleLocks {
   }
 
   /** Runs `fn` holding the session's lifecycle lock in `mode`. */
-  async hold<T>(sid: string, mode: LockMode, fn: () => Promise<T> | T, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<T> {
+  async hold<T>(
+    sid: string,
+    mode: LockMode,
+    fn: () => Promise<T> | T,
+    options: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<T> {
     this.enter(sid);
     try {
       let lock: FileLock;
@@ -41,7 +46,11 @@ export class LifecycleLocks {
         lock = await FileLock.acquire(this.pathFor(sid), options.timeoutMs ?? LIFECYCLE_WAIT_MS, mode, options.signal);
       } catch (e) {
         if (e instanceof ToolError && e.code === "lock_timeout") {
-          throw new ToolError("session_busy", `session ${sid} is being changed or torn down by another operation; try again`, { session_id: sid });
+          throw new ToolError(
+            "session_busy",
+            `session ${sid} is being changed or torn down by another operation; try again`,
+            { session_id: sid },
+          );
         }
         throw e;
       }

@@ -36,7 +36,10 @@ function flockFn(): (fd: number, op: number) => number {
 export type LockMode = "exclusive" | "shared";
 
 /** Outcome of one non-blocking attempt: taken, held by someone else, or not decidable (I/O trouble). */
-export type LockAttempt = { status: "acquired"; lock: FileLock } | { status: "busy" } | { status: "error"; reason: string };
+export type LockAttempt =
+  | { status: "acquired"; lock: FileLock }
+  | { status: "busy" }
+  | { status: "error"; reason: string };
 
 /** An OS advisory lock (flock) held on an open file; it dies with the process that holds it. */
 export class FileLock {
@@ -59,7 +62,8 @@ export class FileLock {
       closeSync(fd);
       return { status: "error", reason: "stat failed" };
     }
-    if (flockFn()(fd, (mode === "shared" ? LOCK_SH : LOCK_EX) | LOCK_NB) === 0) return { status: "acquired", lock: new FileLock(fd) };
+    if (flockFn()(fd, (mode === "shared" ? LOCK_SH : LOCK_EX) | LOCK_NB) === 0)
+      return { status: "acquired", lock: new FileLock(fd) };
     const errno = sys().errno();
     closeSync(fd);
     return errno === EWOULDBLOCK ? { status: "busy" } : { status: "error", reason: `flock errno ${errno}` };
@@ -74,7 +78,12 @@ export class FileLock {
   }
 
   /** Polls without blocking the event loop until acquired or `timeoutMs` passes. */
-  static async acquire(path: string, timeoutMs = 10_000, mode: LockMode = "exclusive", signal?: AbortSignal): Promise<FileLock> {
+  static async acquire(
+    path: string,
+    timeoutMs = 10_000,
+    mode: LockMode = "exclusive",
+    signal?: AbortSignal,
+  ): Promise<FileLock> {
     const deadline = Date.now() + timeoutMs;
     let wait = 2;
     for (;;) {
@@ -108,7 +117,12 @@ export class FileLock {
 }
 
 /** Runs `fn` while holding the lock at `path`. */
-export async function withFileLock<T>(path: string, fn: () => Promise<T> | T, timeoutMs?: number, mode: LockMode = "exclusive"): Promise<T> {
+export async function withFileLock<T>(
+  path: string,
+  fn: () => Promise<T> | T,
+  timeoutMs?: number,
+  mode: LockMode = "exclusive",
+): Promise<T> {
   const lock = await FileLock.acquire(path, timeoutMs, mode);
   try {
     return await fn();

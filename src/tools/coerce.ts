@@ -36,7 +36,8 @@ function unwrap(schema: z.ZodType): { inner: z.ZodType; nullable: boolean } {
 export function coerceNumericStrings(schema: z.ZodType, value: unknown): unknown {
   const { inner, nullable } = unwrap(schema);
   const def = defOf(inner);
-  if (def.type === "number") return nullable && typeof value === "string" && NUMERIC.test(value) ? Number(value) : value;
+  if (def.type === "number")
+    return nullable && typeof value === "string" && NUMERIC.test(value) ? Number(value) : value;
   if (def.type === "object" && def.shape && value !== null && typeof value === "object" && !Array.isArray(value)) {
     let out: Record<string, unknown> | undefined;
     for (const [key, field] of Object.entries(def.shape)) {

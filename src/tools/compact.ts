@@ -38,7 +38,11 @@ export function pruneEmpty(o: Record<string, unknown>): Record<string, unknown> 
 }
 
 /** `o` limited to the named keys, empties dropped unless listed in `keep`. */
-export function pick(o: Record<string, unknown>, keys: readonly string[], keep: readonly string[] = []): Record<string, unknown> {
+export function pick(
+  o: Record<string, unknown>,
+  keys: readonly string[],
+  keep: readonly string[] = [],
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const k of keys) {
     if (!(k in o)) continue;

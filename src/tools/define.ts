@@ -96,12 +96,19 @@ export interface ToolManifestEntry {
 }
 
 /** Declares a tool; the identity function exists for type inference of input and output. */
-export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(def: ToolDefinition<I, O>): ToolDefinition<I, O> {
+export function defineTool<I extends z.ZodObject, O extends z.ZodObject>(
+  def: ToolDefinition<I, O>,
+): ToolDefinition<I, O> {
   return def;
 }
 
 /** Annotation presets matching the compatibility matrix. */
-export const READ_ONLY: ToolAnnotations = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false };
+export const READ_ONLY: ToolAnnotations = {
+  readOnlyHint: true,
+  destructiveHint: false,
+  idempotentHint: true,
+  openWorldHint: false,
+};
 
 /**
  * A description as the model gets it: the line breaks that only wrap the source at 100 columns are
@@ -134,8 +141,14 @@ export function unwrapDescription(text: string): string {
  */
 const OFFERED_PART = /\{\{#(\w+)\}\}([\s\S]*?)\{\{\/\1\}\}/g;
 
-export function fillDescription(text: string, settings: Settings, offers: ReadonlySet<Offer> = offersOf(settings)): string {
-  const offered = text.replace(OFFERED_PART, (_, name: string, part: string) => (offers.has(name as Offer) ? part : ""));
+export function fillDescription(
+  text: string,
+  settings: Settings,
+  offers: ReadonlySet<Offer> = offersOf(settings),
+): string {
+  const offered = text.replace(OFFERED_PART, (_, name: string, part: string) =>
+    offers.has(name as Offer) ? part : "",
+  );
   return offered.trim().replace(/\{\{(\w+)\}\}/g, (m, name: string) => {
     const v = (settings as Record<string, unknown>)[name];
     return v === undefined ? m : String(v);
@@ -148,7 +161,9 @@ export function offeredInputSchema(
   when: Partial<Record<Offer, readonly string[]>> | undefined,
   offers: ReadonlySet<Offer>,
 ): Record<string, unknown> {
-  const hidden = Object.entries(when ?? {}).flatMap(([offer, names]) => (offers.has(offer as Offer) ? [] : [...(names ?? [])]));
+  const hidden = Object.entries(when ?? {}).flatMap(([offer, names]) =>
+    offers.has(offer as Offer) ? [] : [...(names ?? [])],
+  );
   if (hidden.length === 0) return schema;
   const all = Object.entries((schema.properties ?? {}) as Record<string, unknown>);
   const properties = Object.fromEntries(all.filter(([k]) => !hidden.includes(k)));

@@ -33,8 +33,21 @@ export type ToolOutcome =
 
 /** Observes calls (the audit log plugs in here). */
 export interface CallObserver {
-  start(info: { callId: string; tool: string; transport: string; input: unknown; principal?: { clientId: string; subject: string; scopes: readonly string[] } }): void;
-  end(info: { callId: string; tool: string; ok: boolean; durationMs: number; output?: unknown; error?: ToolError }): void;
+  start(info: {
+    callId: string;
+    tool: string;
+    transport: string;
+    input: unknown;
+    principal?: { clientId: string; subject: string; scopes: readonly string[] };
+  }): void;
+  end(info: {
+    callId: string;
+    tool: string;
+    ok: boolean;
+    durationMs: number;
+    output?: unknown;
+    error?: ToolError;
+  }): void;
 }
 
 /** The advertised (compact) JSON Schema of a zod input or output; see schema-compact.ts. */
@@ -110,9 +123,13 @@ function checkArgumentNames(def: ToolDefinition, raw: unknown): unknown {
       const near = nearest(n, known);
       return near ? `${n} (did you mean ${near}${unitOf(near)}?)` : n;
     });
-    throw new ToolError("invalid_arguments", `unknown argument${unknown.length > 1 ? "s" : ""} for ${def.name}: ${hints.join(", ")}; accepted: ${known.join(", ")}`, {
-      unknown,
-    });
+    throw new ToolError(
+      "invalid_arguments",
+      `unknown argument${unknown.length > 1 ? "s" : ""} for ${def.name}: ${hints.join(", ")}; accepted: ${known.join(", ")}`,
+      {
+        unknown,
+      },
+    );
   }
   return args;
 }
@@ -132,7 +149,11 @@ function clipText(text: string): string {
  */
 export type ToolSource =
   | ToolDefinition[]
-  | { manifest: ToolManifestEntry[]; load: () => Promise<ToolDefinition[]>; loadOne?: (name: string) => Promise<ToolDefinition | undefined> };
+  | {
+      manifest: ToolManifestEntry[];
+      load: () => Promise<ToolDefinition[]>;
+      loadOne?: (name: string) => Promise<ToolDefinition | undefined>;
+    };
 
 /**
  * Tools that appear and disappear while the server runs (the Agent Bridge's upstream tools and
@@ -150,7 +171,12 @@ export interface DynamicTools {
  * Runs a validated, scope-checked call somewhere other than its handler (a remote session's
  * worker) and returns the result to validate; undefined lets the handler run here.
  */
-export type CallRoute = (def: ToolDefinition, ctx: ToolContext, input: unknown, limitMs: number) => Promise<unknown> | undefined;
+export type CallRoute = (
+  def: ToolDefinition,
+  ctx: ToolContext,
+  input: unknown,
+  limitMs: number,
+) => Promise<unknown> | undefined;
 
 /**
  * Runs after validation and scope checks, before the watchdog starts and before the handler or
@@ -180,7 +206,11 @@ export class ToolRegistry {
     if (Array.isArray(source)) {
       const defs = source.filter((def) => isAvailable(def.availableWhen, settings, this.offers));
       this.listings = defs.map((def) => ({
-        ...this.listingOf(def, offeredInputSchema(jsonSchema(def.input, "input"), def.argumentsWhen, this.offers), jsonSchema(def.output, "output")),
+        ...this.listingOf(
+          def,
+          offeredInputSchema(jsonSchema(def.input, "input"), def.argumentsWhen, this.offers),
+          jsonSchema(def.output, "output"),
+        ),
         fullOutputSchema: once(() => advertisedFullOutputSchema(fullJsonSchema(def.output))),
       }));
       this.loaded = Promise.resolve(new Map(defs.map((d) => [d.name, d])));
@@ -215,7 +245,11 @@ export class ToolRegistry {
     return p;
   }
 
-  private listingOf(def: ToolDefinition, inputSchema: Record<string, unknown>, outputSchema: Record<string, unknown>): ToolListing {
+  private listingOf(
+    def: ToolDefinition,
+    inputSchema: Record<string, unknown>,
+    outputSchema: Record<string, unknown>,
+  ): ToolListing {
     return {
       name: def.name,
       title: def.title,
@@ -242,7 +276,9 @@ export class ToolRegistry {
     // A client lists tools right before calling them: start importing the modules now, after this
     // answer has gone out, so the first call does not wait for them.
     if (!this.loaded) setTimeout(() => void this.definitions().catch(() => undefined), 0);
-    return this.dynamic ? [...this.listings, ...this.dynamic.listings().filter((l) => !this.byName.has(l.name))] : this.listings;
+    return this.dynamic
+      ? [...this.listings, ...this.dynamic.listings().filter((l) => !this.byName.has(l.name))]
+      : this.listings;
   }
 
   /** Whether `name` is one of ours (not a tool the Agent Bridge forwards from an upstream server). */
@@ -269,8 +305,16 @@ export class ToolRegistry {
     const started = performance.now();
     // Before anything recursive (audit redaction, size check, zod) walks the arguments.
     const tooDeep = argumentDepthProblem(args);
-    this.observer?.start({ callId: ctx.callId, tool: name, transport: ctx.transport, input: tooDeep ? { omitted: tooDeep } : args, principal: ctx.principal });
-    const outcome: ToolOutcome = tooDeep ? { ok: false, error: new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${tooDeep}`) } : await this.invoke(def, ctx, args);
+    this.observer?.start({
+      callId: ctx.callId,
+      tool: name,
+      transport: ctx.transport,
+      input: tooDeep ? { omitted: tooDeep } : args,
+      principal: ctx.principal,
+    });
+    const outcome: ToolOutcome = tooDeep
+      ? { ok: false, error: new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${tooDeep}`) }
+      : await this.invoke(def, ctx, args);
     this.observer?.end({
       callId: ctx.callId,
       tool: name,
@@ -284,7 +328,8 @@ export class ToolRegistry {
   private async invoke(def: ToolDefinition, ctx: ToolContext, args: unknown): Promise<ToolOutcome> {
     try {
       const missing = def.scopes.find((s) => ctx.principal && !ctx.principal.scopes.includes(s));
-      if (missing) throw new ToolError("insufficient_scope", `Missing required OAuth scope: ${missing}`, { scope: missing });
+      if (missing)
+        throw new ToolError("insufficient_scope", `Missing required OAuth scope: ${missing}`, { scope: missing });
       const raw = args ?? {};
       if (JSON.stringify(raw).length > this.argumentLimit()) {
         throw new ToolError("arguments_too_large", `arguments exceed ${this.argumentLimit()} bytes`);
@@ -295,7 +340,8 @@ export class ToolRegistry {
         const coerced = coerceNumericStrings(def.input, named);
         if (coerced !== named) parsed = def.input.safeParse(coerced);
       }
-      if (!parsed.success) throw new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${describeIssues(parsed.error)}`);
+      if (!parsed.success)
+        throw new ToolError("invalid_arguments", `invalid arguments for ${def.name}: ${describeIssues(parsed.error)}`);
       // Waiting for a person does not eat into the tool's own time.
       const gated = this.gate?.(def, ctx, parsed.data);
       if (gated) await gated;
@@ -308,7 +354,15 @@ export class ToolRegistry {
       };
       return { ok: true, structured, text: clipText(text), compact };
     } catch (e) {
-      if (e instanceof z.ZodError) return { ok: false, error: incidentError(e, `tool ${def.name}: result outside its schema`, `${def.name} produced a result outside its schema`) };
+      if (e instanceof z.ZodError)
+        return {
+          ok: false,
+          error: incidentError(
+            e,
+            `tool ${def.name}: result outside its schema`,
+            `${def.name} produced a result outside its schema`,
+          ),
+        };
       return { ok: false, error: toToolError(e, `tool ${def.name}`) };
     }
   }

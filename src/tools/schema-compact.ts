@@ -70,7 +70,10 @@ function compactInput(raw: Schema): Schema {
   const repeated = typeof s.pattern === "string" ? REPEATED_CLASS_PATTERN.exec(s.pattern) : null;
   if (repeated && typeof s.maxLength === "number") {
     // `^[c]{1,64}$` says what `^[c]+$` with minLength 1 and maxLength 64 say, in one keyword.
-    const min = Math.max(typeof s.minLength === "number" ? s.minLength : 0, (s.pattern as string).endsWith("+$") ? 1 : 0);
+    const min = Math.max(
+      typeof s.minLength === "number" ? s.minLength : 0,
+      (s.pattern as string).endsWith("+$") ? 1 : 0,
+    );
     s.pattern = `^${repeated[1]}{${min},${s.maxLength}}$`;
     delete s.minLength;
     delete s.maxLength;
@@ -78,7 +81,8 @@ function compactInput(raw: Schema): Schema {
   if (s.default === false) delete s.default;
   // A length cap of 1000 or more only guards against abuse (a 4096-byte path, a 1 MB command): the
   // server enforces it with a clear error, and no model needs to read it.
-  if (typeof s.maxLength === "number" && s.maxLength >= ABUSE_GUARD_LENGTH && s.pattern === undefined) delete s.maxLength;
+  if (typeof s.maxLength === "number" && s.maxLength >= ABUSE_GUARD_LENGTH && s.pattern === undefined)
+    delete s.maxLength;
   s = splitTypeArray(s);
   if (s.properties) {
     s.properties = Object.fromEntries(
@@ -87,9 +91,15 @@ function compactInput(raw: Schema): Schema {
   }
   if (s.items && !isEmpty(s.items)) s.items = compactInput(s.items as Schema);
   else delete s.items;
-  if (s.additionalProperties && typeof s.additionalProperties === "object") s.additionalProperties = compactInput(s.additionalProperties as Schema);
+  if (s.additionalProperties && typeof s.additionalProperties === "object")
+    s.additionalProperties = compactInput(s.additionalProperties as Schema);
   for (const key of ["anyOf", "oneOf", "allOf"] as const) {
-    if (Array.isArray(s[key])) s[key] = dedupe((s[key] as Schema[]).map(compactInput).flatMap((b) => (b.anyOf && Object.keys(b).length === 1 ? (b.anyOf as Schema[]) : [b])));
+    if (Array.isArray(s[key]))
+      s[key] = dedupe(
+        (s[key] as Schema[])
+          .map(compactInput)
+          .flatMap((b) => (b.anyOf && Object.keys(b).length === 1 ? (b.anyOf as Schema[]) : [b])),
+      );
   }
   if (isEmpty(s)) throw new Error("an input schema accepts anything ({}); give it a type");
   return nullDefault ? { ...s, default: null } : s;
@@ -130,7 +140,9 @@ function shallow(raw: Schema): Schema {
  * schema before it leaves the server.
  */
 function compactOutput(raw: Schema): Schema {
-  const properties = Object.fromEntries(Object.entries((raw.properties ?? {}) as Record<string, Schema>).map(([k, v]) => [k, shallow(v)]));
+  const properties = Object.fromEntries(
+    Object.entries((raw.properties ?? {}) as Record<string, Schema>).map(([k, v]) => [k, shallow(v)]),
+  );
   return { type: "object", properties };
 }
 

@@ -10,7 +10,9 @@ import { advertisedFullOutputSchema, advertisedInputSchema, advertisedOutputSche
  */
 export function builtinToolManifest(): ToolManifestEntry[] {
   return builtinTools().map((t) => {
-    const input = advertisedInputSchema(z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>);
+    const input = advertisedInputSchema(
+      z.toJSONSchema(t.input, { io: "input", unrepresentable: "any" }) as Record<string, unknown>,
+    );
     const rawOutput = z.toJSONSchema(t.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
     const output = advertisedOutputSchema(rawOutput);
     return {

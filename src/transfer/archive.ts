@@ -1,4 +1,21 @@
-import { chmodSync, closeSync, constants, createReadStream, createWriteStream, fstatSync, fsyncSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readSync, renameSync, rmSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  createReadStream,
+  createWriteStream,
+  fstatSync,
+  fsyncSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import { join, posix, resolve } from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -30,9 +47,17 @@ export interface PackResult {
  * Writes the children of `root` (a real directory, not a symlink) to `archive`. Any symlink or
  * special file in the tree refuses the whole copy; so does a member the session may not read.
  */
-export async function packDir(root: string, archive: string, compression: "gz" | "none", policy: FilePolicy, limits: ArchiveLimits, signal?: AbortSignal): Promise<PackResult> {
+export async function packDir(
+  root: string,
+  archive: string,
+  compression: "gz" | "none",
+  policy: FilePolicy,
+  limits: ArchiveLimits,
+  signal?: AbortSignal,
+): Promise<PackResult> {
   const top = lstatSync(root);
-  if (top.isSymbolicLink()) throw new ToolError("symlink_refused", "the source directory is a symbolic link; directory copies refuse links");
+  if (top.isSymbolicLink())
+    throw new ToolError("symlink_refused", "the source directory is a symbolic link; directory copies refuse links");
   if (!top.isDirectory()) throw new ToolError("not_a_directory", "the source is not a directory");
   const tarPath = compression === "gz" ? `${archive}.part` : archive;
   const fd = openSync(tarPath, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
@@ -47,21 +72,40 @@ export async function packDir(root: string, archive: string, compression: "gz" |
         const abs = join(dir, name);
         const member = rel ? `${rel}/${name}` : name;
         const st = lstatSync(abs);
-        if (st.isSymbolicLink()) throw new ToolError("symlink_refused", `the source tree holds a symbolic link (${member}); directory copies refuse links`, { member });
-        if (!st.isDirectory() && !st.isFile()) throw new ToolError("special_file_refused", `the source tree holds a special file (${member}); only files and directories are copied`, { member });
+        if (st.isSymbolicLink())
+          throw new ToolError(
+            "symlink_refused",
+            `the source tree holds a symbolic link (${member}); directory copies refuse links`,
+            { member },
+          );
+        if (!st.isDirectory() && !st.isFile())
+          throw new ToolError(
+            "special_file_refused",
+            `the source tree holds a special file (${member}); only files and directories are copied`,
+            { member },
+          );
         checkCanonical(policy, abs, member);
-        if (++entries > limits.maxEntries) throw new ToolError("transfer_too_many_entries", `the directory has more than max_transfer_archive_entries (${limits.maxEntries}) entries`);
+        if (++entries > limits.maxEntries)
+          throw new ToolError(
+            "transfer_too_many_entries",
+            `the directory has more than max_transfer_archive_entries (${limits.maxEntries}) entries`,
+          );
         if (st.isDirectory()) {
           w.entry(member, "dir", st.mode, 0);
           await walk(abs, member);
           continue;
         }
         unpacked += st.size;
-        if (unpacked > limits.maxUnpackedBytes) throw new ToolError("transfer_too_large", `the directory holds more than max_transfer_unpacked_bytes (${limits.maxUnpackedBytes}) bytes`);
+        if (unpacked > limits.maxUnpackedBytes)
+          throw new ToolError(
+            "transfer_too_large",
+            `the directory holds more than max_transfer_unpacked_bytes (${limits.maxUnpackedBytes}) bytes`,
+          );
         const src = openSync(abs, constants.O_RDONLY | constants.O_NOFOLLOW);
         try {
           const fst = fstatSync(src);
-          if (fst.ino !== st.ino || fst.size !== st.size) throw new ToolError("source_changed", `a file changed while it was packed: ${member}`);
+          if (fst.ino !== st.ino || fst.size !== st.size)
+            throw new ToolError("source_changed", `a file changed while it was packed: ${member}`);
           w.entry(member, "file", st.mode, st.size);
           const buf = Buffer.allocUnsafe(1 << 20);
           let at = 0;
@@ -144,9 +188,11 @@ async function gunzipBounded(archive: string, out: string, limit: number, limits
 /** A member name as a safe relative path, or a refusal. */
 function memberPath(name: string): string {
   const trimmed = name.replace(/\/+$/, "");
-  if (trimmed === "" || trimmed.startsWith("/") || name.includes("\0")) throw new ToolError("archive_invalid", `archive member has an absolute or empty name: ${name}`);
+  if (trimmed === "" || trimmed.startsWith("/") || name.includes("\0"))
+    throw new ToolError("archive_invalid", `archive member has an absolute or empty name: ${name}`);
   const parts = trimmed.split("/");
-  if (parts.some((p) => p === ".." || p === "." || p === "")) throw new ToolError("archive_invalid", `archive member name leaves its root or is not normal: ${name}`);
+  if (parts.some((p) => p === ".." || p === "." || p === ""))
+    throw new ToolError("archive_invalid", `archive member name leaves its root or is not normal: ${name}`);
   return parts.join("/");
 }
 
@@ -186,7 +232,11 @@ export async function unpackArchive(input: {
     try {
       const members = scanned ?? listMembers(fd, fstatSync(fd).size, limits);
       // Everything is checked before the first byte is written.
-      if (members.length > limits.maxEntries) throw new ToolError("transfer_too_many_entries", `the archive has more than max_transfer_archive_entries (${limits.maxEntries}) members`);
+      if (members.length > limits.maxEntries)
+        throw new ToolError(
+          "transfer_too_many_entries",
+          `the archive has more than max_transfer_archive_entries (${limits.maxEntries}) members`,
+        );
       let total = 0;
       const seen = new Set<string>();
       const root = join(stage, "tree");
@@ -194,9 +244,14 @@ export async function unpackArchive(input: {
         const rel = memberPath(m.name);
         if (seen.has(rel)) throw new ToolError("archive_invalid", `archive holds the member twice: ${rel}`);
         seen.add(rel);
-        if (!isWithin(root, resolve(root, rel))) throw new ToolError("archive_invalid", `archive member escapes the destination: ${rel}`);
+        if (!isWithin(root, resolve(root, rel)))
+          throw new ToolError("archive_invalid", `archive member escapes the destination: ${rel}`);
         total += m.size;
-        if (total > limits.maxUnpackedBytes) throw new ToolError("transfer_too_large", `the archive declares more than max_transfer_unpacked_bytes (${limits.maxUnpackedBytes}) bytes`);
+        if (total > limits.maxUnpackedBytes)
+          throw new ToolError(
+            "transfer_too_large",
+            `the archive declares more than max_transfer_unpacked_bytes (${limits.maxUnpackedBytes}) bytes`,
+          );
       }
       mkdirSync(root, { mode: 0o700 });
       const dirModes: Array<[string, number]> = [];
@@ -224,7 +279,11 @@ export async function unpackArchive(input: {
       closeSync(fd);
     }
     const backup = await input.lock(() => commit(join(stage, "tree"), dest, name, input.overwrite));
-    return { entries, completed: true, ...finalCleanup(stage, backup, input.cleanupArchive ? input.archive : undefined, cleanup_errors) };
+    return {
+      entries,
+      completed: true,
+      ...finalCleanup(stage, backup, input.cleanupArchive ? input.archive : undefined, cleanup_errors),
+    };
   } catch (e) {
     rmSync(stage, { recursive: true, force: true });
     throw e;
@@ -282,7 +341,12 @@ function commit(tree: string, dest: string, name: string, overwrite: boolean): s
   return backup;
 }
 
-function finalCleanup(stage: string, backup: string | undefined, archive: string | undefined, errors: string[]): Omit<UnpackResult, "entries" | "completed"> {
+function finalCleanup(
+  stage: string,
+  backup: string | undefined,
+  archive: string | undefined,
+  errors: string[],
+): Omit<UnpackResult, "entries" | "completed"> {
   let backup_deleted = true;
   if (backup) {
     try {
@@ -308,4 +372,3 @@ function finalCleanup(stage: string, backup: string | undefined, archive: string
   }
   return { archive_deleted, backup_deleted, cleanup_errors: errors };
 }
-

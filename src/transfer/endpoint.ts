@@ -15,37 +15,83 @@ export interface TransferEndpoint {
    * in this same process, where a digest of the buffer would only be checked against itself.
    */
   readChunk(p: TransferPath, offset: number, length: number, opts?: { digest?: boolean }): Promise<ChunkRead>;
-  beginWrite(p: TransferPath, opts: { overwrite: boolean; expected_bytes: number; transfer_id: string | null }): Promise<BeginWrite>;
+  beginWrite(
+    p: TransferPath,
+    opts: { overwrite: boolean; expected_bytes: number; transfer_id: string | null },
+  ): Promise<BeginWrite>;
   /**
    * `sha256` is the sender's digest of the chunk, checked before anything is written; null only for
    * a local destination fed bytes that came without one (gateway downloads, the controller's spool),
    * which the whole-file digest at finish covers.
    */
-  writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null }): Promise<{ offset: number; bytes: number }>;
-  finishWrite(p: TransferPath, opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null }): Promise<{ bytes: number; sha256: string; resolved_path: string }>;
+  writeChunk(
+    p: TransferPath,
+    opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null },
+  ): Promise<{ offset: number; bytes: number }>;
+  finishWrite(
+    p: TransferPath,
+    opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null },
+  ): Promise<{ bytes: number; sha256: string; resolved_path: string }>;
   abortWrite(p: TransferPath, transferId: string): Promise<void>;
   /**
    * Local endpoints only: makes a complete, verified, immutable file on this host (the gateway's
    * ready spool) the write's temp file by a hard link (DestinationWrite.adopt). False across
    * filesystems. finishWrite publishes it.
    */
-  adoptFile?(p: TransferPath, opts: { transfer_id: string; overwrite: boolean; expected_bytes: number; source: { path: string; dev: number; ino: number; sha256: string } }): Promise<boolean>;
+  adoptFile?(
+    p: TransferPath,
+    opts: {
+      transfer_id: string;
+      overwrite: boolean;
+      expected_bytes: number;
+      source: { path: string; dev: number; ino: number; sha256: string };
+    },
+  ): Promise<boolean>;
   /**
    * A copy within this endpoint's host (same worker): one verified, atomic write transaction. A
    * remote endpoint sends `src_workdir` so the worker binds the source to its own session's workdir.
    */
-  copyFile(src: TransferPath, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null; src_workdir?: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }>;
+  copyFile(
+    src: TransferPath,
+    dst: TransferPath,
+    opts: { overwrite: boolean; transfer_id: string | null; src_workdir?: string | null },
+  ): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }>;
   /** A fresh name for an incoming archive in the endpoint's private temp dir. */
   allocTempPath(compression: "gz" | "none"): Promise<TransferPath>;
   packDir(p: TransferPath, compression: "gz" | "none"): Promise<PackDir>;
-  unpackArchive(archive: TransferPath, dst: TransferPath, opts: { overwrite: boolean; cleanup_archive: boolean }): Promise<UnpackArchive>;
+  unpackArchive(
+    archive: TransferPath,
+    dst: TransferPath,
+    opts: { overwrite: boolean; cleanup_archive: boolean },
+  ): Promise<UnpackArchive>;
   deleteTemp(p: TransferPath): Promise<void>;
   /** Whether the endpoint speaks the gateway protocol (a worker advertising `http-transfer-v1`). */
   readonly httpTransfer: boolean;
   /** Worker side of http_stream: upload this file to the controller gateway (gateway-client.ts). */
-  httpUpload(p: TransferPath, call: HttpCall): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean }>;
+  httpUpload(
+    p: TransferPath,
+    call: HttpCall,
+  ): Promise<{
+    bytes: number;
+    sha256: string;
+    chunks: number;
+    chunk_size: number;
+    resumed_bytes: number;
+    completed: boolean;
+  }>;
   /** Worker side of http_stream: download a ready gateway object into a resumable write. */
-  httpDownload(p: TransferPath, call: HttpCall & { overwrite: boolean; transfer_id: string; mode?: number | null }): Promise<{ bytes: number; sha256: string; chunks: number; chunk_size: number; resumed_bytes: number; completed: boolean; resolved_path: string }>;
+  httpDownload(
+    p: TransferPath,
+    call: HttpCall & { overwrite: boolean; transfer_id: string; mode?: number | null },
+  ): Promise<{
+    bytes: number;
+    sha256: string;
+    chunks: number;
+    chunk_size: number;
+    resumed_bytes: number;
+    completed: boolean;
+    resolved_path: string;
+  }>;
 }
 
 export interface HttpCall {
@@ -121,4 +167,10 @@ export interface UnpackArchive {
  * Finds the endpoint of a session. The local resolver serves local sessions; remote sessions are
  * served over the worker channel (src/remote/transfer-endpoint.ts; docs/remote-workers.md, "session_copy").
  */
-export type EndpointResolver = (session: { session_id: string; target: "local" | "remote"; workdir: string; machine: string | null; worker_session_id: string | null }) => TransferEndpoint;
+export type EndpointResolver = (session: {
+  session_id: string;
+  target: "local" | "remote";
+  workdir: string;
+  machine: string | null;
+  worker_session_id: string | null;
+}) => TransferEndpoint;

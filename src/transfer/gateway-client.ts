@@ -28,13 +28,20 @@ export function validateTransferUrl(url: string, controllerUrl: string): URL {
   } catch {
     throw new ToolError("transfer_url_invalid", "the transfer URL is not a valid URL");
   }
-  if (u.protocol !== c.protocol || u.host !== c.host) throw new ToolError("transfer_url_invalid", "the transfer URL is not on the controller's origin");
-  if (u.username || u.password || u.search || u.hash || url.includes("#") || url.includes("?")) throw new ToolError("transfer_url_invalid", "the transfer URL must not carry credentials, a query or a fragment");
-  if (!PATH.test(u.pathname)) throw new ToolError("transfer_url_invalid", "the transfer URL path is not a gateway object");
+  if (u.protocol !== c.protocol || u.host !== c.host)
+    throw new ToolError("transfer_url_invalid", "the transfer URL is not on the controller's origin");
+  if (u.username || u.password || u.search || u.hash || url.includes("#") || url.includes("?"))
+    throw new ToolError("transfer_url_invalid", "the transfer URL must not carry credentials, a query or a fragment");
+  if (!PATH.test(u.pathname))
+    throw new ToolError("transfer_url_invalid", "the transfer URL path is not a gateway object");
   return u;
 }
 
-function headers(call: GatewayCall, direction: "upload" | "download", extra: Record<string, string> = {}): Record<string, string> {
+function headers(
+  call: GatewayCall,
+  direction: "upload" | "download",
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     authorization: call.authorization,
     ...(call.credential ? { [WORKER_CREDENTIAL_HEADER]: call.credential } : {}),
@@ -63,21 +70,43 @@ async function send(u: URL, init: RequestInit, signal?: AbortSignal): Promise<Re
 }
 
 /** HEAD answers carry no body, so their status stands for the code. */
-const HEAD_CODES: Record<number, string> = { 401: "transfer_unauthorized", 404: "transfer_not_found", 409: "transfer_claimed", 410: "transfer_expired" };
+const HEAD_CODES: Record<number, string> = {
+  401: "transfer_unauthorized",
+  404: "transfer_not_found",
+  409: "transfer_claimed",
+  410: "transfer_expired",
+};
 
 async function refusal(res: Response): Promise<never> {
   const body = (await res.json().catch(() => ({}))) as { error?: string; message?: string };
   const named = res.headers.get("x-transfer-error");
-  const code = body.error ?? (named && /^[a-z_]{1,64}$/.test(named) ? named : undefined) ?? HEAD_CODES[res.status] ?? "transfer_refused";
-  throw new ToolError(code, body.message ?? (code === "source_changed" ? "the source changed during the copy" : `the gateway refused the request (${res.status})`));
+  const code =
+    body.error ??
+    (named && /^[a-z_]{1,64}$/.test(named) ? named : undefined) ??
+    HEAD_CODES[res.status] ??
+    "transfer_refused";
+  throw new ToolError(
+    code,
+    body.message ??
+      (code === "source_changed"
+        ? "the source changed during the copy"
+        : `the gateway refused the request (${res.status})`),
+  );
 }
 
-async function retrying<T>(signal: AbortSignal | undefined, fn: () => Promise<T>, resync?: () => Promise<void>): Promise<T> {
+async function retrying<T>(
+  signal: AbortSignal | undefined,
+  fn: () => Promise<T>,
+  resync?: () => Promise<void>,
+): Promise<T> {
   for (let n = 0; ; n++) {
     try {
       return await fn();
     } catch (e) {
-      if (!(e instanceof Retryable) || n >= RETRIES) throw e instanceof Retryable ? new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`) : e;
+      if (!(e instanceof Retryable) || n >= RETRIES)
+        throw e instanceof Retryable
+          ? new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`)
+          : e;
       if (signal?.aborted) throw new ToolError("cancelled", "the transfer was cancelled");
       await Bun.sleep(Math.min(100 * 2 ** n, 1000));
       await resync?.().catch(() => undefined);
@@ -98,7 +127,12 @@ async function head(u: URL, call: GatewayCall, direction: "upload" | "download")
     const res = await send(u, { method: "HEAD", headers: headers(call, direction) }, call.signal);
     if (res.status !== 200) await refusal(res);
     const h = res.headers;
-    return { offset: Number(h.get("x-transfer-offset")), state: String(h.get("x-transfer-state")), expected_bytes: Number(h.get("x-transfer-expected-bytes")), expected_sha256: h.get("x-transfer-expected-sha256") };
+    return {
+      offset: Number(h.get("x-transfer-offset")),
+      state: String(h.get("x-transfer-state")),
+      expected_bytes: Number(h.get("x-transfer-expected-bytes")),
+      expected_sha256: h.get("x-transfer-expected-sha256"),
+    };
   });
 }
 
@@ -119,22 +153,38 @@ function quiet<T>(p: Promise<T>): Promise<T> {
  */
 export async function httpUpload(source: TransferEndpoint, path: TransferPath, call: GatewayCall) {
   const u = validateTransferUrl(call.url, call.controller_url);
-  if (call.expected_sha256 === null) throw new ToolError("invalid_arguments", "an upload announces the source's sha256");
+  if (call.expected_sha256 === null)
+    throw new ToolError("invalid_arguments", "an upload announces the source's sha256");
   const st = await source.stat(path, { sha256: false });
-  if (st.kind !== "file" || st.size !== call.expected_bytes) throw new ToolError("source_changed", "the source no longer matches the size the copy started with");
+  if (st.kind !== "file" || st.size !== call.expected_bytes)
+    throw new ToolError("source_changed", "the source no longer matches the size the copy started with");
   const first = await head(u, call, "upload");
   const resumed = first.offset;
   let chunks = 0;
   const put = async (at: number, want: number): Promise<number> => {
     const c = await source.readChunk(path, at, want);
-    if (c.identity !== st.identity || c.size !== st.size || c.bytes !== want) throw new ToolError("source_changed", "the source changed during the upload");
+    if (c.identity !== st.identity || c.size !== st.size || c.bytes !== want)
+      throw new ToolError("source_changed", "the source changed during the upload");
     const end = at + c.bytes;
     let committed = false;
     const next = await retrying(
       call.signal,
       async () => {
         if (committed) return end;
-        const res = await send(u, { method: "PUT", body: c.data, headers: headers(call, "upload", { "content-range": `bytes ${at}-${end - 1}/${st.size}`, "content-length": String(c.bytes), "x-content-sha256": c.sha256!, "content-type": "application/octet-stream" }) }, call.signal);
+        const res = await send(
+          u,
+          {
+            method: "PUT",
+            body: c.data,
+            headers: headers(call, "upload", {
+              "content-range": `bytes ${at}-${end - 1}/${st.size}`,
+              "content-length": String(c.bytes),
+              "x-content-sha256": c.sha256!,
+              "content-type": "application/octet-stream",
+            }),
+          },
+          call.signal,
+        );
         if (res.status !== 200) await refusal(res);
         const body = (await res.json().catch(() => undefined)) as { offset?: number } | undefined;
         if (!body || typeof body.offset !== "number") throw new Retryable("the gateway's answer could not be read");
@@ -145,7 +195,8 @@ export async function httpUpload(source: TransferEndpoint, path: TransferPath, c
         committed = (await head(u, call, "upload")).offset >= end;
       },
     );
-    if (next < end) throw new ToolError("transfer_offset_conflict", `the gateway moved its cursor unexpectedly (to ${next})`);
+    if (next < end)
+      throw new ToolError("transfer_offset_conflict", `the gateway moved its cursor unexpectedly (to ${next})`);
     chunks++;
     return end;
   };
@@ -168,13 +219,27 @@ export async function httpUpload(source: TransferEndpoint, path: TransferPath, c
   } catch (e) {
     // The gateway refuses (and drops) an object whose bytes no longer match the announced digest:
     // the chunks still in flight then meet `transfer_not_found`. The cause is the source's change.
-    if (!(e instanceof ToolError && e.code === "cancelled") && (await changed())) throw new ToolError("source_changed", "the source changed during the upload");
+    if (!(e instanceof ToolError && e.code === "cancelled") && (await changed()))
+      throw new ToolError("source_changed", "the source changed during the upload");
     throw e;
   }
   if (await changed()) throw new ToolError("source_changed", "the source changed during the upload");
   const end = await head(u, call, "upload");
-  if (end.offset !== st.size || end.state !== "ready") throw new ToolError(end.state === "failed" ? "source_changed" : "transfer_incomplete", end.state === "failed" ? "the uploaded object does not match the source's sha256 (the source changed during the copy)" : `the gateway did not accept the whole object (state ${end.state})`);
-  return { bytes: st.size, sha256: call.expected_sha256 as string, chunks, chunk_size: call.chunk_size, resumed_bytes: resumed, completed: true };
+  if (end.offset !== st.size || end.state !== "ready")
+    throw new ToolError(
+      end.state === "failed" ? "source_changed" : "transfer_incomplete",
+      end.state === "failed"
+        ? "the uploaded object does not match the source's sha256 (the source changed during the copy)"
+        : `the gateway did not accept the whole object (state ${end.state})`,
+    );
+  return {
+    bytes: st.size,
+    sha256: call.expected_sha256 as string,
+    chunks,
+    chunk_size: call.chunk_size,
+    resumed_bytes: resumed,
+    completed: true,
+  };
 }
 
 /** Bytes one GET asks for (the gateway's MAX_RANGE_BYTES): one long response, not many short ones. */
@@ -187,13 +252,26 @@ const SPAN_BYTES = 64 * 1024 * 1024;
  * no per-range digest, so the bytes are written as they came and the whole-file SHA-256 at finish
  * decides.
  */
-export async function httpDownload(dest: TransferEndpoint, path: TransferPath, call: GatewayCall & { overwrite: boolean; transfer_id: string; mode?: number | null }) {
+export async function httpDownload(
+  dest: TransferEndpoint,
+  path: TransferPath,
+  call: GatewayCall & { overwrite: boolean; transfer_id: string; mode?: number | null },
+) {
   const u = validateTransferUrl(call.url, call.controller_url);
   const total = call.expected_bytes;
   const h = await head(u, call, "download");
   // `uploading` is a local source the controller is still snapshotting: its GETs wait for the bytes.
-  if ((h.state !== "ready" && h.state !== "uploading") || h.expected_bytes !== total || (call.expected_sha256 !== null && h.expected_sha256 !== call.expected_sha256)) throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
-  const begun = await dest.beginWrite(path, { overwrite: call.overwrite, expected_bytes: total, transfer_id: call.transfer_id });
+  if (
+    (h.state !== "ready" && h.state !== "uploading") ||
+    h.expected_bytes !== total ||
+    (call.expected_sha256 !== null && h.expected_sha256 !== call.expected_sha256)
+  )
+    throw new ToolError("transfer_not_ready", "the gateway object is not ready or does not match the copy");
+  const begun = await dest.beginWrite(path, {
+    overwrite: call.overwrite,
+    expected_bytes: total,
+    transfer_id: call.transfer_id,
+  });
   // Bytes received wait here until a whole piece can be written. The endpoint is this host's own
   // (a worker's local files): its writeChunk has written the bytes when it resolves, so the buffer
   // is reused.
@@ -203,14 +281,23 @@ export async function httpDownload(dest: TransferEndpoint, path: TransferPath, c
   let chunks = 0;
   const flush = async () => {
     if (fill === 0) return;
-    await dest.writeChunk(path, { transfer_id: begun.transfer_id, offset: written, data: piece.subarray(0, fill), sha256: null });
+    await dest.writeChunk(path, {
+      transfer_id: begun.transfer_id,
+      offset: written,
+      data: piece.subarray(0, fill),
+      sha256: null,
+    });
     written += fill;
     fill = 0;
     chunks++;
   };
   /** Streams [from, to] (or the shorter range the gateway answers) into the pieces. */
   const span = async (from: number, to: number) => {
-    const res = await send(u, { method: "GET", headers: headers(call, "download", { range: `bytes=${from}-${to}` }) }, call.signal);
+    const res = await send(
+      u,
+      { method: "GET", headers: headers(call, "download", { range: `bytes=${from}-${to}` }) },
+      call.signal,
+    );
     if (res.status !== 206) await refusal(res);
     const r = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(res.headers.get("content-range") ?? "");
     const end = r ? Number(r[2]) : -1;
@@ -256,7 +343,8 @@ export async function httpDownload(dest: TransferEndpoint, path: TransferPath, c
       if (!(e instanceof Retryable)) throw e;
       // A response that got somewhere is not counted against the retries.
       if (written + fill > from) failures = 0;
-      if (++failures > RETRIES) throw new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`);
+      if (++failures > RETRIES)
+        throw new ToolError("transfer_network_error", `the gateway could not be reached: ${e.message}`);
       await Bun.sleep(Math.min(100 * 2 ** (failures - 1), 1000));
     }
   }
@@ -266,9 +354,26 @@ export async function httpDownload(dest: TransferEndpoint, path: TransferPath, c
   let expected = call.expected_sha256;
   if (expected === null) {
     const end = await head(u, call, "download");
-    if (end.state !== "ready" || end.expected_sha256 === null || !/^[0-9a-f]{64}$/.test(end.expected_sha256)) throw new ToolError(end.state === "failed" ? "source_changed" : "transfer_incomplete", `the gateway object is ${end.state}, its digest is not settled`);
+    if (end.state !== "ready" || end.expected_sha256 === null || !/^[0-9a-f]{64}$/.test(end.expected_sha256))
+      throw new ToolError(
+        end.state === "failed" ? "source_changed" : "transfer_incomplete",
+        `the gateway object is ${end.state}, its digest is not settled`,
+      );
     expected = end.expected_sha256;
   }
-  const done = await dest.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: total, expected_sha256: expected, mode: call.mode ?? null });
-  return { bytes: done.bytes, sha256: done.sha256, chunks, chunk_size: call.chunk_size, resumed_bytes: begun.offset, completed: true, resolved_path: done.resolved_path };
+  const done = await dest.finishWrite(path, {
+    transfer_id: begun.transfer_id,
+    expected_bytes: total,
+    expected_sha256: expected,
+    mode: call.mode ?? null,
+  });
+  return {
+    bytes: done.bytes,
+    sha256: done.sha256,
+    chunks,
+    chunk_size: call.chunk_size,
+    resumed_bytes: begun.offset,
+    completed: true,
+    resolved_path: done.resolved_path,
+  };
 }

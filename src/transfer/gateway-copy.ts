@@ -13,7 +13,15 @@ import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
  */
 
 /** Failures a retry cannot continue from: the destination's partial file is removed, not kept. */
-export const FINAL_COPY_ERRORS: ReadonlySet<string> = new Set(["cancelled", "transfer_checksum_mismatch", "transfer_identity_changed", "destination_exists", "destination_is_directory", "source_changed", "transfer_size_mismatch"]);
+export const FINAL_COPY_ERRORS: ReadonlySet<string> = new Set([
+  "cancelled",
+  "transfer_checksum_mismatch",
+  "transfer_identity_changed",
+  "destination_exists",
+  "destination_is_directory",
+  "source_changed",
+  "transfer_size_mismatch",
+]);
 
 export interface GatewayConfig {
   store: GatewayStore;
@@ -43,10 +51,12 @@ export async function httpStreamCopy(input: {
 }): Promise<{ bytes: number; sha256: string; chunks: number; resumed_bytes: number; resolved_path: string }> {
   const { gateway, src, dst, stat } = input;
   // A worker's upload announces its digest; a local source's is settled by its snapshot.
-  if (!stat.sha256 && src.endpoint.target !== "local") throw new ToolError("internal_error", "an upload through the gateway needs the source digest");
+  if (!stat.sha256 && src.endpoint.target !== "local")
+    throw new ToolError("internal_error", "an upload through the gateway needs the source digest");
   const store = gateway.store;
   const chunk = Math.min(input.chunkSize, store.limits.chunkBytes);
-  if (src.endpoint.target === "local" && src.localPath === undefined) throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
+  if (src.endpoint.target === "local" && src.localPath === undefined)
+    throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
   const localSource = src.endpoint.target === "local" ? src.localPath : undefined;
   const prepared = await store.prepare({
     expected_bytes: stat.size,
@@ -75,19 +85,31 @@ export async function httpStreamCopy(input: {
     if (prepared.state === "ready") {
       if (src.endpoint.target === "remote") upResumed = stat.size;
     } else if (src.endpoint.target === "local") {
-      if (src.localPath === undefined) throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
-      if (dst.endpoint.target !== "remote") throw new ToolError("internal_error", "a local source goes through the gateway only to a worker");
+      if (src.localPath === undefined)
+        throw new ToolError("internal_error", "a local source needs its confined path for the spool snapshot");
+      if (dst.endpoint.target !== "remote")
+        throw new ToolError("internal_error", "a local source goes through the gateway only to a worker");
       // The snapshot fills the spool while the worker already downloads what is there.
       snapshot = snapshotSource(store, id, src.localPath, stopSnapshot.signal);
       snapshot.catch(() => undefined);
     } else {
-      const up = await src.endpoint.httpUpload(src.path, { url, controller_url: gateway.baseUrl, authorization: prepared.upload_authorization!, worker: src.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256!, chunk_size: chunk, signal: input.signal });
+      const up = await src.endpoint.httpUpload(src.path, {
+        url,
+        controller_url: gateway.baseUrl,
+        authorization: prepared.upload_authorization!,
+        worker: src.endpoint.machine!,
+        expected_bytes: stat.size,
+        expected_sha256: stat.sha256!,
+        chunk_size: chunk,
+        signal: input.signal,
+      });
       upChunks = up.chunks;
       upResumed = up.resumed_bytes;
     }
     if (!snapshot) {
       const obj = store.object(id);
-      if (obj.state !== "ready") throw new ToolError("transfer_incomplete", `the gateway object is ${obj.state}, not ready`);
+      if (obj.state !== "ready")
+        throw new ToolError("transfer_incomplete", `the gateway object is ${obj.state}, not ready`);
     }
     // A new object shares nothing with an earlier attempt (its source changed, or the object expired):
     // the destination's partial file of that attempt is not continued, the copy starts from byte 0.
@@ -96,7 +118,19 @@ export async function httpStreamCopy(input: {
     if (dst.endpoint.target === "remote") {
       // A failed snapshot fails the download too (its GETs are refused); its own error says why.
       down = await Promise.race([
-        dst.endpoint.httpDownload(dst.path, { url, controller_url: gateway.baseUrl, authorization: prepared.download_authorization!, worker: dst.endpoint.machine!, expected_bytes: stat.size, expected_sha256: stat.sha256, chunk_size: chunk, overwrite: input.overwrite, transfer_id: transferId, mode: stat.mode & 0o777, signal: input.signal }),
+        dst.endpoint.httpDownload(dst.path, {
+          url,
+          controller_url: gateway.baseUrl,
+          authorization: prepared.download_authorization!,
+          worker: dst.endpoint.machine!,
+          expected_bytes: stat.size,
+          expected_sha256: stat.sha256,
+          chunk_size: chunk,
+          overwrite: input.overwrite,
+          transfer_id: transferId,
+          mode: stat.mode & 0o777,
+          signal: input.signal,
+        }),
         ...(snapshot ? [snapshot.then(() => new Promise<never>(() => undefined))] : []),
       ]);
       if (snapshot) await snapshot;
@@ -104,7 +138,13 @@ export async function httpStreamCopy(input: {
       down = await spoolToLocal(store, id, dst.endpoint, dst.path, { ...input, chunk, transferId, upChunks });
     }
     await store.finish(id, "consumed");
-    return { bytes: down.bytes, sha256: down.sha256, chunks: upChunks + down.chunks, resumed_bytes: Math.max(upResumed, down.resumed_bytes), resolved_path: down.resolved_path };
+    return {
+      bytes: down.bytes,
+      sha256: down.sha256,
+      chunks: upChunks + down.chunks,
+      resumed_bytes: Math.max(upResumed, down.resumed_bytes),
+      resolved_path: down.resolved_path,
+    };
   } catch (e) {
     stopSnapshot.abort();
     await snapshot?.catch(() => undefined);
@@ -112,7 +152,8 @@ export async function httpStreamCopy(input: {
     // A failure a retry cannot continue from (destination_exists, a digest mismatch) still removes
     // the destination's partial file, as the chunk relay does; the verified spool stays for the retry.
     if (input.resumeKey !== null && !input.signal.aborted) {
-      if (e instanceof ToolError && FINAL_COPY_ERRORS.has(e.code)) await dst.endpoint.abortWrite(dst.path, transferId).catch(() => undefined);
+      if (e instanceof ToolError && FINAL_COPY_ERRORS.has(e.code))
+        await dst.endpoint.abortWrite(dst.path, transferId).catch(() => undefined);
       // A local delivery may have linked the spool (and the abort unlinked it): same file, new ctime.
       await store.refreshIdentity(id).catch(() => undefined);
       await store.suspend(id).catch(() => undefined);
@@ -127,7 +168,21 @@ export async function httpStreamCopy(input: {
 }
 
 /** The local destination's write transaction fed from the identity-checked spool. */
-async function spoolToLocal(store: GatewayStore, id: string, dst: TransferEndpoint, path: TransferPath, o: { overwrite: boolean; chunk: number; transferId: string; stat: StatResult; signal: AbortSignal; upChunks: number; onBytes?: (b: number, c: number) => void }) {
+async function spoolToLocal(
+  store: GatewayStore,
+  id: string,
+  dst: TransferEndpoint,
+  path: TransferPath,
+  o: {
+    overwrite: boolean;
+    chunk: number;
+    transferId: string;
+    stat: StatResult;
+    signal: AbortSignal;
+    upChunks: number;
+    onBytes?: (b: number, c: number) => void;
+  },
+) {
   const size = o.stat.size;
   // The source was a worker's upload: its announced digest, which the spool was verified against.
   const expected = o.stat.sha256;
@@ -138,11 +193,21 @@ async function spoolToLocal(store: GatewayStore, id: string, dst: TransferEndpoi
     const m = store.object(id);
     closeSync(store.openSpool(m, constants.O_RDONLY));
     const source = { path: store.spoolPath(id), dev: m.spool_identity_a, ino: m.spool_identity_b, sha256: expected };
-    const adopted = await dst.adoptFile(path, { transfer_id: o.transferId, overwrite: o.overwrite, expected_bytes: size, source });
+    const adopted = await dst.adoptFile(path, {
+      transfer_id: o.transferId,
+      overwrite: o.overwrite,
+      expected_bytes: size,
+      source,
+    });
     await store.refreshIdentity(id);
     if (adopted) {
       o.onBytes?.(size, o.upChunks);
-      const done = await dst.finishWrite(path, { transfer_id: o.transferId, expected_bytes: size, expected_sha256: expected, mode: o.stat.mode });
+      const done = await dst.finishWrite(path, {
+        transfer_id: o.transferId,
+        expected_bytes: size,
+        expected_sha256: expected,
+        mode: o.stat.mode,
+      });
       return { ...done, chunks: 0, resumed_bytes: 0 };
     }
   }
@@ -168,6 +233,11 @@ async function spoolToLocal(store: GatewayStore, id: string, dst: TransferEndpoi
     chunks++;
     o.onBytes?.(at, o.upChunks + chunks);
   }
-  const done = await dst.finishWrite(path, { transfer_id: begun.transfer_id, expected_bytes: size, expected_sha256: expected, mode: o.stat.mode });
+  const done = await dst.finishWrite(path, {
+    transfer_id: begun.transfer_id,
+    expected_bytes: size,
+    expected_sha256: expected,
+    mode: o.stat.mode,
+  });
   return { ...done, chunks, resumed_bytes: begun.offset };
 }

@@ -95,6 +95,16 @@ export function pidAlive(pid: number): boolean {
 }
 
 /** The gateway limits a server's settings give. */
-export function gatewayLimits(s: { remote_http_transfer_chunk_bytes: number; remote_http_transfer_ticket_ttl_s: number; remote_http_transfer_max_active: number; remote_http_transfer_max_spool_bytes: number }): GatewayLimits {
-  return { chunkBytes: s.remote_http_transfer_chunk_bytes, ticketTtlS: s.remote_http_transfer_ticket_ttl_s, maxActive: s.remote_http_transfer_max_active, maxSpoolBytes: s.remote_http_transfer_max_spool_bytes };
+export function gatewayLimits(s: {
+  remote_http_transfer_chunk_bytes: number;
+  remote_http_transfer_ticket_ttl_s: number;
+  remote_http_transfer_max_active: number;
+  remote_http_transfer_max_spool_bytes: number;
+}): GatewayLimits {
+  return {
+    chunkBytes: s.remote_http_transfer_chunk_bytes,
+    ticketTtlS: s.remote_http_transfer_ticket_ttl_s,
+    maxActive: s.remote_http_transfer_max_active,
+    maxSpoolBytes: s.remote_http_transfer_max_spool_bytes,
+  };
 }

@@ -53,10 +53,14 @@ const STATUS: Record<string, number> = {
 const NO_STORE = { "cache-control": "no-store" };
 
 function fail(e: unknown): Response {
-  const te = e instanceof ToolError ? e : incidentError(e, "transfer gateway route", "the transfer failed on the controller");
+  const te =
+    e instanceof ToolError ? e : incidentError(e, "transfer gateway route", "the transfer failed on the controller");
   const status = STATUS[te.code] ?? (te.code === "internal_error" ? 500 : 422);
   // The code in a header too: an answer to HEAD carries no body.
-  return Response.json({ ok: false, error: te.code, message: te.message, detail: te.message }, { status, headers: { ...NO_STORE, "x-transfer-error": te.code } });
+  return Response.json(
+    { ok: false, error: te.code, message: te.message, detail: te.message },
+    { status, headers: { ...NO_STORE, "x-transfer-error": te.code } },
+  );
 }
 
 /** The exact route the body limiter leaves alone: it bounds its own body by the chunk size. */
@@ -69,7 +73,13 @@ function bad(msg: string, code = "transfer_bad_request"): never {
 }
 
 function cursorHeaders(m: ObjectMeta): Record<string, string> {
-  return { "x-transfer-offset": String(m.offset), "x-transfer-state": m.state, "x-transfer-expected-bytes": String(m.expected_bytes), ...(m.expected_sha256 === null ? {} : { "x-transfer-expected-sha256": m.expected_sha256 }), ...NO_STORE };
+  return {
+    "x-transfer-offset": String(m.offset),
+    "x-transfer-state": m.state,
+    "x-transfer-expected-bytes": String(m.expected_bytes),
+    ...(m.expected_sha256 === null ? {} : { "x-transfer-expected-sha256": m.expected_sha256 }),
+    ...NO_STORE,
+  };
 }
 
 /** Handles `/remote/transfer/{id}`; undefined for other paths. */
@@ -87,9 +97,19 @@ export function transferGatewayHandler(
   return async (req, url) => {
     const id = TRANSFER_PATH.exec(url.pathname)?.[1];
     if (!id) return undefined;
-    const direction: Direction | undefined = req.method === "PUT" ? "upload" : req.method === "GET" ? "download" : req.method === "HEAD" ? (req.headers.get("x-local-shell-mcp-transfer-direction") as Direction) : undefined;
+    const direction: Direction | undefined =
+      req.method === "PUT"
+        ? "upload"
+        : req.method === "GET"
+          ? "download"
+          : req.method === "HEAD"
+            ? (req.headers.get("x-local-shell-mcp-transfer-direction") as Direction)
+            : undefined;
     if (direction === undefined) return fail(new ToolError("transfer_bad_request", "use HEAD, PUT or GET"));
-    if (direction !== "upload" && direction !== "download") return fail(new ToolError("transfer_bad_request", "HEAD needs X-Local-Shell-MCP-Transfer-Direction: upload|download"));
+    if (direction !== "upload" && direction !== "download")
+      return fail(
+        new ToolError("transfer_bad_request", "HEAD needs X-Local-Shell-MCP-Transfer-Direction: upload|download"),
+      );
     let claimed = false;
     try {
       const token = req.headers.get(WORKER_CREDENTIAL_HEADER);
@@ -102,8 +122,18 @@ export function transferGatewayHandler(
       const m = await store.authorize(id, direction, worker, req.headers.get("authorization"));
       claimed = true;
       if (req.method === "HEAD") {
-        const body = { transfer_id: m.transfer_id, state: m.state, offset: m.offset, expected_bytes: m.expected_bytes, expected_sha256: m.expected_sha256, expires_at: m.expires_at };
-        return new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json", ...cursorHeaders(m) } });
+        const body = {
+          transfer_id: m.transfer_id,
+          state: m.state,
+          offset: m.offset,
+          expected_bytes: m.expected_bytes,
+          expected_sha256: m.expected_sha256,
+          expires_at: m.expires_at,
+        };
+        return new Response(JSON.stringify(body), {
+          status: 200,
+          headers: { "content-type": "application/json", ...cursorHeaders(m) },
+        });
       }
       if (req.method === "PUT") return await upload(store, m, req);
       const res = await download(store, m, req, () => void store.release(id));
@@ -123,17 +153,23 @@ async function upload(store: GatewayStore, m: ObjectMeta, req: Request): Promise
   const range = /^bytes (\d{1,16})-(\d{1,16})\/(\d{1,16})$/.exec(req.headers.get("content-range") ?? "");
   if (!range) bad("Content-Range must be 'bytes <start>-<end>/<total>'", "transfer_bad_range");
   const [start, endIncl, total] = [Number(range[1]), Number(range[2]), Number(range[3])];
-  if (endIncl < start || total <= 0 || endIncl >= total) bad("Content-Range is not a valid range", "transfer_bad_range");
-  if (total !== m.expected_bytes) bad(`Content-Range total ${total} is not the object's ${m.expected_bytes} bytes`, "transfer_bad_range");
+  if (endIncl < start || total <= 0 || endIncl >= total)
+    bad("Content-Range is not a valid range", "transfer_bad_range");
+  if (total !== m.expected_bytes)
+    bad(`Content-Range total ${total} is not the object's ${m.expected_bytes} bytes`, "transfer_bad_range");
   const len = endIncl - start + 1;
-  if (len > store.limits.chunkBytes) bad(`a chunk may hold at most ${store.limits.chunkBytes} bytes`, "transfer_chunk_too_large");
+  if (len > store.limits.chunkBytes)
+    bad(`a chunk may hold at most ${store.limits.chunkBytes} bytes`, "transfer_chunk_too_large");
   const declared = req.headers.get("content-length");
-  if (declared === null || !/^\d+$/.test(declared) || Number(declared) !== len) bad("Content-Length must equal the chunk length", "transfer_length_mismatch");
+  if (declared === null || !/^\d+$/.test(declared) || Number(declared) !== len)
+    bad("Content-Length must equal the chunk length", "transfer_length_mismatch");
   const sha = req.headers.get("x-content-sha256") ?? "";
   if (!SHA.test(sha)) bad("X-Content-SHA256 must be 64 lowercase hex characters");
-  if (start > m.offset + MAX_AHEAD_CHUNKS * store.limits.chunkBytes) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
+  if (start > m.offset + MAX_AHEAD_CHUNKS * store.limits.chunkBytes)
+    throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
   const held = bodies.get(m.transfer_id) ?? 0;
-  if (held >= MAX_BODIES_PER_OBJECT) throw new ToolError("transfer_claimed", "too many chunks of this transfer are in flight");
+  if (held >= MAX_BODIES_PER_OBJECT)
+    throw new ToolError("transfer_claimed", "too many chunks of this transfer are in flight");
   bodies.set(m.transfer_id, held + 1);
   try {
     const data = await receive(req, len, sha);
@@ -183,7 +219,8 @@ async function receive(req: Request, len: number, sha: string): Promise<Uint8Arr
  */
 async function download(store: GatewayStore, m: ObjectMeta, req: Request, done: () => void): Promise<Response> {
   const growing = m.state === "uploading" && m.upload_worker === null;
-  if (m.state !== "ready" && !growing) throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, not ready for download`);
+  if (m.state !== "ready" && !growing)
+    throw new ToolError("transfer_not_ready", `the transfer is ${m.state}, not ready for download`);
   const range = /^bytes=(\d{1,16})-(\d{0,16})$/.exec(req.headers.get("range") ?? "");
   if (!range) bad("Range must be 'bytes=<start>-[<end>]'", "transfer_bad_range");
   const start = Number(range[1]);
@@ -209,7 +246,11 @@ async function download(store: GatewayStore, m: ObjectMeta, req: Request, done: 
         if (growing) {
           await store.waitForOffset(id, at + want, ORDER_WAIT_MS);
           const now = store.object(id);
-          if (now.offset < at + want || (now.state !== "uploading" && now.state !== "ready")) throw new ToolError("transfer_not_ready", `the transfer is ${now.state}, its bytes ${at}-${at + want - 1} are not there`);
+          if (now.offset < at + want || (now.state !== "uploading" && now.state !== "ready"))
+            throw new ToolError(
+              "transfer_not_ready",
+              `the transfer is ${now.state}, its bytes ${at}-${at + want - 1} are not there`,
+            );
         }
         if (!open) return;
         const piece = Buffer.allocUnsafe(want);
@@ -234,6 +275,12 @@ async function download(store: GatewayStore, m: ObjectMeta, req: Request, done: 
   });
   return new Response(body, {
     status: 206,
-    headers: { "content-type": "application/octet-stream", "content-range": `bytes ${start}-${end}/${m.expected_bytes}`, "content-length": String(end - start + 1), "accept-ranges": "bytes", ...NO_STORE },
+    headers: {
+      "content-type": "application/octet-stream",
+      "content-range": `bytes ${start}-${end}/${m.expected_bytes}`,
+      "content-length": String(end - start + 1),
+      "accept-ranges": "bytes",
+      ...NO_STORE,
+    },
   });
 }

@@ -32,7 +32,12 @@ export function localSourceIdentity(path: string): string {
  * source written meanwhile never becomes a `ready` object, and a retry after such a change starts a
  * new object (gateway-store.ts `resumable`).
  */
-export async function snapshotSource(store: GatewayStore, id: string, path: string, signal: AbortSignal): Promise<void> {
+export async function snapshotSource(
+  store: GatewayStore,
+  id: string,
+  path: string,
+  signal: AbortSignal,
+): Promise<void> {
   const src = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
   try {
     const want = store.object(id).source_identity ?? null;
@@ -55,14 +60,21 @@ export async function snapshotSource(store: GatewayStore, id: string, path: stri
         if (r <= 0) throw new ToolError("source_changed", "the source became shorter while it was snapshotted");
         got += r;
       }
-      if (at + n === size && !same()) throw new ToolError("source_changed", "the source changed while it was snapshotted");
+      if (at + n === size && !same())
+        throw new ToolError("source_changed", "the source changed while it was snapshotted");
       await store.appendSnapshot(id, at, buf.subarray(0, n));
       // Downloads of what is already here run between the pieces.
       await new Promise((r) => setImmediate(r));
     }
     if (!same()) throw new ToolError("source_changed", "the source changed while it was snapshotted");
     const m = store.object(id);
-    if (m.state !== "ready") throw new ToolError(m.state === "failed" ? "source_changed" : "transfer_incomplete", m.state === "failed" ? "the snapshot does not match the source's sha256 (the source changed during the copy)" : `the snapshot is ${m.state}`);
+    if (m.state !== "ready")
+      throw new ToolError(
+        m.state === "failed" ? "source_changed" : "transfer_incomplete",
+        m.state === "failed"
+          ? "the snapshot does not match the source's sha256 (the source changed during the copy)"
+          : `the snapshot is ${m.state}`,
+      );
   } finally {
     closeSync(src);
   }

@@ -32,7 +32,10 @@ export class SpoolAppends {
   private readonly active = new Map<string, ObjectMeta>();
   private readonly flushing = new Set<string>();
   /** What was saved at each active object's last checkpoint (its spool fsynced up to `offset`). */
-  private readonly durable = new Map<string, { offset: number; at: number; gen: string; last_chunk: ObjectMeta["last_chunk"] }>();
+  private readonly durable = new Map<
+    string,
+    { offset: number; at: number; gen: string; last_chunk: ObjectMeta["last_chunk"] }
+  >();
 
   constructor(private readonly host: SpoolHost) {}
 
@@ -73,7 +76,13 @@ export class SpoolAppends {
     }
     try {
       const st = fstatSync(fd, { bigint: true });
-      if (!st.isFile() || Number(st.dev) !== m.spool_identity_a || Number(st.ino) !== m.spool_identity_b || Number(st.size) <= m.offset) return;
+      if (
+        !st.isFile() ||
+        Number(st.dev) !== m.spool_identity_a ||
+        Number(st.ino) !== m.spool_identity_b ||
+        Number(st.size) <= m.offset
+      )
+        return;
       ftruncateSync(fd, m.offset);
       fsyncSync(fd);
       m.spool_identity_c = generation(fstatSync(fd, { bigint: true }));
@@ -106,7 +115,8 @@ export class SpoolAppends {
     const len = data.length;
     const fd = this.host.openSpool(m, constants.O_RDWR);
     try {
-      if (fstatSync(fd).size !== m.offset) throw new ToolError("transfer_spool_changed", "the spool size does not match the committed cursor");
+      if (fstatSync(fd).size !== m.offset)
+        throw new ToolError("transfer_spool_changed", "the spool size does not match the committed cursor");
       const start = m.offset;
       let h = this.hashers.get(m.transfer_id);
       if (!h || h.hashed !== start) {
@@ -147,7 +157,11 @@ export class SpoolAppends {
       if (last || !d) {
         fsyncSync(fd);
         this.checkpointed(m);
-      } else if (!this.flushing.has(m.transfer_id) && (m.offset - d.offset >= CHECKPOINT_BYTES || Date.now() - d.at >= CHECKPOINT_MS)) this.checkpointSoon(m);
+      } else if (
+        !this.flushing.has(m.transfer_id) &&
+        (m.offset - d.offset >= CHECKPOINT_BYTES || Date.now() - d.at >= CHECKPOINT_MS)
+      )
+        this.checkpointSoon(m);
     } finally {
       closeSync(fd);
     }
@@ -178,12 +192,16 @@ export class SpoolAppends {
 
   /** Saves an active object's metadata after its spool was fsynced; a settled one leaves memory. */
   private checkpointed(m: ObjectMeta): void {
-    this.durable.set(m.transfer_id, { offset: m.offset, at: Date.now(), gen: m.spool_identity_c, last_chunk: m.last_chunk });
+    this.durable.set(m.transfer_id, {
+      offset: m.offset,
+      at: Date.now(),
+      gen: m.spool_identity_c,
+      last_chunk: m.last_chunk,
+    });
     this.host.save(m);
     if (m.state !== "uploading") {
       this.active.delete(m.transfer_id);
       this.durable.delete(m.transfer_id);
     }
   }
-
 }

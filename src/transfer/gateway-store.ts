@@ -1,12 +1,46 @@
-import { closeSync, constants, fstatSync, openSync, readdirSync, readFileSync, rmSync, lstatSync, type BigIntStats } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  lstatSync,
+  type BigIntStats,
+} from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
 import { FileLock } from "../store/lock.ts";
 import { SpoolAppends } from "./gateway-spool.ts";
-import { type Direction, type GatewayLimits, generation, type ObjectMeta, type ObjectState, pidAlive, type Prepared, PROCESS_NONCE, now, sha256hex, SUSPEND_S, TERMINAL, TRANSFER_OBJECT_ID, timingSafeEqualHex, token } from "./gateway-object.ts";
+import {
+  type Direction,
+  type GatewayLimits,
+  generation,
+  type ObjectMeta,
+  type ObjectState,
+  pidAlive,
+  type Prepared,
+  PROCESS_NONCE,
+  now,
+  sha256hex,
+  SUSPEND_S,
+  TERMINAL,
+  TRANSFER_OBJECT_ID,
+  timingSafeEqualHex,
+  token,
+} from "./gateway-object.ts";
 
-export { gatewayLimits, type Direction, type GatewayLimits, type ObjectMeta, type ObjectState, type Prepared, TRANSFER_OBJECT_ID } from "./gateway-object.ts";
+export {
+  gatewayLimits,
+  type Direction,
+  type GatewayLimits,
+  type ObjectMeta,
+  type ObjectState,
+  type Prepared,
+  TRANSFER_OBJECT_ID,
+} from "./gateway-object.ts";
 
 /**
  * The controller's resumable transfer gateway store (spec §2.4): objects under
@@ -42,7 +76,10 @@ export class GatewayStore {
   /** Appends in progress here: running digests, unsaved cursors, checkpoints (gateway-spool.ts). */
   private readonly spool = new SpoolAppends(this);
 
-  constructor(stateDir: string, readonly limits: GatewayLimits) {
+  constructor(
+    stateDir: string,
+    readonly limits: GatewayLimits,
+  ) {
     this.dir = join(stateDir, "remote_transfers");
     ensurePrivateDir(this.dir);
   }
@@ -129,9 +166,15 @@ export class GatewayStore {
    * copies it into the spool itself (gateway-snapshot.ts), while downloads may already read what is there.
    */
   async prepare(input: PrepareInput): Promise<Prepared> {
-    const shaOk = input.expected_sha256 === null ? input.snapshot !== null && (input.source_identity ?? null) !== null : /^[0-9a-f]{64}$/.test(input.expected_sha256);
+    const shaOk =
+      input.expected_sha256 === null
+        ? input.snapshot !== null && (input.source_identity ?? null) !== null
+        : /^[0-9a-f]{64}$/.test(input.expected_sha256);
     if (!shaOk || !Number.isSafeInteger(input.expected_bytes) || input.expected_bytes <= 0) {
-      throw new ToolError("invalid_arguments", "a gateway object needs a positive size and a sha256 (or a local source's identity)");
+      throw new ToolError(
+        "invalid_arguments",
+        "a gateway object needs a positive size and a sha256 (or a local source's identity)",
+      );
     }
     return this.locked(() => {
       this.cleanup();
@@ -155,7 +198,15 @@ export class GatewayStore {
         claim: null,
       });
       this.save(m);
-      return { transfer_id: m.transfer_id, upload_authorization: up && `Transfer ${up}`, download_authorization: down && `Transfer ${down}`, offset: m.offset, state: m.state, expires_at: m.expires_at, created };
+      return {
+        transfer_id: m.transfer_id,
+        upload_authorization: up && `Transfer ${up}`,
+        download_authorization: down && `Transfer ${down}`,
+        offset: m.offset,
+        state: m.state,
+        expires_at: m.expires_at,
+        created,
+      };
     });
   }
 
@@ -165,9 +216,16 @@ export class GatewayStore {
    */
   private resumable(m: ObjectMeta, input: PrepareInput): boolean {
     if (m.expected_bytes !== input.expected_bytes) return false;
-    if ((input.source_identity ?? null) !== null ? (m.source_identity ?? null) !== input.source_identity : m.expected_sha256 !== input.expected_sha256) return false;
-    if (input.expected_sha256 !== null && m.expected_sha256 !== null && m.expected_sha256 !== input.expected_sha256) return false;
-    if (m.source_session_id !== input.source_session_id || m.destination_session_id !== input.destination_session_id) return false;
+    if (
+      (input.source_identity ?? null) !== null
+        ? (m.source_identity ?? null) !== input.source_identity
+        : m.expected_sha256 !== input.expected_sha256
+    )
+      return false;
+    if (input.expected_sha256 !== null && m.expected_sha256 !== null && m.expected_sha256 !== input.expected_sha256)
+      return false;
+    if (m.source_session_id !== input.source_session_id || m.destination_session_id !== input.destination_session_id)
+      return false;
     if (TERMINAL.has(m.state)) return false;
     try {
       const fd = this.openSpool(m, constants.O_RDONLY);
@@ -181,13 +239,30 @@ export class GatewayStore {
 
   private create(input: PrepareInput, keyHash: string | null): ObjectMeta {
     const live = this.all().filter((o) => !TERMINAL.has(o.state));
-    if (input.expected_bytes > this.limits.maxSpoolBytes) throw new ToolError("transfer_quota_exceeded", "the object is larger than remote_http_transfer_max_spool_bytes");
-    if (live.length >= this.limits.maxActive) throw new ToolError("transfer_quota_exceeded", "too many active gateway transfers (remote_http_transfer_max_active)");
-    if (live.reduce((s, o) => s + o.expected_bytes, 0) + input.expected_bytes > this.limits.maxSpoolBytes) throw new ToolError("transfer_quota_exceeded", "the gateway spool is full (remote_http_transfer_max_spool_bytes)");
+    if (input.expected_bytes > this.limits.maxSpoolBytes)
+      throw new ToolError("transfer_quota_exceeded", "the object is larger than remote_http_transfer_max_spool_bytes");
+    if (live.length >= this.limits.maxActive)
+      throw new ToolError(
+        "transfer_quota_exceeded",
+        "too many active gateway transfers (remote_http_transfer_max_active)",
+      );
+    if (live.reduce((s, o) => s + o.expected_bytes, 0) + input.expected_bytes > this.limits.maxSpoolBytes)
+      throw new ToolError(
+        "transfer_quota_exceeded",
+        "the gateway spool is full (remote_http_transfer_max_spool_bytes)",
+      );
     let id: string;
-    do id = keyHash === null ? Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("base64url") : `${Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("base64url")}${sha256hex(keyHash).slice(0, 32)}`;
+    do
+      id =
+        keyHash === null
+          ? Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("base64url")
+          : `${Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("base64url")}${sha256hex(keyHash).slice(0, 32)}`;
     while (this.all().some((o) => o.transfer_id === id));
-    const fd = openSync(this.spoolPath(id), constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+    const fd = openSync(
+      this.spoolPath(id),
+      constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o600,
+    );
     let st: BigIntStats;
     const offset = 0;
     try {
@@ -240,7 +315,12 @@ export class GatewayStore {
       throw new ToolError("transfer_spool_changed", "the transfer spool is missing or was replaced");
     }
     const st = fstatSync(fd, { bigint: true });
-    if (!st.isFile() || Number(st.dev) !== m.spool_identity_a || Number(st.ino) !== m.spool_identity_b || generation(st) !== m.spool_identity_c) {
+    if (
+      !st.isFile() ||
+      Number(st.dev) !== m.spool_identity_a ||
+      Number(st.ino) !== m.spool_identity_b ||
+      generation(st) !== m.spool_identity_c
+    ) {
       closeSync(fd);
       throw new ToolError("transfer_spool_changed", "the transfer spool is missing or was replaced");
     }
@@ -251,22 +331,34 @@ export class GatewayStore {
    * Checks `Transfer <cap>` for the direction and worker, slides the expiry and takes (or shares)
    * this process's claim. Every failure of the capability itself is the same `transfer_unauthorized`.
    */
-  async authorize(id: string, direction: Direction, worker: string | null, authorization: string | null): Promise<ObjectMeta> {
+  async authorize(
+    id: string,
+    direction: Direction,
+    worker: string | null,
+    authorization: string | null,
+  ): Promise<ObjectMeta> {
     return this.locked(() => {
       const m = this.object(id);
       const cap = /^Transfer ([A-Za-z0-9_-]{16,128})$/.exec(authorization ?? "")?.[1];
       const want = direction === "upload" ? m.upload_token_hash : m.download_token_hash;
       const bound = direction === "upload" ? m.upload_worker : m.download_worker;
       const capOk = cap !== undefined && want !== null && timingSafeEqualHex(sha256hex(cap), want);
-      if (!capOk || worker === null || bound !== worker) throw new ToolError("transfer_unauthorized", "transfer authorization was refused");
+      if (!capOk || worker === null || bound !== worker)
+        throw new ToolError("transfer_unauthorized", "transfer authorization was refused");
       if (m.expires_at < now()) throw new ToolError("transfer_expired", "transfer authorization expired");
       // A failed object's bytes did not match the digest its copy announced: the source changed
       // while it was uploaded. Say so to the requests still in flight, rather than "not found".
-      if (m.state === "failed") throw new ToolError("source_changed", "the uploaded bytes do not match the source's sha256 (the source changed during the copy)");
+      if (m.state === "failed")
+        throw new ToolError(
+          "source_changed",
+          "the uploaded bytes do not match the source's sha256 (the source changed during the copy)",
+        );
       if (TERMINAL.has(m.state)) throw new ToolError("transfer_not_found", "transfer not found");
       const c = m.claim;
-      if (c && c.id !== PROCESS_NONCE && pidAlive(c.pid) && c.pid !== process.pid) throw new ToolError("transfer_claimed", "the transfer is in use by another controller process");
-      if (c && c.id === PROCESS_NONCE && c.direction !== direction && (this.claims.get(id) ?? 0) > 0) throw new ToolError("transfer_claimed", "the transfer is in use in the other direction");
+      if (c && c.id !== PROCESS_NONCE && pidAlive(c.pid) && c.pid !== process.pid)
+        throw new ToolError("transfer_claimed", "the transfer is in use by another controller process");
+      if (c && c.id === PROCESS_NONCE && c.direction !== direction && (this.claims.get(id) ?? 0) > 0)
+        throw new ToolError("transfer_claimed", "the transfer is in use in the other direction");
       // Appended to by a process that is gone (a restart): cut back to the saved cursor first.
       if (!this.spool.current(id)) this.spool.recover(m);
       const t = now();
@@ -318,7 +410,13 @@ export class GatewayStore {
    * Commits a verified chunk [start, end) with digest `sha`: appends it at the cursor, accepts an
    * exact replay of committed bytes, refuses anything else. The last byte settles the state.
    */
-  async commitChunk(id: string, start: number, end: number, sha: string, data: Uint8Array): Promise<{ offset: number; state: ObjectState; replayed: boolean }> {
+  async commitChunk(
+    id: string,
+    start: number,
+    end: number,
+    sha: string,
+    data: Uint8Array,
+  ): Promise<{ offset: number; state: ObjectState; replayed: boolean }> {
     return this.locked(() => {
       const m = this.object(id);
       if (m.state !== "uploading") {
@@ -327,9 +425,13 @@ export class GatewayStore {
       }
       if (start < m.offset) {
         if (this.spool.isReplay(m, start, end, sha)) return { offset: m.offset, state: m.state, replayed: true };
-        throw new ToolError("transfer_replay_mismatch", `bytes ${start}-${end - 1} were already committed and this is not an exact replay of them`);
+        throw new ToolError(
+          "transfer_replay_mismatch",
+          `bytes ${start}-${end - 1} were already committed and this is not an exact replay of them`,
+        );
       }
-      if (start > m.offset) throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
+      if (start > m.offset)
+        throw new ToolError("transfer_offset_conflict", `transfer offset conflict: expected ${m.offset}, got ${start}`);
       if (data.length !== end - start) throw new ToolError("transfer_bad_chunk", "the chunk does not fill its range");
       this.spool.append(m, data, sha);
       this.wake(id);
@@ -344,7 +446,8 @@ export class GatewayStore {
   async appendSnapshot(id: string, at: number, data: Uint8Array): Promise<void> {
     await this.locked(() => {
       const m = this.object(id);
-      if (m.state !== "uploading" || m.offset !== at) throw new ToolError("transfer_offset_conflict", "the spool moved while it was snapshotted");
+      if (m.state !== "uploading" || m.offset !== at)
+        throw new ToolError("transfer_offset_conflict", "the spool moved while it was snapshotted");
       this.spool.append(m, data, null);
       this.wake(id);
     });
@@ -361,7 +464,13 @@ export class GatewayStore {
       const fd = openSync(this.spoolPath(id), constants.O_RDONLY | constants.O_NOFOLLOW);
       try {
         const st = fstatSync(fd, { bigint: true });
-        if (!st.isFile() || Number(st.dev) !== m.spool_identity_a || Number(st.ino) !== m.spool_identity_b || Number(st.size) !== m.expected_bytes) return;
+        if (
+          !st.isFile() ||
+          Number(st.dev) !== m.spool_identity_a ||
+          Number(st.ino) !== m.spool_identity_b ||
+          Number(st.size) !== m.expected_bytes
+        )
+          return;
         m.spool_identity_c = generation(st);
         this.save(m);
       } finally {
@@ -374,7 +483,12 @@ export class GatewayStore {
   async suspend(id: string): Promise<void> {
     await this.locked(() => {
       const m = this.object(id);
-      Object.assign(m, { upload_token_hash: null, download_token_hash: null, claim: null, expires_at: now() + SUSPEND_S });
+      Object.assign(m, {
+        upload_token_hash: null,
+        download_token_hash: null,
+        claim: null,
+        expires_at: now() + SUSPEND_S,
+      });
       this.save(m);
     });
   }
@@ -391,7 +505,6 @@ export class GatewayStore {
       this.remove(id);
     });
   }
-
 }
 
 const stores = new Map<string, GatewayStore>();

@@ -21,7 +21,8 @@ import { walk } from "../fs/walk.ts";
 /** Names of a destination write's partial file and its sidecar; group 1 is the transfer id. */
 const PARTIAL = /^\..{1,255}\.local-shell-mcp-transfer-([A-Za-z0-9_-]{1,80})\.tmp(?:\.json)?$/;
 /** The atomic-write temp of a partial's sidecar (store/atomic.ts); group 1 is the partial's name. */
-const SIDECAR_TEMP = /^\.(\..{1,255}\.local-shell-mcp-transfer-[A-Za-z0-9_-]{1,80}\.tmp)\.json\.tmp-(\d{1,10})-\d{1,15}-[a-z0-9]{1,8}$/;
+const SIDECAR_TEMP =
+  /^\.(\..{1,255}\.local-shell-mcp-transfer-[A-Za-z0-9_-]{1,80}\.tmp)\.json\.tmp-(\d{1,10})-\d{1,15}-[a-z0-9]{1,8}$/;
 /** Transfer archives in `<state>/tmp`, by their writer's pid (`p<pid>-`) when they carry one. */
 const ARCHIVE = /^(?:transfer-pack|remote-transfer)-(?:p(\d{1,10})-)?[A-Za-z0-9_-]{1,80}\.(?:tar|tar\.gz)$/;
 /** An unpack's staging directory beside its destination. */
@@ -100,7 +101,13 @@ function readWriter(sidecar: string): { writer?: unknown } | undefined {
 }
 
 /** Whether a partial (by its temp name) is a foreground copy's whose writer is gone, or too old. */
-function partialStale(at: (name: string) => string, temp: string, id: string, now: number, sidecarWriters: readonly number[]): boolean {
+function partialStale(
+  at: (name: string) => string,
+  temp: string,
+  id: string,
+  now: number,
+  sidecarWriters: readonly number[],
+): boolean {
   const age = Math.max(ageMs(at(temp), now) ?? -1, ageMs(at(`${temp}.json`), now) ?? -1);
   if (age < 0) return false;
   if (age >= MAX_AGE_MS) return true;
@@ -138,7 +145,15 @@ export function sweepPartialsIn(at: (name: string) => string, names: readonly st
     if (s && (pidGone(Number(s[1])) || (ageMs(at(name), now) ?? 0) >= MAX_AGE_MS)) removed += remove(at(name));
   }
   for (const [temp, { id, sidecarTemps }] of partials) {
-    if (partialStale(at, temp, id, now, sidecarTemps.map((t) => t.pid))) {
+    if (
+      partialStale(
+        at,
+        temp,
+        id,
+        now,
+        sidecarTemps.map((t) => t.pid),
+      )
+    ) {
       // The sidecar last: a crash in between leaves a temp without sidecar, swept by age.
       removed += remove(at(temp));
       for (const st of sidecarTemps) remove(at(st.name));
@@ -208,7 +223,8 @@ export function sweepTransferWorkdir(base: Omit<FilePolicy, "workdir">, workdir:
       if (++visited > MAX_DIRS) return false;
       return undefined;
     }
-    if (e.dirent.isFile() && (PARTIAL.test(e.dirent.name) || SIDECAR_TEMP.test(e.dirent.name))) dirs.add(dirname(e.abs));
+    if (e.dirent.isFile() && (PARTIAL.test(e.dirent.name) || SIDECAR_TEMP.test(e.dirent.name)))
+      dirs.add(dirname(e.abs));
     return undefined;
   });
   let removed = 0;

@@ -4,10 +4,26 @@ import { ToolError } from "../core/errors.ts";
 import { openChecked } from "../fs/resolve.ts";
 import { toWorkspaceRelative } from "../fs/paths.ts";
 import { packDir, unpackArchive, type ArchiveLimits } from "./archive.ts";
-import type { BeginWrite, ChunkRead, HttpCall, PackDir, StatResult, TransferEndpoint, UnpackArchive } from "./endpoint.ts";
+import type {
+  BeginWrite,
+  ChunkRead,
+  HttpCall,
+  PackDir,
+  StatResult,
+  TransferEndpoint,
+  UnpackArchive,
+} from "./endpoint.ts";
 import { httpDownload, httpUpload } from "./gateway-client.ts";
 import { ownedStem, sweepTransferTmp } from "./leftovers.ts";
-import { destinationPath, hashRangeAsync, identityOf, type LocalBinding, sourcePath, tempDirOf, type TransferPath } from "./paths.ts";
+import {
+  destinationPath,
+  hashRangeAsync,
+  identityOf,
+  type LocalBinding,
+  sourcePath,
+  tempDirOf,
+  type TransferPath,
+} from "./paths.ts";
 import { DestinationWrite, newTransferId } from "./write-txn.ts";
 
 export const MAX_CHUNK_BYTES = 4 * 1024 * 1024;
@@ -48,33 +64,69 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     const src = sourcePath(this.o, p);
     if (src.lstat.isDirectory() || (src.lstat.isSymbolicLink() && lstatSync(src.real).isDirectory())) {
       const st = lstatSync(src.real);
-      return { path: p.path, resolved_path: this.shown(src.real, p), kind: "dir", size: 0, mode: st.mode & 0o777, identity: identityOf(st), sha256: null };
+      return {
+        path: p.path,
+        resolved_path: this.shown(src.real, p),
+        kind: "dir",
+        size: 0,
+        mode: st.mode & 0o777,
+        identity: identityOf(st),
+        sha256: null,
+      };
     }
     const fd = openChecked(src.policy, src.real, src.shown);
     try {
       const st = fstatSync(fd);
-      if (!st.isFile()) return { path: p.path, resolved_path: this.shown(src.real, p), kind: st.isDirectory() ? "dir" : "other", size: 0, mode: st.mode & 0o777, identity: identityOf(st), sha256: null };
+      if (!st.isFile())
+        return {
+          path: p.path,
+          resolved_path: this.shown(src.real, p),
+          kind: st.isDirectory() ? "dir" : "other",
+          size: 0,
+          mode: st.mode & 0o777,
+          identity: identityOf(st),
+          sha256: null,
+        };
       let sha: string | null = null;
       if (opts.sha256) {
         const h = new Bun.CryptoHasher("sha256");
         await hashRangeAsync(fd, 0, st.size, h, this.o.signal);
-        if (fstatSync(fd).size !== st.size) throw new ToolError("source_changed", `the source changed while it was hashed: ${p.path}`);
+        if (fstatSync(fd).size !== st.size)
+          throw new ToolError("source_changed", `the source changed while it was hashed: ${p.path}`);
         sha = h.digest("hex");
       }
-      return { path: p.path, resolved_path: this.shown(src.real, p), kind: "file", size: st.size, mode: st.mode & 0o777, identity: identityOf(st), sha256: sha };
+      return {
+        path: p.path,
+        resolved_path: this.shown(src.real, p),
+        kind: "file",
+        size: st.size,
+        mode: st.mode & 0o777,
+        identity: identityOf(st),
+        sha256: sha,
+      };
     } finally {
       closeSync(fd);
     }
   }
 
-  async readChunk(p: TransferPath, offset: number, length: number, opts: { digest?: boolean } = {}): Promise<ChunkRead> {
-    if (!(length > 0) || length > MAX_CHUNK_BYTES) throw new ToolError("invalid_arguments", `chunk length must be 1..${MAX_CHUNK_BYTES}`);
+  async readChunk(
+    p: TransferPath,
+    offset: number,
+    length: number,
+    opts: { digest?: boolean } = {},
+  ): Promise<ChunkRead> {
+    if (!(length > 0) || length > MAX_CHUNK_BYTES)
+      throw new ToolError("invalid_arguments", `chunk length must be 1..${MAX_CHUNK_BYTES}`);
     const src = sourcePath(this.o, p);
     const fd = openChecked(src.policy, src.real, src.shown);
     try {
       const st = fstatSync(fd);
       if (!st.isFile()) throw new ToolError("not_a_file", `the source is not a regular file: ${p.path}`);
-      if (offset < 0 || offset > st.size) throw new ToolError("transfer_out_of_bounds", `offset ${offset} is past the end of the source (${st.size} bytes)`);
+      if (offset < 0 || offset > st.size)
+        throw new ToolError(
+          "transfer_out_of_bounds",
+          `offset ${offset} is past the end of the source (${st.size} bytes)`,
+        );
       const want = Math.min(length, st.size - offset);
       const data = Buffer.allocUnsafe(want);
       let got = 0;
@@ -84,7 +136,16 @@ export class LocalTransferEndpoint implements TransferEndpoint {
         got += n;
       }
       const bytes = data.subarray(0, got);
-      return { path: p.path, offset, bytes: got, size: st.size, eof: offset + got >= st.size, sha256: opts.digest === false ? null : new Bun.CryptoHasher("sha256").update(bytes).digest("hex"), identity: identityOf(st), data: bytes };
+      return {
+        path: p.path,
+        offset,
+        bytes: got,
+        size: st.size,
+        eof: offset + got >= st.size,
+        sha256: opts.digest === false ? null : new Bun.CryptoHasher("sha256").update(bytes).digest("hex"),
+        identity: identityOf(st),
+        data: bytes,
+      };
     } finally {
       closeSync(fd);
     }
@@ -100,8 +161,12 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async beginWrite(p: TransferPath, opts: { overwrite: boolean; expected_bytes: number; transfer_id: string | null }): Promise<BeginWrite> {
-    if (!Number.isSafeInteger(opts.expected_bytes) || opts.expected_bytes < 0) throw new ToolError("invalid_arguments", "expected_bytes must be a non-negative integer");
+  async beginWrite(
+    p: TransferPath,
+    opts: { overwrite: boolean; expected_bytes: number; transfer_id: string | null },
+  ): Promise<BeginWrite> {
+    if (!Number.isSafeInteger(opts.expected_bytes) || opts.expected_bytes < 0)
+      throw new ToolError("invalid_arguments", "expected_bytes must be a non-negative integer");
     const x = this.writer(p, opts.transfer_id ?? newTransferId());
     try {
       return x.w.begin(opts.overwrite, opts.expected_bytes);
@@ -110,8 +175,12 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async writeChunk(p: TransferPath, opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null }): Promise<{ offset: number; bytes: number }> {
-    if (opts.data.length > MAX_CHUNK_BYTES) throw new ToolError("invalid_arguments", `a chunk may hold at most ${MAX_CHUNK_BYTES} bytes`);
+  async writeChunk(
+    p: TransferPath,
+    opts: { transfer_id: string; offset: number; data: Uint8Array; sha256: string | null },
+  ): Promise<{ offset: number; bytes: number }> {
+    if (opts.data.length > MAX_CHUNK_BYTES)
+      throw new ToolError("invalid_arguments", `a chunk may hold at most ${MAX_CHUNK_BYTES} bytes`);
     const x = this.writer(p, opts.transfer_id);
     try {
       return x.w.write(opts.offset, opts.data, opts.sha256);
@@ -120,7 +189,10 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async finishWrite(p: TransferPath, opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null }): Promise<{ bytes: number; sha256: string; resolved_path: string }> {
+  async finishWrite(
+    p: TransferPath,
+    opts: { transfer_id: string; expected_bytes: number; expected_sha256: string | null; mode: number | null },
+  ): Promise<{ bytes: number; sha256: string; resolved_path: string }> {
     const x = this.writer(p, opts.transfer_id);
     try {
       const r = await this.o.pathLock([x.real], () => x.w.finish(opts.expected_bytes, opts.expected_sha256, opts.mode));
@@ -130,7 +202,15 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async adoptFile(p: TransferPath, opts: { transfer_id: string; overwrite: boolean; expected_bytes: number; source: { path: string; dev: number; ino: number; sha256: string } }): Promise<boolean> {
+  async adoptFile(
+    p: TransferPath,
+    opts: {
+      transfer_id: string;
+      overwrite: boolean;
+      expected_bytes: number;
+      source: { path: string; dev: number; ino: number; sha256: string };
+    },
+  ): Promise<boolean> {
     const x = this.writer(p, opts.transfer_id);
     try {
       return x.w.adopt(opts.overwrite, opts.expected_bytes, opts.source);
@@ -148,8 +228,16 @@ export class LocalTransferEndpoint implements TransferEndpoint {
     }
   }
 
-  async copyFile(src: TransferPath, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null; src_workdir?: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }> {
-    if (opts.src_workdir) throw new ToolError("invalid_arguments", "a local endpoint copies within its own workdir; bind the source separately (copyWithin)");
+  async copyFile(
+    src: TransferPath,
+    dst: TransferPath,
+    opts: { overwrite: boolean; transfer_id: string | null; src_workdir?: string | null },
+  ): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }> {
+    if (opts.src_workdir)
+      throw new ToolError(
+        "invalid_arguments",
+        "a local endpoint copies within its own workdir; bind the source separately (copyWithin)",
+      );
     return copyWithin(this, src, this, dst, opts);
   }
 
@@ -160,14 +248,33 @@ export class LocalTransferEndpoint implements TransferEndpoint {
   async packDir(p: TransferPath, compression: "gz" | "none"): Promise<PackDir> {
     if (p.temp) throw new ToolError("invalid_arguments", "a transfer temp file is not a directory");
     const src = sourcePath(this.o, p);
-    if (src.lstat.isSymbolicLink()) throw new ToolError("symlink_refused", `the source directory is a symbolic link: ${p.path}`);
+    if (src.lstat.isSymbolicLink())
+      throw new ToolError("symlink_refused", `the source directory is a symbolic link: ${p.path}`);
     sweepTransferTmp(tempDirOf(this.o));
     const name = `transfer-pack-${ownedStem()}.${compression === "gz" ? "tar.gz" : "tar"}`;
-    const r = await packDir(src.real, join(tempDirOf(this.o), name), compression, this.o.policy, this.o.limits, this.o.signal);
-    return { path: p.path, archive: { temp: true, path: name }, bytes: r.bytes, sha256: r.sha256, compression, entries: r.entries };
+    const r = await packDir(
+      src.real,
+      join(tempDirOf(this.o), name),
+      compression,
+      this.o.policy,
+      this.o.limits,
+      this.o.signal,
+    );
+    return {
+      path: p.path,
+      archive: { temp: true, path: name },
+      bytes: r.bytes,
+      sha256: r.sha256,
+      compression,
+      entries: r.entries,
+    };
   }
 
-  async unpackArchive(archive: TransferPath, dst: TransferPath, opts: { overwrite: boolean; cleanup_archive: boolean }): Promise<UnpackArchive> {
+  async unpackArchive(
+    archive: TransferPath,
+    dst: TransferPath,
+    opts: { overwrite: boolean; cleanup_archive: boolean },
+  ): Promise<UnpackArchive> {
     if (!archive.temp) throw new ToolError("invalid_arguments", "the archive must be a transfer temp file");
     const src = sourcePath(this.o, archive);
     if (!src.lstat.isFile()) throw new ToolError("archive_invalid", "the transfer archive is not a regular file");
@@ -205,20 +312,36 @@ export class LocalTransferEndpoint implements TransferEndpoint {
  * One verified, atomic copy on this host between two bindings (a same-worker copy between two
  * sessions): chunks are read from `from` and written through `to`'s write transaction.
  */
-export async function copyWithin(from: TransferEndpoint, src: TransferPath, to: TransferEndpoint, dst: TransferPath, opts: { overwrite: boolean; transfer_id: string | null }): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }> {
+export async function copyWithin(
+  from: TransferEndpoint,
+  src: TransferPath,
+  to: TransferEndpoint,
+  dst: TransferPath,
+  opts: { overwrite: boolean; transfer_id: string | null },
+): Promise<{ bytes: number; sha256: string; resumed_bytes: number; resolved_path: string }> {
   const st = await from.stat(src, { sha256: true });
   if (st.kind !== "file") throw new ToolError("not_a_file", `the source is not a regular file: ${src.path}`);
-  const begun = await to.beginWrite(dst, { overwrite: opts.overwrite, expected_bytes: st.size, transfer_id: opts.transfer_id });
+  const begun = await to.beginWrite(dst, {
+    overwrite: opts.overwrite,
+    expected_bytes: st.size,
+    transfer_id: opts.transfer_id,
+  });
   try {
     for (let at = begun.offset; at < st.size; ) {
       // Both bindings are on this host, in this process: the buffer goes straight to the write, and
       // the whole-file digest (against the source's, taken first) is what verifies the copy.
       const c = await from.readChunk(src, at, MAX_CHUNK_BYTES, { digest: false });
-      if (c.identity !== st.identity || c.size !== st.size || c.bytes <= 0) throw new ToolError("source_changed", `the source changed during the copy: ${src.path}`);
+      if (c.identity !== st.identity || c.size !== st.size || c.bytes <= 0)
+        throw new ToolError("source_changed", `the source changed during the copy: ${src.path}`);
       await to.writeChunk(dst, { transfer_id: begun.transfer_id, offset: at, data: c.data, sha256: c.sha256 });
       at += c.bytes;
     }
-    const done = await to.finishWrite(dst, { transfer_id: begun.transfer_id, expected_bytes: st.size, expected_sha256: st.sha256, mode: st.mode });
+    const done = await to.finishWrite(dst, {
+      transfer_id: begun.transfer_id,
+      expected_bytes: st.size,
+      expected_sha256: st.sha256,
+      mode: st.mode,
+    });
     return { ...done, resumed_bytes: begun.offset };
   } catch (e) {
     if (opts.transfer_id === null) await to.abortWrite(dst, begun.transfer_id).catch(() => undefined);

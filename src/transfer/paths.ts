@@ -1,4 +1,14 @@
-import { closeSync, constants, fstatSync, lstatSync, mkdirSync, openSync, readSync, type Stats, writeSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  type Stats,
+  writeSync,
+} from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { type FilePolicy, checkCanonical, PinnedDir, resolveInWorkdir } from "../fs/resolve.ts";
@@ -17,7 +27,8 @@ export const TRANSFER_ID = /^[A-Za-z0-9_-]{1,80}$/;
 const TEMP_NAME = /^(transfer-pack|remote-transfer)-[A-Za-z0-9_-]{8,80}\.(tar|tar\.gz)$/;
 
 export function assertTransferId(id: string): void {
-  if (!TRANSFER_ID.test(id)) throw new ToolError("invalid_arguments", "transfer_id may hold only letters, digits, '_' and '-' (at most 80)");
+  if (!TRANSFER_ID.test(id))
+    throw new ToolError("invalid_arguments", "transfer_id may hold only letters, digits, '_' and '-' (at most 80)");
 }
 
 export function assertTempName(name: string): void {
@@ -48,7 +59,10 @@ export function tempDirOf(b: LocalBinding): string {
 }
 
 /** A file to read: confined, existing; symlinks inside the workdir are followed for files. */
-export function sourcePath(b: LocalBinding, p: TransferPath): { real: string; shown: string; lstat: Stats; policy: FilePolicy } {
+export function sourcePath(
+  b: LocalBinding,
+  p: TransferPath,
+): { real: string; shown: string; lstat: Stats; policy: FilePolicy } {
   if (p.temp) {
     assertTempName(p.path);
     const dir = tempDirOf(b);
@@ -74,7 +88,10 @@ function tempPolicy(b: LocalBinding, dir: string): FilePolicy {
  * Where a write lands: the final component is never followed (a symlink there is replaced as a
  * directory entry); missing parents are created inside the workdir. Returns the pinned parent.
  */
-export function destinationPath(b: LocalBinding, p: TransferPath): { parent: PinnedDir; name: string; real: string; shown: string; policy: FilePolicy } {
+export function destinationPath(
+  b: LocalBinding,
+  p: TransferPath,
+): { parent: PinnedDir; name: string; real: string; shown: string; policy: FilePolicy } {
   if (p.temp) {
     assertTempName(p.path);
     const dir = tempDirOf(b);
@@ -83,16 +100,28 @@ export function destinationPath(b: LocalBinding, p: TransferPath): { parent: Pin
   }
   const res = resolveInWorkdir(b.policy, p.path, { followFinal: false });
   const dir = dirname(res.real);
-  if (res.real === b.policy.workdir) throw new ToolError("path_outside_workdir", "the session workdir itself cannot be the destination", { path: p.path });
+  if (res.real === b.policy.workdir)
+    throw new ToolError("path_outside_workdir", "the session workdir itself cannot be the destination", {
+      path: p.path,
+    });
   try {
     mkdirSync(dir, { recursive: true, mode: 0o755 });
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === "ENOTDIR" || code === "EEXIST") throw new ToolError("not_a_directory", `a parent of the destination is not a directory: ${p.path}`, { path: p.path });
+    if (code === "ENOTDIR" || code === "EEXIST")
+      throw new ToolError("not_a_directory", `a parent of the destination is not a directory: ${p.path}`, {
+        path: p.path,
+      });
     throw e;
   }
   checkCanonical(b.policy, dir, p.path);
-  return { parent: new PinnedDir(b.policy, dir, p.path), name: basename(res.real), real: res.real, shown: p.path, policy: b.policy };
+  return {
+    parent: new PinnedDir(b.policy, dir, p.path),
+    name: basename(res.real),
+    real: res.real,
+    shown: p.path,
+    policy: b.policy,
+  };
 }
 
 /** SHA-256 of bytes [start, end) of an open file, fed into `hasher` (1 MiB reads). */
@@ -130,7 +159,13 @@ export function yieldToLoop(): Promise<void> {
 }
 
 /** hashRange for long files: yields to the event loop every 16 MiB. */
-export async function hashRangeAsync(fd: number, start: number, end: number, hasher: Bun.CryptoHasher, signal?: AbortSignal): Promise<void> {
+export async function hashRangeAsync(
+  fd: number,
+  start: number,
+  end: number,
+  hasher: Bun.CryptoHasher,
+  signal?: AbortSignal,
+): Promise<void> {
   const step = 16 << 20;
   for (let at = start; at < end; at += step) {
     if (signal?.aborted) throw new ToolError("cancelled", "the copy was cancelled");

@@ -55,29 +55,56 @@ export interface SessionCopyDeps {
 }
 
 export function pin(rec: SessionRecord, path: string): PinnedSide {
-  return { session_id: rec.session_id, target: rec.target, workdir: rec.workdir, machine: rec.machine, worker_session_id: rec.worker_session_id, path };
+  return {
+    session_id: rec.session_id,
+    target: rec.target,
+    workdir: rec.workdir,
+    machine: rec.machine,
+    worker_session_id: rec.worker_session_id,
+    path,
+  };
 }
 
 /** The endpoint of one side; a remote side without the worker channel fails with a stable code. */
 export function endpointFor(deps: SessionCopyDeps, side: PinnedSide, signal: AbortSignal): TransferEndpoint {
   if (side.target === "remote") {
-    if (!deps.settings.remote_enabled) throw new ToolError("remote_disabled", "remote workers are disabled on this server (remote_enabled=false)");
-    if (!deps.remote) throw new ToolError("remote_machine_not_found", `remote machine is not connected: ${side.machine ?? "?"}`, { machine: side.machine });
+    if (!deps.settings.remote_enabled)
+      throw new ToolError("remote_disabled", "remote workers are disabled on this server (remote_enabled=false)");
+    if (!deps.remote)
+      throw new ToolError("remote_machine_not_found", `remote machine is not connected: ${side.machine ?? "?"}`, {
+        machine: side.machine,
+      });
     return deps.remote(side, signal);
   }
   const { settings } = deps;
   return new LocalTransferEndpoint({
-    policy: { root: deps.workspaceRoot, workdir: side.workdir, stateDir: deps.stateDir, denylist: settings.allow_full_control ? [] : settings.path_denylist },
+    policy: {
+      root: deps.workspaceRoot,
+      workdir: side.workdir,
+      stateDir: deps.stateDir,
+      denylist: settings.allow_full_control ? [] : settings.path_denylist,
+    },
     stateDir: deps.stateDir,
-    limits: { maxEntries: settings.max_transfer_archive_entries, maxUnpackedBytes: settings.max_transfer_unpacked_bytes },
+    limits: {
+      maxEntries: settings.max_transfer_archive_entries,
+      maxUnpackedBytes: settings.max_transfer_unpacked_bytes,
+    },
     pathLock: deps.pathLock,
     signal,
   });
 }
 
-type Route = "local_to_local" | "local_to_remote" | "remote_to_local" | "remote_to_remote_same_machine" | "remote_to_remote_different_machines";
+type Route =
+  | "local_to_local"
+  | "local_to_remote"
+  | "remote_to_local"
+  | "remote_to_remote_same_machine"
+  | "remote_to_remote_different_machines";
 
-export function relation(src: PinnedSide, dst: PinnedSide): { route: Route; same_session: boolean; same_target: boolean; same_machine: boolean } {
+export function relation(
+  src: PinnedSide,
+  dst: PinnedSide,
+): { route: Route; same_session: boolean; same_target: boolean; same_machine: boolean } {
   const sameMachine = src.target === dst.target && src.machine === dst.machine;
   const route: Route =
     src.target === "local"
@@ -89,15 +116,31 @@ export function relation(src: PinnedSide, dst: PinnedSide): { route: Route; same
         : sameMachine
           ? "remote_to_remote_same_machine"
           : "remote_to_remote_different_machines";
-  return { route, same_session: src.session_id === dst.session_id, same_target: src.target === dst.target, same_machine: sameMachine };
+  return {
+    route,
+    same_session: src.session_id === dst.session_id,
+    same_target: src.target === dst.target,
+    same_machine: sameMachine,
+  };
 }
 
 function side(p: PinnedSide, resolved: string | null) {
-  return { session_id: p.session_id, target: p.target, machine: p.machine, workdir: p.workdir, path: p.path, resolved_path: resolved };
+  return {
+    session_id: p.session_id,
+    target: p.target,
+    machine: p.machine,
+    workdir: p.workdir,
+    path: p.path,
+    resolved_path: resolved,
+  };
 }
 
 /** Runs one copy and shapes the SessionCopyOutput. */
-export async function runCopy(deps: SessionCopyDeps, payload: CopyPayload, opts: { resumeKey: string | null; signal: AbortSignal; progress?: (p: CopyProgress) => void }) {
+export async function runCopy(
+  deps: SessionCopyDeps,
+  payload: CopyPayload,
+  opts: { resumeKey: string | null; signal: AbortSignal; progress?: (p: CopyProgress) => void },
+) {
   const src = endpointFor(deps, payload.src, opts.signal);
   const dst = endpointFor(deps, payload.dst, opts.signal);
   const out: CopyOutcome = await copyBetween({
@@ -112,7 +155,12 @@ export async function runCopy(deps: SessionCopyDeps, payload: CopyPayload, opts:
     progress: opts.progress,
   });
   const { source_resolved, destination_resolved, ...rest } = out;
-  return { ...rest, source: side(payload.src, source_resolved), destination: side(payload.dst, destination_resolved), relation: relation(payload.src, payload.dst) };
+  return {
+    ...rest,
+    source: side(payload.src, source_resolved),
+    destination: side(payload.dst, destination_resolved),
+    relation: relation(payload.src, payload.dst),
+  };
 }
 
 /** A side of a background copy must still be the session it was: same target, machine, worker session. */
@@ -121,10 +169,20 @@ function checkBinding(deps: SessionCopyDeps, pinned: PinnedSide): void {
   try {
     rec = deps.sessions.require(pinned.session_id);
   } catch {
-    throw new ToolError("session_not_found", `session of the copy no longer exists: ${pinned.session_id}`, { session_id: pinned.session_id });
+    throw new ToolError("session_not_found", `session of the copy no longer exists: ${pinned.session_id}`, {
+      session_id: pinned.session_id,
+    });
   }
-  if (rec.target !== pinned.target || rec.machine !== pinned.machine || rec.worker_session_id !== pinned.worker_session_id) {
-    throw new ToolError("session_binding_changed", `session ${pinned.session_id} is no longer bound to the endpoint the copy was started with`, { session_id: pinned.session_id });
+  if (
+    rec.target !== pinned.target ||
+    rec.machine !== pinned.machine ||
+    rec.worker_session_id !== pinned.worker_session_id
+  ) {
+    throw new ToolError(
+      "session_binding_changed",
+      `session ${pinned.session_id} is no longer bound to the endpoint the copy was started with`,
+      { session_id: pinned.session_id },
+    );
   }
 }
 
@@ -134,7 +192,11 @@ export function sessionCopyRunner(deps: SessionCopyDeps): ManagedRunner {
     const payload = CopyPayload.parse(a.payload);
     checkBinding(deps, payload.src);
     checkBinding(deps, payload.dst);
-    const result = await runCopy(deps, payload, { resumeKey: a.job_id, signal: a.signal, progress: (p) => a.progress({ ...p }) });
+    const result = await runCopy(deps, payload, {
+      resumeKey: a.job_id,
+      signal: a.signal,
+      progress: (p) => a.progress({ ...p }),
+    });
     return result as unknown as Record<string, unknown>;
   };
 }

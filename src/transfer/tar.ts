@@ -67,7 +67,14 @@ export class TarWriter {
       this.data(pax);
       this.pad(pax.length);
     }
-    this.put(header(Buffer.from(shown).subarray(0, 99).toString("latin1"), type === "dir" ? "5" : "0", mode, type === "dir" ? 0 : size));
+    this.put(
+      header(
+        Buffer.from(shown).subarray(0, 99).toString("latin1"),
+        type === "dir" ? "5" : "0",
+        mode,
+        type === "dir" ? 0 : size,
+      ),
+    );
   }
 
   data(buf: Uint8Array): void {

@@ -59,7 +59,11 @@ export function newTransferId(): string {
 }
 
 /** Adds [start, end) to sorted, disjoint ranges, merging adjacent ones. */
-export function mergeRange(ranges: ReadonlyArray<[number, number]>, start: number, end: number): Array<[number, number]> {
+export function mergeRange(
+  ranges: ReadonlyArray<[number, number]>,
+  start: number,
+  end: number,
+): Array<[number, number]> {
   const all = [...ranges, [start, end] as [number, number]].sort((a, b) => a[0] - b[0]);
   const out: Array<[number, number]> = [];
   for (const [a, b] of all) {

@@ -1,10 +1,35 @@
-import { closeSync, constants, fchmodSync, fsync, fstatSync, fsyncSync, ftruncateSync, linkSync, lstatSync, openSync, readdirSync, readFileSync, renameSync, rmSync, type Stats, unlinkSync } from "node:fs";
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fsync,
+  fstatSync,
+  fsyncSync,
+  ftruncateSync,
+  linkSync,
+  lstatSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  type Stats,
+  unlinkSync,
+} from "node:fs";
 import { ToolError } from "../core/errors.ts";
 import type { PinnedDir } from "../fs/resolve.ts";
 import { writeFileAtomic } from "../store/atomic.ts";
 import { removeDeadSidecarTemps, sweepPartialsIn, writerTag } from "./leftovers.ts";
 import { assertTransferId, errnoOf, hashRange, tempNameFor, writeHashed } from "./paths.ts";
-import { type BeginResult, type FinishResult, type Live, live, mergeRange, prefixEnd, type Sidecar } from "./write-txn-state.ts";
+import {
+  type BeginResult,
+  type FinishResult,
+  type Live,
+  live,
+  mergeRange,
+  prefixEnd,
+  type Sidecar,
+} from "./write-txn-state.ts";
 
 export { type BeginResult, type FinishResult, mergeRange, newTransferId } from "./write-txn-state.ts";
 
@@ -75,8 +100,10 @@ export class DestinationWrite {
     try {
       fd = openSync(this.parent.path(this.temp), flags | constants.O_NOFOLLOW);
     } catch (e) {
-      if (errnoOf(e) === "ENOENT") throw new ToolError("transfer_not_found", "no transfer in progress with this id for the destination");
-      if (errnoOf(e) === "ELOOP") throw new ToolError("transfer_identity_changed", "the transfer temp file was replaced");
+      if (errnoOf(e) === "ENOENT")
+        throw new ToolError("transfer_not_found", "no transfer in progress with this id for the destination");
+      if (errnoOf(e) === "ELOOP")
+        throw new ToolError("transfer_identity_changed", "the transfer temp file was replaced");
       throw e;
     }
     return { fd, st: fstatSync(fd) };
@@ -98,7 +125,17 @@ export class DestinationWrite {
     if (l) return l;
     const s = this.readSidecar();
     if (!s) throw new ToolError("transfer_not_found", "no transfer in progress with this id for the destination");
-    const fresh: Live = { sidecar: s, dev: s.temporary_identity_a, ino: s.temporary_identity_b, size: s.temporary_size, ranges: s.received_ranges.map(([a, b]) => [a, b] as [number, number]), durable: prefixEnd(s.received_ranges), lastCheckpoint: Date.now(), hasher: new Bun.CryptoHasher("sha256"), hashed: 0 };
+    const fresh: Live = {
+      sidecar: s,
+      dev: s.temporary_identity_a,
+      ino: s.temporary_identity_b,
+      size: s.temporary_size,
+      ranges: s.received_ranges.map(([a, b]) => [a, b] as [number, number]),
+      durable: prefixEnd(s.received_ranges),
+      lastCheckpoint: Date.now(),
+      hasher: new Bun.CryptoHasher("sha256"),
+      hashed: 0,
+    };
     live.set(k, fresh);
     return fresh;
   }
@@ -117,7 +154,8 @@ export class DestinationWrite {
     try {
       dirFd = openSync(this.parent.path("."), constants.O_RDONLY | constants.O_DIRECTORY);
       dataFd = openSync(this.parent.path(this.temp), constants.O_RDONLY | constants.O_NOFOLLOW);
-      if (fstatSync(dataFd).ino !== l.ino) throw new ToolError("transfer_identity_changed", "the transfer temp file was replaced");
+      if (fstatSync(dataFd).ino !== l.ino)
+        throw new ToolError("transfer_identity_changed", "the transfer temp file was replaced");
     } catch (e) {
       if (dataFd !== undefined) closeSync(dataFd);
       if (dirFd !== undefined) closeSync(dirFd);
@@ -166,7 +204,10 @@ export class DestinationWrite {
       return;
     }
     const mine = [this.temp, `.${this.temp}`];
-    sweepPartialsIn((n) => this.parent.path(n), names.filter((n) => (n.startsWith(prefix) || n.startsWith(`.${prefix}`)) && !mine.some((m) => n.startsWith(m))));
+    sweepPartialsIn(
+      (n) => this.parent.path(n),
+      names.filter((n) => (n.startsWith(prefix) || n.startsWith(`.${prefix}`)) && !mine.some((m) => n.startsWith(m))),
+    );
   }
 
   /** Starts or resumes: a matching temp file continues from its durable prefix. */
@@ -182,7 +223,13 @@ export class DestinationWrite {
         const { fd, st } = this.openTemp(constants.O_RDONLY);
         try {
           // The same file, holding at least the prefix (bytes past it are cut off by tryResume).
-          if (st.isFile() && st.ino === mine.ino && st.dev === mine.dev && st.size >= prefixEnd(mine.ranges) && prefixEnd(mine.ranges) > mine.durable) {
+          if (
+            st.isFile() &&
+            st.ino === mine.ino &&
+            st.dev === mine.dev &&
+            st.size >= prefixEnd(mine.ranges) &&
+            prefixEnd(mine.ranges) > mine.durable
+          ) {
             mine.size = st.size;
             this.checkpoint(mine, fd);
           }
@@ -198,24 +245,60 @@ export class DestinationWrite {
       const resumed = this.tryResume(old, overwrite, expectedBytes);
       if (resumed !== undefined) {
         const keep = mine && mine.ino === old.temporary_identity_b && mine.hashed <= resumed.offset;
-        live.set(key, { sidecar: resumed.sidecar, dev: old.temporary_identity_a, ino: old.temporary_identity_b, size: resumed.offset, ranges: resumed.offset > 0 ? [[0, resumed.offset]] : [], durable: resumed.offset, lastCheckpoint: Date.now(), hasher: keep ? mine.hasher : new Bun.CryptoHasher("sha256"), hashed: keep ? mine.hashed : 0 });
+        live.set(key, {
+          sidecar: resumed.sidecar,
+          dev: old.temporary_identity_a,
+          ino: old.temporary_identity_b,
+          size: resumed.offset,
+          ranges: resumed.offset > 0 ? [[0, resumed.offset]] : [],
+          durable: resumed.offset,
+          lastCheckpoint: Date.now(),
+          hasher: keep ? mine.hasher : new Bun.CryptoHasher("sha256"),
+          hashed: keep ? mine.hashed : 0,
+        });
         return { transfer_id: this.transferId, offset: resumed.offset, resumed: resumed.offset > 0 };
       }
       this.discard();
     } else rmSync(this.parent.path(this.temp), { force: true });
     let fd: number;
     try {
-      fd = openSync(this.parent.path(this.temp), constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+      fd = openSync(
+        this.parent.path(this.temp),
+        constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+        0o600,
+      );
     } catch (e) {
-      if (errnoOf(e) === "EEXIST") throw new ToolError("transfer_busy", "another transfer with this id is starting for the destination");
+      if (errnoOf(e) === "EEXIST")
+        throw new ToolError("transfer_busy", "another transfer with this id is starting for the destination");
       throw e;
     }
     try {
       const st = fstatSync(fd);
-      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: 0, writer: writerTag() };
+      const sidecar: Sidecar = {
+        version: 1,
+        destination: this.name,
+        overwrite,
+        expected_bytes: expectedBytes,
+        received_ranges: [],
+        created_at: Date.now() / 1000,
+        temporary_identity_a: st.dev,
+        temporary_identity_b: st.ino,
+        temporary_size: 0,
+        writer: writerTag(),
+      };
       this.writeSidecar(sidecar);
       // The first chunk checkpoints at once (lastCheckpoint 0): a copy is resumable early.
-      live.set(key, { sidecar, dev: st.dev, ino: st.ino, size: 0, ranges: [], durable: 0, lastCheckpoint: 0, hasher: new Bun.CryptoHasher("sha256"), hashed: 0 });
+      live.set(key, {
+        sidecar,
+        dev: st.dev,
+        ino: st.ino,
+        size: 0,
+        ranges: [],
+        durable: 0,
+        lastCheckpoint: 0,
+        hasher: new Bun.CryptoHasher("sha256"),
+        hashed: 0,
+      });
     } finally {
       closeSync(fd);
     }
@@ -228,7 +311,11 @@ export class DestinationWrite {
    * again. The link must be the file `source` names (device, inode, size). False when the file is on
    * another filesystem (the caller copies it then). finish() then publishes it like any other.
    */
-  adopt(overwrite: boolean, expectedBytes: number, source: { path: string; dev: number; ino: number; sha256: string }): boolean {
+  adopt(
+    overwrite: boolean,
+    expectedBytes: number,
+    source: { path: string; dev: number; ino: number; sha256: string },
+  ): boolean {
     this.pruneStale();
     if (!overwrite) this.refuseExisting();
     this.discard();
@@ -236,7 +323,8 @@ export class DestinationWrite {
       linkSync(source.path, this.parent.path(this.temp));
     } catch (e) {
       if (errnoOf(e) === "EXDEV") return false;
-      if (errnoOf(e) === "EEXIST") throw new ToolError("transfer_busy", "another transfer with this id is starting for the destination");
+      if (errnoOf(e) === "EEXIST")
+        throw new ToolError("transfer_busy", "another transfer with this id is starting for the destination");
       throw e;
     }
     const { fd, st } = this.openTemp(constants.O_RDONLY);
@@ -245,9 +333,31 @@ export class DestinationWrite {
         rmSync(this.parent.path(this.temp), { force: true });
         throw new ToolError("transfer_identity_changed", "the file to adopt is not the verified one");
       }
-      const sidecar: Sidecar = { version: 1, destination: this.name, overwrite, expected_bytes: expectedBytes, received_ranges: expectedBytes > 0 ? [[0, expectedBytes]] : [], created_at: Date.now() / 1000, temporary_identity_a: st.dev, temporary_identity_b: st.ino, temporary_size: expectedBytes, writer: writerTag() };
+      const sidecar: Sidecar = {
+        version: 1,
+        destination: this.name,
+        overwrite,
+        expected_bytes: expectedBytes,
+        received_ranges: expectedBytes > 0 ? [[0, expectedBytes]] : [],
+        created_at: Date.now() / 1000,
+        temporary_identity_a: st.dev,
+        temporary_identity_b: st.ino,
+        temporary_size: expectedBytes,
+        writer: writerTag(),
+      };
       this.writeSidecar(sidecar);
-      live.set(this.key(), { sidecar, dev: st.dev, ino: st.ino, size: expectedBytes, ranges: sidecar.received_ranges, durable: expectedBytes, lastCheckpoint: Date.now(), hasher: new Bun.CryptoHasher("sha256"), hashed: expectedBytes, verified: source.sha256 });
+      live.set(this.key(), {
+        sidecar,
+        dev: st.dev,
+        ino: st.ino,
+        size: expectedBytes,
+        ranges: sidecar.received_ranges,
+        durable: expectedBytes,
+        lastCheckpoint: Date.now(),
+        hasher: new Bun.CryptoHasher("sha256"),
+        hashed: expectedBytes,
+        verified: source.sha256,
+      });
     } finally {
       closeSync(fd);
     }
@@ -255,7 +365,11 @@ export class DestinationWrite {
   }
 
   /** The resume offset, or undefined when the old state does not fit and must be discarded. */
-  private tryResume(s: Sidecar, overwrite: boolean, expectedBytes: number): { offset: number; sidecar: Sidecar } | undefined {
+  private tryResume(
+    s: Sidecar,
+    overwrite: boolean,
+    expectedBytes: number,
+  ): { offset: number; sidecar: Sidecar } | undefined {
     if (s.overwrite !== overwrite || s.expected_bytes !== expectedBytes) return undefined;
     const r = s.received_ranges;
     if (!(r.length === 0 || (r.length === 1 && r[0]![0] === 0))) return undefined;
@@ -269,7 +383,8 @@ export class DestinationWrite {
     const { fd, st } = opened;
     let sidecar = s;
     try {
-      if (!st.isFile() || st.ino !== s.temporary_identity_b || st.dev !== s.temporary_identity_a || st.size < n) return undefined;
+      if (!st.isFile() || st.ino !== s.temporary_identity_b || st.dev !== s.temporary_identity_a || st.size < n)
+        return undefined;
       // Bytes past the recorded prefix were written after the last checkpoint (a crash, or chunks
       // that arrived out of order): only the prefix is known to be durable and verified.
       if (st.size > n) {
@@ -292,7 +407,8 @@ export class DestinationWrite {
     } catch (e) {
       exists = errnoOf(e) !== "ENOENT";
     }
-    if (exists) throw new ToolError("destination_exists", `destination already exists and overwrite is false: ${this.name}`);
+    if (exists)
+      throw new ToolError("destination_exists", `destination already exists and overwrite is false: ${this.name}`);
   }
 
   /**
@@ -301,13 +417,20 @@ export class DestinationWrite {
    * the whole-file digest at finish covers them.
    */
   write(offset: number, data: Uint8Array, sha256: string | null): { offset: number; bytes: number } {
-    if (!Number.isSafeInteger(offset) || offset < 0) throw new ToolError("invalid_arguments", "offset must be a non-negative integer");
+    if (!Number.isSafeInteger(offset) || offset < 0)
+      throw new ToolError("invalid_arguments", "offset must be a non-negative integer");
     if (data.length === 0) throw new ToolError("invalid_arguments", "a chunk must hold at least one byte");
-    if (sha256 !== null && new Bun.CryptoHasher("sha256").update(data).digest("hex") !== sha256) throw new ToolError("transfer_chunk_checksum_mismatch", `chunk at offset ${offset} does not match its sha256`);
+    if (sha256 !== null && new Bun.CryptoHasher("sha256").update(data).digest("hex") !== sha256)
+      throw new ToolError("transfer_chunk_checksum_mismatch", `chunk at offset ${offset} does not match its sha256`);
     const l = this.state();
     const end = offset + data.length;
-    if (end > l.sidecar.expected_bytes) throw new ToolError("transfer_out_of_bounds", `chunk ends at ${end}, past the expected ${l.sidecar.expected_bytes} bytes`);
-    if (l.ranges.some(([a, b]) => offset < b && a < end)) throw new ToolError("transfer_offset_conflict", `chunk at offset ${offset} overlaps bytes already received`);
+    if (end > l.sidecar.expected_bytes)
+      throw new ToolError(
+        "transfer_out_of_bounds",
+        `chunk ends at ${end}, past the expected ${l.sidecar.expected_bytes} bytes`,
+      );
+    if (l.ranges.some(([a, b]) => offset < b && a < end))
+      throw new ToolError("transfer_offset_conflict", `chunk at offset ${offset} overlaps bytes already received`);
     const { fd, st } = this.openTemp(constants.O_RDWR);
     try {
       this.checkIdentity(l, st);
@@ -331,7 +454,12 @@ export class DestinationWrite {
         hashRange(fd, end, prefix, l.hasher);
         l.hashed = prefix;
       }
-      if (prefix > l.durable && !l.flushing && (prefix - l.durable >= CHECKPOINT_BYTES || Date.now() - l.lastCheckpoint >= CHECKPOINT_MS)) this.checkpointSoon(l);
+      if (
+        prefix > l.durable &&
+        !l.flushing &&
+        (prefix - l.durable >= CHECKPOINT_BYTES || Date.now() - l.lastCheckpoint >= CHECKPOINT_MS)
+      )
+        this.checkpointSoon(l);
     } finally {
       closeSync(fd);
     }
@@ -341,15 +469,25 @@ export class DestinationWrite {
   /** Verifies everything, fsyncs and publishes; `mode` is applied to the file before it becomes visible. */
   finish(expectedBytes: number, expectedSha256: string | null, mode: number | null): FinishResult {
     const l = this.state();
-    if (l.sidecar.expected_bytes !== expectedBytes) throw new ToolError("transfer_size_mismatch", `expected ${expectedBytes} bytes, the transfer was started for ${l.sidecar.expected_bytes}`);
+    if (l.sidecar.expected_bytes !== expectedBytes)
+      throw new ToolError(
+        "transfer_size_mismatch",
+        `expected ${expectedBytes} bytes, the transfer was started for ${l.sidecar.expected_bytes}`,
+      );
     const r = l.ranges;
-    const complete = expectedBytes === 0 ? r.length === 0 : r.length === 1 && r[0]![0] === 0 && r[0]![1] === expectedBytes;
-    if (!complete) throw new ToolError("transfer_incomplete", `the destination has not received all ${expectedBytes} bytes`);
+    const complete =
+      expectedBytes === 0 ? r.length === 0 : r.length === 1 && r[0]![0] === 0 && r[0]![1] === expectedBytes;
+    if (!complete)
+      throw new ToolError("transfer_incomplete", `the destination has not received all ${expectedBytes} bytes`);
     const { fd, st } = this.openTemp(constants.O_RDONLY);
     let sha: string;
     try {
       this.checkIdentity(l, st);
-      if (st.size !== expectedBytes) throw new ToolError("transfer_size_mismatch", `the temp file holds ${st.size} bytes, expected ${expectedBytes}`);
+      if (st.size !== expectedBytes)
+        throw new ToolError(
+          "transfer_size_mismatch",
+          `the temp file holds ${st.size} bytes, expected ${expectedBytes}`,
+        );
       // Only what this process did not hash while writing is read again (a resumed transfer's prefix).
       live.delete(this.key());
       if (l.verified !== undefined && st.ino === l.ino) sha = l.verified;
@@ -358,7 +496,10 @@ export class DestinationWrite {
         sha = l.hasher.digest("hex");
       }
       if (expectedSha256 && sha !== expectedSha256) {
-        throw new ToolError("transfer_checksum_mismatch", "the received file does not match the source's sha256; nothing was published");
+        throw new ToolError(
+          "transfer_checksum_mismatch",
+          "the received file does not match the source's sha256; nothing was published",
+        );
       }
       if (mode !== null) fchmodSync(fd, mode & 0o777);
       // The one fsync that makes the whole file durable before its name can point at it.
@@ -387,8 +528,13 @@ export class DestinationWrite {
       }
     } catch (e) {
       const code = errnoOf(e);
-      if (code === "EEXIST") throw new ToolError("destination_exists", `destination was created before the copy committed and overwrite is false: ${this.name}`);
-      if (code === "EISDIR" || code === "ENOTEMPTY") throw new ToolError("destination_is_directory", `destination is a directory: ${this.name}`);
+      if (code === "EEXIST")
+        throw new ToolError(
+          "destination_exists",
+          `destination was created before the copy committed and overwrite is false: ${this.name}`,
+        );
+      if (code === "EISDIR" || code === "ENOTEMPTY")
+        throw new ToolError("destination_is_directory", `destination is a directory: ${this.name}`);
       throw e;
     }
     const dfd = this.parent.fd;

@@ -29,11 +29,19 @@ export class UiApi {
     const q = new URLSearchParams(query).toString();
     let res: Response;
     try {
-      res = await fetch(`${this.target.apiBase}/${path}${q ? `?${q}` : ""}`, { headers: { [LOCAL_TOKEN_HEADER]: this.target.token }, signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS) });
+      res = await fetch(`${this.target.apiBase}/${path}${q ? `?${q}` : ""}`, {
+        headers: { [LOCAL_TOKEN_HEADER]: this.target.token },
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      });
     } catch (e) {
       throw new UiApiError(0, `cannot reach ${this.target.apiBase}: ${(e as Error).message}`);
     }
-    const body = (await res.json().catch(() => null)) as { ok?: boolean; data?: T; message?: string; error?: string } | null;
+    const body = (await res.json().catch(() => null)) as {
+      ok?: boolean;
+      data?: T;
+      message?: string;
+      error?: string;
+    } | null;
     if (!res.ok || !body?.ok) throw new UiApiError(res.status, body?.message ?? body?.error ?? `HTTP ${res.status}`);
     return body.data as T;
   }
@@ -51,7 +59,12 @@ export class UiApi {
     } catch (e) {
       throw new UiApiError(0, `cannot reach ${this.target.apiBase}: ${(e as Error).message}`);
     }
-    const out = (await res.json().catch(() => null)) as { ok?: boolean; data?: T; message?: string; error?: string } | null;
+    const out = (await res.json().catch(() => null)) as {
+      ok?: boolean;
+      data?: T;
+      message?: string;
+      error?: string;
+    } | null;
     if (!res.ok || !out?.ok) throw new UiApiError(res.status, out?.message ?? out?.error ?? `HTTP ${res.status}`);
     return out.data as T;
   }

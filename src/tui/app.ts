@@ -13,7 +13,8 @@ import { attachable, loadSnapshot, renderScreen, type Screen, SCREENS, type Snap
  */
 
 const REFRESH_MS = 2000;
-const HELP = "1-6/←→ screens  ↑↓ select/scroll  PgUp/PgDn  Enter/a attach (Shells)  y/s/n allow once/session/deny (Approvals)  r refresh  q quit";
+const HELP =
+  "1-6/←→ screens  ↑↓ select/scroll  PgUp/PgDn  Enter/a attach (Shells)  y/s/n allow once/session/deny (Approvals)  r refresh  q quit";
 /** Log lines held while the renderer owns the screen, written after it gave the terminal back. */
 const MAX_HELD_LOG_LINES = 50;
 
@@ -46,7 +47,13 @@ export async function runTui(target: TuiTarget): Promise<number> {
   const releaseLogs = holdLogs();
   const otui = await loadOpenTui();
   const renderer = await otui.createCliRenderer({ exitOnCtrlC: false, targetFps: 30, useMouse: false });
-  const frame = new otui.BoxRenderable(renderer, { width: "100%", height: "100%", flexDirection: "column", border: true, title: " local-shell-mcp " });
+  const frame = new otui.BoxRenderable(renderer, {
+    width: "100%",
+    height: "100%",
+    flexDirection: "column",
+    border: true,
+    title: " local-shell-mcp ",
+  });
   const tabs = new otui.TextRenderable(renderer, { content: "", height: 1 });
   const body = new otui.TextRenderable(renderer, { content: "", flexGrow: 1 });
   const status = new otui.TextRenderable(renderer, { content: "", height: 1 });
@@ -70,7 +77,8 @@ export async function runTui(target: TuiTarget): Promise<number> {
     const height = Math.max(1, (process.stdout.rows || 24) - 4);
     const lines = renderScreen(screen, snap, selected, width);
     let start: number;
-    if (screen === "Shells") start = selected >= height ? selected - height + 1 : 0; // the selection stays in view
+    if (screen === "Shells")
+      start = selected >= height ? selected - height + 1 : 0; // the selection stays in view
     else if (screen === "Approvals") start = 0;
     else start = scroll = Math.max(0, Math.min(scroll, lines.length - height));
     body.content = lines.slice(start, start + height).join("\n");
@@ -138,11 +146,13 @@ export async function runTui(target: TuiTarget): Promise<number> {
       const before = screen;
       const n = Number(key.name);
       if (Number.isInteger(n) && n >= 1 && n <= SCREENS.length) screen = SCREENS[n - 1]!;
-      else if (key.name === "right" || key.name === "tab") screen = SCREENS[(SCREENS.indexOf(screen) + 1) % SCREENS.length]!;
+      else if (key.name === "right" || key.name === "tab")
+        screen = SCREENS[(SCREENS.indexOf(screen) + 1) % SCREENS.length]!;
       else if (key.name === "left") screen = SCREENS[(SCREENS.indexOf(screen) + SCREENS.length - 1) % SCREENS.length]!;
       else if ((key.name === "down" || key.name === "j") && (screen === "Shells" || screen === "Approvals")) {
         selected = Math.min(selected + 1, Math.max(0, selectable().length - 1));
-      } else if ((key.name === "up" || key.name === "k") && (screen === "Shells" || screen === "Approvals")) selected = Math.max(0, selected - 1);
+      } else if ((key.name === "up" || key.name === "k") && (screen === "Shells" || screen === "Approvals"))
+        selected = Math.max(0, selected - 1);
       else if (key.name === "down" || key.name === "j") scroll++;
       else if (key.name === "up" || key.name === "k") scroll = Math.max(0, scroll - 1);
       else if (key.name === "pagedown" || key.name === "space") scroll += page();
@@ -151,8 +161,10 @@ export async function runTui(target: TuiTarget): Promise<number> {
       else if (key.name === "end") scroll = Number.MAX_SAFE_INTEGER;
       else if (key.name === "q") return quit(0);
       else if (key.name === "r") return void refresh();
-      else if ((key.name === "return" || key.name === "enter" || key.name === "a") && screen === "Shells") return void attach();
-      else if (screen === "Approvals" && (key.name === "y" || key.name === "s" || key.name === "n")) return void answer(key.name === "y" ? "allow_once" : key.name === "s" ? "allow_session" : "deny");
+      else if ((key.name === "return" || key.name === "enter" || key.name === "a") && screen === "Shells")
+        return void attach();
+      else if (screen === "Approvals" && (key.name === "y" || key.name === "s" || key.name === "n"))
+        return void answer(key.name === "y" ? "allow_once" : key.name === "s" ? "allow_session" : "deny");
       else return;
       if (screen !== before) {
         scroll = 0;

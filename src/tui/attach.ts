@@ -20,7 +20,10 @@ function size(): { cols: number; rows: number } {
 
 export function attachShell(api: UiApi, uiPath: string, shellId: string): Promise<AttachOutcome> {
   const { cols, rows } = size();
-  const ws = new WebSocket(api.terminalUrl(uiPath, shellId, cols, rows), { headers: api.socketHeaders(), protocols: ["lsm-ui-terminal"] });
+  const ws = new WebSocket(api.terminalUrl(uiPath, shellId, cols, rows), {
+    headers: api.socketHeaders(),
+    protocols: ["lsm-ui-terminal"],
+  });
   ws.binaryType = "arraybuffer";
   const stdin = process.stdin;
   // Clear the screen and say how to come back; the bridge repaints the shell on join.
@@ -63,10 +66,12 @@ export function attachShell(api: UiApi, uiPath: string, shellId: string): Promis
           for (const bytes of pending) ws.send(bytes);
           pending = undefined;
         }
-        if (msg.type === "error" && msg.code === "read_only") process.stdout.write("\r\n[read only: another viewer has control]\r\n");
+        if (msg.type === "error" && msg.code === "read_only")
+          process.stdout.write("\r\n[read only: another viewer has control]\r\n");
       }
     };
-    ws.onclose = (ev) => finish(ev.code === 1000 ? "detached" : `terminal closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ""})`);
+    ws.onclose = (ev) =>
+      finish(ev.code === 1000 ? "detached" : `terminal closed (${ev.code}${ev.reason ? ` ${ev.reason}` : ""})`);
     ws.onerror = () => finish("terminal socket failed");
     if (stdin.isTTY) stdin.setRawMode(true);
     stdin.on("data", onData);

@@ -10,7 +10,10 @@ import { LOCAL_TOKEN_ENV } from "../ui/local-token.ts";
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "[::1]", "localhost"]);
 
 /** The validated API base, or an error message. */
-export function apiBaseFrom(value: string | undefined, port: number): { ok: true; base: string } | { ok: false; message: string } {
+export function apiBaseFrom(
+  value: string | undefined,
+  port: number,
+): { ok: true; base: string } | { ok: false; message: string } {
   const raw = value ?? `http://127.0.0.1:${port}/api/ui`;
   let u: URL;
   try {
@@ -18,9 +21,15 @@ export function apiBaseFrom(value: string | undefined, port: number): { ok: true
   } catch {
     return { ok: false, message: `--api-base is not a URL: ${raw}` };
   }
-  if (u.protocol !== "http:" && u.protocol !== "https:") return { ok: false, message: "--api-base must be http or https" };
-  if (!LOOPBACK_HOSTS.has(u.hostname.toLowerCase())) return { ok: false, message: "--api-base must name 127.0.0.1, ::1 or localhost (the loopback token is only accepted there)" };
-  if (u.username || u.password || u.search || u.hash || raw.includes("?") || raw.includes("#")) return { ok: false, message: "--api-base must have no credentials, query or fragment" };
+  if (u.protocol !== "http:" && u.protocol !== "https:")
+    return { ok: false, message: "--api-base must be http or https" };
+  if (!LOOPBACK_HOSTS.has(u.hostname.toLowerCase()))
+    return {
+      ok: false,
+      message: "--api-base must name 127.0.0.1, ::1 or localhost (the loopback token is only accepted there)",
+    };
+  if (u.username || u.password || u.search || u.hash || raw.includes("?") || raw.includes("#"))
+    return { ok: false, message: "--api-base must have no credentials, query or fragment" };
   if (u.pathname !== "/api/ui") return { ok: false, message: "--api-base must end in exactly /api/ui" };
   return { ok: true, base: `${u.origin}/api/ui` };
 }
@@ -64,7 +73,12 @@ export function splitCommand(line: string): string[] {
 export async function runExternalTui(command: string, apiBase: string, token: string): Promise<number> {
   const argv = splitCommand(command);
   if (argv.length === 0) throw new Error("ui_tui_command is empty");
-  const env = { ...process.env, LOCAL_SHELL_MCP_UI_API_BASE: apiBase, LOCAL_SHELL_MCP_UI_MODE: "tui", [LOCAL_TOKEN_ENV]: token };
+  const env = {
+    ...process.env,
+    LOCAL_SHELL_MCP_UI_API_BASE: apiBase,
+    LOCAL_SHELL_MCP_UI_MODE: "tui",
+    [LOCAL_TOKEN_ENV]: token,
+  };
   const child = Bun.spawn(argv, { env, stdin: "inherit", stdout: "inherit", stderr: "inherit" });
   // The child owns the terminal; Ctrl-C reaches it directly, we only report the outcome.
   const ignore = () => undefined;

@@ -80,7 +80,16 @@ export async function loadSnapshot(api: UiApi, withTodos = false): Promise<Snaps
       todos.set(s.session_id, t.todos);
     }),
   );
-  return { version: boot.version, uiPath: boot.ui.path, sessions: sessions.sessions, todos, shells: shells.shells, jobs: jobs.jobs, audit: audit.entries, approvals: approvals.pending };
+  return {
+    version: boot.version,
+    uiPath: boot.ui.path,
+    sessions: sessions.sessions,
+    todos,
+    shells: shells.shells,
+    jobs: jobs.jobs,
+    audit: audit.entries,
+    approvals: approvals.pending,
+  };
 }
 
 /** Seconds or milliseconds since the epoch, as local `HH:MM:SS`. */
@@ -125,7 +134,12 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
       if (snap.sessions.length === 0) return ["No sessions."];
       const lines: string[] = [];
       for (const s of snap.sessions) {
-        lines.push(cut(`${s.session_id}  ${s.target}  ${s.workdir}  shells ${s.shells}  updated ${clock(s.updated_at)}${s.label ? `  "${s.label}"` : ""}`, w));
+        lines.push(
+          cut(
+            `${s.session_id}  ${s.target}  ${s.workdir}  shells ${s.shells}  updated ${clock(s.updated_at)}${s.label ? `  "${s.label}"` : ""}`,
+            w,
+          ),
+        );
         const todos = snap.todos.get(s.session_id);
         if (todos === undefined) continue;
         if (todos.length === 0) lines.push("    (no todos)");
@@ -136,19 +150,36 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
     case "Shells": {
       const rows = attachable(snap);
       if (rows.length === 0) return ["No running persistent shells."];
-      return rows.map((s, i) => cut(`${i === selected ? ">" : " "} ${s.shell_id}  ${s.cols}x${s.rows}  session ${s.session_id ?? "-"}  ${s.command}`, w));
+      return rows.map((s, i) =>
+        cut(
+          `${i === selected ? ">" : " "} ${s.shell_id}  ${s.cols}x${s.rows}  session ${s.session_id ?? "-"}  ${s.command}`,
+          w,
+        ),
+      );
     }
     case "Jobs":
       if (snap.jobs.length === 0) return ["No jobs."];
-      return snap.jobs.map((j) => cut(`${j.job_id}  ${j.status.padEnd(9)} ${j.exit_code === null ? "   " : String(j.exit_code).padStart(3)}  ${j.session_id}  ${j.command}`, w));
+      return snap.jobs.map((j) =>
+        cut(
+          `${j.job_id}  ${j.status.padEnd(9)} ${j.exit_code === null ? "   " : String(j.exit_code).padStart(3)}  ${j.session_id}  ${j.command}`,
+          w,
+        ),
+      );
     case "Audit":
       if (snap.audit.length === 0) return ["No audit rows."];
-      return snap.audit.map((a) => cut(`${clock(a.ts)}  ${a.tool ?? a.event}  ${a.status ?? ""}  ${a.session_id ?? a.session ?? ""}`, w));
+      return snap.audit.map((a) =>
+        cut(`${clock(a.ts)}  ${a.tool ?? a.event}  ${a.status ?? ""}  ${a.session_id ?? a.session ?? ""}`, w),
+      );
     case "Approvals": {
       if (snap.approvals.length === 0) return ["No call is waiting for approval."];
       const lines: string[] = [];
       snap.approvals.forEach((a, i) => {
-        lines.push(cut(`${i === selected ? ">" : " "} ${a.tool} on ${a.machine}  session ${a.session ?? "-"}  cwd ${a.cwd ?? "-"}  rule "${a.rule}"  denied at ${clock(a.expires_at)}`, w));
+        lines.push(
+          cut(
+            `${i === selected ? ">" : " "} ${a.tool} on ${a.machine}  session ${a.session ?? "-"}  cwd ${a.cwd ?? "-"}  rule "${a.rule}"  denied at ${clock(a.expires_at)}`,
+            w,
+          ),
+        );
         lines.push(cut(`    $ ${a.command.replace(/\n/g, " ⏎ ")}`, w));
         if (a.reason) lines.push(cut(`    reason: ${a.reason}`, w));
       });

@@ -47,7 +47,8 @@ function fail(e: unknown): Response {
 
 async function body(req: Request): Promise<Record<string, unknown>> {
   const v = (await req.json().catch(() => null)) as unknown;
-  if (v === null || typeof v !== "object" || Array.isArray(v)) throw new ToolError("invalid_arguments", "the request body must be a JSON object");
+  if (v === null || typeof v !== "object" || Array.isArray(v))
+    throw new ToolError("invalid_arguments", "the request body must be a JSON object");
   return v as Record<string, unknown>;
 }
 
@@ -57,7 +58,12 @@ function str(v: unknown, name: string): string {
 }
 
 /** Runs a tool through the registry as the signed-in person: its scope checks and audit apply. */
-async function viaTool(app: App, principal: Principal | undefined, name: string, args: Record<string, unknown>): Promise<Response> {
+async function viaTool(
+  app: App,
+  principal: Principal | undefined,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<Response> {
   const controller = new AbortController();
   const ctx = app.context({ signal: controller.signal, principal, transport: "http" });
   const out = await app.registry.call(ctx, name, args);
@@ -69,7 +75,12 @@ function policyOf(app: App, sessionId: string, principal: Principal | undefined)
   const s = app.services;
   const rec = s.sessions.requireFor(sessionId, principal);
   if (rec.target !== "local") throw new ToolError("remote_unavailable", "remote sessions are not browsable here yet");
-  return { root: s.workspaceRoot, workdir: rec.workdir, stateDir: s.files.stateDir, denylist: s.settings.allow_full_control ? [] : s.settings.path_denylist };
+  return {
+    root: s.workspaceRoot,
+    workdir: rec.workdir,
+    stateDir: s.files.stateDir,
+    denylist: s.settings.allow_full_control ? [] : s.settings.path_denylist,
+  };
 }
 
 /** Opens the `path` of a session (containment checked, no-follow, re-checked by descriptor); regular files only. */
@@ -110,7 +121,9 @@ function head(fd: number, limit: number): Buffer {
 }
 
 /** The dashboard's counts: `/api/ui/dashboard`, and embedded in the page when no sign-in is needed. */
-export async function dashboardFigures(app: App): Promise<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals: number }> {
+export async function dashboardFigures(
+  app: App,
+): Promise<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals: number }> {
   const shells = await app.services.shells.list(null);
   const jobs = app.services.jobs.currentRows();
   return {
@@ -127,7 +140,15 @@ export async function dashboardFigures(app: App): Promise<{ sessions: number; ru
  * token or invite digest, nor the worker's other host facts.
  */
 async function machines(app: App): Promise<{ remote_enabled: boolean; machines: Array<Record<string, unknown>> }> {
-  const local = { name: "local", remote: false, status: "online", workdir: app.services.workspaceRoot, last_seen: null, queue_depth: 0, reconnect_command: null };
+  const local = {
+    name: "local",
+    remote: false,
+    status: "online",
+    workdir: app.services.workspaceRoot,
+    last_seen: null,
+    queue_depth: 0,
+    reconnect_command: null,
+  };
   const m = app.services.remote;
   if (!m) return { remote_enabled: false, machines: [local] };
   // The tool module (and zod) stay off the server's start path: loaded with the first request here.
@@ -151,7 +172,8 @@ async function machines(app: App): Promise<{ remote_enabled: boolean; machines: 
 
 /** Approvals are the operator's: a cookie session, the loopback token, or no authentication at all. */
 function operatorOnly(principal: Principal | undefined, what: string): void {
-  if (principal && !principal.operator) throw new ToolError("insufficient_scope", `${what} is for the operator's UI, not for an MCP client's token`);
+  if (principal && !principal.operator)
+    throw new ToolError("insufficient_scope", `${what} is for the operator's UI, not for an MCP client's token`);
 }
 
 function operatorName(principal: Principal | undefined): string {
@@ -159,7 +181,11 @@ function operatorName(principal: Principal | undefined): string {
 }
 
 function decided(found: boolean, id: unknown): Response {
-  if (!found) throw new ToolError("approval_not_found", `no call is waiting for approval under id ${String(id)} (it was answered, timed out or cancelled)`);
+  if (!found)
+    throw new ToolError(
+      "approval_not_found",
+      `no call is waiting for approval under id ${String(id)} (it was answered, timed out or cancelled)`,
+    );
   return ok({ id, decided: true });
 }
 
@@ -173,7 +199,18 @@ const ENDPOINTS: Record<string, Endpoint> = {
         version: VERSION,
         ui: { path: s.ui_path, auth_mode: s.auth_mode, wallpaper: s.ui_wallpaper },
         scopes: principal?.scopes ?? null,
-        features: { dashboard: true, sessions: true, terminals: true, terminal_websocket: true, files: true, file_preview: true, todos: true, jobs: true, audit: true, machines: app.services.remote !== undefined },
+        features: {
+          dashboard: true,
+          sessions: true,
+          terminals: true,
+          terminal_websocket: true,
+          files: true,
+          file_preview: true,
+          todos: true,
+          jobs: true,
+          audit: true,
+          machines: app.services.remote !== undefined,
+        },
         machines: [{ name: "local", remote: false }],
       });
     },
@@ -190,7 +227,8 @@ const ENDPOINTS: Record<string, Endpoint> = {
     run: async ({ app, principal }) => {
       // Which hosts this server drives, and how to bring one back: the operator's view (cookie
       // session, loopback token, or no auth); a bearer token uses remote_admin with remote:use.
-      if (principal && !principal.operator) throw new ToolError("insufficient_scope", "the machine list is for the operator's UI; use remote_admin");
+      if (principal && !principal.operator)
+        throw new ToolError("insufficient_scope", "the machine list is for the operator's UI; use remote_admin");
       return ok(await machines(app));
     },
   },
@@ -202,19 +240,30 @@ const ENDPOINTS: Record<string, Endpoint> = {
       const rows = app.services.sessions
         .list()
         .sort((a, b) => b.updated_at - a.updated_at)
-        .map((r) => ({ session_id: r.session_id, label: r.label, target: r.target, machine: r.machine, workdir: toWorkspaceRelative(root, r.workdir), created_at: r.created_at, updated_at: r.updated_at, shells: r.persistent_shell_ids.length }));
+        .map((r) => ({
+          session_id: r.session_id,
+          label: r.label,
+          target: r.target,
+          machine: r.machine,
+          workdir: toWorkspaceRelative(root, r.workdir),
+          created_at: r.created_at,
+          updated_at: r.updated_at,
+          shells: r.persistent_shell_ids.length,
+        }));
       return ok({ sessions: rows });
     },
   },
   "sessions/end": {
     method: "POST",
     scopes: [],
-    run: async ({ app, principal, req }) => viaTool(app, principal, "session_end", { session_id: str((await body(req)).session_id, "session_id") }),
+    run: async ({ app, principal, req }) =>
+      viaTool(app, principal, "session_end", { session_id: str((await body(req)).session_id, "session_id") }),
   },
   terminals: {
     method: "GET",
     scopes: ["shell:read"],
-    run: async ({ app }) => ok({ machine: "local", remote: false, shells: (await app.services.shells.list(null)).slice(0, 256) }),
+    run: async ({ app }) =>
+      ok({ machine: "local", remote: false, shells: (await app.services.shells.list(null)).slice(0, 256) }),
   },
   "terminals/snapshot": {
     method: "GET",
@@ -224,11 +273,27 @@ const ENDPOINTS: Record<string, Endpoint> = {
     run: async ({ app, principal, url }) => {
       // Any shell's screen: only for the operator (cookie session, loopback token, or no auth at
       // all); a bearer token acts as its own client and reads shells through the MCP tool instead.
-      if (principal && !principal.operator) throw new ToolError("insufficient_scope", "the terminal snapshot is for the operator's UI; use read_persistent_shell_output");
+      if (principal && !principal.operator)
+        throw new ToolError(
+          "insufficient_scope",
+          "the terminal snapshot is for the operator's UI; use read_persistent_shell_output",
+        );
       const shellId = str(url.searchParams.get("shell_id"), "shell_id");
       const lines = Math.max(1, Math.min(2000, Number(url.searchParams.get("lines") ?? 500) || 500));
-      const r = await app.services.shells.read(shellId, null, { lines, offset: null, waitFor: null, idleMs: null, timeoutMs: 0, maxBytes: SNAPSHOT_MAX_BYTES });
-      return ok({ shell_id: shellId, output: r.current_line ? `${r.output}\n${r.current_line}` : r.output, status: r.status, exit_code: r.exit_code });
+      const r = await app.services.shells.read(shellId, null, {
+        lines,
+        offset: null,
+        waitFor: null,
+        idleMs: null,
+        timeoutMs: 0,
+        maxBytes: SNAPSHOT_MAX_BYTES,
+      });
+      return ok({
+        shell_id: shellId,
+        output: r.current_line ? `${r.output}\n${r.current_line}` : r.output,
+        status: r.status,
+        exit_code: r.exit_code,
+      });
     },
   },
   jobs: {
@@ -263,7 +328,10 @@ const ENDPOINTS: Record<string, Endpoint> = {
     scopes: [],
     run: async ({ app, principal, req }) => {
       const b = await body(req);
-      return viaTool(app, principal, "job", { session_id: str(b.session_id, "session_id"), cancel: [str(b.job_id, "job_id")] });
+      return viaTool(app, principal, "job", {
+        session_id: str(b.session_id, "session_id"),
+        cancel: [str(b.job_id, "job_id")],
+      });
     },
   },
   approvals: {
@@ -283,7 +351,14 @@ const ENDPOINTS: Record<string, Endpoint> = {
       operatorOnly(principal, "approving a call");
       const b = await body(req);
       const remember = b.remember === true;
-      return decided(app.services.approvals.decide(str(b.id, "id"), remember ? "allow_session" : "allow_once", operatorName(principal)), b.id);
+      return decided(
+        app.services.approvals.decide(
+          str(b.id, "id"),
+          remember ? "allow_session" : "allow_once",
+          operatorName(principal),
+        ),
+        b.id,
+      );
     },
   },
   "approvals/deny": {
@@ -312,10 +387,24 @@ const ENDPOINTS: Record<string, Endpoint> = {
     scopes: ["audit:read"],
     run: async ({ app, url }) => {
       const audit = app.services.audit;
-      const limitBytes = app.services.settings.max_audit_log_bytes > 0 ? Math.min(MAX_TAIL_BYTES, app.services.settings.max_audit_log_bytes) : MAX_TAIL_BYTES;
+      const limitBytes =
+        app.services.settings.max_audit_log_bytes > 0
+          ? Math.min(MAX_TAIL_BYTES, app.services.settings.max_audit_log_bytes)
+          : MAX_TAIL_BYTES;
       const limit = Math.max(1, Math.min(2000, Number(url.searchParams.get("limit") ?? 200) || 200));
       const rows = coalesce(await audit.tail(limitBytes));
-      return ok(query(rows, { limit, event: null, operation: null, session: url.searchParams.get("session"), search: url.searchParams.get("search"), startTs: null, endTs: null, sort: "desc" }));
+      return ok(
+        query(rows, {
+          limit,
+          event: null,
+          operation: null,
+          session: url.searchParams.get("session"),
+          search: url.searchParams.get("search"),
+          startTs: null,
+          endTs: null,
+          sort: "desc",
+        }),
+      );
     },
   },
   files: {
@@ -326,9 +415,18 @@ const ENDPOINTS: Record<string, Endpoint> = {
       const res = resolveInWorkdir(policy, url.searchParams.get("path") || ".", { mustExist: true });
       const entries = readdirSync(res.real, { withFileTypes: true })
         .filter((d) => !(policy.stateDir && join(res.real, d.name) === policy.stateDir))
-        .map((d) => ({ name: d.name, kind: d.isDirectory() ? "dir" : d.isSymbolicLink() ? "link" : d.isFile() ? "file" : "other" }))
-        .sort((a, b) => (a.kind === "dir") !== (b.kind === "dir") ? (a.kind === "dir" ? -1 : 1) : a.name.localeCompare(b.name));
-      return ok({ path: res.rel, entries: entries.slice(0, MAX_LIST_ENTRIES), truncated: entries.length > MAX_LIST_ENTRIES });
+        .map((d) => ({
+          name: d.name,
+          kind: d.isDirectory() ? "dir" : d.isSymbolicLink() ? "link" : d.isFile() ? "file" : "other",
+        }))
+        .sort((a, b) =>
+          (a.kind === "dir") !== (b.kind === "dir") ? (a.kind === "dir" ? -1 : 1) : a.name.localeCompare(b.name),
+        );
+      return ok({
+        path: res.rel,
+        entries: entries.slice(0, MAX_LIST_ENTRIES),
+        truncated: entries.length > MAX_LIST_ENTRIES,
+      });
     },
   },
   "files/preview": {
@@ -338,9 +436,16 @@ const ENDPOINTS: Record<string, Endpoint> = {
       const { fd, st, rel } = openRegular(app, principal, url);
       try {
         const bytes = head(fd, Math.min(st.size, app.services.settings.max_file_read_bytes));
-        if (bytes.includes(0)) return ok({ path: rel, bytes: st.size, binary: true, hex: bytes.subarray(0, 256).toString("hex") });
+        if (bytes.includes(0))
+          return ok({ path: rel, bytes: st.size, binary: true, hex: bytes.subarray(0, 256).toString("hex") });
         const lines = bytes.toString("utf8").split("\n");
-        return ok({ path: rel, bytes: st.size, binary: false, text: lines.slice(0, PREVIEW_LINES).join("\n"), truncated: lines.length > PREVIEW_LINES || bytes.length < st.size });
+        return ok({
+          path: rel,
+          bytes: st.size,
+          binary: false,
+          text: lines.slice(0, PREVIEW_LINES).join("\n"),
+          truncated: lines.length > PREVIEW_LINES || bytes.length < st.size,
+        });
       } finally {
         closeSync(fd);
       }
@@ -435,7 +540,8 @@ export async function handleApi(
   const name = url.pathname.slice("/api/ui/".length);
   const ep = Object.hasOwn(ENDPOINTS, name) ? ENDPOINTS[name] : undefined;
   if (!ep) return errorResponse(404, "not_found", "no such UI endpoint");
-  if (req.method !== ep.method) return errorResponse(405, "method_not_allowed", `use ${ep.method}`, {}, { allow: ep.method });
+  if (req.method !== ep.method)
+    return errorResponse(405, "method_not_allowed", `use ${ep.method}`, {}, { allow: ep.method });
   const refused = missingScope(principal, ep.scopes);
   if (refused) return refused;
   try {

@@ -9,7 +9,9 @@ export interface ServedAsset {
   bytes: number;
 }
 
-const byName = new Map<string, ServedAsset>(ASSETS.map((a) => [a.name, { type: a.type, gzip: Uint8Array.from(Buffer.from(a.gzip, "base64")), bytes: a.bytes }]));
+const byName = new Map<string, ServedAsset>(
+  ASSETS.map((a) => [a.name, { type: a.type, gzip: Uint8Array.from(Buffer.from(a.gzip, "base64")), bytes: a.bytes }]),
+);
 
 export function asset(name: string): ServedAsset | undefined {
   return byName.get(name);

@@ -8,7 +8,8 @@ import { DownloadTickets } from "./download-tickets.ts";
 import { TERMINAL_PROTOCOL, TerminalSockets } from "./terminal.ts";
 
 /** The index page's policy: scripts and styles only from us, no framing, no foreign connections. */
-export const UI_CSP = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
+export const UI_CSP =
+  "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
 
 const SECURITY_HEADERS = { "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" };
 
@@ -67,9 +68,19 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     };
     // A JSON data block is inert under the CSP; `<` is escaped so no value can close the element.
     const json = JSON.stringify(cfg).replace(/</g, "\\u003c");
-    const styles = ENTRY_STYLES.map((n) => `<link rel="stylesheet" href="${escapeHtml(`${base}/assets/${n}`)}">`).join("");
+    const styles = ENTRY_STYLES.map((n) => `<link rel="stylesheet" href="${escapeHtml(`${base}/assets/${n}`)}">`).join(
+      "",
+    );
     const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>local-shell-mcp</title><link rel="icon" href="data:,">${styles}<script type="application/json" id="lsm-config">${json}</script><script type="module" src="${escapeHtml(`${base}/assets/${ENTRY_SCRIPT}`)}"></script></head><body><div id="app"></div></body></html>`;
-    return new Response(html, { headers: { "content-type": "text/html; charset=utf-8", "content-security-policy": UI_CSP, "cache-control": "no-store", "x-frame-options": "DENY", ...SECURITY_HEADERS } });
+    return new Response(html, {
+      headers: {
+        "content-type": "text/html; charset=utf-8",
+        "content-security-policy": UI_CSP,
+        "cache-control": "no-store",
+        "x-frame-options": "DENY",
+        ...SECURITY_HEADERS,
+      },
+    });
   };
 
   const assetRoute = async (req: Request, name: string): Promise<Response> => {
@@ -77,21 +88,37 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     const a = /^[A-Za-z0-9._-]{1,128}$/.test(name) ? asset(name) : undefined;
     if (!a) return errorResponse(404, "not_found", "no such asset");
     // Names carry a content hash, so a served file never changes: cache it for good.
-    const headers = { "content-type": a.type, "cache-control": "public, max-age=31536000, immutable", ...SECURITY_HEADERS };
-    if ((req.headers.get("accept-encoding") ?? "").includes("gzip")) return new Response(a.gzip, { headers: { ...headers, "content-encoding": "gzip", vary: "accept-encoding" } });
+    const headers = {
+      "content-type": a.type,
+      "cache-control": "public, max-age=31536000, immutable",
+      ...SECURITY_HEADERS,
+    };
+    if ((req.headers.get("accept-encoding") ?? "").includes("gzip"))
+      return new Response(a.gzip, { headers: { ...headers, "content-encoding": "gzip", vary: "accept-encoding" } });
     return new Response(Bun.gunzipSync(a.gzip), { headers: { ...headers, vary: "accept-encoding" } });
   };
 
   const route: Route = async (req, url, facts) => {
     const p = url.pathname;
     if (p === base || p === `${base}/` || p === `${base}/callback`) {
-      return req.method === "GET" || req.method === "HEAD" ? page(req) : errorResponse(405, "method_not_allowed", "use GET");
+      return req.method === "GET" || req.method === "HEAD"
+        ? page(req)
+        : errorResponse(405, "method_not_allowed", "use GET");
     }
-    if (p.startsWith(`${base}/assets/`) && (req.method === "GET" || req.method === "HEAD")) return assetRoute(req, p.slice(`${base}/assets/`.length));
+    if (p.startsWith(`${base}/assets/`) && (req.method === "GET" || req.method === "HEAD"))
+      return assetRoute(req, p.slice(`${base}/assets/`.length));
     if (p.startsWith(socketPrefix)) {
-      if (req.headers.get("upgrade")?.toLowerCase() !== "websocket" || !facts.upgrade) return errorResponse(426, "upgrade_required", "this is a WebSocket endpoint");
-      const { admission, protocol } = await terminals.admit(req, url, decodeURIComponent(p.slice(socketPrefix.length)), facts.peer);
-      return facts.upgrade(terminals.handler(admission), protocol) ? UPGRADED : errorResponse(400, "upgrade_failed", "the WebSocket upgrade failed");
+      if (req.headers.get("upgrade")?.toLowerCase() !== "websocket" || !facts.upgrade)
+        return errorResponse(426, "upgrade_required", "this is a WebSocket endpoint");
+      const { admission, protocol } = await terminals.admit(
+        req,
+        url,
+        decodeURIComponent(p.slice(socketPrefix.length)),
+        facts.peer,
+      );
+      return facts.upgrade(terminals.handler(admission), protocol)
+        ? UPGRADED
+        : errorResponse(400, "upgrade_failed", "the WebSocket upgrade failed");
     }
     if (!p.startsWith("/api/ui/")) return undefined;
     if (p === "/api/ui/session/oauth" && req.method === "POST") return sessions.signIn(req);

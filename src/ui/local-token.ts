@@ -58,17 +58,25 @@ export function readLocalToken(stateDir: string): string {
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
   } catch {
-    throw new ToolError("ui_token_missing", `no loopback token at ${path}; is \`local-shell-mcp serve\` running with this state_dir?`);
+    throw new ToolError(
+      "ui_token_missing",
+      `no loopback token at ${path}; is \`local-shell-mcp serve\` running with this state_dir?`,
+    );
   }
   try {
     const st = fstatSync(fd);
-    if (!st.isFile() || (st.mode & 0o077) !== 0 || (typeof process.getuid === "function" && st.uid !== process.getuid())) {
+    if (
+      !st.isFile() ||
+      (st.mode & 0o077) !== 0 ||
+      (typeof process.getuid === "function" && st.uid !== process.getuid())
+    ) {
       throw new ToolError("ui_token_unsafe", `${path} must be a regular file owned by you with mode 0600`);
     }
     const buf = Buffer.alloc(MAX_LENGTH + 2);
     const n = readSync(fd, buf, 0, buf.length, 0);
     const token = buf.subarray(0, n).toString("utf8").trim();
-    if (token.length < MIN_LENGTH || token.length > MAX_LENGTH || !/^[A-Za-z0-9_-]+$/.test(token)) throw new ToolError("ui_token_invalid", `${path} does not hold a valid token; restart the server`);
+    if (token.length < MIN_LENGTH || token.length > MAX_LENGTH || !/^[A-Za-z0-9_-]+$/.test(token))
+      throw new ToolError("ui_token_invalid", `${path} does not hold a valid token; restart the server`);
     return token;
   } finally {
     closeSync(fd);
@@ -82,12 +90,35 @@ function equalText(a: string, b: string): boolean {
   return timingSafeEqual(x, y);
 }
 
-export type LocalTokenVerdict = { ok: true; principal: Principal } | { ok: false; status: 401 | 403; code: string; message: string };
+export type LocalTokenVerdict =
+  | { ok: true; principal: Principal }
+  | { ok: false; status: 401 | 403; code: string; message: string };
 
 /** Checks a request that carries the token header; `peer` is the transport address (never a forwarded header). */
 export function checkLocalToken(expected: string, req: Request, peer: string): LocalTokenVerdict {
-  if (req.headers.get("origin") !== null) return { ok: false, status: 403, code: "local_token_refused", message: "the loopback token is not accepted from a browser (Origin present)" };
-  if (!isLoopbackName(peer.replace(/^::ffff:/, ""))) return { ok: false, status: 403, code: "local_token_refused", message: "the loopback token is only accepted from this machine's loopback interface" };
-  if (!equalText(req.headers.get(LOCAL_TOKEN_HEADER) ?? "", expected)) return { ok: false, status: 401, code: "invalid_token", message: "wrong loopback token; it is rotated on every server start" };
-  return { ok: true, principal: { clientId: "local-token", subject: "local-operator", scopes: [...LOCAL_TOKEN_SCOPES], operator: true } };
+  if (req.headers.get("origin") !== null)
+    return {
+      ok: false,
+      status: 403,
+      code: "local_token_refused",
+      message: "the loopback token is not accepted from a browser (Origin present)",
+    };
+  if (!isLoopbackName(peer.replace(/^::ffff:/, "")))
+    return {
+      ok: false,
+      status: 403,
+      code: "local_token_refused",
+      message: "the loopback token is only accepted from this machine's loopback interface",
+    };
+  if (!equalText(req.headers.get(LOCAL_TOKEN_HEADER) ?? "", expected))
+    return {
+      ok: false,
+      status: 401,
+      code: "invalid_token",
+      message: "wrong loopback token; it is rotated on every server start",
+    };
+  return {
+    ok: true,
+    principal: { clientId: "local-token", subject: "local-operator", scopes: [...LOCAL_TOKEN_SCOPES], operator: true },
+  };
 }

@@ -50,8 +50,16 @@ export class TerminalSockets {
   }
 
   /** Decides on an upgrade request; the verdict travels with the socket and is applied on open. */
-  async admit(req: Request, url: URL, shellId: string, peer: string): Promise<{ admission: Admission; protocol: string | undefined }> {
-    const offered = (req.headers.get("sec-websocket-protocol") ?? "").split(",").map((p) => p.trim()).filter((p) => p);
+  async admit(
+    req: Request,
+    url: URL,
+    shellId: string,
+    peer: string,
+  ): Promise<{ admission: Admission; protocol: string | undefined }> {
+    const offered = (req.headers.get("sec-websocket-protocol") ?? "")
+      .split(",")
+      .map((p) => p.trim())
+      .filter((p) => p);
     const protocol = offered.includes(TERMINAL_PROTOCOL) ? TERMINAL_PROTOCOL : undefined;
     const refuse = (code: number, reason: string) => ({ admission: { refuse: code, reason }, protocol });
     if (!SHELL_ID.test(shellId)) return refuse(4400, "bad shell id");
@@ -75,7 +83,8 @@ export class TerminalSockets {
     } else {
       const origin = req.headers.get("origin");
       // A browser always sends Origin; it must be the UI's own, not merely one the general guard admits.
-      if (origin !== uiOrigin(this.settings, req) && !(origin === null && this.settings.auth_mode === "none")) return refuse(4403, "origin not allowed");
+      if (origin !== uiOrigin(this.settings, req) && !(origin === null && this.settings.auth_mode === "none"))
+        return refuse(4403, "origin not allowed");
     }
     const auth = await this.sessions.authenticate(check, { websocket: true, peer, ...(binding ? { binding } : {}) });
     if (!auth.ok) return refuse(auth.response.status === 403 ? 4403 : 4401, "not signed in");
@@ -83,9 +92,15 @@ export class TerminalSockets {
     if (missing) return refuse(4403, `missing scope ${missing}`);
     const shells = await this.app.services.shells.list(null).catch(() => undefined);
     if (!shells) return refuse(1011, "shell inventory unavailable");
-    if (!shells.some((s) => s.shell_id === shellId && s.status === "running")) return refuse(4404, "no such running shell");
+    if (!shells.some((s) => s.shell_id === shellId && s.status === "running"))
+      return refuse(4404, "no such running shell");
     return {
-      admission: { shellId, cols: clampInt(url.searchParams.get("cols"), 20, 1600, 120), rows: clampInt(url.searchParams.get("rows"), 3, 500, 36), ...(auth.session ? { session: auth.session } : {}) },
+      admission: {
+        shellId,
+        cols: clampInt(url.searchParams.get("cols"), 20, 1600, 120),
+        rows: clampInt(url.searchParams.get("rows"), 3, 500, 36),
+        ...(auth.session ? { session: auth.session } : {}),
+      },
       protocol,
     };
   }
@@ -156,7 +171,12 @@ export class TerminalSockets {
         const size = typeof message === "string" ? Buffer.byteLength(message) : message.byteLength;
         if (size > MAX_FRAME) return ws.close(4400, "frame too large");
         if (typeof message !== "string") {
-          if (this.bridges.input(shellId, viewer, message) === "read_only") send(ws, { type: "error", code: "read_only", message: "another viewer has control; send take_control first" });
+          if (this.bridges.input(shellId, viewer, message) === "read_only")
+            send(ws, {
+              type: "error",
+              code: "read_only",
+              message: "another viewer has control; send take_control first",
+            });
           return;
         }
         let msg: Record<string, unknown>;
@@ -165,19 +185,34 @@ export class TerminalSockets {
         } catch {
           return ws.close(4400, "control frames must be JSON");
         }
-        if (msg === null || typeof msg !== "object" || Array.isArray(msg)) return ws.close(4400, "control frames must be JSON objects");
+        if (msg === null || typeof msg !== "object" || Array.isArray(msg))
+          return ws.close(4400, "control frames must be JSON objects");
         switch (msg.type) {
           case "input": {
             const data = typeof msg.data === "string" ? msg.data : "";
-            if (this.bridges.input(shellId, viewer, msg.enter === true ? `${data}\r` : data) === "read_only") send(ws, { type: "error", code: "read_only", message: "another viewer has control; send take_control first" });
+            if (this.bridges.input(shellId, viewer, msg.enter === true ? `${data}\r` : data) === "read_only")
+              send(ws, {
+                type: "error",
+                code: "read_only",
+                message: "another viewer has control; send take_control first",
+              });
             return;
           }
           case "resize": {
             const cols = Number(msg.cols);
             const rows = Number(msg.rows);
-            if (!Number.isInteger(cols) || !Number.isInteger(rows) || cols < 20 || cols > 1600 || rows < 3 || rows > 500) return ws.close(4400, "bad size");
+            if (
+              !Number.isInteger(cols) ||
+              !Number.isInteger(rows) ||
+              cols < 20 ||
+              cols > 1600 ||
+              rows < 3 ||
+              rows > 500
+            )
+              return ws.close(4400, "bad size");
             const r = this.bridges.resize(shellId, viewer, cols, rows);
-            if (r === "read_only") send(ws, { type: "error", code: "read_only", message: "only the viewer in control can resize" });
+            if (r === "read_only")
+              send(ws, { type: "error", code: "read_only", message: "only the viewer in control can resize" });
             else if (r === "ok") void this.app.services.shells.resize(shellId, null, cols, rows).catch(() => undefined);
             return;
           }

@@ -51,7 +51,9 @@ export class AutoUpdater {
     if (!current || current.sha256 === offer.sha256) return;
     if (isDowngrade(current.bundle_version, offer.version)) {
       this.failed.add(offer.sha256);
-      this.o.status(`Status: the controller offers runtime ${offer.version}, older than ${current.bundle_version}; not updating (worker update --force does)`);
+      this.o.status(
+        `Status: the controller offers runtime ${offer.version}, older than ${current.bundle_version}; not updating (worker update --force does)`,
+      );
       return;
     }
     this.running = true;
@@ -66,13 +68,21 @@ export class AutoUpdater {
       status(`Status: the controller offers runtime ${offer.version}; new calls wait until the running ones finish`);
       if (!(await channel.idle(DRAIN_MS))) {
         // Long calls keep running; the waiting ones go ahead, and the next welcome offers again.
-        status(`Status: calls still run after ${DRAIN_MS / 1000} s; the update to ${offer.version} waits for the next connection`);
+        status(
+          `Status: calls still run after ${DRAIN_MS / 1000} s; the update to ${offer.version} waits for the next connection`,
+        );
         return;
       }
       status(`Status: updating the worker runtime from ${fromVersion} to ${offer.version}`);
-      const installed = await installRuntime({ root, server: this.o.server, currentVersion: fromVersion, expectedSha256: offer.sha256 });
+      const installed = await installRuntime({
+        root,
+        server: this.o.server,
+        currentVersion: fromVersion,
+        expectedSha256: offer.sha256,
+      });
       const before = readProfile(root, profileId);
-      if (!before || before.runtime_sha256 !== fromSha) throw new Error("profile.json does not name the running runtime");
+      if (!before || before.runtime_sha256 !== fromSha)
+        throw new Error("profile.json does not name the running runtime");
       writeProfile(root, { ...before, runtime_sha256: installed.sha256, runtime_version: installed.version });
       handedOver = await this.handOver(installed.binary);
       if (handedOver) {
@@ -102,7 +112,12 @@ export class AutoUpdater {
     rmSync(ready, { force: true });
     channel.pause();
     const child = Bun.spawn([binary, "worker", "run", profileId], {
-      env: { ...process.env, LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, [HANDOFF_BOOT_ENV]: channel.bootId, [HANDOFF_READY_ENV]: ready },
+      env: {
+        ...process.env,
+        LOCAL_SHELL_MCP_WORKER_STATE_DIR: root,
+        [HANDOFF_BOOT_ENV]: channel.bootId,
+        [HANDOFF_READY_ENV]: ready,
+      },
       stdin: "ignore",
       stdout: "inherit",
       stderr: "inherit",

@@ -9,7 +9,17 @@ import WebSocket from "ws";
 import { incidentError, toToolError } from "../core/errors.ts";
 import { randomHex } from "../core/random.ts";
 import { BUILD_DIGEST, VERSION } from "../core/version.ts";
-import { type Call, CLOSE_REVOKED, CLOSE_TOO_BIG, ControllerFrame, decodeFrame, encodeFrame, frameBytes, PROTOCOL_VERSION, type RuntimeOffer } from "../remote/protocol.ts";
+import {
+  type Call,
+  CLOSE_REVOKED,
+  CLOSE_TOO_BIG,
+  ControllerFrame,
+  decodeFrame,
+  encodeFrame,
+  frameBytes,
+  PROTOCOL_VERSION,
+  type RuntimeOffer,
+} from "../remote/protocol.ts";
 import { executingRuntime } from "./install.ts";
 import { EXIT_REVOKED } from "./layout.ts";
 import { type WorkerRuntime, workerCapabilities, workerOperation } from "./operations.ts";
@@ -118,7 +128,9 @@ export class WorkerChannel {
       if (this.finished !== undefined) return this.finished;
       if (this.paused) continue;
       if (outcome.kind === "revoked") {
-        this.options.status("Status: the controller revoked this worker; its identity is no longer accepted (enroll again with a new invite)");
+        this.options.status(
+          "Status: the controller revoked this worker; its identity is no longer accepted (enroll again with a new invite)",
+        );
         for (const ac of this.running.values()) ac.abort();
         return EXIT_REVOKED;
       }
@@ -134,7 +146,9 @@ export class WorkerChannel {
       let welcomed = false;
       let lastHeard = Date.now();
       let watch: Timer | undefined;
-      const ws = new WebSocket(channelUrl(this.options.server), { headers: { authorization: `Bearer ${this.options.token}` } });
+      const ws = new WebSocket(channelUrl(this.options.server), {
+        headers: { authorization: `Bearer ${this.options.token}` },
+      });
       this.ws = ws;
       const done = (o: Outcome) => {
         if (settled) return;
@@ -162,7 +176,11 @@ export class WorkerChannel {
             type: "hello",
             protocol: PROTOCOL_VERSION,
             boot_id: this.bootId,
-            runtime: { version: VERSION, build_digest: BUILD_DIGEST, bundle_sha256: executingRuntime(this.options.root)?.sha256 ?? null },
+            runtime: {
+              version: VERSION,
+              build_digest: BUILD_DIGEST,
+              bundle_sha256: executingRuntime(this.options.root)?.sha256 ?? null,
+            },
             running: [...this.running.keys()],
             unacked: [...this.outbox.keys()],
             workdir: this.options.runtime.workdir,
@@ -255,8 +273,17 @@ export class WorkerChannel {
       .then(
         (r) => this.complete(call.id, { ok: true, data: r.data }, r.body),
         (e) => {
-          const err = op ? toToolError(e, `worker operation ${call.op}`) : { code: "remote_unsupported_operation", message: `the worker does not offer ${call.op}`, details: undefined };
-          this.complete(call.id, { ok: false, error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) } });
+          const err = op
+            ? toToolError(e, `worker operation ${call.op}`)
+            : {
+                code: "remote_unsupported_operation",
+                message: `the worker does not offer ${call.op}`,
+                details: undefined,
+              };
+          this.complete(call.id, {
+            ok: false,
+            error: { code: err.code, message: err.message, ...(err.details ? { details: err.details } : {}) },
+          });
         },
       )
       .finally(() => {
@@ -265,7 +292,15 @@ export class WorkerChannel {
       });
   }
 
-  private complete(id: string, result: { ok: boolean; data?: unknown; error?: { code: string; message: string; details?: Record<string, unknown> } }, body?: Uint8Array): void {
+  private complete(
+    id: string,
+    result: {
+      ok: boolean;
+      data?: unknown;
+      error?: { code: string; message: string; details?: Record<string, unknown> };
+    },
+    body?: Uint8Array,
+  ): void {
     let encoded: string | Uint8Array;
     try {
       encoded = encodeFrame({ type: "result", id, ...result }, body);
@@ -275,7 +310,15 @@ export class WorkerChannel {
     }
     if (this.maxFrame > 0 && frameBytes(encoded) > this.maxFrame) {
       const size = frameBytes(encoded);
-      encoded = encodeFrame({ type: "result", id, ok: false, error: { code: "remote_result_too_large", message: `the result is ${size} bytes, above the controller's max_http_request_bytes (${this.maxFrame})` } });
+      encoded = encodeFrame({
+        type: "result",
+        id,
+        ok: false,
+        error: {
+          code: "remote_result_too_large",
+          message: `the result is ${size} bytes, above the controller's max_http_request_bytes (${this.maxFrame})`,
+        },
+      });
     }
     this.outbox.set(id, encoded);
     if (this.outbox.size > MAX_OUTBOX) this.outbox.delete(this.outbox.keys().next().value!);
@@ -287,7 +330,8 @@ export class WorkerChannel {
     const ws = this.ws;
     if (!ws || ws.readyState !== WebSocket.OPEN) return; // stays in the outbox
     void (async () => {
-      for (let i = 0; ws.bufferedAmount > HIGH_WATER_BYTES && i < 60_000 && ws.readyState === WebSocket.OPEN; i++) await Bun.sleep(5);
+      for (let i = 0; ws.bufferedAmount > HIGH_WATER_BYTES && i < 60_000 && ws.readyState === WebSocket.OPEN; i++)
+        await Bun.sleep(5);
       if (ws.readyState === WebSocket.OPEN) ws.send(encoded);
     })();
   }

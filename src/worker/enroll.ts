@@ -23,7 +23,8 @@ export function serverOrigin(raw: string): string {
   } catch {
     throw new WorkerCommandError("--server must be an absolute http(s) URL");
   }
-  if (!/^https?:$/.test(url.protocol) || url.username || url.password || url.search || url.hash) throw new WorkerCommandError("--server must be an absolute http(s) URL without credentials, query or fragment");
+  if (!/^https?:$/.test(url.protocol) || url.username || url.password || url.search || url.hash)
+    throw new WorkerCommandError("--server must be an absolute http(s) URL without credentials, query or fragment");
   return `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
 }
 
@@ -54,7 +55,8 @@ export function readInviteFromStdin(): string {
 
 export function canonicalWorkdir(raw: string | undefined): string {
   const dir = resolve(raw ?? process.cwd());
-  if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new WorkerCommandError(`the workdir ${dir} is not a directory`);
+  if (!existsSync(dir) || !statSync(dir).isDirectory())
+    throw new WorkerCommandError(`the workdir ${dir} is not a directory`);
   return realpathSync(dir);
 }
 
@@ -78,7 +80,9 @@ export function hostInfo(root: string, profileId: string): Record<string, string
     profile_id: profileId,
     ...(existsSync(launcher) ? { launcher_path: launcher } : {}),
     // Set by the service definitions (systemd, launchd) so orientations can say how the worker runs.
-    ...(SERVICE_KINDS.has(process.env.LOCAL_SHELL_MCP_WORKER_SERVICE_KIND ?? "") ? { service_kind: process.env.LOCAL_SHELL_MCP_WORKER_SERVICE_KIND! } : {}),
+    ...(SERVICE_KINDS.has(process.env.LOCAL_SHELL_MCP_WORKER_SERVICE_KIND ?? "")
+      ? { service_kind: process.env.LOCAL_SHELL_MCP_WORKER_SERVICE_KIND! }
+      : {}),
   };
 }
 
@@ -87,7 +91,14 @@ function retryable(status: number): boolean {
 }
 
 /** Registers with the controller; retries network trouble and 5xx a few times, never a 4xx. */
-export async function register(input: { server: string; invite: string; name: string | null; workdir: string; root: string; profileId: string }): Promise<WorkerIdentity> {
+export async function register(input: {
+  server: string;
+  invite: string;
+  name: string | null;
+  workdir: string;
+  root: string;
+  profileId: string;
+}): Promise<WorkerIdentity> {
   // A digest only for an installed runtime this process really runs from (spec 1.12).
   const bundleSha = executingRuntime(input.root)?.sha256 ?? null;
   const body = JSON.stringify({
@@ -96,23 +107,49 @@ export async function register(input: { server: string; invite: string; name: st
     workdir: input.workdir,
     capabilities: workerCapabilities(),
     info: hostInfo(input.root, input.profileId),
-    runtime: { protocol_version: 1, runtime_kind: bundleSha ? "managed_bundle" : "binary", worker_version: VERSION, build_digest: BUILD_DIGEST, bundle_sha256: bundleSha },
+    runtime: {
+      protocol_version: 1,
+      runtime_kind: bundleSha ? "managed_bundle" : "binary",
+      worker_version: VERSION,
+      build_digest: BUILD_DIGEST,
+      bundle_sha256: bundleSha,
+    },
   });
   let lastProblem = "";
   for (let attempt = 0; attempt < 6; attempt++) {
     if (attempt > 0) await Bun.sleep(Math.min(30, 2 ** attempt) * 500);
     let res: Response;
     try {
-      res = await fetch(`${input.server}/remote/register`, { method: "POST", headers: { "content-type": "application/json" }, body, signal: AbortSignal.timeout(30_000), redirect: "error" });
+      res = await fetch(`${input.server}/remote/register`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+        signal: AbortSignal.timeout(30_000),
+        redirect: "error",
+      });
     } catch {
       lastProblem = "the controller could not be reached";
       continue;
     }
-    const reply = (await res.json().catch(() => null)) as { ok?: boolean; error?: string; message?: string; data?: { token?: string; name?: string; workdir?: string } } | null;
+    const reply = (await res.json().catch(() => null)) as {
+      ok?: boolean;
+      error?: string;
+      message?: string;
+      data?: { token?: string; name?: string; workdir?: string };
+    } | null;
     if (res.ok && reply?.ok && typeof reply.data?.token === "string" && typeof reply.data.name === "string") {
       // An invite may bind the workdir; it must exist here too (checked before anything is stored).
-      const workdir = reply.data.workdir && reply.data.workdir !== input.workdir ? canonicalWorkdir(reply.data.workdir) : input.workdir;
-      const identity: WorkerIdentity = { server: input.server, name: reply.data.name, token: reply.data.token, workdir, profile_id: input.profileId };
+      const workdir =
+        reply.data.workdir && reply.data.workdir !== input.workdir
+          ? canonicalWorkdir(reply.data.workdir)
+          : input.workdir;
+      const identity: WorkerIdentity = {
+        server: input.server,
+        name: reply.data.name,
+        token: reply.data.token,
+        workdir,
+        profile_id: input.profileId,
+      };
       writeIdentity(input.root, identity);
       return identity;
     }
@@ -122,4 +159,3 @@ export async function register(input: { server: string; invite: string; name: st
   }
   throw new WorkerCommandError(`enrollment failed: ${lastProblem}`);
 }
-

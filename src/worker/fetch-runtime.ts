@@ -12,7 +12,14 @@ import { BUILD_TARGET, VERSION } from "../core/version.ts";
 import { BUNDLE_PATH, MAX_BUNDLE_BYTES, type BundleManifest } from "../remote/bundle.ts";
 import { ensurePrivateDir } from "../store/atomic.ts";
 import { SHA256_PATTERN, workerPaths } from "./layout.ts";
-import { checkVersionText, installedRuntime, installFromFile, isDowngrade, runtimeBinary, type InstallResult } from "./install.ts";
+import {
+  checkVersionText,
+  installedRuntime,
+  installFromFile,
+  isDowngrade,
+  runtimeBinary,
+  type InstallResult,
+} from "./install.ts";
 
 const MAX_MANIFEST_BYTES = 256 * 1024;
 const MAX_REDIRECTS = 5;
@@ -69,20 +76,32 @@ async function readBounded(res: Response, max: number, sink: (chunk: Uint8Array)
 
 /** Checks a manifest: schema, digest, version, size cap, platform, and a digest-qualified same-origin url. */
 export function validateManifest(raw: unknown, server: string): BundleManifest {
-  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw refuse("the bundle manifest is not an object");
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw))
+    throw refuse("the bundle manifest is not an object");
   const m = raw as Record<string, unknown>;
   if (m.schema_version !== 1) throw refuse("the bundle manifest has an unknown schema_version");
-  if (typeof m.sha256 !== "string" || !SHA256_PATTERN.test(m.sha256)) throw refuse("the bundle manifest's sha256 is not 64 hex characters");
+  if (typeof m.sha256 !== "string" || !SHA256_PATTERN.test(m.sha256))
+    throw refuse("the bundle manifest's sha256 is not 64 hex characters");
   if (typeof m.bundle_version !== "string") throw refuse("the bundle manifest has no version");
   checkVersionText(m.bundle_version);
-  if (typeof m.size !== "number" || !Number.isSafeInteger(m.size) || m.size <= 0 || m.size > MAX_BUNDLE_BYTES) throw refuse("the bundle manifest's size is not within 1 byte..256 MiB");
-  if (typeof m.platform !== "string" || m.platform !== BUILD_TARGET) throw refuse(`the controller's bundle is for ${String(m.platform)}, this worker is ${BUILD_TARGET}`);
+  if (typeof m.size !== "number" || !Number.isSafeInteger(m.size) || m.size <= 0 || m.size > MAX_BUNDLE_BYTES)
+    throw refuse("the bundle manifest's size is not within 1 byte..256 MiB");
+  if (typeof m.platform !== "string" || m.platform !== BUILD_TARGET)
+    throw refuse(`the controller's bundle is for ${String(m.platform)}, this worker is ${BUILD_TARGET}`);
   if (typeof m.url !== "string") throw refuse("the bundle manifest has no url");
   const base = new URL(server);
   const url = new URL(m.url, base);
   if (url.origin !== base.origin) throw refuse("the bundle url points to another origin");
-  if (url.pathname !== BUNDLE_PATH || url.search !== `?sha256=${m.sha256}`) throw refuse("the bundle url does not name the manifest's digest");
-  return { schema_version: 1, bundle_version: m.bundle_version, sha256: m.sha256, size: m.size, url: m.url, platform: m.platform };
+  if (url.pathname !== BUNDLE_PATH || url.search !== `?sha256=${m.sha256}`)
+    throw refuse("the bundle url does not name the manifest's digest");
+  return {
+    schema_version: 1,
+    bundle_version: m.bundle_version,
+    sha256: m.sha256,
+    size: m.size,
+    url: m.url,
+    platform: m.platform,
+  };
 }
 
 export async function fetchManifest(server: string): Promise<BundleManifest> {
@@ -116,12 +135,21 @@ export interface InstallRuntimeOptions {
 /** Fetches, verifies and installs the controller's current runtime. */
 export async function installRuntime(opts: InstallRuntimeOptions): Promise<InstallResult> {
   const manifest = await fetchManifest(opts.server);
-  if (opts.expectedSha256 && manifest.sha256 !== opts.expectedSha256) throw refuse("the controller's bundle changed during the update; try again");
+  if (opts.expectedSha256 && manifest.sha256 !== opts.expectedSha256)
+    throw refuse("the controller's bundle changed during the update; try again");
   if (!opts.force && isDowngrade(opts.currentVersion, manifest.bundle_version)) {
-    throw new ToolError("worker_runtime_downgrade", `refusing worker runtime downgrade from ${opts.currentVersion} to ${manifest.bundle_version} (use --force)`);
+    throw new ToolError(
+      "worker_runtime_downgrade",
+      `refusing worker runtime downgrade from ${opts.currentVersion} to ${manifest.bundle_version} (use --force)`,
+    );
   }
   if (!opts.force && installedRuntime(opts.root, manifest.sha256)) {
-    return { updated: false, sha256: manifest.sha256, version: manifest.bundle_version, binary: runtimeBinary(opts.root, manifest.sha256) };
+    return {
+      updated: false,
+      sha256: manifest.sha256,
+      version: manifest.bundle_version,
+      binary: runtimeBinary(opts.root, manifest.sha256),
+    };
   }
   const runtimes = workerPaths(opts.root).runtimes;
   ensurePrivateDir(opts.root);
@@ -146,8 +174,18 @@ export async function installRuntime(opts: InstallRuntimeOptions): Promise<Insta
       closeSync(fd);
     }
     if (size !== manifest.size) throw refuse("the worker bundle has the wrong size");
-    if (hash.digest("hex") !== manifest.sha256) throw new ToolError("worker_bundle_mismatch", "the worker bundle's SHA-256 does not match the manifest; refusing it");
-    return await installFromFile({ root: opts.root, archive, sha256: manifest.sha256, version: manifest.bundle_version, force: opts.force });
+    if (hash.digest("hex") !== manifest.sha256)
+      throw new ToolError(
+        "worker_bundle_mismatch",
+        "the worker bundle's SHA-256 does not match the manifest; refusing it",
+      );
+    return await installFromFile({
+      root: opts.root,
+      archive,
+      sha256: manifest.sha256,
+      version: manifest.bundle_version,
+      force: opts.force,
+    });
   } finally {
     rmSync(archive, { force: true });
   }

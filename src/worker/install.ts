@@ -7,7 +7,20 @@
  * into a private `<sha256>.install.<rand>` → smoke-run `--version` → switch atomically (the old copy
  * is kept as `<sha256>.previous`) → write runtime.json (0600). Any failure restores the previous copy.
  */
-import { chmodSync, closeSync, constants, createReadStream, existsSync, lstatSync, openSync, readFileSync, realpathSync, renameSync, rmSync, writeSync } from "node:fs";
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  createReadStream,
+  existsSync,
+  lstatSync,
+  openSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  writeSync,
+} from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { createGunzip } from "node:zlib";
 import { ToolError } from "../core/errors.ts";
@@ -42,7 +55,8 @@ export interface InstallResult {
 const fail = (message: string) => new ToolError("worker_runtime_invalid", message);
 
 export function checkVersionText(version: string): string {
-  if (version.length < 1 || version.length > 128 || /[^\x21-\x7e]/.test(version)) throw fail("the runtime version must be 1-128 printable characters");
+  if (version.length < 1 || version.length > 128 || /[^\x21-\x7e]/.test(version))
+    throw fail("the runtime version must be 1-128 printable characters");
   return version;
 }
 
@@ -55,7 +69,13 @@ export function installedRuntime(root: string, sha256: string): RuntimeRecord | 
   const dir = runtimeDir(root, sha256);
   try {
     const raw = JSON.parse(readFileSync(join(dir, "runtime.json"), "utf8")) as Partial<RuntimeRecord>;
-    if (raw.schema_version !== 1 || raw.sha256 !== sha256 || typeof raw.bundle_version !== "string" || typeof raw.size !== "number") return null;
+    if (
+      raw.schema_version !== 1 ||
+      raw.sha256 !== sha256 ||
+      typeof raw.bundle_version !== "string" ||
+      typeof raw.size !== "number"
+    )
+      return null;
     const bin = lstatSync(join(dir, BUNDLE_MEMBER));
     if (!bin.isFile() || (bin.mode & 0o100) === 0) return null;
     return raw as RuntimeRecord;
@@ -146,23 +166,36 @@ export async function unpackBundle(archive: string, dir: string): Promise<string
 }
 
 function parseHeader(h: Buffer): number {
-  const text = (offset: number, length: number) => h.subarray(offset, offset + length).toString("latin1").replace(/\0.*$/s, "");
+  const text = (offset: number, length: number) =>
+    h
+      .subarray(offset, offset + length)
+      .toString("latin1")
+      .replace(/\0.*$/s, "");
   let sum = 0;
   for (let i = 0; i < 512; i++) sum += i >= 148 && i < 156 ? 32 : h[i]!;
   if (Number.parseInt(text(148, 8).trim(), 8) !== sum) throw fail("the worker bundle's tar header is corrupt");
-  if (text(0, 100) !== BUNDLE_MEMBER || text(345, 155) !== "") throw fail("the worker bundle must hold exactly one file named local-shell-mcp");
+  if (text(0, 100) !== BUNDLE_MEMBER || text(345, 155) !== "")
+    throw fail("the worker bundle must hold exactly one file named local-shell-mcp");
   const type = text(156, 1);
   if (type !== "0" && type !== "") throw fail("the worker bundle's member is not a regular file");
   const size = Number.parseInt(text(124, 12).trim(), 8);
-  if (!Number.isSafeInteger(size) || size <= 0 || size > MAX_UNPACKED_BYTES) throw fail("the worker bundle's member has an unacceptable size");
+  if (!Number.isSafeInteger(size) || size <= 0 || size > MAX_UNPACKED_BYTES)
+    throw fail("the worker bundle's member has an unacceptable size");
   return size;
 }
 
 /** Runs `<bin> --version`; the binary must answer with our product line within 30 s. */
 export function smokeRun(bin: string): string {
-  const r = Bun.spawnSync([bin, "--version"], { stdin: "ignore", stdout: "pipe", stderr: "ignore", timeout: 30_000, env: { PATH: process.env.PATH ?? "/usr/bin:/bin" } });
+  const r = Bun.spawnSync([bin, "--version"], {
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "ignore",
+    timeout: 30_000,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin" },
+  });
   const out = r.stdout.toString().trim();
-  if (r.exitCode !== 0 || !out.startsWith("local-shell-mcp ")) throw new ToolError("worker_runtime_broken", "the new worker runtime did not start (its --version failed)");
+  if (r.exitCode !== 0 || !out.startsWith("local-shell-mcp "))
+    throw new ToolError("worker_runtime_broken", "the new worker runtime did not start (its --version failed)");
   return out;
 }
 
@@ -181,8 +214,10 @@ export async function installFromFile(opts: InstallFromFile): Promise<InstallRes
   if (!SHA256_PATTERN.test(opts.sha256)) throw fail("a runtime digest is 64 lowercase hex characters");
   checkVersionText(opts.version);
   const actual = await fileSha256(opts.archive);
-  if (actual.size <= 0 || actual.size > MAX_BUNDLE_BYTES) throw fail("the worker bundle is empty or larger than 256 MiB");
-  if (actual.sha256 !== opts.sha256) throw new ToolError("worker_bundle_mismatch", "the worker bundle's SHA-256 does not match; refusing to install it");
+  if (actual.size <= 0 || actual.size > MAX_BUNDLE_BYTES)
+    throw fail("the worker bundle is empty or larger than 256 MiB");
+  if (actual.sha256 !== opts.sha256)
+    throw new ToolError("worker_bundle_mismatch", "the worker bundle's SHA-256 does not match; refusing to install it");
   const paths = workerPaths(opts.root);
   ensurePrivateDir(paths.root);
   ensurePrivateDir(paths.runtimes);
@@ -200,7 +235,13 @@ export async function installFromFile(opts: InstallFromFile): Promise<InstallRes
     let moved = false;
     try {
       smokeRun(await unpackBundle(opts.archive, staging));
-      const record: RuntimeRecord = { schema_version: 1, bundle_version: opts.version, sha256: opts.sha256, size: actual.size, installed_at: new Date().toISOString() };
+      const record: RuntimeRecord = {
+        schema_version: 1,
+        bundle_version: opts.version,
+        sha256: opts.sha256,
+        size: actual.size,
+        installed_at: new Date().toISOString(),
+      };
       writeFileAtomic(join(staging, "runtime.json"), `${JSON.stringify(record, null, 2)}\n`);
       rmSync(previous, { recursive: true, force: true });
       if (existsSync(dest)) {

@@ -37,7 +37,8 @@ export function newProfileId(): string {
 }
 
 export function assertProfileId(id: string): string {
-  if (!PROFILE_ID_PATTERN.test(id)) throw new ToolError("invalid_arguments", "a profile id is p_ followed by 8-64 letters, digits, '_' or '-'");
+  if (!PROFILE_ID_PATTERN.test(id))
+    throw new ToolError("invalid_arguments", "a profile id is p_ followed by 8-64 letters, digits, '_' or '-'");
   return id;
 }
 
@@ -81,7 +82,8 @@ export function profilePaths(root: string, profileId: string): ProfilePaths {
 }
 
 export function runtimeDir(root: string, sha256: string): string {
-  if (!SHA256_PATTERN.test(sha256)) throw new ToolError("invalid_arguments", "a runtime digest is 64 lowercase hex characters");
+  if (!SHA256_PATTERN.test(sha256))
+    throw new ToolError("invalid_arguments", "a runtime digest is 64 lowercase hex characters");
   return join(root, "runtimes", sha256);
 }
 
@@ -126,7 +128,8 @@ function readJsonObject(path: string, what: string): Record<string, unknown> | n
   } catch {
     throw new ToolError("worker_state_invalid", `the worker's ${what} is not valid JSON`);
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new ToolError("worker_state_invalid", `the worker's ${what} is not an object`);
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    throw new ToolError("worker_state_invalid", `the worker's ${what} is not an object`);
   return value as Record<string, unknown>;
 }
 
@@ -140,7 +143,8 @@ export function readIdentity(root: string, profileId: string): WorkerIdentity | 
     workdir: text(raw.workdir, "workdir", 4096),
     profile_id: text(raw.profile_id, "profile_id", 80),
   };
-  if (identity.profile_id !== profileId) throw new ToolError("worker_state_invalid", "the identity belongs to another profile");
+  if (identity.profile_id !== profileId)
+    throw new ToolError("worker_state_invalid", "the identity belongs to another profile");
   if (typeof raw.migration_source === "string") identity.migration_source = raw.migration_source;
   return identity;
 }
@@ -154,7 +158,8 @@ export function writeIdentity(root: string, identity: WorkerIdentity): void {
 export function readProfile(root: string, profileId: string): WorkerProfile | null {
   const raw = readJsonObject(profilePaths(root, profileId).profile, "profile");
   if (!raw) return null;
-  if (raw.schema_version !== 1) throw new ToolError("worker_state_invalid", "the worker profile has an unknown schema_version");
+  if (raw.schema_version !== 1)
+    throw new ToolError("worker_state_invalid", "the worker profile has an unknown schema_version");
   const profile: WorkerProfile = {
     schema_version: 1,
     profile_id: text(raw.profile_id, "profile_id", 80),
@@ -164,8 +169,10 @@ export function readProfile(root: string, profileId: string): WorkerProfile | nu
     name: text(raw.name, "name", 512),
     workdir: text(raw.workdir, "workdir", 4096),
   };
-  if (profile.profile_id !== profileId) throw new ToolError("worker_state_invalid", "the profile record belongs to another profile");
-  if (!SHA256_PATTERN.test(profile.runtime_sha256)) throw new ToolError("worker_state_invalid", "the profile's runtime digest is malformed");
+  if (profile.profile_id !== profileId)
+    throw new ToolError("worker_state_invalid", "the profile record belongs to another profile");
+  if (!SHA256_PATTERN.test(profile.runtime_sha256))
+    throw new ToolError("worker_state_invalid", "the profile's runtime digest is malformed");
   return profile;
 }
 

@@ -12,7 +12,19 @@ import { FileLock } from "../store/lock.ts";
 import { installRuntime } from "./fetch-runtime.ts";
 import { installedRuntime } from "./install.ts";
 import { ensureLauncher } from "./launcher.ts";
-import { newProfileId, PROFILE_ID_PATTERN, profilePaths, readIdentity, readProfile, recordText, workerPaths, writeIdentity, writeProfile, type WorkerIdentity, type WorkerProfile } from "./layout.ts";
+import {
+  newProfileId,
+  PROFILE_ID_PATTERN,
+  profilePaths,
+  readIdentity,
+  readProfile,
+  recordText,
+  workerPaths,
+  writeIdentity,
+  writeProfile,
+  type WorkerIdentity,
+  type WorkerProfile,
+} from "./layout.ts";
 
 export const MIGRATION_SOURCE = "legacy-single-worker";
 const MAX_SCANNED_PROFILES = 1024;
@@ -29,7 +41,8 @@ interface LegacyIdentity {
   workdir: string;
 }
 
-const legacyText = (value: unknown, field: string, max: number) => recordText(value, field, max, "legacy worker identity");
+const legacyText = (value: unknown, field: string, max: number) =>
+  recordText(value, field, max, "legacy worker identity");
 
 function readLegacy(root: string): LegacyIdentity | null {
   const path = join(root, "identity.json");
@@ -41,7 +54,8 @@ function readLegacy(root: string): LegacyIdentity | null {
     throw new ToolError("worker_state_invalid", "the legacy worker identity is not valid JSON");
   }
   const server = new URL(legacyText(raw.server, "server", 4096));
-  if (server.protocol !== "https:" && server.protocol !== "http:") throw new ToolError("worker_state_invalid", "the legacy worker identity's server is not http(s)");
+  if (server.protocol !== "https:" && server.protocol !== "http:")
+    throw new ToolError("worker_state_invalid", "the legacy worker identity's server is not http(s)");
   return {
     server: server.origin,
     name: legacyText(raw.name, "name", 512),
@@ -77,7 +91,13 @@ function orphanFor(root: string, legacy: LegacyIdentity): string | undefined {
     if (!PROFILE_ID_PATTERN.test(id)) continue;
     try {
       const identity = readIdentity(root, id);
-      const same = identity && identity.migration_source === MIGRATION_SOURCE && identity.server === legacy.server && identity.name === legacy.name && identity.token === legacy.token && identity.workdir === legacy.workdir;
+      const same =
+        identity &&
+        identity.migration_source === MIGRATION_SOURCE &&
+        identity.server === legacy.server &&
+        identity.name === legacy.name &&
+        identity.token === legacy.token &&
+        identity.workdir === legacy.workdir;
       if (same && readProfile(root, id)) return id;
     } catch {
       // A broken profile is not the one we look for.
@@ -97,7 +117,8 @@ export async function migrateLegacy(root: string): Promise<MigrationResult> {
     const marker = join(root, "legacy-profile.json");
     if (existsSync(marker)) {
       const id = (JSON.parse(readFileSync(marker, "utf8")) as { profile_id?: unknown }).profile_id;
-      if (typeof id !== "string" || !PROFILE_ID_PATTERN.test(id)) throw new ToolError("worker_state_invalid", "the migration marker is malformed");
+      if (typeof id !== "string" || !PROFILE_ID_PATTERN.test(id))
+        throw new ToolError("worker_state_invalid", "the migration marker is malformed");
       const profile = readProfile(root, id);
       // Repair: the marked profile's runtime may have been removed since.
       if (profile && !installedRuntime(root, profile.runtime_sha256)) {
@@ -108,7 +129,8 @@ export async function migrateLegacy(root: string): Promise<MigrationResult> {
       return result(root, id);
     }
     const legacy = readLegacy(root);
-    if (!legacy) throw new ToolError("worker_migration_nothing", "there is no legacy worker identity (identity.json) to migrate");
+    if (!legacy)
+      throw new ToolError("worker_migration_nothing", "there is no legacy worker identity (identity.json) to migrate");
     let id = orphanFor(root, legacy);
     if (!id) {
       id = newProfileId();
@@ -118,14 +140,25 @@ export async function migrateLegacy(root: string): Promise<MigrationResult> {
         const identity: WorkerIdentity = { ...legacy, profile_id: id, migration_source: MIGRATION_SOURCE };
         writeIdentity(root, identity);
         ensurePrivateDir(paths.state);
-        writeProfile(root, { schema_version: 1, profile_id: id, runtime_sha256: installed.sha256, runtime_version: installed.version, server: legacy.server, name: legacy.name, workdir: legacy.workdir });
+        writeProfile(root, {
+          schema_version: 1,
+          profile_id: id,
+          runtime_sha256: installed.sha256,
+          runtime_version: installed.version,
+          server: legacy.server,
+          name: legacy.name,
+          workdir: legacy.workdir,
+        });
         ensureLauncher(root);
       } catch (e) {
         rmSync(paths.dir, { recursive: true, force: true });
         throw e;
       }
     }
-    writeFileAtomic(marker, `${JSON.stringify({ schema_version: 1, profile_id: id, migrated_at: new Date().toISOString() }, null, 2)}\n`);
+    writeFileAtomic(
+      marker,
+      `${JSON.stringify({ schema_version: 1, profile_id: id, migrated_at: new Date().toISOString() }, null, 2)}\n`,
+    );
     return result(root, id);
   } finally {
     lock.release();

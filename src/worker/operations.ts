@@ -46,7 +46,11 @@ const capabilities = new Set<string>(["shell", "persistent_shell", "files", "sea
  * Adds an internal operation. `capability` (e.g. "http-transfer-v1") is advertised to the
  * controller at enrollment and on every hello.
  */
-export function registerWorkerOperation(name: string, handler: WorkerOperation, options: { capability?: string } = {}): void {
+export function registerWorkerOperation(
+  name: string,
+  handler: WorkerOperation,
+  options: { capability?: string } = {},
+): void {
   if (!/^[a-z][a-z0-9_]{0,63}$/.test(name)) throw new Error(`invalid worker operation name ${name}`);
   if (operations.has(name)) throw new Error(`worker operation ${name} is already registered`);
   operations.set(name, handler);
@@ -65,11 +69,17 @@ export function workerCapabilities(): string[] {
 registerWorkerOperation("tool", async (ctx, raw) => {
   const args = raw as { name?: unknown; args?: unknown } | null;
   if (!args || typeof args.name !== "string") throw new ToolError("invalid_arguments", "tool needs a name");
-  const call = { ...ctx.runtime.app.context({ signal: ctx.signal, transport: "worker" }), media: [] as NonNullable<ReturnType<App["context"]>["media"]> };
+  const call = {
+    ...ctx.runtime.app.context({ signal: ctx.signal, transport: "worker" }),
+    media: [] as NonNullable<ReturnType<App["context"]>["media"]>,
+  };
   const outcome = await ctx.runtime.app.registry.call(call, args.name, args.args ?? {});
   if (!outcome.ok) throw outcome.error;
   return { data: { structured: outcome.structured, ...(call.media.length > 0 ? { media: call.media } : {}) } };
 });
 
 /** `ping`: answers at once and echoes any bytes sent, to measure the link's round trip and throughput. */
-registerWorkerOperation("ping", async (ctx) => ({ data: { pong: true, bytes: ctx.body?.byteLength ?? 0 }, ...(ctx.body ? { body: ctx.body } : {}) }));
+registerWorkerOperation("ping", async (ctx) => ({
+  data: { pong: true, bytes: ctx.body?.byteLength ?? 0 },
+  ...(ctx.body ? { body: ctx.body } : {}),
+}));

@@ -20,7 +20,15 @@ export function workerRuntime(root: string, profileId: string, workdir: string):
   const paths = profilePaths(root, profileId);
   ensurePrivateDir(paths.state);
   const settings = loadSettings({
-    flags: { state_dir: paths.state, workspace_root: workdir, allow_full_control: "true", remote_enabled: "false", mode: "stdio", agent_dynamic_mcp_tools: "false", agent_dynamic_skill_tools: "false" },
+    flags: {
+      state_dir: paths.state,
+      workspace_root: workdir,
+      allow_full_control: "true",
+      remote_enabled: "false",
+      mode: "stdio",
+      agent_dynamic_mcp_tools: "false",
+      agent_dynamic_skill_tools: "false",
+    },
     cwd: workdir,
   });
   const app = createApp(settings);

@@ -35,7 +35,8 @@ export function systemdQuote(value: string, what: string): string {
  */
 export function systemdPath(value: string, what: string): string {
   noControl(value, what);
-  if (!value.startsWith("/") || /\s$/.test(value)) throw new ToolError("service_definition_invalid", `the ${what} must be an absolute path without trailing blanks`);
+  if (!value.startsWith("/") || /\s$/.test(value))
+    throw new ToolError("service_definition_invalid", `the ${what} must be an absolute path without trailing blanks`);
   return value.replaceAll("%", "%%");
 }
 
@@ -98,7 +99,12 @@ export function launchdPath(root: string, domainPath: string | undefined): strin
 }
 
 function xml(value: string, what: string): string {
-  return noControl(value, what).replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;").replaceAll("'", "&apos;");
+  return noControl(value, what)
+    .replaceAll("&", "&amp;")
+    .replaceAll("<", "&lt;")
+    .replaceAll(">", "&gt;")
+    .replaceAll('"', "&quot;")
+    .replaceAll("'", "&apos;");
 }
 
 type PlistValue = string | number | boolean | PlistValue[] | { [key: string]: PlistValue };
@@ -107,15 +113,25 @@ function plistValue(value: PlistValue, indent: string, what: string): string[] {
   if (typeof value === "boolean") return [`${indent}<${value}/>`];
   if (typeof value === "number") return [`${indent}<integer>${value}</integer>`];
   if (typeof value === "string") return [`${indent}<string>${xml(value, what)}</string>`];
-  if (Array.isArray(value)) return [`${indent}<array>`, ...value.flatMap((v) => plistValue(v, `${indent}\t`, what)), `${indent}</array>`];
+  if (Array.isArray(value))
+    return [`${indent}<array>`, ...value.flatMap((v) => plistValue(v, `${indent}\t`, what)), `${indent}</array>`];
   const keys = Object.keys(value).sort();
-  return [`${indent}<dict>`, ...keys.flatMap((k) => [`${indent}\t<key>${xml(k, what)}</key>`, ...plistValue(value[k]!, `${indent}\t`, k)]), `${indent}</dict>`];
+  return [
+    `${indent}<dict>`,
+    ...keys.flatMap((k) => [`${indent}\t<key>${xml(k, what)}</key>`, ...plistValue(value[k]!, `${indent}\t`, k)]),
+    `${indent}</dict>`,
+  ];
 }
 
 export function launchdPlist(t: ServiceTarget, domainPath: string | undefined): string {
   const log = launchdLogPath(t.root);
   const body: PlistValue = {
-    EnvironmentVariables: { [WORKER_STATE_ENV]: t.root, [MANAGED_ENV]: "1", [SERVICE_KIND_ENV]: "launchd", PATH: launchdPath(t.root, domainPath) },
+    EnvironmentVariables: {
+      [WORKER_STATE_ENV]: t.root,
+      [MANAGED_ENV]: "1",
+      [SERVICE_KIND_ENV]: "launchd",
+      PATH: launchdPath(t.root, domainPath),
+    },
     // No RestartPreventExitStatus in launchd: restart only unsuccessful exits, and the launcher
     // (seeing SERVICE_KIND_ENV) turns a revoked worker's 78 into a success, every other end into a failure.
     KeepAlive: { SuccessfulExit: false },

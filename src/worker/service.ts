@@ -7,7 +7,16 @@ import { existsSync, lstatSync, readFileSync, rmSync } from "node:fs";
 import { dirname } from "node:path";
 import { ToolError } from "../core/errors.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
-import { launchdLogPath, launchdPlist, launchdPlistPath, LAUNCHD_LABEL, SYSTEMD_UNIT, systemdUnit, systemdUnitPath, type ServiceTarget } from "./service-defs.ts";
+import {
+  launchdLogPath,
+  launchdPlist,
+  launchdPlistPath,
+  LAUNCHD_LABEL,
+  SYSTEMD_UNIT,
+  systemdUnit,
+  systemdUnitPath,
+  type ServiceTarget,
+} from "./service-defs.ts";
 
 export type Manager = "systemd" | "launchd" | "unsupported";
 
@@ -48,7 +57,8 @@ function run(argv: string[]): Run {
 
 function must(argv: string[], accepted: number[] = [0]): Run {
   const r = run(argv);
-  if (!accepted.includes(r.code)) throw new ToolError("service_command_failed", `${argv[0]} ${argv.slice(1, 3).join(" ")} failed (exit ${r.code})`);
+  if (!accepted.includes(r.code))
+    throw new ToolError("service_command_failed", `${argv[0]} ${argv.slice(1, 3).join(" ")} failed (exit ${r.code})`);
   return r;
 }
 
@@ -91,7 +101,10 @@ export class WorkerService {
   }
 
   private unsupported(): never {
-    throw new ToolError("service_unsupported", "native worker services are supported only with systemd (Linux) and launchd (macOS)");
+    throw new ToolError(
+      "service_unsupported",
+      "native worker services are supported only with systemd (Linux) and launchd (macOS)",
+    );
   }
 
   status(): ServiceStatus {
@@ -115,15 +128,33 @@ export class WorkerService {
     if (!base.available) return { ...base, state: "unavailable" };
     if (!base.installed) return { ...base, state: "not_installed" };
     if (this.manager === "systemd") {
-      const r = run(["systemctl", "--user", "show", SYSTEMD_UNIT, "--property=ActiveState,SubState,MainPID,UnitFileState"]);
+      const r = run([
+        "systemctl",
+        "--user",
+        "show",
+        SYSTEMD_UNIT,
+        "--property=ActiveState,SubState,MainPID,UnitFileState",
+      ]);
       if (r.code !== 0) return { ...base, state: "unknown" };
-      const props = Object.fromEntries(r.stdout.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1).trim()]));
+      const props = Object.fromEntries(
+        r.stdout
+          .split("\n")
+          .filter((l) => l.includes("="))
+          .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1).trim()]),
+      );
       const pid = Number(props.MainPID ?? "0");
-      const running = props.ActiveState === "active" || props.ActiveState === "activating" || props.ActiveState === "reloading";
+      const running =
+        props.ActiveState === "active" || props.ActiveState === "activating" || props.ActiveState === "reloading";
       base.enabled = props.UnitFileState === "enabled";
       base.running = running;
       base.pid = running && Number.isSafeInteger(pid) && pid > 0 ? pid : null;
-      base.state = running ? "running" : props.ActiveState === "failed" ? "failed" : props.ActiveState === "inactive" ? "stopped" : "unknown";
+      base.state = running
+        ? "running"
+        : props.ActiveState === "failed"
+          ? "failed"
+          : props.ActiveState === "inactive"
+            ? "stopped"
+            : "unknown";
       return base;
     }
     const r = run(["launchctl", "print", service()]);
@@ -141,7 +172,9 @@ export class WorkerService {
     const path = this.definitionPath;
     if (!path || !existsSync(path)) return false;
     const text = readFileSync(path, "utf8");
-    return this.manager === "systemd" ? text.includes(`"${profileId}"\n`) : text.includes(`<string>${profileId}</string>`);
+    return this.manager === "systemd"
+      ? text.includes(`"${profileId}"\n`)
+      : text.includes(`<string>${profileId}</string>`);
   }
 
   /**
@@ -161,7 +194,8 @@ export class WorkerService {
     if (this.manager === "unsupported") this.unsupported();
     const path = this.definitionPath!;
     const text = this.manager === "systemd" ? systemdUnit(target) : launchdPlist(target, this.launchdDomainPath());
-    if (existsSync(path) && lstatSync(path).isSymbolicLink()) throw new ToolError("service_definition_invalid", "refusing to replace a symlinked service definition");
+    if (existsSync(path) && lstatSync(path).isSymbolicLink())
+      throw new ToolError("service_definition_invalid", "refusing to replace a symlinked service definition");
     if (!this.usable()) {
       throw new ToolError(
         "service_unavailable",
@@ -218,7 +252,11 @@ export class WorkerService {
   control(action: "start" | "stop" | "restart"): boolean {
     if (this.manager === "unsupported") this.unsupported();
     const before = this.status();
-    if (!before.installed) throw new ToolError("service_not_installed", "the worker service is not installed; run `local-shell-mcp worker install-service` first");
+    if (!before.installed)
+      throw new ToolError(
+        "service_not_installed",
+        "the worker service is not installed; run `local-shell-mcp worker install-service` first",
+      );
     if (this.manager === "systemd") {
       must(["systemctl", "--user", action, SYSTEMD_UNIT]);
     } else if (action === "stop") {
@@ -233,7 +271,16 @@ export class WorkerService {
 
   /** The argv that shows the service's log (systemd journal); launchd logs are a private file instead. */
   journalArgv(lines: number, follow: boolean): string[] {
-    return ["journalctl", "--user", "--unit", SYSTEMD_UNIT, "--lines", String(lines), "--no-pager", ...(follow ? ["--follow"] : [])];
+    return [
+      "journalctl",
+      "--user",
+      "--unit",
+      SYSTEMD_UNIT,
+      "--lines",
+      String(lines),
+      "--no-pager",
+      ...(follow ? ["--follow"] : []),
+    ];
   }
 
   private launchdDomainPath(): string | undefined {

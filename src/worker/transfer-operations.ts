@@ -16,7 +16,18 @@ function binder(ctx: WorkerOperationContext): BindEndpoint {
     if (!workdir && b.session_id) {
       workdir = app.sessions.require(b.session_id).workdir;
     }
-    return endpointFor(app.transfer, { session_id: b.session_id ?? "", target: "local", workdir: workdir ?? ctx.runtime.workdir, machine: null, worker_session_id: null, path: "" }, ctx.signal);
+    return endpointFor(
+      app.transfer,
+      {
+        session_id: b.session_id ?? "",
+        target: "local",
+        workdir: workdir ?? ctx.runtime.workdir,
+        machine: null,
+        worker_session_id: null,
+        path: "",
+      },
+      ctx.signal,
+    );
   };
 }
 

@@ -19,7 +19,9 @@ const subject = (over: Partial<{ tool: string; session: string | null; machine: 
 
 describe("approval policy", () => {
   test("parses rules and refuses what it does not understand", () => {
-    expect(parsePolicy('{"rules":[{"name":"rm","commands":["rm"]}]}')).toEqual([{ name: "rm", commands: ["rm"], tools: undefined, sessions: undefined, machines: undefined }]);
+    expect(parsePolicy('{"rules":[{"name":"rm","commands":["rm"]}]}')).toEqual([
+      { name: "rm", commands: ["rm"], tools: undefined, sessions: undefined, machines: undefined },
+    ]);
     expect(parsePolicy('{"rules":[{}]}')[0]!.name).toBe("rule 1");
     expect(() => parsePolicy('{"rule":[]}')).toThrow(/unknown top-level key/);
     expect(() => parsePolicy('{"rules":[{"command":["rm"]}]}')).toThrow(/unknown key "command"/);
@@ -28,7 +30,14 @@ describe("approval policy", () => {
   });
 
   test("every criterion a rule names must hold; absent ones match anything", () => {
-    const rules = parsePolicy(JSON.stringify({ rules: [{ name: "rm on w1", commands: ["rm", "/etc"], machines: ["w1"] }, { name: "s9", sessions: ["s9"], tools: ["bash"] }] }));
+    const rules = parsePolicy(
+      JSON.stringify({
+        rules: [
+          { name: "rm on w1", commands: ["rm", "/etc"], machines: ["w1"] },
+          { name: "s9", sessions: ["s9"], tools: ["bash"] },
+        ],
+      }),
+    );
     expect(matchRule(rules, subject({ command: "rm -rf x" }))).toBeUndefined();
     expect(matchRule(rules, subject({ command: "sudo rm -rf x", machine: "w1" }))?.name).toBe("rm on w1");
     expect(matchRule(rules, subject({ command: "cat /etc/passwd", machine: "w1" }))?.name).toBe("rm on w1");
@@ -37,7 +46,9 @@ describe("approval policy", () => {
     expect(matchRule(rules, subject({ session: "s9", tool: "run_python_code" }))).toBeUndefined();
     // A rule without tools covers the gated tools only.
     expect(matchRule(parsePolicy('{"rules":[{}]}'), subject({ tool: "read" }))).toBeUndefined();
-    expect(matchRule(parsePolicy('{"rules":[{}]}'), subject({ tool: "send_persistent_shell_input" }))?.name).toBe("rule 1");
+    expect(matchRule(parsePolicy('{"rules":[{}]}'), subject({ tool: "send_persistent_shell_input" }))?.name).toBe(
+      "rule 1",
+    );
   });
 
   test("the file is read again when it changes; missing means no rules; an untrusted file is broken", () => {

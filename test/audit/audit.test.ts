@@ -9,7 +9,10 @@ import { loadSettings } from "../../src/config/load.ts";
 import { tempDir } from "../helpers/harness.ts";
 
 function settings(state: string, flags: Record<string, string> = {}) {
-  return loadSettings({ env: {}, flags: { workspace_root: state, state_dir: join(state, "state"), oauth_admin_pin: "pin-secret-1234", ...flags } });
+  return loadSettings({
+    env: {},
+    flags: { workspace_root: state, state_dir: join(state, "state"), oauth_admin_pin: "pin-secret-1234", ...flags },
+  });
 }
 
 describe("redaction", () => {
@@ -107,7 +110,10 @@ describe("audit log file", () => {
     await log.flush();
     const text = readFileSync(log.file, "utf8");
     expect(Buffer.byteLength(text)).toBeLessThanOrEqual(20_000);
-    const recs = text.trim().split("\n").map((l) => JSON.parse(l) as { event: string; call_id?: string });
+    const recs = text
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { event: string; call_id?: string });
     const starts = new Set(recs.filter((r) => r.event === "tool_call_start").map((r) => r.call_id));
     const ends = new Set(recs.filter((r) => r.event === "tool_call_end").map((r) => r.call_id));
     expect(starts.size).toBeGreaterThan(5);
@@ -150,7 +156,16 @@ describe("coalescing and query", () => {
   const lines = [
     line({ id: "1", ts: 1, event: "tool_call_start", call_id: "a", tool: "bash", session: "S1", input: {} }),
     line({ id: "2", ts: 2, event: "auth_ok", path: "/mcp" }),
-    line({ id: "3", ts: 3, event: "tool_call_end", call_id: "a", tool: "bash", session: "S1", ok: false, error: { type: "x" } }),
+    line({
+      id: "3",
+      ts: 3,
+      event: "tool_call_end",
+      call_id: "a",
+      tool: "bash",
+      session: "S1",
+      ok: false,
+      error: { type: "x" },
+    }),
     line({ id: "4", ts: 4, event: "oauth_token_issued", client_id: "c" }),
     line({ id: "5", ts: 5, event: "tool_call_start", call_id: "self", tool: "audit_tail", session: "S1" }),
     "not json",

@@ -66,7 +66,9 @@ const CASES: Record<string, Case[]> = {
     { text: `-----BEGIN RSA PRIVATE KEY-----\n${rnd(B64, 64)}`, secret: "", miss: "a private key is needed" },
   ],
   aws_access_key: [{ text: `id=${awsKeyId} ok`, secret: awsKeyId, miss: `AKIA${rnd(UPPER, 10)}` }],
-  aws_secret_key: [{ text: `aws_secret_access_key = ${namedAws}`, secret: namedAws, miss: "aws_secret_access_key = short" }],
+  aws_secret_key: [
+    { text: `aws_secret_access_key = ${namedAws}`, secret: namedAws, miss: "aws_secret_access_key = short" },
+  ],
   anthropic_key: [{ text: `ANTHROPIC=${ant}`, secret: ant, miss: "sk-ant-short" }],
   openai_key: [{ text: `key ${oai}`, secret: oai, miss: "task-force" }],
   github_token: [{ text: `push with ${ghp}`, secret: ghp, miss: "ghp_short" }],
@@ -91,7 +93,11 @@ const CASES: Record<string, Case[]> = {
   mysql_password: [
     { text: "mysql -pS3cretPw db", secret: "S3cretPw", miss: "mysql -p db" },
     { text: "mysql -u root -h db1 -p'two words' app", secret: "'two words'", miss: "mysql -u root -p" },
-    { text: 'mysqldump --single-transaction -u root -p"Qu0ted!pw" app > x.sql', secret: '"Qu0ted!pw"', miss: "mysql --port 3306" },
+    {
+      text: 'mysqldump --single-transaction -u root -p"Qu0ted!pw" app > x.sql',
+      secret: '"Qu0ted!pw"',
+      miss: "mysql --port 3306",
+    },
     { text: "mariadb -uadmin -pMaria99x", secret: "Maria99x", miss: "mysql -P3306 app" },
   ],
   sshpass_password: [
@@ -99,11 +105,15 @@ const CASES: Record<string, Case[]> = {
     { text: "sshpass -pPlainPw9 scp a b:", secret: "PlainPw9", miss: "sshpass -e ssh host" },
   ],
   redis_password: [{ text: "redis-cli -h r1 -a R3disPw ping", secret: "R3disPw", miss: "redis-cli -h r1 ping" }],
-  curl_credentials: [{ text: "curl -u admin:CurlPw77 https://h/x", secret: "admin:CurlPw77", miss: "curl -s https://h/x" }],
+  curl_credentials: [
+    { text: "curl -u admin:CurlPw77 https://h/x", secret: "admin:CurlPw77", miss: "curl -s https://h/x" },
+  ],
   url_password: [{ text: "postgres://app:UrlPw555@db/app", secret: "UrlPw555", miss: "https://example.com/a:b" }],
   generic_assignment: [{ text: 'client_secret: "GenSecret9"', secret: "GenSecret9", miss: 'secret: "short"' }],
   dotenv_assignment: [{ text: "x=1\nexport DB_PASSWORD=DotEnvPw1\n", secret: "DotEnvPw1", miss: "DB_PASSWORD=\n" }],
-  aws_secret_key_bare: [{ text: `printed:\n${bare}\n`, secret: bare, miss: "0123456789abcdef0123456789abcdef01234567" }],
+  aws_secret_key_bare: [
+    { text: `printed:\n${bare}\n`, secret: bare, miss: "0123456789abcdef0123456789abcdef01234567" },
+  ],
 };
 
 describe("secret rules", () => {

@@ -18,16 +18,28 @@ export function writeManifest(state: string, doc: unknown): void {
 }
 
 /** Starts the fixture as an HTTP (Streamable HTTP or SSE) upstream; returns its URL and a stop function. */
-export async function startHttpFixture(dir: string, env: Record<string, string> = {}, transport: "http" | "sse" = "http"): Promise<{ url: string; proc: Bun.Subprocess; stop(): Promise<void> }> {
+export async function startHttpFixture(
+  dir: string,
+  env: Record<string, string> = {},
+  transport: "http" | "sse" = "http",
+): Promise<{ url: string; proc: Bun.Subprocess; stop(): Promise<void> }> {
   const portFile = join(dir, `fixture-url-${Math.random().toString(36).slice(2)}`);
-  const proc = Bun.spawn([BUN, FIXTURE, `--${transport}`, portFile], { env: { ...process.env, ...env }, stdin: "ignore", stdout: "ignore", stderr: "inherit" });
-  const url = await waitFor(() => {
-    try {
-      return readFileSync(portFile, "utf8") || undefined;
-    } catch {
-      return undefined;
-    }
-  }, { what: "the HTTP fixture to listen" });
+  const proc = Bun.spawn([BUN, FIXTURE, `--${transport}`, portFile], {
+    env: { ...process.env, ...env },
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "inherit",
+  });
+  const url = await waitFor(
+    () => {
+      try {
+        return readFileSync(portFile, "utf8") || undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    { what: "the HTTP fixture to listen" },
+  );
   return {
     url,
     proc,

@@ -12,7 +12,20 @@ const CHANGED_DEFAULTS = new Set(["host", "workspace_root", "state_dir", "run_sh
  * Our own settings beyond the 4.3.0 contract, each documented in docs/settings.md. A setting that
  * appears or disappears without being named here fails the surface test.
  */
-const OUR_SETTINGS = ["agent_mcp_start_timeout_s", "approval_policy_file", "approval_timeout_s", "command_pids_max", "containment_cgroup", "containment_cleanup_s", "memory_idle_release_s", "memory_soft_limit_mb", "oauth_refresh_token_ttl_s", "oauth_registration_rate_per_peer", "remote_max_concurrent_jobs", "structured_output"];
+const OUR_SETTINGS = [
+  "agent_mcp_start_timeout_s",
+  "approval_policy_file",
+  "approval_timeout_s",
+  "command_pids_max",
+  "containment_cgroup",
+  "containment_cleanup_s",
+  "memory_idle_release_s",
+  "memory_soft_limit_mb",
+  "oauth_refresh_token_ttl_s",
+  "oauth_registration_rate_per_peer",
+  "remote_max_concurrent_jobs",
+  "structured_output",
+];
 
 describe("settings surface matches the 4.3.0 contract", () => {
   const infos = new Map(settingInfos().map((i) => [i.name as string, i]));
@@ -38,7 +51,14 @@ describe("settings surface matches the 4.3.0 contract", () => {
   });
 
   test("types and choices agree", () => {
-    const kindOf: Record<string, string> = { integer: "integer", number: "number", "true | false": "boolean", string: "string", path: "string", "CSV or YAML list": "list" };
+    const kindOf: Record<string, string> = {
+      integer: "integer",
+      number: "number",
+      "true | false": "boolean",
+      string: "string",
+      path: "string",
+      "CSV or YAML list": "list",
+    };
     for (const s of contract.settings) {
       const info = infos.get(s.name)!;
       if (s.choices.length > 0 && s.type !== "true | false") expect(info.choices, s.name).toEqual(s.choices);
@@ -74,7 +94,9 @@ describe("loading", () => {
 
   test("booleans must be true or false", () => {
     expect(loadSettings({ env: { LOCAL_SHELL_MCP_ALLOW_FULL_CONTROL: "true" } }).allow_full_control).toBe(true);
-    expect(() => loadSettings({ env: { LOCAL_SHELL_MCP_ALLOW_FULL_CONTROL: "yes" } })).toThrow(/allow_full_control: expected true or false/);
+    expect(() => loadSettings({ env: { LOCAL_SHELL_MCP_ALLOW_FULL_CONTROL: "yes" } })).toThrow(
+      /allow_full_control: expected true or false/,
+    );
     expect(() => loadSettings({ flags: { ui_enabled: "1" } })).toThrow(SettingsError);
   });
 
@@ -83,13 +105,17 @@ describe("loading", () => {
     expect(() => loadSettings({ env: { LOCAL_SHELL_MCP_MAX_AGENT_SESSIONS: "0" } })).toThrow(/max_agent_sessions/);
     expect(() => loadSettings({ env: { LOCAL_SHELL_MCP_PORT: "12x" } })).toThrow(/port: expected a whole number/);
     expect(() => loadSettings({ flags: { mode: "fast" } })).toThrow(/^mode:/);
-    expect(() => loadSettings({ flags: { run_shell_default_timeout_s: "200" } })).toThrow(/run_shell_default_timeout_s/);
+    expect(() => loadSettings({ flags: { run_shell_default_timeout_s: "200" } })).toThrow(
+      /run_shell_default_timeout_s/,
+    );
     expect(() => loadSettings({ flags: { ui_path: "/mcp/x" } })).toThrow(/ui_path/);
   });
 
   test("nullable settings can be unset and empty env means unset", () => {
     expect(loadSettings({ env: { LOCAL_SHELL_MCP_BASE_URL: "" } }).base_url).toBeNull();
-    expect(loadSettings({ env: { LOCAL_SHELL_MCP_BASE_URL: "https://x.example" }, flags: { base_url: null } }).base_url).toBeNull();
+    expect(
+      loadSettings({ env: { LOCAL_SHELL_MCP_BASE_URL: "https://x.example" }, flags: { base_url: null } }).base_url,
+    ).toBeNull();
   });
 
   test("unknown keys and non-mapping files are refused", () => {

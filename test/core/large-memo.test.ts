@@ -49,7 +49,8 @@ describe("large string memo", () => {
     m.set(keys[0]!, 0);
     expect(m.get(keys[0]!)).toBeUndefined();
     m.clear();
-    for (let round = 0; round < 3; round++) for (const [i, k] of keys.entries()) if (m.get(k) === undefined) m.set(k, i);
+    for (let round = 0; round < 3; round++)
+      for (const [i, k] of keys.entries()) if (m.get(k) === undefined) m.set(k, i);
     expect(m.size).toBe(0);
     m.set(keys[1]!, 1);
     m.set(keys[1]!, 1);
@@ -66,11 +67,15 @@ describe("large string memo", () => {
   });
 
   test("escaped JSON is the same text JSON.stringify makes", () => {
-    const s = `${big("\"quoted\"\t\u0001 é \ud83d\ude00")}\\`;
+    const s = `${big('"quoted"\t\u0001 é \ud83d\ude00')}\\`;
     const obj = { a: s, b: [s], c: "small" };
-    const viaRaw = JSON.stringify(obj, (_k, v: unknown) => (typeof v === "string" && v.length > 1000 ? rawJsonString(v) : v));
+    const viaRaw = JSON.stringify(obj, (_k, v: unknown) =>
+      typeof v === "string" && v.length > 1000 ? rawJsonString(v) : v,
+    );
     expect(viaRaw).toBe(JSON.stringify(obj));
-    expect(JSON.stringify(obj, (_k, v: unknown) => (typeof v === "string" && v.length > 1000 ? rawJsonString(v) : v))).toBe(viaRaw);
+    expect(
+      JSON.stringify(obj, (_k, v: unknown) => (typeof v === "string" && v.length > 1000 ? rawJsonString(v) : v)),
+    ).toBe(viaRaw);
     expect(canonicalJson({ z: s, a: 1 })).toBe(`{"a":1,"z":${JSON.stringify(s)}}`);
   });
 
@@ -123,7 +128,9 @@ describe("whole-file reads of content seen before", () => {
 describe("audit payloads of large values recorded again", () => {
   test("the same output resolves to the same content each time, a changed one to its own", async () => {
     using dir = tempDir();
-    const log = new AuditLog(loadSettings({ env: {}, flags: { workspace_root: dir.path, state_dir: join(dir.path, "state") } }));
+    const log = new AuditLog(
+      loadSettings({ env: {}, flags: { workspace_root: dir.path, state_dir: join(dir.path, "state") } }),
+    );
     const first = { kind: "file", content: big("same") };
     const changed = { kind: "file", content: big("other") };
     for (const output of [first, first, first, changed, first]) {
@@ -135,7 +142,13 @@ describe("audit payloads of large values recorded again", () => {
       .split("\n")
       .map((l) => asPayloadRef((JSON.parse(l) as { output: unknown }).output)!);
     const now = Date.now() / 1000;
-    expect(refs.map((r) => r.sha256)).toEqual([refs[0]!.sha256, refs[0]!.sha256, refs[0]!.sha256, refs[3]!.sha256, refs[0]!.sha256]);
+    expect(refs.map((r) => r.sha256)).toEqual([
+      refs[0]!.sha256,
+      refs[0]!.sha256,
+      refs[0]!.sha256,
+      refs[3]!.sha256,
+      refs[0]!.sha256,
+    ]);
     expect(refs[3]!.sha256).not.toBe(refs[0]!.sha256);
     expect(log.payloads.resolve(refs[4]!, now)).toEqual({ status: "ok", value: first });
     expect(log.payloads.resolve(refs[3]!, now)).toEqual({ status: "ok", value: changed });

@@ -7,7 +7,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, connectHttp, errorCode, type HttpServer, type McpHandle, ROOT, serverEnv, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import {
+  binary,
+  connectHttp,
+  errorCode,
+  type HttpServer,
+  type McpHandle,
+  ROOT,
+  serverEnv,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+} from "../helpers/harness.ts";
 import { tuiPane, TMUX } from "../helpers/tui-pane.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
@@ -27,14 +38,42 @@ beforeAll(async () => {
   ws = join(dir.path, "ws");
   mkdirSync(ws);
   mkdirSync(state(), { mode: 0o700 });
-  writeFileSync(join(state(), "approvals.json"), JSON.stringify({ rules: [{ name: "file changes", commands: ["touch"] }] }));
+  writeFileSync(
+    join(state(), "approvals.json"),
+    JSON.stringify({ rules: [{ name: "file changes", commands: ["touch"] }] }),
+  );
   chmodSync(join(state(), "approvals.json"), 0o600);
-  srv = await startHttpServer({ workspace: ws, state: state(), env: { LOCAL_SHELL_MCP_APPROVAL_TIMEOUT_S: "120" } }, { mode: "mcp", auth: "oauth", pin: PIN });
+  srv = await startHttpServer(
+    { workspace: ws, state: state(), env: { LOCAL_SHELL_MCP_APPROVAL_TIMEOUT_S: "120" } },
+    { mode: "mcp", auth: "oauth", pin: PIN },
+  );
   mcp = await connectHttp(srv.url, { authorization: `Bearer ${(await obtainToken(srv.url, PIN)).token}` });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
   writeFileSync(join(dir.path, "tmux.conf"), "set -g remain-on-exit on\n");
   const env = ["-e", `XDG_CACHE_HOME=${join(dir.path, "cache")}`, "-e", "TERM=xterm-256color"];
-  const argv = [TMUX, "-S", sock(), "-f", join(dir.path, "tmux.conf"), "new-session", "-d", "-s", "tui", "-x", "160", "-y", "40", ...env, "--", binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", state()];
+  const argv = [
+    TMUX,
+    "-S",
+    sock(),
+    "-f",
+    join(dir.path, "tmux.conf"),
+    "new-session",
+    "-d",
+    "-s",
+    "tui",
+    "-x",
+    "160",
+    "-y",
+    "40",
+    ...env,
+    "--",
+    binary(),
+    "tui",
+    "--api-base",
+    `${srv.url}/api/ui`,
+    "--state-dir",
+    state(),
+  ];
   const started = Bun.spawnSync(argv, { env: serverEnv(), stderr: "pipe" });
   expect(started.exitCode, started.stderr.toString()).toBe(0);
   await shows("local-shell-mcp", "the TUI's dashboard");
@@ -54,7 +93,8 @@ describe("approvals in the tui", () => {
     keys("6");
     await shows("$ touch from-tui.txt", "the command on the Approvals screen");
     const text = screen();
-    for (const part of [`session ${sid}`, "bash on local", "reason: tui approval", 'rule "file changes"']) expect(text).toContain(part);
+    for (const part of [`session ${sid}`, "bash on local", "reason: tui approval", 'rule "file changes"'])
+      expect(text).toContain(part);
     expect(existsSync(join(ws, "from-tui.txt"))).toBe(false);
     keys("y");
     expect((await call).isError).toBeFalsy();

@@ -16,7 +16,17 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { type CallToolResult, ElicitRequestSchema, type ElicitResult } from "@modelcontextprotocol/sdk/types.js";
-import { binary, connectHttp, errorCode, type HttpServer, type McpHandle, serverEnv, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import {
+  binary,
+  connectHttp,
+  errorCode,
+  type HttpServer,
+  type McpHandle,
+  serverEnv,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+} from "../helpers/harness.ts";
 import { uiSignIn, type UiSession } from "../helpers/ui.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
@@ -50,7 +60,8 @@ describe("approvals with an elicitation client (stdio)", () => {
   let answer: "accept" | "session" | "decline" | "deny-choice" | "never" = "accept";
   const asked: Array<{ message: string; schema: unknown }> = [];
 
-  const call = async (args: Record<string, unknown>) => (await client.callTool({ name: "bash", arguments: { session_id: sid, ...args } })) as CallToolResult;
+  const call = async (args: Record<string, unknown>) =>
+    (await client.callTool({ name: "bash", arguments: { session_id: sid, ...args } })) as CallToolResult;
 
   beforeAll(async () => {
     dir = tempDir("lsm-approvals-");
@@ -97,7 +108,15 @@ describe("approvals with an elicitation client (stdio)", () => {
     expect(readFileSync(join(ws, "runs.log"), "utf8")).toBe("ran\n");
     expect(asked.length).toBe(1);
     const m = asked[0]!.message;
-    for (const part of ["touch accepted.txt", "cwd: .", `session: ${sid}`, "machine: local", "reason given: make the marker", "touching files"]) expect(m).toContain(part);
+    for (const part of [
+      "touch accepted.txt",
+      "cwd: .",
+      `session: ${sid}`,
+      "machine: local",
+      "reason given: make the marker",
+      "touching files",
+    ])
+      expect(m).toContain(part);
     expect(JSON.stringify(asked[0]!.schema)).toContain("allow_session");
   });
 
@@ -116,9 +135,13 @@ describe("approvals with an elicitation client (stdio)", () => {
     const started = performance.now();
     // Asked with a progress token: the notifications say what the call waits for.
     const progress: string[] = [];
-    const r = (await client.callTool({ name: "bash", arguments: { session_id: sid, command: "touch late.txt" } }, undefined, {
-      onprogress: (p) => progress.push(p.message ?? ""),
-    })) as CallToolResult;
+    const r = (await client.callTool(
+      { name: "bash", arguments: { session_id: sid, command: "touch late.txt" } },
+      undefined,
+      {
+        onprogress: (p) => progress.push(p.message ?? ""),
+      },
+    )) as CallToolResult;
     const waited = performance.now() - started;
     expect(progress.some((m) => m.includes("waiting for a person's approval (rule 'touching files'"))).toBe(true);
     expect(errorCode(r)).toBe("approval_timed_out");
@@ -142,9 +165,17 @@ describe("approvals with an elicitation client (stdio)", () => {
   });
 
   test("every request and decision is audited", async () => {
-    const requested = await waitFor(() => auditEvents(state, "approval_requested").length >= 6 && auditEvents(state, "approval_requested"), { what: "approval_requested records" });
-    expect(requested.some((r) => r.command === "touch late.txt" && r.session === sid && r.machine === "local")).toBe(true);
-    const decided = await waitFor(() => auditEvents(state, "approval_decided").length >= 7 && auditEvents(state, "approval_decided"), { what: "approval_decided records" });
+    const requested = await waitFor(
+      () => auditEvents(state, "approval_requested").length >= 6 && auditEvents(state, "approval_requested"),
+      { what: "approval_requested records" },
+    );
+    expect(requested.some((r) => r.command === "touch late.txt" && r.session === sid && r.machine === "local")).toBe(
+      true,
+    );
+    const decided = await waitFor(
+      () => auditEvents(state, "approval_decided").length >= 7 && auditEvents(state, "approval_decided"),
+      { what: "approval_decided records" },
+    );
     const decisions = decided.map((r) => r.decision);
     for (const d of ["allow_once", "deny", "timed_out", "allow_session"]) expect(decisions).toContain(d);
     expect(decided.some((r) => r.via === "remembered")).toBe(true);
@@ -154,7 +185,12 @@ describe("approvals with an elicitation client (stdio)", () => {
     answer = "decline";
     writePolicy(state, { rules: [] });
     expect((await call({ command: "touch after-reload.txt" })).isError).toBeFalsy();
-    writePolicy(state, { rules: [{ name: "python", tools: ["run_python_code"] }, { name: "echo now", commands: ["echo"] }] });
+    writePolicy(state, {
+      rules: [
+        { name: "python", tools: ["run_python_code"] },
+        { name: "echo now", commands: ["echo"] },
+      ],
+    });
     expect(errorCode(await call({ command: "echo hello" }))).toBe("approval_denied");
     // A policy that cannot be trusted (here: writable by others) makes every gated call wait.
     writePolicy(state, { rules: [] });
@@ -167,7 +203,15 @@ describe("approvals with an elicitation client (stdio)", () => {
     const trap = join(ws, "trap");
     mkdirSync(trap);
     writeFileSync(join(trap, "x"), "keep");
-    writePolicy(state, { rules: [{ name: "this session's shell", tools: ["bash", "send_persistent_shell_input", "run_python_code"], sessions: [sid] }] });
+    writePolicy(state, {
+      rules: [
+        {
+          name: "this session's shell",
+          tools: ["bash", "send_persistent_shell_input", "run_python_code"],
+          sessions: [sid],
+        },
+      ],
+    });
     const forms = [
       (i: number) => `$(echo rm) -rf x; touch ran-${i}`,
       (i: number) => `\`echo touch\` ran-${i}`,
@@ -206,15 +250,25 @@ describe("approvals without elicitation: the Human UI queue (HTTP)", () => {
   let sid: string;
 
   const uiGet = (name: string, auth?: string) =>
-    fetch(`${srv.url}/api/ui/${name}`, { headers: auth ? { authorization: auth } : { cookie: ui.cookie, "x-local-shell-mcp-ui-binding": ui.binding, origin: srv.url } });
+    fetch(`${srv.url}/api/ui/${name}`, {
+      headers: auth
+        ? { authorization: auth }
+        : { cookie: ui.cookie, "x-local-shell-mcp-ui-binding": ui.binding, origin: srv.url },
+    });
   const uiPost = (name: string, body: unknown, opts: { csrf?: boolean; auth?: string } = {}) => {
     const headers: Record<string, string> = opts.auth
       ? { authorization: opts.auth, "content-type": "application/json" }
-      : { cookie: ui.cookie, "x-local-shell-mcp-ui-binding": ui.binding, origin: srv.url, "content-type": "application/json" };
+      : {
+          cookie: ui.cookie,
+          "x-local-shell-mcp-ui-binding": ui.binding,
+          origin: srv.url,
+          "content-type": "application/json",
+        };
     if (!opts.auth && opts.csrf !== false) headers["x-local-shell-mcp-ui-csrf"] = ui.csrf;
     return fetch(`${srv.url}/api/ui/${name}`, { method: "POST", headers, body: JSON.stringify(body) });
   };
-  const pending = async () => ((await (await uiGet("approvals")).json()) as { data: { pending: Array<Record<string, unknown>> } }).data.pending;
+  const pending = async () =>
+    ((await (await uiGet("approvals")).json()) as { data: { pending: Array<Record<string, unknown>> } }).data.pending;
 
   beforeAll(async () => {
     dir = tempDir("lsm-approvals-ui-");
@@ -222,7 +276,10 @@ describe("approvals without elicitation: the Human UI queue (HTTP)", () => {
     state = join(dir.path, "state");
     mkdirSync(ws);
     writePolicy(state, { rules: [{ name: "touching files", commands: ["touch"], machines: ["local"] }] });
-    srv = await startHttpServer({ workspace: ws, state, env: { LOCAL_SHELL_MCP_APPROVAL_TIMEOUT_S: "60" } }, { mode: "mcp", auth: "oauth", pin: PIN });
+    srv = await startHttpServer(
+      { workspace: ws, state, env: { LOCAL_SHELL_MCP_APPROVAL_TIMEOUT_S: "60" } },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
     token = (await obtainToken(srv.url, PIN)).token;
     mcp = await connectHttp(srv.url, { authorization: `Bearer ${token}` });
     ui = await uiSignIn(srv.url, PIN, "shell:read shell:execute audit:read");
@@ -236,12 +293,27 @@ describe("approvals without elicitation: the Human UI queue (HTTP)", () => {
   });
 
   test("the call waits in the queue, the operator approves it in the UI, then it runs", async () => {
-    const call = mcp.call("bash", { session_id: sid, command: "touch approved.txt", purpose: "marker for the UI test" });
-    const [p] = await waitFor(async () => {
-      const list = await pending();
-      return list.length === 1 && list;
-    }, { what: "the call in the approval queue" });
-    expect(p).toMatchObject({ tool: "bash", command: "touch approved.txt", cwd: ".", session: sid, machine: "local", reason: "marker for the UI test", rule: "touching files" });
+    const call = mcp.call("bash", {
+      session_id: sid,
+      command: "touch approved.txt",
+      purpose: "marker for the UI test",
+    });
+    const [p] = await waitFor(
+      async () => {
+        const list = await pending();
+        return list.length === 1 && list;
+      },
+      { what: "the call in the approval queue" },
+    );
+    expect(p).toMatchObject({
+      tool: "bash",
+      command: "touch approved.txt",
+      cwd: ".",
+      session: sid,
+      machine: "local",
+      reason: "marker for the UI test",
+      rule: "touching files",
+    });
     expect(existsSync(join(ws, "approved.txt"))).toBe(false);
     // A client's bearer token can neither see nor answer approvals; a POST without CSRF is refused.
     expect((await uiGet("approvals", `Bearer ${token}`)).status).toBe(403);
@@ -259,7 +331,9 @@ describe("approvals without elicitation: the Human UI queue (HTTP)", () => {
   });
 
   test("over Streamable HTTP a client with elicitation is asked on its own connection, not queued", async () => {
-    const transport = new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+    const transport = new StreamableHTTPClientTransport(new URL(`${srv.url}/mcp`), {
+      requestInit: { headers: { authorization: `Bearer ${token}` } },
+    });
     const client = new Client({ name: "lsm-approvals-http", version: "0" }, { capabilities: { elicitation: {} } });
     const messages: string[] = [];
     client.setRequestHandler(ElicitRequestSchema, async (req): Promise<ElicitResult> => {
@@ -270,7 +344,10 @@ describe("approvals without elicitation: the Human UI queue (HTTP)", () => {
     });
     await client.connect(transport);
     try {
-      const r = (await client.callTool({ name: "bash", arguments: { session_id: sid, command: "touch via-http-form.txt" } })) as CallToolResult;
+      const r = (await client.callTool({
+        name: "bash",
+        arguments: { session_id: sid, command: "touch via-http-form.txt" },
+      })) as CallToolResult;
       expect(r.isError).toBeFalsy();
       expect(messages.length).toBe(1);
       expect(messages[0]).toContain("touch via-http-form.txt");
@@ -283,15 +360,21 @@ describe("approvals without elicitation: the Human UI queue (HTTP)", () => {
 
   test("deny in the UI is approval_denied and nothing runs", async () => {
     const call = mcp.call("bash", { session_id: sid, command: "touch refused.txt" });
-    const [p] = await waitFor(async () => {
-      const list = await pending();
-      return list.length === 1 && list;
-    }, { what: "the call in the approval queue" });
+    const [p] = await waitFor(
+      async () => {
+        const list = await pending();
+        return list.length === 1 && list;
+      },
+      { what: "the call in the approval queue" },
+    );
     expect((await uiPost("approvals/deny", { id: p!.id })).status).toBe(200);
     const r = await call;
     expect(errorCode(r)).toBe("approval_denied");
     expect(existsSync(join(ws, "refused.txt"))).toBe(false);
-    const decided = await waitFor(() => auditEvents(state, "approval_decided").length >= 3 && auditEvents(state, "approval_decided"), { what: "approval_decided records" });
+    const decided = await waitFor(
+      () => auditEvents(state, "approval_decided").length >= 3 && auditEvents(state, "approval_decided"),
+      { what: "approval_decided records" },
+    );
     expect(decided.map((d) => [d.decision, d.via])).toEqual([
       ["allow_once", "ui"],
       ["allow_once", "elicitation"],

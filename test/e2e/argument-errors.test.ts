@@ -12,7 +12,7 @@ let sid: string;
 beforeAll(async () => {
   raw = await openRawStdio();
   const started = await raw.call("session_start", { workdir: "." });
-  sid = ((started.result as { structuredContent: { session_id: string } }).structuredContent).session_id;
+  sid = (started.result as { structuredContent: { session_id: string } }).structuredContent.session_id;
 });
 
 afterAll(() => raw?.close());
@@ -24,7 +24,9 @@ test("a NUL byte in the command is an argument error that says so", async () => 
 });
 
 test("a 5 MB env value is an argument error naming the limit", async () => {
-  const e = toolError(await raw.call("bash", { session_id: sid, command: "true", env: { BIG: "x".repeat(5_000_000) } }));
+  const e = toolError(
+    await raw.call("bash", { session_id: sid, command: "true", env: { BIG: "x".repeat(5_000_000) } }),
+  );
   expect(e.code).toBe("invalid_arguments");
   expect(e.text).toContain("env");
   expect(e.text).toMatch(/bytes/);
@@ -61,12 +63,21 @@ test("200,000-deep nested arguments are refused with the documented depth cap, a
   expect(e.code).toBe("invalid_arguments");
   expect(e.text).toMatch(/nested deeper than \d+ levels/);
   // Still serving, and ordinary work still runs.
-  const ok = (await raw.call("bash", { session_id: sid, command: "echo still-here" })).result as { structuredContent?: { result: { stdout: string } } };
+  const ok = (await raw.call("bash", { session_id: sid, command: "echo still-here" })).result as {
+    structuredContent?: { result: { stdout: string } };
+  };
   expect(ok.structuredContent?.result.stdout).toBe("still-here\n");
 });
 
 test("valid values at the edges still run", async () => {
-  const ok = (await raw.call("bash", { session_id: sid, command: "printf %s \"$E\" | wc -c", timeout_s: 0, env: { E: "e".repeat(100_000) } })).result as {
+  const ok = (
+    await raw.call("bash", {
+      session_id: sid,
+      command: 'printf %s "$E" | wc -c',
+      timeout_s: 0,
+      env: { E: "e".repeat(100_000) },
+    })
+  ).result as {
     structuredContent?: { result: { stdout: string } };
   };
   expect(ok.structuredContent?.result.stdout.trim()).toBe("100000");

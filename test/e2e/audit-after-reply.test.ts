@@ -16,12 +16,15 @@ describe("audit records of large replies", () => {
     const line = "const value = compute(alpha, beta, gamma); // ordinary source text\n";
     // Well above a pipe's 64 KiB, so the reply cannot go out while nobody reads it.
     writeFileSync(join(ws.path, "big.ts"), line.repeat(Math.ceil((1024 * 1024) / line.length)));
-    const proc = Bun.spawn([BINARY, "serve", "--mode", "stdio", "--workspace-root", ws.path, "--state-dir", state.path], {
-      stdin: "pipe",
-      stdout: "pipe",
-      stderr: "ignore",
-      env: serverEnv(),
-    });
+    const proc = Bun.spawn(
+      [BINARY, "serve", "--mode", "stdio", "--workspace-root", ws.path, "--state-dir", state.path],
+      {
+        stdin: "pipe",
+        stdout: "pipe",
+        stderr: "ignore",
+        env: serverEnv(),
+      },
+    );
     try {
       const reader = proc.stdout.getReader();
       const decoder = new TextDecoder();
@@ -44,7 +47,11 @@ describe("audit records of large replies", () => {
           buf += decoder.decode(value, { stream: true });
         }
       };
-      send(1, "initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "lsm-test", version: "0" } });
+      send(1, "initialize", {
+        protocolVersion: "2025-06-18",
+        capabilities: {},
+        clientInfo: { name: "lsm-test", version: "0" },
+      });
       await reply(1);
       proc.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })}\n`);
       send(2, "tools/call", { name: "session_start", arguments: { workdir: "." } });

@@ -1,7 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, type HttpServer, type McpHandle, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  type HttpServer,
+  type McpHandle,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+} from "../helpers/harness.ts";
 import { obtainToken } from "../oauth/flow.ts";
 
 const PIN = "audit-pin-55102";
@@ -69,7 +76,11 @@ describe("audit log and audit_tail", () => {
     expect(JSON.stringify(row.output)).toContain("$local_shell_mcp_audit_payload");
     const needsId = await mcp.call("audit_tail", { session_id: sid, include_full_payloads: true });
     expect(needsId.isError).toBe(true);
-    const full = await mcp.ok<Tail>("audit_tail", { session_id: sid, entry_id: row.id as string, include_full_payloads: true });
+    const full = await mcp.ok<Tail>("audit_tail", {
+      session_id: sid,
+      entry_id: row.id as string,
+      include_full_payloads: true,
+    });
     expect(full.entries[0]!.output).toEqual(JSON.parse(JSON.stringify(out)));
     const payloads = readdirSync(join(dir.path, "state", "audit_log", "payloads"));
     expect(payloads.some((n) => /^[0-9a-f]{64}\.json\.gz$/.test(n))).toBe(true);
@@ -81,21 +92,41 @@ describe("audit log and audit_tail", () => {
     const mine = await mcp.ok<Tail>("audit_tail", { session_id: sid, audit_session: sid, limit: 200 });
     expect(mine.count).toBeGreaterThan(0);
     expect(mine.entries.every((e) => e.session === sid)).toBe(true);
-    const security = await mcp.ok<Tail>("audit_tail", { session_id: sid, operation: "security", limit: 200, sort: "asc" });
+    const security = await mcp.ok<Tail>("audit_tail", {
+      session_id: sid,
+      operation: "security",
+      limit: 200,
+      sort: "asc",
+    });
     const events = new Set(security.entries.map((e) => e.event));
-    for (const e of ["oauth_client_registered", "oauth_client_approved", "oauth_code_issued", "oauth_token_issued"]) expect(events.has(e)).toBe(true);
+    for (const e of ["oauth_client_registered", "oauth_client_approved", "oauth_code_issued", "oauth_token_issued"])
+      expect(events.has(e)).toBe(true);
     expect(events.has("auth_ok")).toBe(false);
     expect(await mcp.fails("audit_tail", { session_id: sid, entry_id: "nope" })).toBe("audit_entry_not_found");
   });
 
   test("each event kind is on disk; no file under the state dir (other than the signing key) holds a secret", async () => {
-    await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: "Bearer bogus.token.value" } });
+    await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      body: "{}",
+      headers: { "content-type": "application/json", authorization: "Bearer bogus.token.value" },
+    });
     await fetch(`${server.url}/oauth/token`, { method: "POST", body: "x".repeat(17_000_000) });
     await mcp.ok("version");
     await server.stop();
     const state = join(dir.path, "state");
     const log = readFileSync(join(state, "audit_log", "audit.jsonl"), "utf8");
-    for (const e of ["tool_call_start", "tool_call_end", "oauth_client_registered", "oauth_client_approved", "oauth_code_issued", "oauth_token_issued", "oauth_auth_failed", "auth_ok", "http_request_rejected"]) {
+    for (const e of [
+      "tool_call_start",
+      "tool_call_end",
+      "oauth_client_registered",
+      "oauth_client_approved",
+      "oauth_code_issued",
+      "oauth_token_issued",
+      "oauth_auth_failed",
+      "auth_ok",
+      "http_request_rejected",
+    ]) {
       expect(log).toContain(`"event":"${e}"`);
     }
     const secret = readFileSync(join(state, "oauth-jwt-secret"), "utf8").trim();

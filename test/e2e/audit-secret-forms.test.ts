@@ -29,7 +29,8 @@ interface Form {
 
 function forms(): Form[] {
   const f: Form[] = [];
-  const add = (name: string, secret: string, command: string, extra: Partial<Form> = {}) => f.push({ name, secret, command, ...extra });
+  const add = (name: string, secret: string, command: string, extra: Partial<Form> = {}) =>
+    f.push({ name, secret, command, ...extra });
   let s = word("Att");
   add("mysql -p attached", s, `echo mysql -p${s} -e 'select 1'`, { printed: true });
   s = word("Quo");
@@ -51,7 +52,12 @@ function forms(): Form[] {
   s = `AKIA${rnd("ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16)}`;
   add("AWS access key id", s, `echo ${s}`, { printed: true });
   s = rnd(ALNUM, 64);
-  add("private key block", s, `printf '%s\\n' '-----BEGIN OPENSSH PRIVATE KEY-----' ${s} '-----END OPENSSH PRIVATE KEY-----'`, { printed: true });
+  add(
+    "private key block",
+    s,
+    `printf '%s\\n' '-----BEGIN OPENSSH PRIVATE KEY-----' ${s} '-----END OPENSSH PRIVATE KEY-----'`,
+    { printed: true },
+  );
   s = `eyJ${rnd(ALNUM, 20)}.eyJ${rnd(ALNUM, 30)}.${rnd(ALNUM, 30)}`;
   add("JWT", s, `echo ${s}`, { printed: true });
   s = word("Url");
@@ -83,7 +89,8 @@ function auditText(state: string): string {
   const dir = join(state, "audit_log");
   let text = readFileSync(join(dir, "audit.jsonl"), "utf8");
   const payloads = join(dir, "payloads");
-  if (existsSync(payloads)) for (const n of readdirSync(payloads)) text += gunzipSync(readFileSync(join(payloads, n))).toString("utf8");
+  if (existsSync(payloads))
+    for (const n of readdirSync(payloads)) text += gunzipSync(readFileSync(join(payloads, n))).toString("utf8");
   return text;
 }
 
@@ -94,7 +101,11 @@ describe("audit redaction through the binary", () => {
     const s = await openStdioSession({ prefix: "lsm-audit-forms-" });
     try {
       for (const form of all) {
-        const r = await s.mcp.ok<{ result: { stdout: string; exit_code: number } }>("bash", { session_id: s.sid, command: form.command, ...(form.env ? { env: form.env } : {}) });
+        const r = await s.mcp.ok<{ result: { stdout: string; exit_code: number } }>("bash", {
+          session_id: s.sid,
+          command: form.command,
+          ...(form.env ? { env: form.env } : {}),
+        });
         // The command really ran; where it prints the secret, the output path carries it.
         if (form.printed) expect(`${form.name}: ${r.result.stdout.includes(form.secret)}`).toBe(`${form.name}: true`);
       }

@@ -45,16 +45,25 @@ describe("Agent Bridge passes upstream schemas and results through", () => {
   test("tools/list with token, api_key and password arguments validates in the SDK client, schemas unchanged", async () => {
     const direct = await upstreamTools();
     // listTools() of the official client validates the whole answer; one bad schema fails it all.
-    const listed = await waitFor(async () => {
-      const tools = (await mcp.client.listTools()).tools as Listed[];
-      return tools.find((t) => t.name === "agent_mcp__fx__login") ? tools : undefined;
-    }, { what: "the upstream's tools among the dynamic tools" });
+    const listed = await waitFor(
+      async () => {
+        const tools = (await mcp.client.listTools()).tools as Listed[];
+        return tools.find((t) => t.name === "agent_mcp__fx__login") ? tools : undefined;
+      },
+      { what: "the upstream's tools among the dynamic tools" },
+    );
     expect(listed.find((t) => t.name === "bash")).toBeDefined();
     const login = listed.find((t) => t.name === "agent_mcp__fx__login")!;
     expect(login.inputSchema).toEqual(direct.get("login")!.inputSchema);
-    expect(login.inputSchema.properties).toMatchObject({ token: { type: "string" }, api_key: { type: "string" }, password: { type: "string" } });
+    expect(login.inputSchema.properties).toMatchObject({
+      token: { type: "string" },
+      api_key: { type: "string" },
+      password: { type: "string" },
+    });
 
-    const rows = await mcp.ok<{ tools: Array<{ tool: string; input_schema: unknown }> }>("list_agent_mcp_tools", { server: "fx" });
+    const rows = await mcp.ok<{ tools: Array<{ tool: string; input_schema: unknown }> }>("list_agent_mcp_tools", {
+      server: "fx",
+    });
     for (const row of rows.tools) expect(row.input_schema).toEqual(direct.get(row.tool)!.inputSchema);
     expect(rows.tools.some((r) => r.tool === "login")).toBe(true);
 
@@ -64,7 +73,10 @@ describe("Agent Bridge passes upstream schemas and results through", () => {
 
   test("a result with token_count, a 500-item array and 20-deep nesting arrives unchanged", async () => {
     for (const tool of ["call_agent_mcp_tool", "agent_mcp__fx__rich_result"]) {
-      const out = await mcp.ok<Record<string, unknown>>(tool, tool === "call_agent_mcp_tool" ? { server: "fx", tool: "rich_result" } : {});
+      const out = await mcp.ok<Record<string, unknown>>(
+        tool,
+        tool === "call_agent_mcp_tool" ? { server: "fx", tool: "rich_result" } : {},
+      );
       expect(out.structured_content).toEqual(richStructured());
       expect(JSON.stringify(out.structured_content)).toBe(JSON.stringify(richStructured()));
       expect(out.content).toEqual([{ type: "text", text: RICH_TEXT }]);
@@ -79,7 +91,11 @@ describe("Agent Bridge passes upstream schemas and results through", () => {
   });
 
   test("a cut at max_output_bytes is stated in the result", async () => {
-    const out = await mcp.ok<Record<string, unknown>>("call_agent_mcp_tool", { server: "fx", tool: "huge", args: { bytes: 300_000 } });
+    const out = await mcp.ok<Record<string, unknown>>("call_agent_mcp_tool", {
+      server: "fx",
+      tool: "huge",
+      args: { bytes: 300_000 },
+    });
     expect(out.truncated).toBe(true);
     expect((out.content as Array<{ text: string }>)[0]!.text.length).toBe(200_000);
     expect(out.notice).toBe("cut to max_output_bytes=200000: content[0] text cut from 300000 to 200000 bytes");

@@ -20,20 +20,38 @@ test("20 concurrent calls per serve after each expiry, two serves on one store: 
   using scratch = tempDir("lsm-scratch-");
   using ws = tempDir("lsm-ws-");
   using st = tempDir("lsm-state-");
-  const fixture = await startHttpFixture(scratch.path, { FIXTURE_OAUTH: "1", FIXTURE_REFRESH: "refresh-0", FIXTURE_REFRESH_DELAY_MS: "300" });
+  const fixture = await startHttpFixture(scratch.path, {
+    FIXTURE_OAUTH: "1",
+    FIXTURE_REFRESH: "refresh-0",
+    FIXTURE_REFRESH_DELAY_MS: "300",
+  });
   const origin = new URL(fixture.url).origin;
   const stats = async () => (await (await fetch(`${origin}/control/stats`)).json()) as Stats;
   try {
-    writeManifest(st.path, { version: 1, mcpServers: { fx: { type: "http", url: fixture.url, auth: { mode: "oauth" }, maxConcurrentCalls: 32 } } });
+    writeManifest(st.path, {
+      version: 1,
+      mcpServers: { fx: { type: "http", url: fixture.url, auth: { mode: "oauth" }, maxConcurrentCalls: 32 } },
+    });
     const now = Math.floor(Date.now() / 1000);
     mkdirSync(join(st.path, "agent_auth"), { recursive: true, mode: 0o700 });
-    const oauth = { tokens: { access_token: "expired-access", refresh_token: "refresh-0", token_type: "Bearer" }, client_info: { client_id: "c" }, stored_at: now - 7200, expires_at: now - 3600 };
-    writeFileSync(join(st.path, "agent_auth", "credentials.json"), JSON.stringify({ version: 1, servers: { fx: { oauth } } }), { mode: 0o600 });
+    const oauth = {
+      tokens: { access_token: "expired-access", refresh_token: "refresh-0", token_type: "Bearer" },
+      client_info: { client_id: "c" },
+      stored_at: now - 7200,
+      expires_at: now - 3600,
+    };
+    writeFileSync(
+      join(st.path, "agent_auth", "credentials.json"),
+      JSON.stringify({ version: 1, servers: { fx: { oauth } } }),
+      { mode: 0o600 },
+    );
 
     await using a = await connectStdio({ workspace: ws.path, state: st.path });
     await using b = await connectStdio({ workspace: ws.path, state: st.path });
     const burst = (mcp: McpHandle, round: number, who: string) =>
-      Array.from({ length: CALLS_PER_SERVE }, (_, i) => mcp.call("call_agent_mcp_tool", { server: "fx", tool: "echo", args: { text: `${who}-${round}-${i}` } }));
+      Array.from({ length: CALLS_PER_SERVE }, (_, i) =>
+        mcp.call("call_agent_mcp_tool", { server: "fx", tool: "echo", args: { text: `${who}-${round}-${i}` } }),
+      );
 
     let lost = 0;
     for (let round = 1; round <= ROUNDS; round++) {
@@ -47,7 +65,9 @@ test("20 concurrent calls per serve after each expiry, two serves on one store: 
           console.error(`round ${round}: ${JSON.stringify(r.content).slice(0, 300)}`);
           continue;
         }
-        expect(firstText(r.structuredContent as Record<string, unknown>)).toBe(`${who}-${round}-${i % CALLS_PER_SERVE}`);
+        expect(firstText(r.structuredContent as Record<string, unknown>)).toBe(
+          `${who}-${round}-${i % CALLS_PER_SERVE}`,
+        );
       }
       const s = await stats();
       expect({ round, lost, ...s }).toEqual({ round, lost: 0, refreshes: round, reuses: 0, family_revoked: false });

@@ -3,7 +3,16 @@ import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import { firstText, fixtureServer, startHttpFixture, writeManifest } from "../bridge/helpers.ts";
-import { binary, connectHttp, type HttpServer, type McpHandle, serverEnv, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
+import {
+  binary,
+  connectHttp,
+  type HttpServer,
+  type McpHandle,
+  serverEnv,
+  startHttp,
+  tempDir,
+  type TempDir,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const sha256 = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
@@ -22,7 +31,11 @@ async function cli(state: string, args: string[], input?: string | Uint8Array): 
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { code, stdout, stderr };
 }
 
@@ -62,7 +75,8 @@ describe("Agent Bridge secrets", () => {
   let mcp: McpHandle;
   const MARKER = `mk-${crypto.randomUUID()}`;
   const HTTP_TOKEN = `ht-${crypto.randomUUID()}`;
-  const call = (server: string, tool: string, args: Record<string, unknown> = {}) => mcp.ok<Record<string, unknown>>("call_agent_mcp_tool", { server, tool, args });
+  const call = (server: string, tool: string, args: Record<string, unknown> = {}) =>
+    mcp.ok<Record<string, unknown>>("call_agent_mcp_tool", { server, tool, args });
 
   beforeAll(async () => {
     ws = tempDir("lsm-ws-");
@@ -75,8 +89,18 @@ describe("Agent Bridge secrets", () => {
       mcpServers: {
         envup: fixtureServer({ env: { API_TOKEN: { secret: "tok_alpha" } }, auth: { mode: "secret" } }),
         plain: fixtureServer(),
-        httpup: { type: "http", url: upstream.url, headers: { Authorization: { secret: "auth_header" } }, auth: { mode: "secret" } },
-        sseup: { type: "sse", url: sse.url, headers: { Authorization: { secret: "auth_header" } }, auth: { mode: "secret" } },
+        httpup: {
+          type: "http",
+          url: upstream.url,
+          headers: { Authorization: { secret: "auth_header" } },
+          auth: { mode: "secret" },
+        },
+        sseup: {
+          type: "sse",
+          url: sse.url,
+          headers: { Authorization: { secret: "auth_header" } },
+          auth: { mode: "secret" },
+        },
         needs: fixtureServer({ env: { X: { secret: "never_set" } }, auth: { mode: "secret" } }),
       },
     });
@@ -94,19 +118,42 @@ describe("Agent Bridge secrets", () => {
 
   test("secret set reads stdin only, strips one newline, prints JSON and stores owner-only", async () => {
     const r = await cli(state.path, ["secret", "set", "envup", "tok_alpha", "--stdin"], `${MARKER}\n`);
-    expect(r).toEqual({ code: 0, stdout: `${JSON.stringify({ server: "envup", name: "tok_alpha", stored: true, home: state.path })}\n`, stderr: "" });
+    expect(r).toEqual({
+      code: 0,
+      stdout: `${JSON.stringify({ server: "envup", name: "tok_alpha", stored: true, home: state.path })}\n`,
+      stderr: "",
+    });
     const dir = join(state.path, "agent_auth");
     expect(statSync(dir).mode & 0o777).toBe(0o700);
     expect(statSync(join(dir, "credentials.json")).mode & 0o777).toBe(0o600);
     expect(readdirSync(dir).sort()).toEqual(["credentials.json", "credentials.lock"]);
-    expect(JSON.parse(readFileSync(join(dir, "credentials.json"), "utf8")).servers.envup.secrets.tok_alpha).toBe(MARKER);
+    expect(JSON.parse(readFileSync(join(dir, "credentials.json"), "utf8")).servers.envup.secrets.tok_alpha).toBe(
+      MARKER,
+    );
   });
 
   test("at a terminal the value is typed with echo off and never shown", async () => {
     const typed = `tty-${crypto.randomUUID()}`;
     // `script` gives the command a real pseudo-terminal; its output is everything the terminal showed.
-    const command = [binary(), "mcp", "secret", "set", "plain", "typed", "--stdin", "--state-dir", state.path, "--workspace-root", "/tmp"].join(" ");
-    const proc = Bun.spawn(["script", "-qec", command, "/dev/null"], { env: serverEnv(), stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    const command = [
+      binary(),
+      "mcp",
+      "secret",
+      "set",
+      "plain",
+      "typed",
+      "--stdin",
+      "--state-dir",
+      state.path,
+      "--workspace-root",
+      "/tmp",
+    ].join(" ");
+    const proc = Bun.spawn(["script", "-qec", command, "/dev/null"], {
+      env: serverEnv(),
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     let shown = "";
     const reader = proc.stdout.getReader();
     const reading = (async () => {
@@ -124,7 +171,9 @@ describe("Agent Bridge secrets", () => {
     await reading;
     expect(shown).toContain('"stored":true');
     expect(shown).not.toContain(typed);
-    expect(JSON.parse(readFileSync(join(state.path, "agent_auth", "credentials.json"), "utf8")).servers.plain.secrets.typed).toBe(typed);
+    expect(
+      JSON.parse(readFileSync(join(state.path, "agent_auth", "credentials.json"), "utf8")).servers.plain.secrets.typed,
+    ).toBe(typed);
     expect((await cli(state.path, ["secret", "delete", "plain", "typed"])).code).toBe(0);
   });
 
@@ -148,7 +197,10 @@ describe("Agent Bridge secrets", () => {
       expect(r.stderr).not.toContain(MARKER);
     }
     // The stored value is untouched by the refused attempts.
-    expect(JSON.parse(readFileSync(join(state.path, "agent_auth", "credentials.json"), "utf8")).servers.envup.secrets.tok_alpha).toBe(MARKER);
+    expect(
+      JSON.parse(readFileSync(join(state.path, "agent_auth", "credentials.json"), "utf8")).servers.envup.secrets
+        .tok_alpha,
+    ).toBe(MARKER);
     // Exactly 64 KiB is accepted.
     expect((await cli(state.path, ["secret", "set", "plain", "big", "--stdin"], "b".repeat(65_536))).code).toBe(0);
     expect((await cli(state.path, ["secret", "delete", "plain", "big"])).code).toBe(0);
@@ -158,32 +210,57 @@ describe("Agent Bridge secrets", () => {
     expect(firstText(await call("envup", "env_digest", { name: "API_TOKEN" }))).toBe(sha256(MARKER));
     const raw = firstText(await call("envup", "env_raw", { name: "API_TOKEN" }));
     expect(raw).toBe("value=<redacted>");
-    const status = await mcp.ok<{ mcp_servers: Record<string, { auth: Record<string, unknown>; env: Record<string, string> }> }>("agent_config_status");
-    expect(status.mcp_servers.envup!.auth).toEqual({ mode: "secret", authorized: true, status: "configured", secret_reference_count: 1, missing_secret_count: 0, expires_at: null });
+    const status = await mcp.ok<{
+      mcp_servers: Record<string, { auth: Record<string, unknown>; env: Record<string, string> }>;
+    }>("agent_config_status");
+    expect(status.mcp_servers.envup!.auth).toEqual({
+      mode: "secret",
+      authorized: true,
+      status: "configured",
+      secret_reference_count: 1,
+      missing_secret_count: 0,
+      expires_at: null,
+    });
     expect(status.mcp_servers.envup!.env).toEqual({ API_TOKEN: "<redacted>" });
     expect(JSON.stringify(status)).not.toContain("tok_alpha");
     expect(cmdlinesContaining(MARKER)).toEqual([]);
   });
 
   test("an HTTP upstream gets the secret as a header, resolved per request", async () => {
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "echo", args: { text: "x" } })).toBe("missing_secret");
-    expect((await cli(state.path, ["secret", "set", "httpup", "auth_header", "--stdin"], `Bearer ${HTTP_TOKEN}`)).code).toBe(0);
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "echo", args: { text: "x" } })).toBe(
+      "missing_secret",
+    );
+    expect(
+      (await cli(state.path, ["secret", "set", "httpup", "auth_header", "--stdin"], `Bearer ${HTTP_TOKEN}`)).code,
+    ).toBe(0);
     expect(firstText(await call("httpup", "echo", { text: "through http" }))).toBe("through http");
     expect(firstText(await call("httpup", "header_digest"))).toBe(sha256(`Bearer ${HTTP_TOKEN}`));
     // A large result is cut to max_output_bytes; a response over 16 MiB is refused, not buffered.
     const big = await call("httpup", "huge", { bytes: 3_000_000 });
     expect(big.truncated).toBe(true);
-    const code = await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "huge", args: { bytes: 20 * 1024 * 1024 } });
+    const code = await mcp.fails("call_agent_mcp_tool", {
+      server: "httpup",
+      tool: "huge",
+      args: { bytes: 20 * 1024 * 1024 },
+    });
     expect(["upstream_error", "upstream_unavailable"]).toContain(code);
     expect(firstText(await call("httpup", "echo", { text: "after" }))).toBe("after");
     // The stored header is gone: the next request goes out without it and fails.
-    expect((await cli(state.path, ["secret", "delete", "httpup", "auth_header"])).stdout).toBe(`${JSON.stringify({ server: "httpup", name: "auth_header", deleted: true, home: state.path })}\n`);
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "echo", args: { text: "x" } })).toBe("missing_secret");
+    expect((await cli(state.path, ["secret", "delete", "httpup", "auth_header"])).stdout).toBe(
+      `${JSON.stringify({ server: "httpup", name: "auth_header", deleted: true, home: state.path })}\n`,
+    );
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "httpup", tool: "echo", args: { text: "x" } })).toBe(
+      "missing_secret",
+    );
   });
 
   test("an SSE upstream gets the secret as a header too", async () => {
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "sseup", tool: "echo", args: { text: "x" } })).toBe("missing_secret");
-    expect((await cli(state.path, ["secret", "set", "sseup", "auth_header", "--stdin"], `Bearer ${HTTP_TOKEN}`)).code).toBe(0);
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "sseup", tool: "echo", args: { text: "x" } })).toBe(
+      "missing_secret",
+    );
+    expect(
+      (await cli(state.path, ["secret", "set", "sseup", "auth_header", "--stdin"], `Bearer ${HTTP_TOKEN}`)).code,
+    ).toBe(0);
     expect(firstText(await call("sseup", "echo", { text: "over sse" }))).toBe("over sse");
     expect(firstText(await call("sseup", "header_digest"))).toBe(sha256(`Bearer ${HTTP_TOKEN}`));
     expect((await cli(state.path, ["secret", "delete", "sseup", "auth_header"])).code).toBe(0);
@@ -194,8 +271,13 @@ describe("Agent Bridge secrets", () => {
     const text = (r.content[0] as { text: string }).text;
     expect(text).toStartWith("[missing_secret]");
     expect(text).not.toContain("never_set");
-    const status = await mcp.ok<{ mcp_servers: Record<string, { auth: Record<string, unknown>; available: boolean }> }>("agent_config_status");
-    expect(status.mcp_servers.needs).toMatchObject({ available: false, auth: { status: "missing_secret", missing_secret_count: 1 } });
+    const status = await mcp.ok<{ mcp_servers: Record<string, { auth: Record<string, unknown>; available: boolean }> }>(
+      "agent_config_status",
+    );
+    expect(status.mcp_servers.needs).toMatchObject({
+      available: false,
+      auth: { status: "missing_secret", missing_secret_count: 1 },
+    });
   });
 
   test("a changed secret restarts only the upstream that uses it", async () => {
@@ -212,12 +294,20 @@ describe("Agent Bridge secrets", () => {
   test("list shows names only; the secret appears in no state file but credentials.json, nor in the logs", async () => {
     const listed = await cli(state.path, ["secret", "list"]);
     expect(JSON.parse(listed.stdout)).toEqual({ secrets: { envup: ["tok_alpha"] }, home: state.path });
-    expect(JSON.parse((await cli(state.path, ["secret", "list", "plain"])).stdout)).toEqual({ secrets: {}, home: state.path });
+    expect(JSON.parse((await cli(state.path, ["secret", "list", "plain"])).stdout)).toEqual({
+      secrets: {},
+      home: state.path,
+    });
     await mcp.ok("audit_tail", { limit: 1 }).catch(() => undefined);
     // The audit writer runs after replies; wait for the last bridge call to be on disk.
-    await waitFor(() => readFileSync(join(state.path, "audit_log", "audit.jsonl"), "utf8").includes("agent_secret_delete"), { what: "the audit log" });
+    await waitFor(
+      () => readFileSync(join(state.path, "audit_log", "audit.jsonl"), "utf8").includes("agent_secret_delete"),
+      { what: "the audit log" },
+    );
     for (const needle of [MARKER, HTTP_TOKEN]) {
-      expect(filesContaining(state.path, needle).map((p) => p.slice(state.path.length))).toEqual(needle === MARKER ? ["/agent_auth/credentials.json"] : []);
+      expect(filesContaining(state.path, needle).map((p) => p.slice(state.path.length))).toEqual(
+        needle === MARKER ? ["/agent_auth/credentials.json"] : [],
+      );
       expect(server.stderr()).not.toContain(needle);
     }
     const audit = readFileSync(join(state.path, "audit_log", "audit.jsonl"), "utf8");
@@ -226,7 +316,9 @@ describe("Agent Bridge secrets", () => {
   });
 
   test("8 concurrent secret set commands all land", async () => {
-    const runs = await Promise.all(Array.from({ length: 8 }, (_, i) => cli(state.path, ["secret", "set", "plain", `k${i}`, "--stdin"], `v${i}`)));
+    const runs = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => cli(state.path, ["secret", "set", "plain", `k${i}`, "--stdin"], `v${i}`)),
+    );
     expect(runs.map((r) => r.code)).toEqual(Array(8).fill(0));
     const listed = JSON.parse((await cli(state.path, ["secret", "list", "plain"])).stdout);
     expect(listed.secrets.plain).toEqual(["k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7"]);
@@ -236,7 +328,9 @@ describe("Agent Bridge secrets", () => {
     for (let i = 0; i < 8; i++) await cli(state.path, ["secret", "delete", "plain", `k${i}`]);
     expect((await cli(state.path, ["secret", "delete", "envup", "tok_alpha"])).code).toBe(0);
     expect(filesContaining(state.path, MARKER)).toEqual([]);
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "envup", tool: "echo", args: { text: "x" } })).toBe("missing_secret");
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "envup", tool: "echo", args: { text: "x" } })).toBe(
+      "missing_secret",
+    );
 
     const path = join(state.path, "agent_auth", "credentials.json");
     const corrupt = '{"version": 1, "servers": {"envup": {"secrets": {"x": 5}}}}';
@@ -245,7 +339,9 @@ describe("Agent Bridge secrets", () => {
     expect(list.code).toBe(2);
     expect(list.stderr).toMatch(/^local-shell-mcp mcp: .*refusing to use or reset it/);
     expect((await cli(state.path, ["secret", "set", "plain", "k", "--stdin"], "v")).code).toBe(2);
-    expect(await mcp.fails("call_agent_mcp_tool", { server: "envup", tool: "echo", args: { text: "x" } })).toBe("credential_store_corrupt");
+    expect(await mcp.fails("call_agent_mcp_tool", { server: "envup", tool: "echo", args: { text: "x" } })).toBe(
+      "credential_store_corrupt",
+    );
     expect(readFileSync(path, "utf8")).toBe(corrupt);
     writeFileSync(path, "not json");
     expect((await cli(state.path, ["secret", "delete", "plain", "k"])).code).toBe(2);

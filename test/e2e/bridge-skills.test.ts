@@ -4,7 +4,11 @@ import { dirname, join } from "node:path";
 import { writeManifest } from "../bridge/helpers.ts";
 import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/harness.ts";
 
-type Listed = { sources: Array<{ source: string; path: string }>; skills: Array<{ name: string; source: string; description: string; related_files: string[]; entry_path: string }>; warnings: string[] };
+type Listed = {
+  sources: Array<{ source: string; path: string }>;
+  skills: Array<{ name: string; source: string; description: string; related_files: string[]; entry_path: string }>;
+  warnings: string[];
+};
 
 function put(path: string, text: string): void {
   mkdirSync(dirname(path), { recursive: true });
@@ -38,7 +42,10 @@ describe("Agent Skills", () => {
     symlinkSync(join(project, "alpha"), join(project, "linked"));
     put(join(managed, "alpha", "SKILL.md"), "---\ndescription: managed alpha\n---\n");
     put(join(managed, "beta", "SKILL.md"), '+++\ndescription = "Beta from TOML"\n+++\nbody\n');
-    put(join(managed, "gamma", "SKILL.md"), "# Gamma\n\n```\ncode. here\n```\n\nDoes gamma things. More text follows.\n");
+    put(
+      join(managed, "gamma", "SKILL.md"),
+      "# Gamma\n\n```\ncode. here\n```\n\nDoes gamma things. More text follows.\n",
+    );
     put(join(global, "delta", "SKILL.md"), "# Delta tools\n\n---\n");
     put(join(global, "empty", "SKILL.md"), "");
     put(join(ws.path, "sub", ".agents", "skills", "epsilon", "SKILL.md"), "Epsilon only in sub.\n");
@@ -59,13 +66,20 @@ describe("Agent Skills", () => {
     ]);
     const by = Object.fromEntries(r.skills.map((s) => [s.name, s]));
     expect(Object.keys(by).sort()).toEqual(["alpha", "beta", "delta", "empty", "gamma"]);
-    expect(by.alpha).toMatchObject({ source: "project", description: "Project alpha does things", related_files: ["ref/notes.md"], entry_path: join(project, "alpha", "SKILL.md") });
+    expect(by.alpha).toMatchObject({
+      source: "project",
+      description: "Project alpha does things",
+      related_files: ["ref/notes.md"],
+      entry_path: join(project, "alpha", "SKILL.md"),
+    });
     expect(by.beta).toMatchObject({ source: "managed", description: "Beta from TOML" });
     expect(by.gamma!.description).toBe("Does gamma things.");
     expect(by.delta!.description).toBe("Delta tools");
     expect(by.empty!.description).toBe("Agent skill");
     const warnings = r.warnings.join("\n");
-    expect(warnings).toContain("skipped duplicate Skill alpha from the managed source: a higher-priority source already provides it");
+    expect(warnings).toContain(
+      "skipped duplicate Skill alpha from the managed source: a higher-priority source already provides it",
+    );
     expect(warnings).toContain("skipped symlinked Skill directory linked");
     expect(warnings).toContain("skipped Skill beta in the project source: its SKILL.md is a symlink");
     expect(warnings).toContain("skipped symlink link.md in Skill alpha");
@@ -74,7 +88,10 @@ describe("Agent Skills", () => {
   });
 
   test("activate returns SKILL.md with line endings normalised", async () => {
-    const r = await mcp.ok<{ content: string; bytes: number; related_files: string[]; source: string }>("activate_agent_skill", { name: "alpha" });
+    const r = await mcp.ok<{ content: string; bytes: number; related_files: string[]; source: string }>(
+      "activate_agent_skill",
+      { name: "alpha" },
+    );
     expect(r.content).toBe(ALPHA.replaceAll("\r\n", "\n"));
     expect(r.bytes).toBe(Buffer.byteLength(ALPHA));
     expect(r.related_files).toEqual(["ref/notes.md"]);
@@ -82,8 +99,23 @@ describe("Agent Skills", () => {
   });
 
   test("read_agent_skill_file serves listed files only", async () => {
-    expect(await mcp.ok("read_agent_skill_file", { name: "alpha", path: "ref/notes.md" })).toMatchObject({ name: "alpha", source: "project", path: "ref/notes.md", content: "notes\n", bytes: 6 });
-    for (const path of ["SKILL.md", "../beta/SKILL.md", "link.md", "/etc/hostname", ".git/HEAD", "ref/../ref/notes.md", "ref\\notes.md", "c:notes"]) {
+    expect(await mcp.ok("read_agent_skill_file", { name: "alpha", path: "ref/notes.md" })).toMatchObject({
+      name: "alpha",
+      source: "project",
+      path: "ref/notes.md",
+      content: "notes\n",
+      bytes: 6,
+    });
+    for (const path of [
+      "SKILL.md",
+      "../beta/SKILL.md",
+      "link.md",
+      "/etc/hostname",
+      ".git/HEAD",
+      "ref/../ref/notes.md",
+      "ref\\notes.md",
+      "c:notes",
+    ]) {
       expect(await mcp.fails("read_agent_skill_file", { name: "alpha", path }), path).toBe("invalid_skill_path");
     }
     const r = await mcp.call("read_agent_skill_file", { name: "alpha", path: "SKILL.md" });
@@ -120,7 +152,12 @@ describe("Agent Skills", () => {
     expect(r.skills[0]!.related_files).toEqual([]);
     expect(r.warnings.join("\n")).toContain("max_skills");
     expect(r.warnings.join("\n")).toContain("max_skill_path_bytes");
-    await using few = await connectStdio({ workspace: ws.path, state: state.path, env: { XDG_CONFIG_HOME: xdg.path }, args: ["--max-skill-scan-entries", "3"] });
+    await using few = await connectStdio({
+      workspace: ws.path,
+      state: state.path,
+      env: { XDG_CONFIG_HOME: xdg.path },
+      args: ["--max-skill-scan-entries", "3"],
+    });
     const f = await few.ok<Listed>("list_agent_skills");
     expect(f.warnings.join("\n")).toContain("max_skill_scan_entries");
     expect(f.skills.length).toBeLessThan(5);

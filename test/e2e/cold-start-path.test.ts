@@ -34,7 +34,10 @@ describe("start paths in the bundle", () => {
       if (seen.has(f)) continue;
       seen.add(f);
       // Static imports only: `import{a}from"./chunk-x.js"` or `import"./chunk-x.js"`, not `import("...")`.
-      for (const m of read(f).matchAll(/import(?:\s*\{[^}]*\}\s*from|\s+[\w$]+\s+from|\s*\*\s*as\s+[\w$]+\s+from)?\s*"\.\/([^"]+)"/g)) pending.push(m[1]!);
+      for (const m of read(f).matchAll(
+        /import(?:\s*\{[^}]*\}\s*from|\s+[\w$]+\s+from|\s*\*\s*as\s+[\w$]+\s+from)?\s*"\.\/([^"]+)"/g,
+      ))
+        pending.push(m[1]!);
     }
     return seen;
   }
@@ -51,9 +54,15 @@ describe("start paths in the bundle", () => {
   test("serve starts without citty (its parser cost ~4 ms of every start)", () => {
     const serveChunk = /\{runServe:[\w$]+\}=await import\("\.\/([^"]+)"\)/.exec(read("main.js"))?.[1];
     expect(serveChunk).toBeDefined();
-    const citty = [...staticClosure(serveChunk!)].filter((f) => read(f).includes("Missing required positional argument"));
+    const citty = [...staticClosure(serveChunk!)].filter((f) =>
+      read(f).includes("Missing required positional argument"),
+    );
     expect(citty).toEqual([]);
     // The marker is citty's: the same build does contain it, for the other commands.
-    expect([...new Bun.Glob("*.js").scanSync(out.path)].some((f) => read(f).includes("Missing required positional argument"))).toBe(true);
+    expect(
+      [...new Bun.Glob("*.js").scanSync(out.path)].some((f) =>
+        read(f).includes("Missing required positional argument"),
+      ),
+    ).toBe(true);
   });
 });

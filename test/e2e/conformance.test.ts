@@ -19,14 +19,36 @@ afterAll(async () => {
   for (const d of [ws, state, out]) d?.[Symbol.dispose]();
 });
 
-const REQUIRED = ["server-initialize", "ping", "logging-set-level", "tools-list", "server-sse-multiple-streams", "dns-rebinding-protection"];
+const REQUIRED = [
+  "server-initialize",
+  "ping",
+  "logging-set-level",
+  "tools-list",
+  "server-sse-multiple-streams",
+  "dns-rebinding-protection",
+];
 
 test("MCP conformance suite (server scenarios) passes except the documented fixture scenarios", async () => {
   const proc = Bun.spawn(
-    [process.execPath, "--bun", join(ROOT, "node_modules", ".bin", "conformance"), "server", "--url", `${server.url}/mcp`, "--expected-failures", join(import.meta.dir, "conformance-expected-failures.yml"), "-o", out.path],
+    [
+      process.execPath,
+      "--bun",
+      join(ROOT, "node_modules", ".bin", "conformance"),
+      "server",
+      "--url",
+      `${server.url}/mcp`,
+      "--expected-failures",
+      join(import.meta.dir, "conformance-expected-failures.yml"),
+      "-o",
+      out.path,
+    ],
     { cwd: out.path, stdout: "pipe", stderr: "pipe", env: { ...process.env, NO_COLOR: "1" } },
   );
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   const text = stdout + stderr;
   for (const name of REQUIRED) expect(text).toMatch(new RegExp(`✓ ${name}: \\d+ passed, 0 failed`));
   if (code !== 0) console.error(text.slice(-4000));

@@ -44,7 +44,10 @@ interface Run {
 
 describe("cgroup v2 layer", () => {
   test("version and orientation name the same layer", async () => {
-    const o = await mcp.ok<{ environment: { policy: { command_containment: string; containment_cleanup_s: number } } }>("session_start", { workdir: "." });
+    const o = await mcp.ok<{ environment: { policy: { command_containment: string; containment_cleanup_s: number } } }>(
+      "session_start",
+      { workdir: "." },
+    );
     expect(o.environment.policy.command_containment).toBe(layer);
     expect(o.environment.policy.containment_cleanup_s).toBe(10);
     expect(layer.startsWith("cgroup v2") || layer.startsWith("subreaper")).toBe(true);
@@ -52,7 +55,10 @@ describe("cgroup v2 layer", () => {
 
   test.skipIf(cgroupUntestable)("a command runs in its own group, which is removed afterwards", async () => {
     // The command's first process reports its own group before it could fork anything.
-    const r = await mcp.ok<Run>("bash", { session_id: sid, command: "cat /proc/self/cgroup; (sleep 30 &) ; echo started" });
+    const r = await mcp.ok<Run>("bash", {
+      session_id: sid,
+      command: "cat /proc/self/cgroup; (sleep 30 &) ; echo started",
+    });
     expect(r.result.ok).toBe(true);
     const path = /^0::(.*)$/m.exec(r.result.stdout)?.[1] ?? "";
     expect(path).toMatch(/\/lsm-\d+-\d+$/);
@@ -68,7 +74,11 @@ describe("cgroup v2 layer", () => {
   // pids.max needs the pids controller on cgroup v2; where it is not (hybrid v1/v2 hosts such as
   // this one: pids is bound to v1), version must say the limit is not applied rather than pretend.
   test.skipIf(cgroupUntestable)("command_pids_max limits a fork bomb, or is reported as not applied", async () => {
-    await using lim = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state-pids"), env: { LOCAL_SHELL_MCP_COMMAND_PIDS_MAX: "20" } });
+    await using lim = await connectStdio({
+      workspace: ws.path,
+      state: join(ws.path, ".state-pids"),
+      env: { LOCAL_SHELL_MCP_COMMAND_PIDS_MAX: "20" },
+    });
     const limSid = (await lim.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     const v = (await lim.ok<{ containment: string }>("version")).containment;
     if (!v.includes("pids.max 20")) {
@@ -76,7 +86,12 @@ describe("cgroup v2 layer", () => {
       console.log(`pids.max not testable here: ${v}`);
       return;
     }
-    const r = await lim.ok<{ result: { stdout: string; stderr: string } }>("bash", { session_id: limSid, command: "n=0; for i in $(seq 60); do sleep 5 & n=$((n+1)); done 2>/dev/null; echo running $(jobs -p | wc -l); kill $(jobs -p)", timeout_s: 30 });
+    const r = await lim.ok<{ result: { stdout: string; stderr: string } }>("bash", {
+      session_id: limSid,
+      command:
+        "n=0; for i in $(seq 60); do sleep 5 & n=$((n+1)); done 2>/dev/null; echo running $(jobs -p | wc -l); kill $(jobs -p)",
+      timeout_s: 30,
+    });
     const running = Number(/running (\d+)/.exec(r.result.stdout)?.[1]);
     expect(running).toBeLessThan(20);
   });
@@ -99,7 +114,11 @@ describe("cgroup v2 layer", () => {
   });
 
   test("containment_cgroup=off runs commands outside any group of their own", async () => {
-    await using off = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state-off"), env: { LOCAL_SHELL_MCP_CONTAINMENT_CGROUP: "off" } });
+    await using off = await connectStdio({
+      workspace: ws.path,
+      state: join(ws.path, ".state-off"),
+      env: { LOCAL_SHELL_MCP_CONTAINMENT_CGROUP: "off" },
+    });
     const offSid = (await off.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     expect((await off.ok<{ containment: string }>("version")).containment).toContain("containment_cgroup=off");
     const r = await off.ok<Run>("bash", { session_id: offSid, command: "cat /proc/self/cgroup" });

@@ -45,7 +45,11 @@ describe("a pipe held open by an outsider", () => {
     const got = join(ws, "holder.got");
     writeFileSync(join(ws, "holder.py"), HOLDER);
     writeFileSync(join(ws, "sender.py"), SENDER);
-    const holder = Bun.spawn(["python3", join(ws, "holder.py"), sock, got], { stdin: "ignore", stdout: "ignore", stderr: "inherit" });
+    const holder = Bun.spawn(["python3", join(ws, "holder.py"), sock, got], {
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: "inherit",
+    });
     try {
       await waitFor(() => existsSync(sock), { what: "the holder to listen" });
       const started = performance.now();
@@ -58,7 +62,9 @@ describe("a pipe held open by an outsider", () => {
       });
       const r = await Promise.race([call, Bun.sleep(30_000).then(() => "hung" as const)]);
       // The holder really has the pipe (the check that the case was set up at all).
-      expect(await waitFor(() => existsSync(got) && readFileSync(got, "utf8"), { what: "the holder to get the pipe" })).toBe("1");
+      expect(
+        await waitFor(() => existsSync(got) && readFileSync(got, "utf8"), { what: "the holder to get the pipe" }),
+      ).toBe("1");
       expect(holder.exitCode).toBeNull();
       expect(r).not.toBe("hung");
       if (r === "hung") return;

@@ -78,7 +78,11 @@ interface Layer {
 
 async function openLayer(name: string, env: Record<string, string>): Promise<Layer> {
   const ws = tempDir(`lsm-stress-${name}-`);
-  const mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state"), env: { LOCAL_SHELL_MCP_CONTAINMENT_CLEANUP_S: String(CLEANUP_S), ...env } });
+  const mcp = await connectStdio({
+    workspace: ws.path,
+    state: join(ws.path, ".state"),
+    env: { LOCAL_SHELL_MCP_CONTAINMENT_CLEANUP_S: String(CLEANUP_S), ...env },
+  });
   const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
   return { name, env, ws, mcp, sid };
 }
@@ -99,10 +103,16 @@ async function stressRun(l: Layer, i: number): Promise<RunFigure> {
   writeFileSync(script, TREE);
   writeFileSync(counter, "");
   const started = performance.now();
-  const r = (await l.mcp.call("bash", { session_id: l.sid, command: `exec perl ${script} ${depth} ${counter}`, timeout_s: TIMEOUT_S })) as CallToolResult;
+  const r = (await l.mcp.call("bash", {
+    session_id: l.sid,
+    command: `exec perl ${script} ${depth} ${counter}`,
+    timeout_s: TIMEOUT_S,
+  })) as CallToolResult;
   const ms = performance.now() - started;
   const reachedNow = statSync(counter).size;
-  console.log(`stress ${l.name} run ${i}: ${reachedNow} processes, ${r.isError ? errorCode(r) : "stopped"} in ${Math.round(ms)} ms (server ${JSON.stringify(r.isError ? r._meta?.["local-shell-mcp/error"] : (r.structuredContent as { result: { duration_ms: number } }).result.duration_ms)})`);
+  console.log(
+    `stress ${l.name} run ${i}: ${reachedNow} processes, ${r.isError ? errorCode(r) : "stopped"} in ${Math.round(ms)} ms (server ${JSON.stringify(r.isError ? r._meta?.["local-shell-mcp/error"] : (r.structuredContent as { result: { duration_ms: number } }).result.duration_ms)})`,
+  );
   const left = survivors(script);
   const reached = statSync(counter).size;
   // Back within deadline + cleanup budget. The server's own figure (duration_ms, measured when it
@@ -110,7 +120,9 @@ async function stressRun(l: Layer, i: number): Promise<RunFigure> {
   // loaded 2-core machine the client and the transport are starved by the trees as well.
   const bound = (TIMEOUT_S + CLEANUP_S) * 1000;
   expect(ms).toBeLessThan(3 * bound);
-  const serverMs = r.isError ? (r._meta?.["local-shell-mcp/error"] as { duration_ms?: number } | undefined)?.duration_ms : (r.structuredContent as { result: { duration_ms: number } }).result.duration_ms;
+  const serverMs = r.isError
+    ? (r._meta?.["local-shell-mcp/error"] as { duration_ms?: number } | undefined)?.duration_ms
+    : (r.structuredContent as { result: { duration_ms: number } }).result.duration_ms;
   expect(serverMs).toBeNumber();
   expect(serverMs!).toBeLessThan(bound + 2000);
   if (!r.isError) {
@@ -177,38 +189,38 @@ describe("containment under slow cleanup", () => {
     const off = await withoutCgroup.mcp.ok<{ containment: string }>("version");
     expect(off.containment).toStartWith("subreaper");
     expect(off.containment).toContain("containment_cgroup=off");
-    if (withCgroup) expect((await withCgroup.mcp.ok<{ containment: string }>("version")).containment).toStartWith("cgroup v2");
+    if (withCgroup)
+      expect((await withCgroup.mcp.ok<{ containment: string }>("version")).containment).toStartWith("cgroup v2");
   });
 
   // Creating cgroups needs root (or a delegated subtree, which CI does not have); without root the
   // subreaper-only series still runs.
-  test(
-    "20 runs of large CPU-busy fork trees: no survivors, truthful results, bounded call time",
-    async () => {
-      const layers = [withoutCgroup, ...(withCgroup ? [withCgroup] : [])];
-      const figures: RunFigure[] = [];
-      const bars = new Map<string, number>();
-      for (const l of layers) {
-        // The size a series must reach: a hundred processes, or half of what this machine forks in
-        // the same time when it is too busy for that (a busy 2-core machine reached 40-80 in 3 s).
-        const capacity = await forkCapacity(l.ws.path);
-        bars.set(l.name, Math.min(100, Math.floor(capacity / 2)));
-        console.log(`stress ${l.name}: this machine forks ${capacity} tree nodes in ${TIMEOUT_S} s; bar ${bars.get(l.name)}`);
-        for (let i = 0; i < RUNS_PER_LAYER; i++) figures.push(await stressRun(l, i));
-      }
-      for (const f of figures) console.log(`stress ${f.layer} depth ${f.depth}: ${f.reached} processes, ${f.outcome} in ${Math.round(f.ms)} ms`);
-      expect(figures.length).toBe(RUNS_PER_LAYER * layers.length);
-      // The series were real stress, not commands stopped before they began: on a very busy machine
-      // a single run may be stopped before perl starts, but each series must reach large trees.
-      for (const l of layers) {
-        const reached = figures.filter((f) => f.layer === l.name).map((f) => f.reached);
-        // A hundred CPU-busy processes still outrun a one-pass cleanup; the count reached depends on
-        // the machine (>1,000 on a quiet VM, 87–201 in 1 s where one fork+exec took 4 ms and both
-        // cores were busy), so the bar is measured: what this machine forks in the same time.
-        expect(Math.max(...reached)).toBeGreaterThan(bars.get(l.name)!);
-        expect(reached.filter((n) => n > 0).length).toBeGreaterThanOrEqual(RUNS_PER_LAYER / 2);
-      }
-    },
-    600_000, // 20 runs, each bounded by 3 x (timeout + cleanup budget) on a starved machine
-  );
+  test("20 runs of large CPU-busy fork trees: no survivors, truthful results, bounded call time", async () => {
+    const layers = [withoutCgroup, ...(withCgroup ? [withCgroup] : [])];
+    const figures: RunFigure[] = [];
+    const bars = new Map<string, number>();
+    for (const l of layers) {
+      // The size a series must reach: a hundred processes, or half of what this machine forks in
+      // the same time when it is too busy for that (a busy 2-core machine reached 40-80 in 3 s).
+      const capacity = await forkCapacity(l.ws.path);
+      bars.set(l.name, Math.min(100, Math.floor(capacity / 2)));
+      console.log(
+        `stress ${l.name}: this machine forks ${capacity} tree nodes in ${TIMEOUT_S} s; bar ${bars.get(l.name)}`,
+      );
+      for (let i = 0; i < RUNS_PER_LAYER; i++) figures.push(await stressRun(l, i));
+    }
+    for (const f of figures)
+      console.log(`stress ${f.layer} depth ${f.depth}: ${f.reached} processes, ${f.outcome} in ${Math.round(f.ms)} ms`);
+    expect(figures.length).toBe(RUNS_PER_LAYER * layers.length);
+    // The series were real stress, not commands stopped before they began: on a very busy machine
+    // a single run may be stopped before perl starts, but each series must reach large trees.
+    for (const l of layers) {
+      const reached = figures.filter((f) => f.layer === l.name).map((f) => f.reached);
+      // A hundred CPU-busy processes still outrun a one-pass cleanup; the count reached depends on
+      // the machine (>1,000 on a quiet VM, 87–201 in 1 s where one fork+exec took 4 ms and both
+      // cores were busy), so the bar is measured: what this machine forks in the same time.
+      expect(Math.max(...reached)).toBeGreaterThan(bars.get(l.name)!);
+      expect(reached.filter((n) => n > 0).length).toBeGreaterThanOrEqual(RUNS_PER_LAYER / 2);
+    }
+  }, 600_000); // 20 runs, each bounded by 3 x (timeout + cleanup budget) on a starved machine
 });

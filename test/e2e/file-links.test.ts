@@ -6,7 +6,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { connectHttp, connectStdio, type HttpServer, type McpHandle, startHttpServer, tempDir, type TempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  connectStdio,
+  type HttpServer,
+  type McpHandle,
+  startHttpServer,
+  tempDir,
+  type TempDir,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const LINK_TOOLS = ["create_file_link", "list_file_links", "revoke_file_link"];
@@ -63,7 +71,7 @@ describe("file download links", () => {
     const names = (await mcp.client.listTools()).tools.map((t) => t.name);
     for (const t of LINK_TOOLS) expect(names).toContain(t);
     writeFileSync(join(ws.path, "report.txt"), "first version\n");
-    const link = await create({ path: "report.txt", filename: "rapport d'été \"final\".txt" });
+    const link = await create({ path: "report.txt", filename: 'rapport d\'été "final".txt' });
     expect(link.url).toBe(`${srv.url}/download/${link.token}`);
     expect(link.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(link).toMatchObject({ path: "report.txt", bytes: 14, downloads: 0, max_downloads: 0 });
@@ -78,7 +86,9 @@ describe("file download links", () => {
     expect(res.headers.get("referrer-policy")).toBe("no-referrer");
     expect(res.headers.get("x-content-type-options")).toBe("nosniff");
     expect(res.headers.get("content-security-policy")).toBe("sandbox");
-    expect(res.headers.get("content-disposition")).toBe(`attachment; filename="rapport d'_t_ final.txt"; filename*=UTF-8''rapport%20d%27%C3%A9t%C3%A9%20%22final%22.txt`);
+    expect(res.headers.get("content-disposition")).toBe(
+      `attachment; filename="rapport d'_t_ final.txt"; filename*=UTF-8''rapport%20d%27%C3%A9t%C3%A9%20%22final%22.txt`,
+    );
   });
 
   test("bidi overrides and invisible characters in a link's name never reach the model or the browser", async () => {
@@ -87,7 +97,11 @@ describe("file download links", () => {
     writeFileSync(join(ws.path, tricky), "MZ not really\n");
     const BIDI = /[\u061c\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/;
     const byDefault = await mcp.call("create_file_link", { session_id: sid, path: tricky });
-    const named = await mcp.call("create_file_link", { session_id: sid, path: tricky, filename: "\u2067report\u200b.pdf\u2069\u202E\ufeff.txt" });
+    const named = await mcp.call("create_file_link", {
+      session_id: sid,
+      path: tricky,
+      filename: "\u2067report\u200b.pdf\u2069\u202E\ufeff.txt",
+    });
     for (const r of [byDefault, named]) {
       expect(r.isError).toBeFalsy();
       const link = r.structuredContent as unknown as Link;
@@ -142,12 +156,17 @@ describe("file download links", () => {
     const entry = listed.find((l) => l.path === "a.txt")!;
     expect(entry.token).toMatch(/^lnk_[0-9a-f]{16}$/);
     expect(entry.url).not.toContain(revoked.token);
-    expect(await mcp.ok("revoke_file_link", { session_id: sid, token: entry.token })).toEqual({ revoked: true, token: entry.token });
+    expect(await mcp.ok("revoke_file_link", { session_id: sid, token: entry.token })).toEqual({
+      revoked: true,
+      token: entry.token,
+    });
     expect((await fetch(revoked.url)).status).toBe(404);
 
     const expiring = await create({ path: "a.txt", ttl_s: 1 });
     expect((await fetch(expiring.url, { method: "HEAD" })).status).toBe(200);
-    await waitFor(async () => (await fetch(expiring.url, { method: "HEAD" })).status === 410, { what: "the link to expire" });
+    await waitFor(async () => (await fetch(expiring.url, { method: "HEAD" })).status === 410, {
+      what: "the link to expire",
+    });
     const body = await (await fetch(expiring.url)).json();
     expect(body).toMatchObject({ ok: false, error: "download_expired" });
     await mcp.ok("list_file_links", { session_id: sid }); // sweeps expired links first
@@ -158,7 +177,10 @@ describe("file download links", () => {
     writeFileSync(join(ws.path, "b.txt"), "b");
     const link = await create({ path: "b.txt" });
     const other = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-    expect(await mcp.ok("revoke_file_link", { session_id: other, token: link.token })).toEqual({ revoked: false, token: link.token });
+    expect(await mcp.ok("revoke_file_link", { session_id: other, token: link.token })).toEqual({
+      revoked: false,
+      token: link.token,
+    });
     expect((await fetch(link.url, { method: "HEAD" })).status).toBe(200);
     expect(await mcp.ok("revoke_file_link", { session_id: sid, token: link.token })).toMatchObject({ revoked: true });
 
@@ -169,11 +191,14 @@ describe("file download links", () => {
     expect(await mcp.fails("create_file_link", { session_id: sid, path: "outside" })).toBe("path_outside_workdir");
     expect(await mcp.fails("create_file_link", { session_id: sid, path: "../x" })).toBe("path_outside_workdir");
     expect(await mcp.fails("create_file_link", { session_id: sid, path: "b.txt", ttl_s: 0 })).toBe("invalid_arguments");
-    expect(await mcp.fails("create_file_link", { session_id: sid, path: "b.txt", max_downloads: -1 })).toBe("invalid_arguments");
+    expect(await mcp.fails("create_file_link", { session_id: sid, path: "b.txt", max_downloads: -1 })).toBe(
+      "invalid_arguments",
+    );
     // A symlink inside the workdir names its target, which is checked like any path.
     expect((await create({ path: "link-to-b" })).path).toBe("b.txt");
     // Unknown, malformed and path-like tokens are all plain 404s.
-    for (const t of ["x".repeat(43), "..%2f..%2fetc%2fpasswd", "a/b"]) expect((await fetch(`${srv.url}/download/${t}`)).status).toBe(404);
+    for (const t of ["x".repeat(43), "..%2f..%2fetc%2fpasswd", "a/b"])
+      expect((await fetch(`${srv.url}/download/${t}`)).status).toBe(404);
   });
 
   test("the raw token never reaches the state dir or the audit log", async () => {
@@ -183,7 +208,9 @@ describe("file download links", () => {
     await mcp.ok("revoke_file_link", { session_id: sid, token: link.token });
     // The audit writer batches; wait until the revocation (the last event) is on disk.
     const auditFile = join(state.path, "audit_log", "audit.jsonl");
-    await waitFor(() => readFileSync(auditFile, "utf8").includes("download_link_revoked"), { what: "the revocation audit record" });
+    await waitFor(() => readFileSync(auditFile, "utf8").includes("download_link_revoked"), {
+      what: "the revocation audit record",
+    });
     const audit = readFileSync(auditFile, "utf8");
     expect(audit).toContain("download_link_served");
     expect(everythingUnder(state.path)).not.toContain(link.token);
@@ -218,9 +245,14 @@ describe("file download links are not offered", () => {
       await using stdio = await connectStdio({ workspace: ws.path, state: state.path });
       const names = (await stdio.client.listTools()).tools.map((t) => t.name);
       for (const t of LINK_TOOLS) expect(names).not.toContain(t);
-      await expect(stdio.call("create_file_link", { session_id: "abcdefgh", path: "x" })).rejects.toMatchObject({ code: -32602 });
+      await expect(stdio.call("create_file_link", { session_id: "abcdefgh", path: "x" })).rejects.toMatchObject({
+        code: -32602,
+      });
     }
-    await using srv = await startHttpServer({ workspace: ws.path, state: state.path, args: ["--file-download-enabled", "false"] }, { mode: "mcp", auth: "none" });
+    await using srv = await startHttpServer(
+      { workspace: ws.path, state: state.path, args: ["--file-download-enabled", "false"] },
+      { mode: "mcp", auth: "none" },
+    );
     await using mcp = await connectHttp(srv.url);
     const names = (await mcp.client.listTools()).tools.map((t) => t.name);
     for (const t of LINK_TOOLS) expect(names).not.toContain(t);
@@ -234,7 +266,10 @@ describe("file download links are not offered", () => {
     using state = tempDir();
     writeFileSync(join(ws.path, "big.bin"), Buffer.alloc(11));
     writeFileSync(join(ws.path, "small.bin"), Buffer.alloc(10));
-    await using srv = await startHttpServer({ workspace: ws.path, state: state.path, args: ["--file-download-max-file-bytes", "10"] }, { mode: "mcp", auth: "none" });
+    await using srv = await startHttpServer(
+      { workspace: ws.path, state: state.path, args: ["--file-download-max-file-bytes", "10"] },
+      { mode: "mcp", auth: "none" },
+    );
     await using mcp = await connectHttp(srv.url);
     const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     expect(await mcp.fails("create_file_link", { session_id: sid, path: "big.bin" })).toBe("file_too_large");

@@ -8,7 +8,10 @@ let ws: string;
 let mcp: McpHandle;
 let sid: string;
 
-type Read = { content: string; file: { snapshot_id: string; total_lines: number; file_sha256: string; truncated: boolean; line_count: number } };
+type Read = {
+  content: string;
+  file: { snapshot_id: string; total_lines: number; file_sha256: string; truncated: boolean; line_count: number };
+};
 
 beforeAll(async () => {
   session = await openStdioSession({ prefix: "lsm-files-" });
@@ -32,7 +35,11 @@ describe("read selectors", () => {
     expect(r.content).toBe(`[sel.txt#${snap}]\n1:one\n2:two\n3:three\fstill three\n4:four\u2028four\n5:five`);
     expect((await read("sel.txt:2-3")).content.split("\n").slice(1)).toEqual(["2:two", "3:three\fstill three"]);
     expect((await read("sel.txt:2+2")).content.split("\n").slice(1)).toEqual(["2:two", "3:three\fstill three"]);
-    expect((await read("sel.txt:1-1,4-")).content.split("\n").slice(1)).toEqual(["1:one", "4:four\u2028four", "5:five"]);
+    expect((await read("sel.txt:1-1,4-")).content.split("\n").slice(1)).toEqual([
+      "1:one",
+      "4:four\u2028four",
+      "5:five",
+    ]);
     expect((await read("sel.txt:2-2:raw")).content).toBe("two\r\n");
     expect((await read("sel.txt:raw:5")).content).toBe("five");
     for (const bad of ["sel.txt:3-1", "sel.txt:5,,6", "sel.txt:1,3-4,2", "sel.txt:2,4", "sel.txt:0"]) {
@@ -46,7 +53,10 @@ describe("read selectors", () => {
     put("dir/b.txt", "b");
     put("dir/a.txt", "a");
     mkdirSync(join(ws, "dir/c"));
-    const r = await mcp.ok<{ kind: string; content: string; directory: { is_truncated: boolean } }>("read", { session_id: sid, path: "dir" });
+    const r = await mcp.ok<{ kind: string; content: string; directory: { is_truncated: boolean } }>("read", {
+      session_id: sid,
+      path: "dir",
+    });
     expect(r.kind).toBe("directory");
     expect(r.content).toBe("file\tdir/a.txt\nfile\tdir/b.txt\ndir\tdir/c/");
     expect(r.directory.is_truncated).toBe(false);
@@ -89,12 +99,26 @@ describe("hashline_edit", () => {
     await mcp.ok("hashline_edit", { session_id: sid, input: `[stale.txt#${s}]\n2:2\n+two` });
     // A change inside the shown lines makes it stale.
     put("stale.txt", "1\nTWO\n3\n4\n5\n6\n7\n8\n9\nten\n");
-    expect(await mcp.fails("hashline_edit", { session_id: sid, input: `[stale.txt#${s}]\n3:3\n+three` })).toBe("snapshot_stale");
+    expect(await mcp.fails("hashline_edit", { session_id: sid, input: `[stale.txt#${s}]\n3:3\n+three` })).toBe(
+      "snapshot_stale",
+    );
     expect(get("stale.txt")).toBe("1\nTWO\n3\n4\n5\n6\n7\n8\n9\nten\n");
-    expect(await mcp.fails("hashline_edit", { session_id: sid, input: `[stale.txt#ffffffffffff]\n3:3\n+three` })).toBe("snapshot_not_found");
+    expect(await mcp.fails("hashline_edit", { session_id: sid, input: `[stale.txt#ffffffffffff]\n3:3\n+three` })).toBe(
+      "snapshot_not_found",
+    );
     const fresh = await read("stale.txt:1-3");
-    expect(await mcp.fails("hashline_edit", { session_id: sid, input: `[stale.txt#${fresh.file.snapshot_id}]\n3:wrong\n+three` })).toBe("old_text_mismatch");
-    expect(await mcp.fails("hashline_edit", { session_id: sid, input: `[stale.txt#${fresh.file.snapshot_id}]\n1:1\n2:TWO\n+x\n\n2:TWO\n+y` })).toBe("hunks_overlap");
+    expect(
+      await mcp.fails("hashline_edit", {
+        session_id: sid,
+        input: `[stale.txt#${fresh.file.snapshot_id}]\n3:wrong\n+three`,
+      }),
+    ).toBe("old_text_mismatch");
+    expect(
+      await mcp.fails("hashline_edit", {
+        session_id: sid,
+        input: `[stale.txt#${fresh.file.snapshot_id}]\n1:1\n2:TWO\n+x\n\n2:TWO\n+y`,
+      }),
+    ).toBe("hunks_overlap");
     expect(await mcp.fails("hashline_edit", { session_id: sid, input: "no header" })).toBe("invalid_hashline");
   });
 
@@ -103,19 +127,29 @@ describe("hashline_edit", () => {
     put("m2.txt", "b\n");
     const a = await read("m1.txt");
     const b = await read("m2.txt");
-    await mcp.ok("hashline_edit", { session_id: sid, input: `[m1.txt#${a.file.snapshot_id}]\n1:a\n+A\n[m2.txt#${b.file.snapshot_id}]\n1:b\n+B` });
+    await mcp.ok("hashline_edit", {
+      session_id: sid,
+      input: `[m1.txt#${a.file.snapshot_id}]\n1:a\n+A\n[m2.txt#${b.file.snapshot_id}]\n1:b\n+B`,
+    });
     expect(get("m1.txt") + get("m2.txt")).toBe("A\nB\n");
   });
 
   test("search results are hashline context", async () => {
     put("grep/s.py", "def f():\n    return 1\n\ndef g():\n    return 2\n");
-    const s = await mcp.ok<{ numbered_content: string; count: number }>("search", { session_id: sid, pattern: "return 2", paths: "grep" });
+    const s = await mcp.ok<{ numbered_content: string; count: number }>("search", {
+      session_id: sid,
+      pattern: "return 2",
+      paths: "grep",
+    });
     expect(s.count).toBe(1);
     const block = s.numbered_content;
     // ripgrep's marks: "N:" a match, "N-" a context line; both are accepted back by hashline_edit.
     expect(block).toMatch(/^\[grep\/s\.py#[0-9a-f]{12}\]\n4-def g\(\):\n5:    return 2$/);
     const header = block.split("\n")[0];
-    await mcp.ok("hashline_edit", { session_id: sid, input: `${header}\n4-def g():\n5:    return 2\n+def g():\n+    return 3` });
+    await mcp.ok("hashline_edit", {
+      session_id: sid,
+      input: `${header}\n4-def g():\n5:    return 2\n+def g():\n+    return 3`,
+    });
     expect(get("grep/s.py")).toBe("def f():\n    return 1\n\ndef g():\n    return 3\n");
   });
 
@@ -124,7 +158,9 @@ describe("hashline_edit", () => {
     put("grp/b.py", "x = 3\n");
     const r = await mcp.call("search", { session_id: sid, pattern: "x = ", paths: "grp" });
     const text = (r.content[0] as { text: string }).text;
-    expect(text.split("\n")[0]).toBe('3 match(es) in 2 file(s); 1 context line(s) around each (context up to 10); "N:" is a match, "N-" context');
+    expect(text.split("\n")[0]).toBe(
+      '3 match(es) in 2 file(s); 1 context line(s) around each (context up to 10); "N:" is a match, "N-" context',
+    );
     expect(text.match(/^\[grp\/a\.py#/gm)?.length).toBe(1);
     expect(text).toContain("1:x = 1\n2-pad\n--\n5-pad\n6:x = 2");
     const files = await mcp.call("search", { session_id: sid, pattern: "x = ", paths: "grp", files_only: true });
@@ -137,30 +173,70 @@ describe("edit_lines and write_file", () => {
     put("el.sh", "#!/bin/sh\necho a\r\necho b\r\n");
     chmodSync(join(ws, "el.sh"), 0o755);
     const r = await read("el.sh:2-3");
-    await mcp.ok("edit_lines", { session_id: sid, path: "el.sh", start_line: 2, end_line: 2, replacement: "echo A\necho AA\n", snapshot_id: r.file.snapshot_id });
+    await mcp.ok("edit_lines", {
+      session_id: sid,
+      path: "el.sh",
+      start_line: 2,
+      end_line: 2,
+      replacement: "echo A\necho AA\n",
+      snapshot_id: r.file.snapshot_id,
+    });
     expect(get("el.sh")).toBe("#!/bin/sh\necho A\r\necho AA\r\necho b\r\n");
     expect(statSync(join(ws, "el.sh")).mode & 0o777).toBe(0o755);
-    expect(await mcp.fails("edit_lines", { session_id: sid, path: "el.sh", start_line: 2, end_line: 2, replacement: "x", expected_sha256: "0".repeat(64) })).toBe("file_changed");
-    expect(await mcp.fails("edit_lines", { session_id: sid, path: "el.sh", start_line: 9, end_line: 9, replacement: "x" })).toBe("line_out_of_range");
+    expect(
+      await mcp.fails("edit_lines", {
+        session_id: sid,
+        path: "el.sh",
+        start_line: 2,
+        end_line: 2,
+        replacement: "x",
+        expected_sha256: "0".repeat(64),
+      }),
+    ).toBe("file_changed");
+    expect(
+      await mcp.fails("edit_lines", { session_id: sid, path: "el.sh", start_line: 9, end_line: 9, replacement: "x" }),
+    ).toBe("line_out_of_range");
   });
 
   test("write_file create, overwrite=false, expected_sha256, size limit", async () => {
-    const w = await mcp.ok<{ created: boolean; path: string }>("write_file", { session_id: sid, path: "new/deep/f.txt", content: "hi\n" });
+    const w = await mcp.ok<{ created: boolean; path: string }>("write_file", {
+      session_id: sid,
+      path: "new/deep/f.txt",
+      content: "hi\n",
+    });
     expect(w).toMatchObject({ created: true, path: "new/deep/f.txt" });
-    expect(await mcp.fails("write_file", { session_id: sid, path: "new/deep/f.txt", content: "x", overwrite: false })).toBe("file_exists");
-    expect(await mcp.fails("write_file", { session_id: sid, path: "new/deep/f.txt", content: "x", expected_sha256: "1".repeat(64) })).toBe("file_changed");
+    expect(
+      await mcp.fails("write_file", { session_id: sid, path: "new/deep/f.txt", content: "x", overwrite: false }),
+    ).toBe("file_exists");
+    expect(
+      await mcp.fails("write_file", {
+        session_id: sid,
+        path: "new/deep/f.txt",
+        content: "x",
+        expected_sha256: "1".repeat(64),
+      }),
+    ).toBe("file_changed");
     const r = await read("new/deep/f.txt");
-    await mcp.ok("write_file", { session_id: sid, path: "new/deep/f.txt", content: "x", expected_sha256: r.file.file_sha256 });
+    await mcp.ok("write_file", {
+      session_id: sid,
+      path: "new/deep/f.txt",
+      content: "x",
+      expected_sha256: r.file.file_sha256,
+    });
     expect(get("new/deep/f.txt")).toBe("x");
   });
 
   test("delete_file_or_dir", async () => {
     put("del/a.txt", "a");
     symlinkSync(join(ws, "del/a.txt"), join(ws, "del-link"));
-    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "del-link" })).toMatchObject({ deleted: "link" });
+    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "del-link" })).toMatchObject({
+      deleted: "link",
+    });
     expect(get("del/a.txt")).toBe("a");
     expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "del" })).toBe("is_a_directory");
-    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "del", recursive: true })).toMatchObject({ deleted: "directory" });
+    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "del", recursive: true })).toMatchObject({
+      deleted: "directory",
+    });
     expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "." })).toBe("path_outside_workdir");
   });
 });

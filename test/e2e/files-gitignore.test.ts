@@ -33,7 +33,11 @@ for (const engine of ["ripgrep", "builtin"] as const) {
       const ws = join(dir.path, "ws");
       layout(ws);
       mkdirSync(join(dir.path, "state"));
-      mcp = await connectStdio({ workspace: ws, state: join(dir.path, "state"), env: engine === "builtin" ? { LOCAL_SHELL_MCP_RG_BIN: "no-such-rg" } : {} });
+      mcp = await connectStdio({
+        workspace: ws,
+        state: join(dir.path, "state"),
+        env: engine === "builtin" ? { LOCAL_SHELL_MCP_RG_BIN: "no-such-rg" } : {},
+      });
     });
     afterAll(async () => {
       await mcp.close();
@@ -42,20 +46,39 @@ for (const engine of ["ripgrep", "builtin"] as const) {
 
     test("a workdir below the workspace root sees the root's rules", async () => {
       const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "app" })).session_id;
-      const s = await mcp.ok<{ engine: string; matches: Array<{ path: string }> }>("search", { session_id: sid, pattern: "needle" });
+      const s = await mcp.ok<{ engine: string; matches: Array<{ path: string }> }>("search", {
+        session_id: sid,
+        pattern: "needle",
+      });
       expect(s.engine).toBe(engine);
       expect(s.matches.map((m) => m.path)).toEqual(["app/keep.log", "app/src/c.ts"]);
-      const sub = await mcp.ok<{ matches: Array<{ path: string }> }>("search", { session_id: sid, pattern: "needle", paths: "src" });
+      const sub = await mcp.ok<{ matches: Array<{ path: string }> }>("search", {
+        session_id: sid,
+        pattern: "needle",
+        paths: "src",
+      });
       expect(sub.matches.map((m) => m.path)).toEqual(["app/src/c.ts"]);
-      const unfiltered = await mcp.ok<{ count: number }>("search", { session_id: sid, pattern: "needle", gitignore: false });
+      const unfiltered = await mcp.ok<{ count: number }>("search", {
+        session_id: sid,
+        pattern: "needle",
+        gitignore: false,
+      });
       expect(unfiltered.count).toBe(5);
       const glob = await mcp.ok<{ paths: string[] }>("glob_search", { session_id: sid, pattern: "**/*" });
       expect(glob.paths).toEqual(["app/.gitignore", "app/keep.log", "app/src", "app/src/c.ts"]);
       const tree = await mcp.ok<{ entries: string[] }>("tree_view", { session_id: sid, depth: 3 });
       expect(tree.entries).toEqual([".gitignore", "keep.log", "src/", "  c.ts"]);
-      const list = await mcp.ok<{ entries: Array<{ path: string }> }>("list_files", { session_id: sid, path: "src", recursive: true });
+      const list = await mcp.ok<{ entries: Array<{ path: string }> }>("list_files", {
+        session_id: sid,
+        path: "src",
+        recursive: true,
+      });
       expect(list.entries.map((e) => e.path)).toEqual(["app/src/c.ts"]);
-      const all = await mcp.ok<{ paths: string[] }>("glob_search", { session_id: sid, pattern: "**/*.log", include_ignored: true });
+      const all = await mcp.ok<{ paths: string[] }>("glob_search", {
+        session_id: sid,
+        pattern: "**/*.log",
+        include_ignored: true,
+      });
       expect(all.paths).toEqual(["app/a.log", "app/keep.log"]);
     });
 

@@ -23,16 +23,30 @@ afterAll(async () => {
 describe("delete_file_or_dir and the state dir", () => {
   test("a directory holding the state dir cannot be deleted", async () => {
     writeFileSync(join(ws.path, "var", "other.txt"), "x\n");
-    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "var", recursive: true })).toBe("path_denied");
-    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "./var/", recursive: true })).toBe("path_denied");
-    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: join(ws.path, "var"), recursive: true })).toBe("path_denied");
-    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "var/.lsm-state", recursive: true })).toBe("path_denied");
-    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: ".", recursive: true })).toBe("path_outside_workdir");
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "var", recursive: true })).toBe(
+      "path_denied",
+    );
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "./var/", recursive: true })).toBe(
+      "path_denied",
+    );
+    expect(
+      await mcp.fails("delete_file_or_dir", { session_id: sid, path: join(ws.path, "var"), recursive: true }),
+    ).toBe("path_denied");
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "var/.lsm-state", recursive: true })).toBe(
+      "path_denied",
+    );
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: ".", recursive: true })).toBe(
+      "path_outside_workdir",
+    );
     expect(existsSync(join(state, "sessions"))).toBe(true);
     // The session (kept in the state dir) survived, and siblings of the state dir stay deletable.
     mkdirSync(join(ws.path, "var", "cache"));
-    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "var/cache", recursive: true })).toMatchObject({ deleted: "directory" });
-    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "var/other.txt" })).toMatchObject({ deleted: "file" });
+    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "var/cache", recursive: true })).toMatchObject({
+      deleted: "directory",
+    });
+    expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "var/other.txt" })).toMatchObject({
+      deleted: "file",
+    });
   });
 });
 
@@ -40,8 +54,15 @@ describe("names starting with two dots", () => {
   test("are inside the workdir: read, write, search and delete work", async () => {
     writeFileSync(join(ws.path, "..notes"), "dotdot needle\n");
     expect(await mcp.ok("read", { session_id: sid, path: "..notes" })).toMatchObject({ kind: "file", path: "..notes" });
-    expect(await mcp.ok("write_file", { session_id: sid, path: "...more", content: "x\n" })).toMatchObject({ path: "...more", created: true });
-    const found = await mcp.ok<{ matches: Array<{ path: string }> }>("search", { session_id: sid, pattern: "dotdot needle", hidden: true });
+    expect(await mcp.ok("write_file", { session_id: sid, path: "...more", content: "x\n" })).toMatchObject({
+      path: "...more",
+      created: true,
+    });
+    const found = await mcp.ok<{ matches: Array<{ path: string }> }>("search", {
+      session_id: sid,
+      pattern: "dotdot needle",
+      hidden: true,
+    });
     expect(found.matches.map((m) => m.path)).toEqual(["..notes"]);
     expect(await mcp.ok("delete_file_or_dir", { session_id: sid, path: "..notes" })).toMatchObject({ deleted: "file" });
     // A real `..` still escapes.

@@ -7,23 +7,38 @@ import { waitFor } from "../helpers/wait.ts";
 // run_python_code in all three modes, and the life of its private temp scripts.
 type Job = { job_id: string; status: string; exit_code: number | null; attempts: number };
 type JobOut = { jobs: Job[]; outputs: Array<{ job: Job; output: string }>; retried: Job[] };
-type Read = { output: string; status: string; exit_code: number | null; next_offset: number; matched: boolean; current_line: string };
+type Read = {
+  output: string;
+  status: string;
+  exit_code: number | null;
+  next_offset: number;
+  matched: boolean;
+  current_line: string;
+};
 
 let dir: TempDir;
 let mcp: McpHandle;
 let sid: string;
 let state: string;
 
-
 const scriptsDir = () => join(state, "tmp", "python");
-const scripts = () => (existsSync(scriptsDir()) ? readdirSync(scriptsDir()).filter((n) => n.endsWith(".py")).sort() : []);
+const scripts = () =>
+  existsSync(scriptsDir())
+    ? readdirSync(scriptsDir())
+        .filter((n) => n.endsWith(".py"))
+        .sort()
+    : [];
 
 beforeAll(async () => {
   dir = tempDir("lsm-py-");
   state = join(dir.path, "state");
   mkdirSync(join(dir.path, "ws", "proj"), { recursive: true });
   writeFileSync(join(dir.path, "ws", "proj", "helper.py"), "VALUE = 'from helper'\n");
-  mcp = await connectStdio({ workspace: join(dir.path, "ws"), state, env: { LOCAL_SHELL_MCP_MAX_JOBS: "2", LOCAL_SHELL_MCP_MAX_TMP_FILES: "3" } });
+  mcp = await connectStdio({
+    workspace: join(dir.path, "ws"),
+    state,
+    env: { LOCAL_SHELL_MCP_MAX_JOBS: "2", LOCAL_SHELL_MCP_MAX_TMP_FILES: "3" },
+  });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "proj" })).session_id;
 });
 afterAll(async () => {
@@ -34,7 +49,11 @@ afterAll(async () => {
 
 describe("run_python_code modes", () => {
   test("bounded: runs as <script> with the workdir on sys.path, file removed", async () => {
-    const r = await mcp.ok<{ mode: string; script_path: string; result: { stdout: string; stderr: string; exit_code: number } }>("run_python_code", {
+    const r = await mcp.ok<{
+      mode: string;
+      script_path: string;
+      result: { stdout: string; stderr: string; exit_code: number };
+    }>("run_python_code", {
       session_id: sid,
       code: "import sys, os, helper\nprint(helper.VALUE, sys.argv[0], __file__, __name__, 'LSM_PYTHON_SCRIPT' in os.environ)\nraise ValueError('boom')\n",
     });
@@ -50,7 +69,11 @@ describe("run_python_code modes", () => {
   });
 
   test("async_: a job that outlives the call keeps its private script for retries; pruning sweeps it", async () => {
-    const started = await mcp.ok<{ mode: string; command: string; result: Job & { command: string; env_keys: string[] } }>("run_python_code", {
+    const started = await mcp.ok<{
+      mode: string;
+      command: string;
+      result: Job & { command: string; env_keys: string[] };
+    }>("run_python_code", {
       session_id: sid,
       code: "import time, helper\ntime.sleep(0.3)\nprint('job says', helper.VALUE)\n",
       async_: true,
@@ -89,11 +112,21 @@ describe("run_python_code modes", () => {
     });
     expect(r.mode).toBe("pty");
     const id = r.result.shell_id;
-    let out = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: "who\\? $", timeout_s: 30 });
+    let out = await mcp.ok<Read>("read_persistent_shell_output", {
+      session_id: sid,
+      shell_id: id,
+      offset: 0,
+      wait_for: "who\\? $",
+      timeout_s: 30,
+    });
     expect(out.matched).toBe(true);
     expect(scripts()).toHaveLength(1);
     await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "ada" });
-    await waitFor(async () => (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited", { what: "the program to exit" });
+    await waitFor(
+      async () =>
+        (await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id })).status === "exited",
+      { what: "the program to exit" },
+    );
     out = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0 });
     expect(out.output).toContain("hello ada");
     await mcp.ok("run_python_code", { session_id: sid, code: "pass" });
@@ -102,7 +135,14 @@ describe("run_python_code modes", () => {
   }, 90_000);
 
   test("max_tmp_files bounds live scripts; finished jobs' scripts give way first", async () => {
-    const long = async () => (await mcp.ok<{ result: Job }>("run_python_code", { session_id: sid, code: "import time\ntime.sleep(60)\n", async_: true })).result.job_id;
+    const long = async () =>
+      (
+        await mcp.ok<{ result: Job }>("run_python_code", {
+          session_id: sid,
+          code: "import time\ntime.sleep(60)\n",
+          async_: true,
+        })
+      ).result.job_id;
     const a = await long();
     const b = await long();
     const c = await long();
@@ -118,7 +158,11 @@ describe("run_python_code modes", () => {
   test("a finished job's script goes once its session has ended", async () => {
     const other = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "proj" })).session_id;
     const before = scripts();
-    const j = await mcp.ok<{ result: Job }>("run_python_code", { session_id: other, code: "print('done')", async_: true });
+    const j = await mcp.ok<{ result: Job }>("run_python_code", {
+      session_id: other,
+      code: "print('done')",
+      async_: true,
+    });
     await mcp.ok<JobOut>("job", { session_id: other, poll: [j.result.job_id], wait_s: 30 });
     const mine = scripts().filter((n) => !before.includes(n));
     expect(mine).toHaveLength(1);

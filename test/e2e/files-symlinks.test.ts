@@ -14,7 +14,14 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { errorCode, type McpHandle, openStdioSession, type StdioSession, tempDir, type TempDir } from "../helpers/harness.ts";
+import {
+  errorCode,
+  type McpHandle,
+  openStdioSession,
+  type StdioSession,
+  tempDir,
+  type TempDir,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 // Symlinks in file-tool paths: a final symlink is never followed out by a write, and symlinked
@@ -80,8 +87,12 @@ describe("a symlinked parent", () => {
     await mcp.ok("write_file", { session_id: sid, path: "parent/g.txt", content: "ok\n" });
     repoint(link, join(outside.path, "dir"));
     expect(await mcp.fails("read", { session_id: sid, path: "parent/f.txt" })).toBe("path_outside_workdir");
-    expect(await mcp.fails("write_file", { session_id: sid, path: "parent/g.txt", content: "pwned\n" })).toBe("path_outside_workdir");
-    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "parent/f.txt" })).toBe("path_outside_workdir");
+    expect(await mcp.fails("write_file", { session_id: sid, path: "parent/g.txt", content: "pwned\n" })).toBe(
+      "path_outside_workdir",
+    );
+    expect(await mcp.fails("delete_file_or_dir", { session_id: sid, path: "parent/f.txt" })).toBe(
+      "path_outside_workdir",
+    );
     expect(await mcp.fails("list_files", { session_id: sid, path: "parent" })).toBe("path_outside_workdir");
     expect(readdirSync(join(outside.path, "dir"))).toEqual(["f.txt"]);
     expect(readFileSync(join(outside.path, "dir", "f.txt"), "utf8")).toBe("outside secret\n");

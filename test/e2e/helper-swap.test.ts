@@ -5,9 +5,29 @@
  * must stay empty while the real helpers keep working.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, readlinkSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
-import { binary, connectStdio, IS_ROOT, type McpHandle, needsRoot, processesMatching, stopStateLeftovers, tempDir, type TempDir } from "../helpers/harness.ts";
+import {
+  binary,
+  connectStdio,
+  IS_ROOT,
+  type McpHandle,
+  needsRoot,
+  processesMatching,
+  stopStateLeftovers,
+  tempDir,
+  type TempDir,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const TRIES = 20;
@@ -47,7 +67,13 @@ async function useHelpers(mcp: McpHandle, sid: string, i: number): Promise<void>
   expect(r.exit_code).toBe(0);
   expect(r.stdout).toContain(`run-${i}`);
   await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: "swap", input_text: `echo shell-${i}` });
-  const out = await mcp.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", { session_id: sid, shell_id: "swap", offset: 0, wait_for: `^shell-${i}$`, timeout_s: 30 });
+  const out = await mcp.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", {
+    session_id: sid,
+    shell_id: "swap",
+    offset: 0,
+    wait_for: `^shell-${i}$`,
+    timeout_s: 30,
+  });
   expect(out.matched).toBe(true);
 }
 
@@ -55,7 +81,9 @@ async function useHelpers(mcp: McpHandle, sid: string, i: number): Promise<void>
 async function dropRunnerServer(): Promise<void> {
   const pids = processesMatching("lsm-runner --serve");
   for (const pid of pids) process.kill(pid, "SIGKILL");
-  await waitFor(() => processesMatching("lsm-runner --serve").every((p) => !pids.includes(p)), { what: "the runner server to go" });
+  await waitFor(() => processesMatching("lsm-runner --serve").every((p) => !pids.includes(p)), {
+    what: "the runner server to go",
+  });
 }
 
 describe("helpers are executed only as verified", () => {
@@ -74,7 +102,9 @@ describe("helpers are executed only as verified", () => {
     marker = join(markers, "ran");
     if (IS_ROOT) {
       user = `lsmswap${process.pid % 100000}`;
-      const made = Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user], { stderr: "pipe" });
+      const made = Bun.spawnSync(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", user], {
+        stderr: "pipe",
+      });
       if (made.exitCode !== 0) throw new Error(`useradd failed: ${made.stderr}`);
       uid = Number(Bun.spawnSync(["id", "-u", user]).stdout.toString().trim());
     }
@@ -106,7 +136,11 @@ describe("helpers are executed only as verified", () => {
       mkdirSync(home, { mode: 0o700 });
       const ws = join(dir.path, "ws-shared");
       mkdirSync(ws);
-      const mcp = await connectStdio({ workspace: ws, state: join(dir.path, "state-shared"), env: { XDG_CACHE_HOME: shared, HOME: home } });
+      const mcp = await connectStdio({
+        workspace: ws,
+        state: join(dir.path, "state-shared"),
+        env: { XDG_CACHE_HOME: shared, HOME: home },
+      });
       try {
         const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
         await mcp.ok("bash", { session_id: sid, command: "sh", pty: true, name: "swap" });
@@ -137,7 +171,11 @@ describe("helpers are executed only as verified", () => {
     const ws = join(dir.path, "ws-live");
     mkdirSync(ws);
     const own = join(cache, "local-shell-mcp", "helpers", buildFolder());
-    const mcp = await connectStdio({ workspace: ws, state: join(dir.path, "state-live"), env: { XDG_CACHE_HOME: cache } });
+    const mcp = await connectStdio({
+      workspace: ws,
+      state: join(dir.path, "state-live"),
+      env: { XDG_CACHE_HOME: cache },
+    });
     try {
       const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
       await mcp.ok("bash", { session_id: sid, command: "sh", pty: true, name: "swap" });

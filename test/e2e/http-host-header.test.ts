@@ -59,7 +59,15 @@ function post(hostLine: string): string {
   );
 }
 
-const malformed = () => ["", `127.0.0.1:${port}@evil.example`, "a, b", "[::1]:abc", "localhost:99999999", " ", "127.0.0.1:"];
+const malformed = () => [
+  "",
+  `127.0.0.1:${port}@evil.example`,
+  "a, b",
+  "[::1]:abc",
+  "localhost:99999999",
+  " ",
+  "127.0.0.1:",
+];
 
 test("each empty or malformed Host is refused with 400 and not processed", async () => {
   for (const host of malformed()) {

@@ -26,7 +26,10 @@ function listeners(port: number): string[] {
 describe("the HTTP listener", () => {
   test("binds to loopback only when no --host is given", async () => {
     using dir = tempDir();
-    await using server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "mcp", auth: "none", host: null });
+    await using server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state") },
+      { mode: "mcp", auth: "none", host: null },
+    );
     const port = Number(new URL(server.url).port);
     expect(new URL(server.url).hostname).toBe("127.0.0.1");
     // The kernel's own view: exactly one listener on the port, at 127.0.0.1 (0100007F), not 0.0.0.0
@@ -43,7 +46,10 @@ describe("Host and Origin checks on every route", () => {
   let server: HttpServer;
   beforeAll(async () => {
     dir = tempDir();
-    server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "http", auth: "oauth", pin: "routes-pin-5521" });
+    server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state") },
+      { mode: "http", auth: "oauth", pin: "routes-pin-5521" },
+    );
   });
   afterAll(async () => {
     await server?.stop();
@@ -84,25 +90,35 @@ describe("Host and Origin checks on every route", () => {
   ];
 
   const send = (method: string, path: string, headers: Record<string, string>) =>
-    fetch(`${server.url}${path}`, { method, headers: { "content-type": "application/json", ...headers }, body: method === "POST" ? "{}" : undefined, redirect: "manual" });
+    fetch(`${server.url}${path}`, {
+      method,
+      headers: { "content-type": "application/json", ...headers },
+      body: method === "POST" ? "{}" : undefined,
+      redirect: "manual",
+    });
 
-  test.each(routes)("%s %s: a foreign Host gets 421 invalid_host, a foreign Origin 403 invalid_origin", async (method, path) => {
-    // With our own Host and no Origin the guard lets the request through (whatever the route says).
-    const plain = await send(method, path, {});
-    expect(plain.status).not.toBe(421);
-    if (plain.status === 403 && method !== "HEAD") expect(((await plain.json()) as { error?: string }).error).not.toBe("invalid_origin");
+  test.each(routes)(
+    "%s %s: a foreign Host gets 421 invalid_host, a foreign Origin 403 invalid_origin",
+    async (method, path) => {
+      // With our own Host and no Origin the guard lets the request through (whatever the route says).
+      const plain = await send(method, path, {});
+      expect(plain.status).not.toBe(421);
+      if (plain.status === 403 && method !== "HEAD")
+        expect(((await plain.json()) as { error?: string }).error).not.toBe("invalid_origin");
 
-    const host = await send(method, path, { host: "evil.example.com" });
-    expect(host.status).toBe(421);
-    if (method !== "HEAD") expect(((await host.json()) as { error: string }).error).toBe("invalid_host");
+      const host = await send(method, path, { host: "evil.example.com" });
+      expect(host.status).toBe(421);
+      if (method !== "HEAD") expect(((await host.json()) as { error: string }).error).toBe("invalid_host");
 
-    const origin = await send(method, path, { origin: "https://evil.example.com" });
-    expect(origin.status).toBe(403);
-    if (method !== "HEAD") expect(((await origin.json()) as { error: string }).error).toBe("invalid_origin");
+      const origin = await send(method, path, { origin: "https://evil.example.com" });
+      expect(origin.status).toBe(403);
+      if (method !== "HEAD") expect(((await origin.json()) as { error: string }).error).toBe("invalid_origin");
 
-    // A loopback origin on any port (a local dev tool) is not refused by the guard.
-    const local = await send(method, path, { origin: "http://localhost:5173" });
-    expect(local.status).not.toBe(421);
-    if (local.status === 403 && method !== "HEAD") expect(((await local.json()) as { error?: string }).error).not.toBe("invalid_origin");
-  });
+      // A loopback origin on any port (a local dev tool) is not refused by the guard.
+      const local = await send(method, path, { origin: "http://localhost:5173" });
+      expect(local.status).not.toBe(421);
+      if (local.status === 403 && method !== "HEAD")
+        expect(((await local.json()) as { error?: string }).error).not.toBe("invalid_origin");
+    },
+  );
 });

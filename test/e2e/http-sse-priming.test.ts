@@ -25,7 +25,10 @@ afterAll(async () => {
 const VERSION = "2025-11-25";
 
 function post(body: unknown, session?: string): Promise<Response> {
-  const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+  };
   if (session) Object.assign(headers, { "mcp-session-id": session, "mcp-protocol-version": VERSION });
   return fetch(`${server.url}/mcp`, { method: "POST", headers, body: JSON.stringify(body) });
 }
@@ -54,7 +57,12 @@ function parseSse(text: string): SseEvent[] {
 }
 
 async function initialize(): Promise<string> {
-  const res = await post({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: VERSION, capabilities: {}, clientInfo: { name: "sse", version: "0" } } });
+  const res = await post({
+    jsonrpc: "2.0",
+    id: 0,
+    method: "initialize",
+    params: { protocolVersion: VERSION, capabilities: {}, clientInfo: { name: "sse", version: "0" } },
+  });
   expect(res.headers.get("content-type")).toContain("text/event-stream");
   const events = parseSse(await res.text());
   expect(events[0]).toMatchObject({ retry: "1000", data: "" });
@@ -68,17 +76,26 @@ async function initialize(): Promise<string> {
 
 test("initialize and tools/call SSE responses open with a priming event carrying id and retry", async () => {
   const session = await initialize();
-  const res = await post({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "version", arguments: {} } }, session);
+  const res = await post(
+    { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "version", arguments: {} } },
+    session,
+  );
   const events = parseSse(await res.text());
   expect(events.length).toBe(2);
   expect(events[0]).toMatchObject({ retry: "1000", data: "" });
   expect(events[1]!.id).toBeTruthy();
-  expect(JSON.parse(events[1]!.data)).toMatchObject({ id: 1, result: { structuredContent: { package_version: expect.any(String) } } });
+  expect(JSON.parse(events[1]!.data)).toMatchObject({
+    id: 1,
+    result: { structuredContent: { package_version: expect.any(String) } },
+  });
 });
 
 test("a client that lost the stream resumes with Last-Event-ID and receives the missed answer", async () => {
   const session = await initialize();
-  const res = await post({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "version", arguments: {} } }, session);
+  const res = await post(
+    { jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "version", arguments: {} } },
+    session,
+  );
   // Read only the priming event, then drop the stream as a broken connection would.
   const reader = res.body!.getReader();
   let head = "";
@@ -86,7 +103,12 @@ test("a client that lost the stream resumes with Last-Event-ID and receives the 
   const priming = parseSse(head.slice(0, head.indexOf("\n\n") + 2))[0]!;
   await reader.cancel();
   const resumed = await fetch(`${server.url}/mcp`, {
-    headers: { accept: "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": VERSION, "last-event-id": priming.id! },
+    headers: {
+      accept: "text/event-stream",
+      "mcp-session-id": session,
+      "mcp-protocol-version": VERSION,
+      "last-event-id": priming.id!,
+    },
   });
   expect(resumed.status).toBe(200);
   const replay = resumed.body!.getReader();
@@ -99,5 +121,8 @@ test("a client that lost the stream resumes with Last-Event-ID and receives the 
   }
   await replay.cancel();
   const answer = parseSse(text).find((e) => e.data.includes('"id":2'));
-  expect(answer && JSON.parse(answer.data)).toMatchObject({ id: 2, result: { structuredContent: { package_version: expect.any(String) } } });
+  expect(answer && JSON.parse(answer.data)).toMatchObject({
+    id: 2,
+    result: { structuredContent: { package_version: expect.any(String) } },
+  });
 });

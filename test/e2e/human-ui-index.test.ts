@@ -7,7 +7,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, type HttpServer, type McpHandle, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  type HttpServer,
+  type McpHandle,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
 
@@ -26,11 +33,23 @@ function pageConfig(html: string): Record<string, unknown> {
 
 beforeAll(async () => {
   dir = tempDir();
-  open = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state-open") }, { mode: "mcp", auth: "none" });
-  locked = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state-locked") }, { mode: "mcp", auth: "oauth", pin: "index-test-pin-2468" });
+  open = await startHttpServer(
+    { workspace: dir.path, state: join(dir.path, "state-open") },
+    { mode: "mcp", auth: "none" },
+  );
+  locked = await startHttpServer(
+    { workspace: dir.path, state: join(dir.path, "state-locked") },
+    { mode: "mcp", auth: "oauth", pin: "index-test-pin-2468" },
+  );
   mcp = await connectHttp(open.url);
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-  shellId = (await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "bash --norc --noprofile", pty: true })).result.shell_id;
+  shellId = (
+    await mcp.ok<{ result: { shell_id: string } }>("bash", {
+      session_id: sid,
+      command: "bash --norc --noprofile",
+      pty: true,
+    })
+  ).result.shell_id;
 });
 
 afterAll(async () => {
@@ -59,24 +78,40 @@ describe("first load", () => {
     expect(ok.status).toBe(200);
     // Any shell's screen is the operator's view: a bearer token (its own client) gets 403.
     const bearer = (await obtainToken(locked.url, "index-test-pin-2468", "shell:read shell:execute")).token;
-    const refused = await fetch(`${locked.url}/api/ui/terminals/snapshot?shell_id=x`, { headers: { authorization: `Bearer ${bearer}` } });
+    const refused = await fetch(`${locked.url}/api/ui/terminals/snapshot?shell_id=x`, {
+      headers: { authorization: `Bearer ${bearer}` },
+    });
     expect(refused.status).toBe(403);
-    expect((await fetch(`${locked.url}/api/ui/terminals/snapshot?shell_id=nosuchshell`, { headers: { "x-local-shell-mcp-ui-token": token } })).status).toBe(404);
+    expect(
+      (
+        await fetch(`${locked.url}/api/ui/terminals/snapshot?shell_id=nosuchshell`, {
+          headers: { "x-local-shell-mcp-ui-token": token },
+        })
+      ).status,
+    ).toBe(404);
   });
 });
 
 describe("snapshot API", () => {
   test("returns the pane's recent text, read-only; an unknown shell is 404", async () => {
-    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: shellId, input_text: "echo snap-$((6*7))" });
+    await mcp.ok("send_persistent_shell_input", {
+      session_id: sid,
+      shell_id: shellId,
+      input_text: "echo snap-$((6*7))",
+    });
     const got = await waitFor(
       async () => {
-        const r = (await (await fetch(`${open.url}/api/ui/terminals/snapshot?shell_id=${shellId}&lines=50`)).json()) as { data: { output: string; status: string } };
+        const r = (await (
+          await fetch(`${open.url}/api/ui/terminals/snapshot?shell_id=${shellId}&lines=50`)
+        ).json()) as { data: { output: string; status: string } };
         return r.data.output.includes("snap-42") ? r.data : undefined;
       },
       { what: "the echo in the snapshot", timeoutMs: 20_000 },
     );
     expect(got.status).toBe("running");
     expect((await fetch(`${open.url}/api/ui/terminals/snapshot?shell_id=nosuchshell`)).status).toBe(404);
-    expect((await fetch(`${open.url}/api/ui/terminals/snapshot?shell_id=${shellId}`, { method: "POST" })).status).toBe(405);
+    expect((await fetch(`${open.url}/api/ui/terminals/snapshot?shell_id=${shellId}`, { method: "POST" })).status).toBe(
+      405,
+    );
   });
 });

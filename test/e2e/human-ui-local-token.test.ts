@@ -7,7 +7,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, type HttpServer, type McpHandle, needsRoot, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  type HttpServer,
+  type McpHandle,
+  needsRoot,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
 
@@ -66,19 +74,41 @@ describe("loopback token", () => {
     const mcp: McpHandle = await connectHttp(srv.url, { authorization: `Bearer ${bearer}` });
     try {
       const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-      const shellId = (await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "bash --norc --noprofile", pty: true })).result.shell_id;
+      const shellId = (
+        await mcp.ok<{ result: { shell_id: string } }>("bash", {
+          session_id: sid,
+          command: "bash --norc --noprofile",
+          pty: true,
+        })
+      ).result.shell_id;
       const url = `${srv.url.replace("http:", "ws:")}/ui/ws/terminals/${shellId}?cols=90&rows=20`;
       const token = readToken();
-      const withOrigin = new WebSocket(url, { headers: { [HEADER]: token, origin: srv.url }, protocols: ["lsm-ui-terminal"] });
+      const withOrigin = new WebSocket(url, {
+        headers: { [HEADER]: token, origin: srv.url },
+        protocols: ["lsm-ui-terminal"],
+      });
       expect(await new Promise<number>((r) => (withOrigin.onclose = (e) => r(e.code)))).toBe(4403);
       const wrong = new WebSocket(url, { headers: { [HEADER]: "x".repeat(64) }, protocols: ["lsm-ui-terminal"] });
       expect(await new Promise<number>((r) => (wrong.onclose = (e) => r(e.code)))).toBe(4401);
       const ws = new WebSocket(url, { headers: { [HEADER]: token }, protocols: ["lsm-ui-terminal"] });
       const controls: Array<Record<string, unknown>> = [];
       ws.onmessage = (e) => typeof e.data === "string" && controls.push(JSON.parse(e.data) as Record<string, unknown>);
-      await waitFor(() => controls.find((m) => m.type === "ready"), { what: "ready over the loopback token", timeoutMs: 20_000 });
+      await waitFor(() => controls.find((m) => m.type === "ready"), {
+        what: "ready over the loopback token",
+        timeoutMs: 20_000,
+      });
       ws.send(JSON.stringify({ type: "input", data: "echo token-typed-$((6*7))", enter: true }));
-      await waitFor(async () => (await mcp.ok<{ output: string }>("read_persistent_shell_output", { session_id: sid, shell_id: shellId, lines: 50 })).output.includes("token-typed-42"), { what: "typed line in the shell", timeoutMs: 20_000 });
+      await waitFor(
+        async () =>
+          (
+            await mcp.ok<{ output: string }>("read_persistent_shell_output", {
+              session_id: sid,
+              shell_id: shellId,
+              lines: 50,
+            })
+          ).output.includes("token-typed-42"),
+        { what: "typed line in the shell", timeoutMs: 20_000 },
+      );
       ws.close();
     } finally {
       await mcp.close();
@@ -100,30 +130,39 @@ describe("loopback token", () => {
 describe("loopback token from a non-loopback peer", () => {
   // Needs root: it adds a tun interface with a 10.x address so the server listens, and the client
   // connects, on a real non-loopback address (an extra 127.x address would still be loopback).
-  test.skipIf(needsRoot("adds a network interface to get a non-loopback peer"))("is refused over HTTP and on the terminal socket", async () => {
-    const ifname = `lsmui${process.pid % 10000}`;
-    const addr = `10.213.${(process.pid >> 8) & 255}.${(process.pid & 255) || 1}`;
-    const ip = (...args: string[]) => Bun.spawnSync(["ip", ...args], { stderr: "pipe" });
-    const added = ip("tuntap", "add", "dev", ifname, "mode", "tun");
-    expect(added.exitCode, added.stderr.toString()).toBe(0);
-    const local = tempDir();
-    let remote: HttpServer | undefined;
-    try {
-      expect(ip("addr", "add", `${addr}/32`, "dev", ifname).exitCode).toBe(0);
-      expect(ip("link", "set", ifname, "up").exitCode).toBe(0);
-      // A non-loopback OAuth listener needs a public https base_url; requests name its host.
-      remote = await startHttpServer({ workspace: local.path, state: join(local.path, "state"), args: ["--base-url", "https://lsm-ui.test"] }, { mode: "mcp", auth: "oauth", pin: PIN, host: addr });
-      const token = readFileSync(join(local.path, "state", "ui", "local-token"), "utf8").trim();
-      const headers = { host: "lsm-ui.test", [HEADER]: token };
-      const res = await fetch(`${remote.url}/api/ui/sessions`, { headers });
-      expect(res.status).toBe(403);
-      expect(((await res.json()) as { message: string }).message).toContain("loopback");
-      const sock = new WebSocket(`${remote.url.replace("http:", "ws:")}/ui/ws/terminals/anyshell`, { headers, protocols: ["lsm-ui-terminal"] });
-      expect(await new Promise<number>((r) => (sock.onclose = (e) => r(e.code)))).toBe(4403);
-    } finally {
-      await remote?.stop();
-      local[Symbol.dispose]();
-      ip("tuntap", "del", "dev", ifname, "mode", "tun");
-    }
-  });
+  test.skipIf(needsRoot("adds a network interface to get a non-loopback peer"))(
+    "is refused over HTTP and on the terminal socket",
+    async () => {
+      const ifname = `lsmui${process.pid % 10000}`;
+      const addr = `10.213.${(process.pid >> 8) & 255}.${process.pid & 255 || 1}`;
+      const ip = (...args: string[]) => Bun.spawnSync(["ip", ...args], { stderr: "pipe" });
+      const added = ip("tuntap", "add", "dev", ifname, "mode", "tun");
+      expect(added.exitCode, added.stderr.toString()).toBe(0);
+      const local = tempDir();
+      let remote: HttpServer | undefined;
+      try {
+        expect(ip("addr", "add", `${addr}/32`, "dev", ifname).exitCode).toBe(0);
+        expect(ip("link", "set", ifname, "up").exitCode).toBe(0);
+        // A non-loopback OAuth listener needs a public https base_url; requests name its host.
+        remote = await startHttpServer(
+          { workspace: local.path, state: join(local.path, "state"), args: ["--base-url", "https://lsm-ui.test"] },
+          { mode: "mcp", auth: "oauth", pin: PIN, host: addr },
+        );
+        const token = readFileSync(join(local.path, "state", "ui", "local-token"), "utf8").trim();
+        const headers = { host: "lsm-ui.test", [HEADER]: token };
+        const res = await fetch(`${remote.url}/api/ui/sessions`, { headers });
+        expect(res.status).toBe(403);
+        expect(((await res.json()) as { message: string }).message).toContain("loopback");
+        const sock = new WebSocket(`${remote.url.replace("http:", "ws:")}/ui/ws/terminals/anyshell`, {
+          headers,
+          protocols: ["lsm-ui-terminal"],
+        });
+        expect(await new Promise<number>((r) => (sock.onclose = (e) => r(e.code)))).toBe(4403);
+      } finally {
+        await remote?.stop();
+        local[Symbol.dispose]();
+        ip("tuntap", "del", "dev", ifname, "mode", "tun");
+      }
+    },
+  );
 });

@@ -6,13 +6,35 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { connectHttp, type HttpServer, type McpHandle, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  type HttpServer,
+  type McpHandle,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+} from "../helpers/harness.ts";
 import { terminalClient, uiSignIn, type UiSession } from "../helpers/ui.ts";
 import { obtainToken } from "../oauth/flow.ts";
 
 const PIN = "ui-logout-pin-5150";
 /** Every UI endpoint, by method; authentication comes before any of them runs. */
-const GETS = ["bootstrap", "dashboard", "machines", "sessions", "terminals", "terminals/snapshot", "jobs", "jobs/log", "approvals", "todos", "audit", "files", "files/preview", "files/download"];
+const GETS = [
+  "bootstrap",
+  "dashboard",
+  "machines",
+  "sessions",
+  "terminals",
+  "terminals/snapshot",
+  "jobs",
+  "jobs/log",
+  "approvals",
+  "todos",
+  "audit",
+  "files",
+  "files/preview",
+  "files/download",
+];
 const POSTS = ["sessions/end", "jobs/cancel", "approvals/approve", "approvals/deny"];
 
 let dir: TempDir;
@@ -22,10 +44,19 @@ let shellId: string;
 
 beforeAll(async () => {
   dir = tempDir();
-  srv = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "mcp", auth: "oauth", pin: PIN });
+  srv = await startHttpServer(
+    { workspace: dir.path, state: join(dir.path, "state") },
+    { mode: "mcp", auth: "oauth", pin: PIN },
+  );
   mcp = await connectHttp(srv.url, { authorization: `Bearer ${(await obtainToken(srv.url, PIN)).token}` });
   const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-  shellId = (await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "bash --norc --noprofile", pty: true })).result.shell_id;
+  shellId = (
+    await mcp.ok<{ result: { shell_id: string } }>("bash", {
+      session_id: sid,
+      command: "bash --norc --noprofile",
+      pty: true,
+    })
+  ).result.shell_id;
 });
 
 afterAll(async () => {
@@ -35,16 +66,30 @@ afterAll(async () => {
 });
 
 const wsUrl = () => `${srv.url.replace("http:", "ws:")}/ui/ws/terminals/${shellId}?mode=pty&cols=100&rows=30`;
-const socket = (ui: UiSession) => terminalClient(wsUrl(), { origin: srv.url, cookie: ui.cookie, protocols: ["lsm-ui-terminal", `lsm-ui-binding.${ui.binding}`] });
+const socket = (ui: UiSession) =>
+  terminalClient(wsUrl(), {
+    origin: srv.url,
+    cookie: ui.cookie,
+    protocols: ["lsm-ui-terminal", `lsm-ui-binding.${ui.binding}`],
+  });
 
 function uiRequest(ui: UiSession, method: "GET" | "POST", name: string): Promise<Response> {
-  const headers: Record<string, string> = { cookie: ui.cookie, "x-local-shell-mcp-ui-binding": ui.binding, origin: srv.url };
-  if (method === "POST") Object.assign(headers, { "content-type": "application/json", "x-local-shell-mcp-ui-csrf": ui.csrf });
+  const headers: Record<string, string> = {
+    cookie: ui.cookie,
+    "x-local-shell-mcp-ui-binding": ui.binding,
+    origin: srv.url,
+  };
+  if (method === "POST")
+    Object.assign(headers, { "content-type": "application/json", "x-local-shell-mcp-ui-csrf": ui.csrf });
   return fetch(`${srv.url}/api/ui/${name}`, { method, headers, ...(method === "POST" ? { body: "{}" } : {}) });
 }
 
 function logout(ui: UiSession, extra: { csrf?: string | null; origin?: string } = {}): Promise<Response> {
-  const headers: Record<string, string> = { cookie: ui.cookie, "x-local-shell-mcp-ui-binding": ui.binding, origin: extra.origin ?? srv.url };
+  const headers: Record<string, string> = {
+    cookie: ui.cookie,
+    "x-local-shell-mcp-ui-binding": ui.binding,
+    origin: extra.origin ?? srv.url,
+  };
   const csrf = extra.csrf === undefined ? ui.csrf : extra.csrf;
   if (csrf !== null) headers["x-local-shell-mcp-ui-csrf"] = csrf;
   return fetch(`${srv.url}/api/ui/session/logout`, { method: "POST", headers });

@@ -8,7 +8,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, type HttpServer, type McpHandle, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  type HttpServer,
+  type McpHandle,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+} from "../helpers/harness.ts";
 import { invite, spawnWorker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
@@ -42,7 +49,10 @@ beforeAll(async () => {
   dir = tempDir();
   root = tempDir("lsm-worker-");
   wd = tempDir("lsm-worker-wd-");
-  server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "mcp", auth: "oauth", pin: PIN });
+  server = await startHttpServer(
+    { workspace: dir.path, state: join(dir.path, "state") },
+    { mode: "mcp", auth: "oauth", pin: PIN },
+  );
   const full = await obtainToken(server.url, PIN, "shell:read shell:write shell:execute remote:use");
   admin = await connectHttp(server.url, { authorization: `Bearer ${full.token}` });
   const code = (await invite(admin, { name: "ui-box" })).code;
@@ -79,16 +89,35 @@ describe("Machines view data", () => {
     expect(data.machines[0]).toMatchObject({ name: "local", remote: false, status: "online", workdir: dir.path });
     const profile = (JSON.parse(worker.stdout().split("\n")[0]!) as { profile_id: string }).profile_id;
     const row = data.machines[1]!;
-    expect(row).toMatchObject({ name: "ui-box", remote: true, status: "online", workdir: wd.path, queue_depth: 0, reconnect_command: `${join(root.path, "run")} ${profile}` });
+    expect(row).toMatchObject({
+      name: "ui-box",
+      remote: true,
+      status: "online",
+      workdir: wd.path,
+      queue_depth: 0,
+      reconnect_command: `${join(root.path, "run")} ${profile}`,
+    });
     expect(typeof row.last_seen).toBe("number");
     // Neither the worker token nor its digest, nor any other host fact the worker reported.
-    const token = (JSON.parse(readFileSync(join(root.path, "profiles", profile, "identity.json"), "utf8")) as { token: string }).token;
+    const token = (
+      JSON.parse(readFileSync(join(root.path, "profiles", profile, "identity.json"), "utf8")) as { token: string }
+    ).token;
     expect(r.text).not.toContain(token);
     expect(r.text).not.toContain(new Bun.CryptoHasher("sha256").update(token).digest("hex"));
     expect(r.text).not.toContain("lsmcp_");
-    expect(Object.keys(row).sort()).toEqual(["last_seen", "name", "queue_depth", "reconnect_command", "remote", "status", "workdir"]);
+    expect(Object.keys(row).sort()).toEqual([
+      "last_seen",
+      "name",
+      "queue_depth",
+      "reconnect_command",
+      "remote",
+      "status",
+      "workdir",
+    ]);
     // The page learns that the view has data to show.
-    const boot = (await (await fetch(`${server.url}/api/ui/bootstrap`, { headers: { "x-local-shell-mcp-ui-token": localToken() } })).json()) as { data: { features: { machines: boolean } } };
+    const boot = (await (
+      await fetch(`${server.url}/api/ui/bootstrap`, { headers: { "x-local-shell-mcp-ui-token": localToken() } })
+    ).json()) as { data: { features: { machines: boolean } } };
     expect(boot.data.features.machines).toBe(true);
   });
 
@@ -106,7 +135,9 @@ describe("Machines view data", () => {
     const row = await waitFor(
       async () => {
         const r = await machines({ "x-local-shell-mcp-ui-token": localToken() });
-        const m = (JSON.parse(r.text) as { data: { machines: MachineRow[] } }).data.machines.find((x) => x.name === "ui-box");
+        const m = (JSON.parse(r.text) as { data: { machines: MachineRow[] } }).data.machines.find(
+          (x) => x.name === "ui-box",
+        );
         return m?.status === "offline" ? m : undefined;
       },
       { timeoutMs: 30_000, what: "the worker to show offline" },
@@ -118,11 +149,26 @@ describe("Machines view data", () => {
 describe("with remote workers off", () => {
   test("only this host is listed", async () => {
     using off = tempDir();
-    const srv = await startHttpServer({ workspace: off.path, state: join(off.path, "state"), args: ["--remote-enabled", "false"] }, { mode: "mcp", auth: "none" });
+    const srv = await startHttpServer(
+      { workspace: off.path, state: join(off.path, "state"), args: ["--remote-enabled", "false"] },
+      { mode: "mcp", auth: "none" },
+    );
     try {
-      const r = (await (await fetch(`${srv.url}/api/ui/machines`)).json()) as { data: { remote_enabled: boolean; machines: MachineRow[] } };
+      const r = (await (await fetch(`${srv.url}/api/ui/machines`)).json()) as {
+        data: { remote_enabled: boolean; machines: MachineRow[] };
+      };
       expect(r.data.remote_enabled).toBe(false);
-      expect(r.data.machines).toEqual([{ name: "local", remote: false, status: "online", workdir: off.path, last_seen: null, queue_depth: 0, reconnect_command: null }]);
+      expect(r.data.machines).toEqual([
+        {
+          name: "local",
+          remote: false,
+          status: "online",
+          workdir: off.path,
+          last_seen: null,
+          queue_depth: 0,
+          reconnect_command: null,
+        },
+      ]);
     } finally {
       await srv.stop();
     }

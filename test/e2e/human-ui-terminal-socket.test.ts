@@ -6,7 +6,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { symlinkSync } from "node:fs";
 import { join } from "node:path";
-import { connectHttp, type HttpServer, type McpHandle, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  type HttpServer,
+  type McpHandle,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+} from "../helpers/harness.ts";
 import { bearerProtocol, terminalClient, tmuxClients, uiSignIn, type UiSession } from "../helpers/ui.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
@@ -25,12 +32,19 @@ const state = () => join(dir.path, "state");
 
 beforeAll(async () => {
   dir = tempDir();
-  srv = await startHttpServer({ workspace: dir.path, state: state(), args: ["--ui-terminal-max-connections", "4"] }, { mode: "mcp", auth: "oauth", pin: PIN });
+  srv = await startHttpServer(
+    { workspace: dir.path, state: state(), args: ["--ui-terminal-max-connections", "4"] },
+    { mode: "mcp", auth: "oauth", pin: PIN },
+  );
   full = (await obtainToken(srv.url, PIN)).token;
   readOnly = (await obtainToken(srv.url, PIN, "shell:read")).token;
   mcp = await connectHttp(srv.url, { authorization: `Bearer ${full}` });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-  const started = await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "bash --norc --noprofile", pty: true });
+  const started = await mcp.ok<{ result: { shell_id: string } }>("bash", {
+    session_id: sid,
+    command: "bash --norc --noprofile",
+    pty: true,
+  });
   shellId = started.result.shell_id;
   ui = await uiSignIn(srv.url, PIN, "shell:read shell:execute audit:read");
 });
@@ -43,16 +57,28 @@ afterAll(async () => {
 
 const wsUrl = (id = shellId) => `${srv.url.replace("http:", "ws:")}/ui/ws/terminals/${id}?mode=pty&cols=100&rows=30`;
 const cookieClient = (extra: { origin?: string | null } = {}) =>
-  terminalClient(wsUrl(), { ...(extra.origin === null ? {} : { origin: extra.origin ?? srv.url }), cookie: ui.cookie, protocols: ["lsm-ui-terminal", `lsm-ui-binding.${ui.binding}`] });
+  terminalClient(wsUrl(), {
+    ...(extra.origin === null ? {} : { origin: extra.origin ?? srv.url }),
+    cookie: ui.cookie,
+    protocols: ["lsm-ui-terminal", `lsm-ui-binding.${ui.binding}`],
+  });
 
 async function shellText(): Promise<string> {
-  const r = await mcp.ok<{ output: string }>("read_persistent_shell_output", { session_id: sid, shell_id: shellId, lines: 200 });
+  const r = await mcp.ok<{ output: string }>("read_persistent_shell_output", {
+    session_id: sid,
+    shell_id: shellId,
+    lines: 200,
+  });
   return r.output;
 }
 
 describe("terminal socket admission", () => {
   test("a foreign Origin is refused before the upgrade; another loopback port or no Origin gets 4403", async () => {
-    const foreign = terminalClient(wsUrl(), { origin: "https://evil.example", cookie: ui.cookie, protocols: ["lsm-ui-terminal", `lsm-ui-binding.${ui.binding}`] });
+    const foreign = terminalClient(wsUrl(), {
+      origin: "https://evil.example",
+      cookie: ui.cookie,
+      protocols: ["lsm-ui-terminal", `lsm-ui-binding.${ui.binding}`],
+    });
     expect(await foreign.opened).toBe(false);
     const port = Number(new URL(srv.url).port);
     const otherPort = cookieClient({ origin: `http://127.0.0.1:${port === 65535 ? port - 1 : port + 1}` });
@@ -64,9 +90,17 @@ describe("terminal socket admission", () => {
     expect(await terminalClient(wsUrl(), { origin: srv.url }).closed).toBe(4401);
     // The cookie without the page's binding token is not a session.
     expect(await terminalClient(wsUrl(), { origin: srv.url, cookie: ui.cookie }).closed).toBe(4401);
-    expect(await terminalClient(wsUrl(), { protocols: ["lsm-ui-terminal", bearerProtocol(readOnly)] }).closed).toBe(4403);
+    expect(await terminalClient(wsUrl(), { protocols: ["lsm-ui-terminal", bearerProtocol(readOnly)] }).closed).toBe(
+      4403,
+    );
     const limited = await uiSignIn(srv.url, PIN, "shell:read");
-    expect(await terminalClient(wsUrl(), { origin: srv.url, cookie: limited.cookie, protocols: ["lsm-ui-terminal", `lsm-ui-binding.${limited.binding}`] }).closed).toBe(4403);
+    expect(
+      await terminalClient(wsUrl(), {
+        origin: srv.url,
+        cookie: limited.cookie,
+        protocols: ["lsm-ui-terminal", `lsm-ui-binding.${limited.binding}`],
+      }).closed,
+    ).toBe(4403);
     const unknown = terminalClient(wsUrl("nosuchshell"), { protocols: ["lsm-ui-terminal", bearerProtocol(full)] });
     expect(await unknown.closed).toBe(4404);
   });
@@ -88,7 +122,9 @@ describe("terminal socket use", () => {
     viewer.ws.send(new TextEncoder().encode("echo viewer-typed\r"));
     viewer.ws.send(JSON.stringify({ type: "input", data: "echo viewer-json", enter: true }));
     viewer.ws.send(JSON.stringify({ type: "resize", cols: 50, rows: 10 }));
-    await waitFor(() => viewer.controls.filter((m) => m.type === "error" && m.code === "read_only").length >= 3, { what: "three read_only refusals" });
+    await waitFor(() => viewer.controls.filter((m) => m.type === "error" && m.code === "read_only").length >= 3, {
+      what: "three read_only refusals",
+    });
     // The viewer sees the shell's output live.
     owner.ws.send(new TextEncoder().encode("echo seen-by-all\r"));
     await waitFor(() => viewer.output().includes("seen-by-all"), { what: "output on the viewer's socket" });
@@ -96,7 +132,9 @@ describe("terminal socket use", () => {
     expect(await shellText()).not.toContain("viewer-json");
 
     viewer.ws.send(JSON.stringify({ type: "take_control" }));
-    await waitFor(() => owner.controls.find((m) => m.type === "role" && m.role === "viewer"), { what: "the owner demoted" });
+    await waitFor(() => owner.controls.find((m) => m.type === "role" && m.role === "viewer"), {
+      what: "the owner demoted",
+    });
     viewer.ws.send(new TextEncoder().encode("echo now-$((1+1))-from-viewer\r"));
     await waitFor(async () => (await shellText()).includes("now-2-from-viewer"), { what: "the new owner's keys" });
     viewer.ws.close();
@@ -128,7 +166,8 @@ describe("terminal socket use", () => {
     await Promise.all(clients.map((c) => c.closed));
   });
 
-  const detachTitle = "the bridge detaches after the last viewer leaves; the shell keeps running at its own size; " +
+  const detachTitle =
+    "the bridge detaches after the last viewer leaves; the shell keeps running at its own size; " +
     "24-bit colour passes";
   test(detachTitle, async () => {
     type Listed = { shells: Array<{ shell_id: string; status: string; cols: number; rows: number }> };
@@ -154,17 +193,23 @@ describe("terminal socket use", () => {
     c.ws.close();
     await c.closed;
     await waitFor(async () => (await tmuxClients(state())).length === 0, { what: "the tmux client to detach" });
-    const after = await waitFor(async () => {
-      const s = await size();
-      return s.cols === before.cols && s.rows === before.rows ? s : undefined;
-    }, { what: `the shell back at ${before.cols}x${before.rows} after the operator left` });
+    const after = await waitFor(
+      async () => {
+        const s = await size();
+        return s.cols === before.cols && s.rows === before.rows ? s : undefined;
+      },
+      { what: `the shell back at ${before.cols}x${before.rows} after the operator left` },
+    );
     expect(after.status).toBe("running");
   });
 });
 
 describe("UI API", () => {
   test("lists what the server runs; POSTs need the CSRF header and the UI origin", async () => {
-    const get = (path: string, headers: Record<string, string> = {}) => fetch(`${srv.url}/api/ui/${path}`, { headers: { cookie: ui.cookie, "x-local-shell-mcp-ui-binding": ui.binding, ...headers } });
+    const get = (path: string, headers: Record<string, string> = {}) =>
+      fetch(`${srv.url}/api/ui/${path}`, {
+        headers: { cookie: ui.cookie, "x-local-shell-mcp-ui-binding": ui.binding, ...headers },
+      });
     const sessions = (await (await get("sessions")).json()) as { data: { sessions: Array<{ session_id: string }> } };
     expect(sessions.data.sessions.map((s) => s.session_id)).toContain(sid);
     const shells = (await (await get("terminals")).json()) as { data: { shells: Array<{ shell_id: string }> } };
@@ -173,9 +218,13 @@ describe("UI API", () => {
     // Files: listing, preview and download inside the workdir; escapes refused like the file tools.
     await Bun.write(join(dir.path, "report.txt"), "line one\nline two\n");
     symlinkSync("/etc", join(dir.path, "outside-link"));
-    const listing = (await (await get(`files?session_id=${sid}&path=.`)).json()) as { data: { entries: Array<{ name: string }> } };
+    const listing = (await (await get(`files?session_id=${sid}&path=.`)).json()) as {
+      data: { entries: Array<{ name: string }> };
+    };
     expect(listing.data.entries.map((e) => e.name)).toContain("report.txt");
-    const preview = (await (await get(`files/preview?session_id=${sid}&path=report.txt`)).json()) as { data: { text: string } };
+    const preview = (await (await get(`files/preview?session_id=${sid}&path=report.txt`)).json()) as {
+      data: { text: string };
+    };
     expect(preview.data.text).toBe("line one\nline two\n");
     const download = await get(`files/download?session_id=${sid}&path=report.txt`);
     expect(await download.text()).toBe("line one\nline two\n");
@@ -191,7 +240,16 @@ describe("UI API", () => {
 
     const other = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     const post = (headers: Record<string, string>) =>
-      fetch(`${srv.url}/api/ui/sessions/end`, { method: "POST", body: JSON.stringify({ session_id: other }), headers: { "content-type": "application/json", cookie: ui.cookie, "x-local-shell-mcp-ui-binding": ui.binding, ...headers } });
+      fetch(`${srv.url}/api/ui/sessions/end`, {
+        method: "POST",
+        body: JSON.stringify({ session_id: other }),
+        headers: {
+          "content-type": "application/json",
+          cookie: ui.cookie,
+          "x-local-shell-mcp-ui-binding": ui.binding,
+          ...headers,
+        },
+      });
     expect((await post({ origin: srv.url })).status).toBe(403);
     expect((await post({ origin: srv.url, "x-local-shell-mcp-ui-csrf": "wrong" })).status).toBe(403);
     expect((await post({ "x-local-shell-mcp-ui-csrf": ui.csrf })).status).toBe(403);
@@ -214,7 +272,13 @@ describe("UI API", () => {
     const refused = await fetch(`${srv.url}/api/ui/sessions/end`, {
       method: "POST",
       body: JSON.stringify({ session_id: third }),
-      headers: { "content-type": "application/json", cookie: limited.cookie, "x-local-shell-mcp-ui-binding": limited.binding, origin: srv.url, "x-local-shell-mcp-ui-csrf": limited.csrf },
+      headers: {
+        "content-type": "application/json",
+        cookie: limited.cookie,
+        "x-local-shell-mcp-ui-binding": limited.binding,
+        origin: srv.url,
+        "x-local-shell-mcp-ui-csrf": limited.csrf,
+      },
     });
     expect(refused.status).toBe(403);
     expect(((await refused.json()) as { error: string }).error).toBe("insufficient_scope");

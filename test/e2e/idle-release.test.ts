@@ -40,7 +40,11 @@ describe("idle release of the executable's pages", () => {
   let kept: StdioSession;
   const line = "const value = compute(alpha, beta, gamma); // ordinary source text\n";
   const prepare = (ws: string) => {
-    for (let f = 0; f < 4; f++) writeFileSync(join(ws, `big${f}.ts`), `// ${f}\n${line.repeat(Math.ceil((256 * 1024) / line.length))}`.slice(0, 256 * 1024));
+    for (let f = 0; f < 4; f++)
+      writeFileSync(
+        join(ws, `big${f}.ts`),
+        `// ${f}\n${line.repeat(Math.ceil((256 * 1024) / line.length))}`.slice(0, 256 * 1024),
+      );
     for (let i = 0; i < 200; i++) writeFileSync(join(ws, `s${i}.ts`), `export const n${i} = ${i}; // needle ${i}\n`);
   };
 
@@ -76,11 +80,17 @@ describe("idle release of the executable's pages", () => {
     expect(readOnlyResident(off)).toBeGreaterThan(READ_ONLY_BOUND);
 
     // Every page comes back intact from the page cache: the tools still work afterwards.
-    const echoed = await released.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: released.sid, command: "echo back" });
+    const echoed = await released.mcp.ok<{ result: { stdout: string } }>("bash", {
+      session_id: released.sid,
+      command: "echo back",
+    });
     expect(echoed.result.stdout).toBe("back\n");
     const read = await released.mcp.ok<{ content: string }>("read", { session_id: released.sid, path: "s7.ts:raw" });
     expect(read.content).toContain("export const n7 = 7;");
-    const found = await released.mcp.ok<{ matches: unknown[] }>("search", { session_id: released.sid, pattern: "const n42 =" });
+    const found = await released.mcp.ok<{ matches: unknown[] }>("search", {
+      session_id: released.sid,
+      pattern: "const n42 =",
+    });
     expect(JSON.stringify(found)).toContain("s42.ts");
   }, 240_000);
 });
@@ -90,9 +100,17 @@ describe("idle release in a worker", () => {
     using ws = tempDir("lsm-idle-ws-");
     using state = tempDir("lsm-idle-state-");
     const ctl = await startController({ state: state.path, workspace: ws.path });
-    const worker = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "idle" })).code, { env: { LOCAL_SHELL_MCP_MEMORY_IDLE_RELEASE_S: "2" } });
+    const worker = await startWorker(ctl.url, (await invite(ctl.mcp, { name: "idle" })).code, {
+      env: { LOCAL_SHELL_MCP_MEMORY_IDLE_RELEASE_S: "2" },
+    });
     try {
-      const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: worker.name, workdir: worker.workdir })).session_id;
+      const sid = (
+        await ctl.mcp.ok<{ session_id: string }>("session_start", {
+          target: "remote",
+          machine: worker.name,
+          workdir: worker.workdir,
+        })
+      ).session_id;
       for (let i = 0; i < 50; i++) await ctl.mcp.ok("bash", { session_id: sid, command: "echo hi" });
       const pid = worker.proc.pid;
       // Measured: 31.7–32.0 MiB quiet with the release (4.8 MiB of read-only pages), 58.3–58.7 MiB

@@ -32,12 +32,19 @@ function incidentOf(r: CallToolResult): string {
 
 /** The log record of incident `id`: exactly one first line names it; its cause follows, indented. */
 async function logged(stderr: () => string, id: string): Promise<string> {
-  const lines = await waitFor(() => {
-    const all = stderr().split("\n");
-    const at = all.findIndex((l) => l.includes(`incident ${id}`));
-    return at >= 0 ? all.slice(at) : undefined;
-  }, { what: `incident ${id} in the log` });
-  expect(stderr().split("\n").filter((l) => l.includes(id))).toHaveLength(1);
+  const lines = await waitFor(
+    () => {
+      const all = stderr().split("\n");
+      const at = all.findIndex((l) => l.includes(`incident ${id}`));
+      return at >= 0 ? all.slice(at) : undefined;
+    },
+    { what: `incident ${id} in the log` },
+  );
+  expect(
+    stderr()
+      .split("\n")
+      .filter((l) => l.includes(id)),
+  ).toHaveLength(1);
   const first = lines[0]!;
   expect(first).toMatch(new RegExp(`^\\S+ ERROR incident ${id}: tool write_file: Error: EROFS`));
   const stack = lines.slice(1).filter((l) => l.startsWith("    "));
@@ -81,7 +88,11 @@ describe.skipIf(needsRoot("a read-only bind mount forces the unexpected failure"
     const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     const ids = new Set<string>();
     for (let i = 0; i < 3; i++) {
-      const r = await ctl.mcp.call("write_file", { session_id: sid, path: `ro/token=${SECRET}-${i}.txt`, content: "x" });
+      const r = await ctl.mcp.call("write_file", {
+        session_id: sid,
+        path: `ro/token=${SECRET}-${i}.txt`,
+        content: "x",
+      });
       const id = incidentOf(r);
       ids.add(id);
       const record = await logged(ctl.stderr, id);
@@ -91,11 +102,20 @@ describe.skipIf(needsRoot("a read-only bind mount forces the unexpected failure"
     // A fresh id per incident.
     expect(ids.size).toBe(3);
     // The server keeps serving after an incident.
-    expect((await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo fine" })).result.stdout).toBe("fine\n");
+    expect(
+      (await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo fine" })).result
+        .stdout,
+    ).toBe("fine\n");
   }, 60_000);
 
   test("on a worker: the worker logs the incident and the controller's caller sees the same id", async () => {
-    const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "box", workdir: worker.workdir })).session_id;
+    const sid = (
+      await ctl.mcp.ok<{ session_id: string }>("session_start", {
+        target: "remote",
+        machine: "box",
+        workdir: worker.workdir,
+      })
+    ).session_id;
     const r = await ctl.mcp.call("write_file", { session_id: sid, path: "ro/remote.txt", content: "x" });
     const id = incidentOf(r);
     await logged(worker.stderr, id);

@@ -1,11 +1,24 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, type McpHandle, processesMatching, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import {
+  connectStdio,
+  type McpHandle,
+  processesMatching,
+  tempDir,
+  type TempDir,
+  stopStateLeftovers,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 type Job = { job_id: string; status: string; exit_code: number | null; attempts: number; output_bytes: number };
-type JobOut = { operation: string; jobs: Job[]; outputs: Array<{ job: Job; output: string; message: string | null }>; cancelled: Array<{ job: Job; killed: boolean }>; retried: Job[] };
+type JobOut = {
+  operation: string;
+  jobs: Job[];
+  outputs: Array<{ job: Job; output: string; message: string | null }>;
+  cancelled: Array<{ job: Job; killed: boolean }>;
+  retried: Job[];
+};
 
 let dir: TempDir;
 let server: ServerParts;
@@ -25,7 +38,12 @@ afterAll(() => {
 });
 
 async function startJob(mcp: McpHandle, sid: string, command: string, env?: Record<string, string>): Promise<Job> {
-  const r = await mcp.ok<{ mode: string; result: Job }>("bash", { session_id: sid, command, async_: true, ...(env ? { env } : {}) });
+  const r = await mcp.ok<{ mode: string; result: Job }>("bash", {
+    session_id: sid,
+    command,
+    async_: true,
+    ...(env ? { env } : {}),
+  });
   expect(r.mode).toBe("job");
   return r.result;
 }
@@ -36,7 +54,12 @@ describe("background jobs through the binary", () => {
     const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     const marker = `lsm-devserver-${process.pid}`;
     // The marker is split in the command text so only the started process carries it whole.
-    const job = await startJob(mcp, sid, `echo starting; bash -c 'exec -a "$0" sleep 300' "lsm-devserver-""${process.pid}" & echo "listening on \${PORT_HINT}"; wait`, { PORT_HINT: "4242" });
+    const job = await startJob(
+      mcp,
+      sid,
+      `echo starting; bash -c 'exec -a "$0" sleep 300' "lsm-devserver-""${process.pid}" & echo "listening on \${PORT_HINT}"; wait`,
+      { PORT_HINT: "4242" },
+    );
     expect(job.status).toBe("running");
     // Polled until the server said it listens (the job's output, not a clock, says when).
     const polled = await waitFor(
@@ -64,7 +87,9 @@ describe("background jobs through the binary", () => {
       await using mcp = await connectStdio(server);
       sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
       // The job finishes only once told to (a file appears), so it is surely running across the restart.
-      job = await startJob(mcp, sid, `until [ -e ${go} ]; do sleep 0.05; done; echo "done $RUN_TAG"; exit 3`, { RUN_TAG: "tag1" });
+      job = await startJob(mcp, sid, `until [ -e ${go} ]; do sleep 0.05; done; echo "done $RUN_TAG"; exit 3`, {
+        RUN_TAG: "tag1",
+      });
     }
     // The first server is gone; a new one sees the job still running, then finished.
     await using mcp = await connectStdio(server);
@@ -75,7 +100,9 @@ describe("background jobs through the binary", () => {
     expect(done.jobs[0]).toMatchObject({ status: "failed", exit_code: 3 });
     expect(done.outputs[0]!.output).toBe("done tag1");
     expect(done.outputs[0]!.message).toBe("job completed with exit code 3");
-    expect(await mcp.fails("job", { session_id: sid, retry: [job.job_id], cancel: [job.job_id] })).toBe("invalid_arguments");
+    expect(await mcp.fails("job", { session_id: sid, retry: [job.job_id], cancel: [job.job_id] })).toBe(
+      "invalid_arguments",
+    );
     // The second attempt waits for the file again, so it is surely still active when retried twice.
     rmSync(go);
     const retried = await mcp.ok<JobOut>("job", { session_id: sid, retry: [job.job_id] });
@@ -109,7 +136,9 @@ describe("background jobs through the binary", () => {
     expect(done.jobs[0]).toMatchObject({ status: "succeeded", exit_code: 0 });
     expect(done.outputs[0]!.output).toBe("all-up");
     expect(readdirSync(marks).sort()).toEqual(["1", "2", "3"]); // all three really ran
-    await waitFor(() => processesMatching(`sleep ${tag}`).length === 0, { what: "the completed job's leftovers to be gone" });
+    await waitFor(() => processesMatching(`sleep ${tag}`).length === 0, {
+      what: "the completed job's leftovers to be gone",
+    });
     await mcp.ok("session_end", { session_id: sid });
   }, 60_000);
 

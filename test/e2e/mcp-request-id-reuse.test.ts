@@ -26,13 +26,20 @@ afterAll(async () => {
 });
 
 function post(body: unknown, session?: string): Promise<Response> {
-  const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json, text/event-stream" };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+    accept: "application/json, text/event-stream",
+  };
   if (session) Object.assign(headers, { "mcp-session-id": session, "mcp-protocol-version": VERSION });
   return fetch(`${server.url}/mcp`, { method: "POST", headers, body: JSON.stringify(body) });
 }
 
 /** The JSON-RPC messages in an SSE (or plain JSON) response body. */
-async function messages(res: Response): Promise<Array<{ id?: unknown; result?: { structuredContent?: { result?: { stdout?: string } } }; error?: { code: number } }>> {
+async function messages(
+  res: Response,
+): Promise<
+  Array<{ id?: unknown; result?: { structuredContent?: { result?: { stdout?: string } } }; error?: { code: number } }>
+> {
   const text = await res.text();
   if ((res.headers.get("content-type") ?? "").includes("application/json")) return [JSON.parse(text)].flat();
   return text
@@ -41,14 +48,29 @@ async function messages(res: Response): Promise<Array<{ id?: unknown; result?: {
     .map((l) => JSON.parse(l.slice(5)));
 }
 
-const bash = (id: number | string, sid: string, command: string) => ({ jsonrpc: "2.0", id, method: "tools/call", params: { name: "bash", arguments: { session_id: sid, command } } });
+const bash = (id: number | string, sid: string, command: string) => ({
+  jsonrpc: "2.0",
+  id,
+  method: "tools/call",
+  params: { name: "bash", arguments: { session_id: sid, command } },
+});
 
 test("an id in flight is refused with a JSON-RPC error; the first request keeps its answer and the id is free after", async () => {
-  const init = await post({ jsonrpc: "2.0", id: 0, method: "initialize", params: { protocolVersion: VERSION, capabilities: {}, clientInfo: { name: "ids", version: "0" } } });
+  const init = await post({
+    jsonrpc: "2.0",
+    id: 0,
+    method: "initialize",
+    params: { protocolVersion: VERSION, capabilities: {}, clientInfo: { name: "ids", version: "0" } },
+  });
   const session = init.headers.get("mcp-session-id")!;
   await init.text();
   expect((await post({ jsonrpc: "2.0", method: "notifications/initialized" }, session)).status).toBe(202);
-  const started = await messages(await post({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "session_start", arguments: { workdir: "." } } }, session));
+  const started = await messages(
+    await post(
+      { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "session_start", arguments: { workdir: "." } } },
+      session,
+    ),
+  );
   const sid = (started[0]!.result as { structuredContent: { session_id: string } }).structuredContent.session_id;
 
   // The first request runs until a file appears, so the second surely arrives while it is in flight.

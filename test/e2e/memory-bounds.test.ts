@@ -21,7 +21,11 @@ describe("memory stays bounded through large reads", () => {
     ws = tempDir("lsm-ws-");
     state = tempDir("lsm-state-");
     const line = "const value = compute(alpha, beta, gamma); // ordinary source text\n";
-    for (let f = 0; f < 8; f++) writeFileSync(join(ws.path, `big${f}.ts`), `// ${f}\n${line.repeat(Math.ceil((256 * KIB) / line.length))}`.slice(0, 256 * KIB));
+    for (let f = 0; f < 8; f++)
+      writeFileSync(
+        join(ws.path, `big${f}.ts`),
+        `// ${f}\n${line.repeat(Math.ceil((256 * KIB) / line.length))}`.slice(0, 256 * KIB),
+      );
     mcp = await connectStdio({ workspace: ws.path, state: state.path });
     sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
   });
@@ -40,7 +44,9 @@ describe("memory stays bounded through large reads", () => {
     }
     // The payload store is content-addressed: eleven identical results are one object.
     const payloads = join(state.path, "audit_log", "payloads");
-    await waitFor(() => existsSync(payloads) && readdirSync(payloads).length > 0, { what: "the audit payload of the read" });
+    await waitFor(() => existsSync(payloads) && readdirSync(payloads).length > 0, {
+      what: "the audit payload of the read",
+    });
     expect(readdirSync(payloads).length).toBeLessThanOrEqual(2);
     // A changed file gets a new snapshot.
     writeFileSync(join(ws.path, "big0.ts"), "changed\n");
@@ -63,12 +69,17 @@ describe("memory stays bounded through large reads", () => {
     // the 2-core VM); collected above memory_soft_limit_mb (80 MiB by default) it grew by 19–29 MiB,
     // and by 41 MiB once while the whole suite ran beside other builds.
     expect(peak - before).toBeLessThan(52 * MIB);
-    await waitFor(() => rss(pid) - before < 20 * MIB, { timeoutMs: 30_000, intervalMs: 250, what: "idle RSS to come back near its start" });
+    await waitFor(() => rss(pid) - before < 20 * MIB, {
+      timeoutMs: 30_000,
+      intervalMs: 250,
+      what: "idle RSS to come back near its start",
+    });
   }, 240_000); // hundreds of calls: a busy 2-core machine (two CPU hogs beside the suite) took 75-115 s
 
   test("a mixed burst of reads, searches and commands stays bounded and is given back once quiet", async () => {
     const pid = mcp.pid()!;
-    for (let i = 0; i < 200; i++) writeFileSync(join(ws.path, `s${i}.ts`), `export const n${i} = ${i}; // needle ${i}\n`);
+    for (let i = 0; i < 200; i++)
+      writeFileSync(join(ws.path, `s${i}.ts`), `export const n${i} = ${i}; // needle ${i}\n`);
     await mcp.ok("bash", { session_id: sid, command: "true" });
     await mcp.ok("search", { session_id: sid, pattern: "needle" });
     const before = rss(pid);
@@ -88,6 +99,10 @@ describe("memory stays bounded through large reads", () => {
     // memory_soft_limit_mb=0 (left to the engine); +53 / +2 before the governor's ceiling and its
     // per-call check. The bounds leave ~1.7x headroom over the governed figures.
     expect(peak - before).toBeLessThan(64 * MIB);
-    await waitFor(() => rss(pid) - before < 12 * MIB, { timeoutMs: 20_000, intervalMs: 250, what: "idle RSS to come back near its start after the burst" });
+    await waitFor(() => rss(pid) - before < 12 * MIB, {
+      timeoutMs: 20_000,
+      intervalMs: 250,
+      what: "idle RSS to come back near its start after the burst",
+    });
   }, 240_000); // hundreds of calls: a busy 2-core machine (two CPU hogs beside the suite) took 75-115 s
 });

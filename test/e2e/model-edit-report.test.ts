@@ -34,7 +34,12 @@ describe("edit reports and the default bash timeout, as Claude Code's model read
     mkdirSync(ws);
     writeFileSync(join(ws, "a.py"), source("total"));
     writeFileSync(join(ws, "b.py"), source("total"));
-    mcp = await connectStdio({ workspace: ws, state: join(dir.path, "state"), clientName: "claude-code", env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "auto" } });
+    mcp = await connectStdio({
+      workspace: ws,
+      state: join(dir.path, "state"),
+      clientName: "claude-code",
+      env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "auto" },
+    });
     sid = /session_id: (\w{8})/.exec(textOf(await mcp.call("session_start", { workdir: "." })))![1]!;
   });
   afterAll(async () => {
@@ -53,8 +58,15 @@ describe("edit reports and the default bash timeout, as Claude Code's model read
     expect(edit.isError).toBeFalsy();
 
     const old = readFileSync(join(ws, "b.py"), "utf8").split("\n");
-    const hunks = old.flatMap((line, i) => (line.includes("total(") ? [`@@ ${old[i - 1] ?? ""}`.trimEnd(), `-${line}`, `+${line.replace("total(", "grand_total(")}`] : []));
-    const patch = await mcp.call("apply_patch", { session_id: sid, patch: `*** Begin Patch\n*** Update File: b.py\n${hunks.join("\n")}\n*** End Patch` });
+    const hunks = old.flatMap((line, i) =>
+      line.includes("total(")
+        ? [`@@ ${old[i - 1] ?? ""}`.trimEnd(), `-${line}`, `+${line.replace("total(", "grand_total(")}`]
+        : [],
+    );
+    const patch = await mcp.call("apply_patch", {
+      session_id: sid,
+      patch: `*** Begin Patch\n*** Update File: b.py\n${hunks.join("\n")}\n*** End Patch`,
+    });
     expect(patch.isError).toBeFalsy();
 
     // Both files now read the same, so both tools made the same change.
@@ -62,7 +74,9 @@ describe("edit reports and the default bash timeout, as Claude Code's model read
     expect(readFileSync(join(ws, "b.py"), "utf8")).toBe(source("grand_total"));
     const hashline = Buffer.byteLength(textOf(edit));
     const applied = Buffer.byteLength(textOf(patch));
-    console.log(`${HUNKS} hunks in one file: hashline_edit ${hashline} B, apply_patch ${applied} B (${(hashline / applied).toFixed(2)}x)`);
+    console.log(
+      `${HUNKS} hunks in one file: hashline_edit ${hashline} B, apply_patch ${applied} B (${(hashline / applied).toFixed(2)}x)`,
+    );
     expect(hashline).toBeLessThanOrEqual(1.1 * applied);
     // Reported once for the file: one header and the fresh rows apply_patch shows, under one snapshot.
     expect(textOf(edit).match(/\[a\.py#/g)?.length).toBe(1);
@@ -74,7 +88,10 @@ describe("edit reports and the default bash timeout, as Claude Code's model read
   test("a test run of 10-60 s finishes on the first call with default settings", async () => {
     // 12 s of "tests" without timeout_s: the 4.3.0 default (10 s) killed such a run.
     const started = Date.now();
-    const r = await mcp.call("bash", { session_id: sid, command: "for i in 1 2 3 4; do sleep 3; echo ok $i; done; echo '4 passed'" });
+    const r = await mcp.call("bash", {
+      session_id: sid,
+      command: "for i in 1 2 3 4; do sleep 3; echo ok $i; done; echo '4 passed'",
+    });
     expect(r.isError).toBeFalsy();
     const text = textOf(r);
     expect(text).toContain("4 passed");

@@ -33,7 +33,10 @@ const BOUNDED = [
 ] as const;
 
 const REQUIRED = new Map<string, string[]>(
-  (contract.tools as Array<{ name: string; outputSchema?: { required?: string[] } }>).map((t) => [t.name, t.outputSchema?.required ?? []]),
+  (contract.tools as Array<{ name: string; outputSchema?: { required?: string[] } }>).map((t) => [
+    t.name,
+    t.outputSchema?.required ?? [],
+  ]),
 );
 
 function missingRequired(records: CallRecord[]): string[] {
@@ -47,9 +50,18 @@ function missingRequired(records: CallRecord[]): string[] {
   return out;
 }
 
-async function session(dirs: { ws: TempDir; state: TempDir }, clientName: string, mode: string): Promise<{ records: CallRecord[]; listed: Array<{ name: string; outputSchema?: unknown }> }> {
+async function session(
+  dirs: { ws: TempDir; state: TempDir },
+  clientName: string,
+  mode: string,
+): Promise<{ records: CallRecord[]; listed: Array<{ name: string; outputSchema?: unknown }> }> {
   const workdir = copyFixture(dirs.ws.path);
-  await using h = await connectStdio({ workspace: dirs.ws.path, state: dirs.state.path, clientName, env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: mode } });
+  await using h = await connectStdio({
+    workspace: dirs.ws.path,
+    state: dirs.state.path,
+    clientName,
+    env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: mode },
+  });
   const listed = (await h.client.listTools()).tools;
   try {
     return { records: await runModelSession(h, workdir), listed };
@@ -61,7 +73,9 @@ async function session(dirs: { ws: TempDir; state: TempDir }, clientName: string
 function report(label: string, records: CallRecord[]): void {
   const all = totals(records);
   const bounded = totals(records, BOUNDED);
-  console.log(`${label}: ${all.calls} calls, structured-first ${all.structuredFirst} B vs text ${all.text} B (${all.ratio.toFixed(2)}x); bounded tools ${bounded.ratio.toFixed(2)}x`);
+  console.log(
+    `${label}: ${all.calls} calls, structured-first ${all.structuredFirst} B vs text ${all.text} B (${all.ratio.toFixed(2)}x); bounded tools ${bounded.ratio.toFixed(2)}x`,
+  );
 }
 
 describe("structured_output auto: the client table", () => {
@@ -80,7 +94,12 @@ describe("structured_output auto: the client table", () => {
     test(`${name} → ${textFirst ? "text only" : "compact"}`, async () => {
       using w = tempDir("lsm-model-table-");
       using s = tempDir("lsm-model-table-state-");
-      await using h = await connectStdio({ workspace: w.path, state: s.path, clientName: name, env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "auto" } });
+      await using h = await connectStdio({
+        workspace: w.path,
+        state: s.path,
+        clientName: name,
+        env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "auto" },
+      });
       const search = (await h.client.listTools()).tools.find((t) => t.name === "search")!;
       if (textFirst) expect(search.outputSchema).toBeUndefined();
       else expect(JSON.stringify(search.outputSchema)).not.toContain('"required"');
@@ -121,7 +140,9 @@ describe("recorded session: context bytes per client", () => {
     expect(records.filter((r) => r.isError || r.structured === undefined).map((r) => r.tool)).toEqual([]);
     const t = totals(records);
     expect(t.structuredFirst).toBeLessThanOrEqual(UNKNOWN_CLIENT_RATIO * t.text);
-    expect(totals(records, BOUNDED).structuredFirst).toBeLessThanOrEqual(UNKNOWN_CLIENT_RATIO * totals(records, BOUNDED).text);
+    expect(totals(records, BOUNDED).structuredFirst).toBeLessThanOrEqual(
+      UNKNOWN_CLIENT_RATIO * totals(records, BOUNDED).text,
+    );
     expect(missingRequired(records)).toEqual([]);
   }, 180_000);
 

@@ -12,8 +12,24 @@ import { connectStdio, type McpHandle, tempDir, type TempDir } from "../helpers/
 
 /** Name, description and input schema: what a client hands its model for each tool. */
 const DEFINITIONS_BUDGET_BYTES = 18 * 1024;
-const BRIDGE = ["agent_config_status", "list_agent_mcp_servers", "list_agent_mcp_tools", "call_agent_mcp_tool", "list_agent_skills", "activate_agent_skill", "read_agent_skill_file"];
-const NOT_OFFERED = [...BRIDGE, "remote_admin", "workspace_search", "fetch", "create_file_link", "list_file_links", "revoke_file_link"];
+const BRIDGE = [
+  "agent_config_status",
+  "list_agent_mcp_servers",
+  "list_agent_mcp_tools",
+  "call_agent_mcp_tool",
+  "list_agent_skills",
+  "activate_agent_skill",
+  "read_agent_skill_file",
+];
+const NOT_OFFERED = [
+  ...BRIDGE,
+  "remote_admin",
+  "workspace_search",
+  "fetch",
+  "create_file_link",
+  "list_file_links",
+  "revoke_file_link",
+];
 
 type Schema = Record<string, unknown>;
 type Listed = Awaited<ReturnType<McpHandle["client"]["listTools"]>>["tools"];
@@ -22,9 +38,13 @@ function* subSchemas(s: unknown, path: string): Generator<[string, Schema]> {
   if (s === null || typeof s !== "object" || Array.isArray(s)) return;
   const schema = s as Schema;
   yield [path, schema];
-  for (const [k, v] of Object.entries((schema.properties ?? {}) as Record<string, unknown>)) yield* subSchemas(v, `${path}.${k}`);
-  for (const key of ["items", "additionalProperties"]) if (schema[key] !== undefined) yield* subSchemas(schema[key], `${path}.${key}`);
-  for (const key of ["anyOf", "oneOf", "allOf"]) if (Array.isArray(schema[key])) for (const [i, b] of (schema[key] as unknown[]).entries()) yield* subSchemas(b, `${path}.${key}[${i}]`);
+  for (const [k, v] of Object.entries((schema.properties ?? {}) as Record<string, unknown>))
+    yield* subSchemas(v, `${path}.${k}`);
+  for (const key of ["items", "additionalProperties"])
+    if (schema[key] !== undefined) yield* subSchemas(schema[key], `${path}.${key}`);
+  for (const key of ["anyOf", "oneOf", "allOf"])
+    if (Array.isArray(schema[key]))
+      for (const [i, b] of (schema[key] as unknown[]).entries()) yield* subSchemas(b, `${path}.${key}[${i}]`);
 }
 
 describe("stdio tools/list with no bridge configuration and no remote workers", () => {
@@ -39,8 +59,17 @@ describe("stdio tools/list with no bridge configuration and no remote workers", 
     mkdirSync(ws);
     // No global Skills folder either: the user's own ~/.config must not decide what this lists.
     env = { XDG_CONFIG_HOME: join(dir.path, "xdg") };
-    for (const [client, mode] of [["claude-code", "auto"], ["some-agent", "auto"], ["some-agent", "full"]] as const) {
-      await using h = await connectStdio({ workspace: ws, state: join(dir.path, "state"), clientName: client, env: { ...env, LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: mode } });
+    for (const [client, mode] of [
+      ["claude-code", "auto"],
+      ["some-agent", "auto"],
+      ["some-agent", "full"],
+    ] as const) {
+      await using h = await connectStdio({
+        workspace: ws,
+        state: join(dir.path, "state"),
+        clientName: client,
+        env: { ...env, LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: mode },
+      });
       lists.set(`${client}/${mode}`, (await h.client.listTools()).tools);
     }
   });
@@ -52,14 +81,18 @@ describe("stdio tools/list with no bridge configuration and no remote workers", 
     for (const name of NOT_OFFERED) expect(names).not.toContain(name);
     const start = tools.find((t) => t.name === "session_start")!;
     expect(Object.keys(start.inputSchema.properties ?? {})).not.toContain("target");
-    const mentions = tools.filter((t) => /remote|worker|machine|agent bridge|connector/i.test(t.description ?? "")).map((t) => t.name);
+    const mentions = tools
+      .filter((t) => /remote|worker|machine|agent bridge|connector/i.test(t.description ?? ""))
+      .map((t) => t.name);
     // audit_tail names `remote` as one of its operation filters only.
     expect(mentions.filter((n) => n !== "audit_tail")).toEqual([]);
   });
 
   test(`definitions stay within ${DEFINITIONS_BUDGET_BYTES} bytes`, () => {
     const tools = lists.get("claude-code/auto")!;
-    const bytes = Buffer.byteLength(JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema }))));
+    const bytes = Buffer.byteLength(
+      JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, input_schema: t.inputSchema }))),
+    );
     console.log(`stdio definitions: ${tools.length} tools, ${bytes} bytes`);
     expect(bytes).toBeLessThanOrEqual(DEFINITIONS_BUDGET_BYTES);
   });
@@ -68,7 +101,10 @@ describe("stdio tools/list with no bridge configuration and no remote workers", 
     const problems: string[] = [];
     for (const [which, tools] of lists) {
       for (const t of tools) {
-        for (const [path, s] of [...subSchemas(t.inputSchema, `${which} ${t.name}.input`), ...subSchemas(t.outputSchema, `${which} ${t.name}.output`)]) {
+        for (const [path, s] of [
+          ...subSchemas(t.inputSchema, `${which} ${t.name}.input`),
+          ...subSchemas(t.outputSchema, `${which} ${t.name}.output`),
+        ]) {
           if (Array.isArray(s.type)) problems.push(`${path}: ${JSON.stringify(s.type)}`);
         }
       }
@@ -80,7 +116,10 @@ describe("stdio tools/list with no bridge configuration and no remote workers", 
     const tools = new Map(lists.get("claude-code/auto")!.map((t) => [t.name, t]));
     const problems: string[] = [];
     let nullable = 0;
-    for (const ref of contract.tools as unknown as Array<{ name: string; inputSchema: { properties?: Record<string, Schema> } }>) {
+    for (const ref of contract.tools as unknown as Array<{
+      name: string;
+      inputSchema: { properties?: Record<string, Schema> };
+    }>) {
       const ours = tools.get(ref.name);
       if (!ours) continue;
       for (const [arg, s] of Object.entries(ref.inputSchema.properties ?? {})) {
@@ -89,7 +128,8 @@ describe("stdio tools/list with no bridge configuration and no remote workers", 
         if (!advertised) continue;
         nullable++;
         const branches = (advertised.anyOf as Schema[] | undefined) ?? [];
-        if (advertised.default !== null || !branches.some((b) => b.type === "null")) problems.push(`${ref.name}.${arg}: ${JSON.stringify(advertised)}`);
+        if (advertised.default !== null || !branches.some((b) => b.type === "null"))
+          problems.push(`${ref.name}.${arg}: ${JSON.stringify(advertised)}`);
       }
     }
     expect(problems).toEqual([]);

@@ -78,48 +78,96 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
   });
 
   test("metadata: path-suffixed RFC 9728 URL, bare alias, RFC 8414 and openid alias", async () => {
-    const prm = (await (await fetch(`${server.url}/.well-known/oauth-protected-resource/mcp`)).json()) as Record<string, unknown>;
+    const prm = (await (await fetch(`${server.url}/.well-known/oauth-protected-resource/mcp`)).json()) as Record<
+      string,
+      unknown
+    >;
     expect(prm.resource).toBe(`${server.url}/mcp`);
     expect(prm.authorization_servers).toEqual([server.url]);
-    const bare = (await (await fetch(`${server.url}/.well-known/oauth-protected-resource`)).json()) as Record<string, unknown>;
+    const bare = (await (await fetch(`${server.url}/.well-known/oauth-protected-resource`)).json()) as Record<
+      string,
+      unknown
+    >;
     expect(bare.resource).toBe(prm.resource);
-    const as = (await (await fetch(`${server.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
-    const oidc = (await (await fetch(`${server.url}/.well-known/openid-configuration`)).json()) as Record<string, unknown>;
+    const as = (await (await fetch(`${server.url}/.well-known/oauth-authorization-server`)).json()) as Record<
+      string,
+      unknown
+    >;
+    const oidc = (await (await fetch(`${server.url}/.well-known/openid-configuration`)).json()) as Record<
+      string,
+      unknown
+    >;
     expect(oidc).toEqual(as);
     expect(as.code_challenge_methods_supported).toContain("S256");
     expect(as.authorization_response_iss_parameter_supported).toBe(true);
   });
 
   test("401 challenges: missing token, invalid token, token in the query string", async () => {
-    const none = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } });
+    const none = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      body: "{}",
+      headers: { "content-type": "application/json" },
+    });
     expect(none.status).toBe(401);
-    expect(none.headers.get("www-authenticate")).toBe(`Bearer resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp"`);
-    const bad = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: "Bearer not.a.jwt" } });
+    expect(none.headers.get("www-authenticate")).toBe(
+      `Bearer resource_metadata="${server.url}/.well-known/oauth-protected-resource/mcp"`,
+    );
+    const bad = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      body: "{}",
+      headers: { "content-type": "application/json", authorization: "Bearer not.a.jwt" },
+    });
     expect(bad.status).toBe(401);
     expect(bad.headers.get("www-authenticate")).toContain('error="invalid_token"');
     const { token } = await obtainToken(server.url, PIN);
-    const query = await fetch(`${server.url}/mcp?access_token=${token}`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } });
+    const query = await fetch(`${server.url}/mcp?access_token=${token}`, {
+      method: "POST",
+      body: "{}",
+      headers: { "content-type": "application/json" },
+    });
     expect(query.status).toBe(401);
   });
 
   test("the bearer scheme is matched case-insensitively (RFC 7235) on /mcp", async () => {
     const { token } = await obtainToken(server.url, PIN);
-    const init = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "case", version: "0" } } });
+    const init = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "case", version: "0" } },
+    });
     for (const scheme of ["Bearer", "bearer", "BEARER", "bEaReR"]) {
-      const headers = { authorization: `${scheme} ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" };
+      const headers = {
+        authorization: `${scheme} ${token}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      };
       const mcp = await fetch(`${server.url}/mcp`, { method: "POST", headers, body: init });
       expect(`${scheme} ${mcp.status}`).toBe(`${scheme} 200`);
       await mcp.text();
     }
     // Another scheme with a valid token is still refused.
-    const basic = await fetch(`${server.url}/mcp`, { method: "POST", headers: { authorization: `Basic ${token}`, "content-type": "application/json", accept: "application/json, text/event-stream" }, body: init });
+    const basic = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      headers: {
+        authorization: `Basic ${token}`,
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+      },
+      body: init,
+    });
     expect(basic.status).toBe(401);
   });
 
   test("authorize rejects missing or mismatched resource and unregistered redirect URIs; never redirects", async () => {
     const d = await discover(server.url);
     const client = await register(d);
-    const cases: Array<Record<string, string | null>> = [{ resource: null }, { resource: "http://127.0.0.1:1/mcp" }, { redirect_uri: "http://127.0.0.1:9/other" }, { code_challenge: null }];
+    const cases: Array<Record<string, string | null>> = [
+      { resource: null },
+      { resource: "http://127.0.0.1:1/mcp" },
+      { redirect_uri: "http://127.0.0.1:9/other" },
+      { code_challenge: null },
+    ];
     for (const extra of cases) {
       const req = await authorizeRequest(d, client, extra);
       const page = await approvalPage(d, req);
@@ -136,8 +184,18 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
   });
 
   test("registration rejects unsafe redirect URIs and reuses identical registrations", async () => {
-    const reg = (body: unknown) => fetch(`${server.url}/oauth/register`, { method: "POST", body: JSON.stringify(body), headers: { "content-type": "application/json" } });
-    for (const uri of ["http://evil.example/cb", "javascript:alert(1)", "https://x.example/cb#frag", "ftp://x.example/cb"]) {
+    const reg = (body: unknown) =>
+      fetch(`${server.url}/oauth/register`, {
+        method: "POST",
+        body: JSON.stringify(body),
+        headers: { "content-type": "application/json" },
+      });
+    for (const uri of [
+      "http://evil.example/cb",
+      "javascript:alert(1)",
+      "https://x.example/cb#frag",
+      "ftp://x.example/cb",
+    ]) {
       const r = await reg({ redirect_uris: [uri] });
       expect(r.status).toBe(400);
       expect(((await r.json()) as { error: string }).error).toBe("invalid_request");
@@ -164,7 +222,9 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     const wrongRes = await tokenRequest(d, { ...base, resource: "http://127.0.0.1:1/mcp" });
     expect(((await wrongRes.json()) as { error: string }).error).toBe("invalid_grant");
     const wrongVerifier = await tokenRequest(d, { ...base, code_verifier: "a".repeat(50) });
-    expect(((await wrongVerifier.json()) as { error_description: string }).error_description).toBe("PKCE verification failed");
+    expect(((await wrongVerifier.json()) as { error_description: string }).error_description).toBe(
+      "PKCE verification failed",
+    );
     // Two failures so far; the correct exchange still works once.
     const good = await tokenRequest(d, base);
     expect(good.status).toBe(200);
@@ -172,7 +232,10 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     expect(body.token_type).toBe("Bearer");
     const reuse = await tokenRequest(d, base);
     expect(reuse.status).toBe(400);
-    expect(await reuse.json()).toEqual({ error: "invalid_grant", error_description: "Code was already used; the tokens issued for it are revoked" });
+    expect(await reuse.json()).toEqual({
+      error: "invalid_grant",
+      error_description: "Code was already used; the tokens issued for it are revoked",
+    });
     // A code never issued stays a plain unknown one.
     const unknown = await tokenRequest(d, { ...base, code: "x".repeat(43) });
     expect(await unknown.json()).toEqual({ error: "invalid_grant", error_description: "Unknown or used code" });
@@ -253,9 +316,23 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     const secret = new TextEncoder().encode(readFileSync(join(dir.path, "state", "oauth-jwt-secret"), "utf8").trim());
     const now = Math.floor(Date.now() / 1000);
     const sign = (aud: string, iss: string) =>
-      new SignJWT({ client_id: "x", scope: "shell:read" }).setProtectedHeader({ alg: "HS256" }).setIssuer(iss).setAudience(aud).setIssuedAt(now).setExpirationTime(now + 60).setJti(crypto.randomUUID()).sign(secret);
-    for (const t of [await sign("https://other.example/mcp", server.url), await sign(`${server.url}/mcp`, "https://other.example")]) {
-      const r = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: `Bearer ${t}` } });
+      new SignJWT({ client_id: "x", scope: "shell:read" })
+        .setProtectedHeader({ alg: "HS256" })
+        .setIssuer(iss)
+        .setAudience(aud)
+        .setIssuedAt(now)
+        .setExpirationTime(now + 60)
+        .setJti(crypto.randomUUID())
+        .sign(secret);
+    for (const t of [
+      await sign("https://other.example/mcp", server.url),
+      await sign(`${server.url}/mcp`, "https://other.example"),
+    ]) {
+      const r = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        body: "{}",
+        headers: { "content-type": "application/json", authorization: `Bearer ${t}` },
+      });
       expect(r.status).toBe(401);
     }
     // Revocation works by jti, so a token without one could never be revoked: it is refused.
@@ -281,15 +358,30 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     const b = await obtainToken(server.url, PIN, "shell:read");
     const init = await fetch(`${server.url}/mcp`, {
       method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${a.token}` },
-      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "0" } } }),
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        authorization: `Bearer ${a.token}`,
+      },
+      body: JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "0" } },
+      }),
     });
     expect(init.status).toBe(200);
     const sid = init.headers.get("mcp-session-id")!;
     await init.text();
     const other = await fetch(`${server.url}/mcp`, {
       method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${b.token}`, "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18" },
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        authorization: `Bearer ${b.token}`,
+        "mcp-session-id": sid,
+        "mcp-protocol-version": "2025-06-18",
+      },
       body: JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/list" }),
     });
     expect(other.status).toBe(403);
@@ -299,7 +391,9 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
   test("bad Host and bad Origin are refused on OAuth routes too", async () => {
     const { port } = new URL(server.url);
     const raw = async (host: string, origin?: string) => {
-      return fetch(`${server.url}/.well-known/oauth-authorization-server`, { headers: { host, ...(origin ? { origin } : {}) } });
+      return fetch(`${server.url}/.well-known/oauth-authorization-server`, {
+        headers: { host, ...(origin ? { origin } : {}) },
+      });
     };
     expect((await raw("evil.example")).status).toBe(421);
     expect((await raw(`127.0.0.1:${port}`, "https://evil.example")).status).toBe(403);

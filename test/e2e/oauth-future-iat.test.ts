@@ -13,7 +13,10 @@ import { discover } from "../oauth/flow.ts";
 test("a token issued an hour in the future is refused; one a few seconds ahead is accepted", async () => {
   using dir = tempDir();
   const state = join(dir.path, "state");
-  const server = await startHttpServer({ workspace: dir.path, state }, { mode: "mcp", auth: "oauth", pin: "iat-pin-8812" });
+  const server = await startHttpServer(
+    { workspace: dir.path, state },
+    { mode: "mcp", auth: "oauth", pin: "iat-pin-8812" },
+  );
   try {
     const d = await discover(server.url);
     const key = new TextEncoder().encode(readFileSync(join(state, "oauth-jwt-secret"), "utf8").trim());
@@ -31,8 +34,17 @@ test("a token issued an hour in the future is refused; one a few seconds ahead i
     const initialize = (token: string) =>
       fetch(`${server.url}/mcp`, {
         method: "POST",
-        headers: { "content-type": "application/json", accept: "application/json, text/event-stream", authorization: `Bearer ${token}` },
-        body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "iat", version: "0" } } }),
+        headers: {
+          "content-type": "application/json",
+          accept: "application/json, text/event-stream",
+          authorization: `Bearer ${token}`,
+        },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 1,
+          method: "initialize",
+          params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "iat", version: "0" } },
+        }),
       });
     const future = await initialize(await forge(now + 3600));
     expect(future.status).toBe(401);

@@ -9,7 +9,12 @@ const PIN = "lockout-pin-7319";
 
 /** Runs `serve` expecting a refusal; returns exit code and stderr. */
 async function refused(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stderr: string }> {
-  const proc = Bun.spawn([binary(), "serve", ...args], { env: serverEnv(env), stdout: "ignore", stderr: "pipe", stdin: "ignore" });
+  const proc = Bun.spawn([binary(), "serve", ...args], {
+    env: serverEnv(env),
+    stdout: "ignore",
+    stderr: "pipe",
+    stdin: "ignore",
+  });
   const timer = setTimeout(() => proc.kill("SIGKILL"), 30_000);
   const code = await proc.exited;
   clearTimeout(timer);
@@ -19,7 +24,10 @@ async function refused(args: string[], env: Record<string, string> = {}): Promis
 describe("OAuth limits and start-up rules", () => {
   test("bad PINs are refused with back-off, then approval locks out even for the right PIN (audited)", async () => {
     using dir = tempDir();
-    const server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "mcp", auth: "oauth", pin: PIN });
+    const server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state") },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
     try {
       const d = await discover(server.url);
       const client = await register(d);
@@ -57,15 +65,25 @@ describe("OAuth limits and start-up rules", () => {
     );
     try {
       const { token } = await obtainToken(server.url, PIN, "shell:read");
-      const claims = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { iat: number; exp: number };
+      const claims = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as {
+        iat: number;
+        exp: number;
+      };
       // The stated lifetime is the setting (a second more when the issue time is rounded down).
       expect(claims.exp - claims.iat).toBeGreaterThanOrEqual(ttl);
       expect(claims.exp - claims.iat).toBeLessThanOrEqual(ttl + 1);
       const mcp = await connectHttp(server.url, { authorization: `Bearer ${token}` });
       await mcp.ok("version");
       await mcp.close();
-      await waitFor(() => Date.now() / 1000 > claims.exp + 1, { timeoutMs: (ttl + 20) * 1000, what: "the token's expiry" });
-      const r = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json", authorization: `Bearer ${token}` } });
+      await waitFor(() => Date.now() / 1000 > claims.exp + 1, {
+        timeoutMs: (ttl + 20) * 1000,
+        what: "the token's expiry",
+      });
+      const r = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        body: "{}",
+        headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      });
       expect(r.status).toBe(401);
       expect(r.headers.get("www-authenticate")).toContain('error="invalid_token"');
     } finally {
@@ -113,7 +131,12 @@ describe("OAuth limits and start-up rules", () => {
     expect(weak.code).toBe(2);
     expect(weak.stderr).toContain("OAUTH_ADMIN_PIN");
     expect(existsSync(join(state, "oauth-jwt-secret"))).toBe(false);
-    for (const url of ["http://shell.example.com", "https://shell.example.com/mcp", "ftp://x", "https://u:p@shell.example.com"]) {
+    for (const url of [
+      "http://shell.example.com",
+      "https://shell.example.com/mcp",
+      "ftp://x",
+      "https://u:p@shell.example.com",
+    ]) {
       const r = await refused([...base, "--base-url", url, "--oauth-admin-pin", PIN]);
       expect(r.code).toBe(2);
       expect(r.stderr).toContain("base_url");
@@ -161,18 +184,35 @@ describe("OAuth limits and start-up rules", () => {
     using dir = tempDir();
     const env = { LOCAL_SHELL_MCP_BASE_URL: "https://shell.example.com" };
     // The environment's public base_url alone is refused (no PIN) ...
-    expect((await refused(["--workspace-root", dir.path, "--state-dir", join(dir.path, "state"), "--port", "0"], env)).code).toBe(2);
+    expect(
+      (await refused(["--workspace-root", dir.path, "--state-dir", join(dir.path, "state"), "--port", "0"], env)).code,
+    ).toBe(2);
     // ... and with --unset-base-url the same environment starts a loopback server whose metadata
     // names the local origin, not the unset one.
-    const server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state"), env, args: ["--unset-base-url"] }, { mode: "mcp", auth: "oauth", pin: PIN });
+    const server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state"), env, args: ["--unset-base-url"] },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
     try {
-      const meta = (await (await fetch(`${server.url}/.well-known/oauth-protected-resource`)).json()) as { resource: string };
+      const meta = (await (await fetch(`${server.url}/.well-known/oauth-protected-resource`)).json()) as {
+        resource: string;
+      };
       expect(meta.resource).toBe(`${server.url}/mcp`);
       expect(JSON.stringify(meta)).not.toContain("shell.example.com");
     } finally {
       await server.stop();
     }
-    const both = await refused(["--workspace-root", dir.path, "--state-dir", join(dir.path, "state2"), "--port", "0", "--base-url", "https://a.example.com", "--unset-base-url"]);
+    const both = await refused([
+      "--workspace-root",
+      dir.path,
+      "--state-dir",
+      join(dir.path, "state2"),
+      "--port",
+      "0",
+      "--base-url",
+      "https://a.example.com",
+      "--unset-base-url",
+    ]);
     expect(both.code).toBe(2);
     expect(both.stderr).toContain("--base-url and --unset-base-url cannot be combined");
   });
@@ -189,10 +229,20 @@ describe("OAuth limits and start-up rules", () => {
     expect(envBad.code).toBe(2);
     // Both ends are accepted, and the lifetime shows in the issued token.
     for (const ttl of [1, 30 * 86_400]) {
-      const server = await startHttpServer({ workspace: dir.path, state: join(dir.path, `state-${ttl}`), args: ["--oauth-access-token-ttl-s", String(ttl)] }, { mode: "mcp", auth: "oauth", pin: PIN });
+      const server = await startHttpServer(
+        {
+          workspace: dir.path,
+          state: join(dir.path, `state-${ttl}`),
+          args: ["--oauth-access-token-ttl-s", String(ttl)],
+        },
+        { mode: "mcp", auth: "oauth", pin: PIN },
+      );
       try {
         const { token } = await obtainToken(server.url, PIN, "shell:read");
-        const claims = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as { iat: number; exp: number };
+        const claims = JSON.parse(Buffer.from(token.split(".")[1]!, "base64url").toString()) as {
+          iat: number;
+          exp: number;
+        };
         expect(claims.exp - claims.iat).toBeGreaterThanOrEqual(ttl);
         expect(claims.exp - claims.iat).toBeLessThanOrEqual(ttl + 1);
       } finally {
@@ -203,11 +253,18 @@ describe("OAuth limits and start-up rules", () => {
 
   test("auth_bypass_localhost lets loopback peers use the REST API only; /mcp still needs a token", async () => {
     using dir = tempDir();
-    const server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state"), args: ["--auth-bypass-localhost", "true"] }, { mode: "http", auth: "oauth", pin: PIN });
+    const server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state"), args: ["--auth-bypass-localhost", "true"] },
+      { mode: "http", auth: "oauth", pin: PIN },
+    );
     try {
       const rest = await fetch(`${server.url}/tools/version`, { method: "POST" });
       expect(rest.status).toBe(200);
-      const mcp = await fetch(`${server.url}/mcp`, { method: "POST", body: "{}", headers: { "content-type": "application/json" } });
+      const mcp = await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        body: "{}",
+        headers: { "content-type": "application/json" },
+      });
       expect(mcp.status).toBe(401);
     } finally {
       await server.stop();

@@ -8,7 +8,18 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type HttpServer, startHttpServer, type TempDir, tempDir } from "../helpers/harness.ts";
-import { authorizeRequest, callbackParams, discover, exchange, obtainTokens, refreshTokens, register, revokeToken, submitApproval, tokenRequest } from "../oauth/flow.ts";
+import {
+  authorizeRequest,
+  callbackParams,
+  discover,
+  exchange,
+  obtainTokens,
+  refreshTokens,
+  register,
+  revokeToken,
+  submitApproval,
+  tokenRequest,
+} from "../oauth/flow.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 const sha256Hex = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
@@ -52,7 +63,10 @@ async function access(url: string, token: string): Promise<"works" | "refused"> 
 
 describe("refresh tokens", () => {
   test("metadata and registration advertise the refresh grant and the revocation endpoint", async () => {
-    const meta = (await (await fetch(`${server.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+    const meta = (await (await fetch(`${server.url}/.well-known/oauth-authorization-server`)).json()) as Record<
+      string,
+      unknown
+    >;
     expect(meta.grant_types_supported).toEqual(["authorization_code", "refresh_token"]);
     expect(meta.revocation_endpoint).toBe(`${server.url}/oauth/revoke`);
   });
@@ -67,11 +81,21 @@ describe("refresh tokens", () => {
     expect(next.scope).toBe("shell:read shell:execute");
     expect(await access(server.url, next.access_token)).toBe("works");
     // Narrowing is allowed, widening is not.
-    const narrow = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: next.refresh_token!, client_id: client.client_id, scope: "shell:read" });
+    const narrow = await tokenRequest(d, {
+      grant_type: "refresh_token",
+      refresh_token: next.refresh_token!,
+      client_id: client.client_id,
+      scope: "shell:read",
+    });
     expect(narrow.status).toBe(200);
     const narrowed = (await narrow.json()) as { scope: string; refresh_token: string };
     expect(narrowed.scope).toBe("shell:read");
-    const wider = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: narrowed.refresh_token, client_id: client.client_id, scope: "shell:read audit:full" });
+    const wider = await tokenRequest(d, {
+      grant_type: "refresh_token",
+      refresh_token: narrowed.refresh_token,
+      client_id: client.client_id,
+      scope: "shell:read audit:full",
+    });
     expect(wider.status).toBe(400);
     expect(((await wider.json()) as { error: string }).error).toBe("invalid_scope");
   });
@@ -100,7 +124,11 @@ describe("refresh tokens", () => {
     expect(((await replay.json()) as { error: string }).error).toBe("invalid_grant");
     expect(await access(server.url, tokens.access_token)).toBe("refused");
     expect(await access(server.url, refreshed.access_token)).toBe("refused");
-    const after = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: refreshed.refresh_token!, client_id: client.client_id });
+    const after = await tokenRequest(d, {
+      grant_type: "refresh_token",
+      refresh_token: refreshed.refresh_token!,
+      client_id: client.client_id,
+    });
     expect(after.status).toBe(400);
     expect(((await after.json()) as { error: string }).error).toBe("invalid_grant");
   });
@@ -109,20 +137,35 @@ describe("refresh tokens", () => {
     const { tokens, client, d } = await obtainTokens(server.url, PIN);
     const second = await refreshTokens(d, client, tokens.refresh_token!);
     // An attacker replays the first (already rotated) token.
-    const replay = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: tokens.refresh_token!, client_id: client.client_id });
+    const replay = await tokenRequest(d, {
+      grant_type: "refresh_token",
+      refresh_token: tokens.refresh_token!,
+      client_id: client.client_id,
+    });
     expect(replay.status).toBe(400);
     expect(((await replay.json()) as { error: string }).error).toBe("invalid_grant");
     // The legitimate holder's newer tokens died with the family, its access token too.
-    const after = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: second.refresh_token!, client_id: client.client_id });
+    const after = await tokenRequest(d, {
+      grant_type: "refresh_token",
+      refresh_token: second.refresh_token!,
+      client_id: client.client_id,
+    });
     expect(after.status).toBe(400);
     expect(await access(server.url, second.access_token)).toBe("refused");
-    await waitFor(() => readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").includes("oauth_refresh_reuse_detected"), { what: "the reuse audit record" });
+    await waitFor(
+      () => readFileSync(join(state(), "audit_log", "audit.jsonl"), "utf8").includes("oauth_refresh_reuse_detected"),
+      { what: "the reuse audit record" },
+    );
   });
 
   test("a refresh token is bound to its client", async () => {
     const a = await obtainTokens(server.url, PIN);
     const b = await obtainTokens(server.url, PIN);
-    const stolen = await tokenRequest(a.d, { grant_type: "refresh_token", refresh_token: a.tokens.refresh_token!, client_id: b.client.client_id });
+    const stolen = await tokenRequest(a.d, {
+      grant_type: "refresh_token",
+      refresh_token: a.tokens.refresh_token!,
+      client_id: b.client.client_id,
+    });
     expect(stolen.status).toBe(400);
     // Refused, not consumed: the rightful client still refreshes.
     expect((await refreshTokens(a.d, a.client, a.tokens.refresh_token!)).access_token).toBeDefined();
@@ -138,7 +181,11 @@ describe("refresh tokens", () => {
     expect(await access(server.url, second.access_token)).toBe("works");
     await revokeToken(d, client, second.refresh_token!);
     expect(await access(server.url, second.access_token)).toBe("refused");
-    const dead = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: second.refresh_token!, client_id: client.client_id });
+    const dead = await tokenRequest(d, {
+      grant_type: "refresh_token",
+      refresh_token: second.refresh_token!,
+      client_id: client.client_id,
+    });
     expect(dead.status).toBe(400);
     // Unknown tokens are answered 200 too (RFC 7009 §2.2).
     await revokeToken(d, client, "not-a-token-we-issued");
@@ -159,22 +206,38 @@ describe("refresh tokens", () => {
   test("rotating the signing secret ends every refresh family", async () => {
     const { tokens, client, d } = await obtainTokens(server.url, PIN);
     const secret = join(state(), "oauth-jwt-secret");
-    writeFileSync(secret, `${Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString("base64url")}\n`, { mode: 0o600 });
+    writeFileSync(secret, `${Buffer.from(crypto.getRandomValues(new Uint8Array(48))).toString("base64url")}\n`, {
+      mode: 0o600,
+    });
     // The server re-reads the secret when its file changes (checked at most once a second).
     const refused = async () => (await access(server.url, tokens.access_token)) === "refused";
     await waitFor(refused, { what: "the old access token to be refused" });
-    const res = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: tokens.refresh_token!, client_id: client.client_id });
+    const res = await tokenRequest(d, {
+      grant_type: "refresh_token",
+      refresh_token: tokens.refresh_token!,
+      client_id: client.client_id,
+    });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: string }).error).toBe("invalid_grant");
   });
 
   test("refresh tokens can be switched off", async () => {
-    await using off = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state-off"), args: ["--oauth-refresh-token-ttl-s", "0"] }, { mode: "mcp", auth: "oauth", pin: PIN });
+    await using off = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state-off"), args: ["--oauth-refresh-token-ttl-s", "0"] },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
     const { tokens, client, d } = await obtainTokens(off.url, PIN);
     expect(tokens.refresh_token).toBeUndefined();
-    const meta = (await (await fetch(`${off.url}/.well-known/oauth-authorization-server`)).json()) as Record<string, unknown>;
+    const meta = (await (await fetch(`${off.url}/.well-known/oauth-authorization-server`)).json()) as Record<
+      string,
+      unknown
+    >;
     expect(meta.grant_types_supported).toEqual(["authorization_code"]);
-    const res = await tokenRequest(d, { grant_type: "refresh_token", refresh_token: "x".repeat(43), client_id: client.client_id });
+    const res = await tokenRequest(d, {
+      grant_type: "refresh_token",
+      refresh_token: "x".repeat(43),
+      client_id: client.client_id,
+    });
     expect(((await res.json()) as { error: string }).error).toBe("unsupported_grant_type");
   });
 });

@@ -8,7 +8,18 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { connectHttp, startHttpServer, tempDir } from "../helpers/harness.ts";
-import { approvalPage, authorizeRequest, callbackParams, discover, exchange, obtainToken, REDIRECT_URI, register, submitApproval, type Discovery } from "../oauth/flow.ts";
+import {
+  approvalPage,
+  authorizeRequest,
+  callbackParams,
+  discover,
+  exchange,
+  obtainToken,
+  REDIRECT_URI,
+  register,
+  submitApproval,
+  type Discovery,
+} from "../oauth/flow.ts";
 
 const PIN = "flood-pin-5521";
 
@@ -25,7 +36,10 @@ describe("OAuth registration flood", () => {
     using dir = tempDir();
     const state = join(dir.path, "state");
     // The per-peer limit is off here so the flood reaches the table; the next test covers it.
-    const server = await startHttpServer({ workspace: dir.path, state, args: ["--oauth-registration-rate-per-peer", "0"] }, { mode: "mcp", auth: "oauth", pin: PIN });
+    const server = await startHttpServer(
+      { workspace: dir.path, state, args: ["--oauth-registration-rate-per-peer", "0"] },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
     try {
       const approved = await obtainToken(server.url, PIN, "shell:read");
       const d = await discover(server.url);
@@ -40,7 +54,10 @@ describe("OAuth registration flood", () => {
       expect(fresh.status).toBe(201);
       const freshId = ((await fresh.json()) as { client_id: string }).client_id;
       const page = async (clientId: string, redirectUri: string) => {
-        const res = await approvalPage(d, await authorizeRequest(d, { client_id: clientId, redirect_uris: [redirectUri] } as never));
+        const res = await approvalPage(
+          d,
+          await authorizeRequest(d, { client_id: clientId, redirect_uris: [redirectUri] } as never),
+        );
         return { status: res.status, unknown: (await res.text()).includes("Unknown client_id") };
       };
       // The oldest flood entries were evicted (unknown client now), the newest survive.
@@ -79,7 +96,12 @@ describe("OAuth registration flood", () => {
       // The approval goes through: the open page's client was out of the flood's reach.
       const approved = await submitApproval(d, req, PIN);
       expect(approved.status).toBe(302);
-      const tokens = await exchange(d, operator, callbackParams(d, operator, approved.headers.get("location")!, req.state), req);
+      const tokens = await exchange(
+        d,
+        operator,
+        callbackParams(d, operator, approved.headers.get("location")!, req.state),
+        req,
+      );
       const mcp = await connectHttp(server.url, { authorization: `Bearer ${tokens.access_token}` });
       expect((await mcp.ok<{ version: string }>("version")).version.length).toBeGreaterThan(0);
       await mcp.close();
@@ -87,7 +109,13 @@ describe("OAuth registration flood", () => {
       const late = await obtainToken(server.url, PIN, "shell:read");
       expect(late.token.length).toBeGreaterThan(0);
       // The flood churned only its own entries: its last 10 are kept, the rest were replaced.
-      const page = async (clientId: string, redirectUri: string) => (await approvalPage(d, await authorizeRequest(d, { client_id: clientId, redirect_uris: [redirectUri] } as never))).status;
+      const page = async (clientId: string, redirectUri: string) =>
+        (
+          await approvalPage(
+            d,
+            await authorizeRequest(d, { client_id: clientId, redirect_uris: [redirectUri] } as never),
+          )
+        ).status;
       expect(await page(flood[0]!, "https://attacker.example/cb/0")).toBe(400);
       expect(await page(flood[299]!, "https://attacker.example/cb/299")).toBe(200);
       // Reusing a registration stays free and adds nothing.

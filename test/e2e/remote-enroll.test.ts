@@ -37,7 +37,12 @@ describe("remote worker enrollment", () => {
     const w = await startWorker(ctl.url, inv.code);
     workers.push(w);
     expect(w.name).toBe("alpha");
-    const list = (await ctl.mcp.ok<{ data: { machines: Array<Record<string, unknown>>; counts: Record<string, number> } }>("remote_admin", { action: "list", args: {} })).data;
+    const list = (
+      await ctl.mcp.ok<{ data: { machines: Array<Record<string, unknown>>; counts: Record<string, number> } }>(
+        "remote_admin",
+        { action: "list", args: {} },
+      )
+    ).data;
     expect(list.counts).toEqual({ online: 1, offline: 0, total: 1 });
     expect(list.machines[0]).toMatchObject({ name: "alpha", status: "online", workdir: w.workdir, queue_depth: 0 });
     // The controller keeps digests only: neither the invite nor the worker token is on its disk.
@@ -49,10 +54,13 @@ describe("remote worker enrollment", () => {
     expect(registry).not.toContain(inv.code);
     expect(registry).toContain(new Bun.CryptoHasher("sha256").update(identity.token).digest("hex"));
     // The audit log records the invite call with the code redacted.
-    const audit = await waitFor(() => {
-      const text = readFileSync(join(state.path, "audit_log", "audit.jsonl"), "utf8");
-      return text.includes('"invite"') && text;
-    }, { what: "the invite call in the audit log" });
+    const audit = await waitFor(
+      () => {
+        const text = readFileSync(join(state.path, "audit_log", "audit.jsonl"), "utf8");
+        return text.includes('"invite"') && text;
+      },
+      { what: "the invite call in the audit log" },
+    );
     expect(audit).not.toContain(inv.code);
   });
 
@@ -77,7 +85,13 @@ describe("remote worker enrollment", () => {
     // The refused name did not consume the invite.
     const ok = await tryJoin(fresh.code, "gamma");
     expect(ok.code).toBe(0);
-    expect(JSON.parse(ok.stdout)).toMatchObject({ schema_version: 1, server: ctl.url, name: "gamma", workdir: wd.path, enrolled: true });
+    expect(JSON.parse(ok.stdout)).toMatchObject({
+      schema_version: 1,
+      server: ctl.url,
+      name: "gamma",
+      workdir: wd.path,
+      enrolled: true,
+    });
     expect(ok.stdout).not.toContain("lsmcp_");
     root[Symbol.dispose]();
     wd[Symbol.dispose]();

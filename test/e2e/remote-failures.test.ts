@@ -26,7 +26,12 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     ws = tempDir();
     state = tempDir();
     // A 5 s heartbeat: a call lost with its worker is reported unknown after 50 s, not 2 min.
-    ctl = await startController({ state: state.path, workspace: ws.path, net: true, env: { LOCAL_SHELL_MCP_REMOTE_POLL_TIMEOUT_S: "1" } });
+    ctl = await startController({
+      state: state.path,
+      workspace: ws.path,
+      net: true,
+      env: { LOCAL_SHELL_MCP_REMOTE_POLL_TIMEOUT_S: "1" },
+    });
   });
   afterAll(async () => {
     for (const p of extra) if (p.proc.exitCode === null) p.proc.kill("SIGKILL");
@@ -37,7 +42,9 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
 
   test("an unknown machine fails at once with remote_machine_not_found", async () => {
     const t = performance.now();
-    expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "ghost", workdir: "/tmp" })).toBe("remote_machine_not_found");
+    expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "ghost", workdir: "/tmp" })).toBe(
+      "remote_machine_not_found",
+    );
     // Nothing to wait for: the issue's bound is 10 s, this answers at once (3 s is load headroom).
     expect(performance.now() - t).toBeLessThan(3000);
     expect(await ctl.mcp.fails("session_start", { target: "remote", workdir: "/tmp" })).toBe("invalid_arguments");
@@ -46,9 +53,20 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
   test("a stopped worker's machine fails with remote_worker_offline after the grace period, not a hang", async () => {
     const w = await enrolWorker(ctl, "sleepy", { netns: true });
     workers.push(w);
-    const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "sleepy", workdir: w.workdir })).session_id;
+    const sid = (
+      await ctl.mcp.ok<{ session_id: string }>("session_start", {
+        target: "remote",
+        machine: "sleepy",
+        workdir: w.workdir,
+      })
+    ).session_id;
     await w.stop();
-    await waitFor(async () => (await ctl.mcp.ok<{ data: { counts: { offline: number } } }>("remote_admin", { action: "list", args: {} })).data.counts.offline === 1, { what: "the worker to be listed offline" });
+    await waitFor(
+      async () =>
+        (await ctl.mcp.ok<{ data: { counts: { offline: number } } }>("remote_admin", { action: "list", args: {} })).data
+          .counts.offline === 1,
+      { what: "the worker to be listed offline" },
+    );
     const t = performance.now();
     expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("remote_worker_offline");
     const waited = performance.now() - t;
@@ -60,20 +78,38 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     const t2 = performance.now();
     expect(await ctl.mcp.fails("read", { session_id: sid, path: "." })).toBe("remote_worker_offline");
     // So does a new session on that machine. (At once in practice; 3 s is headroom for a loaded machine.)
-    expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "sleepy", workdir: w.workdir })).toBe("remote_worker_offline");
+    expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "sleepy", workdir: w.workdir })).toBe(
+      "remote_worker_offline",
+    );
     expect(performance.now() - t2).toBeLessThan(3000);
     // Ending the session fails with the worker away, unless forced: then the controller lets go.
     expect(await ctl.mcp.fails("session_end", { session_id: sid })).toBe("remote_worker_offline");
-    expect(await ctl.mcp.ok("session_end", { session_id: sid, force: true })).toMatchObject({ ended: true, remote_cleanup_succeeded: false, force_released: true });
+    expect(await ctl.mcp.ok("session_end", { session_id: sid, force: true })).toMatchObject({
+      ended: true,
+      remote_cleanup_succeeded: false,
+      force_released: true,
+    });
     expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("session_not_found");
   });
 
   test("kill -9 of the worker mid-call: without a restart the call's outcome is unknown (never 'offline, try again'); a restarted worker reports remote_worker_restarted", async () => {
     const w = await enrolWorker(ctl, "fragile", { netns: true });
     workers.push(w);
-    const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "fragile", workdir: w.workdir })).session_id;
+    const sid = (
+      await ctl.mcp.ok<{ session_id: string }>("session_start", {
+        target: "remote",
+        machine: "fragile",
+        workdir: w.workdir,
+      })
+    ).session_id;
     // An async job is a separate supervisor process: it outlives its worker.
-    const job = (await ctl.mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 6; echo job-survived", async_: true })).result.job_id;
+    const job = (
+      await ctl.mcp.ok<{ result: { job_id: string } }>("bash", {
+        session_id: sid,
+        command: "sleep 6; echo job-survived",
+        async_: true,
+      })
+    ).result.job_id;
     let call = ctl.mcp.call("bash", { session_id: sid, command: "touch .first-started; sleep 30", timeout_s: 60 });
     await waitFor(() => existsSync(join(w.workdir, ".first-started")), { what: "the call to run on the worker" });
     w.proc.kill("SIGKILL");
@@ -87,7 +123,9 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     // Started again from its stored identity: a call in flight during the crash is reported lost.
     const again = w.respawn();
     extra.push(again);
-    await waitFor(() => again.stderr().includes("connected to the controller as fragile"), { what: "the restarted worker to connect" });
+    await waitFor(() => again.stderr().includes("connected to the controller as fragile"), {
+      what: "the restarted worker to connect",
+    });
     // One worker per profile: a second one is refused by worker.lock.
     const twin = w.respawn();
     await twin.proc.exited;
@@ -103,7 +141,11 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     expect(JSON.stringify(restarted.content)).toContain("remote_worker_restarted");
     expect(performance.now() - t).toBeLessThan(SETTLE_MS);
     // The session and the job survived both crashes.
-    const polled = await ctl.mcp.ok<{ jobs: Array<{ status: string }>; outputs: Array<{ output: string }> }>("job", { session_id: sid, poll: [job], wait_s: 20 });
+    const polled = await ctl.mcp.ok<{ jobs: Array<{ status: string }>; outputs: Array<{ output: string }> }>("job", {
+      session_id: sid,
+      poll: [job],
+      wait_s: 20,
+    });
     expect(polled.jobs[0]!.status).toBe("succeeded");
     expect(polled.outputs[0]!.output).toBe("job-survived");
     third.proc.kill("SIGTERM");
@@ -113,19 +155,38 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
   test("kill -9 and restart of the controller: the worker reconnects by itself and the session keeps working", async () => {
     const w = await enrolWorker(ctl, "loyal", { netns: true });
     workers.push(w);
-    const sid = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "loyal", workdir: w.workdir })).session_id;
-    const job = (await ctl.mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 3; echo outlived-the-controller", async_: true })).result.job_id;
+    const sid = (
+      await ctl.mcp.ok<{ session_id: string }>("session_start", {
+        target: "remote",
+        machine: "loyal",
+        workdir: w.workdir,
+      })
+    ).session_id;
+    const job = (
+      await ctl.mcp.ok<{ result: { job_id: string } }>("bash", {
+        session_id: sid,
+        command: "sleep 3; echo outlived-the-controller",
+        async_: true,
+      })
+    ).result.job_id;
     const port = ctl.port;
     const net = ctl.net;
     await ctl.stop("SIGKILL");
     await waitFor(() => w.stderr().includes("reconnecting"), { what: "the worker to notice" });
     // Same port behind the same proxy: the worker's base_url is unchanged.
     ctl = await startController({ state: state.path, workspace: ws.path, port, net });
-    await waitFor(() => w.stderr().split("connected to the controller as loyal").length >= 3, { timeoutMs: 60_000, what: "the worker to reconnect by itself" });
+    await waitFor(() => w.stderr().split("connected to the controller as loyal").length >= 3, {
+      timeoutMs: 60_000,
+      what: "the worker to reconnect by itself",
+    });
     const r = await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo back" });
     expect(r.result.stdout).toBe("back\n");
     expect(w.proc.exitCode).toBeNull();
-    const polled = await ctl.mcp.ok<{ jobs: Array<{ status: string }>; outputs: Array<{ output: string }> }>("job", { session_id: sid, poll: [job], wait_s: 20 });
+    const polled = await ctl.mcp.ok<{ jobs: Array<{ status: string }>; outputs: Array<{ output: string }> }>("job", {
+      session_id: sid,
+      poll: [job],
+      wait_s: 20,
+    });
     expect(polled.jobs[0]!.status).toBe("succeeded");
     expect(polled.outputs[0]!.output).toBe("outlived-the-controller");
   });

@@ -29,18 +29,29 @@ describe("channel heartbeats", () => {
     for (const d of [worker.root, ws, state]) d[Symbol.dispose]();
   });
 
-  const status = async () => (await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} })).data.machines.find((m) => m.name === "frozen")!;
+  const status = async () =>
+    (await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} })).data.machines.find(
+      (m) => m.name === "frozen",
+    )!;
 
   test("a worker that stops answering pings is dropped; it comes back by itself when it runs again", async () => {
     expect(await status()).toMatchObject({ status: "online", offline_after_s: 15 });
     worker.proc.kill("SIGSTOP");
     const frozenAt = performance.now();
-    await waitFor(async () => (await status()).status === "offline", { timeoutMs: 40_000, intervalMs: 500, what: "the frozen worker to be dropped" });
+    await waitFor(async () => (await status()).status === "offline", {
+      timeoutMs: 40_000,
+      intervalMs: 500,
+      what: "the frozen worker to be dropped",
+    });
     const dropped = performance.now() - frozenAt;
     console.log(`frozen worker dropped after ${Math.round(dropped)} ms (heartbeat 5 s)`);
     // Two missed pongs at 5 s intervals: not before ~10 s.
     expect(dropped).toBeGreaterThan(8000);
     worker.proc.kill("SIGCONT");
-    await waitFor(async () => (await status()).status === "online", { timeoutMs: 40_000, intervalMs: 250, what: "the thawed worker to reconnect" });
+    await waitFor(async () => (await status()).status === "online", {
+      timeoutMs: 40_000,
+      intervalMs: 250,
+      what: "the thawed worker to reconnect",
+    });
   });
 });

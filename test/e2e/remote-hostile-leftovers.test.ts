@@ -98,7 +98,12 @@ test("a refused hostile archive leaves nothing in the controller's state dir, pr
     ["member above the limit", zeroBomb(rawHeader("big.bin", "0", 7 * 1024 ** 3), 4 * MiB), "transfer_too_large"],
     [
       "a path out of the destination",
-      gzipSync(smallTar([{ name: "a", type: "5" }, { name: "a/../../escape.txt", body: "pwned" }])),
+      gzipSync(
+        smallTar([
+          { name: "a", type: "5" },
+          { name: "a/../../escape.txt", body: "pwned" },
+        ]),
+      ),
       "archive_invalid",
     ],
     ["a hard link member", gzipSync(smallTar([{ name: "l", type: "1" }])), "archive_invalid"],

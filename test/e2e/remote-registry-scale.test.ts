@@ -21,7 +21,16 @@ let workspace: TempDir;
 let ctl: Controller;
 
 const hex = (n: number) => n.toString(16).padStart(64, "0");
-const info = (i: number) => ({ hostname: `host-${i}`, user: "ops", platform: "linux", arch: "x64", profile_id: `p_profile${String(i).padStart(6, "0")}`, launcher_path: "/home/ops/.local/state/local-shell-mcp-worker/run", lsm_version: "0.0.0", service_kind: "systemd" });
+const info = (i: number) => ({
+  hostname: `host-${i}`,
+  user: "ops",
+  platform: "linux",
+  arch: "x64",
+  profile_id: `p_profile${String(i).padStart(6, "0")}`,
+  launcher_path: "/home/ops/.local/state/local-shell-mcp-worker/run",
+  lsm_version: "0.0.0",
+  service_kind: "systemd",
+});
 
 /** utime + stime of `pid` in seconds. */
 function cpuS(pid: number): number {
@@ -45,8 +54,17 @@ beforeAll(async () => {
     last_seen: t - 60,
   }));
   // Each enrollment leaves its used invite behind for a day: as many tombstones as workers.
-  const invites = workers.map((_, i) => ({ code_sha256: hex(FLEET + i + 1), name: null, workdir: null, created_at: t, expires_at: t + 600, used: true }));
-  writeFileSync(join(state.path, "remote-workers.json"), `${JSON.stringify({ version: 1, invites, workers })}\n`, { mode: 0o600 });
+  const invites = workers.map((_, i) => ({
+    code_sha256: hex(FLEET + i + 1),
+    name: null,
+    workdir: null,
+    created_at: t,
+    expires_at: t + 600,
+    used: true,
+  }));
+  writeFileSync(join(state.path, "remote-workers.json"), `${JSON.stringify({ version: 1, invites, workers })}\n`, {
+    mode: 0o600,
+  });
   ctl = await startController({ state: state.path, workspace: workspace.path });
 }, 60_000);
 
@@ -57,7 +75,11 @@ afterAll(async () => {
 });
 
 test("looking a worker up costs the same whatever the fleet's size", async () => {
-  const reconnect = (machine: string) => ctl.mcp.ok<{ data: { machine: string; command: string; profile_id: string } }>("remote_admin", { action: "reconnect_command", args: { machine } });
+  const reconnect = (machine: string) =>
+    ctl.mcp.ok<{ data: { machine: string; command: string; profile_id: string } }>("remote_admin", {
+      action: "reconnect_command",
+      args: { machine },
+    });
   // Warm-up: the tools' modules and the registry's first parse.
   for (let i = 0; i < 5; i++) {
     await reconnect(`node-${i}`);
@@ -75,29 +97,47 @@ test("looking a worker up costs the same whatever the fleet's size", async () =>
   }
   const lookups = cpuS(ctl.proc.pid) - cpu;
   const extraMs = ((lookups - plain) / CALLS) * 1000;
-  console.log(`controller CPU per call with ${FLEET} workers enrolled: lookup ${((lookups / CALLS) * 1000).toFixed(1)} ms, version ${((plain / CALLS) * 1000).toFixed(1)} ms`);
+  console.log(
+    `controller CPU per call with ${FLEET} workers enrolled: lookup ${((lookups / CALLS) * 1000).toFixed(1)} ms, version ${((plain / CALLS) * 1000).toFixed(1)} ms`,
+  );
   // A whole-registry copy per read cost tens of ms more than a plain call here; now about nothing.
   expect(extraMs).toBeLessThan(15);
 }, 120_000);
 
 test("every worker is listed, and changes land on the shared copy", async () => {
-  const list = await ctl.mcp.ok<{ data: { machines: Array<{ name: string; info: Record<string, unknown> }>; counts: { total: number; online: number } } }>("remote_admin", { action: "list", args: {} });
+  const list = await ctl.mcp.ok<{
+    data: {
+      machines: Array<{ name: string; info: Record<string, unknown> }>;
+      counts: { total: number; online: number };
+    };
+  }>("remote_admin", { action: "list", args: {} });
   expect(list.data.counts).toMatchObject({ total: FLEET, online: 0 });
   expect(list.data.machines.find((m) => m.name === "node-7")?.info.hostname).toBe("host-7");
-  const ui = (await (await fetch(`${ctl.url}/api/ui/machines`)).json()) as { data: { machines: Array<{ name: string }> } };
+  const ui = (await (await fetch(`${ctl.url}/api/ui/machines`)).json()) as {
+    data: { machines: Array<{ name: string }> };
+  };
   expect(ui.data.machines).toHaveLength(FLEET + 1);
 
   await ctl.mcp.ok("remote_admin", { action: "rename", args: { machine: "node-3", new_name: "renamed-3" } });
-  const moved = await ctl.mcp.ok<{ data: { profile_id: string } }>("remote_admin", { action: "reconnect_command", args: { machine: "renamed-3" } });
+  const moved = await ctl.mcp.ok<{ data: { profile_id: string } }>("remote_admin", {
+    action: "reconnect_command",
+    args: { machine: "renamed-3" },
+  });
   expect(moved.data.profile_id).toBe(info(3).profile_id);
-  expect(await ctl.mcp.fails("remote_admin", { action: "reconnect_command", args: { machine: "node-3" } })).toBe("remote_machine_not_found");
+  expect(await ctl.mcp.fails("remote_admin", { action: "reconnect_command", args: { machine: "node-3" } })).toBe(
+    "remote_machine_not_found",
+  );
 
   await ctl.mcp.ok("remote_admin", { action: "revoke", args: { machine: "node-4" } });
-  expect(await ctl.mcp.fails("remote_admin", { action: "reconnect_command", args: { machine: "node-4" } })).toBe("remote_machine_not_found");
+  expect(await ctl.mcp.fails("remote_admin", { action: "reconnect_command", args: { machine: "node-4" } })).toBe(
+    "remote_machine_not_found",
+  );
   const after = await ctl.mcp.ok<{ data: { counts: { total: number } } }>("remote_admin", { action: "list", args: {} });
   expect(after.data.counts.total).toBe(FLEET - 1);
   // What was written is the registry minus node-4, with node-3 renamed (the file, not only memory).
-  const stored = JSON.parse(readFileSync(join(state.path, "remote-workers.json"), "utf8")) as { workers: Array<{ name: string }> };
+  const stored = JSON.parse(readFileSync(join(state.path, "remote-workers.json"), "utf8")) as {
+    workers: Array<{ name: string }>;
+  };
   expect(stored.workers).toHaveLength(FLEET - 1);
   expect(stored.workers.some((w) => w.name === "renamed-3")).toBe(true);
   expect(stored.workers.some((w) => w.name === "node-4" || w.name === "node-3")).toBe(false);

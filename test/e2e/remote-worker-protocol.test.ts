@@ -32,7 +32,10 @@ function encode(frame: Frame, body?: Uint8Array): string | Uint8Array {
 function decode(message: string | Buffer): Received {
   if (typeof message === "string") return { frame: JSON.parse(message) };
   const len = message.readUInt32BE(0);
-  return { frame: JSON.parse(message.subarray(4, 4 + len).toString()), body: new Uint8Array(message.subarray(4 + len)) };
+  return {
+    frame: JSON.parse(message.subarray(4, 4 + len).toString()),
+    body: new Uint8Array(message.subarray(4 + len)),
+  };
 }
 
 describe("worker protocol against a scripted controller", () => {
@@ -55,7 +58,8 @@ describe("worker protocol against a scripted controller", () => {
       hostname: "127.0.0.1",
       port: 0,
       fetch(req, srv) {
-        if (req.headers.get("authorization") !== "Bearer lsmcp_wk_scripted-token-value-0123456789") return new Response("no", { status: 401 });
+        if (req.headers.get("authorization") !== "Bearer lsmcp_wk_scripted-token-value-0123456789")
+          return new Response("no", { status: 401 });
         return srv.upgrade(req, { data: undefined }) ? undefined : new Response("upgrade", { status: 400 });
       },
       websocket: {
@@ -67,7 +71,16 @@ describe("worker protocol against a scripted controller", () => {
         message(ws, message) {
           const r = decode(message as string | Buffer);
           received.push(r);
-          if (r.frame.type === "hello") ws.send(encode({ type: "welcome", name: "scripted", heartbeat_s: 12, runtime_matches: true, max_frame_bytes: LIMIT }));
+          if (r.frame.type === "hello")
+            ws.send(
+              encode({
+                type: "welcome",
+                name: "scripted",
+                heartbeat_s: 12,
+                runtime_matches: true,
+                max_frame_bytes: LIMIT,
+              }),
+            );
           if (r.frame.type === "result" && autoAck) ws.send(encode({ type: "ack", id: r.frame.id as string }));
         },
         close(_ws, code) {
@@ -77,7 +90,17 @@ describe("worker protocol against a scripted controller", () => {
     });
     const dir = join(root.path, "profiles", PROFILE);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
-    writeFileSync(join(dir, "identity.json"), JSON.stringify({ server: `http://127.0.0.1:${server.port}`, name: "scripted", token: "lsmcp_wk_scripted-token-value-0123456789", workdir: wd.path, profile_id: PROFILE }), { mode: 0o600 });
+    writeFileSync(
+      join(dir, "identity.json"),
+      JSON.stringify({
+        server: `http://127.0.0.1:${server.port}`,
+        name: "scripted",
+        token: "lsmcp_wk_scripted-token-value-0123456789",
+        workdir: wd.path,
+        profile_id: PROFILE,
+      }),
+      { mode: 0o600 },
+    );
     worker = spawnWorker({ server: "", workdir: wd.path, root: root.path, profile: PROFILE, mode: "run" });
     await waitFor(() => received.some((r) => r.frame.type === "hello"), { what: "the worker's hello" });
   });
@@ -89,7 +112,10 @@ describe("worker protocol against a scripted controller", () => {
     wd[Symbol.dispose]();
   });
 
-  const resultFor = (id: string) => waitFor(() => received.find((r) => r.frame.type === "result" && r.frame.id === id), { what: `the result of ${id}` });
+  const resultFor = (id: string) =>
+    waitFor(() => received.find((r) => r.frame.type === "result" && r.frame.id === id), {
+      what: `the result of ${id}`,
+    });
   const resultsFor = (id: string) => received.filter((r) => r.frame.type === "result" && r.frame.id === id);
 
   test("hello announces the protocol, a boot id and the runtime; bytes travel raw in binary frames both ways", async () => {
@@ -106,10 +132,23 @@ describe("worker protocol against a scripted controller", () => {
 
   test("a call id runs at most once: a repeated call gets the kept result, not a second run", async () => {
     autoAck = false;
-    const call = { type: "call", id: "once-1", op: "tool", args: { name: "session_start", args: { workdir: "." } }, deadline_ms: 30_000 };
+    const call = {
+      type: "call",
+      id: "once-1",
+      op: "tool",
+      args: { name: "session_start", args: { workdir: "." } },
+      deadline_ms: 30_000,
+    };
     sock!.send(encode(call));
-    const sid = ((await resultFor("once-1")).frame.data as { structured: { session_id: string } }).structured.session_id;
-    const bash = { type: "call", id: "once-2", op: "tool", args: { name: "bash", args: { session_id: sid, command: "echo ran >> count.txt" } }, deadline_ms: 30_000 };
+    const sid = ((await resultFor("once-1")).frame.data as { structured: { session_id: string } }).structured
+      .session_id;
+    const bash = {
+      type: "call",
+      id: "once-2",
+      op: "tool",
+      args: { name: "bash", args: { session_id: sid, command: "echo ran >> count.txt" } },
+      deadline_ms: 30_000,
+    };
     sock!.send(encode(bash));
     await resultFor("once-2");
     sock!.send(encode(bash));
@@ -119,7 +158,8 @@ describe("worker protocol against a scripted controller", () => {
   });
 
   test("after a reconnect, hello lists unacknowledged results and running calls, and the results are re-sent", async () => {
-    const sid = ((await resultFor("once-1")).frame.data as { structured: { session_id: string } }).structured.session_id;
+    const sid = ((await resultFor("once-1")).frame.data as { structured: { session_id: string } }).structured
+      .session_id;
     // It runs until the test releases it, so it is still running across the drop and the reconnect.
     const hold = "touch .long-started; while [ ! -e .long-release ]; do sleep 0.05; done; echo slow";
     const args = { name: "bash", args: { session_id: sid, command: hold } };
@@ -127,7 +167,9 @@ describe("worker protocol against a scripted controller", () => {
     await waitFor(() => existsSync(join(wd.path, ".long-started")), { what: "long-1 to run" });
     const before = connections;
     sock!.close(1011, "scripted drop");
-    await waitFor(() => connections > before && received.filter((r) => r.frame.type === "hello").length >= 2, { what: "the worker to reconnect" });
+    await waitFor(() => connections > before && received.filter((r) => r.frame.type === "hello").length >= 2, {
+      what: "the worker to reconnect",
+    });
     const hello = received.filter((r) => r.frame.type === "hello").at(-1)!.frame;
     expect(hello.running).toEqual(["long-1"]);
     expect(hello.unacked as string[]).toEqual(expect.arrayContaining(["once-1", "once-2"]));
@@ -144,7 +186,10 @@ describe("worker protocol against a scripted controller", () => {
 
   test("an unknown operation fails with a stable code", async () => {
     sock!.send(encode({ type: "call", id: "nope-1", op: "no_such_op", args: {}, deadline_ms: 5000 }));
-    expect((await resultFor("nope-1")).frame).toMatchObject({ ok: false, error: { code: "remote_unsupported_operation" } });
+    expect((await resultFor("nope-1")).frame).toMatchObject({
+      ok: false,
+      error: { code: "remote_unsupported_operation" },
+    });
   });
 
   test("a frame above the advertised limit makes the worker close the link with 1009, then reconnect", async () => {

@@ -95,15 +95,27 @@ describe("REST debug API (serve --mode http)", () => {
     const get = await fetch(`${server.url}/tools/version`, { headers: auth });
     expect(get.status).toBe(200);
     expect(get.headers.get("cache-control")).toBe("no-store");
-    const start = await fetch(`${server.url}/tools/session_start`, { method: "POST", headers: auth, body: JSON.stringify({ workdir: "." }) });
+    const start = await fetch(`${server.url}/tools/session_start`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ workdir: "." }),
+    });
     expect(start.status).toBe(200);
     const sid = ((await start.json()) as { session_id: string }).session_id;
-    const bash = await fetch(`${server.url}/tools/bash`, { method: "POST", headers: auth, body: JSON.stringify({ session_id: sid, command: "echo rest-ok" }) });
+    const bash = await fetch(`${server.url}/tools/bash`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ session_id: sid, command: "echo rest-ok" }),
+    });
     expect(JSON.stringify(await bash.json())).toContain("rest-ok");
     const unknown = await fetch(`${server.url}/tools/nope`, { method: "POST", headers: auth });
     expect(unknown.status).toBe(404);
     expect(((await unknown.json()) as { error: string }).error).toBe("unknown_tool");
-    const invalid = await fetch(`${server.url}/tools/bash`, { method: "POST", headers: auth, body: JSON.stringify({ session_id: 5 }) });
+    const invalid = await fetch(`${server.url}/tools/bash`, {
+      method: "POST",
+      headers: auth,
+      body: JSON.stringify({ session_id: 5 }),
+    });
     expect(invalid.status).toBe(400);
     expect(((await invalid.json()) as { error: string }).error).toBe("invalid_arguments");
     const tail = await fetch(`${server.url}/tools/audit_tail?session_id=${sid}&limit=5`, { headers: auth });
@@ -115,7 +127,10 @@ describe("REST debug API (serve --mode http)", () => {
     const none = await fetch(`${server.url}/tools/version`, { method: "POST" });
     expect(none.status).toBe(401);
     expect(none.headers.get("www-authenticate")).toContain("resource_metadata=");
-    const weak = await fetch(`${server.url}/tools/version`, { method: "POST", headers: { authorization: `Bearer ${readOnly}` } });
+    const weak = await fetch(`${server.url}/tools/version`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${readOnly}` },
+    });
     expect(weak.status).toBe(403);
     expect(weak.headers.get("www-authenticate")).toContain('error="insufficient_scope"');
     expect(weak.headers.get("www-authenticate")).toContain('scope="shell:read"');
@@ -126,7 +141,9 @@ describe("REST debug API (serve --mode http)", () => {
     const big = "x".repeat(LIMIT * 3);
     const host = new URL(server.url).host;
     // 1. Declared: an oversize Content-Length is refused without sending (or reading) the body.
-    const declared = await raw(server.url, [`POST /oauth/token HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${LIMIT * 3}\r\n\r\n`]);
+    const declared = await raw(server.url, [
+      `POST /oauth/token HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${LIMIT * 3}\r\n\r\n`,
+    ]);
     expect(statusLines(declared)[0]).toBe(413);
     expect(declared).toContain('"error":"request_too_large"');
     expect(declared).toContain(`"limit_bytes":${LIMIT}`);
@@ -146,27 +163,45 @@ describe("REST debug API (serve --mode http)", () => {
         c.close();
       },
     });
-    const missing = await fetch(`${server.url}/mcp`, { method: "POST", body: stream, headers: { authorization: `Bearer ${token}`, "content-type": "application/json" } });
+    const missing = await fetch(`${server.url}/mcp`, {
+      method: "POST",
+      body: stream,
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    });
     expect(missing.status).toBe(413);
     expect(((await missing.json()) as { error: string }).error).toBe("request_too_large");
     // 4. Understated: the declared length bounds what is read as this request's body; the rest is
     // never taken as body bytes (ended by a blank line, it is a malformed next request and refused;
     // without one the server would rightly keep waiting for the rest of its head).
-    const understated = await raw(server.url, [`POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}${big}\r\n\r\n`], 2);
+    const understated = await raw(
+      server.url,
+      [
+        `POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}${big}\r\n\r\n`,
+      ],
+      2,
+    );
     const codes = statusLines(understated);
     expect(codes[0]).toBe(200);
     // The rest is answered, and refused: there is a second response and it is an error.
     expect(codes.length).toBeGreaterThanOrEqual(2);
     for (const c of codes.slice(1)) expect(c).toBeGreaterThanOrEqual(400);
     // Auth before body: no token and an oversize body is a 401, not a 413.
-    const unauth = await raw(server.url, [`POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${LIMIT * 3}\r\n\r\n`]);
+    const unauth = await raw(server.url, [
+      `POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${LIMIT * 3}\r\n\r\n`,
+    ]);
     expect(statusLines(unauth)[0]).toBe(401);
     // Exactly at the limit is accepted.
-    const atLimit = await fetch(`${server.url}/tools/version`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: `{${" ".repeat(LIMIT - 2)}}` });
+    const atLimit = await fetch(`${server.url}/tools/version`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}` },
+      body: `{${" ".repeat(LIMIT - 2)}}`,
+    });
     expect(atLimit.status).toBe(200);
     // Rejections are audited with sizes, never with bodies.
     const log = join(dir.path, "state", "audit_log", "audit.jsonl");
-    await waitFor(() => readFileSync(log, "utf8").includes("http_request_rejected"), { what: "the rejection in the audit log" });
+    await waitFor(() => readFileSync(log, "utf8").includes("http_request_rejected"), {
+      what: "the rejection in the audit log",
+    });
     const text = readFileSync(log, "utf8");
     expect(text).toContain(`"declared_bytes":${LIMIT * 3}`);
     expect(text).not.toContain("xxxxxxxxxxxxxxxx");

@@ -20,7 +20,11 @@ beforeAll(async () => {
   // A private helper cache: another build of the same version on this machine may extract its own
   // runner into the shared one, and an older runner has no server mode (calls then fall back to
   // one runner each, which is safe but not what these tests look at).
-  mcp = await connectStdio({ workspace: ws.path, state: join(ws.path, ".state"), env: { XDG_CACHE_HOME: join(ws.path, ".cache") } });
+  mcp = await connectStdio({
+    workspace: ws.path,
+    state: join(ws.path, ".state"),
+    env: { XDG_CACHE_HOME: join(ws.path, ".cache") },
+  });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
 });
 afterAll(async () => {
@@ -85,11 +89,21 @@ function extraFdsAreTheWaitingSupervisors(runner: number): boolean {
   if (waiting.length !== 1) return false;
   const theirs = new Set(fdTargets(waiting[0]!).values());
   const extra = [...fdTargets(runner)].filter(([fd]) => Number(fd) > 3);
-  return fdTargets(runner).get("3")!.includes("signalfd") && extra.length === 3 && extra.every(([, target]) => target.startsWith("pipe:") && theirs.has(target));
+  return (
+    fdTargets(runner).get("3")!.includes("signalfd") &&
+    extra.length === 3 &&
+    extra.every(([, target]) => target.startsWith("pipe:") && theirs.has(target))
+  );
 }
 
 async function bash(command: string, timeout_s = 30) {
-  return (await mcp.ok<{ result: { ok: boolean; exit_code: number | null; stdout: string; stderr: string } }>("bash", { session_id: sid, command, timeout_s })).result;
+  return (
+    await mcp.ok<{ result: { ok: boolean; exit_code: number | null; stdout: string; stderr: string } }>("bash", {
+      session_id: sid,
+      command,
+      timeout_s,
+    })
+  ).result;
 }
 
 /**
@@ -106,8 +120,12 @@ describe("the long-lived runner", () => {
     expect((await bash("echo warm")).stdout).toBe("warm\n");
     const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner to be running" });
     // Between calls it holds its own descriptors and the pipes of the supervisor it forked ahead.
-    await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), { what: "the runner to hold only its own and its waiting supervisor's descriptors" });
-    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => bash(`echo out-${i}; echo err-${i} >&2; exit ${i % 3}`)));
+    await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), {
+      what: "the runner to hold only its own and its waiting supervisor's descriptors",
+    });
+    const results = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => bash(`echo out-${i}; echo err-${i} >&2; exit ${i % 3}`)),
+    );
     results.forEach((r, i) => {
       expect(r.stdout).toBe(`out-${i}\n`);
       expect(r.stderr).toBe(`err-${i}\n`);
@@ -117,7 +135,9 @@ describe("the long-lived runner", () => {
     // descriptors (stdin, stdout, stderr, its signalfd) and the next waiting supervisor's pipes,
     // none of any finished call.
     expect(runnerServerPid()).toBe(runner);
-    await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), { what: "the runner to let go of every finished call's descriptors" });
+    await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), {
+      what: "the runner to let go of every finished call's descriptors",
+    });
   });
 
   test("a command starts with no signal ignored or blocked", async () => {
@@ -162,8 +182,15 @@ describe("the long-lived runner", () => {
   test("the runner killed mid-call: the call fails closed, the tree is stopped, and later calls work", async () => {
     const runner = await liveRunner();
     const pidFile = join(ws.path, "victim.pid");
-    const call = mcp.call("bash", { session_id: sid, command: `sleep 300 & echo $! > ${pidFile}; wait`, timeout_s: 120 });
-    const victim = await waitFor(() => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")), { what: "the command to start its sleep" });
+    const call = mcp.call("bash", {
+      session_id: sid,
+      command: `sleep 300 & echo $! > ${pidFile}; wait`,
+      timeout_s: 120,
+    });
+    const victim = await waitFor(
+      () => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")),
+      { what: "the command to start its sleep" },
+    );
     expect(pidAlive(victim)).toBe(true);
     const waiting = await waitFor(() => waitingSupervisors(runner)[0], { what: "a supervisor forked ahead" });
     process.kill(runner, "SIGKILL");
@@ -178,7 +205,10 @@ describe("the long-lived runner", () => {
     // The supervisor got the parent-death signal and stopped its tree.
     await waitFor(() => !pidAlive(victim), { timeoutMs: 30_000, what: "the orphaned sleep to be stopped" });
     // The supervisor forked ahead saw its request pipe close and exited (it had started nothing).
-    await waitFor(() => !pidAlive(waiting) || readFileSync(`/proc/${waiting}/stat`, "utf8").split(") ")[1]!.startsWith("Z"), { what: "the waiting supervisor to exit" });
+    await waitFor(
+      () => !pidAlive(waiting) || readFileSync(`/proc/${waiting}/stat`, "utf8").split(") ")[1]!.startsWith("Z"),
+      { what: "the waiting supervisor to exit" },
+    );
     // A new runner takes over for the next call.
     expect((await bash("echo again")).stdout).toBe("again\n");
     const next = await waitFor(() => runnerServerPid(), { what: "a new long-lived runner" });
@@ -189,10 +219,19 @@ describe("the long-lived runner", () => {
     const runner = await liveRunner();
     const pidFile = join(ws.path, "escapee.pid");
     // A double fork and setsid: the sleep's parent exits, so it hangs off the supervisor alone.
-    const call = mcp.call("bash", { session_id: sid, command: `(setsid sleep 301 & echo $! > ${pidFile}) ; sleep 300`, timeout_s: 120 });
-    const escapee = await waitFor(() => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")), { what: "the escapee to start" });
+    const call = mcp.call("bash", {
+      session_id: sid,
+      command: `(setsid sleep 301 & echo $! > ${pidFile}) ; sleep 300`,
+      timeout_s: 120,
+    });
+    const escapee = await waitFor(
+      () => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")),
+      { what: "the escapee to start" },
+    );
     // The call's supervisor is the runner's child with a child of its own (the shell).
-    const supervisor = await waitFor(() => childrenOf(runner).find((p) => childrenOf(p).length > 0), { what: "the call's supervisor" });
+    const supervisor = await waitFor(() => childrenOf(runner).find((p) => childrenOf(p).length > 0), {
+      what: "the call's supervisor",
+    });
     expect(pidAlive(escapee)).toBe(true);
     process.kill(supervisor, "SIGKILL");
     const r = await call;
@@ -236,14 +275,19 @@ describe("the long-lived runner", () => {
 describe("a long-lived runner that keeps dying", () => {
   test("after three deaths every call gets its own runner, and commands still run contained", async () => {
     const dir = tempDir("lsm-runner-server-deaths-");
-    const m = await connectStdio({ workspace: dir.path, state: join(dir.path, ".state"), env: { XDG_CACHE_HOME: join(dir.path, ".cache") } });
+    const m = await connectStdio({
+      workspace: dir.path,
+      state: join(dir.path, ".state"),
+      env: { XDG_CACHE_HOME: join(dir.path, ".cache") },
+    });
     try {
       const s = (await m.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
       const serverOf = () => {
         const pid = m.pid();
         return pid ? childrenOf(pid).find((p) => cmdline(p)[1] === "--serve") : undefined;
       };
-      const run = async (command: string) => (await m.ok<{ result: { stdout: string } }>("bash", { session_id: s, command })).result.stdout;
+      const run = async (command: string) =>
+        (await m.ok<{ result: { stdout: string } }>("bash", { session_id: s, command })).result.stdout;
       for (let i = 0; i < 3; i++) {
         expect(await run(`echo round-${i}`)).toBe(`round-${i}\n`);
         const runner = await waitFor(() => serverOf(), { what: `long-lived runner ${i + 1}` });

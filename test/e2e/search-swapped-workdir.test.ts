@@ -31,9 +31,22 @@ const table: Case[] = [
   { tool: "write_file", args: (sid) => ({ session_id: sid, path: "new.txt", content: "x" }) },
   { tool: "write_file", args: (sid) => ({ session_id: sid, path: "a.txt", content: "overwritten" }) },
   { tool: "delete_file_or_dir", args: (sid) => ({ session_id: sid, path: "a.txt" }) },
-  { tool: "edit_lines", args: (sid, snap) => ({ session_id: sid, path: "a.txt", start_line: 1, end_line: 1, replacement: "edited", snapshot_id: snap }) },
+  {
+    tool: "edit_lines",
+    args: (sid, snap) => ({
+      session_id: sid,
+      path: "a.txt",
+      start_line: 1,
+      end_line: 1,
+      replacement: "edited",
+      snapshot_id: snap,
+    }),
+  },
   { tool: "hashline_edit", args: (sid, snap) => ({ session_id: sid, input: `[a.txt#${snap}]\nSWAP 1:\n+edited` }) },
-  { tool: "apply_patch", args: (sid) => ({ session_id: sid, patch: "*** Begin Patch\n*** Add File: added.txt\n+x\n*** End Patch" }) },
+  {
+    tool: "apply_patch",
+    args: (sid) => ({ session_id: sid, patch: "*** Begin Patch\n*** Add File: added.txt\n+x\n*** End Patch" }),
+  },
   { tool: "bash", args: (sid) => ({ session_id: sid, command: "cat a.txt" }) },
 ];
 

@@ -50,11 +50,18 @@ describe("serve arguments", () => {
   test("the binary starts with citty's other spellings and refuses a bad value given with =", async () => {
     using ws = tempDir("lsm-ws-");
     using state = tempDir("lsm-state-");
-    const bad = Bun.spawnSync([binary(), "serve", "--mode", "stdio", "--port=70000"], { env: serverEnv(), stdin: "ignore" });
+    const bad = Bun.spawnSync([binary(), "serve", "--mode", "stdio", "--port=70000"], {
+      env: serverEnv(),
+      stdin: "ignore",
+    });
     expect(bad.exitCode).toBe(2);
     expect(bad.stderr.toString()).toContain("port");
     // A camelCase flag reaches the settings, as it did through citty.
-    const mcp = await connectStdio({ workspace: ws.path, state: state.path, args: ["--maxOutputBytes", "4096", "--unset-base-url"] });
+    const mcp = await connectStdio({
+      workspace: ws.path,
+      state: state.path,
+      args: ["--maxOutputBytes", "4096", "--unset-base-url"],
+    });
     try {
       const started = await mcp.ok<{ environment: Record<string, unknown> }>("session_start", { workdir: "." });
       expect(JSON.stringify(started.environment)).toContain('"max_output_bytes":4096');

@@ -12,7 +12,14 @@ import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
-import { type BulkProxy, gatewayOffset, quickBigFile, recordedBytes, sha256File, startBulkProxy } from "../helpers/transfer.ts";
+import {
+  type BulkProxy,
+  gatewayOffset,
+  quickBigFile,
+  recordedBytes,
+  sha256File,
+  startBulkProxy,
+} from "../helpers/transfer.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 
 type Copy = { transport: string; resumed_bytes: number; bytes: number; sha256: string };
@@ -53,9 +60,14 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
       port,
       // Heartbeats every 5 s: a copy the worker may have finished waits ten heartbeats for the
       // worker's word before it fails (2 min at the default 12 s, the whole of settled()'s wait).
-      env: { LOCAL_SHELL_MCP_BASE_URL: `http://127.0.0.1:${link.port}`, LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(8 << 20), LOCAL_SHELL_MCP_REMOTE_POLL_TIMEOUT_S: "10" },
+      env: {
+        LOCAL_SHELL_MCP_BASE_URL: `http://127.0.0.1:${link.port}`,
+        LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(8 << 20),
+        LOCAL_SHELL_MCP_REMOTE_POLL_TIMEOUT_S: "10",
+      },
     });
-  const poll = async (sid: string, id: string) => (await ctl.mcp.ok<{ jobs: Job[] }>("job", { session_id: sid, poll: [id] })).jobs[0]!;
+  const poll = async (sid: string, id: string) =>
+    (await ctl.mcp.ok<{ jobs: Job[] }>("job", { session_id: sid, poll: [id] })).jobs[0]!;
   const settled = (sid: string, id: string, what: string) =>
     waitFor(
       async () => {
@@ -68,7 +80,8 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
 
   beforeAll(async () => {
     const t0 = performance.now();
-    const phase = (what: string) => console.log(`session-copy-large: ${what} after ${Math.round(performance.now() - t0)} ms`);
+    const phase = (what: string) =>
+      console.log(`session-copy-large: ${what} after ${Math.round(performance.now() - t0)} ms`);
     ws = tempDir("lsm-copy-large-");
     state = tempDir("lsm-copy-large-state-");
     port = await freePort();
@@ -87,7 +100,8 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
     [shaL, shaA] = await Promise.all([sha256File(join(L, "src.bin")), sha256File(join(A, "src.bin"))]);
     phase("sources hashed");
     sL = (await ctl.mcp.ok<{ session_id: string }>("session_start", { workdir: "l" })).session_id;
-    sA = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "far", workdir: A })).session_id;
+    sA = (await ctl.mcp.ok<{ session_id: string }>("session_start", { target: "remote", machine: "far", workdir: A }))
+      .session_id;
   }, 120_000);
   afterAll(async () => {
     await worker?.stop();
@@ -100,7 +114,11 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
 
   /** Cuts the link once `progressed()` holds, waits for the copy to fail, restores the link and the worker's return. */
   async function cutMidCopy(sid: string, jobId: string, progressed: () => boolean, dst: string): Promise<void> {
-    await waitFor(() => progressed() || undefined, { what: "the copy to get under way", timeoutMs: 60_000, intervalMs: 5 });
+    await waitFor(() => progressed() || undefined, {
+      what: "the copy to get under way",
+      timeoutMs: 60_000,
+      intervalMs: 5,
+    });
     const before = connections();
     link.cut();
     const failed = await settled(sid, jobId, "the copy to fail while the link is down");
@@ -126,7 +144,15 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
   }
 
   test("local → remote: the link is cut mid-copy; job retry resumes from the worker's durable prefix", async () => {
-    const started = (await ctl.mcp.ok<{ result: Job }>("session_copy", { src_session_id: sL, src_path: "src.bin", dst_session_id: sA, dst_path: "down.bin", background: true })).result;
+    const started = (
+      await ctl.mcp.ok<{ result: Job }>("session_copy", {
+        src_session_id: sL,
+        src_path: "src.bin",
+        dst_session_id: sA,
+        dst_path: "down.bin",
+        background: true,
+      })
+    ).result;
     await cutMidCopy(sA, started.job_id, () => recordedBytes(A, "down.bin") >= MID, join(A, "down.bin"));
     const prefix = recordedBytes(A, "down.bin");
     expect(prefix).toBeGreaterThan(0);
@@ -137,15 +163,35 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
   }, 240_000);
 
   test("remote → local: the link is cut mid-copy; job retry resumes the upload from the gateway's cursor", async () => {
-    const started = (await ctl.mcp.ok<{ result: Job }>("session_copy", { src_session_id: sA, src_path: "src.bin", dst_session_id: sL, dst_path: "up.bin", background: true })).result;
+    const started = (
+      await ctl.mcp.ok<{ result: Job }>("session_copy", {
+        src_session_id: sA,
+        src_path: "src.bin",
+        dst_session_id: sL,
+        dst_path: "up.bin",
+        background: true,
+      })
+    ).result;
     await cutMidCopy(sL, started.job_id, () => gatewayOffset(state.path) >= MID, join(L, "up.bin"));
     await retried(sL, started.job_id, shaA, join(L, "up.bin"));
     expect(leftovers(L)).toEqual([]);
   }, 240_000);
 
   test("kill -9 of the controller during a worker → controller gateway copy: restarted, the worker returns by itself, job retry resumes", async () => {
-    const started = (await ctl.mcp.ok<{ result: Job }>("session_copy", { src_session_id: sA, src_path: "src.bin", dst_session_id: sL, dst_path: "again.bin", background: true })).result;
-    await waitFor(() => gatewayOffset(state.path) >= MID || undefined, { what: "the upload to get under way", timeoutMs: 60_000, intervalMs: 5 });
+    const started = (
+      await ctl.mcp.ok<{ result: Job }>("session_copy", {
+        src_session_id: sA,
+        src_path: "src.bin",
+        dst_session_id: sL,
+        dst_path: "again.bin",
+        background: true,
+      })
+    ).result;
+    await waitFor(() => gatewayOffset(state.path) >= MID || undefined, {
+      what: "the upload to get under way",
+      timeoutMs: 60_000,
+      intervalMs: 5,
+    });
     const pid = ctl.proc.pid;
     const before = connections();
     ctl.proc.kill("SIGKILL");
@@ -157,7 +203,10 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
     expect(existsSync(join(L, "again.bin"))).toBe(false);
     // Same state_dir and port (the link still points there); the worker reconnects on its own.
     ctl = await start();
-    await waitFor(() => connections() > before || undefined, { what: "the worker to reconnect to the restarted controller", timeoutMs: 60_000 });
+    await waitFor(() => connections() > before || undefined, {
+      what: "the worker to reconnect to the restarted controller",
+      timeoutMs: 60_000,
+    });
     expect((await poll(sL, started.job_id)).status).toBe("lost");
     const r = await retried(sL, started.job_id, shaA, join(L, "again.bin"));
     expect(r.resumed_bytes).toBeGreaterThanOrEqual(saved);

@@ -15,7 +15,10 @@ describe("agent session ownership", () => {
   test("with OAuth, another client's token cannot use, read through, or end a session it did not start", async () => {
     using dir = tempDir();
     writeFileSync(join(dir.path, "notes.txt"), "private notes\n");
-    const server = await startHttpServer({ workspace: dir.path, state: join(dir.path, "state") }, { mode: "mcp", auth: "oauth", pin: PIN });
+    const server = await startHttpServer(
+      { workspace: dir.path, state: join(dir.path, "state") },
+      { mode: "mcp", auth: "oauth", pin: PIN },
+    );
     try {
       const a = await obtainToken(server.url, PIN);
       const b = await obtainToken(server.url, PIN);
@@ -50,12 +53,18 @@ describe("agent session ownership", () => {
       await using alice = await connectHttp(server.url, { authorization: `Bearer ${a.token}` });
       await using bob = await connectHttp(server.url, { authorization: `Bearer ${b.token}` });
       const sid = (await alice.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-      const shellId = (await alice.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "cat", pty: true })).result.shell_id;
+      const shellId = (
+        await alice.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "cat", pty: true })
+      ).result.shell_id;
 
       // The compatible form (no session_id) must not let Bob act through Alice's session.
-      expect(await bob.fails("send_persistent_shell_input", { shell_id: shellId, input_text: "echo hijacked" })).toBe("session_owner_mismatch");
+      expect(await bob.fails("send_persistent_shell_input", { shell_id: shellId, input_text: "echo hijacked" })).toBe(
+        "session_owner_mismatch",
+      );
       expect(await bob.fails("read_persistent_shell_output", { shell_id: shellId })).toBe("session_owner_mismatch");
-      expect(await bob.fails("resize_persistent_shell", { shell_id: shellId, cols: 100, rows: 30 })).toBe("session_owner_mismatch");
+      expect(await bob.fails("resize_persistent_shell", { shell_id: shellId, cols: 100, rows: 30 })).toBe(
+        "session_owner_mismatch",
+      );
       expect(await bob.fails("kill_persistent_shell", { shell_id: shellId })).toBe("session_owner_mismatch");
       const bobSees = await bob.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", {});
       expect(bobSees.shells.map((s) => s.shell_id)).not.toContain(shellId);
@@ -64,7 +73,11 @@ describe("agent session ownership", () => {
       const aliceSees = await alice.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", {});
       expect(aliceSees.shells.map((s) => s.shell_id)).toContain(shellId);
       await alice.ok("send_persistent_shell_input", { shell_id: shellId, input_text: "ping-from-alice" });
-      const out = await alice.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", { shell_id: shellId, wait_for: "ping-from-alice", timeout_s: 20 });
+      const out = await alice.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", {
+        shell_id: shellId,
+        wait_for: "ping-from-alice",
+        timeout_s: 20,
+      });
       expect(out.matched).toBe(true);
     } finally {
       // The private tmux server goes with the state dir (kill_persistent_shell's own reliability

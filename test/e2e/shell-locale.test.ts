@@ -12,7 +12,10 @@ let sid: string;
 
 beforeAll(async () => {
   // Empty values are what "unset" means to setlocale; the harness cannot remove inherited names.
-  session = await openStdioSession({ prefix: "lsm-shell-locale-", env: { LANG: "", LC_ALL: "", LC_CTYPE: "", LANGUAGE: "" } });
+  session = await openStdioSession({
+    prefix: "lsm-shell-locale-",
+    env: { LANG: "", LC_ALL: "", LC_CTYPE: "", LANGUAGE: "" },
+  });
   ({ mcp, sid } = session);
 });
 afterAll(() => session?.close());
@@ -24,10 +27,22 @@ interface Read {
 
 describe("persistent shells without a locale", () => {
   test("bash pty=true starts, shows UTF-8 text, and is killed", async () => {
-    const r = await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "printf 'caf\\xc3\\xa9 ok\\n'; exec sleep 1000", pty: true });
+    const r = await mcp.ok<{ result: { shell_id: string } }>("bash", {
+      session_id: sid,
+      command: "printf 'caf\\xc3\\xa9 ok\\n'; exec sleep 1000",
+      pty: true,
+    });
     const id = r.result.shell_id;
-    const out = await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: "ok", timeout_s: 20 });
+    const out = await mcp.ok<Read>("read_persistent_shell_output", {
+      session_id: sid,
+      shell_id: id,
+      offset: 0,
+      wait_for: "ok",
+      timeout_s: 20,
+    });
     expect(out.output).toContain("café ok");
-    expect(await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id })).toMatchObject({ killed: true });
+    expect(await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id })).toMatchObject(
+      { killed: true },
+    );
   });
 });

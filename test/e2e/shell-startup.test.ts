@@ -34,21 +34,40 @@ afterAll(async () => {
 const marks = () => RC_FILES.filter((f) => existsSync(join(home, `read${f}`)));
 
 test("a bounded command", async () => {
-  const r = await mcp.ok<{ result: { stdout: string; exit_code: number } }>("bash", { session_id: sid, command: PROBE });
+  const r = await mcp.ok<{ result: { stdout: string; exit_code: number } }>("bash", {
+    session_id: sid,
+    command: PROBE,
+  });
   expect(r.result.stdout).toBe("login=no\ninteractive=no\narg0=/bin/bash\n");
   expect(marks()).toEqual([]);
 });
 
 test("a background job", async () => {
   const j = await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: PROBE, async_: true });
-  const done = await mcp.ok<{ outputs: Array<{ output: string; job: { status: string } }> }>("job", { session_id: sid, poll: [j.result.job_id], wait_s: 30 });
-  expect(done.outputs[0]).toMatchObject({ output: "login=no\ninteractive=no\narg0=/bin/bash", job: { status: "succeeded" } });
+  const done = await mcp.ok<{ outputs: Array<{ output: string; job: { status: string } }> }>("job", {
+    session_id: sid,
+    poll: [j.result.job_id],
+    wait_s: 30,
+  });
+  expect(done.outputs[0]).toMatchObject({
+    output: "login=no\ninteractive=no\narg0=/bin/bash",
+    job: { status: "succeeded" },
+  });
   expect(marks()).toEqual([]);
 });
 
 test("a persistent shell's command", async () => {
-  const s = await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: `${PROBE}; echo probe-done; exec sleep 300`, pty: true });
-  const out = await mcp.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", { session_id: sid, shell_id: s.result.shell_id, wait_for: "^probe-done$", timeout_s: 30 });
+  const s = await mcp.ok<{ result: { shell_id: string } }>("bash", {
+    session_id: sid,
+    command: `${PROBE}; echo probe-done; exec sleep 300`,
+    pty: true,
+  });
+  const out = await mcp.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", {
+    session_id: sid,
+    shell_id: s.result.shell_id,
+    wait_for: "^probe-done$",
+    timeout_s: 30,
+  });
   expect(out.matched).toBe(true);
   expect(out.output).toContain("login=no\ninteractive=no\narg0=/bin/bash\nprobe-done");
   await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: s.result.shell_id });

@@ -41,26 +41,36 @@ interface Read {
 }
 
 describe("kill_persistent_shell under load", () => {
-  test(
-    `${KILLS} kills of shells running a REPL, sleep and a SIGHUP trap: no spurious shell_stop_failed`,
-    async () => {
-      expect(hog && pidAlive(hog.pid)).toBe(true);
-      const failures: string[] = [];
-      for (let i = 0; i < KILLS; i++) {
-        const p = PROGRAMS[i % PROGRAMS.length]!;
-        const r = await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: p.command, pty: true });
-        const id = r.result.shell_id;
-        // The program is really running before it is killed.
-        await mcp.ok<Read>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: p.ready, timeout_s: 20 });
-        const listed = await mcp.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", { session_id: sid });
-        expect(listed.shells.some((s) => s.shell_id === id)).toBe(true);
-        const killed = await mcp.call("kill_persistent_shell", { session_id: sid, shell_id: id });
-        if (killed.isError) failures.push(`${i} (${p.command}): ${JSON.stringify(killed.content)}`);
-        const after = await mcp.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", { session_id: sid });
-        expect(after.shells.some((s) => s.shell_id === id)).toBe(false);
-      }
-      expect(failures).toEqual([]);
-    },
-    600_000,
-  );
+  test(`${KILLS} kills of shells running a REPL, sleep and a SIGHUP trap: no spurious shell_stop_failed`, async () => {
+    expect(hog && pidAlive(hog.pid)).toBe(true);
+    const failures: string[] = [];
+    for (let i = 0; i < KILLS; i++) {
+      const p = PROGRAMS[i % PROGRAMS.length]!;
+      const r = await mcp.ok<{ result: { shell_id: string } }>("bash", {
+        session_id: sid,
+        command: p.command,
+        pty: true,
+      });
+      const id = r.result.shell_id;
+      // The program is really running before it is killed.
+      await mcp.ok<Read>("read_persistent_shell_output", {
+        session_id: sid,
+        shell_id: id,
+        offset: 0,
+        wait_for: p.ready,
+        timeout_s: 20,
+      });
+      const listed = await mcp.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", {
+        session_id: sid,
+      });
+      expect(listed.shells.some((s) => s.shell_id === id)).toBe(true);
+      const killed = await mcp.call("kill_persistent_shell", { session_id: sid, shell_id: id });
+      if (killed.isError) failures.push(`${i} (${p.command}): ${JSON.stringify(killed.content)}`);
+      const after = await mcp.ok<{ shells: Array<{ shell_id: string }> }>("list_persistent_shells", {
+        session_id: sid,
+      });
+      expect(after.shells.some((s) => s.shell_id === id)).toBe(false);
+    }
+    expect(failures).toEqual([]);
+  }, 600_000);
 });

@@ -1,7 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connectStdio, errorCode, type McpHandle, processesMatching, tempDir, type TempDir, stopStateLeftovers } from "../helpers/harness.ts";
+import {
+  connectStdio,
+  errorCode,
+  type McpHandle,
+  processesMatching,
+  tempDir,
+  type TempDir,
+  stopStateLeftovers,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 type Job = { job_id: string; status: string; exit_code: number | null; error: string | null };
@@ -26,7 +34,8 @@ function shared(env: Record<string, string> = {}) {
   return { workspace: join(base, "ws"), state: join(base, "state"), env };
 }
 
-const start = async (mcp: McpHandle) => (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+const start = async (mcp: McpHandle) =>
+  (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
 
 describe("two serve processes sharing one state dir", () => {
   test("racing for the last shell slot: exactly one wins", async () => {
@@ -54,7 +63,8 @@ describe("two serve processes sharing one state dir", () => {
       mcp.call("bash", { session_id: sid, command: `exec -a "${tag}""pty${process.pid}" sleep 300`, pty: true }),
     ]);
   }
-  const running = (tag: string) => processesMatching(`${tag}job${process.pid}`).length + processesMatching(`${tag}pty${process.pid}`).length;
+  const running = (tag: string) =>
+    processesMatching(`${tag}job${process.pid}`).length + processesMatching(`${tag}pty${process.pid}`).length;
 
   test("work admitted before the end is stopped by it, from the other server", async () => {
     const s = shared();
@@ -98,7 +108,14 @@ describe("two serve processes sharing one state dir", () => {
     // end waits for it (10 s); the holder ends when the release file appears.
     const release = join(s.state, "release-lock");
     const held = join(s.state, "lock-held");
-    const holder = Bun.spawn(["flock", "-x", join(s.state, "locks", `session-${sid}.lock`), "sh", "-c", `touch ${held}; until [ -e ${release} ]; do sleep 0.05; done`]);
+    const holder = Bun.spawn([
+      "flock",
+      "-x",
+      join(s.state, "locks", `session-${sid}.lock`),
+      "sh",
+      "-c",
+      `touch ${held}; until [ -e ${release} ]; do sleep 0.05; done`,
+    ]);
     try {
       await waitFor(() => existsSync(held), { what: "the outside lock holder" });
       expect(await a.fails("session_end", { session_id: sid })).toBe("session_busy");
@@ -148,8 +165,15 @@ describe("two serve processes sharing one state dir", () => {
       });
     // The slow job finishes only when told to (a file appears), so it is surely mid-run at the kill.
     const go = join(s.state, "finish-slow-job");
-    const slow = (await a.ok<{ result: Job }>("bash", { session_id: sid, command: `until [ -e ${go} ]; do sleep 0.05; done; echo finished`, async_: true })).result;
-    const doomed = (await a.ok<{ result: Job }>("bash", { session_id: sid, command: "sleep 300", async_: true })).result;
+    const slow = (
+      await a.ok<{ result: Job }>("bash", {
+        session_id: sid,
+        command: `until [ -e ${go} ]; do sleep 0.05; done; echo finished`,
+        async_: true,
+      })
+    ).result;
+    const doomed = (await a.ok<{ result: Job }>("bash", { session_id: sid, command: "sleep 300", async_: true }))
+      .result;
     await waitFor(() => inWorkspace().length > 0, { what: "the doomed job to run" });
     process.kill(a.pid()!, "SIGKILL");
     await a.close();
@@ -162,7 +186,9 @@ describe("two serve processes sharing one state dir", () => {
     expect(done.outputs[0]!.output).toBe("finished");
     // Its supervisor dies without recording a result (as in a crash): the peer sees the released
     // lease and no completion record, and reports the job lost.
-    const state = JSON.parse(readFileSync(join(s.state, "jobs.json"), "utf8")) as { jobs: Array<{ job_id: string; supervisor_pid: number }> };
+    const state = JSON.parse(readFileSync(join(s.state, "jobs.json"), "utf8")) as {
+      jobs: Array<{ job_id: string; supervisor_pid: number }>;
+    };
     const pid = state.jobs.find((j) => j.job_id === doomed.job_id)!.supervisor_pid;
     process.kill(pid, "SIGKILL");
     const lost = await b.ok<JobOut>("job", { session_id: sid, poll: [doomed.job_id], wait_s: 30 });
@@ -174,15 +200,25 @@ describe("two serve processes sharing one state dir", () => {
 
   test("shells are invisible to and unaffected by a separate user tmux server", async () => {
     const user = `lsm-user-${process.pid}`;
-    expect(Bun.spawnSync(["tmux", "-L", user, "-f", "/dev/null", "new-session", "-d", "-s", "foreign", "sleep 120"]).exitCode).toBe(0);
+    expect(
+      Bun.spawnSync(["tmux", "-L", user, "-f", "/dev/null", "new-session", "-d", "-s", "foreign", "sleep 120"])
+        .exitCode,
+    ).toBe(0);
     try {
       const s = shared();
       await using a = await connectStdio(s);
       const sid = await start(a);
       expect((await a.ok<{ shells: unknown[] }>("list_persistent_shells", {})).shells).toEqual([]);
-      const r = await a.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "sleep 60", pty: true, name: "foreign" });
+      const r = await a.ok<{ result: { shell_id: string } }>("bash", {
+        session_id: sid,
+        command: "sleep 60",
+        pty: true,
+        name: "foreign",
+      });
       expect(r.result.shell_id).toBe("foreign");
-      const theirs = Bun.spawnSync(["tmux", "-L", user, "list-sessions", "-F", "#{session_name}"]).stdout.toString().trim();
+      const theirs = Bun.spawnSync(["tmux", "-L", user, "list-sessions", "-F", "#{session_name}"])
+        .stdout.toString()
+        .trim();
       expect(theirs).toBe("foreign");
       await a.ok("kill_persistent_shell", { session_id: sid, shell_id: "foreign" });
       expect(Bun.spawnSync(["tmux", "-L", user, "has-session", "-t", "=foreign"]).exitCode).toBe(0);
@@ -198,12 +234,31 @@ describe("two serve processes sharing one state dir", () => {
     expect(Bun.which("tmux", { PATH: bin })).toBeNull();
     const s = shared({ PATH: bin });
     await using a = await connectStdio(s);
-    const o = await a.ok<{ session_id: string; environment: { tools: { tmux: { available: boolean; version: string | null } }; capabilities: { raw_pty: boolean } } }>("session_start", { workdir: "." });
+    const o = await a.ok<{
+      session_id: string;
+      environment: {
+        tools: { tmux: { available: boolean; version: string | null } };
+        capabilities: { raw_pty: boolean };
+      };
+    }>("session_start", { workdir: "." });
     expect(o.environment.tools.tmux).toMatchObject({ available: true, version: "3.5a" });
     expect(o.environment.capabilities.raw_pty).toBe(true);
-    const r = await a.ok<{ result: { shell_id: string } }>("bash", { session_id: o.session_id, command: "cat", pty: true });
-    await a.ok("send_persistent_shell_input", { session_id: o.session_id, shell_id: r.result.shell_id, input_text: "echo-through-cat" });
-    const out = await a.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", { session_id: o.session_id, shell_id: r.result.shell_id, wait_for: "^echo-through-cat$", timeout_s: 30 });
+    const r = await a.ok<{ result: { shell_id: string } }>("bash", {
+      session_id: o.session_id,
+      command: "cat",
+      pty: true,
+    });
+    await a.ok("send_persistent_shell_input", {
+      session_id: o.session_id,
+      shell_id: r.result.shell_id,
+      input_text: "echo-through-cat",
+    });
+    const out = await a.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", {
+      session_id: o.session_id,
+      shell_id: r.result.shell_id,
+      wait_for: "^echo-through-cat$",
+      timeout_s: 30,
+    });
     expect(out.matched).toBe(true);
     await a.ok("session_end", { session_id: o.session_id });
   }, 90_000);

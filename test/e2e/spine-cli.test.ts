@@ -1,7 +1,15 @@
 import { describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { binary, connectStdio, exactProcesses, processesMatching, serverEnv, startHttp, tempDir } from "../helpers/harness.ts";
+import {
+  binary,
+  connectStdio,
+  exactProcesses,
+  processesMatching,
+  serverEnv,
+  startHttp,
+  tempDir,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 function run(args: string[], env: Record<string, string> = {}) {
@@ -30,7 +38,13 @@ describe("command line", () => {
 
   test("unsafe combinations are refused at start-up", () => {
     using ws = tempDir();
-    const base = ["serve", "--workspace-root", ws.path, "--state-dir", join(ws.path, "..", `${ws.path.split("/").pop()}-st`)];
+    const base = [
+      "serve",
+      "--workspace-root",
+      ws.path,
+      "--state-dir",
+      join(ws.path, "..", `${ws.path.split("/").pop()}-st`),
+    ];
     const open = run([...base, "--auth-mode", "none", "--host", "0.0.0.0"]);
     expect(open.code).toBe(2);
     expect(open.err).toContain("loopback");
@@ -70,9 +84,13 @@ describe("command line", () => {
     const mcp = await connectHttp(server.url);
     const { session_id } = await mcp.ok<{ session_id: string }>("session_start", { workdir: "." });
     const tag = `88${Date.now() % 1000000}`;
-    const pending = mcp.call("bash", { session_id, command: `setsid sleep ${tag} >/dev/null 2>&1 & sleep ${tag}1`, timeout_s: 60 }).catch(() => undefined);
+    const pending = mcp
+      .call("bash", { session_id, command: `setsid sleep ${tag} >/dev/null 2>&1 & sleep ${tag}1`, timeout_s: 60 })
+      .catch(() => undefined);
     // Both sleepers run (matched by their exact command lines) before the server is stopped.
-    await waitFor(() => exactProcesses(`sleep ${tag}`).length === 1 && exactProcesses(`sleep ${tag}1`).length === 1, { what: "both sleepers to run" });
+    await waitFor(() => exactProcesses(`sleep ${tag}`).length === 1 && exactProcesses(`sleep ${tag}1`).length === 1, {
+      what: "both sleepers to run",
+    });
     server.proc.kill("SIGTERM");
     expect(await server.proc.exited).toBe(0);
     expect(processesMatching(`sleep ${tag}`)).toEqual([]);
@@ -84,7 +102,11 @@ describe("command line", () => {
   test("max_concurrent_commands queues commands across sessions", async () => {
     using ws = tempDir();
     using st = tempDir();
-    await using mcp = await connectStdio({ workspace: ws.path, state: st.path, args: ["--max-concurrent-commands", "1"] });
+    await using mcp = await connectStdio({
+      workspace: ws.path,
+      state: st.path,
+      args: ["--max-concurrent-commands", "1"],
+    });
     const a = await mcp.ok<{ session_id: string }>("session_start", { workdir: "." });
     const b = await mcp.ok<{ session_id: string }>("session_start", { workdir: "." });
     const t0 = Date.now();
@@ -95,7 +117,12 @@ describe("command line", () => {
   test("stdin EOF ends a stdio server", async () => {
     using ws = tempDir();
     using st = tempDir();
-    const p = Bun.spawn([binary(), "serve", "--mode", "stdio", "--workspace-root", ws.path, "--state-dir", st.path], { env: serverEnv(), stdin: "pipe", stdout: "pipe", stderr: "ignore" });
+    const p = Bun.spawn([binary(), "serve", "--mode", "stdio", "--workspace-root", ws.path, "--state-dir", st.path], {
+      env: serverEnv(),
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "ignore",
+    });
     p.stdin.end();
     // A generous bound: an exit is immediate, a hang is forever.
     const code = await Promise.race([p.exited, Bun.sleep(20_000).then(() => "hung")]);

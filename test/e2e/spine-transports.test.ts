@@ -2,7 +2,16 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import contract from "../fixtures/contract/tool-contract.json" with { type: "json" };
-import { connectHttp, connectStdio, type HttpServer, type McpHandle, processesMatching, startHttp, tempDir, type TempDir } from "../helpers/harness.ts";
+import {
+  connectHttp,
+  connectStdio,
+  type HttpServer,
+  type McpHandle,
+  processesMatching,
+  startHttp,
+  tempDir,
+  type TempDir,
+} from "../helpers/harness.ts";
 import { waitFor } from "../helpers/wait.ts";
 
 /** The server maximum for command timeouts: long enough that no command here races it. */
@@ -40,7 +49,18 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
     writeFileSync(join(ws.path, "AGENTS.md"), "root rules\n");
     writeFileSync(join(ws.path, "notes.txt"), "x\n");
     symlinkSync(outside.path, join(ws.path, "proj", "escape"));
-    const s = { workspace: ws.path, state: state.path, args: ["--max-output-bytes", "4096", "--run-shell-max-timeout-s", String(MAX_TIMEOUT_S), "--run-shell-default-timeout-s", "3"] };
+    const s = {
+      workspace: ws.path,
+      state: state.path,
+      args: [
+        "--max-output-bytes",
+        "4096",
+        "--run-shell-max-timeout-s",
+        String(MAX_TIMEOUT_S),
+        "--run-shell-default-timeout-s",
+        "3",
+      ],
+    };
     if (transport === "stdio") mcp = await connectStdio(s);
     else {
       server = await startHttp(s);
@@ -68,8 +88,14 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       dir,
       sleeper: (i: number, arg: string) => `sh -c 'echo $$ > ${dir}/${i}; exec sleep ${arg}'`,
       /** Shell text that waits until n pid files have content. */
-      awaitAll: (n: number) => `until ${files(n).map((f) => `[ -s ${f} ]`).join(" && ")}; do sleep 0.01; done`,
-      read: (n: number) => files(n).filter((f) => existsSync(f)).map((f) => Number(readFileSync(f, "utf8").trim())),
+      awaitAll: (n: number) =>
+        `until ${files(n)
+          .map((f) => `[ -s ${f} ]`)
+          .join(" && ")}; do sleep 0.01; done`,
+      read: (n: number) =>
+        files(n)
+          .filter((f) => existsSync(f))
+          .map((f) => Number(readFileSync(f, "utf8").trim())),
     };
   }
 
@@ -98,7 +124,9 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
         const required = (theirs.required ?? []).filter((k) => !(MADE_OPTIONAL[tool.name] ?? []).includes(k));
         expect([...(ours.required ?? [])].sort(), tool.name).toEqual(required.sort());
         const outRequired = (ref.outputSchema as { required?: string[] }).required ?? [];
-        expect(Object.keys((tool.outputSchema as { properties: object }).properties), tool.name).toEqual(expect.arrayContaining(outRequired));
+        expect(Object.keys((tool.outputSchema as { properties: object }).properties), tool.name).toEqual(
+          expect.arrayContaining(outRequired),
+        );
         expect(tool.annotations).toMatchObject(ref.annotations);
         expect(tool.description?.length ?? 0).toBeGreaterThan(20);
       }
@@ -106,7 +134,15 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
 
     test("server instructions explain sessions, the edit workflow and the three handles", () => {
       const text = mcp.client.getInstructions() ?? "";
-      for (const phrase of ["session_start(workdir=", "hashline_edit", "[path#snapshot_id]", "Body rows are final content only", "job_id", "shell_id", "secret_scan"]) {
+      for (const phrase of [
+        "session_start(workdir=",
+        "hashline_edit",
+        "[path#snapshot_id]",
+        "Body rows are final content only",
+        "job_id",
+        "shell_id",
+        "secret_scan",
+      ]) {
         expect(text).toContain(phrase);
       }
     });
@@ -183,7 +219,9 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       expect(await mcp.fails("bash", { session_id: sid, command: "x".repeat(7_000_000) })).toBe("arguments_too_large");
       expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "../.." })).toBe("path_outside_workdir");
       expect(await mcp.fails("bash", { session_id: sid, command: "true", cwd: "escape" })).toBe("path_outside_workdir");
-      expect(await mcp.fails("bash", { session_id: sid, command: "true", env: { "BAD-NAME": "1" } })).toBe("invalid_env_name");
+      expect(await mcp.fails("bash", { session_id: sid, command: "true", env: { "BAD-NAME": "1" } })).toBe(
+        "invalid_env_name",
+      );
     });
 
     test("version", async () => {
@@ -197,7 +235,12 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
   describe("bash bounded mode", () => {
     test("exit codes, separate streams, env and cwd applied to the process", async () => {
       const sid = await session();
-      const r = await mcp.ok<Cmd>("bash", { session_id: sid, command: 'echo "$GREETING from $(pwd)"; echo oops >&2; exit 3', env: { GREETING: "it's \"quoted\" $HOME" }, cwd: "sub" });
+      const r = await mcp.ok<Cmd>("bash", {
+        session_id: sid,
+        command: 'echo "$GREETING from $(pwd)"; echo oops >&2; exit 3',
+        env: { GREETING: 'it\'s "quoted" $HOME' },
+        cwd: "sub",
+      });
       expect(r.mode).toBe("command");
       expect(r.result.exit_code).toBe(3);
       expect(r.result.ok).toBe(false);
@@ -225,7 +268,11 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       expect(r.result.stdout_bytes).toBe(588895);
       const small = await mcp.ok<Cmd>("bash", { session_id: sid, command: "printf abcdefghij", max_output_bytes: 4 });
       expect(small.result.stdout).toBe("ghij");
-      const big = await mcp.ok<Cmd>("bash", { session_id: sid, command: "head -c 10000 /dev/zero | tr '\\0' a", max_output_bytes: 1_000_000 });
+      const big = await mcp.ok<Cmd>("bash", {
+        session_id: sid,
+        command: "head -c 10000 /dev/zero | tr '\\0' a",
+        max_output_bytes: 1_000_000,
+      });
       expect(big.result.stdout.length).toBe(4096);
     });
 
@@ -301,7 +348,13 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       // first could never finish and would time out.
       const barrier = pidFiles(`overlap-${process.pid}-${Date.now()}`);
       const runs = await Promise.all(
-        [1, 2, 3].map((i) => mcp.ok<Cmd>("bash", { session_id: sid, command: `echo $$ > ${barrier.dir}/${i}; ${barrier.awaitAll(3)}; echo met`, timeout_s: MAX_TIMEOUT_S })),
+        [1, 2, 3].map((i) =>
+          mcp.ok<Cmd>("bash", {
+            session_id: sid,
+            command: `echo $$ > ${barrier.dir}/${i}; ${barrier.awaitAll(3)}; echo met`,
+            timeout_s: MAX_TIMEOUT_S,
+          }),
+        ),
       );
       for (const r of runs) expect(r.result).toMatchObject({ timed_out: false, exit_code: 0, stdout: "met\n" });
     });

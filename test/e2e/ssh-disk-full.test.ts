@@ -52,22 +52,28 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the sshd fixture adds users, and the small filesystem is a tmpfs mount.
-describe.skipIf(needsRoot("the throwaway sshd creates system users, and a full disk needs a small tmpfs mount"))("a full local disk", () => {
-  test("while exec spools its output, and while a download runs", async () => {
-    // 256 KiB/s: the 2 MiB download runs for about 8 s, long enough to fill the disk under it
-    s = await startSshClient({ sshd, localRoot: mount, args: ["--transfer-bwlimit", "256"] });
-    const k = keyOf(await s.ok("connect", { ssh_alias: sshd.alias }));
-    const spooled = await s.call("exec", { ...k, command: "head -c 8000000 /dev/zero", spool_output: true });
-    expect(spooled.error?.code).toBe("local_disk_full");
-    const spoolDir = join(mount, ".local-shell-mcp-ssh", "spool");
-    for (const f of readdirSync(spoolDir)) rmSync(join(spoolDir, f));
-    expect((await s.ok("exec", { ...k, command: "echo fine" })).stdout.data).toBe("fine\n");
+describe.skipIf(needsRoot("the throwaway sshd creates system users, and a full disk needs a small tmpfs mount"))(
+  "a full local disk",
+  () => {
+    test("while exec spools its output, and while a download runs", async () => {
+      // 256 KiB/s: the 2 MiB download runs for about 8 s, long enough to fill the disk under it
+      s = await startSshClient({ sshd, localRoot: mount, args: ["--transfer-bwlimit", "256"] });
+      const k = keyOf(await s.ok("connect", { ssh_alias: sshd.alias }));
+      const spooled = await s.call("exec", { ...k, command: "head -c 8000000 /dev/zero", spool_output: true });
+      expect(spooled.error?.code).toBe("local_disk_full");
+      const spoolDir = join(mount, ".local-shell-mcp-ssh", "spool");
+      for (const f of readdirSync(spoolDir)) rmSync(join(spoolDir, f));
+      expect((await s.ok("exec", { ...k, command: "echo fine" })).stdout.data).toBe("fine\n");
 
-    const d = await s.ok("download_start", { ...k, remote_path: `${sshd.home}/mid.bin`, local_path: "mid.bin" });
-    await waitFor(async () => (await s!.ok("transfer_status", { ...k, operation_id: d.operation_id })).bytes_transferred > 0, { what: "download progress" });
-    fill(join(mount, "filler"));
-    const fin = await transferDone(s, k, d.operation_id);
-    expect(fin.state).toBe("failed");
-    expect(fin.error.code).toBe("local_disk_full");
-  }, 90_000);
-});
+      const d = await s.ok("download_start", { ...k, remote_path: `${sshd.home}/mid.bin`, local_path: "mid.bin" });
+      await waitFor(
+        async () => (await s!.ok("transfer_status", { ...k, operation_id: d.operation_id })).bytes_transferred > 0,
+        { what: "download progress" },
+      );
+      fill(join(mount, "filler"));
+      const fin = await transferDone(s, k, d.operation_id);
+      expect(fin.state).toBe("failed");
+      expect(fin.error.code).toBe("local_disk_full");
+    }, 90_000);
+  },
+);

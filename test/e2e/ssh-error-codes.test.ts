@@ -59,18 +59,25 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     const longName = `${sshd.home}/${"n".repeat(256)}`;
     for (const p of [long, longName]) {
       expect(await s.fails("upload_start", { ...k, local_path: "up.txt", remote_path: p })).toBe("invalid_remote_path");
-      expect(await s.fails("download_start", { ...k, remote_path: p, local_path: "got.txt" })).toBe("invalid_remote_path");
+      expect(await s.fails("download_start", { ...k, remote_path: p, local_path: "got.txt" })).toBe(
+        "invalid_remote_path",
+      );
       expect(await s.fails("stat", { ...k, remote_path: p })).toBe("invalid_remote_path");
       expect(await s.fails("exec", { ...k, command: "pwd", cwd: p })).toBe("invalid_remote_path");
     }
     // a name that leaves no room for the upload partial's own name
-    expect(await s.fails("upload_start", { ...k, local_path: "up.txt", remote_path: `${sshd.home}/${"m".repeat(230)}` })).toBe("invalid_remote_path");
+    expect(
+      await s.fails("upload_start", { ...k, local_path: "up.txt", remote_path: `${sshd.home}/${"m".repeat(230)}` }),
+    ).toBe("invalid_remote_path");
     const index = join(root.path, ".local-shell-mcp-ssh", "remote-partials.json");
     expect(existsSync(index) ? readFileSync(index, "utf8") : "{}").toBe("{}");
   }, 60_000);
 
   test("a remote symlink to a regular file downloads its target, like stat describes it", async () => {
-    expect(await s.ok("stat", { ...k, remote_path: `${sshd.home}/link.txt` })).toMatchObject({ type: "regular", size: 16 });
+    expect(await s.ok("stat", { ...k, remote_path: `${sshd.home}/link.txt` })).toMatchObject({
+      type: "regular",
+      size: 16,
+    });
     const d = await s.ok("download_start", { ...k, remote_path: `${sshd.home}/link.txt`, local_path: "via-link.txt" });
     expect(await transferDone(s, k, d.operation_id)).toMatchObject({ state: "completed", error: null });
     expect(readFileSync(join(root.path, "via-link.txt"), "utf8")).toBe("through-the-link");
@@ -81,7 +88,11 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     const d = await s.ok("download_start", { ...k, remote_path: `${sshd.home}/target.txt`, local_path: name });
     expect(await transferDone(s, k, d.operation_id)).toMatchObject({ state: "completed", error: null });
     expect(readFileSync(join(root.path, name), "utf8")).toBe("through-the-link");
-    expect(await s.fails("download_start", { ...k, remote_path: `${sshd.home}/target.txt`, local_path: `${name}x` })).toBe("invalid_local_path");
-    expect(await s.fails("upload_start", { ...k, local_path: `${name}x`, remote_path: `${sshd.home}/u.txt` })).toBe("invalid_local_path");
+    expect(
+      await s.fails("download_start", { ...k, remote_path: `${sshd.home}/target.txt`, local_path: `${name}x` }),
+    ).toBe("invalid_local_path");
+    expect(await s.fails("upload_start", { ...k, local_path: `${name}x`, remote_path: `${sshd.home}/u.txt` })).toBe(
+      "invalid_local_path",
+    );
   }, 60_000);
 });

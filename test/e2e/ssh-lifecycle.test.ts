@@ -55,7 +55,9 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     expect(await s.fails("connect", { ssh_alias: sshd.nosudoAlias })).toBe("session_limit_reached");
     const k = { session_id: c.session_id, session_key: c.session_key };
     const d = await s.ok("download_start", { ...k, remote_path: `${sshd.home}/big.bin`, local_path: "limit.bin" });
-    expect(await s.fails("download_start", { ...k, remote_path: `${sshd.home}/big.bin`, local_path: "limit2.bin" })).toBe("transfer_limit_reached");
+    expect(
+      await s.fails("download_start", { ...k, remote_path: `${sshd.home}/big.bin`, local_path: "limit2.bin" }),
+    ).toBe("transfer_limit_reached");
     await s.ok("transfer_cancel", { ...k, operation_id: d.operation_id });
     await s.ok("disconnect", { session_id: c.session_id });
     // the slot is free again
@@ -74,7 +76,10 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
       await sshd.setSudo("password");
       await $`runuser -u ${sshd.user} -- sudo -S -p "" -v < ${Buffer.from(`${pw}\n`)}`.quiet();
       // the seeded timestamp is live: without -k the same program runs without a password
-      const seeded = await $`runuser -u ${sshd.user} -- sudo -n /bin/bash --noprofile --norc -s < ${Buffer.from("id -u\n")}`.nothrow().quiet();
+      const seeded =
+        await $`runuser -u ${sshd.user} -- sudo -n /bin/bash --noprofile --norc -s < ${Buffer.from("id -u\n")}`
+          .nothrow()
+          .quiet();
       expect(seeded.exitCode).toBe(0);
       expect(seeded.stdout.toString()).toBe("0\n");
       expect(await s.fails("sudo_exec", { ...k, command: "id -u" })).toBe("sudo_password_required");
@@ -127,20 +132,34 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
       proc.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", ...msg })}\n`);
       void proc.stdin.flush();
     };
-    const reply = (id: number) => waitFor(() => lines.map((l) => JSON.parse(l)).find((m) => m.id === id), { what: `reply ${id}` });
-    send({ id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "eof", version: "0" } } });
+    const reply = (id: number) =>
+      waitFor(() => lines.map((l) => JSON.parse(l)).find((m) => m.id === id), { what: `reply ${id}` });
+    send({
+      id: 1,
+      method: "initialize",
+      params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "eof", version: "0" } },
+    });
     await reply(1);
     send({ method: "notifications/initialized" });
     send({ id: 2, method: "tools/call", params: { name: "connect", arguments: { ssh_alias: sshd.alias } } });
     const c = (await reply(2)).result.structuredContent.result;
     const k = { session_id: c.session_id, session_key: c.session_key };
-    send({ id: 3, method: "tools/call", params: { name: "download_start", arguments: { ...k, remote_path: `${sshd.home}/big.bin`, local_path: "eof.bin" } } });
+    send({
+      id: 3,
+      method: "tools/call",
+      params: {
+        name: "download_start",
+        arguments: { ...k, remote_path: `${sshd.home}/big.bin`, local_path: "eof.bin" },
+      },
+    });
     expect((await reply(3)).result.structuredContent.ok).toBe(true);
     const tag = `7${Date.now() % 100_000}`;
     send({ id: 4, method: "tools/call", params: { name: "exec", arguments: { ...k, command: `sleep ${tag}` } } });
     await waitFor(async () => (await remoteMatches(`sleep ${tag}`)) > 0, { what: "remote sleep" });
     // the download stats the remote file before rsync starts, so the exec's sleep can be first
-    await waitFor(async () => (await ourProcesses()).some((l) => l.includes("rsync")), { what: "the download's rsync" });
+    await waitFor(async () => (await ourProcesses()).some((l) => l.includes("rsync")), {
+      what: "the download's rsync",
+    });
     // this server's control directory, from the master's argv (other runs on the machine make their own)
     const controlDir = (await ourProcesses()).map((l) => / -S (\S+)\/mux\.sock /.exec(l)?.[1]).find(Boolean);
     expect(controlDir && existsSync(controlDir)).toBe(true);
@@ -157,7 +176,10 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     let c = await s.ok("connect", { ssh_alias: sshd.alias });
     let k = { session_id: c.session_id, session_key: c.session_key };
     const u = await s.ok("upload_start", { ...k, local_path: "up.bin", remote_path: `${h}/swept.bin` });
-    await waitFor(async () => (await s.ok("transfer_status", { ...k, operation_id: u.operation_id })).bytes_transferred > 200_000, { what: "upload progress" });
+    await waitFor(
+      async () => (await s.ok("transfer_status", { ...k, operation_id: u.operation_id })).bytes_transferred > 200_000,
+      { what: "upload progress" },
+    );
     expect((await s.ok("transfer_cancel", { ...k, operation_id: u.operation_id })).state).toBe("cancelled");
     await s.ok("disconnect", { session_id: c.session_id });
     const [ours] = readdirSync(h).filter((n) => n.startsWith(".swept.bin.") && n.endsWith(".lsm-partial"));
@@ -181,7 +203,9 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     c = await s.ok("connect", { ssh_alias: sshd.alias });
     k = { session_id: c.session_id, session_key: c.session_key };
     await waitFor(() => !existsSync(join(h, ours!)), { what: "our stale partial to be swept" });
-    await waitFor(() => Object.keys(JSON.parse(readFileSync(indexPath, "utf8"))[key] ?? {}).length === 1, { what: "the index to keep one record" });
+    await waitFor(() => Object.keys(JSON.parse(readFileSync(indexPath, "utf8"))[key] ?? {}).length === 1, {
+      what: "the index to keep one record",
+    });
     expect(Object.keys(JSON.parse(readFileSync(indexPath, "utf8"))[key])).toEqual([fresh]);
     expect(existsSync(decoy)).toBe(true);
     expect(existsSync(fresh)).toBe(true);

@@ -39,7 +39,9 @@ async function execRatio(label: string, command: string): Promise<{ ratio: numbe
   const captured = r.stdout.captured_bytes + r.stderr.captured_bytes;
   const bytes = responseBytes(raw);
   const ratio = bytes / captured;
-  figures.push(`${label}: ${captured} captured bytes -> ${bytes} response bytes (${ratio.toFixed(2)} per byte, ${r.stdout.encoding})`);
+  figures.push(
+    `${label}: ${captured} captured bytes -> ${bytes} response bytes (${ratio.toFixed(2)} per byte, ${r.stdout.encoding})`,
+  );
   return { ratio, stdout: r.stdout, bytes };
 }
 
@@ -61,44 +63,60 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the sshd fixture adds users.
-describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("responses stay within ~3x the captured bytes", () => {
-  test("10 MB of NULs on stdout and stderr: base64, client still connected", async () => {
-    const r = await execRatio("NUL bytes (stdout+stderr)", "head -c 10000000 /dev/zero; head -c 10000000 /dev/zero >&2");
-    expect(r.stdout).toMatchObject({ encoding: "base64", captured_bytes: LIMIT, total_bytes: 10_000_000, truncated: true });
-    expect(Buffer.from(r.stdout.data, "base64").every((b: number) => b === 0)).toBe(true);
-    expect(r.ratio).toBeLessThanOrEqual(3);
-    expect(r.bytes).toBeLessThan(10 * 1024 * 1024);
-    expect((await s.ok("exec", { ...k, command: "echo still-here" })).stdout.data).toBe("still-here\n");
-  }, 60_000);
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))(
+  "responses stay within ~3x the captured bytes",
+  () => {
+    test("10 MB of NULs on stdout and stderr: base64, client still connected", async () => {
+      const r = await execRatio(
+        "NUL bytes (stdout+stderr)",
+        "head -c 10000000 /dev/zero; head -c 10000000 /dev/zero >&2",
+      );
+      expect(r.stdout).toMatchObject({
+        encoding: "base64",
+        captured_bytes: LIMIT,
+        total_bytes: 10_000_000,
+        truncated: true,
+      });
+      expect(Buffer.from(r.stdout.data, "base64").every((b: number) => b === 0)).toBe(true);
+      expect(r.ratio).toBeLessThanOrEqual(3);
+      expect(r.bytes).toBeLessThan(10 * 1024 * 1024);
+      expect((await s.ok("exec", { ...k, command: "echo still-here" })).stdout.data).toBe("still-here\n");
+    }, 60_000);
 
-  test("read_file_range of a 10 MB NUL file at the output limit", async () => {
-    const raw = await s.raw("read_file_range", { ...k, remote_path: `${sshd.home}/zeros.bin`, max_bytes: LIMIT });
-    const r = (raw.structuredContent as any).result;
-    expect(r).toMatchObject({ encoding: "base64", bytes_read: LIMIT, eof: false, size: 10_000_000 });
-    const ratio = responseBytes(raw) / LIMIT;
-    figures.push(`read_file_range NULs: ${LIMIT} bytes -> ${responseBytes(raw)} response bytes (${ratio.toFixed(2)} per byte)`);
-    expect(ratio).toBeLessThanOrEqual(3);
-    expect((await s.ok("session_list")).count).toBe(1);
-  }, 60_000);
+    test("read_file_range of a 10 MB NUL file at the output limit", async () => {
+      const raw = await s.raw("read_file_range", { ...k, remote_path: `${sshd.home}/zeros.bin`, max_bytes: LIMIT });
+      const r = (raw.structuredContent as any).result;
+      expect(r).toMatchObject({ encoding: "base64", bytes_read: LIMIT, eof: false, size: 10_000_000 });
+      const ratio = responseBytes(raw) / LIMIT;
+      figures.push(
+        `read_file_range NULs: ${LIMIT} bytes -> ${responseBytes(raw)} response bytes (${ratio.toFixed(2)} per byte)`,
+      );
+      expect(ratio).toBeLessThanOrEqual(3);
+      expect((await s.ok("session_list")).count).toBe(1);
+    }, 60_000);
 
-  test("plain text stays text; control bytes, escape-heavy text and random bytes become base64", async () => {
-    const text = await execRatio("text", "head -c 3000000 /dev/zero | tr '\\0' a");
-    expect(text.stdout.encoding).toBe("utf-8");
-    const lines = await execRatio("text lines", "seq 1 400000");
-    expect(lines.stdout.encoding).toBe("utf-8");
-    const ctl = await execRatio("control bytes (\\001)", "head -c 3000000 /dev/zero | tr '\\0' '\\001'");
-    expect(ctl.stdout.encoding).toBe("base64");
-    const quotes = await execRatio("quotes", `head -c 3000000 /dev/zero | tr '\\0' '"'`);
-    expect(quotes.stdout.encoding).toBe("base64");
-    const random = await execRatio("random binary", "head -c 3000000 /dev/urandom");
-    expect(random.stdout.encoding).toBe("base64");
-    // ESC is kept as text (colour codes), as long as escaping keeps within the budget
-    const ansi = await execRatio("ANSI colours", `for i in $(seq 1 20000); do printf '\\033[1mline %s of a coloured listing\\033[0m\\n' "$i"; done`);
-    expect(ansi.stdout.encoding).toBe("utf-8");
-    expect(ansi.stdout.data).toContain("\u001b[1mline 7 of");
-    for (const r of [text, lines, ctl, quotes, random, ansi]) expect(r.ratio).toBeLessThanOrEqual(3);
-  }, 60_000);
-});
+    test("plain text stays text; control bytes, escape-heavy text and random bytes become base64", async () => {
+      const text = await execRatio("text", "head -c 3000000 /dev/zero | tr '\\0' a");
+      expect(text.stdout.encoding).toBe("utf-8");
+      const lines = await execRatio("text lines", "seq 1 400000");
+      expect(lines.stdout.encoding).toBe("utf-8");
+      const ctl = await execRatio("control bytes (\\001)", "head -c 3000000 /dev/zero | tr '\\0' '\\001'");
+      expect(ctl.stdout.encoding).toBe("base64");
+      const quotes = await execRatio("quotes", `head -c 3000000 /dev/zero | tr '\\0' '"'`);
+      expect(quotes.stdout.encoding).toBe("base64");
+      const random = await execRatio("random binary", "head -c 3000000 /dev/urandom");
+      expect(random.stdout.encoding).toBe("base64");
+      // ESC is kept as text (colour codes), as long as escaping keeps within the budget
+      const ansi = await execRatio(
+        "ANSI colours",
+        `for i in $(seq 1 20000); do printf '\\033[1mline %s of a coloured listing\\033[0m\\n' "$i"; done`,
+      );
+      expect(ansi.stdout.encoding).toBe("utf-8");
+      expect(ansi.stdout.data).toContain("\u001b[1mline 7 of");
+      for (const r of [text, lines, ctl, quotes, random, ansi]) expect(r.ratio).toBeLessThanOrEqual(3);
+    }, 60_000);
+  },
+);
 
 describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("bytes arrive exactly", () => {
   test("a leading UTF-8 byte-order mark survives in exec output and read_file_range", async () => {
@@ -130,7 +148,11 @@ describe.skipIf(needsSshd)("at the largest --max-output-bytes", () => {
       const bk = keyOf(await big.ok("connect", { ssh_alias: sshd.alias }));
       const cases = [
         ["NULs", "head -c 100000000 /dev/zero & head -c 100000000 /dev/zero >&2; wait", "base64"],
-        ["text", "head -c 100000000 /dev/zero | tr '\\0' a & head -c 100000000 /dev/zero | tr '\\0' b >&2; wait", "utf-8"],
+        [
+          "text",
+          "head -c 100000000 /dev/zero | tr '\\0' a & head -c 100000000 /dev/zero | tr '\\0' b >&2; wait",
+          "utf-8",
+        ],
       ] as const;
       for (const [label, command, encoding] of cases) {
         const raw = await big.raw("exec", { ...bk, command }, undefined);

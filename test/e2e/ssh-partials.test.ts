@@ -7,7 +7,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { $ } from "bun";
 import { randomBytes } from "node:crypto";
-import { existsSync, lstatSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { keyOf, type SshClient, startSshClient, transferDone } from "../helpers/ssh-client.ts";
@@ -81,7 +91,9 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     }
     console.log(`symlink race outcomes over 50 runs: ${JSON.stringify(outcomes)}`);
     // nothing of ours is left anywhere but the state directory
-    expect(files(root.path).filter((f) => !f.path.includes("/.local-shell-mcp-ssh/") && !f.path.includes("/plain/"))).toEqual([]);
+    expect(
+      files(root.path).filter((f) => !f.path.includes("/.local-shell-mcp-ssh/") && !f.path.includes("/plain/")),
+    ).toEqual([]);
     expect(existsSync(join(root.path, ".local-shell-mcp-ssh", "partials"))).toBe(true);
     expect(readdirSync(join(root.path, ".local-shell-mcp-ssh", "partials"))).toEqual([]);
   }, 180_000);

@@ -40,7 +40,10 @@ async function busyServer(local: string, tag: string): Promise<SshClient> {
   clients.push(s);
   const k = keyOf(await s.ok("connect", { ssh_alias: sshd.alias }));
   const d = await s.ok("download_start", { ...k, remote_path: `${sshd.home}/big.bin`, local_path: local });
-  await waitFor(async () => (await s.ok("transfer_status", { ...k, operation_id: d.operation_id })).bytes_transferred > 0, { what: "download progress" });
+  await waitFor(
+    async () => (await s.ok("transfer_status", { ...k, operation_id: d.operation_id })).bytes_transferred > 0,
+    { what: "download progress" },
+  );
   void s.call("exec", { ...k, command: `sleep ${tag}` }).catch(() => undefined);
   await waitFor(async () => (await processCount(sshd.user, `sleep ${tag}`)) > 0, { what: "remote sleep" });
   const procs = await fixtureProcesses(sshd);
@@ -55,63 +58,66 @@ async function nothingLeft(tag: string): Promise<void> {
 }
 
 // Needs root: the sshd fixture adds users.
-describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("the server's end ends its master and rsync", () => {
-  test("SIGKILL of the server; a restarted server sweeps the control directory it left", async () => {
-    const tag = `8${Date.now() % 100_000}`;
-    const s = await busyServer("killed.bin", tag);
-    const controlDir = (await fixtureProcesses(sshd)).map((l) => / -S (\S+)\/mux\.sock /.exec(l)?.[1]).find(Boolean);
-    expect(controlDir && existsSync(controlDir)).toBe(true);
-    const pid = s.pid();
-    process.kill(pid, "SIGKILL");
-    await waitFor(() => !pidAlive(pid), { what: "server gone" });
-    await nothingLeft(tag);
-    // no cleanup code ran: the directory stays until a server sweeps it (aged past the start-up window)
-    expect(existsSync(controlDir!)).toBe(true);
-    const aged = new Date(Date.now() - 20 * 60 * 1000);
-    utimesSync(controlDir!, aged, aged);
-    const next = await startSshClient({ sshd, localRoot: root.path });
-    clients.push(next);
-    await waitFor(() => !existsSync(controlDir!), { what: "the stale control directory to be swept" });
-  }, 60_000);
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))(
+  "the server's end ends its master and rsync",
+  () => {
+    test("SIGKILL of the server; a restarted server sweeps the control directory it left", async () => {
+      const tag = `8${Date.now() % 100_000}`;
+      const s = await busyServer("killed.bin", tag);
+      const controlDir = (await fixtureProcesses(sshd)).map((l) => / -S (\S+)\/mux\.sock /.exec(l)?.[1]).find(Boolean);
+      expect(controlDir && existsSync(controlDir)).toBe(true);
+      const pid = s.pid();
+      process.kill(pid, "SIGKILL");
+      await waitFor(() => !pidAlive(pid), { what: "server gone" });
+      await nothingLeft(tag);
+      // no cleanup code ran: the directory stays until a server sweeps it (aged past the start-up window)
+      expect(existsSync(controlDir!)).toBe(true);
+      const aged = new Date(Date.now() - 20 * 60 * 1000);
+      utimesSync(controlDir!, aged, aged);
+      const next = await startSshClient({ sshd, localRoot: root.path });
+      clients.push(next);
+      await waitFor(() => !existsSync(controlDir!), { what: "the stale control directory to be swept" });
+    }, 60_000);
 
-  test("a second SIGTERM during shutdown", async () => {
-    const tag = `9${Date.now() % 100_000}`;
-    const s = await busyServer("twice.bin", tag);
-    const pid = s.pid();
-    process.kill(pid, "SIGTERM");
-    await waitFor(() => s.stderr().includes("shutting down"), { what: "shutdown to begin" });
-    try {
+    test("a second SIGTERM during shutdown", async () => {
+      const tag = `9${Date.now() % 100_000}`;
+      const s = await busyServer("twice.bin", tag);
+      const pid = s.pid();
       process.kill(pid, "SIGTERM");
-    } catch {
-      // the shutdown already finished: nothing may be left either way
-    }
-    await waitFor(() => !pidAlive(pid), { what: "server gone" });
-    await nothingLeft(tag);
-  }, 60_000);
+      await waitFor(() => s.stderr().includes("shutting down"), { what: "shutdown to begin" });
+      try {
+        process.kill(pid, "SIGTERM");
+      } catch {
+        // the shutdown already finished: nothing may be left either way
+      }
+      await waitFor(() => !pidAlive(pid), { what: "server gone" });
+      await nothingLeft(tag);
+    }, 60_000);
 
-  test("SIGKILL of the master's lsm-runner guard: the master is gone within 2 s, the server serves on", async () => {
-    const s = await startSshClient({ sshd, localRoot: root.path });
-    clients.push(s);
-    const k = keyOf(await s.ok("connect", { ssh_alias: sshd.alias }));
-    const master = (await s.ok("session_list")).sessions[0].master_pid as number;
-    const guard = Number(/^PPid:\s*(\d+)$/m.exec(readFileSync(`/proc/${master}/status`, "utf8"))![1]);
-    expect(readFileSync(`/proc/${guard}/cmdline`, "utf8").split("\0")[0]).toEndWith("lsm-runner");
-    const killedAt = performance.now();
-    process.kill(guard, "SIGKILL");
-    // a dead master may linger as a zombie until its new parent reaps it: only a running one counts
-    const running = () =>
-      existsSync(`/proc/${master}`) && !/^\d+ \(.*\) [ZX]/s.test(readFileSync(`/proc/${master}/stat`, "utf8"));
-    await waitFor(() => !running(), { timeoutMs: 10_000, intervalMs: 20, what: "the master to end" });
-    const goneMs = performance.now() - killedAt;
-    console.log(`master gone ${goneMs.toFixed(0)} ms after its guard was SIGKILLed`);
-    expect(goneMs).toBeLessThan(2000);
-    // the session is lost, never re-authenticated; the server itself keeps answering
-    const lost = async () => (await s.ok("session_list")).sessions[0]?.state === "lost";
-    await waitFor(lost, { what: "the session to be lost" });
-    expect(await s.fails("exec", { ...k, command: "true" })).toBe("connection_lost");
-    await s.ok("disconnect", { session_id: k.session_id });
-    expect((await s.ok("session_list")).count).toBe(0);
-    await s.close();
-    await waitFor(async () => (await fixtureProcesses(sshd)).length === 0, { what: "no local ssh process" });
-  }, 60_000);
-});
+    test("SIGKILL of the master's lsm-runner guard: the master is gone within 2 s, the server serves on", async () => {
+      const s = await startSshClient({ sshd, localRoot: root.path });
+      clients.push(s);
+      const k = keyOf(await s.ok("connect", { ssh_alias: sshd.alias }));
+      const master = (await s.ok("session_list")).sessions[0].master_pid as number;
+      const guard = Number(/^PPid:\s*(\d+)$/m.exec(readFileSync(`/proc/${master}/status`, "utf8"))![1]);
+      expect(readFileSync(`/proc/${guard}/cmdline`, "utf8").split("\0")[0]).toEndWith("lsm-runner");
+      const killedAt = performance.now();
+      process.kill(guard, "SIGKILL");
+      // a dead master may linger as a zombie until its new parent reaps it: only a running one counts
+      const running = () =>
+        existsSync(`/proc/${master}`) && !/^\d+ \(.*\) [ZX]/s.test(readFileSync(`/proc/${master}/stat`, "utf8"));
+      await waitFor(() => !running(), { timeoutMs: 10_000, intervalMs: 20, what: "the master to end" });
+      const goneMs = performance.now() - killedAt;
+      console.log(`master gone ${goneMs.toFixed(0)} ms after its guard was SIGKILLed`);
+      expect(goneMs).toBeLessThan(2000);
+      // the session is lost, never re-authenticated; the server itself keeps answering
+      const lost = async () => (await s.ok("session_list")).sessions[0]?.state === "lost";
+      await waitFor(lost, { what: "the session to be lost" });
+      expect(await s.fails("exec", { ...k, command: "true" })).toBe("connection_lost");
+      await s.ok("disconnect", { session_id: k.session_id });
+      expect((await s.ok("session_list")).count).toBe(0);
+      await s.close();
+      await waitFor(async () => (await fixtureProcesses(sshd)).length === 0, { what: "no local ssh process" });
+    }, 60_000);
+  },
+);

@@ -39,7 +39,13 @@ async function session(args: string[] = []) {
 }
 
 /** Starts `sudo_exec sleep <t>` and waits until the root sleep really runs; returns the pending call. */
-async function rootSleep(s: SshClient, k: object, t: string, extra: Record<string, unknown> = {}, signal?: AbortSignal) {
+async function rootSleep(
+  s: SshClient,
+  k: object,
+  t: string,
+  extra: Record<string, unknown> = {},
+  signal?: AbortSignal,
+) {
   const pending = s.call("sudo_exec", { ...k, command: `sleep ${t}`, ...extra }, signal);
   pending.catch(() => undefined);
   await waitFor(async () => (await rootProcesses(`sleep ${t}`)) >= 1, { what: `root sleep ${t} to start` });
@@ -47,7 +53,10 @@ async function rootSleep(s: SshClient, k: object, t: string, extra: Record<strin
 }
 
 async function noneLeft(t: string): Promise<void> {
-  await waitFor(async () => (await rootProcesses(`sleep ${t}`)) === 0 && (await rootShells()) === 0, { timeoutMs: 20_000, what: `root sleep ${t} and its shell to end` });
+  await waitFor(async () => (await rootProcesses(`sleep ${t}`)) === 0 && (await rootShells()) === 0, {
+    timeoutMs: 20_000,
+    what: `root sleep ${t} and its shell to end`,
+  });
 }
 
 beforeAll(async () => {
@@ -63,78 +72,81 @@ afterAll(async () => {
 }, 60_000);
 
 // Needs root: the fixture adds users and sudoers rules, and `ps` must see the remote root tree.
-describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("sudo_exec leaves no root process", () => {
-  test("after a timeout (with a background job that ignores TERM)", async () => {
-    const { s, k } = await session();
-    const t = tag();
-    const { pending } = await rootSleep(s, k, t, { timeout: 4, command: `(trap '' TERM; sleep ${t}) & sleep ${t}` });
-    await waitFor(async () => (await rootProcesses(`sleep ${t}`)) === 2, { what: "both root sleeps" });
-    const r = await pending;
-    expect(r.ok).toBe(true);
-    expect(r.result.timed_out).toBe(true);
-    await noneLeft(t);
-  }, 60_000);
+describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))(
+  "sudo_exec leaves no root process",
+  () => {
+    test("after a timeout (with a background job that ignores TERM)", async () => {
+      const { s, k } = await session();
+      const t = tag();
+      const { pending } = await rootSleep(s, k, t, { timeout: 4, command: `(trap '' TERM; sleep ${t}) & sleep ${t}` });
+      await waitFor(async () => (await rootProcesses(`sleep ${t}`)) === 2, { what: "both root sleeps" });
+      const r = await pending;
+      expect(r.ok).toBe(true);
+      expect(r.result.timed_out).toBe(true);
+      await noneLeft(t);
+    }, 60_000);
 
-  test("after an MCP cancel", async () => {
-    const { s, k } = await session();
-    const t = tag();
-    const ac = new AbortController();
-    const { pending } = await rootSleep(s, k, t, {}, ac.signal);
-    ac.abort();
-    await expect(pending).rejects.toThrow();
-    await noneLeft(t);
-    expect((await s.ok("sudo_exec", { ...k, command: "id -u" })).stdout.data).toBe("0\n");
-  }, 60_000);
+    test("after an MCP cancel", async () => {
+      const { s, k } = await session();
+      const t = tag();
+      const ac = new AbortController();
+      const { pending } = await rootSleep(s, k, t, {}, ac.signal);
+      ac.abort();
+      await expect(pending).rejects.toThrow();
+      await noneLeft(t);
+      expect((await s.ok("sudo_exec", { ...k, command: "id -u" })).stdout.data).toBe("0\n");
+    }, 60_000);
 
-  test("after disconnect", async () => {
-    const { s, k, c } = await session();
-    const t = tag();
-    const { pending } = await rootSleep(s, k, t);
-    await s.ok("disconnect", { session_id: c.session_id });
-    expect((await pending).error?.code).toBe("connection_lost");
-    await noneLeft(t);
-  }, 60_000);
+    test("after disconnect", async () => {
+      const { s, k, c } = await session();
+      const t = tag();
+      const { pending } = await rootSleep(s, k, t);
+      await s.ok("disconnect", { session_id: c.session_id });
+      expect((await pending).error?.code).toBe("connection_lost");
+      await noneLeft(t);
+    }, 60_000);
 
-  test("after the master is lost", async () => {
-    const { s, k } = await session();
-    const t = tag();
-    const { pending } = await rootSleep(s, k, t);
-    const [listed] = (await s.ok("session_list")).sessions;
-    expect(pidAlive(listed.master_pid)).toBe(true);
-    process.kill(listed.master_pid, "SIGKILL");
-    expect((await pending).ok).toBe(false);
-    await noneLeft(t);
-  }, 60_000);
+    test("after the master is lost", async () => {
+      const { s, k } = await session();
+      const t = tag();
+      const { pending } = await rootSleep(s, k, t);
+      const [listed] = (await s.ok("session_list")).sessions;
+      expect(pidAlive(listed.master_pid)).toBe(true);
+      process.kill(listed.master_pid, "SIGKILL");
+      expect((await pending).ok).toBe(false);
+      await noneLeft(t);
+    }, 60_000);
 
-  test("after the server shuts down", async () => {
-    const { s, k } = await session();
-    const t = tag();
-    await rootSleep(s, k, t);
-    const pid = s.pid();
-    process.kill(pid, "SIGTERM");
-    await waitFor(() => !pidAlive(pid), { what: "server exit" });
-    await noneLeft(t);
-  }, 60_000);
+    test("after the server shuts down", async () => {
+      const { s, k } = await session();
+      const t = tag();
+      await rootSleep(s, k, t);
+      const pid = s.pid();
+      process.kill(pid, "SIGTERM");
+      await waitFor(() => !pidAlive(pid), { what: "server exit" });
+      await noneLeft(t);
+    }, 60_000);
 
-  test("after the server is SIGKILLed (its master dies with it)", async () => {
-    const { s, k } = await session();
-    const t = tag();
-    await rootSleep(s, k, t);
-    const pid = s.pid();
-    process.kill(pid, "SIGKILL");
-    await waitFor(() => !pidAlive(pid), { what: "server exit" });
-    await noneLeft(t);
-  }, 60_000);
+    test("after the server is SIGKILLed (its master dies with it)", async () => {
+      const { s, k } = await session();
+      const t = tag();
+      await rootSleep(s, k, t);
+      const pid = s.pid();
+      process.kill(pid, "SIGKILL");
+      await waitFor(() => !pidAlive(pid), { what: "server exit" });
+      await noneLeft(t);
+    }, 60_000);
 
-  test("a command that ends by itself takes its leftover background jobs along", async () => {
-    const { s, k } = await session();
-    const t = tag();
-    const r = await s.ok("sudo_exec", { ...k, command: `sleep ${t} & echo started` });
-    expect(r.stdout.data).toBe("started\n");
-    expect(r.exit_code).toBe(0);
-    await noneLeft(t);
-  }, 60_000);
-});
+    test("a command that ends by itself takes its leftover background jobs along", async () => {
+      const { s, k } = await session();
+      const t = tag();
+      const r = await s.ok("sudo_exec", { ...k, command: `sleep ${t} & echo started` });
+      expect(r.stdout.data).toBe("started\n");
+      expect(r.exit_code).toBe(0);
+      await noneLeft(t);
+    }, 60_000);
+  },
+);
 
 // Needs root: the fixture adds users and sudoers rules.
 describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("sudo outcomes", () => {

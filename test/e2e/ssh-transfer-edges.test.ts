@@ -64,7 +64,10 @@ afterAll(async () => {
 describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers rules"))("transfer edge cases", () => {
   test("names that sha256sum would escape (backslash, newline) download and upload", async () => {
     const h = sshd.home;
-    for (const [name, local] of [["back\\slash.txt", "bs.txt"], ["new\nline.txt", "nl.txt"]] as const) {
+    for (const [name, local] of [
+      ["back\\slash.txt", "bs.txt"],
+      ["new\nline.txt", "nl.txt"],
+    ] as const) {
       const d = await ok("download_start", { ...k(), remote_path: `${h}/${name}`, local_path: local });
       const s = await wait(d.operation_id);
       expect(s.error).toBeNull();
@@ -95,14 +98,19 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
       const u = await ok("upload_start", { ...k(), local_path: "g.txt", remote_path: remote });
       const s = await wait(u.operation_id);
       expect(s.error).toBeNull();
-      expect(readFileSync(join(h, remote.startsWith("/") ? remote.slice(h.length + 1) : remote), "utf8")).toBe("literal-bracket");
+      expect(readFileSync(join(h, remote.startsWith("/") ? remote.slice(h.length + 1) : remote), "utf8")).toBe(
+        "literal-bracket",
+      );
     }
     expect(readdirSync(join(h, "d1"))).toEqual([]);
     // a wildcard and a backslash in one component cannot be named exactly: refused, never another file
-    const w = await wait((await ok("download_start", { ...k(), remote_path: `${h}/w*\\x?.txt`, local_path: "w.txt" })).operation_id);
+    const w = await wait(
+      (await ok("download_start", { ...k(), remote_path: `${h}/w*\\x?.txt`, local_path: "w.txt" })).operation_id,
+    );
     expect(w.error.code).toBe("invalid_remote_path");
     expect(existsSync(join(root.path, "w.txt"))).toBe(false);
-    for (const d of [h, join(h, "d[1]"), join(h, ":c")]) expect(readdirSync(d).filter((n) => n.endsWith(".lsm-partial"))).toEqual([]);
+    for (const d of [h, join(h, "d[1]"), join(h, ":c")])
+      expect(readdirSync(d).filter((n) => n.endsWith(".lsm-partial"))).toEqual([]);
   }, 60_000);
 
   test("a local name with a trailing slash names a directory: refused, never saved as a file", async () => {
@@ -127,7 +135,9 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     expect((await wait(big.operation_id)).state).toBe("completed");
     const u1 = await ok("upload_start", { ...k(), local_path: "big.bin", remote_path: `${h}/same.bin` });
     for (const spelled of [`${h}//same.bin`, `${h}/./same.bin`, `${h}/d1/../same.bin`]) {
-      expect(await fails("upload_start", { ...k(), local_path: "dash.txt", remote_path: spelled })).toBe("transfer_conflict");
+      expect(await fails("upload_start", { ...k(), local_path: "dash.txt", remote_path: spelled })).toBe(
+        "transfer_conflict",
+      );
     }
     expect((await wait(u1.operation_id)).state).toBe("completed");
     expect(sha(readFileSync(join(h, "same.bin")))).toBe(sha(readFileSync(join(h, "big.bin"))));
@@ -140,7 +150,10 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     for (const f of ["download", `alias:${sshd.alias}`, remote, "hl.txt"]) tok.update(`${f}\0`);
     const victim = join(outside.path, "victim.txt");
     writeFileSync(victim, "glob");
-    linkSync(victim, join(root.path, ".local-shell-mcp-ssh", "partials", `${tok.digest("hex").slice(0, 32)}.lsm-partial`));
+    linkSync(
+      victim,
+      join(root.path, ".local-shell-mcp-ssh", "partials", `${tok.digest("hex").slice(0, 32)}.lsm-partial`),
+    );
     const d = await ok("download_start", { ...k(), remote_path: remote, local_path: "hl.txt" });
     expect((await wait(d.operation_id)).error?.code).toBe("invalid_transfer_partial");
     expect(readFileSync(victim, "utf8")).toBe("glob");

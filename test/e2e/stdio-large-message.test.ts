@@ -54,7 +54,11 @@ for (const mb of [100, 34]) {
     const before = peakRssKiB(raw.proc.pid);
     const id = await streamPing(mb * 1_000_000);
     const answer = await raw.answer(id, 120_000);
-    const error = answer.error as { code: number; message: string; data: { limit_bytes: number; message_bytes: number } };
+    const error = answer.error as {
+      code: number;
+      message: string;
+      data: { limit_bytes: number; message_bytes: number };
+    };
     expect(error.code).toBe(-32600);
     expect(error.message).toContain(`${LIMIT}-byte limit (max_http_request_bytes)`);
     expect(error.data.message_bytes).toBe(mb * 1_000_000);
@@ -101,7 +105,12 @@ test("requests keep their answers past the stdio short cut (isPlainRequest)", as
   await raw.sendLine(JSON.stringify({ jsonrpc: "2.0", id: "s1", method: "ping" }));
   expect((await raw.answer("s1")).result).toEqual({});
   const meta = raw.nextId();
-  raw.send({ jsonrpc: "2.0", id: meta, method: "tools/call", params: { name: "no_such_tool", arguments: {}, _meta: { progressToken: 1 } } });
+  raw.send({
+    jsonrpc: "2.0",
+    id: meta,
+    method: "tools/call",
+    params: { name: "no_such_tool", arguments: {}, _meta: { progressToken: 1 } },
+  });
   // An unknown tool is a JSON-RPC invalid-params error (the MCP spec's tool errors), answered all the same.
   expect(((await raw.answer(meta)).error as { code: number }).code).toBe(-32602);
   await stillServes();

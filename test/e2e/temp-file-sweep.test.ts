@@ -35,7 +35,10 @@ interface Planted {
 /** Stale temp files of ours plus look-alikes that must survive, in `dir`. */
 async function plantSet(dir: string): Promise<Planted> {
   const dead = await deadPid();
-  const stale = [plant(join(dir, `.notes.txt.lsm-${dead}-3-k2j9xq.tmp`), 3600), plant(join(dir, `.big.bin.lsm-${dead}-17-a0b1c2.tmp`), 600, "x".repeat(100_000))];
+  const stale = [
+    plant(join(dir, `.notes.txt.lsm-${dead}-3-k2j9xq.tmp`), 3600),
+    plant(join(dir, `.big.bin.lsm-${dead}-17-a0b1c2.tmp`), 600, "x".repeat(100_000)),
+  ];
   const kept = [
     // Too young: its writer may live in another pid namespace.
     plant(join(dir, `.fresh.txt.lsm-${dead}-1-abcdef.tmp`), 0),
@@ -102,7 +105,9 @@ test("start-up sweeps the workdirs of existing sessions, and nothing outside the
   const outsideSession = plant(join(ws.path, `.root.txt.lsm-${await deadPid()}-1-abcdef.tmp`), 3600);
   await using second = await connectStdio({ workspace: ws.path, state: state.path });
   await second.ok("version");
-  await waitFor(() => planted.stale.every((p) => !existsSync(p)), { what: "the start-up sweep to remove the stale temp files" });
+  await waitFor(() => planted.stale.every((p) => !existsSync(p)), {
+    what: "the start-up sweep to remove the stale temp files",
+  });
   for (const p of planted.kept) expect({ p, exists: present(p) }).toEqual({ p, exists: true });
   expect(existsSync(outsideSession)).toBe(true);
 });

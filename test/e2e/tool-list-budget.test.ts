@@ -31,9 +31,13 @@ function* subSchemas(s: unknown, path: string): Generator<[string, Schema]> {
   if (s === null || typeof s !== "object" || Array.isArray(s)) return;
   const schema = s as Schema;
   yield [path, schema];
-  for (const [k, v] of Object.entries((schema.properties ?? {}) as Record<string, unknown>)) yield* subSchemas(v, `${path}.properties.${k}`);
-  for (const key of ["items", "additionalProperties", "propertyNames", "not"]) if (schema[key] !== undefined) yield* subSchemas(schema[key], `${path}.${key}`);
-  for (const key of ["anyOf", "oneOf", "allOf"]) if (Array.isArray(schema[key])) for (const [i, b] of (schema[key] as unknown[]).entries()) yield* subSchemas(b, `${path}.${key}[${i}]`);
+  for (const [k, v] of Object.entries((schema.properties ?? {}) as Record<string, unknown>))
+    yield* subSchemas(v, `${path}.properties.${k}`);
+  for (const key of ["items", "additionalProperties", "propertyNames", "not"])
+    if (schema[key] !== undefined) yield* subSchemas(schema[key], `${path}.${key}`);
+  for (const key of ["anyOf", "oneOf", "allOf"])
+    if (Array.isArray(schema[key]))
+      for (const [i, b] of (schema[key] as unknown[]).entries()) yield* subSchemas(b, `${path}.${key}[${i}]`);
 }
 
 describe("the advertised tool list", () => {
@@ -47,7 +51,11 @@ describe("the advertised tool list", () => {
     ws = tempDir("lsm-ws-");
     state = tempDir("lsm-state-");
     // As a client outside the text-first table sees it by default (compact output schemas).
-    server = await startHttp({ workspace: ws.path, state: state.path, env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "auto" } });
+    server = await startHttp({
+      workspace: ws.path,
+      state: state.path,
+      env: { LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "auto" },
+    });
     mcp = await connectHttp(server.url);
     tools = (await mcp.client.listTools()).tools;
   });
@@ -69,11 +77,18 @@ describe("the advertised tool list", () => {
   test("single-type dialects: anyOf instead of type arrays anywhere, no empty {} schema, no safe-integer bounds", () => {
     const problems: string[] = [];
     for (const tool of tools) {
-      for (const [which, root] of [["input", tool.inputSchema], ["output", tool.outputSchema]] as const) {
+      for (const [which, root] of [
+        ["input", tool.inputSchema],
+        ["output", tool.outputSchema],
+      ] as const) {
         for (const [path, s] of subSchemas(root, `${tool.name}.${which}`)) {
           if (Array.isArray(s.type)) problems.push(`${path}: type array`);
           if (Object.keys(s).length === 0) problems.push(`${path}: {}`);
-          if (Math.abs(Number(s.minimum)) === Number.MAX_SAFE_INTEGER || Math.abs(Number(s.maximum)) === Number.MAX_SAFE_INTEGER) problems.push(`${path}: ±2^53 bound`);
+          if (
+            Math.abs(Number(s.minimum)) === Number.MAX_SAFE_INTEGER ||
+            Math.abs(Number(s.maximum)) === Number.MAX_SAFE_INTEGER
+          )
+            problems.push(`${path}: ±2^53 bound`);
           if (s.description !== undefined) problems.push(`${path}: description inside a schema`);
         }
       }
@@ -91,13 +106,19 @@ describe("the advertised tool list", () => {
         problems.push(`${tool.name}: no output schema`);
         continue;
       }
-      if (JSON.stringify(Object.keys(out).sort()) !== JSON.stringify(["properties", "type"])) problems.push(`${tool.name}: keywords ${Object.keys(out)}`);
+      if (JSON.stringify(Object.keys(out).sort()) !== JSON.stringify(["properties", "type"]))
+        problems.push(`${tool.name}: keywords ${Object.keys(out)}`);
       for (const [name, field] of Object.entries(out.properties as Record<string, Schema>)) {
         fields++;
         const branches = Array.isArray(field.anyOf) ? (field.anyOf as Schema[]) : [field];
         const types = branches.map((b) => (Object.keys(b).join() === "type" ? b.type : undefined));
         if (Object.keys(field).length !== 1) problems.push(`${tool.name}.${name}: ${JSON.stringify(field)}`);
-        else if (types.length === 0 || !types.every((t) => jsonTypes.has(t as string)) || new Set(types).size !== types.length) problems.push(`${tool.name}.${name}: type ${JSON.stringify(field.type)}`);
+        else if (
+          types.length === 0 ||
+          !types.every((t) => jsonTypes.has(t as string)) ||
+          new Set(types).size !== types.length
+        )
+          problems.push(`${tool.name}.${name}: type ${JSON.stringify(field.type)}`);
       }
     }
     expect(problems).toEqual([]);
@@ -107,7 +128,8 @@ describe("the advertised tool list", () => {
   test(`the SDK client's Ajv generates at most ${OUTPUT_VALIDATOR_CODE_BUDGET_BYTES} bytes of validators for the output schemas`, () => {
     // The SDK's own Ajv instance, with its options (strict off, all errors, formats), as the client
     // builds it; compiled functions print their generated source.
-    const ajv = (new AjvJsonSchemaValidator() as unknown as { _ajv: { compile(s: object): { toString(): string } } })._ajv;
+    const ajv = (new AjvJsonSchemaValidator() as unknown as { _ajv: { compile(s: object): { toString(): string } } })
+      ._ajv;
     let bytes = 0;
     for (const tool of tools) if (tool.outputSchema) bytes += ajv.compile(tool.outputSchema).toString().length;
     expect(bytes).toBeGreaterThan(10_000);
@@ -116,7 +138,13 @@ describe("the advertised tool list", () => {
 
   test("descriptions carry no line breaks that only wrap the source (paragraphs and list items keep theirs)", () => {
     // A line that continues a paragraph: neither a list item nor after a blank line or a list item.
-    const wraps = (text: string) => text.split("\n").some((line, i, lines) => i > 0 && line !== "" && !line.startsWith("- ") && lines[i - 1] !== "" && !lines[i - 1]!.startsWith("- "));
+    const wraps = (text: string) =>
+      text
+        .split("\n")
+        .some(
+          (line, i, lines) =>
+            i > 0 && line !== "" && !line.startsWith("- ") && lines[i - 1] !== "" && !lines[i - 1]!.startsWith("- "),
+        );
     const wrapped = tools.filter((t) => wraps(t.description ?? "")).map((t) => t.name);
     expect(wrapped).toEqual([]);
   });
@@ -126,7 +154,9 @@ describe("the advertised tool list", () => {
     for (const tool of tools) {
       const sid = (tool.inputSchema.properties as Record<string, Schema> | undefined)?.session_id;
       if (!sid) continue;
-      const plain = (Array.isArray(sid.anyOf) ? (sid.anyOf as Schema[]).find((b) => b.type === "string") : sid) as Schema;
+      const plain = (
+        Array.isArray(sid.anyOf) ? (sid.anyOf as Schema[]).find((b) => b.type === "string") : sid
+      ) as Schema;
       spellings.add(JSON.stringify(plain));
     }
     expect([...spellings]).toEqual([JSON.stringify({ type: "string", pattern: "^[A-Za-z0-9]{8}$" })]);
@@ -134,7 +164,10 @@ describe("the advertised tool list", () => {
 
   test("a shell id's length bounds ride in its pattern's quantifier", () => {
     const kill = tools.find((t) => t.name === "kill_persistent_shell")!;
-    expect((kill.inputSchema.properties as Record<string, Schema>).shell_id).toEqual({ type: "string", pattern: "^[A-Za-z0-9_-]{1,64}$" });
+    expect((kill.inputSchema.properties as Record<string, Schema>).shell_id).toEqual({
+      type: "string",
+      pattern: "^[A-Za-z0-9_-]{1,64}$",
+    });
   });
 
   test("our own tools carry no title (the name is the label); every tool keeps name, description and schemas", () => {

@@ -8,7 +8,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { binary, connectHttp, type HttpServer, type McpHandle, ROOT, serverEnv, startHttpServer, type TempDir, tempDir, tmpSnapshot } from "../helpers/harness.ts";
+import {
+  binary,
+  connectHttp,
+  type HttpServer,
+  type McpHandle,
+  ROOT,
+  serverEnv,
+  startHttpServer,
+  type TempDir,
+  tempDir,
+  tmpSnapshot,
+} from "../helpers/harness.ts";
 import { tuiPane, TMUX } from "../helpers/tui-pane.ts";
 import { waitFor } from "../helpers/wait.ts";
 import { obtainToken } from "../oauth/flow.ts";
@@ -27,11 +38,21 @@ const { sock, tmux, screen, keys, shows } = tuiPane(() => dir.path);
 beforeAll(async () => {
   dir = tempDir();
   srv = await startHttpServer({ workspace: dir.path, state: state() }, { mode: "mcp", auth: "oauth", pin: PIN });
-  mcp = await connectHttp(srv.url, { authorization: `Bearer ${(await obtainToken(srv.url, PIN, "shell:read shell:write shell:execute audit:read")).token}` });
+  mcp = await connectHttp(srv.url, {
+    authorization: `Bearer ${(await obtainToken(srv.url, PIN, "shell:read shell:write shell:execute audit:read")).token}`,
+  });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
   await mcp.ok("write_todos", { session_id: sid, todos: [{ content: "watch the tui", status: "in_progress" }] });
-  shellId = (await mcp.ok<{ result: { shell_id: string } }>("bash", { session_id: sid, command: "bash --norc --noprofile", pty: true })).result.shell_id;
-  jobId = (await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 600", async_: true })).result.job_id;
+  shellId = (
+    await mcp.ok<{ result: { shell_id: string } }>("bash", {
+      session_id: sid,
+      command: "bash --norc --noprofile",
+      pty: true,
+    })
+  ).result.shell_id;
+  jobId = (
+    await mcp.ok<{ result: { job_id: string } }>("bash", { session_id: sid, command: "sleep 600", async_: true })
+  ).result.job_id;
 });
 
 afterAll(async () => {
@@ -48,14 +69,48 @@ describe("tui in tmux", () => {
     const cache = join(dir.path, "cache");
     // remain-on-exit keeps the pane after the TUI ends, so its exit status can be read.
     writeFileSync(join(dir.path, "tmux.conf"), "set -g remain-on-exit on\n");
-    const started = Bun.spawnSync([TMUX, "-S", sock(), "-f", join(dir.path, "tmux.conf"), "new-session", "-d", "-s", "tui", "-x", "150", "-y", "40", "-e", `XDG_CACHE_HOME=${cache}`, "-e", "TERM=xterm-256color", "--", binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", state()], { env: serverEnv(), stderr: "pipe" });
+    const started = Bun.spawnSync(
+      [
+        TMUX,
+        "-S",
+        sock(),
+        "-f",
+        join(dir.path, "tmux.conf"),
+        "new-session",
+        "-d",
+        "-s",
+        "tui",
+        "-x",
+        "150",
+        "-y",
+        "40",
+        "-e",
+        `XDG_CACHE_HOME=${cache}`,
+        "-e",
+        "TERM=xterm-256color",
+        "--",
+        binary(),
+        "tui",
+        "--api-base",
+        `${srv.url}/api/ui`,
+        "--state-dir",
+        state(),
+      ],
+      { env: serverEnv(), stderr: "pipe" },
+    );
     expect(started.exitCode, started.stderr.toString()).toBe(0);
 
     await shows(sid, "the session on the Dashboard");
     keys("2");
     await shows("[in_progress] watch the tui", "the session's todo on Sessions");
     keys("4");
-    await waitFor(() => screen().split("\n").some((l) => l.includes(jobId) && l.includes("running")), { what: "the running job on Jobs", timeoutMs: 30_000 });
+    await waitFor(
+      () =>
+        screen()
+          .split("\n")
+          .some((l) => l.includes(jobId) && l.includes("running")),
+      { what: "the running job on Jobs", timeoutMs: 30_000 },
+    );
     keys("5");
     await shows("session_start", "the session_start audit row");
     keys("3");
@@ -78,7 +133,17 @@ describe("tui in tmux", () => {
     keys("-l", "echo tui-hello-$((40+2))");
     keys("Enter");
     await shows("tui-hello-42", "the command's output on screen");
-    await waitFor(async () => (await mcp.ok<{ output: string }>("read_persistent_shell_output", { session_id: sid, shell_id: shellId, lines: 50 })).output.includes("tui-hello-42"), { what: "typed line through the MCP tool", timeoutMs: 30_000 });
+    await waitFor(
+      async () =>
+        (
+          await mcp.ok<{ output: string }>("read_persistent_shell_output", {
+            session_id: sid,
+            shell_id: shellId,
+            lines: 50,
+          })
+        ).output.includes("tui-hello-42"),
+      { what: "typed line through the MCP tool", timeoutMs: 30_000 },
+    );
 
     keys("C-]");
     await shows("[3 Shells]", "the TUI back after Ctrl-]");
@@ -86,7 +151,9 @@ describe("tui in tmux", () => {
     keys("q");
     const dead = await waitFor(
       () => {
-        const r = tmux("display-message", "-p", "-t", "tui", "#{pane_dead} #{pane_dead_status}").stdout.toString().trim();
+        const r = tmux("display-message", "-p", "-t", "tui", "#{pane_dead} #{pane_dead_status}")
+          .stdout.toString()
+          .trim();
         return r.startsWith("1 ") ? r : undefined;
       },
       { what: "the TUI to exit", timeoutMs: 30_000 },
@@ -100,12 +167,15 @@ describe("tui in tmux", () => {
     expect(statSync(join(libDir, "libopentui.so")).size).toBeGreaterThan(1_000_000);
     expect(tmp.added(".bun-")).toEqual([]);
     // The shell outlives the TUI and its attachment.
-    const shells = await mcp.ok<{ shells: Array<{ shell_id: string; status: string }> }>("list_persistent_shells", { session_id: sid });
+    const shells = await mcp.ok<{ shells: Array<{ shell_id: string; status: string }> }>("list_persistent_shells", {
+      session_id: sid,
+    });
     expect(shells.shells.find((s) => s.shell_id === shellId)?.status).toBe("running");
     // Several screens each wait up to 30 s on a loaded machine; the whole walk gets its own bound.
   }, 240_000);
 
-  const idleTitle = "30 sessions all reachable by scrolling; no log line over the screen for 30 s; " +
+  const idleTitle =
+    "30 sessions all reachable by scrolling; no log line over the screen for 30 s; " +
     "idle Sessions adds ≤ 1 audit line per 10 s";
   test(idleTitle, async () => {
     tmux("kill-session", "-t", "tui");
@@ -131,7 +201,10 @@ describe("tui in tmux", () => {
     await shows("lines 1-", "the Sessions screen saying it has more lines than fit");
 
     const auditFile = join(state(), "audit_log", "audit.jsonl");
-    const auditLines = () => readFileSync(auditFile, "utf8").split("\n").filter((l) => l).length;
+    const auditLines = () =>
+      readFileSync(auditFile, "utf8")
+        .split("\n")
+        .filter((l) => l).length;
     const before = auditLines();
     const idleFrom = Date.now();
     const stray: string[] = [];
@@ -172,8 +245,23 @@ describe("tui command", () => {
   test("ui_tui_command gets the API base and the token in its environment, never on argv, and its exit status", async () => {
     const out = join(dir.path, "external.txt");
     const script = join(dir.path, "external.sh");
-    writeFileSync(script, `printf '%s\\n' "$LOCAL_SHELL_MCP_UI_API_BASE" "$LOCAL_SHELL_MCP_UI_MODE" "$LOCAL_SHELL_MCP_UI_LOCAL_TOKEN" "$*" > '${out}'\nexit 7\n`);
-    const p = Bun.spawn([binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", state(), "--ui-tui-command", `sh '${script}' first-arg`], { env: serverEnv(), stdout: "pipe", stderr: "pipe" });
+    writeFileSync(
+      script,
+      `printf '%s\\n' "$LOCAL_SHELL_MCP_UI_API_BASE" "$LOCAL_SHELL_MCP_UI_MODE" "$LOCAL_SHELL_MCP_UI_LOCAL_TOKEN" "$*" > '${out}'\nexit 7\n`,
+    );
+    const p = Bun.spawn(
+      [
+        binary(),
+        "tui",
+        "--api-base",
+        `${srv.url}/api/ui`,
+        "--state-dir",
+        state(),
+        "--ui-tui-command",
+        `sh '${script}' first-arg`,
+      ],
+      { env: serverEnv(), stdout: "pipe", stderr: "pipe" },
+    );
     expect(await p.exited).toBe(7);
     const [base, mode, token, argv] = readFileSync(out, "utf8").split("\n");
     expect(base).toBe(`${srv.url}/api/ui`);
@@ -183,12 +271,24 @@ describe("tui command", () => {
   });
 
   test("--api-base must be loopback /api/ui; a missing token file is a clear error", async () => {
-    for (const bad of ["http://10.1.2.3:8080/api/ui", `${srv.url}/api/other`, `${srv.url}/api/ui?x=1`, "ftp://127.0.0.1/api/ui"]) {
-      const p = Bun.spawn([binary(), "tui", "--api-base", bad, "--state-dir", state()], { env: serverEnv(), stdout: "pipe", stderr: "pipe" });
+    for (const bad of [
+      "http://10.1.2.3:8080/api/ui",
+      `${srv.url}/api/other`,
+      `${srv.url}/api/ui?x=1`,
+      "ftp://127.0.0.1/api/ui",
+    ]) {
+      const p = Bun.spawn([binary(), "tui", "--api-base", bad, "--state-dir", state()], {
+        env: serverEnv(),
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       expect(await p.exited).toBe(2);
       expect(await new Response(p.stderr).text()).toContain("--api-base");
     }
-    const p = Bun.spawn([binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", join(dir.path, "no-state")], { env: serverEnv(), stdout: "pipe", stderr: "pipe" });
+    const p = Bun.spawn(
+      [binary(), "tui", "--api-base", `${srv.url}/api/ui`, "--state-dir", join(dir.path, "no-state")],
+      { env: serverEnv(), stdout: "pipe", stderr: "pipe" },
+    );
     expect(await p.exited).toBe(2);
     expect(await new Response(p.stderr).text()).toContain("no loopback token");
   });

@@ -16,14 +16,26 @@ const savedStatus = (state: string) =>
   (JSON.parse(readFileSync(join(state, "jobs.json"), "utf8")) as { jobs: Array<{ status: string }> }).jobs[0]!.status;
 
 function manager(state: string): JobManager {
-  return new JobManager({ stateDir: state, shell: "/bin/bash", maxJobs: 100, maxLogBytes: 1024, runner: containmentRunner });
+  return new JobManager({
+    stateDir: state,
+    shell: "/bin/bash",
+    maxJobs: 100,
+    maxLogBytes: 1024,
+    runner: containmentRunner,
+  });
 }
 
 describe("job registry", () => {
   test("a finished job's log is bounded and its terminal state is durable", async () => {
     using dir = tempDir();
     const jobs = manager(dir.path);
-    const j = await jobs.start({ sessionId: SID, command: "head -c 5000 /dev/zero | tr '\\0' x; echo; echo tail-line", cwd: dir.path, env: {}, name: "big" });
+    const j = await jobs.start({
+      sessionId: SID,
+      command: "head -c 5000 /dev/zero | tr '\\0' x; echo; echo tail-line",
+      cwd: dir.path,
+      env: {},
+      name: "big",
+    });
     const [done] = await jobs.poll(SID, [j.job_id], 15_000);
     expect(done).toMatchObject({ status: "succeeded", exit_code: 0, log_truncated: true, output_bytes: 5011 });
     const out = jobs.output(done!, 1, 10_000);
@@ -49,7 +61,9 @@ describe("job registry", () => {
     }
     expect(code).toBe("state_corrupt");
     expect(jobs.sessionGuard(SID)).toBe("uncertain");
-    await expect(jobs.start({ sessionId: SID, command: "true", cwd: dir.path, env: {}, name: null })).rejects.toThrow(ToolError);
+    await expect(jobs.start({ sessionId: SID, command: "true", cwd: dir.path, env: {}, name: null })).rejects.toThrow(
+      ToolError,
+    );
     expect(readFileSync(file, "utf8")).toBe("{not json");
   }, 20_000);
 
@@ -85,7 +99,9 @@ describe("job registry", () => {
     const pid = jobs.readRows()[0]!.supervisor_pid!;
     expect(pid).toBeGreaterThan(0);
     const blocker = FileLock.tryAcquire(jobsLockPath(dir.path))!;
-    await waitFor(() => readdirSync(join(dir.path, "jobs", j.job_id)).some((n) => n.endsWith(".status.json")), { what: "the job's status file" });
+    await waitFor(() => readdirSync(join(dir.path, "jobs", j.job_id)).some((n) => n.endsWith(".status.json")), {
+      what: "the job's status file",
+    });
     await waitFor(() => !pidAlive(pid), { what: "the supervisor to exit" });
     // As when a supervisor could not write its record: only the status file tells the end.
     for (const u of jobs.journal.pending().updates) jobs.journal.remove(u.id);

@@ -1,7 +1,18 @@
 import { describe, expect, test } from "bun:test";
 import { deniedCommand } from "../../src/exec/policy.ts";
 
-const DEFAULT = ["docker.sock", "/var/run/docker.sock", "mkfs", "mount", "umount", "shutdown", "reboot", "systemctl", "iptables", "nft"];
+const DEFAULT = [
+  "docker.sock",
+  "/var/run/docker.sock",
+  "mkfs",
+  "mount",
+  "umount",
+  "shutdown",
+  "reboot",
+  "systemctl",
+  "iptables",
+  "nft",
+];
 
 describe("command denylist matches command words, not substrings", () => {
   test.each([

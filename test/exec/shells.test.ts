@@ -19,9 +19,9 @@ describe("persistent shell helpers", () => {
 
   test("friendly key names map to tmux keys; unknown names are refused", () => {
     expect(["Ctrl-C", "ctrl+c", "^C", "C-c"].map(tmuxKey)).toEqual(["C-c", "C-c", "C-c", "C-c"]);
-    expect(["Esc", "escape", "Up", "pgdn", "Backspace", "Delete", "F12", "alt-x", "Tab", "Enter"].map(tmuxKey)).toEqual([
-      "Escape", "Escape", "Up", "PageDown", "BSpace", "DC", "F12", "M-x", "Tab", "Enter",
-    ]);
+    expect(["Esc", "escape", "Up", "pgdn", "Backspace", "Delete", "F12", "alt-x", "Tab", "Enter"].map(tmuxKey)).toEqual(
+      ["Escape", "Escape", "Up", "PageDown", "BSpace", "DC", "F12", "M-x", "Tab", "Enter"],
+    );
     expect(() => tmuxKey("rm -rf")).toThrow(ToolError);
     expect(() => tmuxKey("F13")).toThrow(ToolError);
   });

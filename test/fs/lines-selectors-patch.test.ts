@@ -9,7 +9,19 @@ import { IgnoreStack, globToRegex } from "../../src/fs/walk.ts";
 
 describe("line model", () => {
   test("splits on \\n only and round-trips", () => {
-    for (const t of ["", "a", "a\n", "a\r\nb", "a\fb\u2028c\n\n", "\r\n\r\n", "a\nb\r\nc\n", "a\r\nb\r\nc\n", "a\r\nb\nc\r\n", "x\n\n\ny"]) expect(joinDoc(splitDoc(t))).toBe(t);
+    for (const t of [
+      "",
+      "a",
+      "a\n",
+      "a\r\nb",
+      "a\fb\u2028c\n\n",
+      "\r\n\r\n",
+      "a\nb\r\nc\n",
+      "a\r\nb\r\nc\n",
+      "a\r\nb\nc\r\n",
+      "x\n\n\ny",
+    ])
+      expect(joinDoc(splitDoc(t))).toBe(t);
     expect(splitDoc("a\fb\u2028c\rd\n").lines).toEqual(["a\fb\u2028c\rd"]);
   });
   test("replacements keep endings", () => {
@@ -22,16 +34,26 @@ describe("line model", () => {
 
 describe("selectors", () => {
   test("grammar", () => {
-    expect(parseReadTarget("f.py:5-6,10+2:raw")).toEqual({ path: "f.py", raw: true, ranges: [{ start: 5, end: 6 }, { start: 10, end: 11 }] });
+    expect(parseReadTarget("f.py:5-6,10+2:raw")).toEqual({
+      path: "f.py",
+      raw: true,
+      ranges: [
+        { start: 5, end: 6 },
+        { start: 10, end: 11 },
+      ],
+    });
     expect(parseReadTarget("a:b:raw:3")).toEqual({ path: "a:b", raw: true, ranges: [{ start: 3, end: null }] });
-    for (const bad of ["a:10+", "a:10-5", "a:5-8,7-9", "a:5,10", "a:5,,10", ":3"]) expect(() => parseReadTarget(bad)).toThrow();
+    for (const bad of ["a:10+", "a:10-5", "a:5-8,7-9", "a:5,10", "a:5,,10", ":3"])
+      expect(() => parseReadTarget(bad)).toThrow();
   });
 });
 
 describe("patch", () => {
   test("anchor picks among repeated contexts", () => {
     const doc = splitDoc("def a():\n    return 1\ndef b():\n    return 1\n");
-    const [op] = parsePatch("*** Begin Patch\n*** Update File: x\n@@ def b():\n-    return 1\n+    return 2\n*** End Patch");
+    const [op] = parsePatch(
+      "*** Begin Patch\n*** Update File: x\n@@ def b():\n-    return 1\n+    return 2\n*** End Patch",
+    );
     expect(joinDoc(applyHunks(doc, op!.hunks, "x", []))).toBe("def a():\n    return 1\ndef b():\n    return 2\n");
   });
   test("ambiguous context without anchor is refused", () => {

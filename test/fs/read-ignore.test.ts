@@ -8,7 +8,18 @@ import { tempDir } from "../helpers/harness.ts";
 describe("whole-file read fast path", () => {
   test("agrees with the general line path on hashes, rows and counts", () => {
     using dir = tempDir("lsm-read-");
-    const samples = ["", "a", "a\n", "a\nb", "a\n\n", "\n", "\ufeffbom\nx\n", "é😀\n\fz\u2028y\n", "a\r\nb\r\n", "x\ry\n"];
+    const samples = [
+      "",
+      "a",
+      "a\n",
+      "a\nb",
+      "a\n\n",
+      "\n",
+      "\ufeffbom\nx\n",
+      "é😀\n\fz\u2028y\n",
+      "a\r\nb\r\n",
+      "x\ry\n",
+    ];
     for (const [i, text] of samples.entries()) {
       const p = join(dir.path, `f${i}`);
       writeFileSync(p, text);
@@ -17,7 +28,17 @@ describe("whole-file read fast path", () => {
         const st = fstatSync(fd);
         const fast = readLines(fd, st, [], 1 << 20, new LineIndexCache(), p);
         const general = readLines(fd, st, [{ start: 1, end: null }], 1 << 20, new LineIndexCache(), p);
-        expect({ sample: text, sha: fast.sha, total: fast.total, body: fast.render("[h]"), ranges: fast.ranges, first: fast.first, last: fast.last, count: fast.count, raw: fast.raw }).toEqual({
+        expect({
+          sample: text,
+          sha: fast.sha,
+          total: fast.total,
+          body: fast.render("[h]"),
+          ranges: fast.ranges,
+          first: fast.first,
+          last: fast.last,
+          count: fast.count,
+          raw: fast.raw,
+        }).toEqual({
           sample: text,
           sha: general.sha,
           total: general.total,
@@ -57,7 +78,11 @@ describe(".gitignore files above the walk root", () => {
   }
   const names = (root: string, ws: string) => {
     const out: string[] = [];
-    walk(root, { gitignore: true, hidden: false, skipIgnored: true, maxDepth: 100, exclude: undefined, workspaceRoot: ws }, (e) => void (e.dirent.isFile() && out.push(e.rel)));
+    walk(
+      root,
+      { gitignore: true, hidden: false, skipIgnored: true, maxDepth: 100, exclude: undefined, workspaceRoot: ws },
+      (e) => void (e.dirent.isFile() && out.push(e.rel)),
+    );
     return out;
   };
 
@@ -76,7 +101,11 @@ describe(".gitignore files above the walk root", () => {
     expect(names(join(ws, "repo", "sub"), ws)).toEqual(["r.log"]);
     expect(IgnoreStack.above(join(ws, "app"), undefined).ignored("a.log", false)).toBe(false);
     const out: string[] = [];
-    walk(join(ws, "app"), { gitignore: true, hidden: false, skipIgnored: true, maxDepth: 100, exclude: undefined }, (e) => void (e.dirent.isFile() && out.push(e.rel)));
+    walk(
+      join(ws, "app"),
+      { gitignore: true, hidden: false, skipIgnored: true, maxDepth: 100, exclude: undefined },
+      (e) => void (e.dirent.isFile() && out.push(e.rel)),
+    );
     expect(out).toContain("a.log");
   });
 });

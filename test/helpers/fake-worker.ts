@@ -19,7 +19,9 @@ export interface WireCall {
 
 /** What an answer does: a result (with optional raw bytes), or nothing (the test answers later). */
 export type Answer =
-  { ok: true; data: unknown; body?: Uint8Array } | { ok: false; code: string; message: string } | undefined;
+  | { ok: true; data: unknown; body?: Uint8Array }
+  | { ok: false; code: string; message: string }
+  | undefined;
 
 export interface FakeWorker {
   name: string;

@@ -63,7 +63,8 @@ export interface ServerEnv {
 /** Environment a server under test gets: ours minus LOCAL_SHELL_MCP_* and helper caches redirected. */
 export function serverEnv(extra: Record<string, string> = {}): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith("LOCAL_SHELL_MCP_")) env[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (v !== undefined && !k.startsWith("LOCAL_SHELL_MCP_")) env[k] = v;
   // Existing tests read the full structured form; the output-mode tests pass their own setting.
   return { ...env, LOCAL_SHELL_MCP_LOG_LEVEL: "1", LOCAL_SHELL_MCP_STRUCTURED_OUTPUT: "full", ...extra };
 }
@@ -81,7 +82,8 @@ export interface McpHandle {
 }
 
 function handle(client: Client, close: () => Promise<void>): McpHandle {
-  const call = async (name: string, args: Record<string, unknown> = {}) => (await client.callTool({ name, arguments: args })) as CallToolResult;
+  const call = async (name: string, args: Record<string, unknown> = {}) =>
+    (await client.callTool({ name, arguments: args })) as CallToolResult;
   return {
     client,
     call,
@@ -114,7 +116,12 @@ function serveArgs(mode: string, s: ServerEnv): string[] {
 
 /** Spawns `serve --mode stdio` and connects the official MCP client to it. */
 export async function connectStdio(s: ServerEnv): Promise<McpHandle & { pid: () => number | null }> {
-  const transport = new StdioClientTransport({ command: binary(), args: serveArgs("stdio", s), env: serverEnv(s.env), stderr: "pipe" });
+  const transport = new StdioClientTransport({
+    command: binary(),
+    args: serveArgs("stdio", s),
+    env: serverEnv(s.env),
+    stderr: "pipe",
+  });
   const client = new Client({ name: s.clientName ?? "lsm-test", version: "0" });
   await client.connect(transport);
   const h = handle(client, async () => {
@@ -139,7 +146,15 @@ export interface StdioSession {
  * with one agent session started in `workdir` (default "."); `prepare` fills the workspace before
  * the server starts.
  */
-export async function openStdioSession(opts: { prefix?: string; workdir?: string; env?: Record<string, string>; args?: string[]; prepare?: (workspace: string) => void } = {}): Promise<StdioSession> {
+export async function openStdioSession(
+  opts: {
+    prefix?: string;
+    workdir?: string;
+    env?: Record<string, string>;
+    args?: string[];
+    prepare?: (workspace: string) => void;
+  } = {},
+): Promise<StdioSession> {
   const dir = tempDir(opts.prefix);
   const workspace = join(dir.path, "ws");
   const state = join(dir.path, "state");

@@ -59,9 +59,7 @@ const sha = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("
  * Answers the transfer calls of a directory copy from `w` with `archive` (gzipped bytes) as the
  * packed directory: stat, pack, the archive's stat, chunk reads, delete.
  */
-export function serveArchive(
-  archive: Uint8Array,
-): (c: WireCall) => Exclude<Answer, undefined> {
+export function serveArchive(archive: Uint8Array): (c: WireCall) => Exclude<Answer, undefined> {
   const digest = sha(archive);
   const name = "remote-transfer-0123456789ab.tar.gz";
   return (c) => {

@@ -5,7 +5,6 @@
  */
 import type { Socket } from "bun";
 
-
 interface Pair {
   client: Socket<Pair>;
   upstream?: Socket<unknown>;

@@ -41,7 +41,13 @@ export function copyFixture(dir: string): string {
   return dest;
 }
 
-async function waitForText(h: McpHandle, tool: string, args: Record<string, unknown>, want: RegExp, record: (tool: string, r: CallToolResult) => CallToolResult): Promise<string> {
+async function waitForText(
+  h: McpHandle,
+  tool: string,
+  args: Record<string, unknown>,
+  want: RegExp,
+  record: (tool: string, r: CallToolResult) => CallToolResult,
+): Promise<string> {
   // Bounded retries of a real tool call (the shell output appears asynchronously).
   const deadline = Date.now() + 20_000;
   for (;;) {
@@ -78,7 +84,9 @@ export async function runModelSession(h: McpHandle, workdir: string): Promise<Ca
   };
 
   const started = await must("session_start", { workdir });
-  const sid = /session_id: (\w{8})/.exec(textOf(started))?.[1] ?? (started.structuredContent as { session_id: string }).session_id;
+  const sid =
+    /session_id: (\w{8})/.exec(textOf(started))?.[1] ??
+    (started.structuredContent as { session_id: string }).session_id;
   const s = { session_id: sid };
 
   // Task 1: find and fix the discount bug.
@@ -90,7 +98,10 @@ export async function runModelSession(h: McpHandle, workdir: string): Promise<Ca
   const header = /^\[[^\]]+\]/.exec(pricing)?.[0];
   const buggy = /^(\d+):(.*price \* \(1 - percent\).*)$/m.exec(pricing);
   if (!header || !buggy) throw new Error(`unexpected read output: ${pricing}`);
-  await must("hashline_edit", { ...s, input: `${header}\n${buggy[1]}:${buggy[2]}\n+${buggy[2]!.replace("(1 - percent)", "(1 - percent / 100)")}` });
+  await must("hashline_edit", {
+    ...s,
+    input: `${header}\n${buggy[1]}:${buggy[2]}\n+${buggy[2]!.replace("(1 - percent)", "(1 - percent / 100)")}`,
+  });
   await must("bash", { ...s, command: "python3 -m unittest -q 2>&1 | tail -n 3" });
   await must("bash", { ...s, command: "git status --short 2>/dev/null; ls shop" });
 
@@ -98,7 +109,13 @@ export async function runModelSession(h: McpHandle, workdir: string): Promise<Ca
   const job = await must("bash", { ...s, command: "python3 -u server.py", async_: true, name: "server" });
   const jobId = /job_id\W+([\w.-]+)/.exec(textOf(job))?.[1];
   if (!jobId) throw new Error(`no job id in ${textOf(job)}`);
-  const ready = await waitForText(h, "job", { ...s, poll: [jobId], wait_for: "ready on port", wait_s: 15 }, /ready on port \d+/, record);
+  const ready = await waitForText(
+    h,
+    "job",
+    { ...s, poll: [jobId], wait_for: "ready on port", wait_s: 15 },
+    /ready on port \d+/,
+    record,
+  );
   const port = /ready on port (\d+)/.exec(ready)![1];
   await must("bash", { ...s, command: `curl -s http://127.0.0.1:${port}/` });
   await must("job", { ...s, list_jobs: true });
@@ -108,18 +125,44 @@ export async function runModelSession(h: McpHandle, workdir: string): Promise<Ca
   const shell = await must("bash", { ...s, command: "python3 -q", pty: true, name: "repl" });
   const shellId = /shell_id\W+([\w.-]+)/.exec(textOf(shell))?.[1];
   if (!shellId) throw new Error(`no shell id in ${textOf(shell)}`);
-  await waitForText(h, "read_persistent_shell_output", { ...s, shell_id: shellId, lines: 20, wait_for: ">>>", timeout_s: 15 }, />>>/, record);
-  await must("send_persistent_shell_input", { ...s, shell_id: shellId, input_text: "from shop.cart import Cart; c = Cart(); c.add(4, 2.5); print(c.total(20))", enter: true });
-  await waitForText(h, "read_persistent_shell_output", { ...s, shell_id: shellId, lines: 20, wait_for: "^8\\.0$", timeout_s: 15 }, /^8\.0$/m, record);
+  await waitForText(
+    h,
+    "read_persistent_shell_output",
+    { ...s, shell_id: shellId, lines: 20, wait_for: ">>>", timeout_s: 15 },
+    />>>/,
+    record,
+  );
+  await must("send_persistent_shell_input", {
+    ...s,
+    shell_id: shellId,
+    input_text: "from shop.cart import Cart; c = Cart(); c.add(4, 2.5); print(c.total(20))",
+    enter: true,
+  });
+  await waitForText(
+    h,
+    "read_persistent_shell_output",
+    { ...s, shell_id: shellId, lines: 20, wait_for: "^8\\.0$", timeout_s: 15 },
+    /^8\.0$/m,
+    record,
+  );
   await must("list_persistent_shells", {});
   // Leave the REPL as a person would, read its last output, then remove the shell.
   await must("send_persistent_shell_input", { ...s, shell_id: shellId, input_text: "exit()", enter: true });
-  await waitForText(h, "read_persistent_shell_output", { ...s, shell_id: shellId, lines: 20, wait_for_idle_ms: 300, timeout_s: 10 }, /exited|exit \d/, record);
+  await waitForText(
+    h,
+    "read_persistent_shell_output",
+    { ...s, shell_id: shellId, lines: 20, wait_for_idle_ms: 300, timeout_s: 10 },
+    /exited|exit \d/,
+    record,
+  );
   await must("kill_persistent_shell", { ...s, shell_id: shellId });
 
   // Task 3: rename compute_total to order_total across files.
   await must("search", { ...s, pattern: "compute_total", regex: false });
-  await must("bash", { ...s, command: "grep -rl --include='*.py' compute_total . | xargs sed -i 's/\\bcompute_total\\b/order_total/g'" });
+  await must("bash", {
+    ...s,
+    command: "grep -rl --include='*.py' compute_total . | xargs sed -i 's/\\bcompute_total\\b/order_total/g'",
+  });
   await must("search", { ...s, pattern: "order_total", regex: false });
   await must("bash", { ...s, command: "python3 -m unittest -q 2>&1 | tail -n 3" });
   const cart = textOf(await must("read", { ...s, path: "shop/cart.py" }));

@@ -51,7 +51,11 @@ function startTime(pid: number): string | null {
 /** Kills what runs in `netns`, then removes it and `links` (each step tolerates "already gone"). */
 function removeNetwork(netns: string | null, links: string[]): void {
   if (netns) {
-    const pids = Bun.spawnSync(["ip", "netns", "pids", netns], { stdout: "pipe", stderr: "ignore" }).stdout.toString().split(/\s+/).filter(Boolean).map(Number);
+    const pids = Bun.spawnSync(["ip", "netns", "pids", netns], { stdout: "pipe", stderr: "ignore" })
+      .stdout.toString()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
     for (const pid of pids) {
       try {
         process.kill(pid, "SIGKILL");
@@ -126,7 +130,10 @@ export interface Netns {
    * Runs `cmd` inside the namespace to completion. Asynchronous on purpose: the TLS proxy lives in
    * the test's own event loop, which a synchronous spawn would block.
    */
-  run(cmd: string[], opts?: { env?: Record<string, string>; stdin?: string; cwd?: string }): Promise<{ code: number; stdout: string; stderr: string }>;
+  run(
+    cmd: string[],
+    opts?: { env?: Record<string, string>; stdin?: string; cwd?: string },
+  ): Promise<{ code: number; stdout: string; stderr: string }>;
   [Symbol.asyncDispose](): Promise<void>;
 }
 
@@ -206,10 +213,30 @@ export function createNetns(opts: { reach?: string[] } = {}): Netns {
       sh(["ip", "link", "set", hostIf, up ? "up" : "down"]);
     },
     shape(rate) {
-      for (const [dev, wrap] of [[hostIf, (c: string[]) => c], [nsIf, inside]] as const) {
+      for (const [dev, wrap] of [
+        [hostIf, (c: string[]) => c],
+        [nsIf, inside],
+      ] as const) {
         if (rate === null) Bun.spawnSync(wrap(["tc", "qdisc", "del", "dev", dev, "root"]), { stderr: "ignore" });
         // burst ≥ rate / HZ (4 ms at 1 Gbit/s with HZ=250) or tbf cannot reach its rate; 1 MB covers that.
-        else sh(wrap(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", rate, "burst", "1mb", "latency", "20ms"]));
+        else
+          sh(
+            wrap([
+              "tc",
+              "qdisc",
+              "replace",
+              "dev",
+              dev,
+              "root",
+              "tbf",
+              "rate",
+              rate,
+              "burst",
+              "1mb",
+              "latency",
+              "20ms",
+            ]),
+          );
       }
     },
     qdiscs() {
@@ -224,7 +251,11 @@ export function createNetns(opts: { reach?: string[] } = {}): Netns {
         stdout: "pipe",
         stderr: "pipe",
       });
-      const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+      const [stdout, stderr, code] = await Promise.all([
+        new Response(proc.stdout).text(),
+        new Response(proc.stderr).text(),
+        proc.exited,
+      ]);
       return { code, stdout, stderr };
     },
     // Whatever a test started in there (a worker, its jobs and shells) goes with the namespace.
@@ -246,10 +277,57 @@ export function createTestCa(ip: string): TestCa {
   const dir = mkdtempSync(join(tmpdir(), "lsm-ca-"));
   const p = (f: string) => join(dir, f);
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
-  sh(["openssl", "req", "-x509", ...ec, "-keyout", p("ca.key"), "-out", p("ca.pem"), "-days", "2", "-subj", "/CN=local-shell-mcp test CA", "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"]);
-  sh(["openssl", "req", ...ec, "-keyout", p("server.key"), "-out", p("server.csr"), "-subj", "/CN=local-shell-mcp test server"]);
-  writeFileSync(p("ext"), `subjectAltName=IP:${ip}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature\n`);
-  sh(["openssl", "x509", "-req", "-in", p("server.csr"), "-CA", p("ca.pem"), "-CAkey", p("ca.key"), "-CAcreateserial", "-out", p("server.pem"), "-days", "2", "-extfile", p("ext")]);
+  sh([
+    "openssl",
+    "req",
+    "-x509",
+    ...ec,
+    "-keyout",
+    p("ca.key"),
+    "-out",
+    p("ca.pem"),
+    "-days",
+    "2",
+    "-subj",
+    "/CN=local-shell-mcp test CA",
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign",
+  ]);
+  sh([
+    "openssl",
+    "req",
+    ...ec,
+    "-keyout",
+    p("server.key"),
+    "-out",
+    p("server.csr"),
+    "-subj",
+    "/CN=local-shell-mcp test server",
+  ]);
+  writeFileSync(
+    p("ext"),
+    `subjectAltName=IP:${ip}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nkeyUsage=digitalSignature\n`,
+  );
+  sh([
+    "openssl",
+    "x509",
+    "-req",
+    "-in",
+    p("server.csr"),
+    "-CA",
+    p("ca.pem"),
+    "-CAkey",
+    p("ca.key"),
+    "-CAcreateserial",
+    "-out",
+    p("server.pem"),
+    "-days",
+    "2",
+    "-extfile",
+    p("ext"),
+  ]);
   return {
     dir,
     caPath: p("ca.pem"),
@@ -315,7 +393,11 @@ export function startTlsProxy(host: string, ca: TestCa): TlsProxy {
       state.requests.push(target);
       const headers: Record<string, string> = {};
       req.headers.forEach((v, k) => {
-        if (!["connection", "upgrade", "keep-alive", "transfer-encoding"].includes(k) && !k.startsWith("sec-websocket-")) headers[k] = v;
+        if (
+          !["connection", "upgrade", "keep-alive", "transfer-encoding"].includes(k) &&
+          !k.startsWith("sec-websocket-")
+        )
+          headers[k] = v;
       });
       if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
         const protocol = req.headers.get("sec-websocket-protocol") ?? undefined;
@@ -357,7 +439,11 @@ export function startTlsProxy(host: string, ca: TestCa): TlsProxy {
           if (changed === null) held.push([ws, ev.data]);
           else ws.send(changed ?? ev.data);
         };
-        upstream.onclose = (ev) => ws.close(ev.code >= 1000 && ev.code < 5000 && ev.code !== 1005 && ev.code !== 1006 ? ev.code : 1011, ev.reason);
+        upstream.onclose = (ev) =>
+          ws.close(
+            ev.code >= 1000 && ev.code < 5000 && ev.code !== 1005 && ev.code !== 1006 ? ev.code : 1011,
+            ev.reason,
+          );
         upstream.onerror = () => ws.close(1011, "upstream failed");
       },
       message(ws: ServerWebSocket<Bridge>, message: string | Buffer) {

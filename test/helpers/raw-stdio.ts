@@ -26,12 +26,15 @@ export interface RawStdio {
 }
 
 export function startRawStdio(s: ServerEnv): RawStdio {
-  const proc = Bun.spawn([binary(), "serve", "--mode", "stdio", "--workspace-root", s.workspace, "--state-dir", s.state, ...(s.args ?? [])], {
-    env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...s.env }),
-    stdin: "pipe",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+  const proc = Bun.spawn(
+    [binary(), "serve", "--mode", "stdio", "--workspace-root", s.workspace, "--state-dir", s.state, ...(s.args ?? [])],
+    {
+      env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...s.env }),
+      stdin: "pipe",
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  );
   const answers = new Map<string, Record<string, unknown>>();
   let errText = "";
   void (async () => {
@@ -80,7 +83,12 @@ export function startRawStdio(s: ServerEnv): RawStdio {
         }),
       ]),
     async initialize() {
-      raw.send({ jsonrpc: "2.0", id: "init", method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } } });
+      raw.send({
+        jsonrpc: "2.0",
+        id: "init",
+        method: "initialize",
+        params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "0" } },
+      });
       await raw.answer("init");
       raw.send({ jsonrpc: "2.0", method: "notifications/initialized" });
     },
@@ -99,7 +107,9 @@ export function startRawStdio(s: ServerEnv): RawStdio {
  * An initialized raw stdio server on a fresh temp dir (`ws/` and `state/` inside); close() stops
  * the server and removes the dir.
  */
-export async function openRawStdio(s: Omit<ServerEnv, "workspace" | "state"> = {}): Promise<RawStdio & { workspace: string }> {
+export async function openRawStdio(
+  s: Omit<ServerEnv, "workspace" | "state"> = {},
+): Promise<RawStdio & { workspace: string }> {
   const dir = tempDir("lsm-raw-");
   const workspace = join(dir.path, "ws");
   mkdirSync(workspace);
@@ -120,7 +130,9 @@ export async function openRawStdio(s: Omit<ServerEnv, "workspace" | "state"> = {
 
 /** The error code and text of a tools/call answer that failed as a tool result. */
 export function toolError(answer: Record<string, unknown>): { code: string; text: string } {
-  const result = answer.result as { isError?: boolean; content?: Array<{ text?: string }>; _meta?: Record<string, { code?: string }> } | undefined;
+  const result = answer.result as
+    | { isError?: boolean; content?: Array<{ text?: string }>; _meta?: Record<string, { code?: string }> }
+    | undefined;
   const text = result?.content?.[0]?.text ?? JSON.stringify(answer);
   return { code: result?.isError ? (result._meta?.["local-shell-mcp/error"]?.code ?? "unknown") : "none", text };
 }

@@ -10,8 +10,25 @@
  * run's sweep (test/helpers/netns.ts) catch what a failed or killed test left.
  */
 import { rmSync } from "node:fs";
-import { binary, connectHttp, type McpHandle, serverEnv, stopStateLeftovers, tempDir, type TempDir } from "./harness.ts";
-import { type ControllerAddress, createControllerAddress, createNetns, createTestCa, type Netns, startTlsProxy, type TestCa, type TlsProxy } from "./netns.ts";
+import {
+  binary,
+  connectHttp,
+  type McpHandle,
+  serverEnv,
+  stopStateLeftovers,
+  tempDir,
+  type TempDir,
+} from "./harness.ts";
+import {
+  type ControllerAddress,
+  createControllerAddress,
+  createNetns,
+  createTestCa,
+  type Netns,
+  startTlsProxy,
+  type TestCa,
+  type TlsProxy,
+} from "./netns.ts";
 import { SCOPES } from "../../src/core/scopes.ts";
 import { obtainToken } from "../oauth/flow.ts";
 import { waitFor } from "./wait.ts";
@@ -130,7 +147,12 @@ export function freePort(): number {
  */
 export function behindProxy(baseUrl: string, port: number): Record<string, string> {
   const loopback = `http://127.0.0.1:${port}`;
-  return { LOCAL_SHELL_MCP_BASE_URL: baseUrl, LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN: NET_ADMIN_PIN, LOCAL_SHELL_MCP_OAUTH_ISSUER: loopback, LOCAL_SHELL_MCP_OAUTH_RESOURCE: `${loopback}/mcp` };
+  return {
+    LOCAL_SHELL_MCP_BASE_URL: baseUrl,
+    LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN: NET_ADMIN_PIN,
+    LOCAL_SHELL_MCP_OAUTH_ISSUER: loopback,
+    LOCAL_SHELL_MCP_OAUTH_RESOURCE: `${loopback}/mcp`,
+  };
 }
 
 /** The MCP client of the controller behind `net`, as the same OAuth client across restarts. */
@@ -148,7 +170,9 @@ async function connectNetOperator(url: string, net: RemoteNet): Promise<McpHandl
 
 /** An MCP client of the controller at loopback `url` with a token of every scope (the PIN typed as an operator would). */
 export async function connectOperator(url: string): Promise<McpHandle> {
-  return connectHttp(url, { authorization: `Bearer ${(await obtainToken(url, NET_ADMIN_PIN, SCOPES.join(" "))).token}` });
+  return connectHttp(url, {
+    authorization: `Bearer ${(await obtainToken(url, NET_ADMIN_PIN, SCOPES.join(" "))).token}`,
+  });
 }
 
 /**
@@ -160,20 +184,55 @@ export async function connectOperator(url: string): Promise<McpHandle> {
  * set to the loopback listener, where the test's client obtains a token with every scope (the PIN
  * typed as an operator would); workers never use OAuth.
  */
-export async function startController(opts: { state: string; workspace: string; port?: number; env?: Record<string, string>; args?: string[]; net?: boolean | RemoteNet }): Promise<Controller> {
+export async function startController(opts: {
+  state: string;
+  workspace: string;
+  port?: number;
+  env?: Record<string, string>;
+  args?: string[];
+  net?: boolean | RemoteNet;
+}): Promise<Controller> {
   const net = opts.net === true ? createRemoteNet() : opts.net || undefined;
   try {
     const port = opts.port ?? (net ? freePort() : 0);
     const auth = net ? behindProxy(net.proxy.url, port) : {};
-    const proc = track(Bun.spawn(
-      [binary(), "serve", "--mode", "mcp", "--auth-mode", net ? "oauth" : "none", "--host", "127.0.0.1", "--port", String(port), "--workspace-root", opts.workspace, "--state-dir", opts.state, ...(opts.args ?? [])],
-      { env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...auth, ...opts.env }), stdin: "ignore", stdout: "ignore", stderr: "pipe" },
-    )) as Bun.Subprocess<"ignore", "ignore", "pipe">;
+    const proc = track(
+      Bun.spawn(
+        [
+          binary(),
+          "serve",
+          "--mode",
+          "mcp",
+          "--auth-mode",
+          net ? "oauth" : "none",
+          "--host",
+          "127.0.0.1",
+          "--port",
+          String(port),
+          "--workspace-root",
+          opts.workspace,
+          "--state-dir",
+          opts.state,
+          ...(opts.args ?? []),
+        ],
+        {
+          env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3", ...auth, ...opts.env }),
+          stdin: "ignore",
+          stdout: "ignore",
+          stderr: "pipe",
+        },
+      ),
+    ) as Bun.Subprocess<"ignore", "ignore", "pipe">;
     const stderr = collect(proc.stderr);
-    const url = await waitFor(() => /listening on (http:\/\/[^\s]+)\/mcp/.exec(stderr())?.[1] ?? (proc.exitCode !== null ? Promise.reject(new Error(`controller exited: ${stderr()}`)) : undefined), {
-      timeoutMs: 20_000,
-      what: "the controller to listen",
-    });
+    const url = await waitFor(
+      () =>
+        /listening on (http:\/\/[^\s]+)\/mcp/.exec(stderr())?.[1] ??
+        (proc.exitCode !== null ? Promise.reject(new Error(`controller exited: ${stderr()}`)) : undefined),
+      {
+        timeoutMs: 20_000,
+        what: "the controller to listen",
+      },
+    );
     if (net) net.proxy.upstream = url;
     const mcp = net ? await connectNetOperator(url, net) : await connectHttp(url);
     const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
@@ -224,18 +283,50 @@ export interface Spawned {
   stderr: () => string;
 }
 
-export async function invite(mcp: McpHandle, args: Record<string, unknown> = {}): Promise<{ code: string; command: string; join_url: string; expires_at: number; ttl_s: number; name: string | null }> {
-  const r = await mcp.ok<{ data: { code: string; command: string; join_url: string; expires_at: number; ttl_s: number; name: string | null } }>("remote_admin", { action: "invite", args });
+export async function invite(
+  mcp: McpHandle,
+  args: Record<string, unknown> = {},
+): Promise<{
+  code: string;
+  command: string;
+  join_url: string;
+  expires_at: number;
+  ttl_s: number;
+  name: string | null;
+}> {
+  const r = await mcp.ok<{
+    data: { code: string; command: string; join_url: string; expires_at: number; ttl_s: number; name: string | null };
+  }>("remote_admin", { action: "invite", args });
   return r.data;
 }
 
 /** Spawns `worker connect` (or enroll, run) fed the invite on stdin; inside `ns` when given. */
-export function spawnWorker(opts: { server: string; invite?: string; workdir: string; root: string; name?: string; profile?: string; env?: Record<string, string>; mode?: "connect" | "enroll" | "run"; ns?: Netns }): Spawned {
+export function spawnWorker(opts: {
+  server: string;
+  invite?: string;
+  workdir: string;
+  root: string;
+  name?: string;
+  profile?: string;
+  env?: Record<string, string>;
+  mode?: "connect" | "enroll" | "run";
+  ns?: Netns;
+}): Spawned {
   const mode = opts.mode ?? "connect";
   const args =
     mode === "run"
       ? ["worker", "run", ...(opts.profile ? [opts.profile] : [])]
-      : ["worker", mode, "--server", opts.server, "--invite-stdin", "--workdir", opts.workdir, ...(opts.name ? ["--name", opts.name] : []), ...(opts.profile ? ["--profile", opts.profile] : [])];
+      : [
+          "worker",
+          mode,
+          "--server",
+          opts.server,
+          "--invite-stdin",
+          "--workdir",
+          opts.workdir,
+          ...(opts.name ? ["--name", opts.name] : []),
+          ...(opts.profile ? ["--profile", opts.profile] : []),
+        ];
   // `ip netns exec` execs in place: proc.pid is the worker's own pid (tests signal it).
   const argv = opts.ns ? opts.ns.argv([binary(), ...args]) : [binary(), ...args];
   const proc = Bun.spawn(argv, {
@@ -264,7 +355,15 @@ export async function startWorker(server: string, code: string, opts: WorkerOpti
   madeDirs.add(root.path);
   const workdir = opts.workdir ?? tempDir("lsm-worker-wd-").path;
   if (!opts.workdir) madeDirs.add(workdir);
-  const { proc, stdout, stderr } = spawnWorker({ server, invite: code, workdir, root: root.path, name: opts.name, env: opts.env, ns: opts.ns });
+  const { proc, stdout, stderr } = spawnWorker({
+    server,
+    invite: code,
+    workdir,
+    root: root.path,
+    name: opts.name,
+    env: opts.env,
+    ns: opts.ns,
+  });
   const stopNs = async () => {
     await opts.ns?.[Symbol.asyncDispose]();
   };
@@ -278,7 +377,10 @@ export async function startWorker(server: string, code: string, opts: WorkerOpti
       },
       { timeoutMs: 20_000, what: "the worker to enroll" },
     );
-    await waitFor(() => stderr().includes("connected to the controller"), { timeoutMs: 20_000, what: "the worker to connect" });
+    await waitFor(() => stderr().includes("connected to the controller"), {
+      timeoutMs: 20_000,
+      what: "the worker to connect",
+    });
   } catch (e) {
     proc.kill("SIGKILL");
     await stopNs();
@@ -292,7 +394,16 @@ export async function startWorker(server: string, code: string, opts: WorkerOpti
     profile: enrolled.profile_id,
     stderr,
     ns: opts.ns,
-    respawn: () => spawnWorker({ server, workdir, root: root.path, profile: enrolled.profile_id, env: opts.env, mode: "run", ns: opts.ns }),
+    respawn: () =>
+      spawnWorker({
+        server,
+        workdir,
+        root: root.path,
+        profile: enrolled.profile_id,
+        env: opts.env,
+        mode: "run",
+        ns: opts.ns,
+      }),
     async stop(signal = "SIGTERM") {
       if (proc.exitCode === null && proc.signalCode === null) {
         proc.kill(signal);
@@ -308,9 +419,17 @@ export async function startWorker(server: string, code: string, opts: WorkerOpti
  * Invites a worker named `name` on `ctl` and starts it: the usual way a test gets a worker. With
  * `netns` (the controller must have been started with `net`) it runs on "another host".
  */
-export async function enrolWorker(ctl: Controller, name: string, opts: Omit<WorkerOptions, "ns" | "name"> & { netns?: boolean } = {}): Promise<Worker> {
+export async function enrolWorker(
+  ctl: Controller,
+  name: string,
+  opts: Omit<WorkerOptions, "ns" | "name"> & { netns?: boolean } = {},
+): Promise<Worker> {
   const code = (await invite(ctl.mcp, { name })).code;
   if (!opts.netns) return startWorker(ctl.url, code, opts);
   if (!ctl.net) throw new Error("enrolWorker(netns): start the controller with net: true");
-  return startWorker(ctl.server, code, { ...opts, ns: ctl.net.host(), env: { NODE_EXTRA_CA_CERTS: ctl.net.ca.caPath, ...opts.env } });
+  return startWorker(ctl.server, code, {
+    ...opts,
+    ns: ctl.net.host(),
+    env: { NODE_EXTRA_CA_CERTS: ctl.net.ca.caPath, ...opts.env },
+  });
 }

@@ -42,8 +42,21 @@ export interface SshClientOptions {
 export async function startSshClient(opts: SshClientOptions): Promise<SshClient> {
   const transport = new StdioClientTransport({
     command: binary(),
-    args: ["ssh", "--local-root", opts.localRoot, "--command-timeout", "20", "--transfer-bwlimit", "4096", ...(opts.args ?? [])],
-    env: serverEnv({ PATH: `${opts.sshd.binDir}:${process.env.PATH}`, LOCAL_SHELL_MCP_LOG_LEVEL: "4", ...(opts.env ?? {}) }),
+    args: [
+      "ssh",
+      "--local-root",
+      opts.localRoot,
+      "--command-timeout",
+      "20",
+      "--transfer-bwlimit",
+      "4096",
+      ...(opts.args ?? []),
+    ],
+    env: serverEnv({
+      PATH: `${opts.sshd.binDir}:${process.env.PATH}`,
+      LOCAL_SHELL_MCP_LOG_LEVEL: "4",
+      ...(opts.env ?? {}),
+    }),
     stderr: "pipe",
   });
   let err = "";
@@ -52,17 +65,26 @@ export async function startSshClient(opts: SshClientOptions): Promise<SshClient>
   await client.connect(transport);
   const texts: string[] = [];
   const raw = async (name: string, args: Record<string, unknown> = {}, signal?: AbortSignal) => {
-    const r = (await client.callTool({ name, arguments: args }, undefined, { timeout: 120_000, signal })) as CallToolResult;
+    const r = (await client.callTool({ name, arguments: args }, undefined, {
+      timeout: 120_000,
+      signal,
+    })) as CallToolResult;
     const first = r.content[0] as { text?: string } | undefined;
     if (first?.text !== undefined) texts.push(first.text);
     // the contract: the text is the same envelope as structuredContent, and isError iff !ok
     const env = r.structuredContent as Envelope | undefined;
-    if (!env || first?.text === undefined || !Bun.deepEquals(JSON.parse(first.text), env) || Boolean(r.isError) !== !env.ok) {
+    if (
+      !env ||
+      first?.text === undefined ||
+      !Bun.deepEquals(JSON.parse(first.text), env) ||
+      Boolean(r.isError) !== !env.ok
+    ) {
       throw new Error(`${name}: the text content and structuredContent disagree or isError is wrong`);
     }
     return r;
   };
-  const call = async (name: string, args: Record<string, unknown> = {}, signal?: AbortSignal) => (await raw(name, args, signal)).structuredContent as Envelope;
+  const call = async (name: string, args: Record<string, unknown> = {}, signal?: AbortSignal) =>
+    (await raw(name, args, signal)).structuredContent as Envelope;
   return {
     client,
     transport,
@@ -95,7 +117,11 @@ export function keyOf(c: { session_id: string; session_key: string }): { session
 /** Local ssh/rsync processes that belong to this fixture (the wrapper's config path is in their argv). */
 export async function fixtureProcesses(sshd: Sshd): Promise<string[]> {
   const out = await $`ps -eo pid=,args=`.text();
-  return out.split("\n").filter((l) => l.includes(`${sshd.dir}/`) && !l.includes("sshd -D") && /\b(ssh|rsync)\b/.test(l) && !l.includes("ps -eo"));
+  return out
+    .split("\n")
+    .filter(
+      (l) => l.includes(`${sshd.dir}/`) && !l.includes("sshd -D") && /\b(ssh|rsync)\b/.test(l) && !l.includes("ps -eo"),
+    );
 }
 
 /** How many processes of `user` have `pattern` in their command line. */
@@ -104,7 +130,12 @@ export async function processCount(user: string, pattern: string): Promise<numbe
 }
 
 /** Polls a transfer until it reaches a final state. */
-export async function transferDone(s: SshClient, key: { session_id: string; session_key: string }, id: string, timeoutMs = 60_000): Promise<any> {
+export async function transferDone(
+  s: SshClient,
+  key: { session_id: string; session_key: string },
+  id: string,
+  timeoutMs = 60_000,
+): Promise<any> {
   return await waitFor(
     async () => {
       const t = await s.ok("transfer_status", { ...key, operation_id: id });

@@ -5,7 +5,17 @@
  * users, sudoers files and the sshd process; users left over by a killed run are removed on start.
  */
 import { $ } from "bun";
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -79,11 +89,38 @@ async function sweepLeftovers(): Promise<void> {
     rmSync(`/etc/sudoers.d/${name}`, { force: true });
   }
   for (const f of readdirSync("/etc/sudoers.d")) {
-    if (/^lsmssh[a-z0-9]{6}$/.test(f) && !passwd.includes(`\n${f}:`) && !passwd.startsWith(`${f}:`)) rmSync(`/etc/sudoers.d/${f}`, { force: true });
+    if (/^lsmssh[a-z0-9]{6}$/.test(f) && !passwd.includes(`\n${f}:`) && !passwd.startsWith(`${f}:`))
+      rmSync(`/etc/sudoers.d/${f}`, { force: true });
   }
 }
 
-const NOSUDO_TOOLS = ["sh", "mktemp", "head", "wc", "setsid", "env", "rm", "sleep", "cat", "stat", "find", "sort", "tail", "sha256sum", "rsync", "dirname", "df", "awk", "ln", "mv", "id", "true", "false", "echo", "kill"];
+const NOSUDO_TOOLS = [
+  "sh",
+  "mktemp",
+  "head",
+  "wc",
+  "setsid",
+  "env",
+  "rm",
+  "sleep",
+  "cat",
+  "stat",
+  "find",
+  "sort",
+  "tail",
+  "sha256sum",
+  "rsync",
+  "dirname",
+  "df",
+  "awk",
+  "ln",
+  "mv",
+  "id",
+  "true",
+  "false",
+  "echo",
+  "kill",
+];
 
 function signal(pid: number, sig: NodeJS.Signals): void {
   try {
@@ -152,21 +189,21 @@ export async function startSshd(opts: SshdOptions = {}): Promise<Sshd> {
     throw e;
   }
   async function setUp(): Promise<Sshd> {
-  await $`install -d -m 0755 /run/sshd`.quiet();
-  for (const u of [user, nosudoUser]) {
-    await $`useradd -m -d ${join(dir, "home", u)} -s /bin/bash ${u}`.quiet();
-    await $`usermod -p ${"*"} ${u}`.quiet();
-  }
-  await $`ssh-keygen -q -t ed25519 -N "" -f ${join(keys, "host_ed25519")}`.quiet();
-  await $`ssh-keygen -q -t ed25519 -N "" -f ${join(keys, "id_ed25519")}`.quiet();
-  const pub = readFileSync(join(keys, "id_ed25519.pub"), "utf8");
-  for (const u of [user, nosudoUser]) writeFileSync(join(authkeys, u), pub, { mode: 0o644 });
-  const hostPub = readFileSync(join(keys, "host_ed25519.pub"), "utf8").split(" ").slice(0, 2).join(" ");
-  writeFileSync(join(keys, "known_hosts"), `[127.0.0.1]:${port} ${hostPub}\n`);
-  const cfg = join(dir, "sshd_config");
-  writeFileSync(
-    cfg,
-    `Port ${port}
+    await $`install -d -m 0755 /run/sshd`.quiet();
+    for (const u of [user, nosudoUser]) {
+      await $`useradd -m -d ${join(dir, "home", u)} -s /bin/bash ${u}`.quiet();
+      await $`usermod -p ${"*"} ${u}`.quiet();
+    }
+    await $`ssh-keygen -q -t ed25519 -N "" -f ${join(keys, "host_ed25519")}`.quiet();
+    await $`ssh-keygen -q -t ed25519 -N "" -f ${join(keys, "id_ed25519")}`.quiet();
+    const pub = readFileSync(join(keys, "id_ed25519.pub"), "utf8");
+    for (const u of [user, nosudoUser]) writeFileSync(join(authkeys, u), pub, { mode: 0o644 });
+    const hostPub = readFileSync(join(keys, "host_ed25519.pub"), "utf8").split(" ").slice(0, 2).join(" ");
+    writeFileSync(join(keys, "known_hosts"), `[127.0.0.1]:${port} ${hostPub}\n`);
+    const cfg = join(dir, "sshd_config");
+    writeFileSync(
+      cfg,
+      `Port ${port}
 ListenAddress 127.0.0.1
 HostKey ${join(keys, "host_ed25519")}
 PidFile ${join(dir, "sshd.pid")}
@@ -187,16 +224,21 @@ LogLevel VERBOSE
 Match User ${nosudoUser}
   SetEnv PATH=${nosudoBin}
 `,
-  );
-  await $`/usr/sbin/sshd -t -f ${cfg}`.quiet();
-  const logPath = join(dir, "sshd.log");
-  const proc = Bun.spawn(["/usr/sbin/sshd", "-D", "-e", "-f", cfg], { stdin: "ignore", stdout: Bun.file(logPath), stderr: Bun.file(logPath), detached: true });
-  const alias = "lsmtest";
-  const nosudoAlias = "lsmtest-nosudo";
-  const clientCfg = join(dir, "ssh_config");
-  writeFileSync(
-    clientCfg,
-    `Host ${alias}
+    );
+    await $`/usr/sbin/sshd -t -f ${cfg}`.quiet();
+    const logPath = join(dir, "sshd.log");
+    const proc = Bun.spawn(["/usr/sbin/sshd", "-D", "-e", "-f", cfg], {
+      stdin: "ignore",
+      stdout: Bun.file(logPath),
+      stderr: Bun.file(logPath),
+      detached: true,
+    });
+    const alias = "lsmtest";
+    const nosudoAlias = "lsmtest-nosudo";
+    const clientCfg = join(dir, "ssh_config");
+    writeFileSync(
+      clientCfg,
+      `Host ${alias}
   HostName 127.0.0.1
   Port ${port}
   User ${user}
@@ -221,75 +263,76 @@ Host *
   BatchMode yes
   LogLevel DEBUG3
 `,
-  );
-  writeFileSync(join(binDir, "ssh"), `#!/bin/sh\nexec /usr/bin/ssh -F ${clientCfg} "$@"\n`, { mode: 0o755 });
-  const deadline = Date.now() + 10_000;
-  while (!readFileSync(logPath, "utf8").includes("Server listening")) {
-    if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`sshd did not start: ${readFileSync(logPath, "utf8")}`);
-    await Bun.sleep(25);
-  }
-  const sudoersPath = `/etc/sudoers.d/${user}`;
-  const setSudo = async (mode: SudoMode) => {
-    const rules: Record<SudoMode, string> = {
-      nopasswd: `${user} ALL=(root) NOPASSWD: /bin/bash --noprofile --norc -s\n`,
-      password: `Defaults:${user} timestamp_type=global\n${user} ALL=(root) /bin/bash --noprofile --norc -s\n`,
-      denied: `Defaults:${user} !authenticate\n${user} ALL=(root) NOPASSWD: /usr/bin/id\n`,
-      none: `# no rule for ${user}\n`,
-      "other-command": `${user} ALL=(root) /usr/bin/id\n`,
-      "nopasswd-other-command": `${user} ALL=(root) NOPASSWD: /usr/bin/id\n`,
-      "runas-other": `${user} ALL=(${nosudoUser}) /bin/bash --noprofile --norc -s\n`,
+    );
+    writeFileSync(join(binDir, "ssh"), `#!/bin/sh\nexec /usr/bin/ssh -F ${clientCfg} "$@"\n`, { mode: 0o755 });
+    const deadline = Date.now() + 10_000;
+    while (!readFileSync(logPath, "utf8").includes("Server listening")) {
+      if (proc.exitCode !== null || Date.now() > deadline)
+        throw new Error(`sshd did not start: ${readFileSync(logPath, "utf8")}`);
+      await Bun.sleep(25);
+    }
+    const sudoersPath = `/etc/sudoers.d/${user}`;
+    const setSudo = async (mode: SudoMode) => {
+      const rules: Record<SudoMode, string> = {
+        nopasswd: `${user} ALL=(root) NOPASSWD: /bin/bash --noprofile --norc -s\n`,
+        password: `Defaults:${user} timestamp_type=global\n${user} ALL=(root) /bin/bash --noprofile --norc -s\n`,
+        denied: `Defaults:${user} !authenticate\n${user} ALL=(root) NOPASSWD: /usr/bin/id\n`,
+        none: `# no rule for ${user}\n`,
+        "other-command": `${user} ALL=(root) /usr/bin/id\n`,
+        "nopasswd-other-command": `${user} ALL=(root) NOPASSWD: /usr/bin/id\n`,
+        "runas-other": `${user} ALL=(${nosudoUser}) /bin/bash --noprofile --norc -s\n`,
+      };
+      const rule = rules[mode];
+      const tmp = join(dir, "sudoers.tmp");
+      writeFileSync(tmp, rule, { mode: 0o440 });
+      await $`visudo -cf ${tmp}`.quiet();
+      await $`install -m 0440 -o root -g root ${tmp} ${sudoersPath}`.quiet();
     };
-    const rule = rules[mode];
-    const tmp = join(dir, "sudoers.tmp");
-    writeFileSync(tmp, rule, { mode: 0o440 });
-    await $`visudo -cf ${tmp}`.quiet();
-    await $`install -m 0440 -o root -g root ${tmp} ${sudoersPath}`.quiet();
-  };
-  await setSudo("nopasswd");
-  let stopped = false;
-  return {
-    port,
-    dir,
-    user,
-    nosudoUser,
-    alias,
-    nosudoAlias,
-    binDir,
-    home,
-    log: () => readFileSync(logPath, "utf8"),
-    pid: proc.pid,
-    tree: () => descendants(proc.pid),
-    freeze() {
-      const pids = descendants(proc.pid);
-      for (const p of pids) signal(p, "SIGSTOP");
-      return pids;
-    },
-    thaw(pids) {
-      for (const p of pids) signal(p, "SIGCONT");
-    },
-    setSudo,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      try {
-        process.kill(-proc.pid, "SIGTERM");
-      } catch {
-        // already gone
-      }
-      await Promise.race([proc.exited, Bun.sleep(5000)]);
-      try {
-        process.kill(-proc.pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-      rmSync(sudoersPath, { force: true });
-      for (const u of [user, nosudoUser]) {
-        // a user's lingering processes (none expected) would block userdel
-        await $`pkill -KILL -u ${u}`.quiet().nothrow();
-        await $`userdel -f -r ${u}`.quiet().nothrow();
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+    await setSudo("nopasswd");
+    let stopped = false;
+    return {
+      port,
+      dir,
+      user,
+      nosudoUser,
+      alias,
+      nosudoAlias,
+      binDir,
+      home,
+      log: () => readFileSync(logPath, "utf8"),
+      pid: proc.pid,
+      tree: () => descendants(proc.pid),
+      freeze() {
+        const pids = descendants(proc.pid);
+        for (const p of pids) signal(p, "SIGSTOP");
+        return pids;
+      },
+      thaw(pids) {
+        for (const p of pids) signal(p, "SIGCONT");
+      },
+      setSudo,
+      async stop() {
+        if (stopped) return;
+        stopped = true;
+        try {
+          process.kill(-proc.pid, "SIGTERM");
+        } catch {
+          // already gone
+        }
+        await Promise.race([proc.exited, Bun.sleep(5000)]);
+        try {
+          process.kill(-proc.pid, "SIGKILL");
+        } catch {
+          // already gone
+        }
+        rmSync(sudoersPath, { force: true });
+        for (const u of [user, nosudoUser]) {
+          // a user's lingering processes (none expected) would block userdel
+          await $`pkill -KILL -u ${u}`.quiet().nothrow();
+          await $`userdel -f -r ${u}`.quiet().nothrow();
+        }
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
   }
 }

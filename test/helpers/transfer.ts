@@ -18,7 +18,9 @@ export function bigFile(path: string, mib: number): void {
 
 /** Bytes a destination write has durably recorded (its sidecar's received prefix), 0 if none yet. */
 export function recordedBytes(dir: string, name: string): number {
-  const side = readdirSync(dir).find((n) => n.startsWith(`.${name}.local-shell-mcp-transfer-`) && n.endsWith(".tmp.json"));
+  const side = readdirSync(dir).find(
+    (n) => n.startsWith(`.${name}.local-shell-mcp-transfer-`) && n.endsWith(".tmp.json"),
+  );
   if (!side) return 0;
   try {
     return (JSON.parse(readFileSync(join(dir, side), "utf8")).received_ranges as Array<[number, number]>)[0]?.[1] ?? 0;

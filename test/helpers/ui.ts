@@ -18,7 +18,10 @@ export interface TerminalClient {
   opened: Promise<boolean>;
 }
 
-export function terminalClient(url: string, opts: { origin?: string; protocols?: string[]; cookie?: string } = {}): TerminalClient {
+export function terminalClient(
+  url: string,
+  opts: { origin?: string; protocols?: string[]; cookie?: string } = {},
+): TerminalClient {
   const headers: Record<string, string> = {};
   if (opts.origin) headers.origin = opts.origin;
   if (opts.cookie) headers.cookie = opts.cookie;
@@ -60,7 +63,13 @@ export async function uiSignIn(base: string, pin: string, scope: string): Promis
   const signIn = await fetch(`${base}/api/ui/session/oauth`, {
     method: "POST",
     headers: { "content-type": "application/json", origin: base },
-    body: JSON.stringify({ code: params.get("code"), code_verifier: req.verifier, redirect_uri: `${base}/ui/callback`, client_id: client.client_id, binding }),
+    body: JSON.stringify({
+      code: params.get("code"),
+      code_verifier: req.verifier,
+      redirect_uri: `${base}/ui/callback`,
+      client_id: client.client_id,
+      binding,
+    }),
   });
   if (signIn.status !== 200) throw new Error(`UI sign-in failed: ${signIn.status} ${await signIn.text()}`);
   const cookies = signIn.headers.getSetCookie().map((c) => c.split(";")[0]!);
@@ -70,8 +79,21 @@ export async function uiSignIn(base: string, pin: string, scope: string): Promis
 
 /** Clients attached to the test server's private tmux (the bridge's attach shows up here). */
 export async function tmuxClients(state: string): Promise<string[]> {
-  const r = Bun.spawnSync([join(ROOT, "build", "native", "tmux"), "-S", join(state, "tmux", "shells"), "list-clients", "-F", "#{client_name}"], { stderr: "ignore" });
-  return r.stdout.toString().split("\n").filter((l) => l);
+  const r = Bun.spawnSync(
+    [
+      join(ROOT, "build", "native", "tmux"),
+      "-S",
+      join(state, "tmux", "shells"),
+      "list-clients",
+      "-F",
+      "#{client_name}",
+    ],
+    { stderr: "ignore" },
+  );
+  return r.stdout
+    .toString()
+    .split("\n")
+    .filter((l) => l);
 }
 
 export async function waitClosed(c: TerminalClient, what: string): Promise<number> {

@@ -13,7 +13,9 @@ function streamOf(chunks: string[]): ReadableStream<Uint8Array> {
 
 const url = new URL("http://127.0.0.1/x");
 const events: Array<Record<string, unknown>> = [];
-const sink = { record: (event: string, fields: Record<string, unknown> = {}) => (events.push({ event, ...fields }), "id") };
+const sink = {
+  record: (event: string, fields: Record<string, unknown> = {}) => (events.push({ event, ...fields }), "id"),
+};
 
 describe("limitBody", () => {
   test("declared oversize is refused without reading the body", async () => {
@@ -24,11 +26,20 @@ describe("limitBody", () => {
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.response.status).toBe(413);
     expect(pulled).toBe(false);
-    expect(events.at(-1)).toMatchObject({ event: "http_request_rejected", declared_bytes: 100, observed_bytes: null, limit_bytes: 10 });
+    expect(events.at(-1)).toMatchObject({
+      event: "http_request_rejected",
+      declared_bytes: 100,
+      observed_bytes: null,
+      limit_bytes: 10,
+    });
   });
 
   test("an understated length is counted by the bytes that actually arrive", async () => {
-    const req = new Request(url.href, { method: "POST", body: streamOf(["abcdef", "ghijkl"]), headers: { "content-length": "3" } });
+    const req = new Request(url.href, {
+      method: "POST",
+      body: streamOf(["abcdef", "ghijkl"]),
+      headers: { "content-length": "3" },
+    });
     const r = await limitBody(req, url, 10, sink);
     expect(r.ok).toBe(false);
     expect(events.at(-1)).toMatchObject({ observed_bytes: 12 });
@@ -49,7 +60,8 @@ describe("limitBody", () => {
 
 describe("Host and Origin guard", () => {
   const policy = originPolicy("https://shell.example.com:8443");
-  const check = (host: string, origin?: string) => checkOrigin(policy, new Request("http://x/", { headers: { host, ...(origin ? { origin } : {}) } }))?.status ?? 200;
+  const check = (host: string, origin?: string) =>
+    checkOrigin(policy, new Request("http://x/", { headers: { host, ...(origin ? { origin } : {}) } }))?.status ?? 200;
   test.each([
     ["127.0.0.1:8765", undefined, 200],
     ["shell.example.com:8443", "https://shell.example.com:8443", 200],

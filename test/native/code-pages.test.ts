@@ -21,7 +21,14 @@ describe("code-pages mapping selection", () => {
   test("parses ranges, permissions, paths and the resident and anonymous sizes", () => {
     const maps = parseSmaps(SMAPS);
     expect(maps).toHaveLength(8);
-    expect(maps[1]).toEqual({ start: 0x01a40000n, end: 0x06836000n, perms: "r-xp", path: EXE, rssBytes: 26000 * 1024, anonBytes: 0 });
+    expect(maps[1]).toEqual({
+      start: 0x01a40000n,
+      end: 0x06836000n,
+      perms: "r-xp",
+      path: EXE,
+      rssBytes: 26000 * 1024,
+      anonBytes: 0,
+    });
     expect(maps[6]!.path).toBe("");
   });
 
@@ -50,6 +57,8 @@ describe("code-pages in this process", () => {
     // Code that needs the dropped pages (parser, regexp engine, hashing) still runs correctly.
     expect(JSON.parse('{"a":[1,2,3]}').a).toEqual([1, 2, 3]);
     expect(/n(\d+)/.exec("n42")![1]).toBe("42");
-    expect(new Bun.CryptoHasher("sha256").update("abc").digest("hex")).toBe("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    expect(new Bun.CryptoHasher("sha256").update("abc").digest("hex")).toBe(
+      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+    );
   });
 });

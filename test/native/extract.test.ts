@@ -8,7 +8,14 @@ const EXTRACT = join(import.meta.dir, "..", "..", "src", "native", "extract.ts")
 
 /** Extracts in a fresh process, as a new server start would (no in-memory result to reuse). */
 async function extractFresh(name: string, source: string, dir: string): Promise<string> {
-  const p = Bun.spawn([process.execPath, "-e", `const { extractHelper } = await import(${JSON.stringify(EXTRACT)}); console.log(await extractHelper(${JSON.stringify(name)}, ${JSON.stringify(source)}, ${JSON.stringify(dir)}));`], { stdout: "pipe", stderr: "pipe" });
+  const p = Bun.spawn(
+    [
+      process.execPath,
+      "-e",
+      `const { extractHelper } = await import(${JSON.stringify(EXTRACT)}); console.log(await extractHelper(${JSON.stringify(name)}, ${JSON.stringify(source)}, ${JSON.stringify(dir)}));`,
+    ],
+    { stdout: "pipe", stderr: "pipe" },
+  );
   const [out, code] = await Promise.all([new Response(p.stdout).text(), p.exited]);
   if (code !== 0) throw new Error(`extraction failed: ${await new Response(p.stderr).text()}`);
   return out.trim();
@@ -82,7 +89,9 @@ describe("embedded helper extraction", () => {
     symlinkSync(root, linked);
     expect(unsafeChain(linked, join(linked, "local-shell-mcp", "helpers", "b"))).toBeUndefined();
     symlinkSync(join(root, "local-shell-mcp", "helpers"), join(root, "local-shell-mcp", "other"));
-    expect(unsafeChain(root, join(root, "local-shell-mcp", "other", "b"))).toBe("a helper cache folder is not a directory");
+    expect(unsafeChain(root, join(root, "local-shell-mcp", "other", "b"))).toBe(
+      "a helper cache folder is not a directory",
+    );
   });
 
   test("a loose XDG cache root falls back to the home cache", () => {

@@ -3,7 +3,19 @@
  * (dist/) and one built with `--version-override`, both extracting into one private cache root.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, existsSync, lstatSync, lutimesSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { holdHelperFolder, IN_USE_LOCK } from "../../src/native/helper-folders.ts";
 import { FileLock } from "../../src/store/lock.ts";
@@ -21,7 +33,10 @@ const oldBinary = join(dir.path, "old-build");
 const started: Array<{ kill(signal?: number | NodeJS.Signals): void; exited: Promise<number> }> = [];
 
 beforeAll(async () => {
-  const b = Bun.spawn([process.execPath, join(ROOT, "scripts", "build.ts"), "--outfile", oldBinary, "--version-override", OLD_VERSION], { cwd: ROOT, stdout: "ignore", stderr: "pipe" });
+  const b = Bun.spawn(
+    [process.execPath, join(ROOT, "scripts", "build.ts"), "--outfile", oldBinary, "--version-override", OLD_VERSION],
+    { cwd: ROOT, stdout: "ignore", stderr: "pipe" },
+  );
   if ((await b.exited) !== 0) throw new Error(`second build failed: ${await new Response(b.stderr).text()}`);
 }, 300_000);
 
@@ -37,12 +52,15 @@ afterAll(async () => {
 function serve(exe: string, name: string): { proc: Bun.Subprocess<"pipe", "ignore", "pipe">; stderr: () => string } {
   const workspace = join(dir.path, `ws-${name}`);
   mkdirSync(workspace, { recursive: true });
-  const proc = Bun.spawn([exe, "serve", "--mode", "stdio", "--workspace-root", workspace, "--state-dir", join(dir.path, `state-${name}`)], {
-    env: serverEnv({ XDG_CACHE_HOME: cache, LOCAL_SHELL_MCP_LOG_LEVEL: "3" }),
-    stdin: "pipe",
-    stdout: "ignore",
-    stderr: "pipe",
-  });
+  const proc = Bun.spawn(
+    [exe, "serve", "--mode", "stdio", "--workspace-root", workspace, "--state-dir", join(dir.path, `state-${name}`)],
+    {
+      env: serverEnv({ XDG_CACHE_HOME: cache, LOCAL_SHELL_MCP_LOG_LEVEL: "3" }),
+      stdin: "pipe",
+      stdout: "ignore",
+      stderr: "pipe",
+    },
+  );
   started.push(proc);
   let text = "";
   void (async () => {
@@ -87,7 +105,10 @@ describe("helper folders of other builds", () => {
   test("are removed once unused; a folder in use by a live process, a link, a recent or foreign entry is kept", async () => {
     // The older build starts first: it extracts its tmux and holds its folder while it runs.
     const old = serve(oldBinary, "old");
-    await waitFor(() => buildFolders().some((n) => n.startsWith(`${OLD_VERSION}-`) && existsSync(join(helpers, n, "tmux"))), { timeoutMs: 30_000, what: "the older build's helper folder" });
+    await waitFor(
+      () => buildFolders().some((n) => n.startsWith(`${OLD_VERSION}-`) && existsSync(join(helpers, n, "tmux"))),
+      { timeoutMs: 30_000, what: "the older build's helper folder" },
+    );
     const oldFolder = join(helpers, buildFolders().find((n) => n.startsWith(`${OLD_VERSION}-`))!);
     // Its own prune pass runs first, before the entries below exist; they are for the new build's.
     await waitFor(() => PRUNE_LINE.test(old.stderr()), { timeoutMs: 30_000, what: "the older server's prune report" });
@@ -124,7 +145,10 @@ describe("helper folders of other builds", () => {
     age(foreign);
 
     const current = serve(binary(), "new");
-    await waitFor(() => PRUNE_LINE.test(current.stderr()), { timeoutMs: 30_000, what: "the new server's prune report" });
+    await waitFor(() => PRUNE_LINE.test(current.stderr()), {
+      timeoutMs: 30_000,
+      what: "the new server's prune report",
+    });
     expect(PRUNE_LINE.exec(current.stderr())!.slice(1)).toEqual(["1", "2", "1"]);
     expect(existsSync(unused)).toBe(false);
     expect(readFileSync(join(outside, "precious"), "utf8")).toBe("keep");
@@ -148,7 +172,11 @@ describe("helper folders of other builds", () => {
     expect(PRUNE_LINE.exec(again.stderr())!.slice(1)).toEqual(["2", "0", "1"]);
     expect(existsSync(oldFolder)).toBe(false);
     expect(existsSync(running)).toBe(false);
-    expect(buildFolders().filter((n) => n.startsWith("0.0.")).sort()).toEqual(["0.0.5-dddddddddddddddd", "0.0.6-cccccccccccccccc"]);
+    expect(
+      buildFolders()
+        .filter((n) => n.startsWith("0.0."))
+        .sort(),
+    ).toEqual(["0.0.5-dddddddddddddddd", "0.0.6-cccccccccccccccc"]);
     await stop(again);
     removeDir(outside);
   }, 120_000);

@@ -14,7 +14,11 @@ const isRoot = process.getuid?.() === 0;
 async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
   const t0 = performance.now();
   const proc = Bun.spawn([runner, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { code, stdout, stderr, ms: performance.now() - t0 };
 }
 
@@ -77,7 +81,16 @@ describe.skipIf(base === undefined)("lsm-runner --cgroup", () => {
     const g = groupPath();
     const parent = g.slice(0, g.lastIndexOf("/"));
     // The sleeper leaves the group for the parent group, then the command ends.
-    const r = await run(["--grace-ms", "200", "--cgroup", g, "--", "sh", "-c", `sleep 60 </dev/null >/dev/null 2>&1 & echo $! > ${parent}/cgroup.procs; echo $!`]);
+    const r = await run([
+      "--grace-ms",
+      "200",
+      "--cgroup",
+      g,
+      "--",
+      "sh",
+      "-c",
+      `sleep 60 </dev/null >/dev/null 2>&1 & echo $! > ${parent}/cgroup.procs; echo $!`,
+    ]);
     const pid = Number(r.stdout.trim());
     expect(pid).toBeGreaterThan(0);
     expect(readFileSync("/proc/self/cgroup", "utf8")).toContain("0::");

@@ -21,7 +21,10 @@ const started: number[] = [];
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "lsm-runner-fast-"));
   runner = join(dir, "lsm-runner");
-  const build = Bun.spawnSync(["sh", join(ROOT, "scripts/build-native.sh"), runner], { stdout: "pipe", stderr: "pipe" });
+  const build = Bun.spawnSync(["sh", join(ROOT, "scripts/build-native.sh"), runner], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (build.exitCode !== 0) throw new Error(`build-native.sh failed: ${build.stderr.toString()}`);
 });
 
@@ -38,7 +41,11 @@ afterAll(() => {
 
 async function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const proc = Bun.spawn([runner, ...args], { stdin: "ignore", stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { code, stdout, stderr };
 }
 
@@ -60,7 +67,12 @@ describe("the runner's no-child short cut never confirms a live tree", () => {
     const f = pidFile();
     // It keeps the pipe, so the runner must kill it before anyone sees EOF. `set -m` puts it in a
     // process group of its own, so the shell's group being gone proves nothing about it.
-    const r = await run(["--", "bash", "-c", `set -m; sh -c 'echo $$ > ${f}; exec sleep 3001' & until [ -s ${f} ]; do sleep 0.01; done; echo done`]);
+    const r = await run([
+      "--",
+      "bash",
+      "-c",
+      `set -m; sh -c 'echo $$ > ${f}; exec sleep 3001' & until [ -s ${f} ]; do sleep 0.01; done; echo done`,
+    ]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("done\n");
     expect(pidAlive(readPid(f))).toBe(false);
@@ -70,7 +82,14 @@ describe("the runner's no-child short cut never confirms a live tree", () => {
     const f = pidFile();
     // \$ so that the sh, not the outer bash, expands its own pid.
     const inner = `trap '' TERM; echo \\$\\$ > ${f}; exec sleep 3002`;
-    const r = await run(["--grace-ms", "100", "--", "bash", "-c", `(setsid sh -c "${inner}" ${QUIET} &); until [ -s ${f} ]; do sleep 0.01; done; exit 3`]);
+    const r = await run([
+      "--grace-ms",
+      "100",
+      "--",
+      "bash",
+      "-c",
+      `(setsid sh -c "${inner}" ${QUIET} &); until [ -s ${f} ]; do sleep 0.01; done; exit 3`,
+    ]);
     expect(r.code).toBe(3);
     expect(pidAlive(readPid(f))).toBe(false);
   });
@@ -94,7 +113,14 @@ describe("the runner's no-child short cut never confirms a live tree", () => {
 
   test("a process the shell started and stopped (SIGSTOP) is still found and killed", async () => {
     const f = pidFile();
-    const r = await run(["--grace-ms", "100", "--", "bash", "-c", `set -m; sh -c 'echo $$ > ${f}; exec sleep 3004' ${QUIET} & until [ -s ${f} ]; do sleep 0.01; done; kill -STOP $(cat ${f}); echo stopped`]);
+    const r = await run([
+      "--grace-ms",
+      "100",
+      "--",
+      "bash",
+      "-c",
+      `set -m; sh -c 'echo $$ > ${f}; exec sleep 3004' ${QUIET} & until [ -s ${f} ]; do sleep 0.01; done; kill -STOP $(cat ${f}); echo stopped`,
+    ]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("stopped\n");
     expect(pidAlive(readPid(f))).toBe(false);

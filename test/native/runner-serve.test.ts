@@ -19,7 +19,10 @@ const env = { PATH: process.env.PATH ?? "/usr/bin:/bin" };
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "lsm-runner-serve-"));
   const runner = join(dir, "lsm-runner");
-  const build = Bun.spawnSync(["sh", join(ROOT, "scripts/build-native.sh"), runner], { stdout: "pipe", stderr: "pipe" });
+  const build = Bun.spawnSync(["sh", join(ROOT, "scripts/build-native.sh"), runner], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (build.exitCode !== 0) throw new Error(`build-native.sh failed: ${build.stderr.toString()}`);
   server = new RunnerServer(runner);
   expect(await server.ready).toBe(true);
@@ -60,7 +63,12 @@ describe("the runner server driven directly", () => {
   });
 
   test("a supervisor is forked ahead again after each hand-over: once the command ended, or while a long one runs", async () => {
-    const children = () => readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, "utf8").trim().split(" ").filter(Boolean).map(Number);
+    const children = () =>
+      readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, "utf8")
+        .trim()
+        .split(" ")
+        .filter(Boolean)
+        .map(Number);
     const first = run("exit 0");
     expect(await first.p.exited).toBe(0);
     await waitFor(
@@ -163,7 +171,12 @@ describe("the runner server's request stream", () => {
     expect(await own.ready).toBe(true);
     try {
       let out = "";
-      const p = own.run(["--timeout-ms", "60000", "--", "sh", "-c", "echo started; sleep 600"], dir, env, (_s, c) => (out += new TextDecoder().decode(c)));
+      const p = own.run(
+        ["--timeout-ms", "60000", "--", "sh", "-c", "echo started; sleep 600"],
+        dir,
+        env,
+        (_s, c) => (out += new TextDecoder().decode(c)),
+      );
       if (!p) throw new Error("the runner server is gone");
       await waitFor(() => out === "started\n", { what: "the command to start" });
       // What a hostile writer on the request pipe would send: a frame too short to be one.

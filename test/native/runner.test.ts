@@ -163,7 +163,7 @@ describe("lsm-runner passthrough", () => {
   });
 
   test("stdin, stdout and stderr are the caller's", async () => {
-    const r = await run(["--", "sh", "-c", "read line; echo \"out:$line\"; echo err >&2"], new Blob(["ping\n"]));
+    const r = await run(["--", "sh", "-c", 'read line; echo "out:$line"; echo err >&2'], new Blob(["ping\n"]));
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("out:ping\n");
     expect(r.stderr).toBe("err\n");
@@ -282,7 +282,10 @@ describe("lsm-runner containment", () => {
     const [a, b] = [tag(), tag()];
     const inner = `sleep ${a} ${QUIET} & exec sleep ${b} ${QUIET}`;
     // The shell is the runner's parent; SIGKILLing it must still end the tree.
-    const parent = Bun.spawn(["sh", "-c", `'${runner}' -- sh -c '${inner}' & wait`], { stdout: "ignore", stderr: "ignore" });
+    const parent = Bun.spawn(["sh", "-c", `'${runner}' -- sh -c '${inner}' & wait`], {
+      stdout: "ignore",
+      stderr: "ignore",
+    });
     live.add(parent);
     await waitFor(() => sleepers(a, b).length === 2, { what: "sleepers to start" });
     parent.kill("SIGKILL");
@@ -372,7 +375,11 @@ describe("lsm-runner fails closed", () => {
     const fake = join(dir, "fake-children");
     const marker = join(dir, "fake-children-marker");
     // No status file either, so the PPid fallback cannot rescue it.
-    const r = await viaFakeProc(fake, `mkdir -p "$F/$P/task/$P"; echo 'abc' > "$F/$P/task/$P/children"`, `-- touch '${marker}'`);
+    const r = await viaFakeProc(
+      fake,
+      `mkdir -p "$F/$P/task/$P"; echo 'abc' > "$F/$P/task/$P/children"`,
+      `-- touch '${marker}'`,
+    );
     expect(r.code).toBe(125);
     expect(r.stderr).toMatch(/^lsm-runner: containment unavailable: .*malformed [^ ]*\/task\/\d+\/children/);
     expect(existsSync(marker)).toBe(false);
@@ -400,7 +407,11 @@ describe("lsm-runner fails closed", () => {
     // it: a sleeper still in the command's group when the command ends would be stopped with the
     // group (rightly, and then the tree is gone), which a loaded machine made happen.
     const corrupt = `setsid sh -c 'touch "$1"; exec sleep ${s}' sh '${marker}' ${QUIET} & while [ ! -e '${marker}' ]; do sleep 0.01; done; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
-    const r = await viaFakeProc(fake, plant, `--grace-ms 100 --cleanup-ms 1000 -- sh -c '${corrupt.replaceAll("'", "'\\''")}'`);
+    const r = await viaFakeProc(
+      fake,
+      plant,
+      `--grace-ms 100 --cleanup-ms 1000 -- sh -c '${corrupt.replaceAll("'", "'\\''")}'`,
+    );
     expect(existsSync(marker)).toBe(true); // it did launch
     expect(r.code).toBe(125);
     expect(r.stderr).toStartWith("lsm-runner: containment cleanup failed: ");
@@ -460,7 +471,8 @@ while True:
       `exec '${runner}' --proc-root '${fake}' --grace-ms 100 --cleanup-ms 5000 -- sh -c "$COMMAND"`,
     ].join("\n");
     // The command leaves a sleeper in a session of its own, then ends.
-    const command = `setsid sh -c 'echo $$ > "$1"; exec sleep ${s}' sh '${sleeperFile}' ${QUIET} & ` +
+    const command =
+      `setsid sh -c 'echo $$ > "$1"; exec sleep ${s}' sh '${sleeperFile}' ${QUIET} & ` +
       `while [ ! -s '${sleeperFile}' ]; do sleep 0.01; done; echo $$ > '${commandFile}'`;
     const env = { ...process.env, FEEDER, COMMAND: command };
     const proc = Bun.spawn(["sh", "-c", script], { stdout: "pipe", stderr: "pipe", env });

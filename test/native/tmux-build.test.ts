@@ -64,7 +64,9 @@ const canHideTerminfo = (() => {
   }
 })();
 if (!canHideTerminfo) {
-  console.warn("skip (needs root): the terminfo-fallback test hides the host's terminfo in a private mount namespace; not available here");
+  console.warn(
+    "skip (needs root): the terminfo-fallback test hides the host's terminfo in a private mount namespace; not available here",
+  );
 }
 
 let build: ReturnType<typeof run>;
@@ -82,19 +84,15 @@ afterAll(() => {
 });
 
 describe("native/tmux/build.sh", () => {
-  test(
-    "builds (or reuses the cached) static tmux into OUT_FILE",
-    () => {
-      expect(build.code).toBe(0);
-      expect(build.err).toContain("tmux 3.5a static");
-      const st = statSync(bin);
-      expect(st.isFile()).toBe(true);
-      expect(st.mode & 0o777).toBe(0o755);
-      expect(st.size).toBeGreaterThan(500_000);
-      expect(st.size).toBeLessThan(4_000_000);
-    },
-    600_000,
-  );
+  test("builds (or reuses the cached) static tmux into OUT_FILE", () => {
+    expect(build.code).toBe(0);
+    expect(build.err).toContain("tmux 3.5a static");
+    const st = statSync(bin);
+    expect(st.isFile()).toBe(true);
+    expect(st.mode & 0o777).toBe(0o755);
+    expect(st.size).toBeGreaterThan(500_000);
+    expect(st.size).toBeLessThan(4_000_000);
+  }, 600_000);
 
   test("is a static ELF: no PT_INTERP, no PT_DYNAMIC", () => {
     const types = programHeaderTypes(new Uint8Array(readFileSync(bin)));

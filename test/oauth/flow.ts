@@ -15,20 +15,38 @@ export interface Discovery {
 
 /** 401 challenge → RFC 9728 metadata → RFC 8414 metadata. */
 export async function discover(base: string): Promise<Discovery> {
-  const challenge = await fetch(`${base}/mcp`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+  const challenge = await fetch(`${base}/mcp`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}",
+  });
   if (challenge.status !== 401) throw new Error(`expected 401 from /mcp, got ${challenge.status}`);
   const header = challenge.headers.get("www-authenticate") ?? "";
   const metadataUrl = /resource_metadata="([^"]+)"/.exec(header)?.[1];
   if (!metadataUrl) throw new Error(`no resource_metadata in ${header}`);
   const resource = `${base}/mcp`;
-  const prm = await oauth.processResourceDiscoveryResponse(new URL(resource), await oauth.resourceDiscoveryRequest(new URL(resource), insecure));
+  const prm = await oauth.processResourceDiscoveryResponse(
+    new URL(resource),
+    await oauth.resourceDiscoveryRequest(new URL(resource), insecure),
+  );
   const issuer = new URL(prm.authorization_servers![0]!);
-  const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }));
+  const as = await oauth.processDiscoveryResponse(
+    issuer,
+    await oauth.discoveryRequest(issuer, { algorithm: "oauth2", ...insecure }),
+  );
   return { resource: prm.resource, as };
 }
 
-export async function register(d: Discovery, redirectUri = REDIRECT_URI, name = `lsm e2e client ${crypto.randomUUID().slice(0, 8)}`): Promise<oauth.Client> {
-  const res = await oauth.dynamicClientRegistrationRequest(d.as, { redirect_uris: [redirectUri], client_name: name, token_endpoint_auth_method: "none" }, insecure);
+export async function register(
+  d: Discovery,
+  redirectUri = REDIRECT_URI,
+  name = `lsm e2e client ${crypto.randomUUID().slice(0, 8)}`,
+): Promise<oauth.Client> {
+  const res = await oauth.dynamicClientRegistrationRequest(
+    d.as,
+    { redirect_uris: [redirectUri], client_name: name, token_endpoint_auth_method: "none" },
+    insecure,
+  );
   return (await oauth.processDynamicClientRegistrationResponse(res)) as oauth.Client;
 }
 
@@ -39,7 +57,11 @@ export interface AuthorizeRequest {
 }
 
 /** Authorization request parameters with a fresh S256 PKCE pair and state. */
-export async function authorizeRequest(d: Discovery, client: oauth.Client, extra: Record<string, string | null> = {}): Promise<AuthorizeRequest> {
+export async function authorizeRequest(
+  d: Discovery,
+  client: oauth.Client,
+  extra: Record<string, string | null> = {},
+): Promise<AuthorizeRequest> {
   const verifier = oauth.generateRandomCodeVerifier();
   const state = oauth.generateRandomState();
   const params: Record<string, string> = {
@@ -67,14 +89,28 @@ export async function approvalPage(d: Discovery, req: AuthorizeRequest): Promise
 }
 
 /** Posts the approval form with `pin` (and `decision`), without following the redirect. */
-export async function submitApproval(d: Discovery, req: AuthorizeRequest, pin: string, decision = "approve"): Promise<Response> {
+export async function submitApproval(
+  d: Discovery,
+  req: AuthorizeRequest,
+  pin: string,
+  decision = "approve",
+): Promise<Response> {
   const form = new URLSearchParams({ ...req.params, pin, decision });
-  return fetch(d.as.authorization_endpoint!, { method: "POST", body: form, redirect: "manual", headers: { "content-type": "application/x-www-form-urlencoded" } });
+  return fetch(d.as.authorization_endpoint!, {
+    method: "POST",
+    body: form,
+    redirect: "manual",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+  });
 }
 
 /** Raw token request (for negative cases) with the given overrides. */
 export async function tokenRequest(d: Discovery, fields: Record<string, string>): Promise<Response> {
-  return fetch(d.as.token_endpoint!, { method: "POST", body: new URLSearchParams(fields), headers: { "content-type": "application/x-www-form-urlencoded" } });
+  return fetch(d.as.token_endpoint!, {
+    method: "POST",
+    body: new URLSearchParams(fields),
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+  });
 }
 
 /** The callback parameters validated by the client library (state, iss). */
@@ -83,16 +119,33 @@ export function callbackParams(d: Discovery, client: oauth.Client, location: str
 }
 
 /** Exchanges the code with the library; `resource` goes along as RFC 8707 requires. */
-export async function exchange(d: Discovery, client: oauth.Client, params: URLSearchParams, req: AuthorizeRequest): Promise<oauth.TokenEndpointResponse> {
-  const res = await oauth.authorizationCodeGrantRequest(d.as, client, oauth.None(), params, req.params.redirect_uri!, req.verifier, {
-    additionalParameters: { resource: d.resource },
-    ...insecure,
-  });
+export async function exchange(
+  d: Discovery,
+  client: oauth.Client,
+  params: URLSearchParams,
+  req: AuthorizeRequest,
+): Promise<oauth.TokenEndpointResponse> {
+  const res = await oauth.authorizationCodeGrantRequest(
+    d.as,
+    client,
+    oauth.None(),
+    params,
+    req.params.redirect_uri!,
+    req.verifier,
+    {
+      additionalParameters: { resource: d.resource },
+      ...insecure,
+    },
+  );
   return oauth.processAuthorizationCodeResponse(d.as, client, res);
 }
 
 /** The whole flow: returns the token response, the client and the discovery it used. */
-export async function obtainTokens(base: string, pin: string, scope?: string): Promise<{ tokens: oauth.TokenEndpointResponse; client: oauth.Client; d: Discovery }> {
+export async function obtainTokens(
+  base: string,
+  pin: string,
+  scope?: string,
+): Promise<{ tokens: oauth.TokenEndpointResponse; client: oauth.Client; d: Discovery }> {
   const d = await discover(base);
   const client = await register(d);
   const req = await authorizeRequest(d, client, scope === undefined ? {} : { scope });
@@ -103,14 +156,25 @@ export async function obtainTokens(base: string, pin: string, scope?: string): P
 }
 
 /** The whole flow: returns an access token with the requested scopes. */
-export async function obtainToken(base: string, pin: string, scope?: string): Promise<{ token: string; clientId: string; d: Discovery }> {
+export async function obtainToken(
+  base: string,
+  pin: string,
+  scope?: string,
+): Promise<{ token: string; clientId: string; d: Discovery }> {
   const { tokens, client, d } = await obtainTokens(base, pin, scope);
   return { token: tokens.access_token, clientId: client.client_id, d };
 }
 
 /** grant_type=refresh_token through the client library (RFC 8707 resource included). */
-export async function refreshTokens(d: Discovery, client: oauth.Client, refreshToken: string): Promise<oauth.TokenEndpointResponse> {
-  const res = await oauth.refreshTokenGrantRequest(d.as, client, oauth.None(), refreshToken, { additionalParameters: { resource: d.resource }, ...insecure });
+export async function refreshTokens(
+  d: Discovery,
+  client: oauth.Client,
+  refreshToken: string,
+): Promise<oauth.TokenEndpointResponse> {
+  const res = await oauth.refreshTokenGrantRequest(d.as, client, oauth.None(), refreshToken, {
+    additionalParameters: { resource: d.resource },
+    ...insecure,
+  });
   return oauth.processRefreshTokenResponse(d.as, client, res);
 }
 

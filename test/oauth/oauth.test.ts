@@ -13,13 +13,32 @@ import { tempDir } from "../helpers/harness.ts";
 
 describe("OAuth building blocks", () => {
   test("redirect URI policy", () => {
-    for (const ok of ["https://chatgpt.com/connector/oauth/cb", "http://127.0.0.1:3000/cb", "http://localhost/cb", "http://[::1]:8/cb", "com.example.app:/oauth2redirect"]) expect(redirectUriAllowed(ok)).toBe(true);
-    for (const bad of ["http://example.com/cb", "javascript:alert(1)", "data:text/html,x", "https://a.example/cb#x", "ftp://a.example/x", "myapp://cb", "https://u:p@a.example/cb"]) expect(redirectUriAllowed(bad)).toBe(false);
+    for (const ok of [
+      "https://chatgpt.com/connector/oauth/cb",
+      "http://127.0.0.1:3000/cb",
+      "http://localhost/cb",
+      "http://[::1]:8/cb",
+      "com.example.app:/oauth2redirect",
+    ])
+      expect(redirectUriAllowed(ok)).toBe(true);
+    for (const bad of [
+      "http://example.com/cb",
+      "javascript:alert(1)",
+      "data:text/html,x",
+      "https://a.example/cb#x",
+      "ftp://a.example/x",
+      "myapp://cb",
+      "https://u:p@a.example/cb",
+    ])
+      expect(redirectUriAllowed(bad)).toBe(false);
   });
 
   test("scopes: blank means all, duplicates collapse, unknown is reported", () => {
     expect(normalizeScopes("")).toMatchObject({ ok: true, scopes: expect.arrayContaining(["audit:full"]) });
-    expect(normalizeScopes("shell:read shell:read audit:read")).toEqual({ ok: true, scopes: ["shell:read", "audit:read"] });
+    expect(normalizeScopes("shell:read shell:read audit:read")).toEqual({
+      ok: true,
+      scopes: ["shell:read", "audit:read"],
+    });
     expect(normalizeScopes("shell:read root")).toEqual({ ok: false, bad: "root" });
   });
 
@@ -40,7 +59,9 @@ describe("OAuth building blocks", () => {
     expect(adminPinAcceptable("  short  ")).toBe(false);
     expect(adminPinAcceptable("a-real-pin-1")).toBe(true);
     expect(startupProblem(loadSettings({ env: {}, flags: {} }))).toBeUndefined();
-    expect(startupProblem(loadSettings({ env: {}, flags: { auth_mode: "none", host: "0.0.0.0" } }))).toContain("loopback");
+    expect(startupProblem(loadSettings({ env: {}, flags: { auth_mode: "none", host: "0.0.0.0" } }))).toContain(
+      "loopback",
+    );
   });
 
   test("constant-time comparison accepts any input length", () => {
@@ -51,7 +72,16 @@ describe("OAuth building blocks", () => {
 
   test("the approval page escapes every reflected value", () => {
     const evil = `"><script>alert(1)</script>`;
-    const html = approvalPage({ action: "/oauth/authorize", clientName: evil, clientId: evil, redirectUri: evil, resource: evil, scopes: [evil], params: { [evil]: evil }, pinConfigured: true });
+    const html = approvalPage({
+      action: "/oauth/authorize",
+      clientName: evil,
+      clientId: evil,
+      redirectUri: evil,
+      resource: evil,
+      scopes: [evil],
+      params: { [evil]: evil },
+      pinConfigured: true,
+    });
     expect(html).not.toContain("<script>");
     expect(escapeHtml(`<&>"'`)).toBe("&#60;&#38;&#62;&#34;&#39;");
   });

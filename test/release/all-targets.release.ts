@@ -26,7 +26,9 @@ let out: string;
 const unpack = (target: string): string => {
   const to = join(dir.path, "unpacked", target);
   mkdirSync(to, { recursive: true });
-  expect(Bun.spawnSync(["tar", "-xzf", join(out, `local-shell-mcp-${pkg.version}-${target}.tar.gz`), "-C", to]).exitCode).toBe(0);
+  expect(
+    Bun.spawnSync(["tar", "-xzf", join(out, `local-shell-mcp-${pkg.version}-${target}.tar.gz`), "-C", to]).exitCode,
+  ).toBe(0);
   return join(to, `local-shell-mcp-${pkg.version}-${target}`);
 };
 const helper = (cpu: string, name: string) => readFileSync(join(ROOT, "build", "native", cpu, name));
@@ -36,25 +38,34 @@ beforeAll(() => {
   dir = tempDir("lsm-release-all-");
   out = process.env.LSM_RELEASE_OUT || join(dir.path, "out");
   if (process.env.LSM_RELEASE_OUT) return;
-  const r = Bun.spawnSync([process.execPath, join(ROOT, "scripts", "release.ts"), "--out", out], { cwd: ROOT, stderr: "pipe" });
+  const r = Bun.spawnSync([process.execPath, join(ROOT, "scripts", "release.ts"), "--out", out], {
+    cwd: ROOT,
+    stderr: "pipe",
+  });
   if (r.exitCode !== 0) throw new Error(`release.ts failed: ${r.stderr.toString().slice(-3000)}`);
 }, 3_600_000);
 afterAll(() => dir?.[Symbol.dispose]());
 
 describe("all six release archives", () => {
   test("six archives, each with its .sha256, all in SHA256SUMS, all verifying", () => {
-    const archives = readdirSync(out).filter((f) => f.endsWith(".tar.gz")).sort();
+    const archives = readdirSync(out)
+      .filter((f) => f.endsWith(".tar.gz"))
+      .sort();
     expect(archives).toEqual(TARGET_NAMES.map((t) => `local-shell-mcp-${pkg.version}-${t}.tar.gz`).sort());
     expect(readFileSync(join(out, "SHA256SUMS"), "utf8").trim().split("\n")).toHaveLength(6);
-    for (const f of ["SHA256SUMS", ...archives.map((a) => `${a}.sha256`)]) expect(Bun.spawnSync(["sha256sum", "-c", f], { cwd: out }).exitCode).toBe(0);
+    for (const f of ["SHA256SUMS", ...archives.map((a) => `${a}.sha256`)])
+      expect(Bun.spawnSync(["sha256sum", "-c", f], { cwd: out }).exitCode).toBe(0);
   });
 
   for (const target of ["darwin-x64", "darwin-arm64"]) {
     test(`${target}: Mach-O for its CPU, no tmux, no Linux runner`, () => {
       const folder = unpack(target);
-      expect(Bun.spawnSync(["file", "-b", join(folder, "local-shell-mcp")]).stdout.toString()).toMatch(TARGETS[target]!.fileSays);
+      expect(Bun.spawnSync(["file", "-b", join(folder, "local-shell-mcp")]).stdout.toString()).toMatch(
+        TARGETS[target]!.fileSays,
+      );
       const exe = readFileSync(join(folder, "local-shell-mcp"));
-      for (const cpu of ["linux-x64", "linux-arm64"]) for (const name of ["lsm-runner", "tmux"]) expect(exe.indexOf(helper(cpu, name))).toBe(-1);
+      for (const cpu of ["linux-x64", "linux-arm64"])
+        for (const name of ["lsm-runner", "tmux"]) expect(exe.indexOf(helper(cpu, name))).toBe(-1);
       const licences = readdirSync(join(folder, "licenses"));
       expect(licences).not.toContain("tmux-COPYING.txt");
       expect(licences).toContain("bun.txt");
@@ -67,7 +78,10 @@ describe("all six release archives", () => {
     });
   }
 
-  for (const [target, cpu, loader] of [["linux-x64-musl", "linux-x64", "ld-musl-x86_64.so.1"], ["linux-arm64-musl", "linux-arm64", "ld-musl-aarch64.so.1"]] as const) {
+  for (const [target, cpu, loader] of [
+    ["linux-x64-musl", "linux-x64", "ld-musl-x86_64.so.1"],
+    ["linux-arm64-musl", "linux-arm64", "ld-musl-aarch64.so.1"],
+  ] as const) {
     test(`${target}: musl-linked, embeds the recorded static ${cpu} helpers, ships the recorded libstdc++`, () => {
       const folder = unpack(target);
       const exe = join(folder, "local-shell-mcp");
@@ -80,8 +94,11 @@ describe("all six release archives", () => {
         expect(bytes.indexOf(h)).toBeGreaterThan(0);
       }
       const lib = readFileSync(join(folder, "lib", "libstdc++.so.6"));
-      expect(new Bun.CryptoHasher("sha256").update(lib).digest("hex")).toBe(recorded.get(`${target} lib/libstdc++.so.6 sha256`)!);
-      for (const f of ["libstdc++-COPYRIGHT.txt", "GPL-3.0.txt"]) expect(readdirSync(join(folder, "licenses"))).toContain(f);
+      expect(new Bun.CryptoHasher("sha256").update(lib).digest("hex")).toBe(
+        recorded.get(`${target} lib/libstdc++.so.6 sha256`)!,
+      );
+      for (const f of ["libstdc++-COPYRIGHT.txt", "GPL-3.0.txt"])
+        expect(readdirSync(join(folder, "licenses"))).toContain(f);
       const quick = readFileSync(join(folder, "QUICKSTART.txt"), "utf8");
       expect(quick).toContain("apk add libstdc++ bash");
       expect(quick).toContain("install -m 0644 lib/libstdc++.so.6 /usr/local/lib/");
@@ -96,7 +113,11 @@ describe("all six release archives", () => {
       const libc = dynamicSymbols(join(root, "lib", loader));
       const lib = dynamicSymbols(join(folder, "lib", "libstdc++.so.6"));
       const exe = dynamicSymbols(join(folder, "local-shell-mcp"));
-      const copies = Bun.spawnSync(["readelf", "-rW", join(folder, "local-shell-mcp")]).stdout.toString().split("\n").filter((l) => /_COPY /.test(l)).map((l) => l.trim().split(/\s+/)[4]!);
+      const copies = Bun.spawnSync(["readelf", "-rW", join(folder, "local-shell-mcp")])
+        .stdout.toString()
+        .split("\n")
+        .filter((l) => /_COPY /.test(l))
+        .map((l) => l.trim().split(/\s+/)[4]!);
       const needed = [...exe.undefinedStrong, ...copies].filter((n) => !libc.defined.has(n));
       expect(needed.length).toBeGreaterThan(30); // the C++ runtime part: std::, __cxa_*, type_info vtables
       expect(needed.filter((n) => !lib.defined.has(n))).toEqual([]);
@@ -126,27 +147,37 @@ function dynamicSymbols(file: string): { defined: Set<string>; undefinedStrong: 
 // static busybox (arm64 under qemu-user), once without the library (it must refuse to start and
 // say what is missing), then with lib/libstdc++.so.6 installed as QUICKSTART.txt says.
 describe("musl archives in a musl-only root", () => {
-  for (const [target, flavour] of [["linux-x64-musl", "musl-amd64"], ["linux-arm64-musl", "musl-arm64"]] as const) {
+  for (const [target, flavour] of [
+    ["linux-x64-musl", "musl-amd64"],
+    ["linux-arm64-musl", "musl-arm64"],
+  ] as const) {
     // Root is needed to chroot into the musl root.
-    test.skipIf(!isRoot)(`${target}: --version, MCP tools/list, contained bash, embedded tmux`, async () => {
-      const root = makeRoot(flavour);
-      const folder = `local-shell-mcp-${pkg.version}-${target}`;
-      const unpacked = unpackInto(root, join(out, `${folder}.tar.gz`), target);
-      // Installed into the cached root for this run and removed after it: two LSM_RELEASE_ALL runs
-      // on one machine must not overlap (the default suite never uses the musl roots).
-      const installed = join(root, "usr", "local", "lib", "libstdc++.so.6");
-      try {
-        expect(existsSync(installed)).toBe(false);
-        const bare = Bun.spawnSync(inRoot(root, [`${unpacked.inside}/${folder}/local-shell-mcp`, "--version"], { PATH: "/bin" }), { stdout: "pipe", stderr: "pipe" });
-        expect(bare.exitCode).not.toBe(0);
-        expect(bare.stderr.toString()).toContain("Error loading shared library libstdc++.so.6");
-        cpSync(join(unpacked.host, folder, "lib", "libstdc++.so.6"), installed);
-        await runsInRoot(root, unpacked.inside, folder, target);
-      } finally {
-        killRootProcesses(root);
-        rmSync(installed, { force: true });
-        rmSync(unpacked.host, { recursive: true, force: true });
-      }
-    }, 600_000);
+    test.skipIf(!isRoot)(
+      `${target}: --version, MCP tools/list, contained bash, embedded tmux`,
+      async () => {
+        const root = makeRoot(flavour);
+        const folder = `local-shell-mcp-${pkg.version}-${target}`;
+        const unpacked = unpackInto(root, join(out, `${folder}.tar.gz`), target);
+        // Installed into the cached root for this run and removed after it: two LSM_RELEASE_ALL runs
+        // on one machine must not overlap (the default suite never uses the musl roots).
+        const installed = join(root, "usr", "local", "lib", "libstdc++.so.6");
+        try {
+          expect(existsSync(installed)).toBe(false);
+          const bare = Bun.spawnSync(
+            inRoot(root, [`${unpacked.inside}/${folder}/local-shell-mcp`, "--version"], { PATH: "/bin" }),
+            { stdout: "pipe", stderr: "pipe" },
+          );
+          expect(bare.exitCode).not.toBe(0);
+          expect(bare.stderr.toString()).toContain("Error loading shared library libstdc++.so.6");
+          cpSync(join(unpacked.host, folder, "lib", "libstdc++.so.6"), installed);
+          await runsInRoot(root, unpacked.inside, folder, target);
+        } finally {
+          killRootProcesses(root);
+          rmSync(installed, { force: true });
+          rmSync(unpacked.host, { recursive: true, force: true });
+        }
+      },
+      600_000,
+    );
   }
 });

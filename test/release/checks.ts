@@ -27,15 +27,21 @@ export async function runsInRoot(root: string, inside: string, folder: string, t
   mkdirSync(join(root, ws), { recursive: true });
   mkdirSync(join(root, home), { recursive: true, mode: 0o700 });
 
-  const v = Bun.spawnSync(inRoot(root, [exe, "--version"], { HOME: home, PATH: "/usr/bin:/bin" }), { stdout: "pipe", stderr: "pipe" });
+  const v = Bun.spawnSync(inRoot(root, [exe, "--version"], { HOME: home, PATH: "/usr/bin:/bin" }), {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   expect(v.stderr.toString()).toBe("");
   const line = v.stdout.toString();
-  expect(line).toMatch(new RegExp(`^local-shell-mcp ${pkg.version.replaceAll(".", "\\.")} ${target} build [0-9a-f]{16}\\n$`));
+  expect(line).toMatch(
+    new RegExp(`^local-shell-mcp ${pkg.version.replaceAll(".", "\\.")} ${target} build [0-9a-f]{16}\\n$`),
+  );
 
   const mcp = await connectInRoot(root, exe, home, ws);
   try {
     const tools = (await mcp.client.listTools()).tools.map((x) => x.name);
-    for (const name of ["bash", "version", "session_start", "read_persistent_shell_output"]) expect(tools).toContain(name);
+    for (const name of ["bash", "version", "session_start", "read_persistent_shell_output"])
+      expect(tools).toContain(name);
     const ver = await mcp.ok<{ target: string; build_digest: string; platform: string }>("version");
     expect(ver.target).toBe(target);
     expect(line).toContain(`build ${ver.build_digest.slice(0, 16)}`);
@@ -44,8 +50,13 @@ export async function runsInRoot(root: string, inside: string, folder: string, t
 
     const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     // A double-forked, session-leading sleeper: the runner must find and end it anyway.
-    const cmd = "( setsid sleep 600 & echo $! > sleeper.pid ) ; while [ ! -s sleeper.pid ]; do :; done; kill -0 $(cat sleeper.pid) && echo sleeper-up";
-    const r = await mcp.ok<{ result: { stdout: string; stderr: string; exit_code: number } }>("bash", { session_id: sid, command: cmd, timeout_s: 60 });
+    const cmd =
+      "( setsid sleep 600 & echo $! > sleeper.pid ) ; while [ ! -s sleeper.pid ]; do :; done; kill -0 $(cat sleeper.pid) && echo sleeper-up";
+    const r = await mcp.ok<{ result: { stdout: string; stderr: string; exit_code: number } }>("bash", {
+      session_id: sid,
+      command: cmd,
+      timeout_s: 60,
+    });
     expect(r.result.stderr).toBe("");
     expect(r.result.exit_code).toBe(0);
     expect(r.result.stdout).toBe("sleeper-up\n");
@@ -53,19 +64,41 @@ export async function runsInRoot(root: string, inside: string, folder: string, t
     expect(sleeper).toBeGreaterThan(1);
     await waitFor(() => !pidAlive(sleeper), { timeoutMs: 20_000, what: `the contained sleeper ${sleeper} to be gone` });
 
-    const shell = await mcp.ok<{ mode: string; result: { shell_id: string; backend: string } }>("bash", { session_id: sid, command: LOOP, pty: true });
+    const shell = await mcp.ok<{ mode: string; result: { shell_id: string; backend: string } }>("bash", {
+      session_id: sid,
+      command: LOOP,
+      pty: true,
+    });
     expect(shell.result.backend).toBe("tmux");
     const id = shell.result.shell_id;
-    await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: id, input_text: "echo $((6 * 7))-from-tmux" });
-    const read = await mcp.ok<{ output: string; matched: boolean | null }>("read_persistent_shell_output", { session_id: sid, shell_id: id, offset: 0, wait_for: "^42-from-tmux$", timeout_s: 60 });
+    await mcp.ok("send_persistent_shell_input", {
+      session_id: sid,
+      shell_id: id,
+      input_text: "echo $((6 * 7))-from-tmux",
+    });
+    const read = await mcp.ok<{ output: string; matched: boolean | null }>("read_persistent_shell_output", {
+      session_id: sid,
+      shell_id: id,
+      offset: 0,
+      wait_for: "^42-from-tmux$",
+      timeout_s: 60,
+    });
     expect(read.matched).toBe(true);
     // The tmux that served it is the embedded one, extracted into the private helper folder.
     // (Under qemu-user the host sees the emulator first on the command line, so match any argument.)
     // The folder is named after the version and the build digest, so two builds never share copies.
-    const helperTmux = new RegExp(`^${home}/\\.cache/local-shell-mcp/helpers/${pkg.version.replaceAll(".", "\\.")}-[0-9a-f]{16}/tmux$`);
-    const servers = processesInRoot(root).filter((p) => readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0").some((arg) => helperTmux.test(arg)));
+    const helperTmux = new RegExp(
+      `^${home}/\\.cache/local-shell-mcp/helpers/${pkg.version.replaceAll(".", "\\.")}-[0-9a-f]{16}/tmux$`,
+    );
+    const servers = processesInRoot(root).filter((p) =>
+      readFileSync(`/proc/${p}/cmdline`, "utf8")
+        .split("\0")
+        .some((arg) => helperTmux.test(arg)),
+    );
     expect(servers.length).toBeGreaterThan(0);
-    expect((await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id })).killed).toBe(true);
+    expect((await mcp.ok<{ killed: boolean }>("kill_persistent_shell", { session_id: sid, shell_id: id })).killed).toBe(
+      true,
+    );
   } finally {
     await mcp.close();
   }
@@ -92,7 +125,8 @@ export async function quickstartAsUser(root: string, archive: string, target: st
   mkdirSync(join(root, home, "dl"), { recursive: true, mode: 0o700 });
   copyFileSync(archive, join(root, home, "dl", name));
   copyFileSync(`${archive}.sha256`, join(root, home, "dl", `${name}.sha256`));
-  for (const p of [home, `${home}/dl`, `${home}/dl/${name}`, `${home}/dl/${name}.sha256`]) chownSync(join(root, p), USER.uid, USER.gid);
+  for (const p of [home, `${home}/dl`, `${home}/dl/${name}`, `${home}/dl/${name}.sha256`])
+    chownSync(join(root, p), USER.uid, USER.gid);
   const env = { HOME: home, PATH: "/usr/bin:/bin", LANG: "C.UTF-8" };
   const userspec = `${USER.uid}:${USER.gid}`;
 
@@ -120,13 +154,19 @@ export async function quickstartAsUser(root: string, archive: string, target: st
     const url = `http://127.0.0.1:${QUICKSTART_PORT}`;
     await waitFor(
       async () => {
-        if (server.exitCode !== null) throw new Error(`the steps ended with status ${server.exitCode}: ${stderr.slice(-800)}`);
-        return await fetch(`${url}/healthz`).then((r) => r.ok, () => false);
+        if (server.exitCode !== null)
+          throw new Error(`the steps ended with status ${server.exitCode}: ${stderr.slice(-800)}`);
+        return await fetch(`${url}/healthz`).then(
+          (r) => r.ok,
+          () => false,
+        );
       },
       { timeoutMs: 120_000, what: `the user's server from QUICKSTART step 3 on ${url}` },
     );
     // The PIN: generated once into the private state folder; the log names the file, never the PIN.
-    await waitFor(() => /oauth-admin-pin/.test(stderr), { what: `the start-up log to name the PIN file (so far: ${stderr.slice(-600)})` });
+    await waitFor(() => /oauth-admin-pin/.test(stderr), {
+      what: `the start-up log to name the PIN file (so far: ${stderr.slice(-600)})`,
+    });
     const pinFile = /\/[^\s"']*oauth-admin-pin/.exec(stderr)![0];
     const st = statSync(join(root, pinFile));
     expect(st.uid).toBe(USER.uid);
@@ -136,7 +176,11 @@ export async function quickstartAsUser(root: string, archive: string, target: st
     expect(pin.length).toBeGreaterThan(5);
     expect(stderr).not.toContain(pin);
     // Step 4 over HTTP: OAuth is on, so a client without a token is told where to authorize.
-    const mcp = await fetch(`${url}/mcp`, { method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream" }, body: "{}" });
+    const mcp = await fetch(`${url}/mcp`, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: "{}",
+    });
     expect(mcp.status).toBe(401);
     expect(mcp.headers.get("www-authenticate") ?? "").toContain("resource_metadata");
     // Step 5: the UI answers a browser.
@@ -151,10 +195,17 @@ export async function quickstartAsUser(root: string, archive: string, target: st
   // Step 1 said OK; step 2 printed the version line.
   const printed = await stdout;
   expect(printed).toContain(`${name}: OK`);
-  expect(printed).toMatch(new RegExp(`^local-shell-mcp ${pkg.version.replaceAll(".", "\\.")} ${target} build [0-9a-f]{16}$`, "m"));
+  expect(printed).toMatch(
+    new RegExp(`^local-shell-mcp ${pkg.version.replaceAll(".", "\\.")} ${target} build [0-9a-f]{16}$`, "m"),
+  );
 
   // Step 4 over stdio, the command as written (the client starts it; no step 3).
-  const [command, ...args] = inRoot(root, [`${home}/.local/bin/local-shell-mcp`, "serve", "--mode", "stdio", "--workspace-root", `${home}/my-project`], env, userspec);
+  const [command, ...args] = inRoot(
+    root,
+    [`${home}/.local/bin/local-shell-mcp`, "serve", "--mode", "stdio", "--workspace-root", `${home}/my-project`],
+    env,
+    userspec,
+  );
   const client = new Client({ name: "lsm-release-quickstart", version: "0" });
   await client.connect(new StdioClientTransport({ command: command!, args, stderr: "pipe" }));
   try {

@@ -4,7 +4,10 @@ import { CONTAINMENT_FAILED, gate, retry, scan, verdict, type ScanResult } from 
 
 describe("gate: the command is released only into its own confirmed coalition", () => {
   test("released when queried, confirmed and isolated", () => {
-    expect(gate({ runnerCoalition: 10, childCoalition: 42, confirmedByQuery: true })).toEqual({ release: true, coalition: 42 });
+    expect(gate({ runnerCoalition: 10, childCoalition: 42, confirmedByQuery: true })).toEqual({
+      release: true,
+      coalition: 42,
+    });
   });
   test.each([
     [{ runnerCoalition: null, childCoalition: 42, confirmedByQuery: true }, "cannot be queried"],
@@ -47,8 +50,12 @@ describe("retry: two empty scans in a row, TERM before the grace, KILL after, th
     expect(retry({ elapsedMs: 30, emptyInARow: 1, graceMs: 2000 }, empty)).toEqual({ do: "done" });
   });
   test("members, uncertain entries or a failed listing keep cleanup going", () => {
-    for (const r of [busy, unsure, blind]) expect(retry({ elapsedMs: 10, emptyInARow: 1, graceMs: 2000 }, r)).toEqual({ do: "signal", signal: "SIGTERM" });
-    expect(retry({ elapsedMs: 2500, emptyInARow: 0, graceMs: 2000 }, busy)).toEqual({ do: "signal", signal: "SIGKILL" });
+    for (const r of [busy, unsure, blind])
+      expect(retry({ elapsedMs: 10, emptyInARow: 1, graceMs: 2000 }, r)).toEqual({ do: "signal", signal: "SIGTERM" });
+    expect(retry({ elapsedMs: 2500, emptyInARow: 0, graceMs: 2000 }, busy)).toEqual({
+      do: "signal",
+      signal: "SIGKILL",
+    });
   });
   test("past grace + 5 s it gives up", () => {
     expect(retry({ elapsedMs: 7000, emptyInARow: 0, graceMs: 2000 }, busy)).toEqual({ do: "give_up" });
@@ -63,7 +70,9 @@ describe("verdict: the command's status, or 125 when containment failed", () => 
     expect(verdict({ gate: released, exit: { signal: 15 }, bootedOut: true, cleanup: { do: "done" } })).toBe(143);
   });
   test("fail closed", () => {
-    expect(verdict({ gate: { release: false, reason: "x" }, exit: null, bootedOut: true, cleanup: { do: "done" } })).toBe(CONTAINMENT_FAILED);
+    expect(
+      verdict({ gate: { release: false, reason: "x" }, exit: null, bootedOut: true, cleanup: { do: "done" } }),
+    ).toBe(CONTAINMENT_FAILED);
     expect(verdict({ gate: released, exit: { code: 0 }, bootedOut: false, cleanup: { do: "done" } })).toBe(125);
     expect(verdict({ gate: released, exit: { code: 0 }, bootedOut: true, cleanup: { do: "give_up" } })).toBe(125);
     expect(verdict({ gate: released, exit: null, bootedOut: true, cleanup: { do: "done" } })).toBe(125);

@@ -66,7 +66,8 @@ class FakeMac implements MacHost {
     // libproc's PROC_UID_ONLY list is only ours; the other user's process is there to prove the
     // scan would not touch it even if it were listed.
     const list: ProcessEntry[] = [...this.procs].map(([pid, p]) => ({ pid, uid: p.uid, coalition: p.coalition }));
-    if (this.s.unreadableScans !== undefined && this.scans <= this.s.unreadableScans) list.push({ pid: 4444, uid: UID, coalition: null });
+    if (this.s.unreadableScans !== undefined && this.scans <= this.s.unreadableScans)
+      list.push({ pid: 4444, uid: UID, coalition: null });
     return list;
   }
   async bootstrap(job: LaunchJob): Promise<boolean> {
@@ -119,7 +120,14 @@ class FakeMac implements MacHost {
 function run(s: Scenario, opts: { stop?: Promise<number>; persist?: boolean } = {}) {
   const host = new FakeMac(s);
   const job = { argv: ["/exe", "bounded-runner", "--launchd-child", "/tmp/x"], cwd: "/w", env: {} };
-  const done = runContained(host, { label: "local-shell-mcp.bounded.1000.u", job, graceMs: 1000, cleanupMs: 6000, stop: opts.stop ?? new Promise(() => undefined), persist: opts.persist ?? false });
+  const done = runContained(host, {
+    label: "local-shell-mcp.bounded.1000.u",
+    job,
+    graceMs: 1000,
+    cleanupMs: 6000,
+    stop: opts.stop ?? new Promise(() => undefined),
+    persist: opts.persist ?? false,
+  });
   return { host, done };
 }
 
@@ -191,7 +199,10 @@ describe("macOS bounded runner orchestration (fake host)", () => {
     test("with --persist it keeps trying and says when the coalition was confirmed empty late", async () => {
       const { host, done } = run({ unreadableScans: 40 }, { persist: true });
       expect(await done).toBe(125);
-      expect(host.lines).toEqual([expect.stringMatching(/^lsm-runner: containment cleanup unconfirmed: .*; still trying$/), "lsm-runner: containment cleanup confirmed late, after the budget"]);
+      expect(host.lines).toEqual([
+        expect.stringMatching(/^lsm-runner: containment cleanup unconfirmed: .*; still trying$/),
+        "lsm-runner: containment cleanup confirmed late, after the budget",
+      ]);
     });
 
     test("launchctl cannot boot the job out", async () => {
@@ -210,8 +221,27 @@ describe("macOS bounded runner orchestration (fake host)", () => {
 
 describe("macOS bounded runner: the plain-code parts", () => {
   test("the runner's command line is the Linux runner's (minus cgroups)", () => {
-    expect(parseRunnerArgs(["--grace-ms", "1500", "--cleanup-ms=9000", "--timeout-ms", "0", "--persist", "--", "/bin/bash", "-c", "x"])).toEqual({ graceMs: 1500, cleanupMs: 9000, timeoutMs: 0, persist: true, argv: ["/bin/bash", "-c", "x"] });
-    expect(parseRunnerArgs(["--", "true"])).toEqual({ graceMs: 2000, cleanupMs: 7000, timeoutMs: null, persist: false, argv: ["true"] });
+    expect(
+      parseRunnerArgs([
+        "--grace-ms",
+        "1500",
+        "--cleanup-ms=9000",
+        "--timeout-ms",
+        "0",
+        "--persist",
+        "--",
+        "/bin/bash",
+        "-c",
+        "x",
+      ]),
+    ).toEqual({ graceMs: 1500, cleanupMs: 9000, timeoutMs: 0, persist: true, argv: ["/bin/bash", "-c", "x"] });
+    expect(parseRunnerArgs(["--", "true"])).toEqual({
+      graceMs: 2000,
+      cleanupMs: 7000,
+      timeoutMs: null,
+      persist: false,
+      argv: ["true"],
+    });
     expect(parseRunnerArgs(["--cgroup", "/sys/fs/cgroup/x", "--", "true"])).toContain("Linux runner");
     expect(parseRunnerArgs(["--grace-ms", "abc", "--", "true"])).toContain("whole number");
     expect(parseRunnerArgs(["--grace-ms", "5000", "--cleanup-ms", "10", "--", "true"])).toContain("at least");
@@ -219,7 +249,10 @@ describe("macOS bounded runner: the plain-code parts", () => {
   });
 
   test("the job's plist: disposable, interactive, output to the fifos, text escaped", () => {
-    const xml = jobPlist({ label: "local-shell-mcp.bounded.1.u", argv: ["/exe", "a<b&c"], cwd: "/w", env: { K: "v>1" } }, "/tmp/d");
+    const xml = jobPlist(
+      { label: "local-shell-mcp.bounded.1.u", argv: ["/exe", "a<b&c"], cwd: "/w", env: { K: "v>1" } },
+      "/tmp/d",
+    );
     expect(xml).toContain("<key>Label</key><string>local-shell-mcp.bounded.1.u</string>");
     expect(xml).toContain("<array><string>/exe</string><string>a&lt;b&amp;c</string></array>");
     expect(xml).toContain("<key>K</key><string>v&gt;1</string>");
@@ -243,7 +276,10 @@ describe("macOS bounded runner: the plain-code parts", () => {
   });
 
   test("the compiled binary has the hidden subcommand, and refuses it off macOS (125, before anything runs)", () => {
-    const r = Bun.spawnSync([binary(), "bounded-runner", "--", "/bin/sh", "-c", "echo ran"], { stdout: "pipe", stderr: "pipe" });
+    const r = Bun.spawnSync([binary(), "bounded-runner", "--", "/bin/sh", "-c", "echo ran"], {
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(r.exitCode).toBe(125);
     expect(r.stdout.toString()).toBe("");
     expect(r.stderr.toString()).toContain("lsm-runner: containment unavailable: bounded-runner is the macOS runner");

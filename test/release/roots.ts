@@ -29,7 +29,24 @@ export function inRoot(root: string, inner: string[], env: Record<string, string
   // Debian roots have /usr/bin/env; the musl root has busybox's in /bin.
   const envTool = existsSync(join(root, "usr", "bin", "env")) ? "/usr/bin/env" : "/bin/env";
   const as = userspec ? [`--userspec=${userspec}`] : [];
-  return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mounts, "sh", root, ...as, root, envTool, "-i", ...envArgs, ...inner];
+  return [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "--",
+    "sh",
+    "-c",
+    mounts,
+    "sh",
+    root,
+    ...as,
+    root,
+    envTool,
+    "-i",
+    ...envArgs,
+    ...inner,
+  ];
 }
 
 /** Unpacks an archive into a fresh folder under the root's /opt; returns its in-root and host paths. */
@@ -80,7 +97,9 @@ export function killRootProcesses(root: string): void {
 
 /** Removes this test process's unpacked folders from the root (not other runs'). */
 export function removeOurFolders(root: string): void {
-  for (const e of readdirSync(join(root, "opt"))) if (e.startsWith("lsm-smoke-") && e.endsWith(`-${process.pid}`)) rmSync(join(root, "opt", e), { recursive: true, force: true });
+  for (const e of readdirSync(join(root, "opt")))
+    if (e.startsWith("lsm-smoke-") && e.endsWith(`-${process.pid}`))
+      rmSync(join(root, "opt", e), { recursive: true, force: true });
 }
 
 export interface RootClient {
@@ -94,9 +113,28 @@ export interface RootClient {
 export async function connectInRoot(root: string, exe: string, home: string, workspace: string): Promise<RootClient> {
   const env = { HOME: home, PATH: "/usr/local/bin:/usr/bin:/bin", TERM: "xterm-256color", LANG: "C.UTF-8" };
   // Full structured results (the contract's shape), as the shared harness asks for.
-  const [command, ...args] = inRoot(root, [exe, "serve", "--mode", "stdio", "--workspace-root", workspace, "--state-dir", `${home}/state`, "--structured-output", "full"], env);
+  const [command, ...args] = inRoot(
+    root,
+    [
+      exe,
+      "serve",
+      "--mode",
+      "stdio",
+      "--workspace-root",
+      workspace,
+      "--state-dir",
+      `${home}/state`,
+      "--structured-output",
+      "full",
+    ],
+    env,
+  );
   // LSM_SMOKE_DEBUG=1 shows the server's own stderr (why it stopped, if it does).
-  const transport = new StdioClientTransport({ command: command!, args, stderr: process.env.LSM_SMOKE_DEBUG ? "inherit" : "pipe" });
+  const transport = new StdioClientTransport({
+    command: command!,
+    args,
+    stderr: process.env.LSM_SMOKE_DEBUG ? "inherit" : "pipe",
+  });
   const client = new Client({ name: "lsm-release-smoke", version: "0" });
   await client.connect(transport);
   return {

@@ -67,7 +67,10 @@ describe("worker bundle routes", () => {
     expect([...bytes.subarray(0, 8)]).toEqual([0x1f, 0x8b, 8, 0, 0, 0, 0, 0]);
     using out = tempDir();
     await Bun.write(join(out.path, "b.tgz"), bytes);
-    const list = Bun.spawnSync(["tar", "--numeric-owner", "-tvzf", join(out.path, "b.tgz")]).stdout.toString().trim().split("\n");
+    const list = Bun.spawnSync(["tar", "--numeric-owner", "-tvzf", join(out.path, "b.tgz")])
+      .stdout.toString()
+      .trim()
+      .split("\n");
     expect(list).toHaveLength(1);
     expect(list[0]).toMatch(/^-rwxr-xr-x 0\/0 +\d+ 1970-01-01 00:00 local-shell-mcp$/);
     expect(Bun.spawnSync(["tar", "-xzf", join(out.path, "b.tgz"), "-C", out.path]).exitCode).toBe(0);
@@ -84,7 +87,11 @@ describe("worker bundle routes", () => {
   test("a stale or malformed digest is refused with a JSON error", async () => {
     const stale = await fetch(`${server.url}/remote/worker-bundle.tgz?sha256=${"0".repeat(64)}`);
     expect(stale.status).toBe(404);
-    expect(await stale.json()).toMatchObject({ ok: false, error: "bundle_not_found", message: "worker bundle digest is no longer available" });
+    expect(await stale.json()).toMatchObject({
+      ok: false,
+      error: "bundle_not_found",
+      message: "worker bundle digest is no longer available",
+    });
     const bad = await fetch(`${server.url}/remote/worker-bundle.tgz?sha256=XYZ`);
     expect(bad.status).toBe(400);
     const post = await fetch(`${server.url}/remote/worker-bundle.tgz?manifest=1`, { method: "POST" });
@@ -93,9 +100,29 @@ describe("worker bundle routes", () => {
 
   test("the routes sit behind the Host/Origin guard", async () => {
     const port = new URL(server.url).port;
-    const res = Bun.spawnSync(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Host: evil.example", `http://127.0.0.1:${port}/remote/worker-bundle.tgz?manifest=1`]);
+    const res = Bun.spawnSync([
+      "curl",
+      "-s",
+      "-o",
+      "/dev/null",
+      "-w",
+      "%{http_code}",
+      "-H",
+      "Host: evil.example",
+      `http://127.0.0.1:${port}/remote/worker-bundle.tgz?manifest=1`,
+    ]);
     expect(res.stdout.toString()).toBe("421");
-    const join = Bun.spawnSync(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-H", "Origin: https://evil.example", `http://127.0.0.1:${port}/join`]);
+    const join = Bun.spawnSync([
+      "curl",
+      "-s",
+      "-o",
+      "/dev/null",
+      "-w",
+      "%{http_code}",
+      "-H",
+      "Origin: https://evil.example",
+      `http://127.0.0.1:${port}/join`,
+    ]);
     expect(join.stdout.toString()).toBe("403");
   });
 
@@ -111,7 +138,10 @@ describe("worker bundle routes", () => {
     expect(Bun.spawnSync(["bash", "-n"], { stdin: new TextEncoder().encode(script) }).exitCode).toBe(0);
     // Without an invite it stops before touching anything.
     using home = tempDir();
-    const run = Bun.spawnSync(["bash", "-s", "--", "--name", "x"], { stdin: new TextEncoder().encode(script), env: { PATH: process.env.PATH!, HOME: home.path } });
+    const run = Bun.spawnSync(["bash", "-s", "--", "--name", "x"], {
+      stdin: new TextEncoder().encode(script),
+      env: { PATH: process.env.PATH!, HOME: home.path },
+    });
     expect(run.exitCode).toBe(1);
     expect(run.stderr.toString()).toContain("--invite CODE is required");
   });

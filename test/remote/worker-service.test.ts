@@ -47,7 +47,15 @@ describe("worker service commands", () => {
     mkdirSync(join(root, "profiles", PROFILE), { recursive: true, mode: 0o700 });
     mkdirSync(workdir);
     mkdirSync(home);
-    const profile = { schema_version: 1, profile_id: PROFILE, runtime_sha256: "d".repeat(64), runtime_version: "0.1.0", server: SERVER, name: "secret-box-name", workdir };
+    const profile = {
+      schema_version: 1,
+      profile_id: PROFILE,
+      runtime_sha256: "d".repeat(64),
+      runtime_version: "0.1.0",
+      server: SERVER,
+      name: "secret-box-name",
+      workdir,
+    };
     writeFileSync(join(root, "profiles", PROFILE, "profile.json"), JSON.stringify(profile), { mode: 0o600 });
   });
 
@@ -60,18 +68,35 @@ describe("worker service commands", () => {
 
   function worker(args: string[], manager?: string) {
     const r = Bun.spawnSync([binary(), "worker", ...args], {
-      env: { PATH: `${stubs}:/usr/bin:/bin`, HOME: home, STUB_DIR: stubs, LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, ...(manager ? { LOCAL_SHELL_MCP_WORKER_SERVICE_MANAGER: manager } : {}) },
+      env: {
+        PATH: `${stubs}:/usr/bin:/bin`,
+        HOME: home,
+        STUB_DIR: stubs,
+        LOCAL_SHELL_MCP_WORKER_STATE_DIR: root,
+        ...(manager ? { LOCAL_SHELL_MCP_WORKER_SERVICE_MANAGER: manager } : {}),
+      },
       stdout: "pipe",
       stderr: "pipe",
     });
-    return { code: r.exitCode, json: () => JSON.parse(r.stdout.toString()), stdout: r.stdout.toString(), stderr: r.stderr.toString() };
+    return {
+      code: r.exitCode,
+      json: () => JSON.parse(r.stdout.toString()),
+      stdout: r.stdout.toString(),
+      stderr: r.stderr.toString(),
+    };
   }
 
   /** The recorded calls that change something (status queries left out). */
   const mutations = () =>
     (existsSync(join(stubs, "log")) ? readFileSync(join(stubs, "log"), "utf8") : "")
       .split("\n")
-      .filter((l) => l && !l.startsWith("systemctl --user show") && !l.startsWith("launchctl print") && !l.startsWith("launchctl getenv"));
+      .filter(
+        (l) =>
+          l &&
+          !l.startsWith("systemctl --user show") &&
+          !l.startsWith("launchctl print") &&
+          !l.startsWith("launchctl getenv"),
+      );
 
   const unitPath = () => join(home, ".config", "systemd", "user", UNIT);
   const RUNNING = "ActiveState=active\nSubState=running\nMainPID=4242\nUnitFileState=enabled\n";
@@ -80,7 +105,19 @@ describe("worker service commands", () => {
     reset();
     const r = worker(["status"]);
     expect(r.code).toBe(0);
-    expect(r.json()).toEqual({ schema_version: 1, manager: "systemd", supported: true, available: true, installed: false, enabled: false, running: false, pid: null, state: "not_installed", unit_path: unitPath(), log_path: null });
+    expect(r.json()).toEqual({
+      schema_version: 1,
+      manager: "systemd",
+      supported: true,
+      available: true,
+      installed: false,
+      enabled: false,
+      running: false,
+      pid: null,
+      state: "not_installed",
+      unit_path: unitPath(),
+      log_path: null,
+    });
   });
 
   test("systemd: install-service writes the exact unit and enables it now", () => {
@@ -88,9 +125,15 @@ describe("worker service commands", () => {
     const r = worker(["install-service"]);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
-    expect(r.json()).toMatchObject({ schema_version: 1, action: "install-service", changed: true, status: { installed: true, enabled: true, running: true, pid: 4242, state: "running" } });
+    expect(r.json()).toMatchObject({
+      schema_version: 1,
+      action: "install-service",
+      changed: true,
+      status: { installed: true, enabled: true, running: true, pid: 4242, state: "running" },
+    });
     expect(mutations()).toEqual(["systemctl --user daemon-reload", `systemctl --user enable --now ${UNIT}`]);
-    const esc = (s: string) => s.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("%", "%%").replaceAll("$", "$$$$");
+    const esc = (s: string) =>
+      s.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("%", "%%").replaceAll("$", "$$$$");
     expect(readFileSync(unitPath(), "utf8")).toBe(
       [
         "[Unit]",
@@ -131,14 +174,22 @@ describe("worker service commands", () => {
 
   test("systemd: start, stop, restart, status and logs call the manager as documented", () => {
     reset({ show: RUNNING });
-    expect(worker(["restart"]).json()).toMatchObject({ schema_version: 1, action: "restart", changed: true, status: { running: true } });
+    expect(worker(["restart"]).json()).toMatchObject({
+      schema_version: 1,
+      action: "restart",
+      changed: true,
+      status: { running: true },
+    });
     expect(worker(["stop"]).json()).toMatchObject({ action: "stop", changed: true });
     reset({ show: "ActiveState=failed\nSubState=failed\nMainPID=0\nUnitFileState=enabled\n" });
     expect(worker(["status"]).json()).toMatchObject({ running: false, pid: null, state: "failed", enabled: true });
     expect(worker(["start"]).json()).toMatchObject({ action: "start", changed: true });
     const logs = worker(["logs", "--lines", "5"]);
     expect(logs.code).toBe(0);
-    expect(mutations()).toEqual([`systemctl --user start ${UNIT}`, `journalctl --user --unit ${UNIT} --lines 5 --no-pager`]);
+    expect(mutations()).toEqual([
+      `systemctl --user start ${UNIT}`,
+      `journalctl --user --unit ${UNIT} --lines 5 --no-pager`,
+    ]);
     expect(worker(["logs", "--lines", "2001"]).code).toBe(1);
   });
 
@@ -157,12 +208,20 @@ describe("worker service commands", () => {
     expect(worker(["install-service", "--no-start"]).code).toBe(0);
     reset();
     const r = worker(["uninstall-service"]);
-    expect(r.json()).toMatchObject({ action: "uninstall-service", changed: true, status: { installed: false, state: "not_installed" } });
+    expect(r.json()).toMatchObject({
+      action: "uninstall-service",
+      changed: true,
+      status: { installed: false, state: "not_installed" },
+    });
     expect(existsSync(unitPath())).toBe(false);
-    expect(mutations()).toEqual([`systemctl --user disable --now ${UNIT}`, "systemctl --user daemon-reload", `systemctl --user reset-failed ${UNIT}`]);
+    expect(mutations()).toEqual([
+      `systemctl --user disable --now ${UNIT}`,
+      "systemctl --user daemon-reload",
+      `systemctl --user reset-failed ${UNIT}`,
+    ]);
     reset();
     const noStart = worker(["install-service", "--no-start"]);
-    expect(noStart.stdout).toContain("\"changed\":true");
+    expect(noStart.stdout).toContain('"changed":true');
     expect(noStart.code).toBe(0);
     expect(mutations()).toEqual(["systemctl --user daemon-reload", `systemctl --user enable ${UNIT}`]);
     reset();
@@ -174,7 +233,12 @@ describe("worker service commands", () => {
     // After the uninstall above: no unit. The stub's user manager cannot be reached.
     expect(existsSync(unitPath())).toBe(false);
     reset({ fail: "--user show-environment\n" });
-    expect(worker(["status"]).json()).toMatchObject({ manager: "systemd", available: false, installed: false, state: "unavailable" });
+    expect(worker(["status"]).json()).toMatchObject({
+      manager: "systemd",
+      available: false,
+      installed: false,
+      state: "unavailable",
+    });
     const r = worker(["install-service"]);
     expect(r.code).toBe(1);
     expect(r.json()).toMatchObject({ ok: false, error: "service_unavailable" });
@@ -182,32 +246,60 @@ describe("worker service commands", () => {
     expect(mutations()).toEqual([]);
   });
 
-  test.skipIf(Bun.which("systemctl") === null || Bun.spawnSync(["systemctl", "--user", "show-environment"]).exitCode === 0)(
-    "the real systemctl without a user bus (this machine): unavailable, no unit file",
-    () => {
-      const r = Bun.spawnSync([binary(), "worker", "install-service"], {
-        env: { PATH: "/usr/bin:/bin", HOME: home, LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, XDG_RUNTIME_DIR: join(base.path, "no-runtime") },
-        stdout: "pipe",
-        stderr: "pipe",
-      });
-      expect(r.exitCode).toBe(1);
-      expect(JSON.parse(r.stdout.toString())).toMatchObject({ ok: false, error: "service_unavailable" });
-      expect(existsSync(unitPath())).toBe(false);
-      const st = Bun.spawnSync([binary(), "worker", "status"], { env: { PATH: "/usr/bin:/bin", HOME: home, LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, XDG_RUNTIME_DIR: join(base.path, "no-runtime") }, stdout: "pipe" });
-      expect(JSON.parse(st.stdout.toString())).toMatchObject({ available: false, state: "unavailable" });
-    },
-  );
+  test.skipIf(
+    Bun.which("systemctl") === null || Bun.spawnSync(["systemctl", "--user", "show-environment"]).exitCode === 0,
+  )("the real systemctl without a user bus (this machine): unavailable, no unit file", () => {
+    const r = Bun.spawnSync([binary(), "worker", "install-service"], {
+      env: {
+        PATH: "/usr/bin:/bin",
+        HOME: home,
+        LOCAL_SHELL_MCP_WORKER_STATE_DIR: root,
+        XDG_RUNTIME_DIR: join(base.path, "no-runtime"),
+      },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(r.exitCode).toBe(1);
+    expect(JSON.parse(r.stdout.toString())).toMatchObject({ ok: false, error: "service_unavailable" });
+    expect(existsSync(unitPath())).toBe(false);
+    const st = Bun.spawnSync([binary(), "worker", "status"], {
+      env: {
+        PATH: "/usr/bin:/bin",
+        HOME: home,
+        LOCAL_SHELL_MCP_WORKER_STATE_DIR: root,
+        XDG_RUNTIME_DIR: join(base.path, "no-runtime"),
+      },
+      stdout: "pipe",
+    });
+    expect(JSON.parse(st.stdout.toString())).toMatchObject({ available: false, state: "unavailable" });
+  });
 
   test("launchd: install-service writes the exact plist (sorted keys, explicit PATH) and bootstraps it", () => {
     reset();
     const uid = process.getuid!();
     const r = worker(["install-service"], "launchd");
     expect(r.stderr).toBe("");
-    expect(r.json()).toMatchObject({ action: "install-service", changed: true, status: { manager: "launchd", installed: true, log_path: join(root, "service", "worker.log") } });
-    expect(mutations()).toEqual([`launchctl enable gui/${uid}/com.fwerkor.local-shell-mcp-worker`, `launchctl bootstrap gui/${uid} ${join(home, "Library", "LaunchAgents", "com.fwerkor.local-shell-mcp-worker.plist")}`]);
-    const x = (s: string) => s.replaceAll("&", "&amp;").replaceAll("<", "&lt;").replaceAll(">", "&gt;").replaceAll('"', "&quot;").replaceAll("'", "&apos;");
+    expect(r.json()).toMatchObject({
+      action: "install-service",
+      changed: true,
+      status: { manager: "launchd", installed: true, log_path: join(root, "service", "worker.log") },
+    });
+    expect(mutations()).toEqual([
+      `launchctl enable gui/${uid}/com.fwerkor.local-shell-mcp-worker`,
+      `launchctl bootstrap gui/${uid} ${join(home, "Library", "LaunchAgents", "com.fwerkor.local-shell-mcp-worker.plist")}`,
+    ]);
+    const x = (s: string) =>
+      s
+        .replaceAll("&", "&amp;")
+        .replaceAll("<", "&lt;")
+        .replaceAll(">", "&gt;")
+        .replaceAll('"', "&quot;")
+        .replaceAll("'", "&apos;");
     const log = x(join(root, "service", "worker.log"));
-    const plist = readFileSync(join(home, "Library", "LaunchAgents", "com.fwerkor.local-shell-mcp-worker.plist"), "utf8");
+    const plist = readFileSync(
+      join(home, "Library", "LaunchAgents", "com.fwerkor.local-shell-mcp-worker.plist"),
+      "utf8",
+    );
     expect(plist).toBe(
       [
         '<?xml version="1.0" encoding="UTF-8"?>',
@@ -264,11 +356,21 @@ describe("worker service commands", () => {
     const uid = process.getuid!();
     const label = `gui/${uid}/com.fwerkor.local-shell-mcp-worker`;
     reset({ print: "com.fwerkor.local-shell-mcp-worker = {\n\tstate = running\n\tpid = 777\n}\n" });
-    expect(worker(["status"], "launchd").json()).toMatchObject({ manager: "launchd", installed: true, running: true, pid: 777, state: "running" });
+    expect(worker(["status"], "launchd").json()).toMatchObject({
+      manager: "launchd",
+      installed: true,
+      running: true,
+      pid: 777,
+      state: "running",
+    });
     expect(worker(["restart"], "launchd").json()).toMatchObject({ action: "restart", changed: true });
     expect(worker(["stop"], "launchd").json()).toMatchObject({ action: "stop" });
     reset();
-    expect(worker(["uninstall-service"], "launchd").json()).toMatchObject({ action: "uninstall-service", changed: true, status: { installed: false } });
+    expect(worker(["uninstall-service"], "launchd").json()).toMatchObject({
+      action: "uninstall-service",
+      changed: true,
+      status: { installed: false },
+    });
     expect(mutations()).toEqual([`launchctl bootout ${label}`]);
   });
 
@@ -277,11 +379,19 @@ describe("worker service commands", () => {
     const runtime = join(root, "runtimes", "d".repeat(64));
     mkdirSync(runtime, { recursive: true, mode: 0o700 });
     writeFileSync(join(runtime, "runtime.json"), "{}");
-    writeFileSync(join(runtime, "local-shell-mcp"), `#!/bin/bash\necho "$$ $*" > "$STUB_DIR/ran"\ntrap 'echo term > "$STUB_DIR/term"; kill $! 2>/dev/null; exit 143' TERM\n[ "$STUB_EXIT" = wait ] && { sleep 60 & wait; }\nexit "$STUB_EXIT"\n`);
+    writeFileSync(
+      join(runtime, "local-shell-mcp"),
+      `#!/bin/bash\necho "$$ $*" > "$STUB_DIR/ran"\ntrap 'echo term > "$STUB_DIR/term"; kill $! 2>/dev/null; exit 143' TERM\n[ "$STUB_EXIT" = wait ] && { sleep 60 & wait; }\nexit "$STUB_EXIT"\n`,
+    );
     chmodSync(join(runtime, "local-shell-mcp"), 0o700);
     const launch = (exit: string, kind?: string) =>
       Bun.spawn([join(root, "run"), PROFILE], {
-        env: { PATH: "/usr/bin:/bin", STUB_DIR: stubs, STUB_EXIT: exit, ...(kind ? { LOCAL_SHELL_MCP_WORKER_SERVICE_KIND: kind } : {}) },
+        env: {
+          PATH: "/usr/bin:/bin",
+          STUB_DIR: stubs,
+          STUB_EXIT: exit,
+          ...(kind ? { LOCAL_SHELL_MCP_WORKER_SERVICE_KIND: kind } : {}),
+        },
         stdout: "pipe",
         stderr: "pipe",
       });
@@ -291,7 +401,10 @@ describe("worker service commands", () => {
       return { code, stderr, pid: p.pid };
     };
     const revoked = await outcome("78", "launchd");
-    expect(revoked).toMatchObject({ code: 0, stderr: `local-shell-mcp worker: profile ${PROFILE} was revoked; launchd will not start it again\n` });
+    expect(revoked).toMatchObject({
+      code: 0,
+      stderr: `local-shell-mcp worker: profile ${PROFILE} was revoked; launchd will not start it again\n`,
+    });
     // The runtime ran as the launcher's child, with the profile.
     const [childPid, ...argv] = readFileSync(join(stubs, "ran"), "utf8").trim().split(" ");
     expect(argv).toEqual(["worker", "run", PROFILE]);
@@ -317,7 +430,10 @@ describe("worker service commands", () => {
 
   test("launchd: logs print a bounded tail of the private log file", () => {
     mkdirSync(join(root, "service"), { recursive: true, mode: 0o700 });
-    writeFileSync(join(root, "service", "worker.log"), Array.from({ length: 50 }, (_, i) => `line ${i}`).join("\n") + "\n");
+    writeFileSync(
+      join(root, "service", "worker.log"),
+      Array.from({ length: 50 }, (_, i) => `line ${i}`).join("\n") + "\n",
+    );
     const r = worker(["logs", "--lines", "3"], "launchd");
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("line 47\nline 48\nline 49\n");
@@ -327,13 +443,28 @@ describe("worker service commands", () => {
     reset();
     const empty = join(base.path, "no-such-root");
     const r = Bun.spawnSync([binary(), "worker", "install-service"], {
-      env: { PATH: `${stubs}:/usr/bin:/bin`, HOME: home, STUB_DIR: stubs, LOCAL_SHELL_MCP_WORKER_STATE_DIR: empty, LOCAL_SHELL_MCP_WORKER_SERVICE_MANAGER: "unsupported" },
+      env: {
+        PATH: `${stubs}:/usr/bin:/bin`,
+        HOME: home,
+        STUB_DIR: stubs,
+        LOCAL_SHELL_MCP_WORKER_STATE_DIR: empty,
+        LOCAL_SHELL_MCP_WORKER_SERVICE_MANAGER: "unsupported",
+      },
       stdout: "pipe",
     });
     expect(r.exitCode).toBe(1);
-    expect(JSON.parse(r.stdout.toString())).toMatchObject({ schema_version: 1, ok: false, error: "service_unsupported" });
+    expect(JSON.parse(r.stdout.toString())).toMatchObject({
+      schema_version: 1,
+      ok: false,
+      error: "service_unsupported",
+    });
     expect(existsSync(empty)).toBe(false);
-    expect(worker(["status"], "unsupported").json()).toMatchObject({ manager: "unsupported", supported: false, state: "unsupported", unit_path: null });
+    expect(worker(["status"], "unsupported").json()).toMatchObject({
+      manager: "unsupported",
+      supported: false,
+      state: "unsupported",
+      unit_path: null,
+    });
     expect(mutations()).toEqual([]);
   });
 });

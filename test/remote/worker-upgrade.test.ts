@@ -15,12 +15,30 @@ interface Controller {
 
 /** `serve --mode mcp` of the given executable on a free loopback port. */
 async function serve(exe: string, dirs: () => string): Promise<Controller> {
-  const proc = Bun.spawn([exe, "serve", "--mode", "mcp", "--auth-mode", "none", "--host", "127.0.0.1", "--port", "0", "--workspace-root", dirs(), "--state-dir", dirs()], {
-    env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3" }),
-    stdin: "ignore",
-    stdout: "ignore",
-    stderr: "pipe",
-  });
+  const proc = Bun.spawn(
+    [
+      exe,
+      "serve",
+      "--mode",
+      "mcp",
+      "--auth-mode",
+      "none",
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--workspace-root",
+      dirs(),
+      "--state-dir",
+      dirs(),
+    ],
+    {
+      env: serverEnv({ LOCAL_SHELL_MCP_LOG_LEVEL: "3" }),
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: "pipe",
+    },
+  );
   const reader = proc.stderr.getReader();
   let text = "";
   for (;;) {
@@ -56,7 +74,17 @@ describe("worker update across controller versions", () => {
     const out = dir();
     for (const version of ["9.9.9", "0.0.1"]) {
       builds[version] = join(out, `lsm-${version}`);
-      const b = Bun.spawn([process.execPath, join(ROOT, "scripts", "build.ts"), "--outfile", builds[version]!, "--version-override", version], { cwd: ROOT, stdout: "ignore", stderr: "pipe" });
+      const b = Bun.spawn(
+        [
+          process.execPath,
+          join(ROOT, "scripts", "build.ts"),
+          "--outfile",
+          builds[version]!,
+          "--version-override",
+          version,
+        ],
+        { cwd: ROOT, stdout: "ignore", stderr: "pipe" },
+      );
       const err = await new Response(b.stderr).text();
       if ((await b.exited) !== 0) throw new Error(`build ${version} failed: ${err}`);
     }
@@ -69,12 +97,21 @@ describe("worker update across controller versions", () => {
 
   async function worker(root: string, args: string[]) {
     const proc = Bun.spawn([binary(), "worker", ...args], {
-      env: { PATH: process.env.PATH!, HOME: dir(), LOCAL_SHELL_MCP_WORKER_STATE_DIR: root, LOCAL_SHELL_MCP_WORKER_SERVICE_MANAGER: "unsupported" },
+      env: {
+        PATH: process.env.PATH!,
+        HOME: dir(),
+        LOCAL_SHELL_MCP_WORKER_STATE_DIR: root,
+        LOCAL_SHELL_MCP_WORKER_SERVICE_MANAGER: "unsupported",
+      },
       stdin: "ignore",
       stdout: "pipe",
       stderr: "pipe",
     });
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     return { code, stdout, stderr };
   }
 
@@ -86,29 +123,64 @@ describe("worker update across controller versions", () => {
       // A worker joined to the current controller (what the join script leaves behind).
       const root = join(dir(), "w");
       const id = "p_00aa11bb22cc33dd";
-      const manifest = (await (await fetch(`${current.url}/remote/worker-bundle.tgz?manifest=1`)).json()) as { sha256: string; bundle_version: string };
+      const manifest = (await (await fetch(`${current.url}/remote/worker-bundle.tgz?manifest=1`)).json()) as {
+        sha256: string;
+        bundle_version: string;
+      };
       const archive = join(dir(), "b.tgz");
-      await Bun.write(archive, await (await fetch(`${current.url}/remote/worker-bundle.tgz?sha256=${manifest.sha256}`)).arrayBuffer());
-      const joined = await worker(root, ["install-runtime", "--bundle", archive, "--sha256", manifest.sha256, "--bundle-version", manifest.bundle_version, "--profile", id, "--server", current.url, "--workdir", dir()]);
+      await Bun.write(
+        archive,
+        await (await fetch(`${current.url}/remote/worker-bundle.tgz?sha256=${manifest.sha256}`)).arrayBuffer(),
+      );
+      const joined = await worker(root, [
+        "install-runtime",
+        "--bundle",
+        archive,
+        "--sha256",
+        manifest.sha256,
+        "--bundle-version",
+        manifest.bundle_version,
+        "--profile",
+        id,
+        "--server",
+        current.url,
+        "--workdir",
+        dir(),
+      ]);
       expect(joined.code).toBe(0);
       const profilePath = join(root, "profiles", id, "profile.json");
-      const moveTo = (server: string) => writeFileSync(profilePath, JSON.stringify({ ...JSON.parse(readFileSync(profilePath, "utf8")), server }));
+      const moveTo = (server: string) =>
+        writeFileSync(profilePath, JSON.stringify({ ...JSON.parse(readFileSync(profilePath, "utf8")), server }));
 
       moveTo(newer.url);
       const up = await worker(root, ["update", id]);
       expect(up.stderr).toBe("");
       const upOut = JSON.parse(up.stdout);
-      expect(upOut).toMatchObject({ schema_version: 1, action: "update", updated: true, version: "9.9.9", service_restarted: false });
+      expect(upOut).toMatchObject({
+        schema_version: 1,
+        action: "update",
+        updated: true,
+        version: "9.9.9",
+        service_restarted: false,
+      });
       expect(upOut.sha256).not.toBe(manifest.sha256);
-      expect(JSON.parse(readFileSync(profilePath, "utf8"))).toMatchObject({ runtime_sha256: upOut.sha256, runtime_version: "9.9.9" });
+      expect(JSON.parse(readFileSync(profilePath, "utf8"))).toMatchObject({
+        runtime_sha256: upOut.sha256,
+        runtime_version: "9.9.9",
+      });
       expect(readdirSync(join(root, "runtimes")).sort()).toEqual([manifest.sha256, upOut.sha256].sort());
-      const installed = Bun.spawnSync([join(root, "runtimes", upOut.sha256, "local-shell-mcp"), "--version"]).stdout.toString();
+      const installed = Bun.spawnSync([
+        join(root, "runtimes", upOut.sha256, "local-shell-mcp"),
+        "--version",
+      ]).stdout.toString();
       expect(installed).toStartWith("local-shell-mcp 9.9.9 ");
 
       moveTo(older.url);
       const down = await worker(root, ["update", id]);
       expect(down.code).toBe(1);
-      expect(down.stderr).toBe("Status: worker command failed: refusing worker runtime downgrade from 9.9.9 to 0.0.1 (use --force)\n");
+      expect(down.stderr).toBe(
+        "Status: worker command failed: refusing worker runtime downgrade from 9.9.9 to 0.0.1 (use --force)\n",
+      );
       expect(JSON.parse(readFileSync(profilePath, "utf8")).runtime_version).toBe("9.9.9");
       const forced = JSON.parse((await worker(root, ["update", id, "--force"])).stdout);
       expect(forced).toMatchObject({ updated: true, version: "0.0.1" });

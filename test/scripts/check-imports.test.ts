@@ -33,14 +33,17 @@ describe("import layering", () => {
       "store/c.ts": 'import type { D } from "./d.ts";\nexport type C = D;',
       "store/d.ts": 'import { type C } from "./c.ts";\nexport type D = C;',
       "config/e.ts": 'import { t } from "../tools/t.ts";\nexport const e = t;',
-      "tools/t.ts": 'import data from "../core/blob.bin" with { type: "file" };\nexport const t = data;\nconst lazy = () => import("../cli/x.ts");',
+      "tools/t.ts":
+        'import data from "../core/blob.bin" with { type: "file" };\nexport const t = data;\nconst lazy = () => import("../cli/x.ts");',
       "core/blob.bin": "",
       "cli/x.ts": "export {};",
     });
     const { findings } = checkImports(src);
     expect(findings).toContain("cycle: core/a.ts <-> core/b.ts");
     expect(findings).toContain("cycle through import type: store/c.ts <-> store/d.ts");
-    expect(findings.filter((f) => f.startsWith("upward:"))).toEqual(["upward: config/e.ts -> tools/t.ts: config (layer 1) imports tools (layer 5)"]);
+    expect(findings.filter((f) => f.startsWith("upward:"))).toEqual([
+      "upward: config/e.ts -> tools/t.ts: config (layer 1) imports tools (layer 5)",
+    ]);
   });
 
   test("type-only imports are told apart from runtime ones, and comments are not imports", () => {

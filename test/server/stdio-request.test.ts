@@ -38,6 +38,7 @@ describe("stdio request short cut", () => {
 
   test("leaves everything else to the full schema, and never takes what it refuses", () => {
     for (const m of refused) expect(isPlainRequest(m)).toBe(false);
-    for (const m of [...accepted, ...refused]) if (isPlainRequest(m)) expect(JSONRPCRequestSchema.safeParse(m).success).toBe(true);
+    for (const m of [...accepted, ...refused])
+      if (isPlainRequest(m)) expect(JSONRPCRequestSchema.safeParse(m).success).toBe(true);
   });
 });

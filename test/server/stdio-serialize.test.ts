@@ -8,9 +8,24 @@ describe("stdio reply serialization", () => {
     const big = line.repeat(Math.ceil(300_000 / line.length));
     const other = `${big}x`;
     const messages = [
-      { jsonrpc: "2.0", id: 7, result: { content: [{ type: "text", text: big }], structuredContent: { kind: "file", path: "a.ts", content: big, n: 1, list: [big, "small", null] } } },
-      { jsonrpc: "2.0", id: 8, result: { content: [{ type: "text", text: big }], structuredContent: { content: other, again: big } } },
-      { jsonrpc: "2.0", id: 9, result: { content: [{ type: "text", text: "small" }], structuredContent: { content: big } } },
+      {
+        jsonrpc: "2.0",
+        id: 7,
+        result: {
+          content: [{ type: "text", text: big }],
+          structuredContent: { kind: "file", path: "a.ts", content: big, n: 1, list: [big, "small", null] },
+        },
+      },
+      {
+        jsonrpc: "2.0",
+        id: 8,
+        result: { content: [{ type: "text", text: big }], structuredContent: { content: other, again: big } },
+      },
+      {
+        jsonrpc: "2.0",
+        id: 9,
+        result: { content: [{ type: "text", text: "small" }], structuredContent: { content: big } },
+      },
       { jsonrpc: "2.0", id: 10, result: { content: [{ type: "image", data: "AAAA", mimeType: "image/png" }] } },
       { jsonrpc: "2.0", method: "notifications/progress", params: { progressToken: 1, progress: 2, message: big } },
     ] as unknown as JSONRPCMessage[];
@@ -20,7 +35,11 @@ describe("stdio reply serialization", () => {
     for (let pass = 0; pass < 2; pass++) {
       for (const m of messages) {
         const pieces = serializePieces(m);
-        expect(Buffer.concat(pieces.map((p) => (typeof p === "string" ? Buffer.from(p) : p))).equals(Buffer.from(JSON.stringify(m)))).toBe(true);
+        expect(
+          Buffer.concat(pieces.map((p) => (typeof p === "string" ? Buffer.from(p) : p))).equals(
+            Buffer.from(JSON.stringify(m)),
+          ),
+        ).toBe(true);
       }
     }
     expect(serializePieces(messages[0]!).length).toBeGreaterThan(1);

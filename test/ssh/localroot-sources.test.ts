@@ -13,7 +13,14 @@ test("an upload source that resolves to a transfer partial or into the state dir
   symlinkSync("sub/.f.0123456789abcdef.lsm-partial", join(d.path, "to-partial"));
   symlinkSync(".", join(d.path, "here"));
   symlinkSync(".local-shell-mcp-ssh", join(d.path, "state"));
-  for (const p of ["to-partial", "here/sub/.f.0123456789abcdef.lsm-partial", "state/partials.json", "here/.local-shell-mcp-ssh/partials.json", ".", "here"]) {
+  for (const p of [
+    "to-partial",
+    "here/sub/.f.0123456789abcdef.lsm-partial",
+    "state/partials.json",
+    "here/.local-shell-mcp-ssh/partials.json",
+    ".",
+    "here",
+  ]) {
     expect(() => root.source(p)).toThrow();
   }
   writeFileSync(join(d.path, "sub", "ok"), "x");

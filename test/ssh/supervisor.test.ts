@@ -138,7 +138,11 @@ for (const leader of [true, false]) {
       `#!/bin/sh\n[ "$*" = "-n -k -- /bin/bash --noprofile --norc -s" ] || exit 99\n[ "$LC_ALL" = C ] || exit 98\nexec /bin/bash --noprofile --norc -s\n`,
     );
     await $`chmod 0755 ${d.path}/sudo`;
-    const r = await run("{\necho from-bash $BASH_VERSION | cut -c1-9; cat\n} </dev/null\necho after\n", { leader, kind: "sudo", path: `${d.path}:${process.env.PATH}` });
+    const r = await run("{\necho from-bash $BASH_VERSION | cut -c1-9; cat\n} </dev/null\necho after\n", {
+      leader,
+      kind: "sudo",
+      path: `${d.path}:${process.env.PATH}`,
+    });
     expect(r).toMatchObject({ code: 0, out: "from-bash\nafter\n" });
   });
 }

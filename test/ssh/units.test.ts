@@ -9,16 +9,29 @@ import { masterStartError } from "../../src/ssh/master.ts";
 import { parseJsonEnvironment, parseLegacyEnvironment, recoverSessionEnv } from "../../src/ssh/recovery.ts";
 
 test("master stderr maps to a fixed message or only the status", () => {
-  const prompt = masterStartError("debug1: x\nssh_askpass: exec(/usr/bin/ssh-askpass): No such file\n/home/u/.ssh/id_secret", 255);
-  expect(prompt.message).toBe("SSH authentication requires an interactive system prompt, but no usable user session environment was available");
+  const prompt = masterStartError(
+    "debug1: x\nssh_askpass: exec(/usr/bin/ssh-askpass): No such file\n/home/u/.ssh/id_secret",
+    255,
+  );
+  expect(prompt.message).toBe(
+    "SSH authentication requires an interactive system prompt, but no usable user session environment was available",
+  );
   const other = masterStartError("Permission denied (publickey) /home/u/.ssh/id_secret", 255);
   expect(other.message).toBe("SSH master exited with status 255");
-  expect(masterStartError("sign_and_send_pubkey: signing failed\nagent refused operation", 255).message).toContain("interactive");
+  expect(masterStartError("sign_and_send_pubkey: signing failed\nagent refused operation", 255).message).toContain(
+    "interactive",
+  );
 });
 
 test("recovery parsers keep only the eight names and never evaluate values", () => {
-  expect(parseJsonEnvironment('{"DISPLAY":":0","PATH":"/evil","SSH_AUTH_SOCK":"","LD_PRELOAD":"x"}')).toEqual({ DISPLAY: ":0" });
-  expect(parseLegacyEnvironment("DISPLAY=:1\nPATH=/evil\nSSH_AUTH_SOCK='/run/a b'\nXAUTHORITY=$'\\x41'\nWAYLAND_DISPLAY=$(touch /tmp/x)y z")).toEqual({
+  expect(parseJsonEnvironment('{"DISPLAY":":0","PATH":"/evil","SSH_AUTH_SOCK":"","LD_PRELOAD":"x"}')).toEqual({
+    DISPLAY: ":0",
+  });
+  expect(
+    parseLegacyEnvironment(
+      "DISPLAY=:1\nPATH=/evil\nSSH_AUTH_SOCK='/run/a b'\nXAUTHORITY=$'\\x41'\nWAYLAND_DISPLAY=$(touch /tmp/x)y z",
+    ),
+  ).toEqual({
     DISPLAY: ":1",
     SSH_AUTH_SOCK: "/run/a b",
   });
@@ -31,7 +44,11 @@ test("recovery fills only missing values, keeps inherited ones, and never touche
   mkdirSync(bin);
   mkdirSync(runtime);
   writeFileSync(join(bin, "loginctl"), `#!/bin/sh\necho ${runtime}\n`, { mode: 0o755 });
-  writeFileSync(join(bin, "systemctl"), `#!/bin/sh\necho '{"DISPLAY":":5","SSH_AUTH_SOCK":"/recovered","PATH":"/evil","HOME":"/evil"}'\n`, { mode: 0o755 });
+  writeFileSync(
+    join(bin, "systemctl"),
+    `#!/bin/sh\necho '{"DISPLAY":":5","SSH_AUTH_SOCK":"/recovered","PATH":"/evil","HOME":"/evil"}'\n`,
+    { mode: 0o755 },
+  );
   const inherited = { PATH: bin, SSH_AUTH_SOCK: "/mine", DISPLAY: "" };
   const before = { ...process.env };
   const env = await recoverSessionEnv(inherited, process.getuid!(), "linux");

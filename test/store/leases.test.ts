@@ -72,7 +72,9 @@ describe("deferred-update journal", () => {
     const j = new DeferredJournal(join(dir.path, "deferred"), ["complete"]);
     const a = j.write({ session_id: "abcdEFGH", job_id: "job_0123456789ab", op: "complete", data: { n: 1 } });
     const b = j.write({ session_id: "abcdEFGH", job_id: "job_0123456789ab", op: "complete", data: { n: 2 } });
-    expect(() => j.write({ session_id: "abcdEFGH", job_id: "job_0123456789ab", op: "delete_everything", data: {} })).toThrow();
+    expect(() =>
+      j.write({ session_id: "abcdEFGH", job_id: "job_0123456789ab", op: "delete_everything", data: {} }),
+    ).toThrow();
     const names = readdirSync(j.dir);
     expect(names.length).toBe(2);
     for (const n of names) expect(readFileSync(join(j.dir, n), "utf8")).toContain('"op":"complete"');

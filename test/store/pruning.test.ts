@@ -56,7 +56,14 @@ describe("session pruning wired by createShellServices", () => {
     const state = join(dir.path, "state");
     const settings = loadSettings({ flags: { state_dir: state, workspace_root: dir.path }, env: {}, cwd: dir.path });
     const store = new SessionStore(state, { maxSessions: 100, retentionS: 60 });
-    const services = createShellServices({ settings, sessions: store, runner: containmentRunner, teardowns: [], capabilities: baseCapabilities(), probes: new ProbeCache() });
+    const services = createShellServices({
+      settings,
+      sessions: store,
+      runner: containmentRunner,
+      teardowns: [],
+      capabilities: baseCapabilities(),
+      probes: new ProbeCache(),
+    });
     const withJob = await store.create({ workdir: dir.path, label: null });
     const withLock = await store.create({ workdir: dir.path, label: null });
     const idle = await store.create({ workdir: dir.path, label: null });
@@ -64,14 +71,27 @@ describe("session pruning wired by createShellServices", () => {
     // supervisor is stopped on the way out, before the directory goes.
     const go = join(dir.path, "job-may-finish");
     using _leftovers = { [Symbol.dispose]: () => stopStateLeftovers(state) };
-    await services.jobs.start({ sessionId: withJob.session_id, command: `until [ -e ${go} ]; do sleep 0.05; done`, cwd: dir.path, env: {}, name: null });
-    await waitFor(() => services.jobs.sessionGuard(withJob.session_id) === "live", { what: "the job's lease to be held" });
+    await services.jobs.start({
+      sessionId: withJob.session_id,
+      command: `until [ -e ${go} ]; do sleep 0.05; done`,
+      cwd: dir.path,
+      env: {},
+      name: null,
+    });
+    await waitFor(() => services.jobs.sessionGuard(withJob.session_id) === "live", {
+      what: "the job's lease to be held",
+    });
     let releaseLock!: () => void;
     const lockHeld = new Promise<void>((resolve) => {
-      void services.lifecycle.hold(withLock.session_id, "shared", () => new Promise<void>((release) => {
-        releaseLock = release;
-        resolve();
-      }));
+      void services.lifecycle.hold(
+        withLock.session_id,
+        "shared",
+        () =>
+          new Promise<void>((release) => {
+            releaseLock = release;
+            resolve();
+          }),
+      );
     });
     await lockHeld;
     for (const s of [withJob, withLock, idle]) age(store, s.session_id, 3600);

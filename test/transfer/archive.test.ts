@@ -1,5 +1,17 @@
 import { afterEach, beforeEach, describe, expect, test } from "bun:test";
-import { closeSync, existsSync, linkSync, mkdirSync, rmSync, openSync, readdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  linkSync,
+  mkdirSync,
+  rmSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { join } from "node:path";
 import { gzipSync } from "node:zlib";
 import { LocalTransferEndpoint } from "../../src/transfer/local-endpoint.ts";
@@ -12,7 +24,11 @@ let dir: TempDir;
 let ws: string;
 let tmp: string;
 let ep: LocalTransferEndpoint;
-const code = async (p: Promise<unknown>) => p.then(() => "ok", (e: { code?: string }) => e.code ?? String(e));
+const code = async (p: Promise<unknown>) =>
+  p.then(
+    () => "ok",
+    (e: { code?: string }) => e.code ?? String(e),
+  );
 
 beforeEach(() => {
   dir = tempDir("lsm-arch-");
@@ -59,12 +75,22 @@ function gnuTar(from: string, ...members: string[]): { temp: true; path: string 
   return { temp: true, path: name };
 }
 
-const unpack = (a: { temp: true; path: string }, dst = "out") => ep.unpackArchive(a, { path: dst }, { overwrite: true, cleanup_archive: true });
+const unpack = (a: { temp: true; path: string }, dst = "out") =>
+  ep.unpackArchive(a, { path: dst }, { overwrite: true, cleanup_archive: true });
 const leftovers = () => readdirSync(ws).filter((n) => n.startsWith("."));
 
 describe("unpack validates every member before writing", () => {
   test("a good archive (also gzipped) lands atomically", async () => {
-    const r = await unpack(archive([["d", "dir", ""], ["d/f.txt", "file", "hi"], ["g.txt", "file", "there"]], true));
+    const r = await unpack(
+      archive(
+        [
+          ["d", "dir", ""],
+          ["d/f.txt", "file", "hi"],
+          ["g.txt", "file", "there"],
+        ],
+        true,
+      ),
+    );
     expect(r).toMatchObject({ entries: 3, completed: true, archive_deleted: true, cleanup_errors: [] });
     expect(readFileSync(join(ws, "out", "d", "f.txt"), "utf8")).toBe("hi");
     expect(leftovers()).toEqual([]);
@@ -83,8 +109,21 @@ describe("unpack validates every member before writing", () => {
   });
 
   test("duplicates, too many entries, too many bytes and a gzip bomb are refused", async () => {
-    expect(await code(unpack(archive([["a", "file", "1"], ["a", "file", "2"]])))).toBe("archive_invalid");
-    expect(await code(unpack(archive(Array.from({ length: 6 }, (_, i) => [`f${i}`, "file", "x"] as [string, "file", string]))))).toBe("transfer_too_many_entries");
+    expect(
+      await code(
+        unpack(
+          archive([
+            ["a", "file", "1"],
+            ["a", "file", "2"],
+          ]),
+        ),
+      ),
+    ).toBe("archive_invalid");
+    expect(
+      await code(
+        unpack(archive(Array.from({ length: 6 }, (_, i) => [`f${i}`, "file", "x"] as [string, "file", string]))),
+      ),
+    ).toBe("transfer_too_many_entries");
     expect(await code(unpack(archive([["big", "file", "x".repeat(1001)]])))).toBe("transfer_too_large");
     expect(await code(unpack(archive([["big", "file", "\0".repeat(200_000)]], true)))).toBe("transfer_too_large");
     expect(existsSync(join(ws, "out"))).toBe(false);
@@ -106,10 +145,18 @@ describe("unpack validates every member before writing", () => {
   test("overwrite=false keeps a non-empty destination; an empty directory may be filled", async () => {
     mkdirSync(join(ws, "full"));
     writeFileSync(join(ws, "full", "keep"), "k");
-    expect(await code(ep.unpackArchive(archive([["a", "file", "1"]]), { path: "full" }, { overwrite: false, cleanup_archive: true }))).toBe("destination_exists");
+    expect(
+      await code(
+        ep.unpackArchive(archive([["a", "file", "1"]]), { path: "full" }, { overwrite: false, cleanup_archive: true }),
+      ),
+    ).toBe("destination_exists");
     expect(readdirSync(join(ws, "full"))).toEqual(["keep"]);
     mkdirSync(join(ws, "empty"));
-    await ep.unpackArchive(archive([["a", "file", "1"]]), { path: "empty" }, { overwrite: false, cleanup_archive: true });
+    await ep.unpackArchive(
+      archive([["a", "file", "1"]]),
+      { path: "empty" },
+      { overwrite: false, cleanup_archive: true },
+    );
     expect(readdirSync(join(ws, "empty"))).toEqual(["a"]);
     expect(leftovers()).toEqual([]);
   });

@@ -38,7 +38,8 @@ export function parseRunnerArgs(args: string[]): RunnerArgs | string {
     if (!["--grace-ms", "--cleanup-ms", "--timeout-ms"].includes(name)) return `unknown option ${name}`;
     const value = inline ?? args[++i];
     const n = Number(value);
-    if (value === undefined || !/^\d+$/.test(value) || n > 3_600_000) return `${name} needs a whole number of milliseconds up to 3600000`;
+    if (value === undefined || !/^\d+$/.test(value) || n > 3_600_000)
+      return `${name} needs a whole number of milliseconds up to 3600000`;
     if (name === "--grace-ms") r.graceMs = n;
     else if (name === "--cleanup-ms") r.cleanupMs = n;
     else r.timeoutMs = n;
@@ -52,12 +53,16 @@ export function parseRunnerArgs(args: string[]): RunnerArgs | string {
 
 /** How launchd starts this same executable (compiled: itself; from source: bun + the entry file). */
 export function selfArgv(): string[] {
-  return Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN/") ? [process.execPath] : [process.execPath, Bun.main];
+  return Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN/")
+    ? [process.execPath]
+    : [process.execPath, Bun.main];
 }
 
 export async function boundedRunnerMain(args: string[], platform: string = process.platform): Promise<number> {
   if (platform !== "darwin") {
-    process.stderr.write("lsm-runner: containment unavailable: bounded-runner is the macOS runner; this system uses the embedded lsm-runner\n");
+    process.stderr.write(
+      "lsm-runner: containment unavailable: bounded-runner is the macOS runner; this system uses the embedded lsm-runner\n",
+    );
     return CONTAINMENT_FAILED;
   }
   if (args[0] === "--launchd-child" && args[1]) return launchdChild(args[1]);
@@ -80,13 +85,19 @@ async function runParent(a: RunnerArgs): Promise<number> {
     }
     writeFileSync(join(dir, "command.json"), JSON.stringify({ argv: a.argv }), { mode: 0o600 });
     // Forward the job's output as it comes (the opens wait in the thread pool until launchd opens the writers).
-    const forwards = [forward(join(dir, "stdout.fifo"), process.stdout), forward(join(dir, "stderr.fifo"), process.stderr)];
+    const forwards = [
+      forward(join(dir, "stdout.fifo"), process.stdout),
+      forward(join(dir, "stderr.fifo"), process.stderr),
+    ];
     const stop = new Promise<number>((resolve) => {
       if (a.timeoutMs !== null) setTimeout(() => resolve(constants.signals.SIGTERM), a.timeoutMs);
-      for (const sig of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const) process.on(sig, () => resolve(constants.signals[sig]));
+      for (const sig of ["SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"] as const)
+        process.on(sig, () => resolve(constants.signals[sig]));
     });
     const host = await DarwinHost.open(dir);
-    const env = Object.fromEntries(Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined));
+    const env = Object.fromEntries(
+      Object.entries(process.env).filter((e): e is [string, string] => e[1] !== undefined),
+    );
     const label = `local-shell-mcp.bounded.${process.pid}.${randomUUID()}`;
     const code = await runContained(host, {
       label,

@@ -28,9 +28,11 @@ export type GateDecision = { release: true; coalition: number } | { release: fal
 export function gate(g: GateInput): GateDecision {
   if (g.runnerCoalition === null) return { release: false, reason: "the runner's own coalition cannot be queried" };
   if (g.childCoalition === null) return { release: false, reason: "the launchd child did not publish its coalition" };
-  if (!Number.isSafeInteger(g.childCoalition) || g.childCoalition <= 0) return { release: false, reason: `invalid coalition id ${g.childCoalition}` };
+  if (!Number.isSafeInteger(g.childCoalition) || g.childCoalition <= 0)
+    return { release: false, reason: `invalid coalition id ${g.childCoalition}` };
   if (!g.confirmedByQuery) return { release: false, reason: "the child's coalition could not be confirmed by query" };
-  if (g.childCoalition === g.runnerCoalition) return { release: false, reason: "the child's coalition is not isolated from the runner" };
+  if (g.childCoalition === g.runnerCoalition)
+    return { release: false, reason: "the child's coalition is not isolated from the runner" };
   return { release: true, coalition: g.childCoalition };
 }
 

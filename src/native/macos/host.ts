@@ -98,7 +98,10 @@ export class DarwinHost implements MacHost {
   readonly pid = process.pid;
   private domain: string | null = null;
 
-  private constructor(private readonly dir: string, private readonly lib: LibProc) {}
+  private constructor(
+    private readonly dir: string,
+    private readonly lib: LibProc,
+  ) {}
 
   static async open(dir: string): Promise<DarwinHost> {
     return new DarwinHost(dir, await loadLibProc());
@@ -154,7 +157,8 @@ export class DarwinHost implements MacHost {
   async awaitPublished(deadline: number): Promise<{ pid: number; coalition: number } | null> {
     for (;;) {
       const p = readJson<{ pid: unknown; coalition: unknown }>(join(this.dir, "coalition.json"));
-      if (p && Number.isSafeInteger(p.pid) && Number.isSafeInteger(p.coalition)) return { pid: p.pid as number, coalition: p.coalition as number };
+      if (p && Number.isSafeInteger(p.pid) && Number.isSafeInteger(p.coalition))
+        return { pid: p.pid as number, coalition: p.coalition as number };
       if (Date.now() >= deadline) return null;
       await Bun.sleep(POLL_MS);
     }

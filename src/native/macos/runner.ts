@@ -8,7 +8,16 @@
  * "lsm-runner: containment unavailable: …" before the command could start, "lsm-runner:
  * containment cleanup failed: …" when the coalition could not be proved empty.
  */
-import { CONTAINMENT_FAILED, gate, retry, scan, verdict, type GateDecision, type ProcessEntry, type RetryAction } from "./decisions.ts";
+import {
+  CONTAINMENT_FAILED,
+  gate,
+  retry,
+  scan,
+  verdict,
+  type GateDecision,
+  type ProcessEntry,
+  type RetryAction,
+} from "./decisions.ts";
 
 export type ExitStatus = { code: number } | { signal: number };
 
@@ -99,7 +108,11 @@ export async function runContained(host: MacHost, req: RunRequest): Promise<numb
 }
 
 /** Terminates, then kills, the coalition's processes until two certain empty scans in a row. */
-async function stopCoalition(host: MacHost, g: GateDecision & { release: true }, req: RunRequest): Promise<RetryAction> {
+async function stopCoalition(
+  host: MacHost,
+  g: GateDecision & { release: true },
+  req: RunRequest,
+): Promise<RetryAction> {
   const started = host.now();
   let emptyInARow = 0;
   let warned = false;
@@ -134,7 +147,8 @@ async function stopCoalition(host: MacHost, g: GateDecision & { release: true },
 
 function describe(r: { members: number[]; uncertain: number[]; authoritative: boolean }): string {
   if (!r.authoritative) return "the process list could not be read";
-  if (r.members.length) return `${r.members.length} process(es) of the coalition still running (${r.members.slice(0, 5).join(", ")})`;
+  if (r.members.length)
+    return `${r.members.length} process(es) of the coalition still running (${r.members.slice(0, 5).join(", ")})`;
   if (r.uncertain.length) return `the coalition of ${r.uncertain.length} process(es) could not be read`;
   return "not confirmed empty";
 }

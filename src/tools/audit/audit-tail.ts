@@ -50,14 +50,27 @@ export const auditTail = defineTool({
       throw new ToolError("remote_unavailable", "this server has no remote worker support for audit queries");
     }
     const audit = ctx.app.audit;
-    const limitBytes = ctx.app.settings.max_audit_log_bytes > 0 ? Math.min(MAX_TAIL_BYTES, ctx.app.settings.max_audit_log_bytes) : MAX_TAIL_BYTES;
+    const limitBytes =
+      ctx.app.settings.max_audit_log_bytes > 0
+        ? Math.min(MAX_TAIL_BYTES, ctx.app.settings.max_audit_log_bytes)
+        : MAX_TAIL_BYTES;
     const rows = coalesce(await audit.tail(limitBytes), ctx.callId);
     const base = { session_id: session.session_id, target: session.target, machine: session.machine };
     if (input.entry_id) {
       const row = rows.find((r) => r.id === input.entry_id);
       if (!row) throw new ToolError("audit_entry_not_found", `Unknown audit entry: ${input.entry_id}`);
-      const entry = input.include_full_payloads ? (resolvePayloads(row, audit.payloads, Date.now() / 1000) as typeof row) : row;
-      return { ...base, entries: [entry], count: 1, total_matched: 1, failed_matched: row.status === "failed" || row.ok === false ? 1 : 0, entry_id: input.entry_id, full_payloads: input.include_full_payloads };
+      const entry = input.include_full_payloads
+        ? (resolvePayloads(row, audit.payloads, Date.now() / 1000) as typeof row)
+        : row;
+      return {
+        ...base,
+        entries: [entry],
+        count: 1,
+        total_matched: 1,
+        failed_matched: row.status === "failed" || row.ok === false ? 1 : 0,
+        entry_id: input.entry_id,
+        full_payloads: input.include_full_payloads,
+      };
     }
     const result = query(rows, {
       limit: input.limit,

@@ -29,7 +29,8 @@ export const activateAgentSkill = defineTool({
     const bridge = await bridgeOf(ctx);
     const skill = findSkill(bridge.skills(projectRoot(ctx, input.session_id)), input.name);
     const read = readRegularFile(skill.entry_path, bridge.settings.max_file_read_bytes);
-    if ("error" in read) throw new ToolError("unknown_skill", `Skill ${skill.name} can no longer be read: its SKILL.md ${read.error}`);
+    if ("error" in read)
+      throw new ToolError("unknown_skill", `Skill ${skill.name} can no longer be read: its SKILL.md ${read.error}`);
     return { ...skill, content: read.text, bytes: read.bytes };
   },
   text: (o) => o.content,

@@ -37,12 +37,21 @@ export const agentConfigStatus = defineTool({
       config_path: bridge.manifest.path,
       manifest_status: load.status,
       manifest_errors: load.errors,
-      skills: manifest && bridge.settings.agent_bridge_enabled ? skillSummary(bridge.skills(ctx.app.workspaceRoot), manifest.skills.enabled) : {},
+      skills:
+        manifest && bridge.settings.agent_bridge_enabled
+          ? skillSummary(bridge.skills(ctx.app.workspaceRoot), manifest.skills.enabled)
+          : {},
       mcp_servers: manifest && bridge.settings.agent_bridge_enabled ? bridge.serverRows(manifest) : {},
       // Effective state: the setting and the manifest flag must both allow them.
       dynamic_tools: {
-        mcp: bridge.settings.agent_bridge_enabled && bridge.settings.agent_dynamic_mcp_tools && (manifest?.dynamicTools.mcp ?? false),
-        skills: bridge.settings.agent_bridge_enabled && bridge.settings.agent_dynamic_skill_tools && (manifest?.dynamicTools.skills ?? false),
+        mcp:
+          bridge.settings.agent_bridge_enabled &&
+          bridge.settings.agent_dynamic_mcp_tools &&
+          (manifest?.dynamicTools.mcp ?? false),
+        skills:
+          bridge.settings.agent_bridge_enabled &&
+          bridge.settings.agent_dynamic_skill_tools &&
+          (manifest?.dynamicTools.skills ?? false),
       },
     };
   },

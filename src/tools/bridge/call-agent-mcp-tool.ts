@@ -34,6 +34,10 @@ export const callAgentMcpTool = defineTool({
     const bridge = await bridgeOf(ctx);
     const server = bridge.server(input.server);
     const result = await bridge.pool.call(server, input.tool, input.args ?? {}, ctx.signal);
-    return { server: server.name, tool: input.tool, ...shapeResult(result, bridge.scrubber(), bridge.settings.max_output_bytes) };
+    return {
+      server: server.name,
+      tool: input.tool,
+      ...shapeResult(result, bridge.scrubber(), bridge.settings.max_output_bytes),
+    };
   },
 });

@@ -14,7 +14,12 @@ import { callAgentMcpTool } from "./call-agent-mcp-tool.ts";
 
 /** One name fragment as spec §3.6 makes it: [A-Za-z0-9_] only, no edge underscores, lower case. */
 export function nameFragment(raw: string): string {
-  return raw.replace(/[^A-Za-z0-9_]/g, "_").replace(/^_+|_+$/g, "").toLowerCase() || "unnamed";
+  return (
+    raw
+      .replace(/[^A-Za-z0-9_]/g, "_")
+      .replace(/^_+|_+$/g, "")
+      .toLowerCase() || "unnamed"
+  );
 }
 
 function sha1(text: string): string {
@@ -30,8 +35,14 @@ function uniqueName(base: string, raw: string, taken: Set<string>): string {
 }
 
 const MCP_ANNOTATIONS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true };
-const CALL_OUTPUT_SCHEMA = z.toJSONSchema(callAgentMcpTool.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
-const SKILL_OUTPUT_SCHEMA = z.toJSONSchema(activateAgentSkill.output, { io: "output", unrepresentable: "any" }) as Record<string, unknown>;
+const CALL_OUTPUT_SCHEMA = z.toJSONSchema(callAgentMcpTool.output, { io: "output", unrepresentable: "any" }) as Record<
+  string,
+  unknown
+>;
+const SKILL_OUTPUT_SCHEMA = z.toJSONSchema(activateAgentSkill.output, {
+  io: "output",
+  unrepresentable: "any",
+}) as Record<string, unknown>;
 delete CALL_OUTPUT_SCHEMA.$schema;
 delete SKILL_OUTPUT_SCHEMA.$schema;
 
@@ -114,7 +125,11 @@ export class BridgeDynamicTools implements DynamicTools {
         for (const s of manifest.servers.values()) {
           if (!s.enabled) continue;
           for (const tool of bridge.pool.cachedTools(s.name) ?? []) {
-            const name = uniqueName(`agent_mcp__${nameFragment(s.name)}__${nameFragment(tool.name)}`, `${s.name}\0${tool.name}`, taken);
+            const name = uniqueName(
+              `agent_mcp__${nameFragment(s.name)}__${nameFragment(tool.name)}`,
+              `${s.name}\0${tool.name}`,
+              taken,
+            );
             taken.add(name);
             next.set(name, this.mcpEntry(bridge, name, s.name, tool));
           }
@@ -134,7 +149,9 @@ export class BridgeDynamicTools implements DynamicTools {
         }
       }
     }
-    const signature = JSON.stringify([...next.values()].map((e) => [e.listing.name, e.listing.description, e.listing.inputSchema]));
+    const signature = JSON.stringify(
+      [...next.values()].map((e) => [e.listing.name, e.listing.description, e.listing.inputSchema]),
+    );
     if (signature === this.signature) return;
     this.signature = signature;
     this.entries = next;
@@ -154,11 +171,23 @@ export class BridgeDynamicTools implements DynamicTools {
       output: callAgentMcpTool.output as unknown as z.ZodObject,
       timeoutS: (s) => s.agent_mcp_call_timeout_s + s.agent_mcp_start_timeout_s * 2 + 5,
       async run(ctx, input) {
-        const result = await bridge.pool.call(bridge.server(server), tool.name, input as Record<string, unknown>, ctx.signal);
+        const result = await bridge.pool.call(
+          bridge.server(server),
+          tool.name,
+          input as Record<string, unknown>,
+          ctx.signal,
+        );
         return { server, tool: tool.name, ...shapeResult(result, bridge.scrubber(), bridge.settings.max_output_bytes) };
       },
     };
-    return { def, listing: { ...this.listingOf(def), inputSchema: scrub.value(tool.inputSchema) as Record<string, unknown>, outputSchema: CALL_OUTPUT_SCHEMA } };
+    return {
+      def,
+      listing: {
+        ...this.listingOf(def),
+        inputSchema: scrub.value(tool.inputSchema) as Record<string, unknown>,
+        outputSchema: CALL_OUTPUT_SCHEMA,
+      },
+    };
   }
 
   private skillEntry(name: string, skill: string, description: string): Entry {
@@ -177,10 +206,26 @@ export class BridgeDynamicTools implements DynamicTools {
         return out;
       },
     };
-    return { def, listing: { ...this.listingOf(def), inputSchema: { type: "object", properties: {} }, outputSchema: SKILL_OUTPUT_SCHEMA } };
+    return {
+      def,
+      listing: {
+        ...this.listingOf(def),
+        inputSchema: { type: "object", properties: {} },
+        outputSchema: SKILL_OUTPUT_SCHEMA,
+      },
+    };
   }
 
   private listingOf(def: ToolDefinition): ToolListing {
-    return { name: def.name, title: def.title, description: def.description, inputSchema: {}, outputSchema: {}, annotations: def.annotations, scopes: def.scopes, noauthHint: false };
+    return {
+      name: def.name,
+      title: def.title,
+      description: def.description,
+      inputSchema: {},
+      outputSchema: {},
+      annotations: def.annotations,
+      scopes: def.scopes,
+      noauthHint: false,
+    };
   }
 }

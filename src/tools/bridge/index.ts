@@ -9,5 +9,13 @@ import { readAgentSkillFile } from "./read-agent-skill-file.ts";
 
 /** The Agent Bridge tools. */
 export function bridgeTools(): ToolDefinition[] {
-  return [agentConfigStatus, listAgentMcpServers, listAgentMcpTools, callAgentMcpTool, listAgentSkills, activateAgentSkill, readAgentSkillFile] as unknown as ToolDefinition[];
+  return [
+    agentConfigStatus,
+    listAgentMcpServers,
+    listAgentMcpTools,
+    callAgentMcpTool,
+    listAgentSkills,
+    activateAgentSkill,
+    readAgentSkillFile,
+  ] as unknown as ToolDefinition[];
 }

@@ -34,7 +34,10 @@ export const listAgentMcpTools = defineTool({
   async run(ctx, input) {
     const bridge = await bridgeOf(ctx);
     const manifest = bridge.requireManifest();
-    const names = input.server !== null ? [bridge.server(input.server).name] : [...manifest.servers.values()].filter((s) => s.enabled).map((s) => s.name);
+    const names =
+      input.server !== null
+        ? [bridge.server(input.server).name]
+        : [...manifest.servers.values()].filter((s) => s.enabled).map((s) => s.name);
     const scrub = bridge.scrubber();
     const tools: z.input<typeof toolRow>[] = [];
     const errors: { server: string; code: string; message: string }[] = [];

@@ -28,9 +28,18 @@ export const readAgentSkillFile = defineTool({
   async run(ctx, input) {
     const bridge = await bridgeOf(ctx);
     const skill = findSkill(bridge.skills(projectRoot(ctx, input.session_id)), input.name);
-    if (input.path === "SKILL.md") throw new ToolError("invalid_skill_path", "SKILL.md is the Skill's entry file: use activate_agent_skill");
-    if (!canonicalRelative(input.path)) throw new ToolError("invalid_skill_path", "path must be a plain relative path inside the Skill (no '..', no leading '/', no '\\\\' or ':')");
-    if (!skill.related_files.includes(input.path)) throw new ToolError("invalid_skill_path", `${JSON.stringify(input.path.slice(0, 512))} is not one of the files of Skill ${skill.name}`);
+    if (input.path === "SKILL.md")
+      throw new ToolError("invalid_skill_path", "SKILL.md is the Skill's entry file: use activate_agent_skill");
+    if (!canonicalRelative(input.path))
+      throw new ToolError(
+        "invalid_skill_path",
+        "path must be a plain relative path inside the Skill (no '..', no leading '/', no '\\\\' or ':')",
+      );
+    if (!skill.related_files.includes(input.path))
+      throw new ToolError(
+        "invalid_skill_path",
+        `${JSON.stringify(input.path.slice(0, 512))} is not one of the files of Skill ${skill.name}`,
+      );
     // The listing skipped symlinks; check the directories on the way again, the file itself is opened O_NOFOLLOW.
     const parts = input.path.split("/");
     for (let i = 1; i < parts.length; i++) {
@@ -40,7 +49,14 @@ export const readAgentSkillFile = defineTool({
     }
     const read = readRegularFile(join(skill.source_path, input.path), bridge.settings.max_file_read_bytes);
     if ("error" in read) throw new ToolError("invalid_skill_path", `the file ${read.error}`);
-    return { name: skill.name, source: skill.source, source_path: skill.source_path, path: input.path, content: read.text, bytes: read.bytes };
+    return {
+      name: skill.name,
+      source: skill.source,
+      source_path: skill.source_path,
+      path: input.path,
+      content: read.text,
+      bytes: read.bytes,
+    };
   },
   text: (o) => o.content,
 });

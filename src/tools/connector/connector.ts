@@ -15,7 +15,12 @@ const MAX_CARDS = 20;
 /** The connector pair is sessionless: it works on the whole workspace root, read-only. */
 function rootPolicy(ctx: ToolContext): FilePolicy {
   const { settings } = ctx.app;
-  return { root: ctx.app.workspaceRoot, workdir: ctx.app.workspaceRoot, stateDir: ctx.app.files.stateDir, denylist: settings.allow_full_control ? [] : settings.path_denylist };
+  return {
+    root: ctx.app.workspaceRoot,
+    workdir: ctx.app.workspaceRoot,
+    stateDir: ctx.app.files.stateDir,
+    denylist: settings.allow_full_control ? [] : settings.path_denylist,
+  };
 }
 
 /** Stable document URL: the real root is never shown. */
@@ -87,7 +92,13 @@ export const fetchDocument = defineTool({
   scopes: ["shell:read"],
   annotations: READ_ONLY,
   input: z.object({ id: z.string().max(4200) }),
-  output: z.object({ id: z.string(), title: z.string(), text: z.string(), url: z.string(), metadata: z.record(z.string(), z.unknown()).nullable() }),
+  output: z.object({
+    id: z.string(),
+    title: z.string(),
+    text: z.string(),
+    url: z.string(),
+    metadata: z.record(z.string(), z.unknown()).nullable(),
+  }),
   async run(ctx, input) {
     const policy = rootPolicy(ctx);
     const id = input.id.replace(/^file:\/\/\/workspace\//, "");
@@ -98,14 +109,26 @@ export const fetchDocument = defineTool({
         const st = fstatSync(fd);
         assertRegular(st, id);
         const r = readLines(fd, st, [], ctx.app.settings.max_file_read_bytes, ctx.app.files.lineIndex, id);
-        return { id: res.rel, title: res.rel, text: r.raw, url: docUrl(res.rel), metadata: { source: "workspace", bytes: r.size, truncated: r.truncated, total_lines: r.total } };
+        return {
+          id: res.rel,
+          title: res.rel,
+          text: r.raw,
+          url: docUrl(res.rel),
+          metadata: { source: "workspace", bytes: r.size, truncated: r.truncated, total_lines: r.total },
+        };
       } finally {
         closeSync(fd);
       }
     } catch (e) {
       const te = isToolError(e) ? e : incidentError(e, "connector fetch", "the document could not be read");
       const { code, message } = te;
-      return { id: input.id, title: input.id, text: `Unable to fetch file: ${message}`, url: docUrl(input.id), metadata: { source: "workspace", error: code } };
+      return {
+        id: input.id,
+        title: input.id,
+        text: `Unable to fetch file: ${message}`,
+        url: docUrl(input.id),
+        metadata: { source: "workspace", error: code },
+      };
     }
   },
   text: (o) => o.text,

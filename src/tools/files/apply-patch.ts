@@ -55,7 +55,17 @@ export const applyPatch = defineTool({
   timeoutS: (s) => Math.max(s.tool_timeout_s, 45),
   input: z.object({ session_id: SessionId, patch: z.string().min(1), cwd: z.string().default(".") }),
   // The command-shaped fields the 4.3.0 contract kept from its `git apply` days, plus our own.
-  output: CommandResult.pick({ ok: true, exit_code: true, timed_out: true, duration_ms: true, cwd: true, command: true, stdout: true, stderr: true, truncated: true }).extend({
+  output: CommandResult.pick({
+    ok: true,
+    exit_code: true,
+    timed_out: true,
+    duration_ms: true,
+    cwd: true,
+    command: true,
+    stdout: true,
+    stderr: true,
+    truncated: true,
+  }).extend({
     patch_path: z.string(),
     checked: z.boolean(),
     applied: z.boolean(),
@@ -66,12 +76,17 @@ export const applyPatch = defineTool({
     const session = ctx.requireSession(input.session_id);
     const { settings } = ctx.app;
     const size = Buffer.byteLength(input.patch);
-    if (size > settings.max_file_write_bytes) throw new ToolError("patch_too_large", `Refusing patch of ${size} bytes; max is ${settings.max_file_write_bytes}`);
+    if (size > settings.max_file_write_bytes)
+      throw new ToolError(
+        "patch_too_large",
+        `Refusing patch of ${size} bytes; max is ${settings.max_file_write_bytes}`,
+      );
     const cwd = resolveDirInWorkdir(session.workdir, input.cwd, ctx.app.workspaceRoot);
     const policy = policyFor(ctx, session);
     const ops = parsePatch(input.patch);
     const at = (p: string) => {
-      if (p.includes("\0") || p.includes("\\") || p.trim() === "" || p === ".") throw new ToolError("patch_invalid", `invalid patch path: '${p}'`);
+      if (p.includes("\0") || p.includes("\\") || p.trim() === "" || p === ".")
+        throw new ToolError("patch_invalid", `invalid patch path: '${p}'`);
       return resolveInWorkdir(policy, p.startsWith("/") ? p : `${cwd}/${p}`);
     };
     const reals = ops.flatMap((op) => [at(op.path).real, ...(op.moveTo ? [at(op.moveTo).real] : [])]);
@@ -120,12 +135,21 @@ export const applyPatch = defineTool({
           const counts = countChanges(before.lines, after.lines);
           if (op.moveTo) {
             const dest = get(op.moveTo);
-            if (dest.e.doc && dest.res.real !== res.real) throw new ToolError("patch_failed", `cannot move onto existing file: ${op.moveTo}`, { path: op.moveTo });
+            if (dest.e.doc && dest.res.real !== res.real)
+              throw new ToolError("patch_failed", `cannot move onto existing file: ${op.moveTo}`, { path: op.moveTo });
             e.doc = null;
             dest.e.doc = after;
-            files.push({ path: toWorkspaceRelative(ctx.app.workspaceRoot, dest.res.real), action: "move", moved_from: rel, ...counts });
+            files.push({
+              path: toWorkspaceRelative(ctx.app.workspaceRoot, dest.res.real),
+              action: "move",
+              moved_from: rel,
+              ...counts,
+            });
           } else {
-            if (joinDoc(after) === joinDoc(before)) throw new ToolError("patch_failed", `update action for ${op.path} contains no changes`, { path: op.path });
+            if (joinDoc(after) === joinDoc(before))
+              throw new ToolError("patch_failed", `update action for ${op.path} contains no changes`, {
+                path: op.path,
+              });
             e.doc = after;
             files.push({ path: rel, action: "update", ...counts });
           }
@@ -136,7 +160,11 @@ export const applyPatch = defineTool({
         const next = e.doc ? Buffer.from(joinDoc(e.doc)) : null;
         if (next === null && e.orig === null) continue;
         if (next && e.orig && Buffer.compare(next, Buffer.from(e.orig)) === 0) continue;
-        if (next && next.length > settings.max_file_write_bytes) throw new ToolError("file_too_large", `Refusing to write ${next.length} bytes; max is ${settings.max_file_write_bytes}`);
+        if (next && next.length > settings.max_file_write_bytes)
+          throw new ToolError(
+            "file_too_large",
+            `Refusing to write ${next.length} bytes; max is ${settings.max_file_write_bytes}`,
+          );
         changes.push({ real, shown: e.shown, next, prev: e.orig });
       }
       if (changes.length === 0) throw new ToolError("patch_failed", "patch does not contain any file changes");
@@ -146,14 +174,29 @@ export const applyPatch = defineTool({
       // Fresh snapshots of what was written, so the next edit needs no re-read.
       for (const f of files) {
         if (f.action === "delete") continue;
-        const entry = [...state.entries()].find(([real]) => toWorkspaceRelative(ctx.app.workspaceRoot, real) === f.path)?.[1];
+        const entry = [...state.entries()].find(
+          ([real]) => toWorkspaceRelative(ctx.app.workspaceRoot, real) === f.path,
+        )?.[1];
         const change = changes.find((c) => toWorkspaceRelative(ctx.app.workspaceRoot, c.real) === f.path);
         if (!entry?.doc || !change?.next) continue;
-        const before = f.action === "update" && entry.orig ? splitDoc(Buffer.from(entry.orig).toString("utf8")).lines : [];
+        const before =
+          f.action === "update" && entry.orig ? splitDoc(Buffer.from(entry.orig).toString("utf8")).lines : [];
         const line = firstChange(before, entry.doc.lines) ?? 1;
-        f.context = contextFor(ctx, session.session_id, f.path, entry.doc, sha256(change.next), change.next.length, line - 3, line + 12).content;
+        f.context = contextFor(
+          ctx,
+          session.session_id,
+          f.path,
+          entry.doc,
+          sha256(change.next),
+          change.next.length,
+          line - 3,
+          line + 12,
+        ).content;
       }
-      const summary = files.map((f) => `${f.action === "move" ? `M ${f.moved_from} -> ${f.path}` : `${f.action[0]!.toUpperCase()} ${f.path}`} (+${f.added} -${f.removed})`);
+      const summary = files.map(
+        (f) =>
+          `${f.action === "move" ? `M ${f.moved_from} -> ${f.path}` : `${f.action[0]!.toUpperCase()} ${f.path}`} (+${f.added} -${f.removed})`,
+      );
       return {
         ok: true,
         exit_code: 0,
@@ -172,25 +215,44 @@ export const applyPatch = defineTool({
     });
   },
   text: (o) =>
-    [`applied to ${o.files.length} file(s)`, o.stdout, o.stderr ? `[notes]\n${o.stderr}` : "", ...o.files.map((f) => (f.context ? `fresh context:\n${f.context}` : ""))].filter(Boolean).join("\n"),
+    [
+      `applied to ${o.files.length} file(s)`,
+      o.stdout,
+      o.stderr ? `[notes]\n${o.stderr}` : "",
+      ...o.files.map((f) => (f.context ? `fresh context:\n${f.context}` : "")),
+    ]
+      .filter(Boolean)
+      .join("\n"),
 });
 
 /**
  * A hunk that did not match, with the file's actual lines nearest to it: numbered rows under a
  * fresh snapshot, so the retry (a corrected patch or a hashline_edit) needs no separate read.
  */
-function withNearestLines(ctx: ToolContext, sid: string, policy: FilePolicy, real: string, rel: string, err: unknown): unknown {
-  if (!(err instanceof ToolError) || err.code !== "patch_failed" || typeof err.details?.nearest_line !== "number") return err;
+function withNearestLines(
+  ctx: ToolContext,
+  sid: string,
+  policy: FilePolicy,
+  real: string,
+  rel: string,
+  err: unknown,
+): unknown {
+  if (!(err instanceof ToolError) || err.code !== "patch_failed" || typeof err.details?.nearest_line !== "number")
+    return err;
   const start = err.details.nearest_line as number;
   const count = Math.min(40, Math.max(1, Number(err.details.expected_lines) || 1));
   try {
     const l = loadForEdit(ctx, policy, real);
     const fresh = contextFor(ctx, sid, rel, l.doc, l.sha, l.bytes, start - 2, start + count + 1);
-    return new ToolError("patch_failed", `${err.message}\nNearest lines in ${rel} (${fresh.start_line}-${fresh.end_line}), as the file has them now:\n${fresh.content}`, {
-      ...err.details,
-      snapshot_id: fresh.snapshot_id,
-      context: fresh.content,
-    });
+    return new ToolError(
+      "patch_failed",
+      `${err.message}\nNearest lines in ${rel} (${fresh.start_line}-${fresh.end_line}), as the file has them now:\n${fresh.content}`,
+      {
+        ...err.details,
+        snapshot_id: fresh.snapshot_id,
+        context: fresh.content,
+      },
+    );
   } catch {
     return err;
   }

@@ -59,16 +59,36 @@ export function loadForEdit(ctx: ToolContext, policy: FilePolicy, input: string)
     const st = fstatSync(fd);
     assertRegular(st, input);
     const max = ctx.app.settings.max_file_write_bytes;
-    if (st.size > max) throw new ToolError("file_too_large", `Refusing to edit ${st.size} bytes; max is ${max}`, { bytes: st.size, max });
+    if (st.size > max)
+      throw new ToolError("file_too_large", `Refusing to edit ${st.size} bytes; max is ${max}`, {
+        bytes: st.size,
+        max,
+      });
     const bytes = readAll(fd, st.size);
-    return { res, doc: splitDoc(decodeUtf8(bytes, input)), sha: sha256(bytes), bytes: bytes.length, mode: st.mode, raw: bytes };
+    return {
+      res,
+      doc: splitDoc(decodeUtf8(bytes, input)),
+      sha: sha256(bytes),
+      bytes: bytes.length,
+      mode: st.mode,
+      raw: bytes,
+    };
   } finally {
     closeSync(fd);
   }
 }
 
 /** Records a snapshot of lines `start..end` of an in-memory document and renders it as context. */
-export function contextFor(ctx: ToolContext, sid: string, rel: string, doc: LineDoc, sha: string, bytes: number, start: number, end: number): ReadFileOutput {
+export function contextFor(
+  ctx: ToolContext,
+  sid: string,
+  rel: string,
+  doc: LineDoc,
+  sha: string,
+  bytes: number,
+  start: number,
+  end: number,
+): ReadFileOutput {
   return contextForRanges(ctx, sid, rel, doc, sha, bytes, [{ start, end }]);
 }
 
@@ -152,15 +172,31 @@ export function diffSection(
 }
 
 /** A small unified diff of one replaced block (line numbers of the old file). */
-export function blockDiff(rel: string, oldLines: readonly string[], newLines: readonly string[], start: number, before: readonly string[], after: readonly string[]): string {
+export function blockDiff(
+  rel: string,
+  oldLines: readonly string[],
+  newLines: readonly string[],
+  start: number,
+  before: readonly string[],
+  after: readonly string[],
+): string {
   const oldStart = start - before.length;
   const head = `@@ -${oldStart},${before.length + oldLines.length + after.length} +${oldStart},${before.length + newLines.length + after.length} @@`;
-  const body = [...before.map((l) => ` ${l}`), ...oldLines.map((l) => `-${l}`), ...newLines.map((l) => `+${l}`), ...after.map((l) => ` ${l}`)];
+  const body = [
+    ...before.map((l) => ` ${l}`),
+    ...oldLines.map((l) => `-${l}`),
+    ...newLines.map((l) => `+${l}`),
+    ...after.map((l) => ` ${l}`),
+  ];
   return `--- ${rel}\n+++ ${rel}\n${head}\n${body.join("\n")}\n`;
 }
 
 /** A SHA-256 guard against blind overwrites (`expected_sha256`). */
-export const ExpectedSha256 = z.string().regex(/^[0-9a-f]{64}$/).nullable().default(null);
+export const ExpectedSha256 = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/)
+  .nullable()
+  .default(null);
 
 /** What a line edit returns: the range it replaced, a diff, and fresh context to continue from. */
 export type LineEditResult = z.infer<typeof LineEditResult>;
@@ -180,5 +216,12 @@ export function compactContext(c: ReadFileOutput): Record<string, unknown> {
 
 /** A line edit in the compact form: the contract's fields, the context once. */
 export function compactLineEdit(o: LineEditResult): Record<string, unknown> {
-  return { path: o.path, start_line: o.start_line, end_line: o.end_line, replacement_line_count: o.replacement_line_count, diff: o.diff, context: compactContext(o.context) };
+  return {
+    path: o.path,
+    start_line: o.start_line,
+    end_line: o.end_line,
+    replacement_line_count: o.replacement_line_count,
+    diff: o.diff,
+    context: compactContext(o.context),
+  };
 }

@@ -19,7 +19,9 @@ export const deleteFileOrDir = defineTool({
     const session = ctx.requireSession(input.session_id);
     const policy = policyFor(ctx, session);
     const res = resolveInWorkdir(policy, input.path, { mustExist: true, followFinal: false });
-    const deleted = await ctx.app.files.withPathLocks([res.real], () => removeEntry(policy, res.real, input.path, input.recursive));
+    const deleted = await ctx.app.files.withPathLocks([res.real], () =>
+      removeEntry(policy, res.real, input.path, input.recursive),
+    );
     return { path: res.rel, deleted };
   },
   text: (o) => `deleted ${o.deleted} ${o.path}`,

@@ -18,7 +18,8 @@ const clamp = (n: number, lo: number, hi: number) => Math.max(lo, Math.min(hi, n
 function dirArg(ctx: Parameters<typeof policyFor>[0], session: Parameters<typeof policyFor>[1], input: string) {
   const policy = policyFor(ctx, session);
   const res = resolveInWorkdir(policy, input === "" ? "." : input, { mustExist: true });
-  if (!statSync(res.real).isDirectory()) throw new ToolError("not_a_directory", `not a directory: ${input}`, { path: input });
+  if (!statSync(res.real).isDirectory())
+    throw new ToolError("not_a_directory", `not a directory: ${input}`, { path: input });
   return { policy, res };
 }
 
@@ -40,9 +41,20 @@ export const listFiles = defineTool({
     const session = ctx.requireSession(input.session_id);
     const { policy, res } = dirArg(ctx, session, input.path);
     const limit = clamp(input.max_entries, 0, ctx.app.settings.max_directory_entries);
-    return listDirectory(ctx.app.workspaceRoot, res.real, { recursive: input.recursive, limit, includeIgnored: input.include_ignored, exclude: policy.stateDir });
+    return listDirectory(ctx.app.workspaceRoot, res.real, {
+      recursive: input.recursive,
+      limit,
+      includeIgnored: input.include_ignored,
+      exclude: policy.stateDir,
+    });
   },
-  text: (o) => [...o.entries.map((e) => `${e.type}\t${e.path}${e.type === "dir" ? "/" : ""}${e.type === "file" ? `\t${e.size}` : ""}`), ...(o.is_truncated ? [`[truncated at ${o.limit_count} entries]`] : [])].join("\n"),
+  text: (o) =>
+    [
+      ...o.entries.map(
+        (e) => `${e.type}\t${e.path}${e.type === "dir" ? "/" : ""}${e.type === "file" ? `\t${e.size}` : ""}`,
+      ),
+      ...(o.is_truncated ? [`[truncated at ${o.limit_count} entries]`] : []),
+    ].join("\n"),
 });
 
 export const treeView = defineTool({
@@ -104,22 +116,45 @@ export const treeView = defineTool({
       };
     }
     if (!statSync(res.real).isDirectory()) {
-      return { root, exists: true, is_directory: false, entries: [], count: 0, truncated: false, message: `Path exists but is not a directory: ${root}` };
+      return {
+        root,
+        exists: true,
+        is_directory: false,
+        entries: [],
+        count: 0,
+        truncated: false,
+        message: `Path exists but is not a directory: ${root}`,
+      };
     }
     const entries: string[] = [];
     let truncated = false;
     if (depth > 0) {
-      walk(res.real, { gitignore: !input.include_ignored, hidden: true, skipIgnored: !input.include_ignored, maxDepth: depth, exclude: policy.stateDir, workspaceRoot: ctx.app.workspaceRoot, signal: ctx.signal }, (e) => {
-        if (entries.length >= limit) {
-          truncated = true;
-          return false;
-        }
-        entries.push(`${"  ".repeat(e.depth)}${e.dirent.name}${e.dirent.isDirectory() ? "/" : ""}`);
-      });
+      walk(
+        res.real,
+        {
+          gitignore: !input.include_ignored,
+          hidden: true,
+          skipIgnored: !input.include_ignored,
+          maxDepth: depth,
+          exclude: policy.stateDir,
+          workspaceRoot: ctx.app.workspaceRoot,
+          signal: ctx.signal,
+        },
+        (e) => {
+          if (entries.length >= limit) {
+            truncated = true;
+            return false;
+          }
+          entries.push(`${"  ".repeat(e.depth)}${e.dirent.name}${e.dirent.isDirectory() ? "/" : ""}`);
+        },
+      );
     }
     return { root, exists: true, is_directory: true, entries, count: entries.length, truncated };
   },
-  text: (o) => (o.exists && o.is_directory ? [`${o.root}/`, ...o.entries.map((e) => `  ${e}`), ...(o.truncated ? ["[truncated]"] : [])].join("\n") : JSON.stringify(o)),
+  text: (o) =>
+    o.exists && o.is_directory
+      ? [`${o.root}/`, ...o.entries.map((e) => `  ${e}`), ...(o.truncated ? ["[truncated]"] : [])].join("\n")
+      : JSON.stringify(o),
 });
 
 /** Compiles a glob: `*` stays within a path segment, `**` crosses segments. */
@@ -149,14 +184,26 @@ export const globSearch = defineTool({
     const byName = !input.pattern.includes("/");
     const found: string[] = [];
     let truncated = false;
-    walk(res.real, { gitignore: !input.include_ignored, hidden: true, skipIgnored: !input.include_ignored, maxDepth: 1_000, exclude: policy.stateDir, workspaceRoot: ctx.app.workspaceRoot, signal: ctx.signal }, (e) => {
-      if (!(re.test(e.rel) || (byName && re.test(e.dirent.name)))) return;
-      if (found.length >= limit) {
-        truncated = true;
-        return false;
-      }
-      found.push(toWorkspaceRelative(ctx.app.workspaceRoot, e.abs));
-    });
+    walk(
+      res.real,
+      {
+        gitignore: !input.include_ignored,
+        hidden: true,
+        skipIgnored: !input.include_ignored,
+        maxDepth: 1_000,
+        exclude: policy.stateDir,
+        workspaceRoot: ctx.app.workspaceRoot,
+        signal: ctx.signal,
+      },
+      (e) => {
+        if (!(re.test(e.rel) || (byName && re.test(e.dirent.name)))) return;
+        if (found.length >= limit) {
+          truncated = true;
+          return false;
+        }
+        found.push(toWorkspaceRelative(ctx.app.workspaceRoot, e.abs));
+      },
+    );
     found.sort();
     return { paths: found, count: found.length, truncated };
   },

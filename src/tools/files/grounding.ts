@@ -47,8 +47,20 @@ export function withFreshContext(g: Grounding, code: string, message: string, st
  */
 export function requireSnapshot(g: Grounding, id: string, start = 1, end = start): Snapshot {
   const snap = g.ctx.app.files.snapshots.get(g.sid, id);
-  if (!snap) throw withFreshContext(g, "snapshot_not_found", `snapshot ${id} is not known in this session (expired or from another session)`, start, end);
-  if (snap.path !== g.rel) throw new ToolError("snapshot_wrong_file", `snapshot_id belongs to a different file (${snap.path}); re-read the target file`, { path: g.rel });
+  if (!snap)
+    throw withFreshContext(
+      g,
+      "snapshot_not_found",
+      `snapshot ${id} is not known in this session (expired or from another session)`,
+      start,
+      end,
+    );
+  if (snap.path !== g.rel)
+    throw new ToolError(
+      "snapshot_wrong_file",
+      `snapshot_id belongs to a different file (${snap.path}); re-read the target file`,
+      { path: g.rel },
+    );
   return snap;
 }
 
@@ -66,8 +78,15 @@ export function checkGrounded(g: Grounding, snap: Snapshot, start: number, end: 
   }
   const seen = snap.ranges.find((r) => r.start <= start && end <= r.end);
   if (!seen) {
-    if (snap.sha !== g.sha) throw withFreshContext(g, "snapshot_stale", "file changed since snapshot; re-read before editing", start, end);
-    throw withFreshContext(g, "edit_outside_snapshot", `edit range ${start}-${end} was not shown by snapshot ${snap.id}; re-read the target lines`, start, end);
+    if (snap.sha !== g.sha)
+      throw withFreshContext(g, "snapshot_stale", "file changed since snapshot; re-read before editing", start, end);
+    throw withFreshContext(
+      g,
+      "edit_outside_snapshot",
+      `edit range ${start}-${end} was not shown by snapshot ${snap.id}; re-read the target lines`,
+      start,
+      end,
+    );
   }
   if (snap.sha === g.sha) return;
   if (seen.end <= total && rangeHash(g.doc.lines.slice(seen.start - 1, seen.end)) === seen.h) return;

@@ -8,10 +8,22 @@ import { resolveInWorkdir } from "../../fs/resolve.ts";
 import { SessionId } from "../common.ts";
 import { defineTool } from "../define.ts";
 import { compactLineEdit, contextForRanges, diffSection, LineEditResult, loadForEdit, policyFor } from "./common.ts";
-import { checkGrounded, firstDifference, type Grounding, requireSnapshot, visible, withFreshContext } from "./grounding.ts";
+import {
+  checkGrounded,
+  firstDifference,
+  type Grounding,
+  requireSnapshot,
+  visible,
+  withFreshContext,
+} from "./grounding.ts";
 import description from "./hashline-edit.md" with { type: "text" };
 
-export const EDIT_ANNOTATIONS = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false };
+export const EDIT_ANNOTATIONS = {
+  readOnlyHint: false,
+  destructiveHint: true,
+  idempotentHint: false,
+  openWorldHint: false,
+};
 
 const HunkOutput = LineEditResult.omit({ diff: true });
 
@@ -51,7 +63,10 @@ export const hashlineEdit = defineTool({
     const policy = policyFor(ctx, session);
     const blocks = parseHashline(input.input);
     // Group hunks by file (headers may repeat a file); resolve each header path.
-    const files = new Map<string, { shown: string; snapshotHunks: Array<{ snapshot: string; hunk: Hunk; order: number }> }>();
+    const files = new Map<
+      string,
+      { shown: string; snapshotHunks: Array<{ snapshot: string; hunk: Hunk; order: number }> }
+    >();
     let order = 0;
     for (const b of blocks) {
       const snap = ctx.app.files.snapshots.get(sid, b.snapshot);
@@ -74,14 +89,22 @@ export const hashlineEdit = defineTool({
           const span = hunkSpan(hunk);
           const snap = requireSnapshot(g, snapshot, span.start, span.end);
           const appendAt = hunk.kind === "insert" && !hunk.after && hunk.anchor === total + 1;
-          if (!appendAt && span.end > total) throw withFreshContext(g, "line_out_of_range", `line ${span.end} is beyond file line count ${total}`, total, total);
+          if (!appendAt && span.end > total)
+            throw withFreshContext(
+              g,
+              "line_out_of_range",
+              `line ${span.end} is beyond file line count ${total}`,
+              total,
+              total,
+            );
           checkGrounded(g, snap, span.start, span.end, appendAt);
           if (hunk.kind === "replace") {
             for (let i = 0; i < hunk.old.length; i++) {
               const actual = loaded.doc.lines[hunk.start - 1 + i];
               if (actual !== hunk.old[i]) {
                 const sent = hunk.old[i]!;
-                const where = actual === undefined ? "" : ` (first difference at column ${firstDifference(sent, actual)})`;
+                const where =
+                  actual === undefined ? "" : ` (first difference at column ${firstDifference(sent, actual)})`;
                 throw withFreshContext(
                   g,
                   "old_text_mismatch",
@@ -98,14 +121,19 @@ export const hashlineEdit = defineTool({
         for (let i = 1; i < planned.length; i++) {
           const a = hunkSpan(planned[i - 1]!.hunk);
           const b = hunkSpan(planned[i]!.hunk);
-          if (b.start <= a.end) throw new ToolError("hunks_overlap", "hashline edit hunks overlap; use non-overlapping original line ranges");
+          if (b.start <= a.end)
+            throw new ToolError(
+              "hunks_overlap",
+              "hashline edit hunks overlap; use non-overlapping original line ranges",
+            );
         }
         let doc: LineDoc = loaded.doc;
         for (const p of [...planned].reverse()) doc = replaceLines(doc, p.start, p.end, p.hunk.plus);
         const text = joinDoc(doc);
         const bytes = Buffer.from(text);
         const max = ctx.app.settings.max_file_write_bytes;
-        if (bytes.length > max) throw new ToolError("file_too_large", `Refusing to write ${bytes.length} bytes; max is ${max}`);
+        if (bytes.length > max)
+          throw new ToolError("file_too_large", `Refusing to write ${bytes.length} bytes; max is ${max}`);
         const newSha = sha256(bytes);
         // One report per file: its diff under one header, and one snapshot holding the new rows of
         // every hunk (a deletion shows the two lines it joined), so the next edit needs no read.
@@ -130,7 +158,11 @@ export const hashlineEdit = defineTool({
         const window = { start: Math.max(1, first - 3), end: Math.max(1, first - 3) + MAX_FRESH_ROWS - 1 };
         const context = contextForRanges(ctx, sid, loaded.res.rel, doc, newSha, bytes.length, [window]);
         for (const { p } of spans) {
-          const replaced = { start_line: p.start, end_line: Math.max(p.end, p.start), replacement_line_count: p.hunk.plus.length };
+          const replaced = {
+            start_line: p.start,
+            end_line: Math.max(p.end, p.start),
+            replacement_line_count: p.hunk.plus.length,
+          };
           results.push({ path: loaded.res.rel, ...replaced, context, order: p.order });
         }
         // A no-op edit writes nothing (and says so in the text).
@@ -184,8 +216,10 @@ export const hashlineEdit = defineTool({
       byFile.set(h.path, f);
     }
     const capped = o.hunks.some((h) => h.context.end_line !== null && h.start_line > h.context.end_line);
-    const rows = [...byFile.values()].map((f) => f.content).join("\n") + (capped ? "\n(later hunks: read to see them)" : "");
-    if (o.diff === "") return `no change: the new lines equal the current ones; nothing was written\ncurrent rows:\n${rows}`;
+    const rows =
+      [...byFile.values()].map((f) => f.content).join("\n") + (capped ? "\n(later hunks: read to see them)" : "");
+    if (o.diff === "")
+      return `no change: the new lines equal the current ones; nothing was written\ncurrent rows:\n${rows}`;
     const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? "" : "s"}`;
     const counts = [...byFile].map(([path, f]) => `${path} (${plural(f.hunks, "hunk")})`).join(", ");
     return `edited ${counts}; fresh rows:\n${rows}`;

@@ -15,5 +15,23 @@ import { writeFile } from "./write-file.ts";
 
 /** The workspace file tools (issue 3). */
 export function fileTools(): ToolDefinition[] {
-  return [read, hashlineEdit, editLines, applyPatch, writeFile, deleteFileOrDir, listFiles, treeView, globSearch, search, readTodos, writeTodos, viewImage, runPythonCode, secretScan, workspaceSearch, fetchDocument] as unknown as ToolDefinition[];
+  return [
+    read,
+    hashlineEdit,
+    editLines,
+    applyPatch,
+    writeFile,
+    deleteFileOrDir,
+    listFiles,
+    treeView,
+    globSearch,
+    search,
+    readTodos,
+    writeTodos,
+    viewImage,
+    runPythonCode,
+    secretScan,
+    workspaceSearch,
+    fetchDocument,
+  ] as unknown as ToolDefinition[];
 }

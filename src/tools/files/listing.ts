@@ -48,7 +48,11 @@ export function entryInfo(root: string, abs: string): EntryInfo | undefined {
  * (like `ls -A`); a recursive one skips .git, dependency folders and .gitignore'd entries unless
  * `includeIgnored`. The walk stops one entry past the limit, so `is_truncated` is exact.
  */
-export function listDirectory(root: string, dir: string, opts: { recursive: boolean; limit: number; includeIgnored: boolean; exclude: string | undefined }): ListFilesOutput {
+export function listDirectory(
+  root: string,
+  dir: string,
+  opts: { recursive: boolean; limit: number; includeIgnored: boolean; exclude: string | undefined },
+): ListFilesOutput {
   const entries: EntryInfo[] = [];
   let truncated = false;
   walk(

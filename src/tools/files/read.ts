@@ -39,16 +39,32 @@ export const read = defineTool({
     try {
       const st = fstatSync(fd);
       if (st.isDirectory()) {
-        if (target.raw || target.ranges.length) throw new ToolError("is_a_directory", `line selectors apply to files, not directories: ${target.path}`);
-        const listing = listDirectory(ctx.app.workspaceRoot, res.real, { recursive: false, limit: DIRECTORY_LIMIT, includeIgnored: true, exclude: policy.stateDir });
+        if (target.raw || target.ranges.length)
+          throw new ToolError("is_a_directory", `line selectors apply to files, not directories: ${target.path}`);
+        const listing = listDirectory(ctx.app.workspaceRoot, res.real, {
+          recursive: false,
+          limit: DIRECTORY_LIMIT,
+          includeIgnored: true,
+          exclude: policy.stateDir,
+        });
         const lines = listing.entries.map((e) => `${e.type}\t${e.path}${e.type === "dir" ? "/" : ""}`);
-        if (listing.is_truncated) lines.push(`[listing truncated at ${DIRECTORY_LIMIT} entries; use list_files with max_entries]`);
-        return { kind: "directory" as const, path: target.path, raw: false, content: lines.join("\n"), directory: listing, file: null };
+        if (listing.is_truncated)
+          lines.push(`[listing truncated at ${DIRECTORY_LIMIT} entries; use list_files with max_entries]`);
+        return {
+          kind: "directory" as const,
+          path: target.path,
+          raw: false,
+          content: lines.join("\n"),
+          directory: listing,
+          file: null,
+        };
       }
       assertRegular(st, target.path);
       const budget = ctx.app.settings.max_file_read_bytes;
       const r = readLines(fd, st, target.ranges, budget, ctx.app.files.lineIndex, target.path);
-      const [snap] = ctx.app.files.snapshots.record(session.session_id, [{ path: res.rel, sha: r.sha, total: r.total, ranges: r.ranges }]);
+      const [snap] = ctx.app.files.snapshots.record(session.session_id, [
+        { path: res.rel, sha: r.sha, total: r.total, ranges: r.ranges },
+      ]);
       const file = {
         path: res.rel,
         bytes: r.size,
@@ -74,15 +90,32 @@ export const read = defineTool({
     const base = { kind: o.kind, path: o.path, content: o.content };
     if (o.raw) return { ...base, raw: true };
     // The header row names the snapshot; metadata only where the content was cut short.
-    if (o.file?.truncated) return { ...base, file: { path: o.file.path, bytes: o.file.bytes, truncated: true, end_line: o.file.end_line, total_lines: o.file.total_lines } };
-    if (o.directory?.is_truncated) return { ...base, directory: { is_truncated: true, count: o.directory.count, limit_count: o.directory.limit_count } };
+    if (o.file?.truncated)
+      return {
+        ...base,
+        file: {
+          path: o.file.path,
+          bytes: o.file.bytes,
+          truncated: true,
+          end_line: o.file.end_line,
+          total_lines: o.file.total_lines,
+        },
+      };
+    if (o.directory?.is_truncated)
+      return {
+        ...base,
+        directory: { is_truncated: true, count: o.directory.count, limit_count: o.directory.limit_count },
+      };
     return base;
   },
   text: (o) => {
     if (o.kind === "directory" || !o.file) return o.content;
     const f = o.file;
     const notes: string[] = [];
-    if (f.truncated && f.end_line !== null) notes.push(`[truncated at ${f.bytes_read} bytes after line ${f.end_line} of ${f.total_lines}; read ${o.path}:${f.end_line + 1}- for more]`);
+    if (f.truncated && f.end_line !== null)
+      notes.push(
+        `[truncated at ${f.bytes_read} bytes after line ${f.end_line} of ${f.total_lines}; read ${o.path}:${f.end_line + 1}- for more]`,
+      );
     else if (f.truncated) notes.push(`[truncated: the first selected line exceeds the read budget]`);
     else if (f.line_count === 0) notes.push(`[no lines selected; the file has ${f.total_lines} lines]`);
     if (notes.length === 0) return o.content;

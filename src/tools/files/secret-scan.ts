@@ -9,7 +9,8 @@ import { defineTool, READ_ONLY } from "../define.ts";
 import { policyFor } from "./common.ts";
 import description from "./secret-scan.md" with { type: "text" };
 
-const PLACEHOLDER = /\$\{[^}]+\}|\$[A-Z_]|<[^>]*>|change[-_ ]?me|replace[-_ ]?me|placeholder|example|dummy|fake|fixture|test[-_ ]?only|local[-_ ]?only|your[-_]|x{6,}|\*{4,}/i;
+const PLACEHOLDER =
+  /\$\{[^}]+\}|\$[A-Z_]|<[^>]*>|change[-_ ]?me|replace[-_ ]?me|placeholder|example|dummy|fake|fixture|test[-_ ]?only|local[-_ ]?only|your[-_]|x{6,}|\*{4,}/i;
 
 function isPlaceholder(v: string): boolean {
   if (v === "" || PLACEHOLDER.test(v)) return true;
@@ -37,7 +38,9 @@ export const secretScan = defineTool({
     max_results: z.number().int().default(200),
   }),
   output: z.object({
-    findings: z.array(z.object({ type: z.string(), path: z.string(), line: z.number().int(), preview: z.string().optional() })),
+    findings: z.array(
+      z.object({ type: z.string(), path: z.string(), line: z.number().int(), preview: z.string().optional() }),
+    ),
     truncated: z.boolean(),
     truncated_files: z.number().int(),
     files_scanned: z.number().int().optional(),
@@ -56,16 +59,40 @@ export const secretScan = defineTool({
     let truncatedFiles = 0;
     let scanned = 0;
     const files: string[] = [];
-    walk(base.real, { gitignore: true, hidden: true, skipIgnored: true, maxDepth: 1_000, exclude: policy.stateDir, workspaceRoot: ctx.app.workspaceRoot, signal: ctx.signal }, (e) => {
-      if (!e.dirent.isFile()) return;
-      if (globRe && !globRe.test(e.rel)) return;
-      files.push(e.abs);
-    });
+    walk(
+      base.real,
+      {
+        gitignore: true,
+        hidden: true,
+        skipIgnored: true,
+        maxDepth: 1_000,
+        exclude: policy.stateDir,
+        workspaceRoot: ctx.app.workspaceRoot,
+        signal: ctx.signal,
+      },
+      (e) => {
+        if (!e.dirent.isFile()) return;
+        if (globRe && !globRe.test(e.rel)) return;
+        files.push(e.abs);
+      },
+    );
     // Dotenv files are usually .gitignore'd, and they are where secrets live: add them deliberately.
     const listed = new Set(files);
-    walk(base.real, { gitignore: false, hidden: true, skipIgnored: true, maxDepth: 1_000, exclude: policy.stateDir, signal: ctx.signal }, (e) => {
-      if (e.dirent.isFile() && DOTENV.test(e.dirent.name) && !listed.has(e.abs) && (!globRe || globRe.test(e.rel))) files.push(e.abs);
-    });
+    walk(
+      base.real,
+      {
+        gitignore: false,
+        hidden: true,
+        skipIgnored: true,
+        maxDepth: 1_000,
+        exclude: policy.stateDir,
+        signal: ctx.signal,
+      },
+      (e) => {
+        if (e.dirent.isFile() && DOTENV.test(e.dirent.name) && !listed.has(e.abs) && (!globRe || globRe.test(e.rel)))
+          files.push(e.abs);
+      },
+    );
     const decoder = new TextDecoder("utf-8", { fatal: true });
     outer: for (const abs of files) {
       let text: string;
@@ -117,5 +144,12 @@ export const secretScan = defineTool({
     }
     return { findings, truncated, truncated_files: truncatedFiles, files_scanned: scanned };
   },
-  text: (o) => [...o.findings.map((f) => `${f.path}:${f.line}\t${f.type}\t${f.preview}`), o.truncated ? "[truncated]" : "", `${o.findings.length} finding(s) in ${o.files_scanned} file(s)`].filter(Boolean).join("\n"),
+  text: (o) =>
+    [
+      ...o.findings.map((f) => `${f.path}:${f.line}\t${f.type}\t${f.preview}`),
+      o.truncated ? "[truncated]" : "",
+      `${o.findings.length} finding(s) in ${o.files_scanned} file(s)`,
+    ]
+      .filter(Boolean)
+      .join("\n"),
 });

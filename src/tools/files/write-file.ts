@@ -29,18 +29,30 @@ export const writeFile = defineTool({
     const policy = policyFor(ctx, session);
     const data = Buffer.from(input.content);
     const max = ctx.app.settings.max_file_write_bytes;
-    if (data.length > max) throw new ToolError("file_too_large", `Refusing to write ${data.length} bytes; max is ${max}`);
+    if (data.length > max)
+      throw new ToolError("file_too_large", `Refusing to write ${data.length} bytes; max is ${max}`);
     const res = resolveInWorkdir(policy, input.path);
     return ctx.app.files.withPathLocks([res.real], () => {
       if (input.expected_sha256 || input.snapshot_id) {
         const cur = loadForEdit(ctx, policy, res.real);
         if (input.expected_sha256 && cur.sha !== input.expected_sha256) {
-          throw new ToolError("file_changed", "file content does not match expected_sha256; re-read before overwriting", { path: res.rel, file_sha256: cur.sha });
+          throw new ToolError(
+            "file_changed",
+            "file content does not match expected_sha256; re-read before overwriting",
+            { path: res.rel, file_sha256: cur.sha },
+          );
         }
         if (input.snapshot_id) {
           const snap = ctx.app.files.snapshots.get(session.session_id, input.snapshot_id);
-          if (!snap || snap.path !== cur.res.rel) throw new ToolError("snapshot_not_found", "snapshot_id not found for this file in this session; re-read the file");
-          if (snap.sha !== cur.sha) throw new ToolError("snapshot_stale", "file changed since snapshot; re-read before overwriting", { path: res.rel });
+          if (!snap || snap.path !== cur.res.rel)
+            throw new ToolError(
+              "snapshot_not_found",
+              "snapshot_id not found for this file in this session; re-read the file",
+            );
+          if (snap.sha !== cur.sha)
+            throw new ToolError("snapshot_stale", "file changed since snapshot; re-read before overwriting", {
+              path: res.rel,
+            });
         }
       }
       const r = writeAtomic(policy, res.real, input.path, data, { overwrite: input.overwrite, createParents: true });

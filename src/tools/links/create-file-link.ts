@@ -29,8 +29,10 @@ export const createFileLink = defineTool({
   async run(ctx, input) {
     const { settings, links, audit } = ctx.app;
     const session = ctx.requireSession(input.session_id);
-    if (input.ttl_s !== null && input.ttl_s <= 0) throw new ToolError("invalid_arguments", "ttl_s must be positive (seconds until the link expires)");
-    if (input.max_downloads !== null && input.max_downloads < 0) throw new ToolError("invalid_arguments", "max_downloads must be >= 0; use 0 for unlimited");
+    if (input.ttl_s !== null && input.ttl_s <= 0)
+      throw new ToolError("invalid_arguments", "ttl_s must be positive (seconds until the link expires)");
+    if (input.max_downloads !== null && input.max_downloads < 0)
+      throw new ToolError("invalid_arguments", "max_downloads must be >= 0; use 0 for unlimited");
     const ttl = Math.min(input.ttl_s ?? settings.file_download_default_ttl_s, settings.file_download_max_ttl_s);
     const policy = policyFor(ctx, session);
     const res = resolveInWorkdir(policy, input.path, { mustExist: true });
@@ -40,7 +42,12 @@ export const createFileLink = defineTool({
       const st = fstatSync(fd);
       if (!st.isFile()) throw new ToolError("not_a_file", `Not a regular file: ${res.rel}`, { path: res.rel });
       const cap = settings.file_download_max_file_bytes;
-      if (cap > 0 && st.size > cap) throw new ToolError("file_too_large", `File is too large: ${st.size} bytes (file_download_max_file_bytes is ${cap})`, { bytes: st.size });
+      if (cap > 0 && st.size > cap)
+        throw new ToolError(
+          "file_too_large",
+          `File is too large: ${st.size} bytes (file_download_max_file_bytes is ${cap})`,
+          { bytes: st.size },
+        );
       const filename = sanitizeFilename(input.filename ?? basename(res.real));
       const now = Date.now() / 1000;
       const { record, token } = await links.store.create(
@@ -56,11 +63,18 @@ export const createFileLink = defineTool({
           max_downloads: input.max_downloads ?? settings.file_download_default_max_downloads,
         },
       );
-      audit.record("download_link_created", { session: session.session_id, link_id: record.id, token_sha256: tokenFingerprint(record.token_sha256), path: res.rel, bytes: record.bytes });
+      audit.record("download_link_created", {
+        session: session.session_id,
+        link_id: record.id,
+        token_sha256: tokenFingerprint(record.token_sha256),
+        path: res.rel,
+        bytes: record.bytes,
+      });
       return summarize(record, token, links.url(token), now);
     } finally {
       closeSync(fd);
     }
   },
-  text: (o) => `link to ${o.path === null ? "?" : visibleName(o.path)} (${o.bytes} bytes, expires in ${o.ttl_remaining_s}s${o.max_downloads > 0 ? `, ${o.max_downloads} download(s)` : ""}): ${o.url}\nAnyone with this URL can download the snapshot; treat it as a secret.`,
+  text: (o) =>
+    `link to ${o.path === null ? "?" : visibleName(o.path)} (${o.bytes} bytes, expires in ${o.ttl_remaining_s}s${o.max_downloads > 0 ? `, ${o.max_downloads} download(s)` : ""}): ${o.url}\nAnyone with this URL can download the snapshot; treat it as a secret.`,
 });

@@ -17,7 +17,12 @@ export const revokeFileLink = defineTool({
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
     const gone = await ctx.app.links.store.revoke(session.session_id, input.token);
-    if (gone) ctx.app.audit.record("download_link_revoked", { session: session.session_id, link_id: gone.id, token_sha256: tokenFingerprint(gone.token_sha256) });
+    if (gone)
+      ctx.app.audit.record("download_link_revoked", {
+        session: session.session_id,
+        link_id: gone.id,
+        token_sha256: tokenFingerprint(gone.token_sha256),
+      });
     return { revoked: gone !== undefined, token: input.token };
   },
   text: (o) => (o.revoked ? `revoked ${o.token}` : `no link of this session matches ${o.token}`),

@@ -49,13 +49,36 @@ async function prepare(data: Uint8Array, mime: string): Promise<Prepared> {
     height = meta.height;
   } catch (e) {
     const code = (e as { code?: string }).code;
-    if (code === "ERR_IMAGE_TOO_MANY_PIXELS") throw new ToolError("image_too_large", `Refusing to decode an image of more than ${MAX_DECODE_PIXELS} pixels`);
-    return { data, mime, width: null, height: null, original_width: null, original_height: null, resized: false, note: "image dimensions could not be read; sent unchanged" };
+    if (code === "ERR_IMAGE_TOO_MANY_PIXELS")
+      throw new ToolError("image_too_large", `Refusing to decode an image of more than ${MAX_DECODE_PIXELS} pixels`);
+    return {
+      data,
+      mime,
+      width: null,
+      height: null,
+      original_width: null,
+      original_height: null,
+      resized: false,
+      note: "image dimensions could not be read; sent unchanged",
+    };
   }
-  const same = { data, mime, width, height, original_width: width, original_height: height, resized: false, note: null };
+  const same = {
+    data,
+    mime,
+    width,
+    height,
+    original_width: width,
+    original_height: height,
+    resized: false,
+    note: null,
+  };
   if (Math.max(width, height) <= MAX_IMAGE_EDGE) return same;
   try {
-    let img = new Bun.Image(data, { maxPixels: MAX_DECODE_PIXELS }).resize(MAX_IMAGE_EDGE, MAX_IMAGE_EDGE, { fit: "inside", withoutEnlargement: true, filter: "lanczos3" });
+    let img = new Bun.Image(data, { maxPixels: MAX_DECODE_PIXELS }).resize(MAX_IMAGE_EDGE, MAX_IMAGE_EDGE, {
+      fit: "inside",
+      withoutEnlargement: true,
+      filter: "lanczos3",
+    });
     let outMime = mime;
     if (mime === "image/jpeg") img = img.jpeg({ quality: 90 });
     else if (mime === "image/webp") img = img.webp({ quality: 90 });
@@ -112,7 +135,11 @@ export const viewImage = defineTool({
       assertRegular(st, input.path);
       const max = ctx.app.settings.max_view_image_bytes;
       if (st.size === 0) throw new ToolError("image_empty", "Image file is empty");
-      if (st.size > max) throw new ToolError("image_too_large", `Refusing image of ${st.size} bytes; max is ${max} (max_view_image_bytes)`);
+      if (st.size > max)
+        throw new ToolError(
+          "image_too_large",
+          `Refusing image of ${st.size} bytes; max is ${max} (max_view_image_bytes)`,
+        );
       data = Buffer.allocUnsafe(st.size + 1);
       let off = 0;
       for (;;) {
@@ -129,7 +156,11 @@ export const viewImage = defineTool({
     const mime = sniffImage(data);
     if (!mime) throw new ToolError("unsupported_image", "Unsupported image format; expected PNG, JPEG, GIF, or WebP");
     const p = await prepare(data, mime);
-    ctx.media?.push({ type: "image", data: Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength).toString("base64"), mimeType: p.mime });
+    ctx.media?.push({
+      type: "image",
+      data: Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength).toString("base64"),
+      mimeType: p.mime,
+    });
     return {
       session_id: session.session_id,
       target: "local" as const,
@@ -146,5 +177,6 @@ export const viewImage = defineTool({
       note: p.note,
     };
   },
-  text: (o) => `${o.path} (${o.mime_type}, ${o.bytes} bytes${o.width !== null ? `, ${o.width}x${o.height}` : ""})${o.note ? `; ${o.note}` : ""}`,
+  text: (o) =>
+    `${o.path} (${o.mime_type}, ${o.bytes} bytes${o.width !== null ? `, ${o.width}x${o.height}` : ""})${o.note ? `; ${o.note}` : ""}`,
 });

@@ -26,7 +26,17 @@ export const version = defineTool({
   }),
   async run(ctx) {
     const containment = describeLayer(cgroupLayerFor(ctx.app.settings));
-    return { version: VERSION, package_version: VERSION, python: `bun ${Bun.version}`, platform: `${process.platform}-${process.arch}`, runtime: `bun ${Bun.version}`, target: BUILD_TARGET, build_digest: BUILD_DIGEST, containment };
+    return {
+      version: VERSION,
+      package_version: VERSION,
+      python: `bun ${Bun.version}`,
+      platform: `${process.platform}-${process.arch}`,
+      runtime: `bun ${Bun.version}`,
+      target: BUILD_TARGET,
+      build_digest: BUILD_DIGEST,
+      containment,
+    };
   },
-  text: (o) => `local-shell-mcp ${o.version} ${o.target} build ${o.build_digest.slice(0, 16)} (${o.runtime}, ${o.platform})\ncommand containment: ${o.containment}`,
+  text: (o) =>
+    `local-shell-mcp ${o.version} ${o.target} build ${o.build_digest.slice(0, 16)} (${o.runtime}, ${o.platform})\ncommand containment: ${o.containment}`,
 });

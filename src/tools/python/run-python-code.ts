@@ -45,7 +45,15 @@ export function pythonCommand(pythonBin: string): string {
   return `exec ${shellQuote(pythonBin)} -c ${shellQuote(LOADER)}`;
 }
 
-async function runScript(ctx: ToolContext, input: { timeout_s: number | null; max_output_bytes: number | null }, sid: string, cwd: string, env: Record<string, string>, command: string, script: string) {
+async function runScript(
+  ctx: ToolContext,
+  input: { timeout_s: number | null; max_output_bytes: number | null },
+  sid: string,
+  cwd: string,
+  env: Record<string, string>,
+  command: string,
+  script: string,
+) {
   const shown = `${ctx.app.settings.python_bin} ${SHOWN_SCRIPT}`;
   const result = await runForeground(ctx, {
     sessionId: sid,
@@ -73,46 +81,88 @@ export const runPythonCode = defineTool({
     code: z.string().min(1),
     ...shellRunOptions,
   }),
-  output: z.object({ mode: z.enum(["command", "job", "pty"]), command: z.string(), cwd: z.string(), result: z.record(z.string(), z.unknown()), script_path: z.string() }),
+  output: z.object({
+    mode: z.enum(["command", "job", "pty"]),
+    command: z.string(),
+    cwd: z.string(),
+    result: z.record(z.string(), z.unknown()),
+    script_path: z.string(),
+  }),
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
     const { settings } = ctx.app;
     const size = Buffer.byteLength(input.code);
-    if (size > settings.max_file_write_bytes) throw new ToolError("file_too_large", `Refusing to write ${size} bytes; max is ${settings.max_file_write_bytes}`);
+    if (size > settings.max_file_write_bytes)
+      throw new ToolError("file_too_large", `Refusing to write ${size} bytes; max is ${settings.max_file_write_bytes}`);
     const cwd = resolveDirInWorkdir(session.workdir, input.cwd, ctx.app.workspaceRoot);
     const env = validateEnv(input.env);
-    type Out = { mode: "command" | "job" | "pty"; command: string; cwd: string; result: Record<string, unknown>; script_path: string };
+    type Out = {
+      mode: "command" | "job" | "pty";
+      command: string;
+      cwd: string;
+      result: Record<string, unknown>;
+      script_path: string;
+    };
     // Same admission as bash: the session's lifecycle lock held shared, the session re-read under it.
-    return ctx.app.lifecycle.hold<Out>(session.session_id, "shared", async () => {
-      ctx.app.sessions.require(session.session_id);
-      const scripts = new PythonScripts(ctx.app);
-      const { token, path } = await scripts.create(input.code);
-      const command = pythonCommand(settings.python_bin);
-      const scriptEnv = { ...env, [SCRIPT_VAR]: path };
-      const shownCwd = toWorkspaceRelative(ctx.app.workspaceRoot, cwd);
-      if (input.pty || input.async_) {
-        try {
-          if (input.pty) {
-            const current = ctx.app.sessions.require(session.session_id);
-            const r = await ctx.app.shells.start({ session: current, command, cwd, env: scriptEnv, name: input.name });
-            scripts.own(token, { kind: "pty", id: r.shell_id, session_id: session.session_id });
-            const result = { shell_id: r.shell_id, cwd: shownCwd, command, backend: r.backend, session_id: session.session_id };
-            return { mode: "pty" as const, command, cwd: shownCwd, result, script_path: SHOWN_SCRIPT };
+    return ctx.app.lifecycle.hold<Out>(
+      session.session_id,
+      "shared",
+      async () => {
+        ctx.app.sessions.require(session.session_id);
+        const scripts = new PythonScripts(ctx.app);
+        const { token, path } = await scripts.create(input.code);
+        const command = pythonCommand(settings.python_bin);
+        const scriptEnv = { ...env, [SCRIPT_VAR]: path };
+        const shownCwd = toWorkspaceRelative(ctx.app.workspaceRoot, cwd);
+        if (input.pty || input.async_) {
+          try {
+            if (input.pty) {
+              const current = ctx.app.sessions.require(session.session_id);
+              const r = await ctx.app.shells.start({
+                session: current,
+                command,
+                cwd,
+                env: scriptEnv,
+                name: input.name,
+              });
+              scripts.own(token, { kind: "pty", id: r.shell_id, session_id: session.session_id });
+              const result = {
+                shell_id: r.shell_id,
+                cwd: shownCwd,
+                command,
+                backend: r.backend,
+                session_id: session.session_id,
+              };
+              return { mode: "pty" as const, command, cwd: shownCwd, result, script_path: SHOWN_SCRIPT };
+            }
+            const j = await ctx.app.jobs.start({
+              sessionId: session.session_id,
+              command,
+              cwd,
+              env: scriptEnv,
+              name: input.name,
+            });
+            scripts.own(token, { kind: "job", id: j.job_id, session_id: session.session_id });
+            return {
+              mode: "job" as const,
+              command,
+              cwd: shownCwd,
+              result: jobInfo(j, ctx.app.workspaceRoot),
+              script_path: SHOWN_SCRIPT,
+            };
+          } catch (e) {
+            scripts.discard(token);
+            throw e;
           }
-          const j = await ctx.app.jobs.start({ sessionId: session.session_id, command, cwd, env: scriptEnv, name: input.name });
-          scripts.own(token, { kind: "job", id: j.job_id, session_id: session.session_id });
-          return { mode: "job" as const, command, cwd: shownCwd, result: jobInfo(j, ctx.app.workspaceRoot), script_path: SHOWN_SCRIPT };
-        } catch (e) {
-          scripts.discard(token);
-          throw e;
         }
-      }
-      try {
-        return await runScript(ctx, input, session.session_id, cwd, scriptEnv, command, path);
-      } finally {
-        scripts.discard(token);
-      }
-    }, { signal: ctx.signal });
+        try {
+          return await runScript(ctx, input, session.session_id, cwd, scriptEnv, command, path);
+        } finally {
+          scripts.discard(token);
+        }
+      },
+      { signal: ctx.signal },
+    );
   },
   text: bashText,
 });

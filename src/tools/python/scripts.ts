@@ -98,7 +98,10 @@ export class PythonScripts {
       const sid = e.owner.session_id;
       if (!shells.has(sid)) {
         try {
-          shells.set(sid, new Set((await this.app.shells.list(sid)).filter((s) => s.status === "running").map((s) => s.shell_id)));
+          shells.set(
+            sid,
+            new Set((await this.app.shells.list(sid)).filter((s) => s.status === "running").map((s) => s.shell_id)),
+          );
         } catch {
           shells.set(sid, null);
         }
@@ -136,7 +139,10 @@ export class PythonScripts {
       entries = entries.filter((x) => x !== e);
     }
     if (entries.length + 1 > maxFiles || bytes + size > maxBytes) {
-      throw new ToolError("tmp_space_exhausted", `the private temp folder holds ${entries.length} live script(s) (${bytes} bytes; limits ${maxFiles} files, ${maxBytes} bytes); wait for or cancel running Python jobs and shells, then retry`);
+      throw new ToolError(
+        "tmp_space_exhausted",
+        `the private temp folder holds ${entries.length} live script(s) (${bytes} bytes; limits ${maxFiles} files, ${maxBytes} bytes); wait for or cancel running Python jobs and shells, then retry`,
+      );
     }
     const token = `script-${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex")}`;
     const path = join(this.dir, `${token}.py`);

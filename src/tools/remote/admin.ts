@@ -17,7 +17,11 @@ export interface EnrolledWorker {
 export interface WorkerRecords {
   workers(): readonly EnrolledWorker[];
   byName(name: string): EnrolledWorker | undefined;
-  createInvite(input: { name: string | null; workdir: string | null; ttlS: number }): Promise<{ code: string; expires_at: number; ttl_s: number }>;
+  createInvite(input: {
+    name: string | null;
+    workdir: string | null;
+    ttlS: number;
+  }): Promise<{ code: string; expires_at: number; ttl_s: number }>;
   revoke(name: string): Promise<EnrolledWorker>;
   rename(oldName: string, newName: string): Promise<void>;
 }

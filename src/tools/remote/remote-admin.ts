@@ -25,7 +25,8 @@ function text(args: Record<string, unknown>, key: string, required: boolean): st
     if (required) throw new ToolError("invalid_arguments", `args.${key} is required`);
     return null;
   }
-  if (typeof v !== "string" || v.length > 4096) throw new ToolError("invalid_arguments", `args.${key} must be a string of at most 4096 characters`);
+  if (typeof v !== "string" || v.length > 4096)
+    throw new ToolError("invalid_arguments", `args.${key} must be a string of at most 4096 characters`);
   return v;
 }
 
@@ -34,7 +35,13 @@ export function reconnectCommand(info: Record<string, unknown>): { profile_id: s
   const profile = info.profile_id;
   const launcher = info.launcher_path;
   if (typeof profile !== "string" || !/^p_[A-Za-z0-9_-]{8,64}$/.test(profile)) return null;
-  if (typeof launcher !== "string" || !launcher.startsWith("/") || Buffer.byteLength(launcher) > 4096 || /[\u0000-\u001f\u007f]/.test(launcher)) return null;
+  if (
+    typeof launcher !== "string" ||
+    !launcher.startsWith("/") ||
+    Buffer.byteLength(launcher) > 4096 ||
+    /[\u0000-\u001f\u007f]/.test(launcher)
+  )
+    return null;
   return { profile_id: profile, command: `${shellQuote(launcher)} ${shellQuote(profile)}` };
 }
 
@@ -43,13 +50,27 @@ async function invite(ctx: ToolContext, args: Record<string, unknown>) {
   const name = text(args, "name", false);
   const workdir = text(args, "workdir", false);
   const ttlRaw = args.ttl_s;
-  if (ttlRaw !== undefined && ttlRaw !== null && (typeof ttlRaw !== "number" || !Number.isFinite(ttlRaw))) throw new ToolError("invalid_arguments", "args.ttl_s must be a number");
+  if (ttlRaw !== undefined && ttlRaw !== null && (typeof ttlRaw !== "number" || !Number.isFinite(ttlRaw)))
+    throw new ToolError("invalid_arguments", "args.ttl_s must be a number");
   const ttl = typeof ttlRaw === "number" && ttlRaw > 0 ? ttlRaw : ctx.app.settings.remote_invite_ttl_s;
   const created = await m.store.createInvite({ name, workdir, ttlS: ttl });
   const joinUrl = `${m.publicOrigin()}/join`;
-  const parts = ["--invite", created.code, ...(name ? ["--name", name] : []), ...(workdir ? ["--workdir", workdir] : [])];
+  const parts = [
+    "--invite",
+    created.code,
+    ...(name ? ["--name", name] : []),
+    ...(workdir ? ["--workdir", workdir] : []),
+  ];
   const command = `curl -fsSL ${shellQuote(joinUrl)} | bash -s -- ${parts.map(shellQuote).join(" ")}`;
-  return { code: created.code, name, workdir, expires_at: created.expires_at, ttl_s: created.ttl_s, join_url: joinUrl, command };
+  return {
+    code: created.code,
+    name,
+    workdir,
+    expires_at: created.expires_at,
+    ttl_s: created.ttl_s,
+    join_url: joinUrl,
+    command,
+  };
 }
 
 function list(ctx: ToolContext) {
@@ -111,15 +132,21 @@ export const remoteAdmin = defineTool({
         await m.store.rename(machine, next);
         m.rename(machine, next);
         // Sessions on that machine follow it.
-        for (const rec of ctx.app.sessions.list()) if (rec.target === "remote" && rec.machine === machine) ctx.app.sessions.update(rec, { machine: next });
+        for (const rec of ctx.app.sessions.list())
+          if (rec.target === "remote" && rec.machine === machine) ctx.app.sessions.update(rec, { machine: next });
         return { action: input.action, data: { old_name: machine, new_name: next } };
       }
       case "reconnect_command": {
         const machine = text(input.args, "machine", true);
         const w = m.store.byName(machine);
-        if (!w) throw new ToolError("remote_machine_not_found", `no enrolled worker is named ${JSON.stringify(machine)}`);
+        if (!w)
+          throw new ToolError("remote_machine_not_found", `no enrolled worker is named ${JSON.stringify(machine)}`);
         const rc = reconnectCommand(w.info);
-        if (!rc) throw new ToolError("remote_reconnect_unavailable", `worker ${machine} did not report a launcher and profile; run its worker connect command again on that host`);
+        if (!rc)
+          throw new ToolError(
+            "remote_reconnect_unavailable",
+            `worker ${machine} did not report a launcher and profile; run its worker connect command again on that host`,
+          );
         return { action: input.action, data: { machine, ...rc } };
       }
     }
@@ -129,7 +156,11 @@ export const remoteAdmin = defineTool({
     if (o.action === "invite") return `run on the worker host (expires in ${d.ttl_s}s, one use):\n${d.command}`;
     if (o.action === "list") {
       const ms = (d.machines as Array<Record<string, unknown>>) ?? [];
-      return ms.length === 0 ? "no workers enrolled" : ms.map((x) => `${x.name}: ${x.status} ${x.workdir}${x.queue_depth ? ` (${x.queue_depth} calls)` : ""}`).join("\n");
+      return ms.length === 0
+        ? "no workers enrolled"
+        : ms
+            .map((x) => `${x.name}: ${x.status} ${x.workdir}${x.queue_depth ? ` (${x.queue_depth} calls)` : ""}`)
+            .join("\n");
     }
     return JSON.stringify(d);
   },

@@ -65,7 +65,10 @@ export const search = defineTool({
   input: z.object({
     session_id: SessionId,
     pattern: z.string().min(1).max(10_000),
-    paths: z.union([z.string(), z.array(z.string()).max(200)]).nullable().default(null),
+    paths: z
+      .union([z.string(), z.array(z.string()).max(200)])
+      .nullable()
+      .default(null),
     regex: z.boolean().default(true),
     case_sensitive: z.boolean().default(true),
     max_results: z.number().int().nullable().default(null),
@@ -103,7 +106,8 @@ export const search = defineTool({
     for (const raw of items) {
       if (raw.trim() === "") continue;
       if (GLOB_CHARS.test(raw)) {
-        if (raw.includes("..")) throw new ToolError("path_outside_workdir", `glob must stay inside the session workdir: ${raw}`);
+        if (raw.includes(".."))
+          throw new ToolError("path_outside_workdir", `glob must stay inside the session workdir: ${raw}`);
         globs.push(raw);
         continue;
       }
@@ -115,11 +119,13 @@ export const search = defineTool({
         if (parsed) {
           pathPart = raw.slice(0, colon);
           ranges = parsed;
-        } else if (/^[\d,]/.test(raw.slice(colon + 1))) throw new ToolError("invalid_selector", `invalid search line selector: ${raw.slice(colon + 1)}`);
+        } else if (/^[\d,]/.test(raw.slice(colon + 1)))
+          throw new ToolError("invalid_selector", `invalid search line selector: ${raw.slice(colon + 1)}`);
       }
       const res = resolveInWorkdir(policy, pathPart, { mustExist: true });
       if (ranges) {
-        if (!fstatIsFile(policy, res.real, pathPart)) throw new ToolError("invalid_selector", "search path line selectors are supported only for files");
+        if (!fstatIsFile(policy, res.real, pathPart))
+          throw new ToolError("invalid_selector", "search path line selectors are supported only for files");
         const prev = scopes.get(res.real);
         if (prev !== null) scopes.set(res.real, [...(prev ?? []), ...ranges]);
       } else scopes.set(res.real, null);
@@ -151,7 +157,11 @@ export const search = defineTool({
     if (!outcome.ok && outcome.matches.length === 0) {
       const detail = outcome.stderr.trim().split("\n").slice(0, 6).join("\n");
       if (input.regex && BAD_PATTERN.test(outcome.stderr)) {
-        throw new ToolError("invalid_regex", `pattern is not a valid regular expression; pass regex=false to search for the literal text.\n${detail}`, { pattern: input.pattern });
+        throw new ToolError(
+          "invalid_regex",
+          `pattern is not a valid regular expression; pass regex=false to search for the literal text.\n${detail}`,
+          { pattern: input.pattern },
+        );
       }
       throw new ToolError("search_failed", `search failed: ${detail || "the search engine reported an error"}`);
     }
@@ -173,7 +183,9 @@ export const search = defineTool({
     const files = o.files?.length ?? new Set(o.matches.map((m) => m.path)).size;
     const more = o.truncated ? `; more exist: call again with skip=${o.skipped + o.count}` : "";
     const skipped = o.skipped ? ` after skipping ${o.skipped}` : "";
-    const shape = o.files ? "" : `; ${o.context_radius} context line(s) around each (context up to ${MAX_CONTEXT}); "N:" is a match, "N-" context`;
+    const shape = o.files
+      ? ""
+      : `; ${o.context_radius} context line(s) around each (context up to ${MAX_CONTEXT}); "N:" is a match, "N-" context`;
     const head = `${o.count} match(es) in ${files} file(s)${skipped}${more}${o.count ? shape : ""}`;
     return [head, o.numbered_content, o.stderr ? `[stderr] ${o.stderr}` : ""].filter(Boolean).join("\n");
   },
@@ -183,25 +195,48 @@ export const search = defineTool({
     // Per file once: the snapshot that grounds its hits (files_only: the hit counts); per hit only what differs.
     ...(o.files ? { files: o.files } : { snapshots: snapshotsOf(o.matches) }),
     // files_only: the per-file counts say it all; the hit lines stay in the full form only.
-    matches: o.files ? [] : o.matches.map((m) => pick(m, ["path", "line", "column", "text", "clipped"], ["path", "line", "column", "text"])),
+    matches: o.files
+      ? []
+      : o.matches.map((m) =>
+          pick(m, ["path", "line", "column", "text", "clipped"], ["path", "line", "column", "text"]),
+        ),
   }),
 });
 
-function snapshotsOf(matches: ReadonlyArray<{ path: string | null; snapshot_id: string | null }>): Record<string, string> {
+function snapshotsOf(
+  matches: ReadonlyArray<{ path: string | null; snapshot_id: string | null }>,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const m of matches) if (m.path !== null && m.snapshot_id && !(m.path in out)) out[m.path] = m.snapshot_id;
   return out;
 }
 
 /** files_only: the files with hits and how many, without reading them. */
-function filesOnly(root: string, page: RawMatch[], skipped: number, truncated: boolean, outcome: { stderr: string; ok: boolean; engine: "ripgrep" | "builtin" }) {
+function filesOnly(
+  root: string,
+  page: RawMatch[],
+  skipped: number,
+  truncated: boolean,
+  outcome: { stderr: string; ok: boolean; engine: "ripgrep" | "builtin" },
+) {
   const counts = new Map<string, number>();
   const matches: z.input<typeof GrepMatch>[] = [];
   for (const m of page) {
     const rel = toWorkspaceRelative(root, m.abs);
     counts.set(rel, (counts.get(rel) ?? 0) + 1);
     const c = clip(m.text);
-    matches.push({ path: rel, line: m.line, column: m.column, text: c.text, numbered_line: null, session_id: null, snapshot_id: null, file_sha256: null, seen_range: null, ...(c.clipped ? { clipped: true } : {}) });
+    matches.push({
+      path: rel,
+      line: m.line,
+      column: m.column,
+      text: c.text,
+      numbered_line: null,
+      session_id: null,
+      snapshot_id: null,
+      file_sha256: null,
+      seen_range: null,
+      ...(c.clipped ? { clipped: true } : {}),
+    });
   }
   const files = [...counts].map(([path, count]) => ({ path, count }));
   return {
@@ -246,9 +281,21 @@ function ground(
   const matches: z.input<typeof GrepMatch>[] = [];
   const displayed: z.input<typeof DisplayLine>[] = [];
   const blocks: string[] = [];
-  const pending: Array<{ path: string; sha: string; total: number; ranges: Array<{ start: number; end: number; h: string }> }> = [];
+  const pending: Array<{
+    path: string;
+    sha: string;
+    total: number;
+    ranges: Array<{ start: number; end: number; h: string }>;
+  }> = [];
   type Window = { start: number; end: number; rows: Array<{ line: number; text: string; kind: "match" | "context" }> };
-  const plan: Array<{ rel: string; sha: string | null; windows: Window[]; ms: RawMatch[]; snapIndex: number; grounded: (w: Window) => boolean }> = [];
+  const plan: Array<{
+    rel: string;
+    sha: string | null;
+    windows: Window[];
+    ms: RawMatch[];
+    snapIndex: number;
+    grounded: (w: Window) => boolean;
+  }> = [];
   for (const [abs, ms] of byFile) {
     const rel = toWorkspaceRelative(root, abs);
     let lines: string[] | undefined;
@@ -259,12 +306,21 @@ function ground(
       try {
         const st = fstatSync(fd);
         const wins = ms.map((m) => ({ start: Math.max(1, m.line - radius), end: m.line + radius }));
-        const r = readLines(fd, st, wins.map((w) => ({ start: w.start, end: w.end })).reduce<LineRange[]>((acc, w) => {
-          const last = acc[acc.length - 1];
-          if (last && last.end !== null && w.start <= last.end + 1) last.end = Math.max(last.end, w.end);
-          else acc.push({ ...w });
-          return acc;
-        }, []), ctx.app.settings.max_file_read_bytes, ctx.app.files.lineIndex, rel);
+        const r = readLines(
+          fd,
+          st,
+          wins
+            .map((w) => ({ start: w.start, end: w.end }))
+            .reduce<LineRange[]>((acc, w) => {
+              const last = acc[acc.length - 1];
+              if (last && last.end !== null && w.start <= last.end + 1) last.end = Math.max(last.end, w.end);
+              else acc.push({ ...w });
+              return acc;
+            }, []),
+          ctx.app.settings.max_file_read_bytes,
+          ctx.app.files.lineIndex,
+          rel,
+        );
         sha = r.sha;
         total = r.total;
         lines = [];
@@ -276,7 +332,11 @@ function ground(
       lines = undefined;
     }
     const matchLines = new Set(ms.map((m) => m.line));
-    const windows: Array<{ start: number; end: number; rows: Array<{ line: number; text: string; kind: "match" | "context" }> }> = [];
+    const windows: Array<{
+      start: number;
+      end: number;
+      rows: Array<{ line: number; text: string; kind: "match" | "context" }>;
+    }> = [];
     for (const m of ms) {
       const start = Math.max(1, m.line - radius);
       const end = lines ? Math.min(total, m.line + radius) : m.line;
@@ -293,7 +353,12 @@ function ground(
     }
     // One snapshot per file covering every complete window, so the file's hits share one header.
     const grounded = (w: (typeof windows)[number]) => w.rows.length > 0 && w.rows.length === w.end - w.start + 1;
-    const ranges = sha === null ? [] : windows.filter(grounded).map((w) => ({ start: w.start, end: w.end, h: rangeHash(w.rows.map((r) => r.text)) }));
+    const ranges =
+      sha === null
+        ? []
+        : windows
+            .filter(grounded)
+            .map((w) => ({ start: w.start, end: w.end, h: rangeHash(w.rows.map((r) => r.text)) }));
     const snapIndex = ranges.length ? pending.push({ path: rel, sha: sha!, total, ranges }) - 1 : -1;
     plan.push({ rel, sha, windows, ms, snapIndex, grounded });
   }
@@ -310,7 +375,17 @@ function ground(
         const c = clip(r.text);
         const numbered = `${r.line}:${c.text}`;
         fileRows.push(`${r.line}${r.kind === "match" ? ":" : "-"}${c.text}`);
-        displayed.push({ path: f.rel, line: r.line, kind: r.kind, text: c.text, numbered_line: numbered, session_id: sid, snapshot_id: snap?.id ?? null, file_sha256: f.sha, seen_range: seen });
+        displayed.push({
+          path: f.rel,
+          line: r.line,
+          kind: r.kind,
+          text: c.text,
+          numbered_line: numbered,
+          session_id: sid,
+          snapshot_id: snap?.id ?? null,
+          file_sha256: f.sha,
+          seen_range: seen,
+        });
       }
       for (const m of f.ms) {
         if (m.line < w.start || m.line > w.end) continue;
@@ -345,4 +420,3 @@ function ground(
     engine: outcome.engine,
   };
 }
-

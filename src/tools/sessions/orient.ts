@@ -6,8 +6,18 @@ import type { SessionOrientation } from "./orientation-schema.ts";
 /** Builds the orientation answer for a session; git, instruction files and probes run concurrently. */
 export async function orient(app: AppServices, rec: SessionRecord, message: string): Promise<SessionOrientation> {
   const [git, environment] = await Promise.all([
-    gitInfo(app.settings.git_bin, rec.workdir, app.workspaceRoot).catch(() => ({ is_repo: false, root: null, branch: null, dirty: null })),
-    buildEnvironment({ settings: app.settings, workdir: rec.workdir, capabilities: app.capabilities, probes: app.probes }),
+    gitInfo(app.settings.git_bin, rec.workdir, app.workspaceRoot).catch(() => ({
+      is_repo: false,
+      root: null,
+      branch: null,
+      dirty: null,
+    })),
+    buildEnvironment({
+      settings: app.settings,
+      workdir: rec.workdir,
+      capabilities: app.capabilities,
+      probes: app.probes,
+    }),
   ]);
   return {
     session_id: rec.session_id,

@@ -116,7 +116,8 @@ export type SessionOrientation = z.input<typeof SessionOrientation>;
  */
 export function compactOrientation(o: z.output<typeof SessionOrientation>): Record<string, unknown> {
   const tools: Record<string, { version?: string }> = {};
-  for (const [name, probe] of Object.entries(o.environment.tools)) if (probe.available) tools[name] = probe.version ? { version: probe.version } : {};
+  for (const [name, probe] of Object.entries(o.environment.tools))
+    if (probe.available) tools[name] = probe.version ? { version: probe.version } : {};
   return {
     session_id: o.session_id,
     target: o.target,

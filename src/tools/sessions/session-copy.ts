@@ -26,7 +26,13 @@ export const SessionCopyOutput = z.object({
   source: Endpoint,
   destination: Endpoint,
   relation: z.object({
-    route: z.enum(["local_to_local", "local_to_remote", "remote_to_local", "remote_to_remote_same_machine", "remote_to_remote_different_machines"]),
+    route: z.enum([
+      "local_to_local",
+      "local_to_remote",
+      "remote_to_local",
+      "remote_to_remote_same_machine",
+      "remote_to_remote_different_machines",
+    ]),
     same_session: z.boolean(),
     same_target: z.boolean(),
     same_machine: z.boolean(),
@@ -44,7 +50,8 @@ export const SessionCopyOutput = z.object({
 /** Runs `fn` holding the lifecycle locks of the given sessions shared, in a stable (sorted) order. */
 function holdSessions<T>(ctx: ToolContext, ids: string[], fn: () => Promise<T>): Promise<T> {
   const sorted = [...new Set(ids)].sort();
-  const step = (i: number): Promise<T> => (i >= sorted.length ? fn() : ctx.app.lifecycle.hold(sorted[i]!, "shared", () => step(i + 1), { signal: ctx.signal }));
+  const step = (i: number): Promise<T> =>
+    i >= sorted.length ? fn() : ctx.app.lifecycle.hold(sorted[i]!, "shared", () => step(i + 1), { signal: ctx.signal });
   return step(0);
 }
 
@@ -87,12 +94,18 @@ export const sessionCopy = defineTool({
       if (!input.background) {
         // A client that asked for progress sees the phase and bytes of a long copy.
         const reporter = ctx.progress;
-        const progress = reporter && ((p: CopyProgress) => reporter.status(`${p.phase}: ${p.bytes_transferred}/${p.total_bytes ?? "?"} bytes, ${p.chunks} chunks (${p.transport})`));
+        const progress =
+          reporter &&
+          ((p: CopyProgress) =>
+            reporter.status(
+              `${p.phase}: ${p.bytes_transferred}/${p.total_bytes ?? "?"} bytes, ${p.chunks} chunks (${p.transport})`,
+            ));
         return { result: await runCopy(deps, payload, { resumeKey: null, signal: ctx.signal, progress }) };
       }
       // Admission: the source must exist and have the requested kind; the job then runs on its own.
       const st = await srcEndpoint.stat({ path: input.src_path }, { sha256: false });
-      if (input.kind !== "auto" && st.kind !== input.kind) throw new ToolError("kind_mismatch", `source is ${st.kind}, not requested kind ${input.kind}`);
+      if (input.kind !== "auto" && st.kind !== input.kind)
+        throw new ToolError("kind_mismatch", `source is ${st.kind}, not requested kind ${input.kind}`);
       const name = `copy-${basename(input.dst_path.replace(/\/+$/, "")) || "destination"}`.slice(0, 80);
       const job = await ctx.app.managedJobs.start({
         sessionId: dst.session_id,
@@ -108,13 +121,23 @@ export const sessionCopy = defineTool({
   compact: (o) => {
     const r = o.result as Record<string, unknown>;
     if ("job_id" in r) return { result: pick(r, ["job_id", "name", "status"], ["job_id", "status"]) };
-    return { result: pick(r, ["kind", "transport", "bytes", "sha256", "entries", "resumed_bytes", "chunks", "cleanup_errors"], ["kind", "transport"]) };
+    return {
+      result: pick(
+        r,
+        ["kind", "transport", "bytes", "sha256", "entries", "resumed_bytes", "chunks", "cleanup_errors"],
+        ["kind", "transport"],
+      ),
+    };
   },
   text: (o) => {
     const r = o.result as Record<string, unknown>;
-    if ("job_id" in r) return `copy started in the background as ${r.job_id} (${r.name}); follow it with job poll in session ${r.session_id}`;
+    if ("job_id" in r)
+      return `copy started in the background as ${r.job_id} (${r.name}); follow it with job poll in session ${r.session_id}`;
     const c = r as z.infer<typeof SessionCopyOutput>;
-    const what = c.kind === "file" ? `${c.bytes} bytes, sha256 ${c.sha256}` : `${c.entries} entries (archive ${c.archive_bytes} bytes)`;
+    const what =
+      c.kind === "file"
+        ? `${c.bytes} bytes, sha256 ${c.sha256}`
+        : `${c.entries} entries (archive ${c.archive_bytes} bytes)`;
     const resumed = c.resumed_bytes > 0 ? `, resumed after ${c.resumed_bytes} bytes` : "";
     const cleanup = c.cleanup_errors.length ? `\ncleanup problems: ${c.cleanup_errors.join("; ")}` : "";
     return `copied ${c.kind} ${c.source.session_id}:${c.source.path} -> ${c.destination.session_id}:${c.destination.path} (${what}; ${c.transport}, ${c.relation.route}${resumed})${cleanup}`;

@@ -40,9 +40,18 @@ export const sessionEnd = defineTool({
         stopped_shells.push(...(r.stopped_shells ?? []));
       }
       ctx.app.sessions.remove(rec.session_id);
-      return { session_id: rec.session_id, target: rec.target, machine: rec.machine, ended: true, stopped_jobs, stopped_shells };
+      return {
+        session_id: rec.session_id,
+        target: rec.target,
+        machine: rec.machine,
+        ended: true,
+        stopped_jobs,
+        stopped_shells,
+      };
     });
   },
-  compact: (o) => pick(o, ["session_id", "target", "ended", "stopped_jobs", "stopped_shells"], ["session_id", "target", "ended"]),
-  text: (o) => `session ${o.session_id} ended${o.stopped_jobs.length ? `; stopped jobs: ${o.stopped_jobs.join(", ")}` : ""}${o.stopped_shells.length ? `; stopped shells: ${o.stopped_shells.join(", ")}` : ""}`,
+  compact: (o) =>
+    pick(o, ["session_id", "target", "ended", "stopped_jobs", "stopped_shells"], ["session_id", "target", "ended"]),
+  text: (o) =>
+    `session ${o.session_id} ended${o.stopped_jobs.length ? `; stopped jobs: ${o.stopped_jobs.join(", ")}` : ""}${o.stopped_shells.length ? `; stopped shells: ${o.stopped_shells.join(", ")}` : ""}`,
 });

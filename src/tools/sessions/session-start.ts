@@ -26,13 +26,16 @@ export const sessionStart = defineTool({
     if (input.target === "remote") {
       if (!input.machine) throw new ToolError("invalid_arguments", "machine is required when target='remote'");
       // Remote sessions are routed to their worker before this handler runs (src/remote/dispatch.ts).
-      if (!ctx.app.settings.remote_enabled) throw new ToolError("remote_disabled", "remote workers are disabled on this server");
+      if (!ctx.app.settings.remote_enabled)
+        throw new ToolError("remote_disabled", "remote workers are disabled on this server");
       throw new ToolError("remote_unavailable", "remote workers need the server in an HTTP mode (mcp or http)");
     }
     const workdir = resolveWorkdir(input.workdir, dirPolicy(ctx.app));
     // With OAuth the session belongs to the principal that starts it (see SessionStore.requireFor).
     const owner = ctx.principal ? { client_id: ctx.principal.clientId, subject: ctx.principal.subject } : null;
-    const rec = await ctx.app.sessions.create({ workdir, label: input.label, owner }, (sid) => ctx.app.foreground.isBusy(sid));
+    const rec = await ctx.app.sessions.create({ workdir, label: input.label, owner }, (sid) =>
+      ctx.app.foreground.isBusy(sid),
+    );
     return orient(ctx.app, rec, "Use this session_id in subsequent workspace tool calls.");
   },
   compact: compactOrientation,
@@ -52,7 +55,11 @@ export const sessionStart = defineTool({
 });
 
 /** The limits a model plans with: what `bash` keeps when a call names no max_output_bytes, and the cap. */
-function limitsLine(p: { shell_default_timeout_s: number; shell_max_timeout_s: number; max_output_bytes: number }): string {
+function limitsLine(p: {
+  shell_default_timeout_s: number;
+  shell_max_timeout_s: number;
+  max_output_bytes: number;
+}): string {
   const kept = Math.min(DEFAULT_OUTPUT_BYTES, p.max_output_bytes);
   return `limits: bash timeout ${p.shell_default_timeout_s}s (max ${p.shell_max_timeout_s}s), output ${kept} bytes per call (max_output_bytes up to ${p.max_output_bytes})`;
 }

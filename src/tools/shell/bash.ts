@@ -8,14 +8,24 @@ import { pick } from "../compact.ts";
 import { compactJob, jobInfo } from "./job.ts";
 import { defineTool } from "../define.ts";
 import description from "./bash.md" with { type: "text" };
-import { type CommandResult, commandText, runForeground, shellRunOptions, shellToolTimeoutS } from "./foreground-command.ts";
+import {
+  type CommandResult,
+  commandText,
+  runForeground,
+  shellRunOptions,
+  shellToolTimeoutS,
+} from "./foreground-command.ts";
 
 const MAX_COMMAND_CHARS = 1_000_000;
 
 /** The command is one argv string of the shell: it must hold no NUL and fit the kernel's limit. */
 function commandReachesExec(command: string, issues: z.RefinementCtx): void {
   if (command.includes("\0")) {
-    issues.addIssue({ code: "custom", message: "contains a NUL byte, which no shell command can hold; remove it (write binary data with write_file instead)" });
+    issues.addIssue({
+      code: "custom",
+      message:
+        "contains a NUL byte, which no shell command can hold; remove it (write binary data with write_file instead)",
+    });
     return;
   }
   const bytes = Buffer.byteLength(command) + 1;
@@ -54,13 +64,18 @@ export const bash = defineTool({
     // Work in a session holds its lifecycle lock shared (concurrent with other work); teardown and
     // workdir changes hold it exclusive, in this process or any other sharing the state dir.
     type Out = { mode: "command" | "job" | "pty"; command: string; cwd: string; result: Record<string, unknown> };
-    return ctx.app.lifecycle.hold<Out>(session.session_id, "shared", () => {
-      // Re-validated under the lock: a teardown that won the race has removed the session.
-      ctx.app.sessions.require(session.session_id);
-      if (input.pty) return startPty(ctx, input, cwd, env);
-      if (input.async_) return startJob(ctx, input, cwd, env);
-      return runCommand(ctx, input, session.session_id, cwd, env);
-    }, { signal: ctx.signal });
+    return ctx.app.lifecycle.hold<Out>(
+      session.session_id,
+      "shared",
+      () => {
+        // Re-validated under the lock: a teardown that won the race has removed the session.
+        ctx.app.sessions.require(session.session_id);
+        if (input.pty) return startPty(ctx, input, cwd, env);
+        if (input.async_) return startJob(ctx, input, cwd, env);
+        return runCommand(ctx, input, session.session_id, cwd, env);
+      },
+      { signal: ctx.signal },
+    );
   },
   text: bashText,
   compact: (o) => ({ mode: o.mode, command: o.command, cwd: o.cwd, result: compactBashResult(o.mode, o.result) }),
@@ -74,21 +89,48 @@ function compactBashResult(mode: string, r: Record<string, unknown>): Record<str
 
 /** A command result: its exit, output and notes (the timing and sizes are in the full form). */
 export function compactCommandResult(r: CommandResult): Record<string, unknown> {
-  return pick(r, ["exit_code", "stdout", "stderr", "timed_out", "truncated", "stdout_lossy", "stderr_lossy", "notes"], ["exit_code"]);
+  return pick(
+    r,
+    ["exit_code", "stdout", "stderr", "timed_out", "truncated", "stdout_lossy", "stderr_lossy", "notes"],
+    ["exit_code"],
+  );
 }
 
-type BashInput = { session_id: string; command: string; name: string | null; timeout_s: number | null; max_output_bytes: number | null };
+type BashInput = {
+  session_id: string;
+  command: string;
+  name: string | null;
+  timeout_s: number | null;
+  max_output_bytes: number | null;
+};
 
 async function startPty(ctx: ToolContext, input: BashInput, cwd: string, env: Record<string, string>) {
   const session = ctx.app.sessions.require(input.session_id);
   const r = await ctx.app.shells.start({ session, command: input.command, cwd, env, name: input.name });
-  const result = { shell_id: r.shell_id, cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd), command: input.command, backend: r.backend, session_id: session.session_id };
+  const result = {
+    shell_id: r.shell_id,
+    cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd),
+    command: input.command,
+    backend: r.backend,
+    session_id: session.session_id,
+  };
   return { mode: "pty" as const, command: input.command, cwd: result.cwd, result };
 }
 
 async function startJob(ctx: ToolContext, input: BashInput, cwd: string, env: Record<string, string>) {
-  const j = await ctx.app.jobs.start({ sessionId: input.session_id, command: input.command, cwd, env, name: input.name });
-  return { mode: "job" as const, command: input.command, cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd), result: jobInfo(j, ctx.app.workspaceRoot) };
+  const j = await ctx.app.jobs.start({
+    sessionId: input.session_id,
+    command: input.command,
+    cwd,
+    env,
+    name: input.name,
+  });
+  return {
+    mode: "job" as const,
+    command: input.command,
+    cwd: toWorkspaceRelative(ctx.app.workspaceRoot, cwd),
+    result: jobInfo(j, ctx.app.workspaceRoot),
+  };
 }
 
 async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: string, env: Record<string, string>) {
@@ -109,10 +151,16 @@ async function runCommand(ctx: ToolContext, input: BashInput, sid: string, cwd: 
 export function bashText(o: { mode: string; result: Record<string, unknown> }): string {
   // The registry has already validated the output against its schema.
   if (o.mode === "command") return commandText(o.result as CommandResult);
-  const r = o.result as { shell_id?: string; job_id?: string; name?: string; status?: string; cwd?: string; command?: string };
+  const r = o.result as {
+    shell_id?: string;
+    job_id?: string;
+    name?: string;
+    status?: string;
+    cwd?: string;
+    command?: string;
+  };
   if (o.mode === "job") {
     return `started job_id=${r.job_id} (${r.status}) in ${r.cwd}: ${r.command}\nnext: job poll=["${r.job_id}"] (offset, wait_for) or job cancel=["${r.job_id}"]`;
   }
   return `started shell_id=${r.shell_id} in ${r.cwd}: ${r.command}\nnext: read_persistent_shell_output (wait_for), send_persistent_shell_input, kill_persistent_shell`;
 }
-

@@ -29,7 +29,12 @@ export type CommandResult = z.infer<typeof CommandResult>;
 /** Arguments `bash` and `run_python_code` share, beside the session and what to run. */
 export const shellRunOptions = {
   cwd: z.string().default("."),
-  timeout_s: z.number().int().min(0, "must be 0 or null for the default, or a positive number of seconds").nullable().default(null),
+  timeout_s: z
+    .number()
+    .int()
+    .min(0, "must be 0 or null for the default, or a positive number of seconds")
+    .nullable()
+    .default(null),
   max_output_bytes: z.number().int().nullable().default(null),
   env: z
     .record(z.string(), z.string())
@@ -53,14 +58,24 @@ export const shellRunOptions = {
 export const DEFAULT_OUTPUT_BYTES = 30_000;
 
 /** Watchdog of the shell tools: the longest bounded command plus the budget to stop its tree. */
-export const shellToolTimeoutS = (s: { tool_timeout_s: number; run_shell_max_timeout_s: number; containment_cleanup_s: number }) =>
-  Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + s.containment_cleanup_s + 5);
+export const shellToolTimeoutS = (s: {
+  tool_timeout_s: number;
+  run_shell_max_timeout_s: number;
+  containment_cleanup_s: number;
+}) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + s.containment_cleanup_s + 5);
 
 /** Effective bounded timeout: null/0 → default, above the cap → clamped with a note (negative is refused by the schema). */
-export function effectiveTimeout(requested: number | null, def: number, max: number): { seconds: number; note?: string } {
+export function effectiveTimeout(
+  requested: number | null,
+  def: number,
+  max: number,
+): { seconds: number; note?: string } {
   if (requested === null || requested <= 0) return { seconds: def };
   if (requested > max) {
-    return { seconds: max, note: `timeout_s ${requested} was clamped to the ${max} s maximum for bounded commands; use async_=true for longer work` };
+    return {
+      seconds: max,
+      note: `timeout_s ${requested} was clamped to the ${max} s maximum for bounded commands; use async_=true for longer work`,
+    };
   }
   return { seconds: requested };
 }
@@ -88,7 +103,11 @@ export interface ForegroundRequest {
  */
 export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise<CommandResult> {
   const { settings } = ctx.app;
-  const timeout = effectiveTimeout(req.timeoutS, settings.run_shell_default_timeout_s, settings.run_shell_max_timeout_s);
+  const timeout = effectiveTimeout(
+    req.timeoutS,
+    settings.run_shell_default_timeout_s,
+    settings.run_shell_max_timeout_s,
+  );
   const maxOutput = Math.max(1, Math.min(req.maxOutputBytes ?? DEFAULT_OUTPUT_BYTES, settings.max_output_bytes));
   return ctx.app.foreground.run(req.sessionId, ctx.signal, async (signal) => {
     const layer = cgroupLayerFor(settings);
@@ -125,18 +144,30 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
     }
     const notes = timeout.note ? [timeout.note] : [];
     if (r.timed_out) {
-      const longer = timeout.seconds < settings.run_shell_max_timeout_s ? `pass timeout_s up to ${settings.run_shell_max_timeout_s} to allow longer, or ` : "";
-      notes.push(`timed out after ${timeout.seconds} s; the ${req.noun} and everything it started were stopped. To finish it, ${longer}run it in the background with async_=true and follow it with job poll (wait_for a line such as "ready")`);
+      const longer =
+        timeout.seconds < settings.run_shell_max_timeout_s
+          ? `pass timeout_s up to ${settings.run_shell_max_timeout_s} to allow longer, or `
+          : "";
+      notes.push(
+        `timed out after ${timeout.seconds} s; the ${req.noun} and everything it started were stopped. To finish it, ${longer}run it in the background with async_=true and follow it with job poll (wait_for a line such as "ready")`,
+      );
     }
     if (r.truncated) {
-      const dropped = [r.stdout_bytes > Buffer.byteLength(r.stdout) ? "stdout" : "", r.stderr_bytes > Buffer.byteLength(r.stderr) ? "stderr" : ""].filter(Boolean).join(" and ");
-      const more = maxOutput < settings.max_output_bytes ? `, or pass max_output_bytes up to ${settings.max_output_bytes}` : "";
+      const dropped = [
+        r.stdout_bytes > Buffer.byteLength(r.stdout) ? "stdout" : "",
+        r.stderr_bytes > Buffer.byteLength(r.stderr) ? "stderr" : "",
+      ]
+        .filter(Boolean)
+        .join(" and ");
+      const more =
+        maxOutput < settings.max_output_bytes ? `, or pass max_output_bytes up to ${settings.max_output_bytes}` : "";
       notes.push(
         `output truncated to ${maxOutput} bytes: the middle of ${dropped || "the output"} was left out (${r.stdout_bytes} stdout and ${r.stderr_bytes} stderr bytes in all). To see it, redirect to a file (… > out.log 2>&1) and read out.log with a line range${more}`,
       );
     }
     if (r.cancelled) notes.push(`cancelled; the ${req.noun} and everything it started were stopped`);
-    if (r.containment === "unavailable") notes.push(`process containment could not be set up, so the ${req.noun} was not run`);
+    if (r.containment === "unavailable")
+      notes.push(`process containment could not be set up, so the ${req.noun} was not run`);
     return {
       ok: r.exit_code === 0 && !r.timed_out && !r.cancelled,
       exit_code: r.exit_code,
@@ -159,7 +190,9 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
 
 /** The compact text block for a command result: status line, stdout, `[stderr]`, notes. */
 export function commandText(r: CommandResult): string {
-  const parts = [`exit ${r.exit_code ?? "none"}${r.timed_out ? " (timed out)" : ""} in ${r.duration_ms} ms${r.truncated ? ", output truncated" : ""}`];
+  const parts = [
+    `exit ${r.exit_code ?? "none"}${r.timed_out ? " (timed out)" : ""} in ${r.duration_ms} ms${r.truncated ? ", output truncated" : ""}`,
+  ];
   if (r.stdout) parts.push(r.stdout.replace(/\n$/, ""));
   if (r.stderr) parts.push(`[stderr]\n${r.stderr.replace(/\n$/, "")}`);
   for (const n of r.notes) parts.push(`[note] ${n}`);

@@ -39,12 +39,22 @@ export const JobInfo = z.object({
  * is workspace-relative like every path we print, so it can be passed back as it is.
  */
 export function jobInfo(j: JobView, workspaceRoot: string): z.infer<typeof JobInfo> {
-  return { ...j, cwd: toWorkspaceRelative(workspaceRoot, j.cwd), name: j.name ?? j.job_id, progress: j.progress, result: j.result };
+  return {
+    ...j,
+    cwd: toWorkspaceRelative(workspaceRoot, j.cwd),
+    name: j.name ?? j.job_id,
+    progress: j.progress,
+    result: j.result,
+  };
 }
 
 /** A job row in the compact form: what identifies it and what changes. */
 export function compactJob(j: z.infer<typeof JobInfo>): Record<string, unknown> {
-  return pick({ ...j, name: j.name === j.job_id ? null : j.name, attempts: j.attempts > 1 ? j.attempts : null }, ["job_id", "name", "status", "exit_code", "error", "attempts", "uncertain"], ["job_id", "status"]);
+  return pick(
+    { ...j, name: j.name === j.job_id ? null : j.name, attempts: j.attempts > 1 ? j.attempts : null },
+    ["job_id", "name", "status", "exit_code", "error", "attempts", "uncertain"],
+    ["job_id", "status"],
+  );
 }
 
 /** job_not_found, saying so when the id is a persistent shell's (the other kind of handle). */
@@ -56,7 +66,11 @@ export async function withJobHint<T>(ctx: ToolContext, sessionId: string, fn: ()
     const id = String(e.details?.job_id ?? "");
     const shells = await ctx.app.shells.list(sessionId).catch(() => []);
     if (id && shells.some((s) => s.shell_id === id)) {
-      throw new ToolError("job_not_found", `${id} is a persistent shell, not a job: use read_persistent_shell_output, send_persistent_shell_input or kill_persistent_shell with shell_id="${id}"`, { job_id: id, shell_id: id });
+      throw new ToolError(
+        "job_not_found",
+        `${id} is a persistent shell, not a job: use read_persistent_shell_output, send_persistent_shell_input or kill_persistent_shell with shell_id="${id}"`,
+        { job_id: id, shell_id: id },
+      );
     }
     throw e;
   }
@@ -70,7 +84,8 @@ function statusLine(j: z.infer<typeof JobInfo>): string {
 function message(j: JobView): string | null {
   if (j.uncertain) return "job liveness could not be determined; it is left as it was";
   if (isActive(j.status)) return `job is ${j.status}`;
-  if (j.status === "succeeded" || j.status === "failed") return `job completed with exit code ${j.exit_code ?? "unknown"}`;
+  if (j.status === "succeeded" || j.status === "failed")
+    return `job completed with exit code ${j.exit_code ?? "unknown"}`;
   return `job is ${j.status}`;
 }
 
@@ -116,7 +131,8 @@ export const job = defineTool({
     const session = ctx.requireSession(input.session_id);
     const sid = session.session_id;
     const actions = [input.poll, input.cancel, input.retry].filter((a) => a !== null).length;
-    if (input.list_jobs && actions > 0) throw new ToolError("invalid_arguments", "list_jobs cannot be combined with poll, cancel, or retry");
+    if (input.list_jobs && actions > 0)
+      throw new ToolError("invalid_arguments", "list_jobs cannot be combined with poll, cancel, or retry");
     if (actions > 1) throw new ToolError("invalid_arguments", "poll, cancel, and retry are mutually exclusive");
     const jobs = ctx.app.jobs;
     const empty = { jobs: [], counts: {}, outputs: [], cancelled: [], retried: [], message: null };
@@ -133,7 +149,10 @@ export const job = defineTool({
         }
       }
       const progress = ctx.progress;
-      const report = progress && ((js: JobView[]) => progress.status(js.map((j) => `${j.job_id} ${j.status}, ${j.output_bytes} B output`).join("; ")));
+      const report =
+        progress &&
+        ((js: JobView[]) =>
+          progress.status(js.map((j) => `${j.job_id} ${j.status}, ${j.output_bytes} B output`).join("; ")));
       const maxBytes = Math.min(ctx.app.settings.max_output_bytes, ctx.app.settings.max_job_log_bytes);
       const read = (j: JobView) => jobs.output(j, input.lines, maxBytes, input.offset);
       // wait_for waits for the pattern in the output (from offset), not for the exit; default 30 s.
@@ -168,12 +187,17 @@ export const job = defineTool({
     }
     if (input.retry !== null) {
       const retry = input.retry;
-      const retried = await ctx.app.lifecycle.hold(sid, "shared", async () => {
-        ctx.app.sessions.require(sid);
-        const out = [];
-        for (const id of retry) out.push(info(await withJobHint(ctx, sid, () => jobs.retryOne(sid, id))));
-        return out;
-      }, { signal: ctx.signal });
+      const retried = await ctx.app.lifecycle.hold(
+        sid,
+        "shared",
+        async () => {
+          ctx.app.sessions.require(sid);
+          const out = [];
+          for (const id of retry) out.push(info(await withJobHint(ctx, sid, () => jobs.retryOne(sid, id))));
+          return out;
+        },
+        { signal: ctx.signal },
+      );
       return { ...empty, operation: "retry" as const, retried, jobs: retried };
     }
     const all = await jobs.reconcile(sid);
@@ -192,12 +216,22 @@ export const job = defineTool({
     if (o.operation === "poll") {
       return o.outputs
         .map((x) => {
-          const notes = [`next_offset ${x.next_offset}`, x.truncated ? "more output: poll again with that offset" : "", x.reset ? "log was replaced; read from its start" : "", x.matched === false ? "wait_for did not match before the timeout" : ""];
-          return [statusLine(x.job), x.output, `[${notes.filter(Boolean).join("; ")}]`].filter((p) => p !== "").join("\n");
+          const notes = [
+            `next_offset ${x.next_offset}`,
+            x.truncated ? "more output: poll again with that offset" : "",
+            x.reset ? "log was replaced; read from its start" : "",
+            x.matched === false ? "wait_for did not match before the timeout" : "",
+          ];
+          return [statusLine(x.job), x.output, `[${notes.filter(Boolean).join("; ")}]`]
+            .filter((p) => p !== "")
+            .join("\n");
         })
         .join("\n\n");
     }
-    if (o.operation === "cancel") return o.cancelled.map((c) => `${statusLine(c.job)}${c.killed ? " (stopped now)" : ""}${c.stderr ? `\n${c.stderr}` : ""}`).join("\n");
+    if (o.operation === "cancel")
+      return o.cancelled
+        .map((c) => `${statusLine(c.job)}${c.killed ? " (stopped now)" : ""}${c.stderr ? `\n${c.stderr}` : ""}`)
+        .join("\n");
     if (o.operation === "retry") return o.retried.map((j) => `restarted ${statusLine(j)}`).join("\n");
     return [o.message ?? "", ...o.jobs.map(statusLine)].filter(Boolean).join("\n");
   },
@@ -207,10 +241,23 @@ export const job = defineTool({
       // matched only when the wait did not see its pattern (true is what the output shows).
       return {
         ...base,
-        outputs: o.outputs.map((x) => ({ ...pick({ ...x, job: compactJob(x.job) }, ["job", "output", "truncated", "next_offset", "reset"], ["job", "output", "next_offset"]), ...(x.matched === false ? { matched: false } : {}) })),
+        outputs: o.outputs.map((x) => ({
+          ...pick(
+            { ...x, job: compactJob(x.job) },
+            ["job", "output", "truncated", "next_offset", "reset"],
+            ["job", "output", "next_offset"],
+          ),
+          ...(x.matched === false ? { matched: false } : {}),
+        })),
       };
     }
-    if (o.operation === "cancel") return { ...base, cancelled: o.cancelled.map((c) => pick({ ...c, job: compactJob(c.job) }, ["job", "killed", "stderr"], ["job", "killed"])) };
+    if (o.operation === "cancel")
+      return {
+        ...base,
+        cancelled: o.cancelled.map((c) =>
+          pick({ ...c, job: compactJob(c.job) }, ["job", "killed", "stderr"], ["job", "killed"]),
+        ),
+      };
     if (o.operation === "retry") return { ...base, retried: o.retried.map(compactJob) };
     return { ...base, jobs: o.jobs.map(compactJob), counts: o.counts };
   },

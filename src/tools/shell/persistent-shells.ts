@@ -10,8 +10,14 @@ import readDescription from "./read-persistent-shell-output.md" with { type: "te
 import resizeDescription from "./resize-persistent-shell.md" with { type: "text" };
 import sendDescription from "./send-persistent-shell-input.md" with { type: "text" };
 
-const ShellId = z.string().min(1).max(64).regex(/^[A-Za-z0-9_-]+$/, "must be a shell_id returned by bash pty=true");
-const OwnerSession = SessionId.nullable().default(null).describe("The session that started the shell; recommended, and required to act on it strictly as its owner.");
+const ShellId = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[A-Za-z0-9_-]+$/, "must be a shell_id returned by bash pty=true");
+const OwnerSession = SessionId.nullable()
+  .default(null)
+  .describe("The session that started the shell; recommended, and required to act on it strictly as its owner.");
 const MAX_WAIT_S = 60;
 const EXECUTE = { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: true } as const;
 
@@ -52,7 +58,11 @@ async function withShellHint<T>(ctx: ToolContext, id: string, fn: () => Promise<
       // No job registry to consult: the plain error stands.
     }
     if (isJob) {
-      throw new ToolError("shell_not_found", `${id} is a background job, not a persistent shell: use job poll=["${id}"] (offset, wait_for) or job cancel=["${id}"]`, { shell_id: id, job_id: id });
+      throw new ToolError(
+        "shell_not_found",
+        `${id} is a background job, not a persistent shell: use job poll=["${id}"] (offset, wait_for) or job cancel=["${id}"]`,
+        { shell_id: id, job_id: id },
+      );
     }
     throw e;
   }
@@ -82,13 +92,26 @@ export const listPersistentShells = defineTool({
   input: z.object({ session_id: OwnerSession }),
   output: z.object({ shells: z.array(ShellInfo) }),
   async run(ctx, input) {
-    if (input.session_id !== null) return { shells: await ctx.app.shells.list(ctx.requireSession(input.session_id).session_id) };
+    if (input.session_id !== null)
+      return { shells: await ctx.app.shells.list(ctx.requireSession(input.session_id).session_id) };
     const all = await ctx.app.shells.list(null);
     // An authenticated caller sees only the shells of sessions it started.
     return { shells: ctx.principal ? all.filter((s) => ownsSession(ctx, s.session_id)) : all };
   },
-  compact: (o) => ({ shells: o.shells.map((s) => pick(s, ["shell_id", "status", "exit_code", "command", "session_id"], ["shell_id", "status"])) }),
-  text: (o) => (o.shells.length ? o.shells.map((s) => `${s.shell_id} [${s.status}${s.exit_code !== null ? ` ${s.exit_code}` : ""}] session ${s.session_id} ${s.cols}x${s.rows} ${s.command ?? ""}`).join("\n") : "no persistent shells"),
+  compact: (o) => ({
+    shells: o.shells.map((s) =>
+      pick(s, ["shell_id", "status", "exit_code", "command", "session_id"], ["shell_id", "status"]),
+    ),
+  }),
+  text: (o) =>
+    o.shells.length
+      ? o.shells
+          .map(
+            (s) =>
+              `${s.shell_id} [${s.status}${s.exit_code !== null ? ` ${s.exit_code}` : ""}] session ${s.session_id} ${s.cols}x${s.rows} ${s.command ?? ""}`,
+          )
+          .join("\n")
+      : "no persistent shells",
 });
 
 export const readPersistentShellOutput = defineTool({
@@ -104,7 +127,13 @@ export const readPersistentShellOutput = defineTool({
     session_id: OwnerSession,
     offset: z.number().int().min(0).nullable().default(null),
     wait_for: z.string().min(1).max(500).nullable().default(null),
-    wait_for_idle_ms: z.number().int().min(50).max(MAX_WAIT_S * 1000).nullable().default(null),
+    wait_for_idle_ms: z
+      .number()
+      .int()
+      .min(50)
+      .max(MAX_WAIT_S * 1000)
+      .nullable()
+      .default(null),
     timeout_s: z.number().min(0).max(MAX_WAIT_S).default(10),
   }),
   output: z.object({
@@ -133,25 +162,36 @@ export const readPersistentShellOutput = defineTool({
         throw new ToolError("invalid_regex", "wait_for is not a valid regular expression");
       }
     }
-    const r = await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.read(input.shell_id, await owner(ctx, input.session_id, input.shell_id), {
-      lines: Math.min(Math.max(1, input.lines), 50_000),
-      offset: input.offset,
-      waitFor,
-      idleMs: input.wait_for_idle_ms,
-      timeoutMs: input.wait_for !== null || input.wait_for_idle_ms !== null ? input.timeout_s * 1000 : 0,
-      maxBytes: ctx.app.settings.max_output_bytes,
-      signal: ctx.signal,
-    }));
+    const r = await withShellHint(ctx, input.shell_id, async () =>
+      ctx.app.shells.read(input.shell_id, await owner(ctx, input.session_id, input.shell_id), {
+        lines: Math.min(Math.max(1, input.lines), 50_000),
+        offset: input.offset,
+        waitFor,
+        idleMs: input.wait_for_idle_ms,
+        timeoutMs: input.wait_for !== null || input.wait_for_idle_ms !== null ? input.timeout_s * 1000 : 0,
+        maxBytes: ctx.app.settings.max_output_bytes,
+        signal: ctx.signal,
+      }),
+    );
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
   compact: (o) =>
     // Status and match only when they say something: exited, or a wait that did not match.
     ({
-      ...pick({ ...o, status: o.status === "exited" ? o.status : null }, ["shell_id", "output", "current_line", "next_offset", "truncated", "reset", "status", "exit_code", "timed_out"], ["shell_id", "output", "next_offset"]),
+      ...pick(
+        { ...o, status: o.status === "exited" ? o.status : null },
+        ["shell_id", "output", "current_line", "next_offset", "truncated", "reset", "status", "exit_code", "timed_out"],
+        ["shell_id", "output", "next_offset"],
+      ),
       ...(o.matched === false ? { matched: false } : {}),
     }),
   text: (o) => {
-    const flags = [o.status === "exited" ? `exited ${o.exit_code ?? "?"}` : "", o.timed_out ? "wait timed out" : "", o.truncated ? "truncated" : "", o.reset ? "offset reset" : ""].filter(Boolean);
+    const flags = [
+      o.status === "exited" ? `exited ${o.exit_code ?? "?"}` : "",
+      o.timed_out ? "wait timed out" : "",
+      o.truncated ? "truncated" : "",
+      o.reset ? "offset reset" : "",
+    ].filter(Boolean);
     const body = [o.output, o.current_line].filter((x) => x !== "").join("\n");
     return `${body}\n[next_offset ${o.next_offset}${flags.length ? `; ${flags.join("; ")}` : ""}]`;
   },
@@ -171,16 +211,24 @@ export const sendPersistentShellInput = defineTool({
     keys: z.array(z.string().min(1).max(20)).max(64).default([]),
     session_id: OwnerSession,
   }),
-  output: z.object({ shell_id: z.string(), sent_bytes: z.number().int(), enter: z.boolean(), keys: z.array(z.string()) }),
+  output: z.object({
+    shell_id: z.string(),
+    sent_bytes: z.number().int(),
+    enter: z.boolean(),
+    keys: z.array(z.string()),
+  }),
   async run(ctx, input) {
     const keysOnly = input.input_text === undefined && input.keys.length > 0;
     const enter = input.enter ?? !keysOnly;
     const text = input.input_text ?? "";
-    const r = await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.send(input.shell_id, await owner(ctx, input.session_id, input.shell_id), text, input.keys, enter));
+    const r = await withShellHint(ctx, input.shell_id, async () =>
+      ctx.app.shells.send(input.shell_id, await owner(ctx, input.session_id, input.shell_id), text, input.keys, enter),
+    );
     return { shell_id: input.shell_id, enter, ...r };
   },
   compact: (o) => ({ shell_id: o.shell_id, sent_bytes: o.sent_bytes, enter: o.enter }),
-  text: (o) => `sent ${o.sent_bytes} bytes${o.keys.length ? ` and ${o.keys.join(" ")}` : ""}${o.enter ? " + Enter" : ""} to ${o.shell_id}`,
+  text: (o) =>
+    `sent ${o.sent_bytes} bytes${o.keys.length ? ` and ${o.keys.join(" ")}` : ""}${o.enter ? " + Enter" : ""} to ${o.shell_id}`,
 });
 
 export const resizePersistentShell = defineTool({
@@ -195,9 +243,17 @@ export const resizePersistentShell = defineTool({
     rows: z.number().int().min(3, "rows must be between 3 and 500").max(500, "rows must be between 3 and 500"),
     session_id: OwnerSession,
   }),
-  output: z.object({ shell_id: z.string(), cols: z.number().int(), rows: z.number().int(), resized: z.boolean(), backend: z.string() }),
+  output: z.object({
+    shell_id: z.string(),
+    cols: z.number().int(),
+    rows: z.number().int(),
+    resized: z.boolean(),
+    backend: z.string(),
+  }),
   async run(ctx, input) {
-    await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.resize(input.shell_id, await owner(ctx, input.session_id, input.shell_id), input.cols, input.rows));
+    await withShellHint(ctx, input.shell_id, async () =>
+      ctx.app.shells.resize(input.shell_id, await owner(ctx, input.session_id, input.shell_id), input.cols, input.rows),
+    );
     return { shell_id: input.shell_id, cols: input.cols, rows: input.rows, resized: true, backend: "tmux" };
   },
 });
@@ -211,7 +267,9 @@ export const killPersistentShell = defineTool({
   input: z.object({ shell_id: ShellId, session_id: OwnerSession }),
   output: z.object({ shell_id: z.string(), killed: z.boolean(), stderr: z.string(), backend: z.string() }),
   async run(ctx, input) {
-    const r = await withShellHint(ctx, input.shell_id, async () => ctx.app.shells.kill(input.shell_id, await owner(ctx, input.session_id, input.shell_id)));
+    const r = await withShellHint(ctx, input.shell_id, async () =>
+      ctx.app.shells.kill(input.shell_id, await owner(ctx, input.session_id, input.shell_id)),
+    );
     return { shell_id: input.shell_id, backend: "tmux", ...r };
   },
   compact: (o) => pick(o, ["shell_id", "killed", "stderr"], ["shell_id", "killed"]),

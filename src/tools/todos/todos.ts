@@ -12,7 +12,11 @@ import writeDescription from "./write-todos.md" with { type: "text" };
 
 /** A stored item: the four normalised fields plus whatever else the client sent, kept as is. */
 const TodoItem = z.looseObject({ id: z.string(), content: z.string(), status: z.string(), priority: z.string() });
-const TodoList = z.object({ revision: z.number().int().min(0), updated_at: z.number().nullable(), todos: z.array(TodoItem) });
+const TodoList = z.object({
+  revision: z.number().int().min(0),
+  updated_at: z.number().nullable(),
+  todos: z.array(TodoItem),
+});
 type TodoList = z.infer<typeof TodoList>;
 
 function todoFile(ctx: ToolContext, sid: string): string {
@@ -40,7 +44,10 @@ export const readTodos = defineTool({
     const session = ctx.requireSession(input.session_id);
     return load(ctx, session.session_id);
   },
-  text: (o) => (o.todos.length ? o.todos.map((t) => `[${t.status}] (${t.priority}) ${t.id}: ${t.content}`).join("\n") : "(no todos)") + `\nrevision ${o.revision}`,
+  text: (o) =>
+    (o.todos.length
+      ? o.todos.map((t) => `[${t.status}] (${t.priority}) ${t.id}: ${t.content}`).join("\n")
+      : "(no todos)") + `\nrevision ${o.revision}`,
 });
 
 /**
@@ -61,12 +68,20 @@ export const writeTodos = defineTool({
   description: writeDescription,
   scopes: ["shell:read", "shell:write"],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-  input: z.object({ session_id: SessionId, todos: z.array(InputItem), expected_revision: z.number().int().min(0).nullable().default(null) }),
+  input: z.object({
+    session_id: SessionId,
+    todos: z.array(InputItem),
+    expected_revision: z.number().int().min(0).nullable().default(null),
+  }),
   output: TodoList,
   async run(ctx, input) {
     const session = ctx.requireSession(input.session_id);
     const { settings } = ctx.app;
-    if (input.todos.length > settings.max_todos) throw new ToolError("too_many_todos", `Refusing to write ${input.todos.length} todos; max is ${settings.max_todos}`);
+    if (input.todos.length > settings.max_todos)
+      throw new ToolError(
+        "too_many_todos",
+        `Refusing to write ${input.todos.length} todos; max is ${settings.max_todos}`,
+      );
     const todos = input.todos.map((t, i) => ({
       ...t,
       id: t.id === undefined ? String(i + 1) : String(t.id),
@@ -81,11 +96,19 @@ export const writeTodos = defineTool({
     return withFileLock(join(dir, ".todos.lock"), () => {
       const cur = load(ctx, session.session_id);
       if (input.expected_revision !== null && input.expected_revision !== cur.revision) {
-        throw new ToolError("todo_conflict", `Todo list changed from revision ${input.expected_revision} to ${cur.revision}; reload before saving`, { revision: cur.revision });
+        throw new ToolError(
+          "todo_conflict",
+          `Todo list changed from revision ${input.expected_revision} to ${cur.revision}; reload before saving`,
+          { revision: cur.revision },
+        );
       }
       const next: TodoList = { revision: cur.revision + 1, updated_at: Date.now() / 1000, todos };
       const bytes = Buffer.byteLength(JSON.stringify(next));
-      if (bytes > settings.max_todo_bytes) throw new ToolError("todos_too_large", `Refusing to write ${bytes} todo bytes; max is ${settings.max_todo_bytes}`);
+      if (bytes > settings.max_todo_bytes)
+        throw new ToolError(
+          "todos_too_large",
+          `Refusing to write ${bytes} todo bytes; max is ${settings.max_todo_bytes}`,
+        );
       writeJsonWithBackup(todoFile(ctx, session.session_id), next);
       return next;
     });

@@ -39,7 +39,10 @@ export class ApiError extends Error {
 
 function randomToken(bytes = 32): string {
   const raw = crypto.getRandomValues(new Uint8Array(bytes));
-  return btoa(String.fromCharCode(...raw)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return btoa(String.fromCharCode(...raw))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
 }
 
 /** The per-page binding token: the session cookie is useless without it. */
@@ -66,10 +69,16 @@ async function call<T>(method: "GET" | "POST", path: string, body?: unknown): Pr
     headers["content-type"] = "application/json";
     headers[config.csrfHeaderName] = cookie(config.csrfCookieName);
   }
-  const res = await fetch(`/api/ui/${path}`, { method, headers, credentials: "same-origin", ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  const res = await fetch(`/api/ui/${path}`, {
+    method,
+    headers,
+    credentials: "same-origin",
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
   if (res.status === 401) throw new AuthRequired();
   const json = (await res.json().catch(() => ({}))) as { ok?: boolean; data?: T; error?: string; message?: string };
-  if (!res.ok || json.ok !== true) throw new ApiError(json.error ?? `http_${res.status}`, json.message ?? `request failed (${res.status})`);
+  if (!res.ok || json.ok !== true)
+    throw new ApiError(json.error ?? `http_${res.status}`, json.message ?? `request failed (${res.status})`);
   return json.data as T;
 }
 
@@ -80,7 +89,10 @@ export const api = {
 
 async function s256(verifier: string): Promise<string> {
   const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
-  return btoa(String.fromCharCode(...digest)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return btoa(String.fromCharCode(...digest))
+    .replace(/\+/g, "-")
+    .replace(/\//g, "_")
+    .replace(/=+$/, "");
 }
 
 const redirectUri = () => `${location.origin}${config.uiPath}/callback`;
@@ -94,7 +106,13 @@ export async function signIn(): Promise<void> {
   const res = await fetch(o.registrationEndpoint, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ client_name: "local-shell-mcp Human UI", redirect_uris: [redirectUri()], token_endpoint_auth_method: "none", grant_types: ["authorization_code"], response_types: ["code"] }),
+    body: JSON.stringify({
+      client_name: "local-shell-mcp Human UI",
+      redirect_uris: [redirectUri()],
+      token_endpoint_auth_method: "none",
+      grant_types: ["authorization_code"],
+      response_types: ["code"],
+    }),
   });
   if (!res.ok) throw new ApiError("registration_failed", `client registration failed (${res.status})`);
   const clientId = ((await res.json()) as { client_id: string }).client_id;
@@ -102,7 +120,16 @@ export async function signIn(): Promise<void> {
   const state = randomToken(24);
   sessionStorage.setItem(PENDING_KEY, JSON.stringify({ verifier, state, clientId, at: Date.now() }));
   const url = new URL(o.authorizationEndpoint, location.origin);
-  const params = { response_type: "code", client_id: clientId, redirect_uri: redirectUri(), resource: o.resource, scope: o.scope, state, code_challenge: await s256(verifier), code_challenge_method: "S256" };
+  const params = {
+    response_type: "code",
+    client_id: clientId,
+    redirect_uri: redirectUri(),
+    resource: o.resource,
+    scope: o.scope,
+    state,
+    code_challenge: await s256(verifier),
+    code_challenge_method: "S256",
+  };
   for (const [k, v] of Object.entries(params)) url.searchParams.set(k, v);
   location.assign(url.toString());
 }
@@ -111,18 +138,31 @@ export async function signIn(): Promise<void> {
 export async function finishSignIn(): Promise<void> {
   const o = config.oauth;
   const q = new URLSearchParams(location.search);
-  const pending = JSON.parse(sessionStorage.getItem(PENDING_KEY) ?? "null") as { verifier: string; state: string; clientId: string; at: number } | null;
+  const pending = JSON.parse(sessionStorage.getItem(PENDING_KEY) ?? "null") as {
+    verifier: string;
+    state: string;
+    clientId: string;
+    at: number;
+  } | null;
   sessionStorage.removeItem(PENDING_KEY);
   history.replaceState(null, "", `${config.uiPath}/`);
-  if (!o || !pending || Date.now() - pending.at > PENDING_MAX_MS) throw new ApiError("login_expired", "the sign-in took too long; try again");
+  if (!o || !pending || Date.now() - pending.at > PENDING_MAX_MS)
+    throw new ApiError("login_expired", "the sign-in took too long; try again");
   if (q.get("error")) throw new ApiError(q.get("error")!, q.get("error_description") ?? "sign-in was refused");
-  if (q.get("state") !== pending.state) throw new ApiError("state_mismatch", "the sign-in answer does not belong to this page");
+  if (q.get("state") !== pending.state)
+    throw new ApiError("state_mismatch", "the sign-in answer does not belong to this page");
   if (q.get("iss") !== o.issuer) throw new ApiError("issuer_mismatch", "the sign-in answer came from another issuer");
   const res = await fetch(o.sessionOAuthEndpoint, {
     method: "POST",
     headers: { "content-type": "application/json" },
     credentials: "same-origin",
-    body: JSON.stringify({ code: q.get("code"), code_verifier: pending.verifier, redirect_uri: redirectUri(), client_id: pending.clientId, binding: binding() }),
+    body: JSON.stringify({
+      code: q.get("code"),
+      code_verifier: pending.verifier,
+      redirect_uri: redirectUri(),
+      client_id: pending.clientId,
+      binding: binding(),
+    }),
   });
   if (!res.ok) throw new ApiError("sign_in_failed", `sign-in failed (${res.status})`);
 }

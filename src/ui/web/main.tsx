@@ -21,7 +21,16 @@ const VIEWS: Array<[View, string]> = [
   ["machines", "Machines"],
 ];
 
-const PANES: Record<View, () => preact.JSX.Element> = { dashboard: Dashboard, sessions: Sessions, terminals: Terminals, files: Files, jobs: Jobs, approvals: Approvals, audit: Audit, machines: Machines };
+const PANES: Record<View, () => preact.JSX.Element> = {
+  dashboard: Dashboard,
+  sessions: Sessions,
+  terminals: Terminals,
+  files: Files,
+  jobs: Jobs,
+  approvals: Approvals,
+  audit: Audit,
+  machines: Machines,
+};
 
 function App() {
   const Pane = PANES[view.value] ?? Dashboard;
@@ -30,7 +39,11 @@ function App() {
       <main class="signin">
         <h1>local-shell-mcp</h1>
         <p>Sign in with the approval PIN of this server (the server log names the file that holds it).</p>
-        <button type="button" data-testid="sign-in" onClick={() => void signIn().catch((e: unknown) => (problem.value = String(e)))}>
+        <button
+          type="button"
+          data-testid="sign-in"
+          onClick={() => void signIn().catch((e: unknown) => (problem.value = String(e)))}
+        >
           Sign in
         </button>
         {problem.value ? <p class="problem">{problem.value}</p> : null}
@@ -42,7 +55,13 @@ function App() {
       <nav>
         <strong>local-shell-mcp</strong>
         {VIEWS.map(([v, label]) => (
-          <a key={v} href={`#${v}`} class={view.value === v ? "active" : ""} data-view={v} onClick={() => (view.value = v)}>
+          <a
+            key={v}
+            href={`#${v}`}
+            class={view.value === v ? "active" : ""}
+            data-view={v}
+            onClick={() => (view.value = v)}
+          >
             {label}
           </a>
         ))}
@@ -54,8 +73,8 @@ function App() {
       </nav>
       {unreachableSince.value !== null ? (
         <p class="problem" data-testid="connection">
-          The server is not answering (since {new Date(unreachableSince.value).toLocaleTimeString()}); retrying.
-          What is shown may be out of date.
+          The server is not answering (since {new Date(unreachableSince.value).toLocaleTimeString()}); retrying. What is
+          shown may be out of date.
         </p>
       ) : null}
       {problem.value ? (
@@ -71,7 +90,8 @@ function App() {
 }
 
 async function start(): Promise<void> {
-  if (!config.dashboard && !location.pathname.endsWith("/callback") && view.value === "dashboard") prefetch("dashboard");
+  if (!config.dashboard && !location.pathname.endsWith("/callback") && view.value === "dashboard")
+    prefetch("dashboard");
   if (location.pathname.endsWith("/callback")) {
     try {
       await finishSignIn();

@@ -32,7 +32,9 @@ export function prefetch(path: string): void {
 /** Loads data for a view; re-runs every `everyMs` and when `key` changes. */
 export function useData<T>(path: string | null, everyMs = 5000): { data: T | undefined; reload: () => void } {
   // Data the page came with is shown in the very first render, not one effect later.
-  const [data, setData] = useState<T | undefined>(() => (path === "dashboard" && config.dashboard ? (config.dashboard as T) : undefined));
+  const [data, setData] = useState<T | undefined>(() =>
+    path === "dashboard" && config.dashboard ? (config.dashboard as T) : undefined,
+  );
   const [tick, setTick] = useState(0);
   useEffect(() => {
     if (!path) return;

@@ -14,7 +14,17 @@ const SNAPSHOT_EVERY_MS = 1000;
  * Sixel and iTerm inline images, bounded (spec §4.4): one image at most 16 Mpx and 25 MB of Sixel
  * (20 MB of IIP) data, 256 colours, 64 MB of decoded images kept per terminal (oldest dropped).
  */
-const IMAGE_LIMITS = { sixelSupport: true, sixelSizeLimit: 25_000_000, sixelPaletteLimit: 256, iipSupport: true, iipSizeLimit: 20_000_000, pixelLimit: 16_777_216, storageLimit: 64, showPlaceholder: false, enableSizeReports: true };
+const IMAGE_LIMITS = {
+  sixelSupport: true,
+  sixelSizeLimit: 25_000_000,
+  sixelPaletteLimit: 256,
+  iipSupport: true,
+  iipSizeLimit: 20_000_000,
+  pixelLimit: 16_777_216,
+  storageLimit: 64,
+  showPlaceholder: false,
+  enableSizeReports: true,
+};
 
 /** Read-only fallback: the pane's text from the snapshot API, refreshed, shown as text. */
 function Snapshot({ shellId }: { shellId: string }) {
@@ -68,7 +78,13 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
 
   useEffect(() => {
     // OSC 8 hyperlinks never navigate: the handler does nothing.
-    const term = new Terminal({ cursorBlink: true, convertEol: false, scrollback: 5000, fontFamily: "monospace", linkHandler: { activate: () => undefined } });
+    const term = new Terminal({
+      cursorBlink: true,
+      convertEol: false,
+      scrollback: 5000,
+      fontFamily: "monospace",
+      linkHandler: { activate: () => undefined },
+    });
     const fit = new FitAddon();
     term.loadAddon(fit);
     term.loadAddon(new ImageAddon(IMAGE_LIMITS));

@@ -48,28 +48,30 @@ interface Job {
   exit_code: number | null;
 }
 
-
 export function Dashboard() {
-  const d = useData<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals?: number }>("dashboard", 2000).data;
+  const d = useData<{ sessions: number; running_shells: number; running_jobs: number; waiting_approvals?: number }>(
+    "dashboard",
+    2000,
+  ).data;
   const recent = useData<{ sessions: Session[] }>("sessions", 5000).data?.sessions.slice(0, 5) ?? [];
   return (
     <div data-testid="dashboard">
-    <div class="cards">
-      <div class="card">
-        <b>{d?.sessions ?? 0}</b> sessions
+      <div class="cards">
+        <div class="card">
+          <b>{d?.sessions ?? 0}</b> sessions
+        </div>
+        <div class="card">
+          <b>{d?.running_shells ?? 0}</b> running shells
+        </div>
+        <div class="card">
+          <b>{d?.running_jobs ?? 0}</b> running jobs
+        </div>
+        {d?.waiting_approvals ? (
+          <a class="card" href="#approvals" data-testid="waiting-approvals">
+            <b>{d.waiting_approvals}</b> waiting for approval
+          </a>
+        ) : null}
       </div>
-      <div class="card">
-        <b>{d?.running_shells ?? 0}</b> running shells
-      </div>
-      <div class="card">
-        <b>{d?.running_jobs ?? 0}</b> running jobs
-      </div>
-      {d?.waiting_approvals ? (
-        <a class="card" href="#approvals" data-testid="waiting-approvals">
-          <b>{d.waiting_approvals}</b> waiting for approval
-        </a>
-      ) : null}
-    </div>
       <div class="recent scroll">
         <h3>Recent sessions</h3>
         {recent.length === 0 ? (
@@ -94,11 +96,21 @@ export function Dashboard() {
 }
 
 function Todos({ sessionId }: { sessionId: string }) {
-  const data = useData<{ todos: Array<{ id: string; content: string; status: string }>; revision: number }>(`todos?session_id=${sessionId}`).data;
+  const data = useData<{ todos: Array<{ id: string; content: string; status: string }>; revision: number }>(
+    `todos?session_id=${sessionId}`,
+  ).data;
   if (!data) return null;
   return (
     <ul class="todos" data-testid="todos">
-      {data.todos.length === 0 ? <li>no todos</li> : data.todos.map((t) => <li key={t.id}>[{t.status}] {t.content}</li>)}
+      {data.todos.length === 0 ? (
+        <li>no todos</li>
+      ) : (
+        data.todos.map((t) => (
+          <li key={t.id}>
+            [{t.status}] {t.content}
+          </li>
+        ))
+      )}
     </ul>
   );
 }
@@ -130,7 +142,13 @@ export function Sessions() {
               <td>{s.workdir}</td>
               <td>{when(s.updated_at)}</td>
               <td>
-                <button type="button" onClick={() => confirm(`End session ${s.session_id}? Its shells and jobs stop.`) && act(api.post("sessions/end", { session_id: s.session_id }), reload)}>
+                <button
+                  type="button"
+                  onClick={() =>
+                    confirm(`End session ${s.session_id}? Its shells and jobs stop.`) &&
+                    act(api.post("sessions/end", { session_id: s.session_id }), reload)
+                  }
+                >
                   End
                 </button>
               </td>
@@ -206,13 +224,19 @@ export function Files() {
   const [path, setPath] = useState(".");
   const [preview, setPreview] = useState<{ path: string; text?: string; hex?: string } | null>(null);
   const active = sid || sessions[0]?.session_id || "";
-  const listing = useData<{ path: string; entries: Array<{ name: string; kind: string }> }>(active ? `files?session_id=${active}&path=${encodeURIComponent(path)}` : null, 15000).data;
+  const listing = useData<{ path: string; entries: Array<{ name: string; kind: string }> }>(
+    active ? `files?session_id=${active}&path=${encodeURIComponent(path)}` : null,
+    15000,
+  ).data;
   const join = (name: string) => (path === "." ? name : `${path}/${name}`);
   return (
     <div class="files" data-testid="files">
       <label>
         Session{" "}
-        <select value={active} onChange={(e) => (setSid((e.target as HTMLSelectElement).value), setPath("."), setPreview(null))}>
+        <select
+          value={active}
+          onChange={(e) => (setSid((e.target as HTMLSelectElement).value), setPath("."), setPreview(null))}
+        >
           {sessions.map((s) => (
             <option key={s.session_id} value={s.session_id}>
               {s.session_id} {s.label ?? ""}
@@ -221,7 +245,12 @@ export function Files() {
         </select>
       </label>
       <p>
-        <code>{listing?.path ?? path}</code> {path !== "." ? <button type="button" onClick={() => setPath(path.split("/").slice(0, -1).join("/") || ".")}>Up</button> : null}
+        <code>{listing?.path ?? path}</code>{" "}
+        {path !== "." ? (
+          <button type="button" onClick={() => setPath(path.split("/").slice(0, -1).join("/") || ".")}>
+            Up
+          </button>
+        ) : null}
       </p>
       <ul>
         {(listing?.entries ?? []).map((e) => (
@@ -232,7 +261,20 @@ export function Files() {
               </button>
             ) : (
               <>
-                <button type="button" class="link" onClick={() => act(api.get<{ path: string; text?: string; hex?: string }>(`files/preview?session_id=${active}&path=${encodeURIComponent(join(e.name))}`).then(setPreview), () => undefined)}>
+                <button
+                  type="button"
+                  class="link"
+                  onClick={() =>
+                    act(
+                      api
+                        .get<{ path: string; text?: string; hex?: string }>(
+                          `files/preview?session_id=${active}&path=${encodeURIComponent(join(e.name))}`,
+                        )
+                        .then(setPreview),
+                      () => undefined,
+                    )
+                  }
+                >
                   {e.name}
                 </button>{" "}
                 <button
@@ -270,35 +312,46 @@ export function Jobs() {
   return (
     <div data-testid="jobs">
       <div class="scroll">
-      <table>
-        <thead>
-          <tr>
-            <th>Job</th>
-            <th>Session</th>
-            <th>Command</th>
-            <th>Status</th>
-            <th />
-          </tr>
-        </thead>
-        <tbody>
-          {(data?.jobs ?? []).map((j) => (
-            <tr key={j.job_id}>
-              <td>
-                <button type="button" class="link" onClick={() => setLogOf(logOf?.job_id === j.job_id ? null : j)}>
-                  {j.job_id}
-                </button>
-              </td>
-              <td>{j.session_id}</td>
-              <td>{j.command}</td>
-              <td>
-                {j.status}
-                {j.exit_code !== null ? ` (${j.exit_code})` : ""}
-              </td>
-              <td>{j.status === "running" ? <button type="button" onClick={() => act(api.post("jobs/cancel", { session_id: j.session_id, job_id: j.job_id }), reload)}>Cancel</button> : null}</td>
+        <table>
+          <thead>
+            <tr>
+              <th>Job</th>
+              <th>Session</th>
+              <th>Command</th>
+              <th>Status</th>
+              <th />
             </tr>
-          ))}
-        </tbody>
-      </table>
+          </thead>
+          <tbody>
+            {(data?.jobs ?? []).map((j) => (
+              <tr key={j.job_id}>
+                <td>
+                  <button type="button" class="link" onClick={() => setLogOf(logOf?.job_id === j.job_id ? null : j)}>
+                    {j.job_id}
+                  </button>
+                </td>
+                <td>{j.session_id}</td>
+                <td>{j.command}</td>
+                <td>
+                  {j.status}
+                  {j.exit_code !== null ? ` (${j.exit_code})` : ""}
+                </td>
+                <td>
+                  {j.status === "running" ? (
+                    <button
+                      type="button"
+                      onClick={() =>
+                        act(api.post("jobs/cancel", { session_id: j.session_id, job_id: j.job_id }), reload)
+                      }
+                    >
+                      Cancel
+                    </button>
+                  ) : null}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
       </div>
       {log !== null ? (
         <pre class="preview" data-testid="job-log">
@@ -325,7 +378,8 @@ interface PendingApproval {
 /** Calls waiting for the operator (docs/approvals.md): what would run, where, why, and the three answers. */
 export function Approvals() {
   const { data, reload } = useData<{ pending: PendingApproval[]; timeout_s: number }>("approvals", 1000);
-  const answer = (id: string, path: string, body: Record<string, unknown>) => act(api.post(path, { id, ...body }), reload);
+  const answer = (id: string, path: string, body: Record<string, unknown>) =>
+    act(api.post(path, { id, ...body }), reload);
   const pending = data?.pending ?? [];
   return (
     <div data-testid="approvals">
@@ -361,7 +415,11 @@ export function Approvals() {
                     <button type="button" data-testid="approve" onClick={() => answer(p.id, "approvals/approve", {})}>
                       Approve once
                     </button>{" "}
-                    <button type="button" data-testid="approve-session" onClick={() => answer(p.id, "approvals/approve", { remember: true })}>
+                    <button
+                      type="button"
+                      data-testid="approve-session"
+                      onClick={() => answer(p.id, "approvals/approve", { remember: true })}
+                    >
                       Approve for this session
                     </button>{" "}
                     <button type="button" data-testid="deny" onClick={() => answer(p.id, "approvals/deny", {})}>
@@ -407,30 +465,30 @@ export function Audit() {
   const entries = useData<{ entries: Array<Record<string, unknown>> }>("audit?limit=200", 10000).data?.entries ?? [];
   return (
     <div class="scroll" data-testid="audit-scroll">
-    <table data-testid="audit">
-      <thead>
-        <tr>
-          <th>Time</th>
-          <th>Event</th>
-          <th>Tool</th>
-          <th>Session</th>
-          <th>Result</th>
-          <th>Detail</th>
-        </tr>
-      </thead>
-      <tbody>
-        {entries.map((e) => (
-          <tr key={String(e.id)}>
-            <td>{typeof e.ts === "number" ? when(e.ts) : ""}</td>
-            <td>{String(e.event ?? "")}</td>
-            <td>{String(e.tool ?? "")}</td>
-            <td>{String(e.session ?? "")}</td>
-            <td>{e.ok === false || e.status === "failed" ? "failed" : e.ok === true ? "ok" : ""}</td>
-            <td class="detail">{detail(e)}</td>
+      <table data-testid="audit">
+        <thead>
+          <tr>
+            <th>Time</th>
+            <th>Event</th>
+            <th>Tool</th>
+            <th>Session</th>
+            <th>Result</th>
+            <th>Detail</th>
           </tr>
-        ))}
-      </tbody>
-    </table>
+        </thead>
+        <tbody>
+          {entries.map((e) => (
+            <tr key={String(e.id)}>
+              <td>{typeof e.ts === "number" ? when(e.ts) : ""}</td>
+              <td>{String(e.event ?? "")}</td>
+              <td>{String(e.tool ?? "")}</td>
+              <td>{String(e.session ?? "")}</td>
+              <td>{e.ok === false || e.status === "failed" ? "failed" : e.ok === true ? "ok" : ""}</td>
+              <td class="detail">{detail(e)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
     </div>
   );
 }
