@@ -43,6 +43,21 @@ type RemoteFile = z.infer<typeof RemoteFile>;
 
 const now = () => Date.now() / 1000;
 
+/** A parsed JSON value made read-only at every depth. */
+export type Frozen<T> = T extends (infer U)[]
+  ? readonly Frozen<U>[]
+  : T extends object
+    ? { readonly [K in keyof T]: Frozen<T[K]> }
+    : T;
+
+function deepFreeze<T>(value: T): Frozen<T> {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value as Frozen<T>;
+}
+
 export interface Enrollment {
   invite: string;
   name: string | null;
@@ -62,27 +77,34 @@ export class RemoteStore {
   }
 
   /** The parsed primary, keyed by its identity (inode, size, mtime): every call consults the registry. */
-  private cache: { key: string; doc: RemoteFile } | undefined;
+  private cache: { key: string; doc: Frozen<RemoteFile> } | undefined;
 
-  private read(): RemoteFile {
+  /**
+   * The registry as stored, deeply frozen: every remote call looks its worker up here, so readers
+   * share one parsed copy instead of each cloning the whole file (a clone costs time in proportion
+   * to the fleet, on every call). Only change() copies it, to edit.
+   */
+  private read(): Frozen<RemoteFile> {
     let key: string | undefined;
     try {
       const st = statSync(this.file);
       key = `${st.ino}:${st.size}:${st.mtimeMs}`;
-      if (this.cache?.key === key) return structuredClone(this.cache.doc);
+      if (this.cache?.key === key) return this.cache.doc;
     } catch {
       // Missing primary: the backup logic decides.
     }
     const r = readJsonWithBackup(this.file, (v) => RemoteFile.parse(v));
-    if (r.status !== "ok") return { version: 1, invites: [], workers: [] };
-    this.cache = key && r.source === "primary" ? { key, doc: structuredClone(r.value) } : undefined;
-    return r.value;
+    if (r.status !== "ok") return deepFreeze({ version: 1, invites: [], workers: [] });
+    const doc = deepFreeze(r.value);
+    this.cache = key && r.source === "primary" ? { key, doc } : undefined;
+    return doc;
   }
 
   /** Read, change and write back under the lock; `fn` returns what the caller gets. */
   private async change<T>(fn: (doc: RemoteFile, t: number) => T): Promise<T> {
     return withFileLock(this.lock, () => {
-      const doc = this.read();
+      // The stored document is plain JSON: a JSON round trip is the cheapest deep copy of it.
+      const doc = JSON.parse(JSON.stringify(this.read())) as RemoteFile;
       const t = now();
       doc.invites = doc.invites.filter((i) => i.expires_at + INVITE_TOMBSTONE_S > t);
       const out = fn(doc, t);
@@ -91,16 +113,17 @@ export class RemoteStore {
     });
   }
 
-  workers(): WorkerRecord[] {
+  /** The enrolled workers, read-only (frozen: copy a record to change it). */
+  workers(): readonly Frozen<WorkerRecord>[] {
     return this.read().workers;
   }
 
-  byName(name: string): WorkerRecord | undefined {
+  byName(name: string): Frozen<WorkerRecord> | undefined {
     return this.read().workers.find((w) => w.name === name);
   }
 
   /** The worker a bearer token belongs to, if any (compared by digest). */
-  byToken(token: string): WorkerRecord | undefined {
+  byToken(token: string): Frozen<WorkerRecord> | undefined {
     const digest = sha256Hex(token);
     return this.read().workers.find((w) => w.token_sha256 === digest);
   }

@@ -4,18 +4,18 @@
  * satisfies this interface by its shape, so the tools name no type of the layer above them.
  */
 
-/** An enrolled worker as the controller records it (the token digest is never read here). */
+/** An enrolled worker as the controller records it (the token digest is never read here; read-only: the registry shares one frozen copy). */
 export interface EnrolledWorker {
-  name: string;
-  workdir: string;
-  capabilities: string[];
-  info: Record<string, unknown>;
-  last_seen: number | null;
+  readonly name: string;
+  readonly workdir: string;
+  readonly capabilities: readonly string[];
+  readonly info: Readonly<Record<string, unknown>>;
+  readonly last_seen: number | null;
 }
 
 /** The controller's persistent worker and invite records. */
 export interface WorkerRecords {
-  workers(): EnrolledWorker[];
+  workers(): readonly EnrolledWorker[];
   byName(name: string): EnrolledWorker | undefined;
   createInvite(input: {
     name: string | null;

@@ -92,8 +92,8 @@ function list(ctx: ToolContext) {
       last_seen_age_s: lastSeen === null ? null : Math.max(0, Math.round(now - lastSeen)),
       offline_after_s: offlineAfter,
       queue_depth: m.queueDepth(w.name),
-      capabilities: w.capabilities,
-      info: w.info,
+      capabilities: [...w.capabilities],
+      info: { ...w.info },
     };
   });
   machines.sort((a, b) => (a.status === b.status ? a.name.localeCompare(b.name) : a.status === "online" ? -1 : 1));
