@@ -66,45 +66,14 @@ export class ShellOutputReader {
     for (let attempt = 0; ; attempt++) {
       const guess = this.lastHistory.get(id) ?? 0;
       const height = this.lastHeight.get(id) ?? DEFAULT_ROWS;
-      const start = fromRow === null ? Math.max(0, guess - Math.max(1, lines)) : fromRow;
-      // Metadata and rows come from one command sequence, which tmux runs without reading pane
-      // output in between, so the rows are exactly those of the history size it reports.
-      const text = await this.tmux.must([
-        "display-message",
-        "-p",
-        "-t",
-        t,
-        "#{history_size}\t#{cursor_y}\t#{pane_height}\t#{pane_dead}\t#{pane_dead_status}\t#{cursor_x}",
-        ";",
-        "capture-pane",
-        "-p",
-        "-N",
-        "-t",
-        t,
-        "-S",
-        String(start - guess),
-        "-E",
-        String(Math.max(height, 1) - 1),
-      ]);
-      const nl = text.indexOf("\n");
-      const [hs, cy, h, dead, status, cx] = text.slice(0, nl).split("\t");
-      const historySize = Number(hs) || 0;
-      const realHeight = Number(h) || 0;
-      this.lastHistory.set(id, historySize);
-      this.lastHeight.set(id, realHeight);
-      if ((historySize !== guess || realHeight !== height) && attempt < 3) continue;
-      const rows = start > historySize + realHeight - 1 ? [] : text.slice(nl + 1).split("\n");
-      if (rows.at(-1) === "") rows.pop();
+      const start = fromRow;
+      const pane = await this.paneRows(id, t, String(start - guess), String(Math.max(height, 1) - 1));
+      if ((pane.historySize !== guess || pane.height !== height) && attempt < 3) continue;
       return {
-        cursorX: Number(cx) || 0,
-        historySize,
-        cursorY: Number(cy) || 0,
-        height: realHeight,
-        dead: dead === "1",
-        deadStatus: dead === "1" && status ? Number(status) : null,
-        rows,
+        ...pane,
+        rows: start > pane.historySize + pane.height - 1 ? [] : pane.rows,
         // tmux captured from `historySize + (start - guess)`; equal to `start` once the guess held.
-        firstRow: Math.max(0, historySize + start - guess),
+        firstRow: Math.max(0, pane.historySize + start - guess),
       };
     }
   }
@@ -115,6 +84,16 @@ export class ShellOutputReader {
    * need no guess of the history size, so a pane flooding its scrollback costs no retries.
    */
   private async latest(id: string, t: string, lines: number): Promise<Snapshot> {
+    const pane = await this.paneRows(id, t, String(-lines), "-");
+    return { ...pane, firstRow: Math.max(0, pane.historySize - lines) };
+  }
+
+  /**
+   * The pane's metadata and its rows from `-S from` to `-E to`, in one command sequence: tmux runs
+   * it without reading pane output in between, so the rows are exactly those of the history size it
+   * reports. Records the history size and height seen, the next snapshot's guess.
+   */
+  private async paneRows(id: string, t: string, from: string, to: string): Promise<Omit<Snapshot, "firstRow">> {
     const text = await this.tmux.must([
       "display-message",
       "-p",
@@ -128,9 +107,9 @@ export class ShellOutputReader {
       "-t",
       t,
       "-S",
-      String(-lines),
+      from,
       "-E",
-      "-",
+      to,
     ]);
     const nl = text.indexOf("\n");
     const [hs, cy, h, dead, status, cx] = text.slice(0, nl).split("\t");
@@ -148,7 +127,6 @@ export class ShellOutputReader {
       dead: dead === "1",
       deadStatus: dead === "1" && status ? Number(status) : null,
       rows,
-      firstRow: Math.max(0, historySize - lines),
     };
   }
 
