@@ -542,6 +542,26 @@ export const GUARANTEES: Guarantee[] = [
       },
     ],
   },
+  // ---- ssh server (docs/ssh.md) ----
+  {
+    name: "ssh-master-orphan",
+    promise: "an authenticated master never outlives its SIGKILLed lsm-runner guard by more than 2 s (ssh.md)",
+    tests: ["test/e2e/ssh-server-death.test.ts"],
+    filter: "ignores TERM",
+    mutants: [
+      {
+        name: "orphan-left-running",
+        what: "the server leaves a master whose runner died to the runner's parent-death TERM alone",
+        edits: [
+          one(
+            "src/ssh/master.ts",
+            "if (this.sshIdentity) void stopOrphan(this.sshIdentity, ORPHAN_GRACE_MS);",
+            "if (this.sshIdentity) void this.sshIdentity;",
+          ),
+        ],
+      },
+    ],
+  },
   // ---- Approvals (docs/approvals.md) ----
   {
     name: "approval-gate",

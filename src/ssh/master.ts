@@ -7,7 +7,17 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Subprocess } from "bun";
 import { ToolError } from "../core/errors.ts";
-import { capture, drainTail, runnerChild, shq, spawnGroup, stopGroup } from "./proc.ts";
+import {
+  capture,
+  drainTail,
+  type ProcessIdentity,
+  runnerChild,
+  runnerChildIdentity,
+  shq,
+  spawnGroup,
+  stopGroup,
+  stopOrphan,
+} from "./proc.ts";
 import { recoverSessionEnv, validRuntimeDir } from "./recovery.ts";
 
 export interface Binaries {
@@ -24,6 +34,8 @@ const RESOLVE_TIMEOUT_MS = 15_000;
 const RESOLVE_OUTPUT_LIMIT = 1_048_576;
 const CONTROL_TIMEOUT_MS = 5_000;
 const STOP_GRACE_MS = 5_000;
+/** TERM-to-KILL grace for a master whose runner is gone. */
+const ORPHAN_GRACE_MS = 500;
 const STDERR_TAIL = 16_384;
 /** OpenSSH appends a 17-byte temporary suffix to the control path and sun_path holds 108 bytes. */
 const MAX_CONTROL_PATH = 90;
@@ -218,6 +230,8 @@ export class Master {
   state: MasterState = "starting";
   private proc: Subprocess | undefined;
   private sshPid: number | undefined;
+  /** The master under the runner, recorded once it is ready (see stopOrphan). */
+  private sshIdentity: ProcessIdentity | undefined;
   private dir: string | undefined;
   private socket: string | undefined;
   private stderrDone: Promise<Uint8Array> | undefined;
@@ -323,6 +337,8 @@ export class Master {
         this.state = "lost";
         this.onLost?.();
       }
+      // a runner that died first (SIGKILL) can no longer stop the master; we still can
+      if (this.sshIdentity) void stopOrphan(this.sshIdentity, ORPHAN_GRACE_MS);
     });
     const deadline = Date.now() + connectTimeoutS * 1000;
     for (;;) {
@@ -334,6 +350,7 @@ export class Master {
       }
       if (this.socketPresent() && (await this.control("check")) === 0) {
         if (proc.exitCode === null) {
+          this.sshIdentity = runnerChildIdentity(proc.pid);
           this.state = "ready";
           return;
         }

@@ -20,6 +20,52 @@ export function runnerChild(runnerPid: number): number | undefined {
   }
 }
 
+/** A process named by pid and kernel start time, so a reused pid is never mistaken for it. */
+export interface ProcessIdentity {
+  pid: number;
+  startTicks: string;
+}
+
+/** Field 22 (start time) and field 3 (state) of /proc/PID/stat; undefined once the pid is gone. */
+function statOf(pid: number): { state: string; startTicks: string } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "latin1");
+    // the command name may hold spaces and parentheses: the fields start after its last ")"
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0]!, startTicks: fields[19]! };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Who `runnerPid` started, recorded while it runs so that it can still be found after the runner is gone. */
+export function runnerChildIdentity(runnerPid: number): ProcessIdentity | undefined {
+  const pid = runnerChild(runnerPid);
+  const stat = pid === undefined ? undefined : statOf(pid);
+  return pid === undefined || !stat ? undefined : { pid, startTicks: stat.startTicks };
+}
+
+function stillRunning(id: ProcessIdentity): boolean {
+  const stat = statOf(id.pid);
+  return stat !== undefined && stat.startTicks === id.startTicks && stat.state !== "Z" && stat.state !== "X";
+}
+
+/**
+ * Stops a program whose runner died before it (a SIGKILLed runner): TERM to its group, KILL after
+ * `graceMs`. The runner's parent-death TERM alone is not enough: OpenSSH 9.2's client loop checks
+ * for a signal and then blocks in poll(), so a TERM landing between the two is only seen at the next
+ * keepalive (ServerAliveInterval, 15 s), and an authenticated master would live on until then.
+ */
+export async function stopOrphan(id: ProcessIdentity, graceMs: number): Promise<void> {
+  const deadline = Date.now() + graceMs;
+  for (const sig of ["SIGTERM", "SIGKILL"] as const) {
+    // the program made its own group (setpgid in the runner); its pid names that group
+    if (!stillRunning(id)) return;
+    signalGroup(id.pid, sig);
+    while (sig === "SIGTERM" && Date.now() < deadline && stillRunning(id)) await Bun.sleep(20);
+  }
+}
+
 export interface SpawnOptions {
   env?: Record<string, string | undefined>;
   /**
