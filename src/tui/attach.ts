@@ -2,7 +2,7 @@ import type { UiApi } from "./api.ts";
 
 /**
  * Attach: the TUI steps aside and the real terminal talks to the shell through the same terminal
- * socket and raw bridge the browser uses (a live stream, not polling). Keystrokes go to the socket
+ * socket and raw attachment the browser uses (a live stream, not polling). Keystrokes go to the socket
  * as bytes, output goes straight to stdout; `Ctrl-]` (0x1d, as in telnet) ends the attachment and
  * gives the terminal back to the TUI. The socket's own close (shell ended, idle, refused) does too.
  */

@@ -132,5 +132,5 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     return handleApi(app, auth.principal, req, url, tickets);
   };
 
-  return { routes: [route], close: () => terminals.bridges.closeAll() };
+  return { routes: [route], close: () => terminals.attachments.closeAll() };
 }

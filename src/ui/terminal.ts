@@ -1,6 +1,6 @@
 import type { ServerWebSocket } from "bun";
 import type { Settings } from "../config/schema.ts";
-import { TerminalBridges, type Viewer } from "../exec/bridge.ts";
+import { ShellAttachments, type Viewer } from "../exec/shells-attach.ts";
 import type { SocketHandler } from "../http/route.ts";
 import type { App } from "../server/app.ts";
 import { BINDING_PROTOCOL_PREFIX, uiOrigin, type UiSessions } from "./auth.ts";
@@ -8,7 +8,7 @@ import { LOCAL_TOKEN_HEADER } from "./local-token.ts";
 
 /**
  * `<ui_path>/ws/terminals/{shell_id}`: a browser (or any WebSocket client) attached to a persistent
- * shell through the shared raw bridge. Refusals are close codes, sent after the upgrade so the
+ * shell through the shared raw attachment. Refusals are close codes, sent after the upgrade so the
  * client can tell them apart: 4400 bad input, 4401 not signed in, 4403 origin or scope, 4404 no
  * such shell, 4408 idle, 4429 too many connections, 1011 internal error.
  */
@@ -29,7 +29,7 @@ function clampInt(v: string | null, lo: number, hi: number, dflt: number): numbe
 type Admission = { refuse: number; reason: string } | { shellId: string; cols: number; rows: number; session?: string };
 
 export class TerminalSockets {
-  readonly bridges: TerminalBridges;
+  readonly attachments: ShellAttachments;
   private open = 0;
   /** Open sockets by the cookie session that admitted them, closed when that session ends. */
   private readonly bySession = new Map<string, Set<Socket>>();
@@ -38,7 +38,7 @@ export class TerminalSockets {
     private readonly app: App,
     private readonly sessions: UiSessions,
   ) {
-    this.bridges = new TerminalBridges(app.services.shells.tmux, app.services.audit);
+    this.attachments = new ShellAttachments(app.services.shells.tmux, app.services.audit);
     sessions.onEnded.add((session) => {
       for (const ws of this.bySession.get(session) ?? []) ws.close(4401, "signed out");
       this.bySession.delete(session);
@@ -155,7 +155,7 @@ export class TerminalSockets {
           drop: (code, reason) => ws.close(code, reason),
         };
         try {
-          const role = await this.bridges.join(shellId, viewer, admission);
+          const role = await this.attachments.join(shellId, viewer, admission);
           this.app.services.audit.record("ui_terminal_connected", { shell_id: shellId, role });
           send(ws, { type: "ready", machine: "local", shell_id: shellId, mode: "pty", backend: "tmux-pty", role });
         } catch {
@@ -171,7 +171,7 @@ export class TerminalSockets {
         const size = typeof message === "string" ? Buffer.byteLength(message) : message.byteLength;
         if (size > MAX_FRAME) return ws.close(4400, "frame too large");
         if (typeof message !== "string") {
-          if (this.bridges.input(shellId, viewer, message) === "read_only")
+          if (this.attachments.input(shellId, viewer, message) === "read_only")
             send(ws, {
               type: "error",
               code: "read_only",
@@ -190,7 +190,7 @@ export class TerminalSockets {
         switch (msg.type) {
           case "input": {
             const data = typeof msg.data === "string" ? msg.data : "";
-            if (this.bridges.input(shellId, viewer, msg.enter === true ? `${data}\r` : data) === "read_only")
+            if (this.attachments.input(shellId, viewer, msg.enter === true ? `${data}\r` : data) === "read_only")
               send(ws, {
                 type: "error",
                 code: "read_only",
@@ -210,14 +210,14 @@ export class TerminalSockets {
               rows > 500
             )
               return ws.close(4400, "bad size");
-            const r = this.bridges.resize(shellId, viewer, cols, rows);
+            const r = this.attachments.resize(shellId, viewer, cols, rows);
             if (r === "read_only")
               send(ws, { type: "error", code: "read_only", message: "only the viewer in control can resize" });
             else if (r === "ok") void this.app.services.shells.resize(shellId, null, cols, rows).catch(() => undefined);
             return;
           }
           case "take_control":
-            this.bridges.takeControl(shellId, viewer);
+            this.attachments.takeControl(shellId, viewer);
             return;
           case "ping":
             return send(ws, { type: "pong", machine: "local", shell_id: shellId, mode: "pty" });
@@ -237,7 +237,7 @@ export class TerminalSockets {
         if (counted) this.open--;
         counted = false;
         if (viewer) {
-          this.bridges.leave(shellId, viewer);
+          this.attachments.leave(shellId, viewer);
           this.app.services.audit.record("ui_terminal_disconnected", { shell_id: shellId });
           viewer = undefined;
         }

@@ -4,12 +4,12 @@ import { childEnv } from "./env.ts";
 import { paneTarget, sessionTarget, type TmuxServer } from "./tmux.ts";
 
 /**
- * Raw terminal bridges: a real tmux client (`attach-session`) on a pseudo-terminal, per persistent
+ * Raw terminal attachments: a real tmux client (`attach-session`) on a pseudo-terminal, per persistent
  * shell, shared by every viewer of that shell. Output goes to all viewers as raw bytes; only the
  * holder of the input lease (the first viewer, or whoever takes control) can type or resize. The
  * tmux client is stripped of everything that is not the pane: no status line, no prefix key, no key
- * bindings, so a browser can never reach tmux's command prompt, choose-tree or detach. Closing a
- * bridge detaches that client only; the shell keeps running.
+ * bindings, so a browser can never reach tmux's command prompt, choose-tree or detach. Closing an
+ * attachment detaches that client only; the shell keeps running.
  */
 
 export interface Viewer {
@@ -27,53 +27,53 @@ export type Role = "owner" | "viewer";
 
 /** A viewer this far behind is dropped rather than buffered without bound. */
 export const MAX_VIEWER_BACKLOG = 1 << 20;
-/** A bridge without viewers lingers this long, so a page reload reuses it. */
+/** An attachment without viewers lingers this long, so a page reload reuses it. */
 const LINGER_MS = 5_000;
 
-interface Bridge {
+interface Attachment {
   shellId: string;
   proc: Bun.Subprocess;
   viewers: Set<Viewer>;
   owner: Viewer | undefined;
   linger: Timer | undefined;
   clientName: Promise<string | undefined>;
-  /** The window's size before the bridge attached: given back when it detaches. */
+  /** The window's size before the attachment attached: given back when it detaches. */
   before: { cols: number; rows: number } | undefined;
 }
 
-export class TerminalBridges {
-  private readonly bridges = new Map<string, Bridge>();
-  private readonly opening = new Map<string, Promise<Bridge>>();
+export class ShellAttachments {
+  private readonly attachments = new Map<string, Attachment>();
+  private readonly opening = new Map<string, Promise<Attachment>>();
 
   constructor(
     private readonly tmux: TmuxServer,
     private readonly audit: AuditSink,
   ) {}
 
-  /** Joins a viewer to the shell's bridge, opening it when it is the first; returns the viewer's role. */
+  /** Joins a viewer to the shell's attachment, opening it when it is the first; returns the viewer's role. */
   async join(shellId: string, viewer: Viewer, size: { cols: number; rows: number }): Promise<Role> {
-    let bridge = this.bridges.get(shellId);
-    if (!bridge) {
+    let attachment = this.attachments.get(shellId);
+    if (!attachment) {
       let pending = this.opening.get(shellId);
       if (!pending) {
         pending = this.open(shellId, size).finally(() => this.opening.delete(shellId));
         this.opening.set(shellId, pending);
       }
-      bridge = await pending;
+      attachment = await pending;
     }
-    if (bridge.linger) {
-      clearTimeout(bridge.linger);
-      bridge.linger = undefined;
+    if (attachment.linger) {
+      clearTimeout(attachment.linger);
+      attachment.linger = undefined;
     }
-    bridge.viewers.add(viewer);
-    const role: Role = bridge.owner ? "viewer" : "owner";
-    if (!bridge.owner) bridge.owner = viewer;
-    // Redraw the whole screen so a viewer joining a running bridge does not start on a blank page.
-    void this.repaint(bridge);
+    attachment.viewers.add(viewer);
+    const role: Role = attachment.owner ? "viewer" : "owner";
+    if (!attachment.owner) attachment.owner = viewer;
+    // Redraw the whole screen so a viewer joining a running attachment does not start on a blank page.
+    void this.repaint(attachment);
     return role;
   }
 
-  private async open(shellId: string, size: { cols: number; rows: number }): Promise<Bridge> {
+  private async open(shellId: string, size: { cols: number; rows: number }): Promise<Attachment> {
     if (!(await this.tmux.binary())) throw new ToolError("tmux_unavailable", "tmux is unavailable");
     const target = sessionTarget(shellId);
     // Only the pane is reachable: nothing a keystroke can turn into a tmux command. (set-option
@@ -114,7 +114,7 @@ export class TerminalBridges {
     const shown = sizeNow.stdout.trim().split(" ").map(Number);
     const valid = shown.length === 2 && shown.every((n) => Number.isInteger(n) && n > 0);
     const before = valid ? { cols: shown[0]!, rows: shown[1]! } : undefined;
-    const bridge: Bridge = {
+    const attachment: Attachment = {
       shellId,
       proc: undefined as unknown as Bun.Subprocess,
       viewers: new Set(),
@@ -125,19 +125,19 @@ export class TerminalBridges {
     };
     // -T RGB: xterm draws 24-bit colour, so tmux passes it through instead of mapping it to 256.
     const argv = [bin, "-u", "-T", "RGB", "-S", this.tmux.socket, "-f", "/dev/null", "attach-session", "-t", target];
-    bridge.proc = Bun.spawn(argv, {
+    attachment.proc = Bun.spawn(argv, {
       env,
       terminal: {
         cols: size.cols,
         rows: size.rows,
-        data: (_t, data) => this.broadcast(bridge, data),
+        data: (_t, data) => this.broadcast(attachment, data),
       },
     });
-    bridge.clientName = this.findClient(bridge.proc.pid);
-    void bridge.proc.exited.then(() => this.ended(bridge));
-    this.bridges.set(shellId, bridge);
-    this.audit.record("ui_terminal_bridge_opened", { shell_id: shellId });
-    return bridge;
+    attachment.clientName = this.findClient(attachment.proc.pid);
+    void attachment.proc.exited.then(() => this.ended(attachment));
+    this.attachments.set(shellId, attachment);
+    this.audit.record("ui_terminal_attachment_opened", { shell_id: shellId });
+    return attachment;
   }
 
   /** The tmux client name of our attach process, for refresh-client. */
@@ -151,15 +151,15 @@ export class TerminalBridges {
     return undefined;
   }
 
-  private async repaint(bridge: Bridge): Promise<void> {
-    const name = await bridge.clientName;
+  private async repaint(attachment: Attachment): Promise<void> {
+    const name = await attachment.clientName;
     if (name) await this.tmux.run(["refresh-client", "-t", name]);
   }
 
-  private broadcast(bridge: Bridge, data: Uint8Array): void {
-    for (const v of bridge.viewers) {
+  private broadcast(attachment: Attachment, data: Uint8Array): void {
+    for (const v of attachment.viewers) {
       if (v.backlog() > MAX_VIEWER_BACKLOG) {
-        this.leave(bridge.shellId, v);
+        this.leave(attachment.shellId, v);
         v.drop(4408, "viewer fell too far behind");
         continue;
       }
@@ -167,79 +167,79 @@ export class TerminalBridges {
     }
   }
 
-  private ended(bridge: Bridge): void {
-    if (this.bridges.get(bridge.shellId) !== bridge) return;
-    this.bridges.delete(bridge.shellId);
-    clearTimeout(bridge.linger);
-    for (const v of bridge.viewers) {
-      v.control({ type: "exit", shell_id: bridge.shellId, message: "the terminal client exited" });
+  private ended(attachment: Attachment): void {
+    if (this.attachments.get(attachment.shellId) !== attachment) return;
+    this.attachments.delete(attachment.shellId);
+    clearTimeout(attachment.linger);
+    for (const v of attachment.viewers) {
+      v.control({ type: "exit", shell_id: attachment.shellId, message: "the terminal client exited" });
       v.drop(1000, "terminal exited");
     }
-    bridge.viewers.clear();
-    this.audit.record("ui_terminal_bridge_closed", { shell_id: bridge.shellId });
+    attachment.viewers.clear();
+    this.audit.record("ui_terminal_attachment_closed", { shell_id: attachment.shellId });
     // The operator's window size goes with the operator: the model's shell gets its own back.
-    const b = bridge.before;
+    const b = attachment.before;
     if (!b) return;
-    const resize = ["resize-window", "-t", paneTarget(bridge.shellId), "-x", String(b.cols), "-y", String(b.rows)];
+    const resize = ["resize-window", "-t", paneTarget(attachment.shellId), "-x", String(b.cols), "-y", String(b.rows)];
     void this.tmux.run(resize).catch(() => undefined);
   }
 
   /** Removes a viewer; the lease passes to the longest-joined remaining viewer. */
   leave(shellId: string, viewer: Viewer): void {
-    const bridge = this.bridges.get(shellId);
-    if (!bridge?.viewers.delete(viewer)) return;
-    if (bridge.owner === viewer) {
-      bridge.owner = bridge.viewers.values().next().value;
-      bridge.owner?.control({ type: "role", role: "owner" });
+    const attachment = this.attachments.get(shellId);
+    if (!attachment?.viewers.delete(viewer)) return;
+    if (attachment.owner === viewer) {
+      attachment.owner = attachment.viewers.values().next().value;
+      attachment.owner?.control({ type: "role", role: "owner" });
     }
-    if (bridge.viewers.size === 0) {
-      bridge.linger = setTimeout(() => this.close(bridge), LINGER_MS);
+    if (attachment.viewers.size === 0) {
+      attachment.linger = setTimeout(() => this.close(attachment), LINGER_MS);
     }
   }
 
-  private close(bridge: Bridge): void {
-    if (bridge.viewers.size > 0) return;
+  private close(attachment: Attachment): void {
+    if (attachment.viewers.size > 0) return;
     // SIGTERM makes the tmux client detach; the shell's session is untouched.
-    bridge.proc.kill("SIGTERM");
+    attachment.proc.kill("SIGTERM");
   }
 
   /** Writes keystrokes for the lease holder; other viewers are refused. */
   input(shellId: string, viewer: Viewer, data: string | Uint8Array): "ok" | "read_only" | "closed" {
-    const bridge = this.bridges.get(shellId);
-    if (!bridge) return "closed";
-    if (bridge.owner !== viewer) return "read_only";
-    bridge.proc.terminal?.write(data);
+    const attachment = this.attachments.get(shellId);
+    if (!attachment) return "closed";
+    if (attachment.owner !== viewer) return "read_only";
+    attachment.proc.terminal?.write(data);
     return "ok";
   }
 
   /** Resizes the pty (the tmux client then resizes the window) for the lease holder. */
   resize(shellId: string, viewer: Viewer, cols: number, rows: number): "ok" | "read_only" | "closed" {
-    const bridge = this.bridges.get(shellId);
-    if (!bridge) return "closed";
-    if (bridge.owner !== viewer) return "read_only";
-    bridge.proc.terminal?.resize(cols, rows);
+    const attachment = this.attachments.get(shellId);
+    if (!attachment) return "closed";
+    if (attachment.owner !== viewer) return "read_only";
+    attachment.proc.terminal?.resize(cols, rows);
     return "ok";
   }
 
   /** Moves the input lease to this viewer. */
   takeControl(shellId: string, viewer: Viewer): boolean {
-    const bridge = this.bridges.get(shellId);
-    if (!bridge?.viewers.has(viewer)) return false;
-    const previous = bridge.owner;
-    bridge.owner = viewer;
+    const attachment = this.attachments.get(shellId);
+    if (!attachment?.viewers.has(viewer)) return false;
+    const previous = attachment.owner;
+    attachment.owner = viewer;
     if (previous && previous !== viewer) previous.control({ type: "role", role: "viewer" });
     viewer.control({ type: "role", role: "owner" });
     this.audit.record("ui_terminal_take_control", { shell_id: shellId });
     return true;
   }
 
-  /** Open bridges (for tests and the dashboard). */
+  /** Open attachments (for tests and the dashboard). */
   count(): number {
-    return this.bridges.size;
+    return this.attachments.size;
   }
 
   async closeAll(): Promise<void> {
-    const all = [...this.bridges.values()];
+    const all = [...this.attachments.values()];
     for (const b of all) {
       b.viewers.clear();
       b.proc.kill("SIGTERM");
