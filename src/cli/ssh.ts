@@ -85,7 +85,7 @@ export default defineCommand({
     const rsync = which("rsync");
     const falseBin = which("false");
     if (!ssh || !rsync || !falseBin) fail("missing_dependency: ssh, rsync and false must be on PATH");
-    const { openSshVersion, MIN_OPENSSH } = await import("../ssh/version.ts");
+    const { openSshVersion, MIN_OPENSSH } = await import("../ssh/openssh-version.ts");
     const version = await openSshVersion(ssh);
     if (!version) fail("missing_dependency: ssh on PATH is not an OpenSSH client whose version can be read");
     if (version[0] < MIN_OPENSSH[0] || (version[0] === MIN_OPENSSH[0] && version[1] < MIN_OPENSSH[1])) {
