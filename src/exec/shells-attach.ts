@@ -15,8 +15,10 @@ import { paneTarget, sessionTarget, type TmuxServer } from "./tmux.ts";
 export interface Viewer {
   /** Raw terminal output. */
   output(data: Uint8Array): void;
-  /** A JSON control message (role changes, exit). */
-  control(message: Record<string, unknown>): void;
+  /** This viewer now holds the input lease (owner) or has lost it (viewer). */
+  roleChanged(role: Role): void;
+  /** The tmux client ended; the viewer is dropped right after. */
+  exited(): void;
   /** Bytes queued for this viewer and not yet sent. */
   backlog(): number;
   /** Ends this viewer's connection. */
@@ -172,7 +174,7 @@ export class ShellAttachments {
     this.attachments.delete(attachment.shellId);
     clearTimeout(attachment.linger);
     for (const v of attachment.viewers) {
-      v.control({ type: "exit", shell_id: attachment.shellId, message: "the terminal client exited" });
+      v.exited();
       v.drop(1000, "terminal exited");
     }
     attachment.viewers.clear();
@@ -190,7 +192,7 @@ export class ShellAttachments {
     if (!attachment?.viewers.delete(viewer)) return;
     if (attachment.owner === viewer) {
       attachment.owner = attachment.viewers.values().next().value;
-      attachment.owner?.control({ type: "role", role: "owner" });
+      attachment.owner?.roleChanged("owner");
     }
     if (attachment.viewers.size === 0) {
       attachment.linger = setTimeout(() => this.close(attachment), LINGER_MS);
@@ -227,8 +229,8 @@ export class ShellAttachments {
     if (!attachment?.viewers.has(viewer)) return false;
     const previous = attachment.owner;
     attachment.owner = viewer;
-    if (previous && previous !== viewer) previous.control({ type: "role", role: "viewer" });
-    viewer.control({ type: "role", role: "owner" });
+    if (previous && previous !== viewer) previous.roleChanged("viewer");
+    viewer.roleChanged("owner");
     this.audit.record("ui_terminal_take_control", { shell_id: shellId });
     return true;
   }

@@ -1,3 +1,4 @@
+import { readEnvelope, UiApiError } from "../ui/api-types.ts";
 import { LOCAL_TOKEN_HEADER } from "../ui/local-token.ts";
 
 /**
@@ -13,60 +14,35 @@ export interface TuiTarget {
 
 const REQUEST_TIMEOUT_MS = 15_000;
 
-export class UiApiError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
 export class UiApi {
   constructor(private readonly target: TuiTarget) {}
 
-  async get<T>(path: string, query: Record<string, string> = {}): Promise<T> {
+  get<T>(path: string, query: Record<string, string> = {}): Promise<T> {
     const q = new URLSearchParams(query).toString();
-    let res: Response;
-    try {
-      res = await fetch(`${this.target.apiBase}/${path}${q ? `?${q}` : ""}`, {
-        headers: { [LOCAL_TOKEN_HEADER]: this.target.token },
-        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
-      });
-    } catch (e) {
-      throw new UiApiError(0, `cannot reach ${this.target.apiBase}: ${(e as Error).message}`);
-    }
-    const body = (await res.json().catch(() => null)) as {
-      ok?: boolean;
-      data?: T;
-      message?: string;
-      error?: string;
-    } | null;
-    if (!res.ok || !body?.ok) throw new UiApiError(res.status, body?.message ?? body?.error ?? `HTTP ${res.status}`);
-    return body.data as T;
+    return this.request<T>(`${path}${q ? `?${q}` : ""}`, {});
   }
 
   /** A state-changing request (the approval answers): JSON body, same token, no Origin. */
-  async post<T>(path: string, body: Record<string, unknown>): Promise<T> {
+  post<T>(path: string, body: Record<string, unknown>): Promise<T> {
+    return this.request<T>(path, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+  }
+
+  private async request<T>(path: string, init: { method?: string; headers?: Record<string, string>; body?: string }) {
     let res: Response;
     try {
       res = await fetch(`${this.target.apiBase}/${path}`, {
-        method: "POST",
-        headers: { [LOCAL_TOKEN_HEADER]: this.target.token, "content-type": "application/json" },
-        body: JSON.stringify(body),
+        ...init,
+        headers: { [LOCAL_TOKEN_HEADER]: this.target.token, ...init.headers },
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
     } catch (e) {
-      throw new UiApiError(0, `cannot reach ${this.target.apiBase}: ${(e as Error).message}`);
+      throw new UiApiError(0, "unreachable", `cannot reach ${this.target.apiBase}: ${(e as Error).message}`);
     }
-    const out = (await res.json().catch(() => null)) as {
-      ok?: boolean;
-      data?: T;
-      message?: string;
-      error?: string;
-    } | null;
-    if (!res.ok || !out?.ok) throw new UiApiError(res.status, out?.message ?? out?.error ?? `HTTP ${res.status}`);
-    return out.data as T;
+    return readEnvelope<T>(res);
   }
 
   /** The terminal socket of a shell (the UI path comes from bootstrap), same origin as the API. */

@@ -1,3 +1,4 @@
+import { parseServerFrame, sendFrame, TERMINAL_PROTOCOL } from "../ui/terminal-frames.ts";
 import type { UiApi } from "./api.ts";
 
 /**
@@ -22,15 +23,15 @@ export function attachShell(api: UiApi, uiPath: string, shellId: string): Promis
   const { cols, rows } = size();
   const ws = new WebSocket(api.terminalUrl(uiPath, shellId, cols, rows), {
     headers: api.socketHeaders(),
-    protocols: ["lsm-ui-terminal"],
+    protocols: [TERMINAL_PROTOCOL],
   });
   ws.binaryType = "arraybuffer";
   const stdin = process.stdin;
-  // Clear the screen and say how to come back; the bridge repaints the shell on join.
+  // Clear the screen and say how to come back; the attachment repaints the shell on join.
   process.stdout.write(`\x1b[?1049h\x1b[2J\x1b[H[attached to ${shellId}; Ctrl-] returns]\r\n`);
   return new Promise((resolve) => {
     let done = false;
-    // Keys typed before the bridge said "ready" are kept and sent then, not lost.
+    // Keys typed before the attachment said "ready" are kept and sent then, not lost.
     let pending: Buffer[] | undefined = [];
     const send = (bytes: Buffer) => {
       if (pending) pending.push(bytes);
@@ -46,7 +47,7 @@ export function attachShell(api: UiApi, uiPath: string, shellId: string): Promis
       send(chunk);
     };
     const onResize = () => {
-      if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", ...size() }));
+      if (ws.readyState === WebSocket.OPEN) sendFrame(ws, { type: "resize", ...size() });
     };
     const finish = (reason: string) => {
       if (done) return;
@@ -61,12 +62,12 @@ export function attachShell(api: UiApi, uiPath: string, shellId: string): Promis
     ws.onmessage = (ev) => {
       if (ev.data instanceof ArrayBuffer) process.stdout.write(new Uint8Array(ev.data));
       else {
-        const msg = JSON.parse(String(ev.data)) as { type?: string; code?: string; message?: string };
-        if (msg.type === "ready" && pending) {
+        const msg = parseServerFrame(String(ev.data));
+        if (msg?.type === "ready" && pending) {
           for (const bytes of pending) ws.send(bytes);
           pending = undefined;
         }
-        if (msg.type === "error" && msg.code === "read_only")
+        if (msg?.type === "error" && msg.code === "read_only")
           process.stdout.write("\r\n[read only: another viewer has control]\r\n");
       }
     };

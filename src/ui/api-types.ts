@@ -1,13 +1,42 @@
 /**
  * What `/api/ui` answers, once for its three readers: the server builds these (src/ui/api.ts
  * annotates each answer with them, so a change to a domain row that drops a field fails there),
- * the browser bundle (src/ui/web) and the `tui` (src/tui/screens.ts) read them. Types only, and
- * nothing imported: the browser's tsconfig has no Node or Bun types.
+ * the browser bundle (src/ui/web) and the `tui` (src/tui/screens.ts) read them. Nothing imported:
+ * the browser's tsconfig has no Node or Bun types, so the one envelope reader below uses only
+ * `fetch`'s Response, which both runtimes have.
  *
  * A row lists the fields the server promises; it may send more (a shell's `created`, a job's whole
  * record), which the readers ignore. Rows that mirror a domain type (ShellRow and exec's ShellView)
  * are kept in step by those annotations, since this module cannot import the domain's.
  */
+
+/** How every answer is wrapped (src/http/json.ts writes the error side for every route we own). */
+export type ApiEnvelope<T> = { ok: true; data: T } | { ok: false; error: string; message: string };
+
+/** A request that gave no data: the HTTP status (0 when nothing answered), a stable code, a message. */
+export class UiApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The data of an answer, or the UiApiError it stands for: the server's own code and message when the
+ * body is an error envelope, `http_<status>` when it is not one (a proxy's page, an empty body).
+ */
+export async function readEnvelope<T>(res: Response): Promise<T> {
+  const body = (await res.json().catch(() => null)) as Partial<
+    { ok: boolean; data: T } & { error: string; message: string }
+  > | null;
+  if (res.ok && body?.ok === true) return body.data as T;
+  const code = typeof body?.error === "string" ? body.error : `http_${res.status}`;
+  const message = typeof body?.message === "string" ? body.message : `request failed (HTTP ${res.status})`;
+  throw new UiApiError(res.status, code, message);
+}
 
 /** GET dashboard. */
 export interface DashboardFigures {

@@ -5,7 +5,8 @@ import type { App } from "../server/app.ts";
 import { dashboardFigures, fetchByTicket, handleApi } from "./api.ts";
 import { BINDING_HEADER, BINDING_PROTOCOL_PREFIX, CSRF_HEADER, UI_SCOPE, uiOrigin, UiSessions } from "./auth.ts";
 import { DownloadTickets } from "./download-tickets.ts";
-import { TERMINAL_PROTOCOL, TerminalSockets } from "./terminal.ts";
+import { TerminalSockets } from "./terminal.ts";
+import { TERMINAL_PROTOCOL } from "./terminal-frames.ts";
 
 /** The index page's policy: scripts and styles only from us, no framing, no foreign connections. */
 export const UI_CSP =

@@ -5,6 +5,7 @@ import type { SocketHandler } from "../http/route.ts";
 import type { App } from "../server/app.ts";
 import { BINDING_PROTOCOL_PREFIX, uiOrigin, type UiSessions } from "./auth.ts";
 import { LOCAL_TOKEN_HEADER } from "./local-token.ts";
+import { sendFrame, TERMINAL_PROTOCOL, TERMINAL_SIZE, type TerminalServerFrame } from "./terminal-frames.ts";
 
 /**
  * `<ui_path>/ws/terminals/{shell_id}`: a browser (or any WebSocket client) attached to a persistent
@@ -13,7 +14,6 @@ import { LOCAL_TOKEN_HEADER } from "./local-token.ts";
  * such shell, 4408 idle, 4429 too many connections, 1011 internal error.
  */
 
-export const TERMINAL_PROTOCOL = "lsm-ui-terminal";
 const BEARER_PROTOCOL_PREFIX = "bearer.";
 const MAX_FRAME = 65_536;
 const SHELL_ID = /^[A-Za-z0-9_.-]{1,64}$/;
@@ -97,8 +97,8 @@ export class TerminalSockets {
     return {
       admission: {
         shellId,
-        cols: clampInt(url.searchParams.get("cols"), 20, 1600, 120),
-        rows: clampInt(url.searchParams.get("rows"), 3, 500, 36),
+        cols: clampInt(url.searchParams.get("cols"), TERMINAL_SIZE.minCols, TERMINAL_SIZE.maxCols, 120),
+        rows: clampInt(url.searchParams.get("rows"), TERMINAL_SIZE.minRows, TERMINAL_SIZE.maxRows, 36),
         ...(auth.session ? { session: auth.session } : {}),
       },
       protocol,
@@ -118,8 +118,8 @@ export class TerminalSockets {
       clearTimeout(idle);
       idle = setTimeout(() => ws.close(4408, "idle"), idleMs);
     };
-    const send = (ws: Socket, msg: Record<string, unknown>) => {
-      ws.send(JSON.stringify(msg));
+    const send = (ws: Socket, frame: TerminalServerFrame) => {
+      sendFrame(ws, frame);
       touch(ws);
     };
     return {
@@ -150,7 +150,8 @@ export class TerminalSockets {
             ws.sendBinary(data);
             touch(ws);
           },
-          control: (msg) => send(ws, msg),
+          roleChanged: (role) => send(ws, { type: "role", role }),
+          exited: () => send(ws, { type: "exit", shell_id: shellId, message: "the terminal client exited" }),
           backlog: () => ws.getBufferedAmount(),
           drop: (code, reason) => ws.close(code, reason),
         };
@@ -201,13 +202,14 @@ export class TerminalSockets {
           case "resize": {
             const cols = Number(msg.cols);
             const rows = Number(msg.rows);
+            const { minCols, maxCols, minRows, maxRows } = TERMINAL_SIZE;
             if (
               !Number.isInteger(cols) ||
               !Number.isInteger(rows) ||
-              cols < 20 ||
-              cols > 1600 ||
-              rows < 3 ||
-              rows > 500
+              cols < minCols ||
+              cols > maxCols ||
+              rows < minRows ||
+              rows > maxRows
             )
               return ws.close(4400, "bad size");
             const r = this.attachments.resize(shellId, viewer, cols, rows);

@@ -1,3 +1,5 @@
+import { readEnvelope, UiApiError } from "../api-types.ts";
+
 /** Configuration the server puts into the page as a JSON data block (never an inline script). */
 export interface UiConfig {
   uiPath: string;
@@ -28,14 +30,6 @@ const PENDING_KEY = "local-shell-mcp-ui-pending-login";
 const PENDING_MAX_MS = 10 * 60_000;
 
 export class AuthRequired extends Error {}
-export class ApiError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 function randomToken(bytes = 32): string {
   const raw = crypto.getRandomValues(new Uint8Array(bytes));
@@ -76,10 +70,7 @@ async function call<T>(method: "GET" | "POST", path: string, body?: unknown): Pr
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   if (res.status === 401) throw new AuthRequired();
-  const json = (await res.json().catch(() => ({}))) as { ok?: boolean; data?: T; error?: string; message?: string };
-  if (!res.ok || json.ok !== true)
-    throw new ApiError(json.error ?? `http_${res.status}`, json.message ?? `request failed (${res.status})`);
-  return json.data as T;
+  return readEnvelope<T>(res);
 }
 
 export const api = {
@@ -114,7 +105,7 @@ export async function signIn(): Promise<void> {
       response_types: ["code"],
     }),
   });
-  if (!res.ok) throw new ApiError("registration_failed", `client registration failed (${res.status})`);
+  if (!res.ok) throw new UiApiError(res.status, "registration_failed", `client registration failed (${res.status})`);
   const clientId = ((await res.json()) as { client_id: string }).client_id;
   const verifier = randomToken(48);
   const state = randomToken(24);
@@ -147,11 +138,12 @@ export async function finishSignIn(): Promise<void> {
   sessionStorage.removeItem(PENDING_KEY);
   history.replaceState(null, "", `${config.uiPath}/`);
   if (!o || !pending || Date.now() - pending.at > PENDING_MAX_MS)
-    throw new ApiError("login_expired", "the sign-in took too long; try again");
-  if (q.get("error")) throw new ApiError(q.get("error")!, q.get("error_description") ?? "sign-in was refused");
+    throw new UiApiError(0, "login_expired", "the sign-in took too long; try again");
+  if (q.get("error")) throw new UiApiError(0, q.get("error")!, q.get("error_description") ?? "sign-in was refused");
   if (q.get("state") !== pending.state)
-    throw new ApiError("state_mismatch", "the sign-in answer does not belong to this page");
-  if (q.get("iss") !== o.issuer) throw new ApiError("issuer_mismatch", "the sign-in answer came from another issuer");
+    throw new UiApiError(0, "state_mismatch", "the sign-in answer does not belong to this page");
+  if (q.get("iss") !== o.issuer)
+    throw new UiApiError(0, "issuer_mismatch", "the sign-in answer came from another issuer");
   const res = await fetch(o.sessionOAuthEndpoint, {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -164,7 +156,7 @@ export async function finishSignIn(): Promise<void> {
       binding: binding(),
     }),
   });
-  if (!res.ok) throw new ApiError("sign_in_failed", `sign-in failed (${res.status})`);
+  if (!res.ok) throw new UiApiError(res.status, "sign_in_failed", `sign-in failed (${res.status})`);
 }
 
 export async function signOut(): Promise<void> {

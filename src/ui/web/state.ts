@@ -2,7 +2,8 @@
 import { signal } from "@preact/signals";
 import { useEffect, useState } from "preact/hooks";
 import { backoffMs } from "../../core/backoff.ts";
-import { api, ApiError, AuthRequired, config } from "./api.ts";
+import { UiApiError } from "../api-types.ts";
+import { api, AuthRequired, config } from "./api.ts";
 
 export type View = "dashboard" | "sessions" | "terminals" | "files" | "jobs" | "approvals" | "audit" | "machines";
 export const view = signal<View>((location.hash.slice(1) as View) || "dashboard");
@@ -17,7 +18,7 @@ export const unreachableSince = signal<number | null>(null);
 const RETRY_MAX_MS = 10_000;
 
 /** A request that never got an HTTP answer (the server is down or restarting). */
-const unreachable = (e: unknown) => e instanceof TypeError || (e instanceof ApiError && /^http_5\d\d$/.test(e.code));
+const unreachable = (e: unknown) => e instanceof TypeError || (e instanceof UiApiError && /^http_5\d\d$/.test(e.code));
 
 /**
  * Requests started before the first render (the script asks for the opening view's data right
@@ -76,5 +77,7 @@ export function useData<T>(path: string | null, everyMs = 5000): { data: T | und
 export const when = (ts: number) => new Date(ts * 1000).toLocaleString();
 
 export function act(p: Promise<unknown>, after: () => void): void {
-  p.then(after).catch((e: unknown) => (problem.value = e instanceof ApiError ? `${e.code}: ${e.message}` : String(e)));
+  p.then(after).catch(
+    (e: unknown) => (problem.value = e instanceof UiApiError ? `${e.code}: ${e.message}` : String(e)),
+  );
 }

@@ -5,6 +5,7 @@ import "@xterm/xterm/css/xterm.css";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { backoffMs } from "../../core/backoff.ts";
 import { api, binding, config } from "./api.ts";
+import { parseServerFrame, sendFrame } from "../terminal-frames.ts";
 
 const MAX_FRAME = 65_536;
 /** Close codes after which the pane is still worth showing read-only (capacity, bridge trouble). */
@@ -120,8 +121,8 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
           term.write(new Uint8Array(ev.data));
           return;
         }
-        type Control = { type: string; role?: "owner" | "viewer"; code?: string; message?: string };
-        const msg = JSON.parse(String(ev.data)) as Control;
+        const msg = parseServerFrame(String(ev.data));
+        if (!msg) return;
         if (msg.type === "ready") {
           // A reconnected socket repaints the whole screen: start from a clean one.
           if (attempts > 0) term.reset();
@@ -129,13 +130,13 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
           attempts = 0;
         }
         if (msg.type === "ready" || msg.type === "role") {
-          setRole(msg.role ?? "viewer");
+          setRole(msg.role);
           setStatus(msg.role === "owner" ? "in control" : "watching (read-only)");
-          if (msg.role === "owner") ws.send(JSON.stringify({ type: "resize", cols: term.cols, rows: term.rows }));
+          if (msg.role === "owner") sendFrame(ws, { type: "resize", cols: term.cols, rows: term.rows });
         } else if (msg.type === "error" && msg.code === "read_only") {
           setStatus("watching (read-only): another viewer has the keyboard; click Take control to type here");
         } else if (msg.type === "error" || msg.type === "exit") {
-          setStatus(msg.message ?? msg.type);
+          setStatus(msg.message);
         }
       };
       ws.onclose = (ev) => {
@@ -164,7 +165,7 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
     });
     const resize = term.onResize(({ cols, rows }) => {
       const ws = socket.current;
-      if (ws?.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: "resize", cols, rows }));
+      if (ws?.readyState === WebSocket.OPEN) sendFrame(ws, { type: "resize", cols, rows });
     });
     const onWindowResize = () => fit.fit();
     window.addEventListener("resize", onWindowResize);
@@ -185,7 +186,7 @@ export function TerminalView({ shellId, onClose }: { shellId: string; onClose: (
       <header>
         <strong>{shellId}</strong> <span data-testid="terminal-status">{status}</span>{" "}
         {role === "viewer" ? (
-          <button type="button" onClick={() => socket.current?.send(JSON.stringify({ type: "take_control" }))}>
+          <button type="button" onClick={() => socket.current && sendFrame(socket.current, { type: "take_control" })}>
             Take control
           </button>
         ) : null}{" "}
