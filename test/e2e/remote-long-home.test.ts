@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { lstatSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { processesMatching, stopProcessesUnder, tempDir, type TempDir } from "../helpers/harness.ts";
+import { processesMatching, procText, stopProcessesUnder, tempDir, type TempDir } from "../helpers/harness.ts";
 import { type Controller, enrolWorker, startController, type Worker } from "../helpers/remote.ts";
 import { waitFor } from "../helpers/wait.ts";
 
@@ -72,9 +72,7 @@ describe("a worker under a long $HOME", () => {
       },
     );
     // The worker's state really is under the long $HOME, and its tmux listens elsewhere.
-    const tmux = processesMatching(" -S /tmp/lsm-").filter((pid) =>
-      readFileSync(`/proc/${pid}/environ`, "utf8").includes(`HOME=${home}`),
-    );
+    const tmux = processesMatching(" -S /tmp/lsm-").filter((pid) => procText(pid, "environ").includes(`HOME=${home}`));
     expect(tmux.length).toBeGreaterThan(0);
     const cmd = readFileSync(`/proc/${tmux[0]}/cmdline`, "utf8").split("\0");
     socket = cmd[cmd.indexOf("-S") + 1]!;

@@ -251,6 +251,18 @@ export async function connectHttp(url: string, headers: Record<string, string> =
   });
 }
 
+/**
+ * A /proc file of a process found by a scan, or "" once the process has ended: a scan lists
+ * processes of every test running at the same time, and any of them can end before it is read.
+ */
+export function procText(pid: number, file: "cmdline" | "environ" | "status" | "stat"): string {
+  try {
+    return readFileSync(`/proc/${pid}/${file}`, "utf8");
+  } catch {
+    return "";
+  }
+}
+
 /** Pids of live processes whose command line contains `needle` (zombies excluded). */
 export function processesMatching(needle: string): number[] {
   const out: number[] = [];

@@ -11,6 +11,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { chownSync, copyFileSync, existsSync, mkdirSync, readFileSync, statSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
+import { procText } from "../helpers/harness.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
 import { connectInRoot, inRoot, processesInRoot } from "./roots.ts";
 
@@ -91,7 +92,7 @@ export async function runsInRoot(root: string, inside: string, folder: string, t
       `^${home}/\\.cache/local-shell-mcp/helpers/${pkg.version.replaceAll(".", "\\.")}-[0-9a-f]{16}/tmux$`,
     );
     const servers = processesInRoot(root).filter((p) =>
-      readFileSync(`/proc/${p}/cmdline`, "utf8")
+      procText(p, "cmdline")
         .split("\0")
         .some((arg) => helperTmux.test(arg)),
     );
