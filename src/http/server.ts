@@ -13,7 +13,7 @@ import { errorResponse, incidentResponse, jsonResponse } from "./json.ts";
 import { McpSessions } from "./mcp-sessions.ts";
 import { handleRest, isRestPath } from "./rest.ts";
 import { checkOrigin, hostWellFormed, originPolicy } from "./origin-guard.ts";
-import { type RequestFacts, type Route, type SocketHandler, UPGRADED } from "./route.ts";
+import { type DeclaredRoute, type RequestFacts, type Route, type SocketHandler, UPGRADED } from "./route.ts";
 
 /** What authenticates protected routes: auth info, or a refusal response. */
 export type Authenticate = (req: Request, url: URL, facts: RequestFacts) => Promise<AuthInfo | Response | undefined>;
@@ -85,9 +85,10 @@ function malformedHostRefusal(): () => Response {
 }
 
 /**
- * Starts Bun.serve. Every request passes, in order: the Host/Origin guard (DNS rebinding), then for
- * protected routes (/mcp, /tools) authentication before any body byte is read, then the body limit
- * (declared and observed sizes), then the routes.
+ * Starts Bun.serve. Every request passes, in order: the Host/Origin guard (DNS rebinding), then the
+ * first declared route that matches it, under that route's policy: authentication before any body
+ * byte is read where it says "bearer", then the body limit (declared and observed sizes) unless the
+ * route streams its body itself, then the route.
  */
 export function startHttpServer(app: App, options: HttpServerOptions = {}): RunningHttpServer {
   const { settings, audit } = app.services;
@@ -109,17 +110,83 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
   if (settings.remote_enabled) publicRoutes.push(installRoutes(settings));
   // The session_copy gateway (/remote/transfer/{id}): its capability is the Authorization header.
   const gatewayOn = settings.remote_enabled && settings.remote_http_transfer_enabled;
+  let gateway: Route | undefined;
   if (gatewayOn) {
     const workers = app.remote?.store;
     const identify = (token: string) =>
       token.startsWith(WORKER_TOKEN_PREFIX) ? workers?.byToken(token)?.name : undefined;
-    publicRoutes.push(transferGatewayHandler(gatewayStore(settings.state_dir, gatewayLimits(settings)), identify));
+    gateway = transferGatewayHandler(gatewayStore(settings.state_dir, gatewayLimits(settings)), identify);
+    publicRoutes.push(gateway);
   }
   let routes = [...publicRoutes, ...(options.routes ?? [])];
   let authenticate = options.authenticate;
   let insufficientScope = options.insufficientScope;
   let ready: Promise<void> = Promise.resolve();
   const refuseMalformedHost = malformedHostRefusal();
+
+  const declared: DeclaredRoute[] = [
+    {
+      name: "mcp",
+      auth: "bearer",
+      body: "limited",
+      matches: (_method, url) => url.pathname === "/mcp",
+      handle: async (req, _url, _facts, auth) => {
+        if (auth && insufficientScope && req.method === "POST") {
+          const body = await req
+            .clone()
+            .json()
+            .catch(() => undefined);
+          const scope = missingScope(app, body, auth);
+          if (scope) return insufficientScope(scope);
+        }
+        return sessions.handle(req, auth);
+      },
+    },
+    {
+      name: "rest",
+      auth: "bearer-unless-loopback",
+      body: "limited",
+      matches: (_method, url) => options.rest === true && isRestPath(url.pathname),
+      handle: (req, url, _facts, auth) => handleRest(app, req, url, auth, insufficientScope),
+    },
+    {
+      // The transfer PUT streams its body itself, bounded by the gateway chunk size.
+      name: "transfer-upload",
+      auth: "own",
+      body: "streamed",
+      matches: (method, url) => gateway !== undefined && isTransferUpload(method, url.pathname),
+      handle: (req, url, facts) => gateway!(req, url, facts),
+    },
+    {
+      name: "routes",
+      auth: "own",
+      body: "limited",
+      matches: () => true,
+      handle: async (req, url, facts) => {
+        for (const route of routes) {
+          const res = await route(req, url, facts);
+          if (res) return res;
+        }
+        return errorResponse(404, "not_found", "no such route");
+      },
+    },
+  ];
+
+  /** The policy's authentication: auth info, undefined (none needed or none configured), or a refusal. */
+  const authenticateFor = async (
+    route: DeclaredRoute,
+    req: Request,
+    url: URL,
+    facts: RequestFacts,
+  ): Promise<AuthInfo | Response | undefined> => {
+    if (route.auth === "own" || !authenticate) return undefined;
+    const loopbackBypass =
+      route.auth === "bearer-unless-loopback" &&
+      settings.auth_bypass_localhost &&
+      settings.mode === "http" &&
+      isLoopbackName(facts.peer.replace(/^::ffff:/, ""));
+    return loopbackBypass ? undefined : authenticate(req, url, facts);
+  };
 
   const server = Bun.serve<{ handler: SocketHandler }>({
     hostname: settings.host,
@@ -147,46 +214,17 @@ export function startHttpServer(app: App, options: HttpServerOptions = {}): Runn
             ...(protocol ? { headers: { "sec-websocket-protocol": protocol } } : {}),
           }),
       };
-      const isMcp = url.pathname === "/mcp";
-      const isRest = options.rest === true && isRestPath(url.pathname);
-      let auth: AuthInfo | undefined;
-      if ((isMcp || isRest) && authenticate) {
-        const bypass =
-          isRest &&
-          settings.auth_bypass_localhost &&
-          settings.mode === "http" &&
-          isLoopbackName(facts.peer.replace(/^::ffff:/, ""));
-        if (!bypass) {
-          const result = await authenticate(req, url, facts);
-          if (result instanceof Response) return result;
-          auth = result;
-        }
+      const route = declared.find((r) => r.matches(req.method, url))!;
+      const auth = await authenticateFor(route, req, url, facts);
+      if (auth instanceof Response) return auth;
+      if (route.body === "limited") {
+        const limited = await limitBody(req, url, bodyLimit, audit);
+        if (!limited.ok) return limited.response;
+        req = limited.request;
       }
-      // The transfer PUT streams its body itself, bounded by the gateway chunk size.
-      const limited =
-        gatewayOn && isTransferUpload(req.method, url.pathname)
-          ? ({ ok: true, request: req } as const)
-          : await limitBody(req, url, bodyLimit, audit);
-      if (!limited.ok) return limited.response;
-      req = limited.request;
-      if (isMcp) {
-        if (auth && insufficientScope && req.method === "POST") {
-          const body = await req
-            .clone()
-            .json()
-            .catch(() => undefined);
-          const scope = missingScope(app, body, auth);
-          if (scope) return insufficientScope(scope);
-        }
-        return sessions.handle(req, auth);
-      }
-      if (isRest) return handleRest(app, req, url, auth, insufficientScope);
-      for (const route of routes) {
-        const res = await route(req, url, facts);
-        if (res === UPGRADED) return undefined;
-        if (res) return res;
-      }
-      return errorResponse(404, "not_found", "no such route");
+      const res = await route.handle(req, url, facts, auth);
+      if (res === UPGRADED) return undefined;
+      return res ?? errorResponse(404, "not_found", "no such route");
     },
     websocket: {
       // Frames above our own 64 KiB control limit are refused by the handler with a close code it
