@@ -56,6 +56,7 @@ export function tmuxKey(key: string): string {
   if (named) return named;
   throw new ToolError(
     "key_invalid",
-    `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`,
+    `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, ` +
+      `Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`,
   );
 }
