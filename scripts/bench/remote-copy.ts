@@ -60,14 +60,14 @@ async function fileServer(
   file: string,
   upload: string,
 ): Promise<{ port: number; kill(): void; stop(): Promise<void> }> {
-  const code =
-    `
+  const put =
+    `const w = Bun.file(${JSON.stringify(upload)}).writer(); ` +
+    `for await (const c of req.body) w.write(c); await w.end(); return new Response("ok");`;
+  const code = `
     const s = Bun.serve({ hostname: "127.0.0.1", port: 0, maxRequestBodySize: 2 ** 40, async fetch(req) {
       const u = new URL(req.url);
       if (req.method === "GET" && u.pathname === "/f") return new Response(Bun.file(${JSON.stringify(file)}));
-      if (req.method === "PUT" && u.pathname === "/u") { const w = ` +
-    `Bun.file(${JSON.stringify(upload)}).writer(); for await (const c of req.body) w.write(c); await ` +
-    `w.end(); return new Response("ok"); }
+      if (req.method === "PUT" && u.pathname === "/u") { ${put} }
       return new Response("no", { status: 404 });
     } });
     console.log(s.port);`;

@@ -87,6 +87,8 @@ async function prepare(data: Uint8Array, mime: string): Promise<Prepared> {
       outMime = "image/png";
     }
     const out = await img.bytes();
+    const sentAs = outMime !== mime ? `; sent as ${outMime}` : "";
+    const scaled = `${img.width}x${img.height}`;
     return {
       data: out,
       mime: outMime,
@@ -95,9 +97,7 @@ async function prepare(data: Uint8Array, mime: string): Promise<Prepared> {
       original_width: width,
       original_height: height,
       resized: true,
-      note:
-        `scaled down from ${width}x${height} to ${img.width}x${img.height} (long edge ${MAX_IMAGE_EDGE} ` +
-        `px)${outMime !== mime ? `; sent as ${outMime}` : ""}`,
+      note: `scaled down from ${width}x${height} to ${scaled} (long edge ${MAX_IMAGE_EDGE} px)${sentAs}`,
     };
   } catch {
     return { ...same, note: `the image could not be scaled down from ${width}x${height}; sent unchanged` };
@@ -179,7 +179,8 @@ export const viewImage = defineTool({
       note: p.note,
     };
   },
-  text: (o) =>
-    `${o.path} (${o.mime_type}, ${o.bytes} ` +
-    `bytes${o.width !== null ? `, ${o.width}x${o.height}` : ""})${o.note ? `; ${o.note}` : ""}`,
+  text: (o) => {
+    const size = o.width !== null ? `, ${o.width}x${o.height}` : "";
+    return `${o.path} (${o.mime_type}, ${o.bytes} bytes${size})${o.note ? `; ${o.note}` : ""}`;
+  },
 });
