@@ -1,11 +1,12 @@
 /**
  * The tree is formatted, lint-clean and type-checks: Biome (biome.json) and both TypeScript
  * projects (the server and the browser bundle), run as the developer would. A finding fails here
- * with the tool's own report. No line is longer than 120 characters in the code files and in
- * Markdown prose (issue 29); a finding fails here naming each file:line.
+ * with the tool's own report. No line is longer than 120 characters in the code files (shell scripts
+ * without an extension included) and in Markdown prose (issue 29); a finding fails here naming each
+ * file:line.
  */
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ROOT } from "../helpers/harness.ts";
 
@@ -22,16 +23,27 @@ async function run(argv: string[]): Promise<{ code: number; output: string }> {
 }
 
 const MAX_LINE = 120;
-const CODE_FILES = ["ts", "tsx", "js", "sh", "c", "h", "css"];
+const CODE_FILE = /\.(ts|tsx|js|sh|c|h|css)$/;
 /** What .gitignore keeps out of the tree, for a copy without git metadata (scripts/test-as-user.sh). */
 const UNTRACKED = /(^|\/)(node_modules|\.tools|\.git|dist|build|results)\/|^release\/out\//;
 
-/** The tracked files with these extensions (a walk of the tree when it is not a git checkout). */
-function trackedFiles(exts: string[]): string[] {
-  const git = Bun.spawnSync(["git", "ls-files", "-z", "--", ...exts.map((e) => `*.${e}`)], { cwd: ROOT });
+/** The tracked files (a walk of the tree, skipping what is never tracked, when it is not a git checkout). */
+function trackedFiles(): string[] {
+  const git = Bun.spawnSync(["git", "ls-files", "-z"], { cwd: ROOT });
   if (git.exitCode === 0) return git.stdout.toString().split("\0").filter(Boolean);
-  const glob = new Bun.Glob(`**/*.{${exts.join(",")}}`);
-  return [...glob.scanSync({ cwd: ROOT, dot: true })].filter((p) => !UNTRACKED.test(p));
+  const walk = (dir: string): string[] =>
+    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
+      const rel = dir ? `${dir}/${e.name}` : e.name;
+      if (e.isDirectory()) return UNTRACKED.test(`${rel}/`) ? [] : walk(rel);
+      return e.isFile() ? [rel] : [];
+    });
+  return walk("");
+}
+
+/** A file without an extension that starts with a shell's `#!` line (scripts/test, .ci/run). */
+function isShellScript(file: string): boolean {
+  if (file.split("/").pop()!.includes(".")) return false;
+  return /^#!.*\b(ba)?sh\b/.test(readFileSync(join(ROOT, file), "utf8").split("\n", 1)[0]!);
 }
 
 /**
@@ -75,9 +87,11 @@ describe("static checks", () => {
       for (const file of files)
         for (const n of overlongLines(readFileSync(join(ROOT, file), "utf8"), markdown)) findings.push(`${file}:${n}`);
     };
-    const code = trackedFiles(CODE_FILES);
-    const docs = trackedFiles(["md"]);
+    const files = trackedFiles();
+    const code = files.filter((f) => CODE_FILE.test(f) || isShellScript(f));
+    const docs = files.filter((f) => f.endsWith(".md"));
     expect(code.length).toBeGreaterThan(100);
+    expect(code).toContain("scripts/test");
     expect(docs.length).toBeGreaterThan(10);
     check(code, false);
     check(docs, true);
