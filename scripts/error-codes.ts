@@ -388,7 +388,9 @@ export function exceptionCodes(text: string): Map<string, string> {
     open = /^(Exceptions|Compatibility)\b/.test(part) && line.startsWith("- ");
     if (open) entries.push({ text: line, list });
   }
-  for (const e of entries) for (const m of e.text.split(" — ")[0]!.matchAll(/`([a-z0-9_]+)`/g)) out.set(m[1]!, e.list);
+  for (const e of entries) {
+    for (const m of e.text.split(" — ")[0]!.matchAll(/`([a-z0-9_]+)`/g)) out.set(m[1]!, e.list);
+  }
   return out;
 }
 

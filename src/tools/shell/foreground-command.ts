@@ -65,7 +65,8 @@ export const shellToolTimeoutS = (s: {
 }) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + s.containment_cleanup_s + 5);
 
 /**
- * Effective bounded timeout: null/0 → default, above the cap → clamped with a note (negative is refused by the schema).
+ * Effective bounded timeout: null/0 → default, above the cap → clamped with a note (negative is refused by
+ * the schema).
  */
 export function effectiveTimeout(
   requested: number | null,
