@@ -27,14 +27,17 @@ if [[ ! -x "$QEMU" ]]; then
     work=$(mktemp -d)
     trap 'rm -rf -- "$work"' EXIT
     mkdir -p "$work/parts" "$work/lists/partial" "$work/cache/archives/partial"
-    printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: main\nArchitectures: amd64\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-      "$QEMU_SUITE" >"$work/parts/lsm-qemu.sources"
+    printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' "Suites: $QEMU_SUITE" 'Components: main' \
+      'Architectures: amd64' 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' >"$work/parts/lsm-qemu.sources"
     o=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$work/parts" -o "Dir::State::Lists=$work/lists"
-      -o "Dir::Cache=$work/cache" -o "Dir::State::status=/dev/null" -o "Acquire::Languages=none" -o "APT::Sandbox::User=root")
+      -o "Dir::Cache=$work/cache" -o "Dir::State::status=/dev/null" -o "Acquire::Languages=none"
+      -o "APT::Sandbox::User=root")
     apt-get "${o[@]}" update -qq >/dev/null 2>&1 || { say "apt-get update ($QEMU_SUITE) failed"; exit 1; }
-    (cd "$work" && apt-get "${o[@]}" download "qemu-user=$QEMU_DEBVER" >/dev/null 2>&1) || { say "cannot download qemu-user $QEMU_DEBVER"; exit 1; }
+    (cd "$work" && apt-get "${o[@]}" download "qemu-user=$QEMU_DEBVER" >/dev/null 2>&1) \
+      || { say "cannot download qemu-user $QEMU_DEBVER"; exit 1; }
     deb=$(echo "$work"/qemu-user_*_amd64.deb) # apt names it with the epoch's colon escaped
-    [[ "$(sha256sum "$deb" | cut -d' ' -f1)" == "$QEMU_DEB_SHA256" ]] || { say "$deb does not match its pinned sha256"; exit 1; }
+    [[ "$(sha256sum "$deb" | cut -d' ' -f1)" == "$QEMU_DEB_SHA256" ]] \
+      || { say "$deb does not match its pinned sha256"; exit 1; }
     dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$work" ./usr/bin/qemu-aarch64
     mkdir -p "$DIR.tmp"
     install -m 0755 "$work/usr/bin/qemu-aarch64" "$DIR.tmp/qemu-aarch64"
@@ -46,7 +49,8 @@ fi
 BM=/proc/sys/fs/binfmt_misc
 [[ -e "$BM/register" ]] || mount -t binfmt_misc binfmt_misc "$BM"
 if [[ -e "$BM/qemu-aarch64" ]]; then
-  grep -qx "interpreter $QEMU" "$BM/qemu-aarch64" && grep -qx enabled "$BM/qemu-aarch64" && grep -qx "flags: POCF" "$BM/qemu-aarch64" && exit 0
+  grep -qx "interpreter $QEMU" "$BM/qemu-aarch64" && grep -qx enabled "$BM/qemu-aarch64" \
+    && grep -qx "flags: POCF" "$BM/qemu-aarch64" && exit 0
   echo -1 >"$BM/qemu-aarch64" # another qemu (e.g. Debian 12's) or other flags: replace it
 fi
 printf ':qemu-aarch64:M::%s:%s:%s:POCF\n' "$MAGIC" "$MASK" "$QEMU" >"$BM/register"

@@ -32,7 +32,9 @@ for (const target of targets) {
   try {
     // Timed inside the root, so the namespace and chroot set-up are not counted. $EPOCHREALTIME
     // (microseconds) exists in bash 5 and in busybox's ash (the musl roots' /bin/bash runs ash).
-    const loop = `for i in $(seq 20); do s=$EPOCHREALTIME; "$0" --version >/dev/null || exit 1; e=$EPOCHREALTIME; echo "$s $e"; done`;
+    const loop =
+      `for i in $(seq 20); do s=$EPOCHREALTIME; "$0" --version >/dev/null || exit 1; e=$EPOCHREALTIME; echo ` +
+      `"$s $e"; done`;
     const r = Bun.spawnSync(
       inRoot(root, ["/bin/bash", "-c", loop, exe], { HOME: `${inside}/home`, PATH: "/usr/bin:/bin" }),
       { stdout: "pipe", stderr: "pipe" },
@@ -51,7 +53,8 @@ for (const target of targets) {
       throw new Error(`${target}: unexpected timings ${r.stdout.toString()}`);
     const p50 = (us[9]! + us[10]!) / 2;
     console.log(
-      `${target}: --version p50 ${(p50 / 1000).toFixed(1)} ms (min ${(us[0]! / 1000).toFixed(1)}, max ${(us[19]! / 1000).toFixed(1)}, n=${us.length})`,
+      `${target}: --version p50 ${(p50 / 1000).toFixed(1)} ms (min ${(us[0]! / 1000).toFixed(1)}, ` +
+        `max ${(us[19]! / 1000).toFixed(1)}, n=${us.length})`,
     );
   } finally {
     rmSync(lib, { force: true });

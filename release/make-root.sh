@@ -12,7 +12,10 @@ SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
 SCRIPT_PATH=$(readlink -f "${BASH_SOURCE[0]}")
 # The key covers this flavour's own recipe (its case branch), so editing one flavour keeps the others.
-KEY=$({ sed -nE "/^  ([^ ]*\|)?$FLAVOUR(\|[^ ]*)?\)\$/,/^    ;;\$/p" "$SCRIPT_PATH"; echo "$FLAVOUR $SUITE $MIRROR"; } | sha256sum | cut -c1-12)
+KEY=$({
+  sed -nE "/^  ([^ ]*\|)?$FLAVOUR(\|[^ ]*)?\)\$/,/^    ;;\$/p" "$SCRIPT_PATH"
+  echo "$FLAVOUR $SUITE $MIRROR"
+} | sha256sum | cut -c1-12)
 CACHE_ROOT=${LSM_BUILD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/local-shell-mcp-build}
 DEST=$CACHE_ROOT/roots/$FLAVOUR-$KEY
 say() { printf 'make-root: %s\n' "$*" >&2; }
@@ -51,19 +54,22 @@ case "$FLAVOUR" in
     [[ $arch == arm64 ]] && bash "$(dirname "$SCRIPT_PATH")/binfmt-aarch64.sh"
     work=$(mktemp -d)
     mkdir -p "$work/parts" "$work/lists/partial" "$work/cache/archives/partial" "$work/dl"
-    printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: main\nArchitectures: %s\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-      "$MIRROR" "$SUITE" "$arch" >"$work/parts/lsm-root.sources"
+    printf '%s\n' 'Types: deb' "URIs: $MIRROR" "Suites: $SUITE" 'Components: main' "Architectures: $arch" \
+      'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' >"$work/parts/lsm-root.sources"
     o=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$work/parts" -o "Dir::State::Lists=$work/lists"
-      -o "Dir::Cache=$work/cache" -o "Dir::State::status=/dev/null" -o "Acquire::Languages=none" -o "APT::Sandbox::User=root"
-      -o "APT::Architectures::=$arch")
+      -o "Dir::Cache=$work/cache" -o "Dir::State::status=/dev/null" -o "Acquire::Languages=none"
+      -o "APT::Sandbox::User=root" -o "APT::Architectures::=$arch")
     apt-get "${o[@]}" update -qq >/dev/null 2>&1 || { say "apt-get update failed"; exit 1; }
-    (cd "$work/dl" && apt-get "${o[@]}" download "musl:$arch" "busybox-static:$arch" >/dev/null 2>&1) || { say "apt-get download failed"; exit 1; }
+    (cd "$work/dl" && apt-get "${o[@]}" download "musl:$arch" "busybox-static:$arch" >/dev/null 2>&1) \
+      || { say "apt-get download failed"; exit 1; }
     for deb in "$work"/dl/*.deb; do dpkg-deb -x "$deb" "$STAGE"; done
     rm -rf -- "$work"
     rm -rf "$STAGE"/etc/ld-musl-*.path "$STAGE"/etc/ld-musl-*.d
     mkdir -p "$STAGE/bin" "$STAGE/tmp" "$STAGE/proc" "$STAGE/dev" "$STAGE/root" "$STAGE/etc" "$STAGE/usr/local/lib"
     chmod 1777 "$STAGE/tmp"
-    if [[ ! -f "$STAGE/bin/busybox" && -f "$STAGE/usr/bin/busybox" ]]; then mv "$STAGE/usr/bin/busybox" "$STAGE/bin/busybox"; fi
+    if [[ ! -f "$STAGE/bin/busybox" && -f "$STAGE/usr/bin/busybox" ]]; then
+      mv "$STAGE/usr/bin/busybox" "$STAGE/bin/busybox"
+    fi
     [[ -f "$STAGE/bin/busybox" && ! -L "$STAGE/bin/busybox" ]] || { say "busybox binary missing"; exit 1; }
     # Relative links, one per applet, so they resolve inside the root.
     for applet in $(chroot "$STAGE" /bin/busybox --list); do

@@ -32,7 +32,8 @@ export function collectPins(root: string): ProvenanceRecord {
   };
   r.set(
     "bun",
-    `${shellVar(join(root, "scripts", "bootstrap.sh"), "BUN_VERSION")} (packageManager ${pkg.packageManager}, @types/bun ${pkg.devDependencies["@types/bun"]})`,
+    `${shellVar(join(root, "scripts", "bootstrap.sh"), "BUN_VERSION")} ` +
+      `(packageManager ${pkg.packageManager}, @types/bun ${pkg.devDependencies["@types/bun"]})`,
   );
   r.set("bun.lock sha256", sha256(readFileSync(join(root, "bun.lock"))));
   r.set(
@@ -84,7 +85,9 @@ export function helperDigests(dirs: Record<string, string>): ProvenanceRecord {
   return r;
 }
 
-/** Builds (from the caches) the Linux helpers and the musl libstdc++ for both CPUs into a temp folder and digests them. */
+/**
+ * Builds (from the caches) the Linux helpers and the musl libstdc++ for both CPUs into a temp folder and digests them.
+ */
 export function buildAndDigestHelpers(root: string): ProvenanceRecord {
   const dir = mkdtempSync(join(tmpdir(), "lsm-provenance-"));
   try {

@@ -6,9 +6,11 @@ ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 BUN_VERSION=1.4.4
 BUN="$ROOT/.tools/node_modules/.bin/bun"
 if [ ! -x "$BUN" ] || [ "$("$BUN" --version 2>/dev/null)" != "$BUN_VERSION" ]; then
-  npm install --prefix "$ROOT/.tools" --no-save --no-package-lock --no-audit --no-fund --loglevel=error "bun@$BUN_VERSION" >&2
+  npm install --prefix "$ROOT/.tools" --no-save --no-package-lock --no-audit --no-fund --loglevel=error \
+    "bun@$BUN_VERSION" >&2
 fi
-if [ ! -f "$ROOT/node_modules/.lsm-installed" ] || [ "$ROOT/bun.lock" -nt "$ROOT/node_modules/.lsm-installed" ] || [ "$ROOT/package.json" -nt "$ROOT/node_modules/.lsm-installed" ]; then
+STAMP="$ROOT/node_modules/.lsm-installed"
+if [ ! -f "$STAMP" ] || [ "$ROOT/bun.lock" -nt "$STAMP" ] || [ "$ROOT/package.json" -nt "$STAMP" ]; then
   (cd "$ROOT" && "$BUN" install --frozen-lockfile >&2)
   touch "$ROOT/node_modules/.lsm-installed"
 fi

@@ -161,5 +161,6 @@ if (!result.success) {
   process.exit(1);
 }
 console.error(
-  `built ${outfile} for ${target} (native + UI ${Math.round(t1 - t0)} ms, UI ${ui.gzipBytes} B gzipped, compile ${Math.round(performance.now() - t1)} ms)`,
+  `built ${outfile} for ${target} (native + UI ${Math.round(t1 - t0)} ms, UI ${ui.gzipBytes} B gzipped, ` +
+    `compile ${Math.round(performance.now() - t1)} ms)`,
 );

@@ -178,7 +178,8 @@ export function findUpward(edges: ImportEdge[], allowed: Record<string, string> 
     const rt = rank(to);
     if (rf === undefined || rt === undefined) {
       out.push(
-        `${e.from} -> ${e.to}: folder ${rf === undefined ? from : to} is in no layer (add it to LAYERS in scripts/check-imports.ts)`,
+        `${e.from} -> ${e.to}: folder ${rf === undefined ? from : to} is in no layer (add it to LAYERS in ` +
+          `scripts/check-imports.ts)`,
       );
       continue;
     }

@@ -375,13 +375,21 @@ export function exceptionCodes(text: string): Map<string, string> {
   const out = new Map<string, string>();
   let part = "";
   let list = "";
+  // `- \`a\`, \`b\` — reason`, wrapped onto indented lines: the codes before the dash are the entry's.
+  const entries: { text: string; list: string }[] = [];
+  let open = false;
   for (const line of text.split("\n")) {
     if (line.startsWith("## ")) part = list = line.slice(3);
     if (line.startsWith("### ")) list = line.slice(4);
-    if (!/^(Exceptions|Compatibility)\b/.test(part)) continue;
-    // `- \`a\`, \`b\` — reason`: the codes before the dash are the entry's.
-    if (!line.startsWith("- ")) continue;
-    for (const m of line.split(" — ")[0]!.matchAll(/`([a-z0-9_]+)`/g)) out.set(m[1]!, list);
+    if (open && line.startsWith("  ") && line.trim() !== "") {
+      entries[entries.length - 1]!.text += ` ${line.trim()}`;
+      continue;
+    }
+    open = /^(Exceptions|Compatibility)\b/.test(part) && line.startsWith("- ");
+    if (open) entries.push({ text: line, list });
+  }
+  for (const e of entries) {
+    for (const m of e.text.split(" — ")[0]!.matchAll(/`([a-z0-9_]+)`/g)) out.set(m[1]!, e.list);
   }
   return out;
 }

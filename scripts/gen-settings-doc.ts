@@ -47,7 +47,8 @@ export function renderSettingsDoc(): string {
     }
     const type = i.kind === "enum" ? i.choices.join(" \\| ") : i.kind;
     lines.push(
-      `| \`${i.name}\` | \`${i.env}\`<br>\`--${i.flag}\` | ${type}${i.nullable ? " (nullable)" : ""} | ${fmt(settingDefault(i.name))} | ${range(i.name)} | ${i.help} |`,
+      `| \`${i.name}\` | \`${i.env}\`<br>\`--${i.flag}\` | ${type}${i.nullable ? " (nullable)" : ""} ` +
+        `| ${fmt(settingDefault(i.name))} | ${range(i.name)} | ${i.help} |`,
     );
   }
   lines.push("");

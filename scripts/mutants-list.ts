@@ -566,7 +566,9 @@ export const GUARANTEES: Guarantee[] = [
   {
     name: "approval-gate",
     promise:
-      "a call the approval policy holds runs only after a person allows it; a decline, deny or timeout runs nothing; allow for this session covers that exact command only; only the operator answers the queue (approvals.md)",
+      "a call the approval policy holds runs only after a person allows it; a decline, deny or timeout runs " +
+      "nothing; allow for this session covers that exact command only; only the operator answers the queue " +
+      "(approvals.md)",
     tests: ["test/e2e/approvals.test.ts"],
     mutants: [
       {

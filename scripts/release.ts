@@ -68,14 +68,17 @@ for (const target of targets) {
   const libs = spec.muslLibstdcxx ? LIBSTDCXX_LICENCES : [];
   for (const f of [...BUN_LICENCES, ...(darwin ? [] : NATIVE_LICENCES), ...libs])
     copyFileSync(join(lic, f), join(stage, "licenses", f));
-  if (spec.muslLibstdcxx)
-    await $`bash ${join(root, "native", "libstdcxx-musl", "build.sh")} ${spec.muslLibstdcxx} ${join(stage, "lib", "libstdc++.so.6")}`;
+  if (spec.muslLibstdcxx) {
+    const libstdcxx = join(stage, "lib", "libstdc++.so.6");
+    await $`bash ${join(root, "native", "libstdcxx-musl", "build.sh")} ${spec.muslLibstdcxx} ${libstdcxx}`;
+  }
   for (const [file, text] of npm) writeFileSync(join(stage, "licenses", "npm", file), text);
   // Fixed modes, whatever the builder's umask.
   for (const p of walk(work)) chmodSync(p.path, p.dir || p.path === exe ? 0o755 : 0o644);
 
   const archive = join(out, `${name}.tar.gz`);
-  await $`tar -C ${work} --sort=name --format=gnu --owner=0 --group=0 --numeric-owner --mtime=@${epoch} -cf - ${name} | gzip -9n > ${archive}`;
+  const tarFlags = ["--sort=name", "--format=gnu", "--owner=0", "--group=0", "--numeric-owner", `--mtime=@${epoch}`];
+  await $`tar -C ${work} ${tarFlags} -cf - ${name} | gzip -9n > ${archive}`;
   rmSync(work, { recursive: true, force: true });
   const digest = sha256(readFileSync(archive));
   writeFileSync(`${archive}.sha256`, `${digest}  ${name}.tar.gz\n`);
@@ -88,7 +91,8 @@ const archives = readdirSync(out)
   .sort();
 writeFileSync(join(out, "SHA256SUMS"), archives.map((f) => `${sha256(readFileSync(join(out, f)))}  ${f}\n`).join(""));
 console.error(
-  `${targets.length} archive(s) in ${Math.round((performance.now() - t0) / 1000)} s; SHA256SUMS lists ${archives.length}`,
+  `${targets.length} archive(s) in ${Math.round((performance.now() - t0) / 1000)} s; SHA256SUMS ` +
+    `lists ${archives.length}`,
 );
 
 function* walk(dir: string): Generator<{ path: string; dir: boolean }> {

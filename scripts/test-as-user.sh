@@ -38,7 +38,8 @@ chmod 0700 "$HOME_DIR"
 
 set +e
 runuser -u "$NAME" -- env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$HOME_DIR" USER="$NAME" LANG=C.UTF-8 \
-  TMPDIR="$HOME_DIR/tmp" bash --norc --noprofile -c 'mkdir -p "$TMPDIR" && cd "$HOME/tree" && ./scripts/test "$@"' test-as-user "$@" 2>&1 | tee "$HOME_DIR/output.txt"
+  TMPDIR="$HOME_DIR/tmp" bash --norc --noprofile -c 'mkdir -p "$TMPDIR" && cd "$HOME/tree" && ./scripts/test "$@"' \
+  test-as-user "$@" 2>&1 | tee "$HOME_DIR/output.txt"
 status=${PIPESTATUS[0]}
 set -e
 

@@ -30,7 +30,8 @@ MUSL_ORIG=musl_1.2.3.orig.tar.gz
 MUSL_ORIG_SHA256=7d5b0b6062521e4627e099e4c9dc8248d32a30285e959b7eecaa780cf8cfd4a4
 # The tmux/libevent/ncurses pins are the x86_64 build's own, read from its script so the two
 # targets can never drift apart.
-eval "$(grep -E '^(TMUX|LIBEVENT|NCURSES)_(VERSION|DEBVER|ORIG|ORIG_SHA256|DEBIAN|DEBIAN_SHA256)=|^TERM_FALLBACKS=' "$TMUX_SCRIPT")"
+PINS_RE='^(TMUX|LIBEVENT|NCURSES)_(VERSION|DEBVER|ORIG|ORIG_SHA256|DEBIAN|DEBIAN_SHA256)=|^TERM_FALLBACKS='
+eval "$(grep -E "$PINS_RE" "$TMUX_SCRIPT")"
 TRIPLE=aarch64-linux-gnu
 XCC=$TRIPLE-gcc
 XSTRIP=$TRIPLE-strip
@@ -40,10 +41,17 @@ die() { say "error: $*"; exit 1; }
 
 CACHE_ROOT=${LSM_BUILD_CACHE:-${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/local-shell-mcp-build}
 SRC_CACHE=$CACHE_ROOT/debian-sources
-TOOLCHAIN_ID="$($XCC -dumpfullversion 2>/dev/null || echo none) $(dpkg-query -W -f='${Version}' gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu 2>/dev/null | tr '\n' ' ')"
-MUSL_KEY=$({ sed -n '/^# --- musl ---/,/^# --- end musl ---/p' "$0"; echo "$MUSL_DEBVER $MUSL_ORIG_SHA256 $TOOLCHAIN_ID"; } | sha256sum | cut -c1-16)
+TOOLCHAIN_ID="$($XCC -dumpfullversion 2>/dev/null || echo none) $(dpkg-query -W -f='${Version}' \
+  gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu 2>/dev/null | tr '\n' ' ')"
+MUSL_KEY=$({
+  sed -n '/^# --- musl ---/,/^# --- end musl ---/p' "$0"
+  echo "$MUSL_DEBVER $MUSL_ORIG_SHA256 $TOOLCHAIN_ID"
+} | sha256sum | cut -c1-16)
 MUSL_DIR=$CACHE_ROOT/musl-aarch64-$MUSL_KEY
-TMUX_KEY=$({ cat "$0"; echo "$MUSL_KEY $TMUX_DEBVER $TMUX_ORIG_SHA256 $LIBEVENT_ORIG_SHA256 $NCURSES_ORIG_SHA256 $TERM_FALLBACKS"; } | sha256sum | cut -c1-16)
+TMUX_KEY=$({
+  cat "$0"
+  echo "$MUSL_KEY $TMUX_DEBVER $TMUX_ORIG_SHA256 $LIBEVENT_ORIG_SHA256 $NCURSES_ORIG_SHA256 $TERM_FALLBACKS"
+} | sha256sum | cut -c1-16)
 TMUX_DIR=$CACHE_ROOT/tmux-aarch64-$TMUX_KEY
 RUNNER_KEY=$({ cat "$0" "${RUNNER_SRC[@]}" "$RUNNER_HDR"; echo "$MUSL_KEY"; } | sha256sum | cut -c1-16)
 RUNNER_DIR=$CACHE_ROOT/runner-aarch64-$RUNNER_KEY
@@ -73,11 +81,14 @@ fetch_musl_source() {
   # Debian's musl source package through a private apt configuration (like native/tmux/build.sh).
   local apt_dir=$WORK/apt dl=$WORK/download
   mkdir -p "$apt_dir/parts" "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$dl"
-  printf 'Types: deb-src\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-    >"$apt_dir/parts/lsm-musl-src.sources"
-  if [[ $(id -u) -eq 0 ]] && id _apt >/dev/null 2>&1; then chmod 0755 "$WORK"; chown _apt "$dl" "$apt_dir/lists/partial"; fi
-  local -a o=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt_dir/parts" -o "Dir::State::Lists=$apt_dir/lists"
-    -o "Dir::Cache=$apt_dir/cache" -o "Acquire::Retries=3" -o "Acquire::Languages=none")
+  printf '%s\n' 'Types: deb-src' 'URIs: http://deb.debian.org/debian' 'Suites: bookworm' 'Components: main' \
+    'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' >"$apt_dir/parts/lsm-musl-src.sources"
+  if [[ $(id -u) -eq 0 ]] && id _apt >/dev/null 2>&1; then
+    chmod 0755 "$WORK"; chown _apt "$dl" "$apt_dir/lists/partial"
+  fi
+  local -a o=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt_dir/parts"
+    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
+    -o "Acquire::Retries=3" -o "Acquire::Languages=none")
   run apt apt-get "${o[@]}" update
   (cd "$dl" && run apt apt-get "${o[@]}" source --download-only "musl=$MUSL_DEBVER")
   sha_ok "$dl/$MUSL_ORIG" "$MUSL_ORIG_SHA256" || die "musl source does not match the pinned sha256"
@@ -92,7 +103,8 @@ if [[ ! -f "$MUSL_DIR/.complete" ]]; then
   tar -xzf "$SRC_CACHE/$MUSL_ORIG" -C "$WORK"
   rm -rf -- "$MUSL_DIR"
   (cd "$WORK/musl-$MUSL_VERSION" &&
-    run musl env CC="$XCC" CROSS_COMPILE="$TRIPLE-" CFLAGS="-Os -ffile-prefix-map=$WORK=/usr/src/lsm-musl" ./configure --target=aarch64 --prefix="$MUSL_DIR" \
+    run musl env CC="$XCC" CROSS_COMPILE="$TRIPLE-" CFLAGS="-Os -ffile-prefix-map=$WORK=/usr/src/lsm-musl" \
+      ./configure --target=aarch64 --prefix="$MUSL_DIR" \
       --syslibdir="$MUSL_DIR/lib" --disable-shared --enable-wrapper=gcc &&
     run musl make -j"$JOBS" && run musl make install)
   # Kernel headers for C code that includes <linux/...>, from the cross toolchain's sysroot.
@@ -107,15 +119,18 @@ export REALGCC=$XCC
 
 if [[ ! -f "$RUNNER_DIR/lsm-runner" ]]; then
   mkdir -p "$WORK/runner"
-  run runner "$MUSL_GCC" -std=c11 -Os -Wall -Wextra -static -ffile-prefix-map="$ROOT"=. -o "$WORK/runner/lsm-runner" "${RUNNER_SRC[@]}"
+  run runner "$MUSL_GCC" -std=c11 -Os -Wall -Wextra -static -ffile-prefix-map="$ROOT"=. \
+    -o "$WORK/runner/lsm-runner" "${RUNNER_SRC[@]}"
   "$XSTRIP" "$WORK/runner/lsm-runner"
   is_static_aarch64 "$WORK/runner/lsm-runner"
-  rm -rf -- "$RUNNER_DIR"; mkdir -p "$RUNNER_DIR.tmp"; mv "$WORK/runner/lsm-runner" "$RUNNER_DIR.tmp/" && mv "$RUNNER_DIR.tmp" "$RUNNER_DIR"
+  rm -rf -- "$RUNNER_DIR"; mkdir -p "$RUNNER_DIR.tmp"
+  mv "$WORK/runner/lsm-runner" "$RUNNER_DIR.tmp/" && mv "$RUNNER_DIR.tmp" "$RUNNER_DIR"
 fi
 
 if [[ ! -f "$TMUX_DIR/tmux" ]]; then
   say "building tmux $TMUX_VERSION for aarch64 (once; several minutes)"
-  for f in "$TMUX_ORIG:$TMUX_ORIG_SHA256" "$LIBEVENT_ORIG:$LIBEVENT_ORIG_SHA256" "$NCURSES_ORIG:$NCURSES_ORIG_SHA256"; do
+  for f in "$TMUX_ORIG:$TMUX_ORIG_SHA256" "$LIBEVENT_ORIG:$LIBEVENT_ORIG_SHA256" \
+    "$NCURSES_ORIG:$NCURSES_ORIG_SHA256"; do
     if ! sha_ok "$SRC_CACHE/${f%%:*}" "${f#*:}"; then
       # The x86_64 build fetches and checks these; let it do so (it also fills its own cache).
       bash "$TMUX_SCRIPT" "$WORK/tmux-x64" >/dev/null
@@ -133,13 +148,16 @@ if [[ ! -f "$TMUX_DIR/tmux" ]]; then
   HOST=aarch64-linux-musl
   (cd "$S/libevent-$LIBEVENT_VERSION" &&
     run libevent env CC="$MUSL_GCC" CFLAGS="$CF" ./configure --host=$HOST --build=x86_64-linux-gnu --prefix="$P" \
-      --disable-shared --enable-static --disable-openssl --disable-samples --disable-libevent-regress --disable-debug-mode &&
+      --disable-shared --enable-static --disable-openssl --disable-samples \
+      --disable-libevent-regress --disable-debug-mode &&
     run libevent make -j"$JOBS" && run libevent make install)
   (cd "$S/ncurses-$NCURSES_VERSION" &&
-    run ncurses env CC="$MUSL_GCC" CFLAGS="$CF" BUILD_CC=gcc ./configure --host=$HOST --build=x86_64-linux-gnu --prefix="$P" \
-      --without-cxx --without-cxx-binding --without-ada --without-manpages --without-progs --without-tests --without-debug \
+    run ncurses env CC="$MUSL_GCC" CFLAGS="$CF" BUILD_CC=gcc ./configure --host=$HOST --build=x86_64-linux-gnu \
+      --prefix="$P" --without-cxx --without-cxx-binding --without-ada --without-manpages --without-progs \
+      --without-tests --without-debug \
       --disable-shared --enable-widec --enable-pc-files --with-pkg-config-libdir="$P/lib/pkgconfig" \
-      --with-terminfo-dirs=/etc/terminfo:/lib/terminfo:/usr/share/terminfo --with-default-terminfo-dir=/usr/share/terminfo \
+      --with-terminfo-dirs=/etc/terminfo:/lib/terminfo:/usr/share/terminfo \
+      --with-default-terminfo-dir=/usr/share/terminfo \
       --with-fallbacks="$TERM_FALLBACKS" --disable-db-install --with-build-cc=gcc &&
     run ncurses make -j"$JOBS" && run ncurses make install)
   (cd "$S/tmux-$TMUX_VERSION" &&
@@ -159,4 +177,6 @@ fi
 
 install -m 0755 "$RUNNER_DIR/lsm-runner" "$OUT_DIR/lsm-runner"
 install -m 0755 "$TMUX_DIR/tmux" "$OUT_DIR/tmux"
-say "aarch64 helpers -> $OUT_DIR (runner $(sha256sum "$OUT_DIR/lsm-runner" | cut -c1-12)…, tmux $(sha256sum "$OUT_DIR/tmux" | cut -c1-12)…)"
+runner_sum=$(sha256sum "$OUT_DIR/lsm-runner" | cut -c1-12)
+tmux_sum=$(sha256sum "$OUT_DIR/tmux" | cut -c1-12)
+say "aarch64 helpers -> $OUT_DIR (runner $runner_sum…, tmux $tmux_sum…)"

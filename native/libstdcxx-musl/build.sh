@@ -63,19 +63,26 @@ deb_name() { # PACKAGE -> the file name apt gives it
   local v=$GCC_DEBVER; [[ $1 == musl* ]] && v=$MUSL_DEBVER
   echo "${1}_${v}_${DEBARCH}.deb"
 }
-deb_ok() { [[ -f "$DEB_CACHE/$(deb_name "$1")" && "$(sha256sum "$DEB_CACHE/$(deb_name "$1")" | cut -d' ' -f1)" == "$2" ]]; }
+deb_ok() {
+  local deb
+  deb="$DEB_CACHE/$(deb_name "$1")"
+  [[ -f "$deb" && "$(sha256sum "$deb" | cut -d' ' -f1)" == "$2" ]]
+}
 
 fetch() { # the pinned binary packages, through a private apt configuration (apt checks the signed index)
   local apt=$WORK/apt
   mkdir -p "$apt/parts" "$apt/lists/partial" "$apt/cache/archives/partial" "$WORK/dl"
-  printf 'Types: deb\nURIs: http://deb.debian.org/debian\nSuites: %s\nComponents: main\nArchitectures: %s\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-    "$APT_SUITES" "$DEBARCH" >"$apt/parts/lsm-libstdcxx.sources"
-  local -a o=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt/parts" -o "Dir::State::Lists=$apt/lists"
-    -o "Dir::Cache=$apt/cache" -o "Dir::State::status=/dev/null" -o "Acquire::Languages=none" -o "Acquire::Retries=3"
+  printf '%s\n' 'Types: deb' 'URIs: http://deb.debian.org/debian' "Suites: $APT_SUITES" 'Components: main' \
+    "Architectures: $DEBARCH" 'Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg' \
+    >"$apt/parts/lsm-libstdcxx.sources"
+  local -a o=(-o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt/parts"
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache"
+    -o "Dir::State::status=/dev/null" -o "Acquire::Languages=none" -o "Acquire::Retries=3"
     -o "APT::Sandbox::User=root" -o "APT::Architectures::=$DEBARCH")
   apt-get "${o[@]}" update -qq >"$WORK/apt.log" 2>&1 || { tail -5 "$WORK/apt.log" >&2; die "apt-get update failed"; }
-  (cd "$WORK/dl" && apt-get "${o[@]}" download "libstdc++-12-dev:$DEBARCH=$GCC_DEBVER" "libgcc-12-dev:$DEBARCH=$GCC_DEBVER" \
-    "musl:$DEBARCH=$MUSL_DEBVER" "musl-dev:$DEBARCH=$MUSL_DEBVER" >>"$WORK/apt.log" 2>&1) || { tail -5 "$WORK/apt.log" >&2; die "apt-get download failed"; }
+  (cd "$WORK/dl" && apt-get "${o[@]}" download "libstdc++-12-dev:$DEBARCH=$GCC_DEBVER" \
+    "libgcc-12-dev:$DEBARCH=$GCC_DEBVER" "musl:$DEBARCH=$MUSL_DEBVER" "musl-dev:$DEBARCH=$MUSL_DEBVER" \
+    >>"$WORK/apt.log" 2>&1) || { tail -5 "$WORK/apt.log" >&2; die "apt-get download failed"; }
   cp "$WORK"/dl/*.deb "$DEB_CACHE/"
 }
 
@@ -89,7 +96,8 @@ done <<<"$DEB_SHA256"
 GCCLIB=$SYS/usr/lib/gcc/$TRIPLE/12
 MUSLLIB=$SYS/usr/lib/$MUSL_TRIPLE
 MUSLSO=$SYS/lib/$MUSL_TRIPLE
-for f in "$GCCLIB/libstdc++.a" "$GCCLIB/libgcc_eh.a" "$GCCLIB/libgcc.a" "$GCCLIB/crtbeginS.o" "$MUSLLIB/crti.o" "$MUSLSO/libc.so"; do
+for f in "$GCCLIB/libstdc++.a" "$GCCLIB/libgcc_eh.a" "$GCCLIB/libgcc.a" "$GCCLIB/crtbeginS.o" "$MUSLLIB/crti.o" \
+  "$MUSLSO/libc.so"; do
   [[ -f "$f" ]] || die "missing $f in the unpacked packages"
 done
 

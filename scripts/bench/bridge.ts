@@ -78,7 +78,9 @@ try {
   const added = percentile(pooledMs, 50) - percentile(directMs, 50);
   const poolShare = percentile(pooledMs, 50) - percentile(hopMs, 50) - percentile(directMs, 50);
   out.push(
-    `bridged call adds ${added.toFixed(2)} ms p50 over the direct call, of which ${poolShare.toFixed(2)} ms beyond the hop to serve; pooled is ${(percentile(freshMs, 50) / percentile(pooledMs, 50)).toFixed(1)}x faster than spawning per call`,
+    `bridged call adds ${added.toFixed(2)} ms p50 over the direct call, of which ${poolShare.toFixed(2)} ms ` +
+      `beyond the hop to serve; pooled is ${(percentile(freshMs, 50) / percentile(pooledMs, 50)).toFixed(1)}x ` +
+      `faster than spawning per call`,
   );
 } finally {
   rmSync(work, { recursive: true, force: true });

@@ -37,9 +37,8 @@ for (const run of runs) {
   try {
     const records = await runModelSession(h, workdir);
     const t = totals(records);
-    console.log(
-      `${run.label.padEnd(24)} ${String(t.calls).padStart(5)} ${String(t.structuredFirst).padStart(17)} ${String(t.text).padStart(8)}  ${t.ratio.toFixed(2)}x`,
-    );
+    const cols = [String(t.calls).padStart(5), String(t.structuredFirst).padStart(17), String(t.text).padStart(8)];
+    console.log(`${run.label.padEnd(24)} ${cols.join(" ")}  ${t.ratio.toFixed(2)}x`);
     if (perCall)
       for (const r of records)
         console.log(`    ${r.tool.padEnd(30)} ${String(r.structuredFirst).padStart(7)} ${String(r.text).padStart(7)}`);

@@ -155,7 +155,10 @@ const f = percentile(variants[0]!.samples, 50);
 console.log(`load average ${loadBefore.toFixed(1)} → ${loadAfter.toFixed(1)}, ${rounds} rounds`);
 for (const v of variants) {
   const p50 = percentile(v.samples, 50);
+  const cpu =
+    v.cpu === undefined ? "" : `  server+runner CPU ${(v.cpu / 1e3 / rounds / (v.warmUp ? 2 : 1)).toFixed(0)} µs/call`;
   console.log(
-    `${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor${v.cpu === undefined ? "" : `  server+runner CPU ${(v.cpu / 1e3 / rounds / (v.warmUp ? 2 : 1)).toFixed(0)} µs/call`}`,
+    `${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  ` +
+      `p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor${cpu}`,
   );
 }

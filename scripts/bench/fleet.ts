@@ -56,7 +56,9 @@ function cpuS(pid: number): number {
   return (Number(f[11]) + Number(f[12])) / TICK_S;
 }
 
-/** CPU seconds used by `roots` and everything below them: live processes' own time plus what their reaped children used. */
+/**
+ * CPU seconds used by `roots` and everything below them: live processes' own time plus what their reaped children used.
+ */
 function treeCpuS(roots: number[]): number {
   const procs = new Map<number, { ppid: number; cpu: number }>();
   for (const entry of new Bun.Glob("[0-9]*").scanSync({ cwd: "/proc", onlyFiles: false })) {
@@ -94,7 +96,10 @@ function machineBusyS(): number {
 
 function lat(name: string, ms: number[]): string {
   const p = (q: number) => percentile(ms, q).toFixed(1);
-  return `${name}: p50 ${p(50)} ms, p95 ${p(95)} ms, p99 ${p(99)} ms, max ${Math.max(...ms).toFixed(1)} ms (n=${ms.length})`;
+  return (
+    `${name}: p50 ${p(50)} ms, p95 ${p(95)} ms, p99 ${p(99)} ms, max ${Math.max(...ms).toFixed(1)} ms ` +
+    `(n=${ms.length})`
+  );
 }
 
 interface FleetWorker {
@@ -161,7 +166,8 @@ async function idleWindow(c: Controller, s: number): Promise<{ rss: number; anon
 
 async function main(): Promise<void> {
   say(
-    `fleet: ${N} workers, ${C} concurrent calls each, ${ROUNDS} rounds; idle windows ${IDLE_S} s; batches of ${BATCH}; load ${load()}`,
+    `fleet: ${N} workers, ${C} concurrent calls each, ${ROUNDS} rounds; idle windows ${IDLE_S} s; batches ` +
+      `of ${BATCH}; load ${load()}`,
   );
   const state = dir("lsm-fleet-state-");
   const workspace = dir("lsm-fleet-ws-");
@@ -176,7 +182,8 @@ async function main(): Promise<void> {
   await fetch(`${ctl.url}/api/ui/machines`).then((r) => r.text());
   const idle0 = await idleWindow(ctl, IDLE_S);
   say(
-    `controller idle, 0 workers: VmRSS ${idle0.rss.toFixed(1)} MiB, anonymous ${idle0.anon.toFixed(1)} MiB, CPU ${idle0.cpuPerMin.toFixed(3)} s/min`,
+    `controller idle, 0 workers: VmRSS ${idle0.rss.toFixed(1)} MiB, anonymous ${idle0.anon.toFixed(1)} MiB, ` +
+      `CPU ${idle0.cpuPerMin.toFixed(3)} s/min`,
   );
 
   // Enrollment.
@@ -247,7 +254,8 @@ async function main(): Promise<void> {
   say(`${N} remote sessions open`);
   const idleN = await idleWindow(ctl, IDLE_S);
   say(
-    `controller idle, ${N} workers: VmRSS ${idleN.rss.toFixed(1)} MiB, anonymous ${idleN.anon.toFixed(1)} MiB, CPU ${idleN.cpuPerMin.toFixed(3)} s/min`,
+    `controller idle, ${N} workers: VmRSS ${idleN.rss.toFixed(1)} MiB, anonymous ${idleN.anon.toFixed(1)} ` +
+      `MiB, CPU ${idleN.cpuPerMin.toFixed(3)} s/min`,
   );
   const perWorkerRss = (idleN.rss - idle0.rss) / N;
   const perWorkerAnon = (idleN.anon - idle0.anon) / N;
@@ -312,12 +320,17 @@ async function main(): Promise<void> {
   const selfCpu = ((u) => (u.user + u.system) / 1e6)(process.cpuUsage(self0));
   const errCount = [...errors.values()].reduce((a, b) => a + b, 0);
   say(
-    `${N}×${C} lanes × ${ROUNDS} = ${callMs.length} calls in ${wallS.toFixed(1)} s (${(callMs.length / wallS).toFixed(0)}/s), controller CPU ${callCpu.toFixed(1)} s, errors ${errCount} ${JSON.stringify(Object.fromEntries(errors))} (load ${load()})`,
+    `${N}×${C} lanes × ${ROUNDS} = ${callMs.length} calls in ${wallS.toFixed(1)} s ` +
+      `(${(callMs.length / wallS).toFixed(0)}/s), controller CPU ${callCpu.toFixed(1)} s, ` +
+      `errors ${errCount} ${JSON.stringify(Object.fromEntries(errors))} (load ${load()})`,
   );
   say(lat("remote bash echo hi", callMs));
   for (const [code, text] of firstError) say(`first ${code}: ${text}`);
   say(
-    `CPU during the calls: controller ${callCpu.toFixed(1)} s, workers and their commands ${workersCpu.toFixed(1)} s (${((workersCpu / callMs.length) * 1000).toFixed(1)} ms per call), this client ${selfCpu.toFixed(1)} s, whole machine ${busy.toFixed(1)} s of ${(availableParallelism() * wallS).toFixed(1)} s`,
+    `CPU during the calls: controller ${callCpu.toFixed(1)} s, workers and their ` +
+      `commands ${workersCpu.toFixed(1)} s (${((workersCpu / callMs.length) * 1000).toFixed(1)} ms per call), ` +
+      `this client ${selfCpu.toFixed(1)} s, whole machine ${busy.toFixed(1)} s ` +
+      `of ${(availableParallelism() * wallS).toFixed(1)} s`,
   );
   const after = status(ctl.proc.pid);
   say(`controller after the calls: VmRSS ${after.rss.toFixed(1)} MiB, anonymous ${after.anon.toFixed(1)} MiB`);
@@ -328,7 +341,8 @@ async function main(): Promise<void> {
     for (const m of w.spawned.stderr().matchAll(/the channel closed \((\d+)\)/g))
       drops.set(`${w.name}:${m[1]}`, (drops.get(`${w.name}:${m[1]}`) ?? 0) + 1);
   say(
-    `links dropped before the restart: ${drops.size === 0 ? "none" : [...drops].map(([k, n]) => `${k}×${n}`).join(" ")}`,
+    `links dropped before the ` +
+      `restart: ${drops.size === 0 ? "none" : [...drops].map(([k, n]) => `${k}×${n}`).join(" ")}`,
   );
 
   // kill -9 and restart on the same state dir and port.
@@ -361,7 +375,10 @@ async function main(): Promise<void> {
   for (const s of backS) hist.set(Math.floor(s), (hist.get(Math.floor(s)) ?? 0) + 1);
   const refused = workers.reduce((a, w) => a + (w.spawned.stderr().match(/refused the channel/g)?.length ?? 0), 0);
   say(
-    `after kill -9: ${back.size}/${N} workers reconnected; first ${backS[0]?.toFixed(2)} s, median ${percentile(backS, 50)?.toFixed(2)} s, last ${backS.at(-1)?.toFixed(2)} s; remote_admin list all online at ${listAllS?.toFixed(2) ?? "never"} s; refused upgrades ${refused}; controller CPU since restart ${(cpuS(ctl.proc.pid) - cpuRestart0).toFixed(2)} s`,
+    `after kill -9: ${back.size}/${N} workers reconnected; first ${backS[0]?.toFixed(2)} s, ` +
+      `median ${percentile(backS, 50)?.toFixed(2)} s, last ${backS.at(-1)?.toFixed(2)} s; remote_admin list ` +
+      `all online at ${listAllS?.toFixed(2) ?? "never"} s; refused upgrades ${refused}; controller CPU since ` +
+      `restart ${(cpuS(ctl.proc.pid) - cpuRestart0).toFixed(2)} s`,
   );
   say(
     `reconnects by second after the kill: ${[...hist.entries()]
@@ -381,7 +398,8 @@ async function main(): Promise<void> {
   );
   const postErrors = post.filter((x) => x !== "ok");
   say(
-    `after the restart: ${N - postErrors.length}/${N} calls ok${postErrors.length ? ` (${[...new Set(postErrors)].join(", ")})` : ""}`,
+    `after the restart: ${N - postErrors.length}/${N} calls ` +
+      `ok${postErrors.length ? ` (${[...new Set(postErrors)].join(", ")})` : ""}`,
   );
 
   // What the processes logged at WARN or above, grouped by message (times and ids left out).
@@ -401,19 +419,30 @@ async function main(): Promise<void> {
   console.log(`  date ${new Date().toISOString()}, load average ${load()}, N=${N}, C=${C}, rounds=${ROUNDS}, loopback`);
   console.log(`  enroll ${N}: all online in ${enrollS.toFixed(1)} s (batches of ${BATCH})`);
   console.log(
-    `  calls: ${callMs.length}, errors ${errCount} (target 0: ${errCount === 0 ? "met" : "missed"}), p50 ${percentile(callMs, 50).toFixed(1)} ms, p95 ${percentile(callMs, 95).toFixed(1)} ms, p99 ${percentile(callMs, 99).toFixed(1)} ms, wall ${wallS.toFixed(1)} s`,
+    `  calls: ${callMs.length}, errors ${errCount} (target 0: ${errCount === 0 ? "met" : "missed"}), ` +
+      `p50 ${percentile(callMs, 50).toFixed(1)} ms, p95 ${percentile(callMs, 95).toFixed(1)} ms, ` +
+      `p99 ${percentile(callMs, 99).toFixed(1)} ms, wall ${wallS.toFixed(1)} s`,
   );
   console.log(
-    `  remote_admin list first ${listMs[0]!.toFixed(1)} ms, then p50 ${percentile(listMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(listMs.slice(1), 95).toFixed(1)} ms; /api/ui/machines first ${uiMs[0]!.toFixed(1)} ms, then p50 ${percentile(uiMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(uiMs.slice(1), 95).toFixed(1)} ms`,
+    `  remote_admin list first ${listMs[0]!.toFixed(1)} ms, then ` +
+      `p50 ${percentile(listMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(listMs.slice(1), 95).toFixed(1)} ` +
+      `ms; /api/ui/machines first ${uiMs[0]!.toFixed(1)} ms, then ` +
+      `p50 ${percentile(uiMs.slice(1), 50).toFixed(1)} ms p95 ${percentile(uiMs.slice(1), 95).toFixed(1)} ms`,
   );
   console.log(
-    `  controller idle 0 → ${N} workers: VmRSS ${idle0.rss.toFixed(1)} → ${idleN.rss.toFixed(1)} MiB (${perWorkerRss.toFixed(3)} MiB/worker), anonymous ${idle0.anon.toFixed(1)} → ${idleN.anon.toFixed(1)} MiB (${perWorkerAnon.toFixed(3)} MiB/worker); target ≤ 2 MiB/worker: ${Math.max(perWorkerRss, perWorkerAnon) <= 2 ? "met" : "missed"}`,
+    `  controller idle 0 → ${N} workers: VmRSS ${idle0.rss.toFixed(1)} → ${idleN.rss.toFixed(1)} MiB ` +
+      `(${perWorkerRss.toFixed(3)} MiB/worker), anonymous ${idle0.anon.toFixed(1)} → ${idleN.anon.toFixed(1)} ` +
+      `MiB (${perWorkerAnon.toFixed(3)} MiB/worker); target ≤ 2 ` +
+      `MiB/worker: ${Math.max(perWorkerRss, perWorkerAnon) <= 2 ? "met" : "missed"}`,
   );
   console.log(
-    `  controller idle CPU: ${idle0.cpuPerMin.toFixed(3)} → ${idleN.cpuPerMin.toFixed(3)} s/min (${(cpuPerWorker * 1000).toFixed(2)} ms per worker per minute)`,
+    `  controller idle CPU: ${idle0.cpuPerMin.toFixed(3)} → ${idleN.cpuPerMin.toFixed(3)} s/min ` +
+      `(${(cpuPerWorker * 1000).toFixed(2)} ms per worker per minute)`,
   );
   console.log(
-    `  restart: listening ${listenS.toFixed(2)} s, all ${N} back ${listAllS?.toFixed(2) ?? "never"} s after the kill (target ≤ 60 s: ${listAllS !== undefined && listAllS <= 60 ? "met" : "missed"}); calls after it ${N - postErrors.length}/${N} ok`,
+    `  restart: listening ${listenS.toFixed(2)} s, all ${N} back ${listAllS?.toFixed(2) ?? "never"} s after ` +
+      `the kill (target ≤ 60 s: ${listAllS !== undefined && listAllS <= 60 ? "met" : "missed"}); calls after ` +
+      `it ${N - postErrors.length}/${N} ok`,
   );
 }
 

@@ -133,15 +133,23 @@ for (const v of variants) await v.client.close();
 rmSync(work, { recursive: true, force: true });
 const p50 = (xs: number[]) => percentile(xs, 50);
 console.log(
-  `${rounds} rounds, ${delayS + 2} s quiet before each; load average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)}`,
+  `${rounds} rounds, ${delayS + 2} s quiet before each; load ` +
+    `average ${Math.min(...loads).toFixed(1)}–${Math.max(...loads).toFixed(1)}`,
 );
 for (const v of variants) {
   console.log(
-    `${v.name.padEnd(12)} RSS quiet p50 ${p50(v.rss).toFixed(1)} MiB, after the two calls ${p50(v.rssAfter).toFixed(1)} MiB; first bash p50 ${p50(v.ms.bash).toFixed(2)} ms, CPU ${p50(v.cpu.bash).toFixed(2)} ms, ${p50(v.faults.bash)} faults; then read p50 ${p50(v.ms.read).toFixed(2)} ms, CPU ${p50(v.cpu.read).toFixed(2)} ms, ${p50(v.faults.read)} faults`,
+    `${v.name.padEnd(12)} RSS quiet p50 ${p50(v.rss).toFixed(1)} MiB, after the two ` +
+      `calls ${p50(v.rssAfter).toFixed(1)} MiB; first bash p50 ${p50(v.ms.bash).toFixed(2)} ms, ` +
+      `CPU ${p50(v.cpu.bash).toFixed(2)} ms, ${p50(v.faults.bash)} faults; then read ` +
+      `p50 ${p50(v.ms.read).toFixed(2)} ms, CPU ${p50(v.cpu.read).toFixed(2)} ms, ${p50(v.faults.read)} faults`,
   );
 }
 const [on, off] = variants as [Variant, Variant];
 const ratio = (a: number[], b: number[]) => p50(a.map((x, i) => x / b[i]!));
 console.log(
-  `median per-round ratio on/off: bash ${ratio(on.ms.bash, off.ms.bash).toFixed(2)}×, read ${ratio(on.ms.read, off.ms.read).toFixed(2)}×; extra time on the first call p50 ${p50(on.ms.bash.map((x, i) => x - off.ms.bash[i]!)).toFixed(2)} ms, extra CPU ${p50(on.cpu.bash.map((x, i) => x - off.cpu.bash[i]!)).toFixed(2)} ms (bash) and ${p50(on.cpu.read.map((x, i) => x - off.cpu.read[i]!)).toFixed(2)} ms (read)`,
+  `median per-round ratio on/off: bash ${ratio(on.ms.bash, off.ms.bash).toFixed(2)}×, ` +
+    `read ${ratio(on.ms.read, off.ms.read).toFixed(2)}×; extra time on the first call ` +
+    `p50 ${p50(on.ms.bash.map((x, i) => x - off.ms.bash[i]!)).toFixed(2)} ms, extra ` +
+    `CPU ${p50(on.cpu.bash.map((x, i) => x - off.cpu.bash[i]!)).toFixed(2)} ms (bash) ` +
+    `and ${p50(on.cpu.read.map((x, i) => x - off.cpu.read[i]!)).toFixed(2)} ms (read)`,
 );

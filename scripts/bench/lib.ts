@@ -5,7 +5,10 @@ export function percentile(samples: number[], p: number): number {
 }
 
 export function summary(name: string, samples: number[]): string {
-  return `${name.padEnd(44)} p50 ${percentile(samples, 50).toFixed(2).padStart(8)} ms   p95 ${percentile(samples, 95).toFixed(2).padStart(8)} ms   (n=${samples.length})`;
+  return (
+    `${name.padEnd(44)} p50 ${percentile(samples, 50).toFixed(2).padStart(8)} ms   ` +
+    `p95 ${percentile(samples, 95).toFixed(2).padStart(8)} ms   (n=${samples.length})`
+  );
 }
 
 /**

@@ -82,5 +82,7 @@ rmSync(work, { recursive: true, force: true });
 console.log(`load: ${reads} reads of 256 KiB, ${searches} searches, ${bashes} bash calls in ${loadS.toFixed(1)} s`);
 console.log(`RSS at start ${atStart.toFixed(1)} MiB; ${phasePeaks.join(", ")} MiB`);
 console.log(
-  `RSS after reads ${afterReads.toFixed(1)} MiB, at end ${atEnd.toFixed(1)} MiB, peak ${overallPeak.toFixed(1)} MiB, ${idleS} s idle ${idle.toFixed(1)} MiB (${anonIdle.toFixed(1)} MiB anonymous, the rest mapped from the binary)`,
+  `RSS after reads ${afterReads.toFixed(1)} MiB, at end ${atEnd.toFixed(1)} MiB, ` +
+    `peak ${overallPeak.toFixed(1)} MiB, ${idleS} s idle ${idle.toFixed(1)} MiB (${anonIdle.toFixed(1)} MiB ` +
+    `anonymous, the rest mapped from the binary)`,
 );

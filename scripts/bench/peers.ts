@@ -146,7 +146,8 @@ for (const p of peers) {
   const rss = rssMiB(c.transport.pid);
   await c.client.close();
   rows.push(
-    `| ${p.name} | ${percentile(ready, 50).toFixed(0)} ms | ${(listBytes / 1024).toFixed(1)} KiB | ${fmt(exec)} | ${fmt(read)} | ${fmt(search)} | ${rss.toFixed(0)} MiB |`,
+    `| ${p.name} | ${percentile(ready, 50).toFixed(0)} ms | ${(listBytes / 1024).toFixed(1)} KiB ` +
+      `| ${fmt(exec)} | ${fmt(read)} | ${fmt(search)} | ${rss.toFixed(0)} MiB |`,
   );
 }
 
@@ -245,8 +246,11 @@ for (const r of rows) console.log(r);
 console.log(`| floor: Bun spawning \`bash -c 'echo hi'\` | | | ${fmt(floor)} | | | |`);
 console.log("");
 console.log(
-  `100 concurrent HTTP sessions, bash echo: ${100 - httpMs.length} errors, bash call p50 ${percentile(httpMs, 50).toFixed(1)} ms, p99 ${percentile(httpMs, 99).toFixed(1)} ms, whole run ${httpWall.toFixed(0)} ms (sessions opened inside it)`,
+  `100 concurrent HTTP sessions, bash echo: ${100 - httpMs.length} errors, bash call ` +
+    `p50 ${percentile(httpMs, 50).toFixed(1)} ms, p99 ${percentile(httpMs, 99).toFixed(1)} ms, whole ` +
+    `run ${httpWall.toFixed(0)} ms (sessions opened inside it)`,
 );
 console.log(
-  `100 concurrent raw spawns: p50 ${percentile(raw, 50).toFixed(1)} ms, p99 ${percentile(raw, 99).toFixed(1)} ms, ${((100 / rawWall) * 1000).toFixed(0)} spawns/s`,
+  `100 concurrent raw spawns: p50 ${percentile(raw, 50).toFixed(1)} ms, ` +
+    `p99 ${percentile(raw, 99).toFixed(1)} ms, ${((100 / rawWall) * 1000).toFixed(0)} spawns/s`,
 );

@@ -81,7 +81,9 @@ for (const [i, e] of extra.entries()) {
   if (r.replaceAll(id(r), id(mine)) !== mine)
     throw new Error(`${others[i]} answers with a different result; the comparison would not be fair`);
 }
-const shape = `content[${sample.result.content.map((c) => c.type).join(",")}] + structuredContent{${Object.keys(sample.result.structuredContent ?? {}).join(",")}}`;
+const shape =
+  `content[${sample.result.content.map((c) => c.type).join(",")}] + ` +
+  `structuredContent{${Object.keys(sample.result.structuredContent ?? {}).join(",")}}`;
 
 /** CPU time (user + system) a process has used, in ms: robust to other load, unlike wall time. */
 const cpuMs = (pid: number): number => {
@@ -130,20 +132,26 @@ const b = percentile(floorMs, 50);
 const b0 = b;
 console.log(`reply: ${JSON.stringify(sample).length} bytes, ${shape}, identical in both servers`);
 console.log(
-  `read 256 KiB: ours ${a.toFixed(2)} ms p50 (p25 ${percentile(oursMs, 25).toFixed(2)}), minimal SDK server ${b.toFixed(2)} ms p50 (p25 ${percentile(floorMs, 25).toFixed(2)})`,
+  `read 256 KiB: ours ${a.toFixed(2)} ms p50 (p25 ${percentile(oursMs, 25).toFixed(2)}), minimal SDK ` +
+    `server ${b.toFixed(2)} ms p50 (p25 ${percentile(floorMs, 25).toFixed(2)})`,
 );
 console.log(
-  `CPU per call (user + system, deferred work included): ours ${cpuOurs.toFixed(2)} ms, minimal SDK server ${cpuFloor.toFixed(2)} ms (${(cpuOurs / cpuFloor).toFixed(2)}x); RSS after: ours ${rss[0]!.toFixed(1)} MiB, floor ${rss[1]!.toFixed(1)} MiB`,
+  `CPU per call (user + system, deferred work included): ours ${cpuOurs.toFixed(2)} ms, minimal SDK ` +
+    `server ${cpuFloor.toFixed(2)} ms (${(cpuOurs / cpuFloor).toFixed(2)}x); RSS after: ` +
+    `ours ${rss[0]!.toFixed(1)} MiB, floor ${rss[1]!.toFixed(1)} MiB`,
 );
 console.log(
-  `ratio of p50s ${(a / b).toFixed(2)}x, median per-round ratio ${percentile(ratios, 50).toFixed(2)}x (n=${calls}, load average ${loadavg()
-    .map((l) => l.toFixed(1))
-    .join(" ")})`,
+  `ratio of p50s ${(a / b).toFixed(2)}x, median per-round ratio ${percentile(ratios, 50).toFixed(2)}x ` +
+    `(n=${calls}, load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")})`,
 );
 for (const [k, b] of others.entries()) {
   const m = percentile(extraMs[k]!, 50);
   const perRound = extraMs[k]!.map((x, i) => oursMs[i]! / x);
   console.log(
-    `${b}: ${m.toFixed(2)} ms p50, ${(m / b0).toFixed(2)}x the floor; first binary / this one: ratio of p50s ${(a / m).toFixed(2)}x, median per-round ratio ${percentile(perRound, 50).toFixed(2)}x; CPU per call ${extraCpu[k]!.toFixed(2)} ms`,
+    `${b}: ${m.toFixed(2)} ms p50, ${(m / b0).toFixed(2)}x the floor; first binary / this one: ratio of ` +
+      `p50s ${(a / m).toFixed(2)}x, median per-round ratio ${percentile(perRound, 50).toFixed(2)}x; CPU per ` +
+      `call ${extraCpu[k]!.toFixed(2)} ms`,
   );
 }

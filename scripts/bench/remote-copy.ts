@@ -60,11 +60,14 @@ async function fileServer(
   file: string,
   upload: string,
 ): Promise<{ port: number; kill(): void; stop(): Promise<void> }> {
+  const put =
+    `const w = Bun.file(${JSON.stringify(upload)}).writer(); ` +
+    `for await (const c of req.body) w.write(c); await w.end(); return new Response("ok");`;
   const code = `
     const s = Bun.serve({ hostname: "127.0.0.1", port: 0, maxRequestBodySize: 2 ** 40, async fetch(req) {
       const u = new URL(req.url);
       if (req.method === "GET" && u.pathname === "/f") return new Response(Bun.file(${JSON.stringify(file)}));
-      if (req.method === "PUT" && u.pathname === "/u") { const w = Bun.file(${JSON.stringify(upload)}).writer(); for await (const c of req.body) w.write(c); await w.end(); return new Response("ok"); }
+      if (req.method === "PUT" && u.pathname === "/u") { ${put} }
       return new Response("no", { status: 404 });
     } });
     console.log(s.port);`;
@@ -146,7 +149,8 @@ try {
     const ns = worker.ns!;
     curl = (args) => ns.argv(["curl", "-sS", "--cacert", net.ca.caPath, ...args]);
     curlBase = curlProxy.url;
-    linkNote = `worker in its own network namespace, veth pair shaped to ${LINK} each way (tbf), https through TLS proxies`;
+    const shaped = `veth pair shaped to ${LINK} each way (tbf)`;
+    linkNote = `worker in its own network namespace, ${shaped}, https through TLS proxies`;
   }
 
   type Result = Record<string, number>;
@@ -213,11 +217,14 @@ try {
     rounds.push(x);
     const mibs = (k: string) => `${(MIB / x[k]!).toFixed(0)} MiB/s`;
     console.log(
-      `round ${r + 1}: curl down ${mibs("curl_down")}, http_stream L→A ${mibs("http_down")} (${((x.curl_down! / x.http_down!) * 100).toFixed(0)} %); ` +
-        `curl up ${mibs("curl_up")}, http_stream A→L ${mibs("http_up")} (${((x.curl_up! / x.http_up!) * 100).toFixed(0)} %); worker_rpc ${mibs("rpc_down")}` +
+      `round ${r + 1}: curl down ${mibs("curl_down")}, http_stream L→A ${mibs("http_down")} ` +
+        `(${((x.curl_down! / x.http_down!) * 100).toFixed(0)} %); ` +
+        `curl up ${mibs("curl_up")}, http_stream A→L ${mibs("http_up")} ` +
+        `(${((x.curl_up! / x.http_up!) * 100).toFixed(0)} %); worker_rpc ${mibs("rpc_down")}` +
         (LINK
           ? ""
-          : `; same_worker ${mibs("same_worker")} vs cp ${mibs("cp_worker")}; local ${mibs("local")} vs cp ${mibs("cp_local")}`) +
+          : `; same_worker ${mibs("same_worker")} vs cp ${mibs("cp_worker")}; local ${mibs("local")} vs ` +
+            `cp ${mibs("cp_local")}`) +
         `; load ${loadBefore.toFixed(2)} → ${loadavg()[0]!.toFixed(2)}`,
     );
   }
@@ -229,10 +236,12 @@ try {
   const rate = (k: string) => `${(MIB / med((x) => x[k]!)).toFixed(0)} MiB/s`;
   console.log(`\n${MIB} MiB, ${ROUNDS} rounds (medians), controller and worker as separate processes, ${linkNote}:`);
   console.log(
-    `  http_stream local→remote ${rate("http_down")} = ${pct("curl_down", "http_down")} of curl download ${rate("curl_down")} (target ≥ 80 %)`,
+    `  http_stream local→remote ${rate("http_down")} = ${pct("curl_down", "http_down")} of curl ` +
+      `download ${rate("curl_down")} (target ≥ 80 %)`,
   );
   console.log(
-    `  http_stream remote→local ${rate("http_up")} = ${pct("curl_up", "http_up")} of curl upload ${rate("curl_up")} (target ≥ 80 %)`,
+    `  http_stream remote→local ${rate("http_up")} = ${pct("curl_up", "http_up")} of curl ` +
+      `upload ${rate("curl_up")} (target ≥ 80 %)`,
   );
   console.log(`  worker_rpc local→remote ${rate("rpc_down")} (${MIB - 1} MiB)`);
   if (!LINK) {

@@ -38,7 +38,9 @@ async function linkRtt(n: number): Promise<number[]> {
     [
       process.execPath,
       "-e",
-      "const s = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch(r, s) { return s.upgrade(r) ? undefined : new Response('no', { status: 400 }); }, websocket: { message(ws, m) { ws.send(m); } } }); console.log(s.port);",
+      "const s = Bun.serve({ hostname: '127.0.0.1', port: 0, fetch(r, s) { return s.upgrade(r) ? undefined " +
+        ": new Response('no', { status: 400 }); }, websocket: { message(ws, m) { ws.send(m); } } }); " +
+        "console.log(s.port);",
     ],
     { stdout: "pipe", stderr: "inherit" },
   );
@@ -125,10 +127,13 @@ try {
   console.log(summary("remote bash echo hi (worker)", remoteMs));
   console.log(summary("link round trip (WebSocket echo, loopback)", rtt));
   console.log(
-    `remote p50 ${r50.toFixed(2)} ms = ${(r50 / l50).toFixed(2)}× local; target ≤ 1.5× local + RTT = ${bound.toFixed(2)} ms: ${r50 <= bound ? "met" : "missed"}`,
+    `remote p50 ${r50.toFixed(2)} ms = ${(r50 / l50).toFixed(2)}× local; target ≤ 1.5× local + RTT ` +
+      `= ${bound.toFixed(2)} ms: ${r50 <= bound ? "met" : "missed"}`,
   );
   console.log(
-    `worker RSS: connected ${rssConnected.toFixed(1)} MiB, after ${N + 10} calls ${rssAfterCalls.toFixed(1)} MiB, ${idleS} s idle ${rssIdle.toFixed(1)} MiB (${anonIdle.toFixed(1)} MiB anonymous); target ≤ 60 MiB: ${rssIdle <= 60 ? "met" : "missed"}`,
+    `worker RSS: connected ${rssConnected.toFixed(1)} MiB, after ${N + 10} ` +
+      `calls ${rssAfterCalls.toFixed(1)} MiB, ${idleS} s idle ${rssIdle.toFixed(1)} MiB ` +
+      `(${anonIdle.toFixed(1)} MiB anonymous); target ≤ 60 MiB: ${rssIdle <= 60 ? "met" : "missed"}`,
   );
   console.log(
     `load average ${loadavg()

@@ -98,7 +98,8 @@ console.log(`load average ${loadBefore.toFixed(1)} → ${loadAfter.toFixed(1)}, 
 for (const v of variants) {
   const p50 = percentile(v.samples, 50);
   console.log(
-    `${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor`,
+    `${v.name.padEnd(40)} p50 ${p50.toFixed(2).padStart(6)} ms  ` +
+      `p95 ${percentile(v.samples, 95).toFixed(2).padStart(6)} ms  ${(p50 / f).toFixed(2)}x floor`,
   );
 }
 process.exit(0);

@@ -210,7 +210,8 @@ try {
   const oursServer = (transport as unknown as { pid: number | null }).pid ?? 0;
   const results: Record<string, number[]> = { ours: [], pane: [], tmux: [], bare: [] };
   console.log(
-    `${(bytes / 1e6).toFixed(1)} MB of yes, ${rounds} rounds, ${hogCount} CPU hog(s), tmux ${tmuxBin}, load ${loadavg()}`,
+    `${(bytes / 1e6).toFixed(1)} MB of yes, ${rounds} rounds, ${hogCount} CPU hog(s), tmux ${tmuxBin}, ` +
+      `load ${loadavg()}`,
   );
   for (let i = 0; i < rounds; i++) {
     // Rotate the order so neither case always runs first after a pause.
@@ -246,10 +247,13 @@ try {
     bare: median(results.bare!),
   };
   console.log(
-    `median: ours ${(m.ours / 1000).toFixed(2)} s, our pane by wait-for ${(m.pane / 1000).toFixed(2)} s, plain tmux ${(m.tmux / 1000).toFixed(2)} s, no tmux ${(m.bare / 1000).toFixed(2)} s`,
+    `median: ours ${(m.ours / 1000).toFixed(2)} s, our pane by wait-for ${(m.pane / 1000).toFixed(2)} s, ` +
+      `plain tmux ${(m.tmux / 1000).toFixed(2)} s, no tmux ${(m.bare / 1000).toFixed(2)} s`,
   );
   console.log(
-    `ratio ours/tmux ${(m.ours / m.tmux).toFixed(2)}, pane/tmux ${(m.pane / m.tmux).toFixed(2)}, ours/no-tmux ${(m.ours / m.bare).toFixed(2)}, tmux/no-tmux ${(m.tmux / m.bare).toFixed(2)}; load after ${loadavg()}`,
+    `ratio ours/tmux ${(m.ours / m.tmux).toFixed(2)}, pane/tmux ${(m.pane / m.tmux).toFixed(2)}, ` +
+      `ours/no-tmux ${(m.ours / m.bare).toFixed(2)}, tmux/no-tmux ${(m.tmux / m.bare).toFixed(2)}; load ` +
+      `after ${loadavg()}`,
   );
   await call("session_end", { session_id: sid }).catch(() => undefined);
 } finally {

@@ -36,7 +36,8 @@ function stats(label: string, ms: number[]): void {
   const s = [...ms].sort((a, b) => a - b);
   const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))]!.toFixed(1);
   console.log(
-    `${label}: n=${s.length} p50=${q(0.5)} ms p95=${q(0.95)} ms min=${s[0]!.toFixed(1)} ms max=${s.at(-1)!.toFixed(1)} ms`,
+    `${label}: n=${s.length} p50=${q(0.5)} ms p95=${q(0.95)} ms min=${s[0]!.toFixed(1)} ms ` +
+      `max=${s.at(-1)!.toFixed(1)} ms`,
   );
 }
 

@@ -154,7 +154,8 @@ results.push(summary("bash echo hi round trip (HTTP)", httpBash));
 
 const f = percentile(floor, 50);
 results.push(
-  `ratio to floor (p50): stdio ${(percentile(stdioBash, 50) / f).toFixed(2)}x, HTTP ${(percentile(httpBash, 50) / f).toFixed(2)}x`,
+  `ratio to floor (p50): stdio ${(percentile(stdioBash, 50) / f).toFixed(2)}x, ` +
+    `HTTP ${(percentile(httpBash, 50) / f).toFixed(2)}x`,
 );
 console.log(results.join("\n"));
 rmSync(work, { recursive: true, force: true });

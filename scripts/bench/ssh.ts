@@ -25,7 +25,8 @@ const sshd = await startSshd();
 const root = mkdtempSync(join(tmpdir(), "lsm-ssh-bench-"));
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length * p)]!;
 try {
-  await $`head -c ${MB * 1_000_000} /dev/urandom > ${sshd.home}/big.bin && chown ${sshd.user}: ${sshd.home}/big.bin`.quiet();
+  const big = `${sshd.home}/big.bin`;
+  await $`head -c ${MB * 1_000_000} /dev/urandom > ${big} && chown ${sshd.user}: ${big}`.quiet();
   const env = {
     ...(process.env as Record<string, string>),
     PATH: `${sshd.binDir}:${process.env.PATH}`,
@@ -79,11 +80,15 @@ try {
     plain.push(performance.now() - t);
   }
   console.log(
-    `exec round trip: MCP exec p25 ${pct(mcp, 0.25).toFixed(1)} / p50 ${pct(mcp, 0.5).toFixed(1)} ms, plain ssh -S p25 ${pct(plain, 0.25).toFixed(1)} / p50 ${pct(plain, 0.5).toFixed(1)} ms, p50 ratio ${(pct(mcp, 0.5) / pct(plain, 0.5)).toFixed(2)}x (n=${N})`,
+    `exec round trip: MCP exec p25 ${pct(mcp, 0.25).toFixed(1)} / p50 ${pct(mcp, 0.5).toFixed(1)} ms, plain ` +
+      `ssh -S p25 ${pct(plain, 0.25).toFixed(1)} / p50 ${pct(plain, 0.5).toFixed(1)} ms, p50 ` +
+      `ratio ${(pct(mcp, 0.5) / pct(plain, 0.5)).toFixed(2)}x (n=${N})`,
   );
 
   const rsyncShell = `ssh -S ${sock} -o ControlMaster=no`;
-  /** Runs one transfer to completion; returns total seconds and the seconds spent after rsync (verifying + publishing). */
+  /**
+   * Runs one transfer to completion; returns total seconds and the seconds spent after rsync (verifying + publishing).
+   */
   const transfer = async (start: () => Promise<any>) => {
     const t0 = performance.now();
     const op = await start();
@@ -102,26 +107,28 @@ try {
   };
   const mb = statSync(join(sshd.home, "big.bin")).size / 1e6;
   let t = performance.now();
-  await $`rsync --partial --protect-args -e ${rsyncShell} -- ${`${sshd.alias}:${sshd.home}/big.bin`} ${join(root, "plain.bin")}`
-    .env(env)
-    .quiet();
+  const remoteBig = `${sshd.alias}:${sshd.home}/big.bin`;
+  await $`rsync --partial --protect-args -e ${rsyncShell} -- ${remoteBig} ${join(root, "plain.bin")}`.env(env).quiet();
   const plainDown = (performance.now() - t) / 1000;
   const down = await transfer(() =>
     call("download_start", { ...k, remote_path: `${sshd.home}/big.bin`, local_path: "big.bin" }),
   );
   console.log(
-    `${MB} MB download: MCP ${(mb / down.total).toFixed(0)} MB/s (${down.total.toFixed(2)} s, of which ${down.tail.toFixed(2)} s verifying/publishing), plain rsync ${(mb / plainDown).toFixed(0)} MB/s (${plainDown.toFixed(2)} s)`,
+    `${MB} MB download: MCP ${(mb / down.total).toFixed(0)} MB/s (${down.total.toFixed(2)} s, of ` +
+      `which ${down.tail.toFixed(2)} s verifying/publishing), plain rsync ${(mb / plainDown).toFixed(0)} MB/s ` +
+      `(${plainDown.toFixed(2)} s)`,
   );
   t = performance.now();
-  await $`rsync --partial --protect-args -e ${rsyncShell} -- ${join(root, "plain.bin")} ${`${sshd.alias}:${sshd.home}/plain-up.bin`}`
-    .env(env)
-    .quiet();
+  const remoteUp = `${sshd.alias}:${sshd.home}/plain-up.bin`;
+  await $`rsync --partial --protect-args -e ${rsyncShell} -- ${join(root, "plain.bin")} ${remoteUp}`.env(env).quiet();
   const plainUp = (performance.now() - t) / 1000;
   const up = await transfer(() =>
     call("upload_start", { ...k, local_path: "big.bin", remote_path: `${sshd.home}/up.bin` }),
   );
   console.log(
-    `${MB} MB upload:   MCP ${(mb / up.total).toFixed(0)} MB/s (${up.total.toFixed(2)} s, of which ${up.tail.toFixed(2)} s verifying/publishing), plain rsync ${(mb / plainUp).toFixed(0)} MB/s (${plainUp.toFixed(2)} s)`,
+    `${MB} MB upload:   MCP ${(mb / up.total).toFixed(0)} MB/s (${up.total.toFixed(2)} s, of ` +
+      `which ${up.tail.toFixed(2)} s verifying/publishing), plain rsync ${(mb / plainUp).toFixed(0)} MB/s ` +
+      `(${plainUp.toFixed(2)} s)`,
   );
   await call("disconnect", { session_id: c.session_id });
   await client.close();

@@ -142,7 +142,9 @@ if (bins.length > 1) {
   const p = (i: number, k: "list" | "listCpu" | "ready") => percentile(stats[i]![k], 50);
   for (let i = 1; i < bins.length; i++) {
     console.log(
-      `\nratio ${i}/0 (p50): listTools ${(p(i, "list") / p(0, "list")).toFixed(2)}x (client CPU ${(p(i, "listCpu") / p(0, "listCpu")).toFixed(2)}x), ready ${(p(i, "ready") / p(0, "ready")).toFixed(2)}x`,
+      `\nratio ${i}/0 (p50): listTools ${(p(i, "list") / p(0, "list")).toFixed(2)}x (client ` +
+        `CPU ${(p(i, "listCpu") / p(0, "listCpu")).toFixed(2)}x), ` +
+        `ready ${(p(i, "ready") / p(0, "ready")).toFixed(2)}x`,
     );
   }
 }

@@ -1,7 +1,7 @@
 /**
  * Human UI figures: keystroke echo through the terminal socket (on a quiet line, type one character
- * and time the first byte of its echo on the socket), the /ui first load (bytes on the wire, and time until the dashboard
- * is interactive in headless Chromium), and the executable's size.
+ * and time the first byte of its echo on the socket), the /ui first load (bytes on the wire, and time until the
+ * dashboard is interactive in headless Chromium), and the executable's size.
  * Usage: bun scripts/bench/ui.ts [path/to/local-shell-mcp]
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -107,7 +107,8 @@ try {
   console.log(summary("/ui load to interactive dashboard", tti));
   console.log(`executable: ${(statSync(binary).size / 1048576).toFixed(1)} MiB`);
   console.log(
-    `p50 echo ${percentile(echo, 50).toFixed(2)} ms (target <= 15), load p50 ${percentile(tti, 50).toFixed(0)} ms (target <= 200)`,
+    `p50 echo ${percentile(echo, 50).toFixed(2)} ms (target <= 15), load ` +
+      `p50 ${percentile(tti, 50).toFixed(0)} ms (target <= 200)`,
   );
   // Persistent shells outlive the server by design; this one was only for the measurement.
   await call("kill_persistent_shell", { session_id: sid, shell_id: shellId });

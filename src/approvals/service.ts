@@ -53,7 +53,10 @@ export class Approvals {
     this.policy = new PolicyFile(opts.policyPath);
   }
 
-  /** The rule a call needs approval under, if any (a policy file that cannot be used counts as one for every gated call). */
+  /**
+   * The rule a call needs approval under, if any (a policy file that cannot be used counts as one for every gated
+   * call).
+   */
   ruleFor(subject: ApprovalSubject): ApprovalRule | undefined {
     const p = this.policy.load();
     if (p.broken) return matchRule([{ name: `policy file unusable (${p.broken})` }], subject);
@@ -157,13 +160,18 @@ export class Approvals {
       case "deny":
         throw new ToolError(
           "approval_denied",
-          `a person reviewing this ${subject.tool} call denied it (approval rule '${rule.name}'), so nothing was run. Do not retry it or a reworded variant: tell the user what you wanted to do and why, and ask how to proceed`,
+          `a person reviewing this ${subject.tool} call denied it (approval rule '${rule.name}'), so ` +
+            `nothing was run. Do not retry it or a reworded variant: tell the user what you wanted to do and ` +
+            `why, and ask how to proceed`,
           { approval_id: req.id, rule: rule.name },
         );
       case "timed_out":
         throw new ToolError(
           "approval_timed_out",
-          `this ${subject.tool} call needs a person's approval (approval rule '${rule.name}') and nobody answered within ${this.opts.timeoutS} s, so nothing was run. Do not retry it in a loop: tell the user it is waiting for their approval (in their MCP client or the Human UI) and ask them to approve it or say how to proceed`,
+          `this ${subject.tool} call needs a person's approval (approval rule '${rule.name}') and nobody ` +
+            `answered within ${this.opts.timeoutS} s, so nothing was run. Do not retry it in a loop: tell the ` +
+            `user it is waiting for their approval (in their MCP client or the Human UI) and ask them to ` +
+            `approve it or say how to proceed`,
           { approval_id: req.id, rule: rule.name, timeout_s: this.opts.timeoutS },
         );
       case "cancelled":

@@ -40,9 +40,8 @@ function operationOf(event: string, tool: string | undefined): string {
   if (/^(bash|run_python_code|.*persistent_shell.*)$/.test(name)) return "shell";
   if (/^(job|.*job.*)$/.test(name)) return "jobs";
   if (
-    /^(read|search|tree_view|glob_search|list_files|write_file|edit_lines|hashline_edit|delete_file_or_dir|apply_patch|.*file_link.*|download_.*)$/.test(
-      name,
-    )
+    /^(read|search|tree_view|glob_search|list_files|write_file|edit_lines|hashline_edit)$/.test(name) ||
+    /^(delete_file_or_dir|apply_patch|.*file_link.*|download_.*)$/.test(name)
   )
     return "files";
   if (/copy|transfer/.test(name)) return "transfer";

@@ -16,7 +16,8 @@ export const BINARY_KEY = "$local_shell_mcp_audit_binary";
 export const CYCLE_KEY = "$local_shell_mcp_audit_cycle";
 
 const SENSITIVE =
-  "authorization|cookie|credentials?|api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd|passphrase|(?<![a-z])pass(?![a-z])|(?<![a-z])pin(?![a-z])";
+  "authorization|cookie|credentials?|api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd" +
+  "|passphrase|(?<![a-z])pass(?![a-z])|(?<![a-z])pin(?![a-z])";
 const SENSITIVE_KEY = new RegExp(SENSITIVE, "i");
 const KEPT_KEY = /(_sha256|_fingerprint|_token_id)$/i;
 const FLAG = new RegExp(`^--?[\\w.-]*(${SENSITIVE})[\\w.-]*$`, "i");

@@ -47,11 +47,13 @@ export function entropy(s: string): number {
 
 const mixedCase = (s: string) => /[a-z]/.test(s) && /[A-Z]/.test(s) && /[0-9]/.test(s);
 
-const rule = (r: Omit<SecretRule, "regex"> & { regex: RegExp }): SecretRule => {
-  const flags = new Set(r.regex.flags.split(""));
+/** A long pattern is written as parts, joined in order (each part's flags count for the whole). */
+const rule = (r: Omit<SecretRule, "regex"> & { regex: RegExp | RegExp[] }): SecretRule => {
+  const parts = Array.isArray(r.regex) ? r.regex : [r.regex];
+  const flags = new Set(parts.flatMap((p) => p.flags.split("")));
   flags.add("g");
   flags.add("d");
-  return { ...r, regex: new RegExp(r.regex.source, [...flags].join("")) };
+  return { ...r, regex: new RegExp(parts.map((p) => p.source).join(""), [...flags].join("")) };
 };
 
 export const SECRET_RULES: readonly SecretRule[] = [
@@ -59,8 +61,10 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "private_key",
     description: "A PEM or OpenSSH private key block (the whole block, or the header and the base64 after it)",
     keywords: ["private key"],
-    regex:
-      /-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,-]{0,16384})/,
+    regex: [
+      /-----BEGIN[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----/,
+      /(?:[\s\S]{0,16384}?-----END[ A-Z0-9_-]{0,64}PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=\s:,-]{0,16384})/,
+    ],
     group: 0,
   }),
   rule({
@@ -74,8 +78,10 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "aws_secret_key",
     description: "An AWS secret access key named as such (aws_secret_access_key = …, AWS_SECRET_KEY: …)",
     keywords: ["aws", "secret_access"],
-    regex:
-      /(?:aws|secret_access)[\w.-]{0,30}(?:secret|key)[\w.-]{0,20}["']?\s{0,5}[:=]\s{0,5}["']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])/i,
+    regex: [
+      /(?:aws|secret_access)[\w.-]{0,30}(?:secret|key)[\w.-]{0,20}/i,
+      /["']?\s{0,5}[:=]\s{0,5}["']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])/i,
+    ],
     group: 1,
   }),
   rule({
@@ -110,8 +116,11 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "slack_token",
     description: "A Slack bot, user, app, refresh or configuration token (xoxb-, xoxp-, xapp- …)",
     keywords: ["xox", "xapp-"],
-    regex:
-      /\b(?:xox[abeoprs]-(?:\d{1,20}-)?[A-Za-z0-9-]{10,250}|xoxe\.xox[bp]-\d-[A-Za-z0-9]{20,250}|xapp-\d-[A-Za-z0-9]{8,20}-\d{6,20}-[a-z0-9]{20,100})/,
+    regex: [
+      /\bxox[abeoprs]-(?:\d{1,20}-)?[A-Za-z0-9-]{10,250}/,
+      /|\bxoxe\.xox[bp]-\d-[A-Za-z0-9]{20,250}/,
+      /|\bxapp-\d-[A-Za-z0-9]{8,20}-\d{6,20}-[a-z0-9]{20,100}/,
+    ],
     group: 0,
   }),
   rule({
@@ -287,8 +296,10 @@ export const SECRET_RULES: readonly SecretRule[] = [
       "accesskey",
       "client_secret",
     ],
-    regex:
-      /(?:token|secret|password|passwd|pwd|api[_-]?key|access[_-]?key|client[_-]?secret)\w{0,40}["']?\s{0,5}[:=]\s{0,5}["']([^"'\s]{8,512})["']/i,
+    regex: [
+      /(?:token|secret|password|passwd|pwd|api[_-]?key|access[_-]?key|client[_-]?secret)\w{0,40}/i,
+      /["']?\s{0,5}[:=]\s{0,5}["']([^"'\s]{8,512})["']/i,
+    ],
     group: 1,
     freeForm: true,
   }),
@@ -296,8 +307,11 @@ export const SECRET_RULES: readonly SecretRule[] = [
     id: "dotenv_assignment",
     description: "A dotenv or shell line NAME=value whose NAME says token, secret, password or key",
     keywords: ["token", "secret", "password", "passwd", "api_key", "apikey", "access_key", "private_key"],
-    regex:
-      /^[ \t]{0,20}(?:export[ \t]{1,5})?[A-Z0-9_]{0,60}(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)[A-Z0-9_]{0,60}[ \t]{0,5}=[ \t]{0,5}["']?([^"'\s#;&|`]{8,512})/m,
+    regex: [
+      /^[ \t]{0,20}(?:export[ \t]{1,5})?[A-Z0-9_]{0,60}/m,
+      /(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|ACCESS_KEY|PRIVATE_KEY)[A-Z0-9_]{0,60}/m,
+      /[ \t]{0,5}=[ \t]{0,5}["']?([^"'\s#;&|`]{8,512})/m,
+    ],
     group: 1,
     freeForm: true,
   }),

@@ -99,7 +99,8 @@ function checkServer(name: string, s: z.output<typeof serverSchema>, issues: str
   const at = `mcpServers.${NAME_PATTERN.test(name) ? name : "?"}`;
   if (!NAME_PATTERN.test(name))
     issues.push(
-      "mcpServers: a server name must be 1-128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit",
+      "mcpServers: a server name must be 1-128 characters of letters, digits, '.', '_' or '-', starting " +
+        "with a letter or digit",
     );
   if (s.type === "stdio") {
     if (s.command === undefined || s.command.trim() === "")

@@ -268,7 +268,8 @@ export class UpstreamPool {
     if (!r.valid)
       throw new ToolError(
         "upstream_arguments_invalid",
-        `arguments do not match the input schema of ${server.name}/${def.name}: ${this.resolver.redact(r.errorMessage).slice(0, 2000)}`,
+        `arguments do not match the input schema ` +
+          `of ${server.name}/${def.name}: ${this.resolver.redact(r.errorMessage).slice(0, 2000)}`,
       );
   }
 
@@ -322,7 +323,8 @@ export class UpstreamPool {
       return Promise.reject(
         new ToolError(
           "upstream_busy",
-          `${server.name} already has ${server.maxConcurrentCalls} calls running and ${MAX_QUEUED_CALLS} waiting; try again later`,
+          `${server.name} already has ${server.maxConcurrentCalls} calls running and ${MAX_QUEUED_CALLS} ` +
+            `waiting; try again later`,
         ),
       );
     }

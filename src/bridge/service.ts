@@ -88,7 +88,8 @@ export class AgentBridge {
     if (load.status === "invalid_config") {
       throw new ToolError(
         "agent_config_invalid",
-        `the Agent Bridge manifest is invalid; see agent_config_status (${load.errors.length} error${load.errors.length === 1 ? "" : "s"})`,
+        `the Agent Bridge manifest is invalid; see agent_config_status (${load.errors.length} ` +
+          `error${load.errors.length === 1 ? "" : "s"})`,
       );
     }
     return load.manifest;
@@ -120,7 +121,10 @@ export class AgentBridge {
       // Names of secrets are only shown by the local `mcp secret list` command.
       throw new ToolError(
         "missing_secret",
-        `${missing} secret reference${missing === 1 ? "" : "s"} of MCP server ${server.name} ${missing === 1 ? "is" : "are"} not stored; set ${missing === 1 ? "it" : "them"} with: local-shell-mcp mcp secret set ${server.name} NAME --stdin`,
+        `${missing} secret reference${missing === 1 ? "" : "s"} of MCP ` +
+          `server ${server.name} ${missing === 1 ? "is" : "are"} not stored; ` +
+          `set ${missing === 1 ? "it" : "them"} with: local-shell-mcp mcp secret set ${server.name} NAME ` +
+          `--stdin`,
       );
     }
     return out;

@@ -66,8 +66,10 @@ async function revoke(
   if (client?.client_id) body.set("client_id", client.client_id);
   if (client?.client_id && client.client_secret) {
     if (client.token_endpoint_auth_method === "client_secret_post") body.set("client_secret", client.client_secret);
-    else
-      headers.authorization = `Basic ${Buffer.from(`${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`).toString("base64")}`;
+    else {
+      const pair = `${encodeURIComponent(client.client_id)}:${encodeURIComponent(client.client_secret)}`;
+      headers.authorization = `Basic ${Buffer.from(pair).toString("base64")}`;
+    }
   }
   try {
     const r = await fetch(endpoint, {

@@ -9,7 +9,8 @@ const own = {
   stdin: {
     type: "boolean",
     description:
-      "Read the value from stdin: piped, or typed at a terminal with echo off (required; values are never accepted as arguments)",
+      "Read the value from stdin: piped, or typed at a terminal with echo off (required; values are never " +
+      "accepted as arguments)",
   },
 } as const;
 const args = mcpArgs(own);

@@ -94,10 +94,16 @@ export function startupProblem(s: Settings): string | undefined {
   }
   if (s.auth_mode === "oauth") {
     if (s.base_url === null && !isLoopbackHost(s.host)) {
-      return `auth_mode=oauth on the non-loopback host ${s.host} needs base_url (the externally visible https origin) so issuer and resource are stable`;
+      return (
+        `auth_mode=oauth on the non-loopback host ${s.host} needs base_url (the externally visible https ` +
+        `origin) so issuer and resource are stable`
+      );
     }
     if (s.base_url !== null && !adminPinAcceptable(s.oauth_admin_pin)) {
-      return "LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN must be set to a non-placeholder value of at least 8 characters when LOCAL_SHELL_MCP_BASE_URL is configured for OAuth";
+      return (
+        "LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN must be set to a non-placeholder value of at least 8 characters when " +
+        "LOCAL_SHELL_MCP_BASE_URL is configured for OAuth"
+      );
     }
     return undefined;
   }
@@ -260,7 +266,8 @@ const serveCommand: CommandDef = {
     }
     const endpoint = settings.mode === "http" ? "/tools" : "/mcp";
     log.info(
-      `listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`,
+      `listening on ${http.url}${endpoint} (workspace ${settings.workspace_root}, ` +
+        `auth ${settings.auth_mode}${settings.mode === "http" ? ", REST debug API" : ""})`,
     );
   },
 };

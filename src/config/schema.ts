@@ -106,11 +106,13 @@ export const SettingsSchema = z
     // Python binds 0.0.0.0; we bind loopback unless told otherwise.
     host: str("127.0.0.1", server("Address to bind the HTTP listener to.")),
     port: int(8765, 0, 65_535, server("TCP port of the HTTP listener (0 picks a free port).")),
-    // Not in Python 4.3.0: clients that forward only structuredContent to the model need a text-first answer (docs/model-output.md).
+    // Not in Python 4.3.0: clients that forward only structuredContent to the model need a text-first answer
+    // (docs/model-output.md).
     structured_output: described(
       z.enum(["auto", "full", "compact", "off"]).default("auto"),
       server(
-        "Structured tool results: full (contract shape), compact (required fields, no repetition), off (text only, no outputSchema), auto (per client, see docs/model-output.md).",
+        "Structured tool results: full (contract shape), compact (required fields, no repetition), off " +
+          "(text only, no outputSchema), auto (per client, see docs/model-output.md).",
       ),
     ),
 
@@ -164,7 +166,8 @@ export const SettingsSchema = z
       0,
       366 * DAY,
       auth(
-        "Lifetime of a refresh-token family: how long a client may renew its access without a new approval (0 = no refresh tokens).",
+        "Lifetime of a refresh-token family: how long a client may renew its access without a new approval " +
+          "(0 = no refresh tokens).",
       ),
     ),
     oauth_code_ttl_s: int(300, 1, 3600, auth("Lifetime of authorization codes in seconds.")),
@@ -188,7 +191,8 @@ export const SettingsSchema = z
       0,
       1_000_000,
       auth(
-        "Most unapproved registrations one peer address keeps that no authorization request has used yet; a new one replaces its oldest (0 = no cap).",
+        "Most unapproved registrations one peer address keeps that no authorization request has used yet; a " +
+          "new one replaces its oldest (0 = no cap).",
       ),
     ),
     oauth_registration_max_body_bytes: int(
@@ -215,7 +219,8 @@ export const SettingsSchema = z
     // Not in Python 4.3.0: human approval of risky commands (docs/approvals.md).
     approval_policy_file: optionalStr(
       limits(
-        "JSON approval policy (rules for commands that wait for a person); default <state_dir>/approvals.json, relative paths are inside state_dir; missing file = no approvals.",
+        "JSON approval policy (rules for commands that wait for a person); default " +
+          "<state_dir>/approvals.json, relative paths are inside state_dir; missing file = no approvals.",
       ),
     ),
     approval_timeout_s: int(
@@ -268,7 +273,9 @@ export const SettingsSchema = z
       0,
       1_000_000,
       limits(
-        "Resident size above which the server runs full garbage collections after calls, spaced by their own cost (at once above 1.125x this size), and once when idle (0 = leave it to the engine). Also the worker's.",
+        "Resident size above which the server runs full garbage collections after calls, spaced by their " +
+          "own cost (at once above 1.125x this size), and once when idle (0 = leave it to the engine). Also " +
+          "the worker's.",
       ),
     ),
     memory_idle_release_s: int(
@@ -276,7 +283,9 @@ export const SettingsSchema = z
       0,
       DAY,
       limits(
-        "Seconds without a call after which the server (and a worker) unmaps the executable's resident read-only pages (Linux); the next call maps back the ones it needs from the page cache, a few ms of CPU (0 = never).",
+        "Seconds without a call after which the server (and a worker) unmaps the executable's resident " +
+          "read-only pages (Linux); the next call maps back the ones it needs from the page cache, a few ms of " +
+          "CPU (0 = never).",
       ),
     ),
     max_view_image_bytes: int(20_971_520, 1, 1_000_000_000, limits("Largest image view_image will send.")),
@@ -303,7 +312,8 @@ export const SettingsSchema = z
       0,
       10_000_000_000,
       limits(
-        "Largest inbound HTTP body on any route, and largest JSON-RPC line on stdio (0 = no limit; only behind a trusted front end).",
+        "Largest inbound HTTP body on any route, and largest JSON-RPC line on stdio (0 = no limit; only " +
+          "behind a trusted front end).",
       ),
     ),
     max_audit_log_bytes: int(
@@ -356,13 +366,16 @@ export const SettingsSchema = z
       3,
       3600,
       limits(
-        "Time to stop a bounded command's process tree after its timeout or cancellation; the call returns within its timeout plus this, and fails with containment_unconfirmed if the tree is not confirmed gone by then.",
+        "Time to stop a bounded command's process tree after its timeout or cancellation; the call returns " +
+          "within its timeout plus this, and fails with containment_unconfirmed if the tree is not confirmed " +
+          "gone by then.",
       ),
     ),
     containment_cgroup: described(
       z.enum(["auto", "off"]).default("auto"),
       limits(
-        "Run each bounded command in its own cgroup v2 group where the server can create one (auto), or rely on the subreaper alone (off).",
+        "Run each bounded command in its own cgroup v2 group where the server can create one (auto), or " +
+          "rely on the subreaper alone (off).",
       ),
     ),
     command_pids_max: int(
@@ -370,7 +383,8 @@ export const SettingsSchema = z
       0,
       4_194_304,
       limits(
-        "Most processes one bounded command may have at once, enforced with the cgroup pids controller (0 = no limit; needs the cgroup layer).",
+        "Most processes one bounded command may have at once, enforced with the cgroup pids controller (0 = " +
+          "no limit; needs the cgroup layer).",
       ),
     ),
     max_tmux_sessions: int(
@@ -418,7 +432,8 @@ export const SettingsSchema = z
       1,
       3600,
       remote(
-        "Base of the worker channel heartbeat: pings every max(5, min(this/2, 30)) seconds, two missed pongs drop the link.",
+        "Base of the worker channel heartbeat: pings every max(5, min(this/2, 30)) seconds, two missed " +
+          "pongs drop the link.",
       ),
     ),
     remote_job_timeout_s: int(3600, 1, 366 * DAY, remote("Longest a worker job may take.")),
@@ -452,7 +467,8 @@ export const SettingsSchema = z
     tmux_bin: str(
       "tmux",
       exe(
-        "tmux for persistent shells; the default name uses the embedded static tmux 3.5a, any other value is used as given.",
+        "tmux for persistent shells; the default name uses the embedded static tmux 3.5a, any other value " +
+          "is used as given.",
       ),
     ),
     rg_bin: str("rg", exe("ripgrep executable for search.")),

@@ -93,7 +93,8 @@ function trackLeftover(proc: ContainedProcess, command: string, cgroup: string |
     if (!cgroup) {
       leftovers.delete(pid);
       log.error(
-        `runner ${pid} was killed before confirming cleanup; its remaining processes cannot be tracked without the cgroup layer`,
+        `runner ${pid} was killed before confirming cleanup; its remaining processes cannot be tracked ` +
+          `without the cgroup layer`,
       );
       return;
     }

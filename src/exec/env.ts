@@ -18,12 +18,18 @@ export function envSizeProblem(env: Record<string, string>): string | undefined 
     // Each entry reaches the kernel as "NAME=value" plus a terminating NUL.
     const bytes = Buffer.byteLength(k) + Buffer.byteLength(v) + 2;
     if (bytes > MAX_ARG_STRING_BYTES) {
-      return `variable ${k} is ${bytes} bytes; one variable may hold at most ${MAX_ARG_STRING_BYTES} bytes (a kernel limit). Pass large data in a file instead`;
+      return (
+        `variable ${k} is ${bytes} bytes; one variable may hold at most ${MAX_ARG_STRING_BYTES} bytes (a ` +
+        `kernel limit). Pass large data in a file instead`
+      );
     }
     total += bytes;
   }
   if (total > MAX_ENV_OVERRIDE_BYTES) {
-    return `the variables add up to ${total} bytes; env may hold at most ${MAX_ENV_OVERRIDE_BYTES} bytes in all. Pass large data in a file instead`;
+    return (
+      `the variables add up to ${total} bytes; env may hold at most ${MAX_ENV_OVERRIDE_BYTES} bytes in all. ` +
+      `Pass large data in a file instead`
+    );
   }
   return undefined;
 }

@@ -3,8 +3,8 @@ import { log } from "../core/log.ts";
 /**
  * The long-lived containment runner (`lsm-runner --serve`): one per server, which hands each
  * bounded command to a supervisor it forked ahead of the request instead of us spawning a fresh
- * runner for each, so a command costs one fork+exec of the shell. Each supervisor keeps every guarantee of a per-call runner
- * (own subreaper context, parent-death signal, cgroup, deadline, cleanup, confirmation); this
+ * runner for each, so a command costs one fork+exec of the shell. Each supervisor keeps every guarantee of a per-call
+ * runner (own subreaper context, parent-death signal, cgroup, deadline, cleanup, confirmation); this
  * side only frames requests and relays output. Fail closed: when the server dies or misbehaves,
  * every call in flight ends as killed (containment unconfirmed), the supervisors stop their trees
  * on the parent-death signal, and later calls start a new server or fall back to per-call runners.
@@ -216,7 +216,8 @@ export class RunnerServer {
         .replace(/[^\x20-\x7e]/g, "?")
         .slice(0, 64);
       log.warn(
-        `containment runner server ${this.proc.pid} stops: ${why}; ${this.calls.size} command(s) in flight end unconfirmed`,
+        `containment runner server ${this.proc.pid} stops: ${why}; ${this.calls.size} command(s) in flight ` +
+          `end unconfirmed`,
       );
       for (const call of this.calls.values()) if (!call.reaped) call.signalCode = `runner server stopped (${why})`;
       this.stopping = true;

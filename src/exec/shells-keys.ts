@@ -1,7 +1,10 @@
 /** What a caller types into a persistent shell, made exact for tmux: shell names, literal text, key names. */
 import { ToolError } from "../core/errors.ts";
 
-/** `[^A-Za-z0-9_-]` → `-`, at most 64 chars, no leading/trailing `-`; dots are replaced because tmux rewrites them. */
+/**
+ * `[^A-Za-z0-9_-]` → `-`, at most 64 chars, no leading/trailing `-`; dots are replaced because tmux
+ * rewrites them.
+ */
 export function sanitizeShellName(name: string): string {
   return name
     .replace(/[^A-Za-z0-9_-]/g, "-")
@@ -56,6 +59,7 @@ export function tmuxKey(key: string): string {
   if (named) return named;
   throw new ToolError(
     "key_invalid",
-    `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`,
+    `unknown key name '${key.slice(0, 40)}'; use names like Ctrl-C, Enter, Tab, Esc, Up, Down, Left, Right, ` +
+      `Home, End, PageUp, PageDown, Backspace, Delete, F1-F12, M-x`,
   );
 }

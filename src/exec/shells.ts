@@ -76,7 +76,10 @@ function startFailure(
   if (r.code !== 0)
     return r.stderr ? `tmux: ${r.stderr.slice(0, 300)}` : `tmux exited with status ${r.code} and no message`;
   if (!info || info.state === "unknown")
-    return `tmux reported success, but its session list could not be read${info?.state === "unknown" ? ` (${info.reason})` : ""}`;
+    return (
+      `tmux reported success, but its session list could not be ` +
+      `read${info?.state === "unknown" ? ` (${info.reason})` : ""}`
+    );
   if (info.state === "absent")
     return "tmux reported success, but its server exited at once (the command may have failed to start)";
   if (!created) return "tmux reported success, but the new session is not in its session list";
@@ -154,7 +157,9 @@ export class ShellManager {
         const mine = shells.filter((s) => s.owner === sid).map((s) => s.name);
         throw new ToolError(
           "shell_limit_reached",
-          `refusing to start more than ${this.maxShells} persistent shells; your shells: ${mine.join(", ") || "none"}; use list_persistent_shells and kill_persistent_shell to release capacity`,
+          `refusing to start more than ${this.maxShells} persistent shells; your ` +
+            `shells: ${mine.join(", ") || "none"}; use list_persistent_shells and kill_persistent_shell to ` +
+            `release capacity`,
           { limit: this.maxShells },
         );
       }

@@ -148,7 +148,8 @@ export class TmuxServer {
     if (!r)
       throw new ToolError(
         "tmux_unavailable",
-        "tmux is unavailable: the embedded tmux could not be extracted and no tmux is on PATH (or tmux_bin names a missing program)",
+        "tmux is unavailable: the embedded tmux could not be extracted and no tmux is on PATH (or tmux_bin " +
+          "names a missing program)",
       );
     if (Buffer.byteLength(this.socket) > MAX_SOCKET_PATH)
       throw new ToolError(

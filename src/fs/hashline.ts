@@ -56,7 +56,8 @@ function parseHunk(rows: string[]): Hunk {
     const m = ROW.exec(rows[i]!);
     if (!m)
       throw bad(
-        `hashline old lines must use '<line>:<text>' rows copied from read/search output (got: ${rows[i]!.slice(0, 80)})`,
+        `hashline old lines must use '<line>:<text>' rows copied from read/search output ` +
+          `(got: ${rows[i]!.slice(0, 80)})`,
       );
     const n = lineNo(m[1]!);
     if (old.length === 0) start = n;

@@ -308,7 +308,8 @@ export function applyHunks(doc: LineDoc, hunks: readonly PatchHunk[], shown: str
         const near = nearestPlace(cur.lines, old, h.oldStart ?? cursor);
         throw new ToolError(
           "patch_failed",
-          `hunk ${n} of ${shown} does not match the file${h.eof ? " end" : ""}; first expected line: '${(old[0] ?? "").slice(0, 100)}'`,
+          `hunk ${n} of ${shown} does not match the file${h.eof ? " end" : ""}; first expected line: ` +
+            `'${(old[0] ?? "").slice(0, 100)}'`,
           {
             hunk: n,
             path: shown,

@@ -158,7 +158,9 @@ export function printedPath(root: string, workdir: string, input: string): strin
   if (printedExists && workdirExists) {
     throw new ToolError(
       "path_ambiguous",
-      `${input} names two paths: ${relative(workdir, asPrinted) || "."} (as printed, relative to the workspace root) and ./${input} (relative to the workdir); pass ./${input} or ${relative(workdir, asPrinted) || "."}`,
+      `${input} names two paths: ${relative(workdir, asPrinted) || "."} (as printed, relative to the ` +
+        `workspace root) and ./${input} (relative to the workdir); pass ./${input} ` +
+        `or ${relative(workdir, asPrinted) || "."}`,
       { path: input },
     );
   }

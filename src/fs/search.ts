@@ -102,7 +102,8 @@ function confinedRoots(req: SearchRequest): string[] {
     if (!isWithin(req.cwd, real)) {
       throw new ToolError(
         "path_outside_workdir",
-        "the search path resolves outside the session workdir (was the workdir replaced by a symlink?); start a new session in a real directory",
+        "the search path resolves outside the session workdir (was the workdir replaced by a symlink?); " +
+          "start a new session in a real directory",
       );
     }
     return real;

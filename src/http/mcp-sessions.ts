@@ -1,5 +1,5 @@
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import * as sdkHttp from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import type { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { log } from "../core/log.ts";
 import type { App } from "../server/app.ts";
@@ -11,7 +11,7 @@ import { errorResponse, jsonResponse } from "./json.ts";
 const SSE_RETRY_MS = 1000;
 
 interface Entry {
-  transport: WebStandardStreamableHTTPServerTransport;
+  transport: sdkHttp.WebStandardStreamableHTTPServerTransport;
   server: Server;
   lastSeen: number;
   inFlight: number;
@@ -45,7 +45,7 @@ const idKey = (id: string | number) => `${typeof id}:${id}`;
  * id still in flight took the first one's answer and left the first stream open for good; ids are
  * therefore refused while in flight (handleCancellable) and released here.
  */
-function releaseIdsOnResponse(transport: WebStandardStreamableHTTPServerTransport, openIds: Set<string>): void {
+function releaseIdsOnResponse(transport: sdkHttp.WebStandardStreamableHTTPServerTransport, openIds: Set<string>): void {
   const send = transport.send.bind(transport);
   transport.send = async (message, options) => {
     try {
@@ -65,7 +65,7 @@ function releaseIdsOnResponse(transport: WebStandardStreamableHTTPServerTranspor
  * a JSON-RPC error before the SDK sees it.
  */
 async function handleCancellable(
-  transport: WebStandardStreamableHTTPServerTransport,
+  transport: sdkHttp.WebStandardStreamableHTTPServerTransport,
   req: Request,
   auth: AuthInfo | undefined,
   openIds: Set<string>,
@@ -182,19 +182,20 @@ export class McpSessions {
     let entry: Entry | undefined;
     try {
       const owner = ownerKey(auth);
-      const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
-        sessionIdGenerator: () => crypto.randomUUID(),
-        maxRequestBodySize: this.options.maxBodyBytes,
-        // SEP-1699: SSE responses start with a priming event (id + retry) so clients can resume.
-        eventStore: new BoundedEventStore(),
-        retryInterval: SSE_RETRY_MS,
-        onsessioninitialized: (id) => {
-          if (entry) this.sessions.set(id, entry);
-        },
-        onsessionclosed: (id) => {
-          this.sessions.delete(id);
-        },
-      });
+      const transport: sdkHttp.WebStandardStreamableHTTPServerTransport =
+        new sdkHttp.WebStandardStreamableHTTPServerTransport({
+          sessionIdGenerator: () => crypto.randomUUID(),
+          maxRequestBodySize: this.options.maxBodyBytes,
+          // SEP-1699: SSE responses start with a priming event (id + retry) so clients can resume.
+          eventStore: new BoundedEventStore(),
+          retryInterval: SSE_RETRY_MS,
+          onsessioninitialized: (id) => {
+            if (entry) this.sessions.set(id, entry);
+          },
+          onsessionclosed: (id) => {
+            this.sessions.delete(id);
+          },
+        });
       const server = createMcpServer(this.app, "mcp", {
         onCallStart: () => {
           if (entry) entry.inFlight++;

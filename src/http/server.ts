@@ -73,7 +73,8 @@ function malformedHostRefusal(): () => Response {
     const now = Date.now();
     if (now - lastLog >= MALFORMED_HOST_LOG_INTERVAL_MS) {
       log.debug(
-        `refused a request with an empty or malformed Host header${suppressed ? ` (and ${suppressed} more since the last note)` : ""}`,
+        `refused a request with an empty or malformed Host ` +
+          `header${suppressed ? ` (and ${suppressed} more since the last note)` : ""}`,
       );
       lastLog = now;
       suppressed = 0;

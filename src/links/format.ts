@@ -9,7 +9,7 @@ const MAX_FILENAME_CHARS = 255;
  * separators, the byte-order mark and interlinear annotation marks.
  */
 export const INVISIBLE_OR_BIDI =
-  /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+  /[\x00-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
 
 /** A name for display with every INVISIBLE_OR_BIDI character shown as its `\u{…}` escape. */
 export function visibleName(name: string): string {

@@ -11,7 +11,9 @@ export function pageHeaders(formTarget?: string): Record<string, string> {
     "content-type": "text/html; charset=utf-8",
     "cache-control": "no-store",
     pragma: "no-cache",
-    "content-security-policy": `default-src 'none'; style-src 'unsafe-inline'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`,
+    "content-security-policy":
+      `default-src 'none'; style-src 'unsafe-inline'; form-action ${formAction}; frame-ancestors 'none'; ` +
+      `base-uri 'none'`,
     "x-frame-options": "DENY",
     // Not no-referrer: under it browsers send `Origin: null` with the approval form's POST, which
     // the Origin guard must refuse. same-origin sends our own origin to ourselves and nothing with
@@ -21,20 +23,30 @@ export function pageHeaders(formTarget?: string): Record<string, string> {
   };
 }
 
-const STYLE = `body{font:15px/1.45 system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1b1f24}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem}dt{font-weight:600}dd{margin:0;word-break:break-all}
-.err{color:#b00020;font-weight:600}.warn{background:#fff4d6;padding:.6rem;border-radius:6px}
-input[type=password]{font-size:1rem;padding:.3rem;width:14rem}button{font-size:1rem;padding:.35rem 1rem;margin-right:.5rem}`;
+const STYLE = [
+  "body{font:15px/1.45 system-ui,sans-serif;max-width:40rem;margin:2rem auto;padding:0 1rem;color:#1b1f24}",
+  "dl{display:grid;grid-template-columns:max-content 1fr;gap:.3rem 1rem}" +
+    "dt{font-weight:600}dd{margin:0;word-break:break-all}",
+  ".err{color:#b00020;font-weight:600}.warn{background:#fff4d6;padding:.6rem;border-radius:6px}",
+  "input[type=password]{font-size:1rem;padding:.3rem;width:14rem}" +
+    "button{font-size:1rem;padding:.35rem 1rem;margin-right:.5rem}",
+].join("\n");
+
+const HEAD = '<meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">';
 
 function layout(title: string, body: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
+  return (
+    `<!doctype html><html lang="en"><head>${HEAD}<title>${escapeHtml(title)}</title><style>${STYLE}</style>` +
+    `</head><body>${body}</body></html>`
+  );
 }
 
 /** A page that only reports a problem (the request cannot be approved). */
 export function errorPage(message: string): string {
   return layout(
     "Authorization request rejected",
-    `<h1>Authorization request rejected</h1><p class="err">${escapeHtml(message)}</p><p>Start the connection again from your MCP client.</p>`,
+    `<h1>Authorization request rejected</h1><p class="err">${escapeHtml(message)}</p><p>Start the ` +
+      `connection again from your MCP client.</p>`,
   );
 }
 
@@ -50,6 +62,12 @@ export interface ApprovalView {
   error?: string;
 }
 
+const WARNING =
+  "Only approve this request if you initiated this connection. An approved client can run commands on this machine.";
+const BUTTONS =
+  '<button type="submit" name="decision" value="approve">Approve</button>' +
+  '<button type="submit" name="decision" value="deny">Deny</button>';
+
 /** The approval form: shows who asks for what, takes the admin PIN, offers Approve and Deny. */
 export function approvalPage(v: ApprovalView): string {
   const hidden = Object.entries(v.params)
@@ -61,7 +79,7 @@ export function approvalPage(v: ApprovalView): string {
   return layout(
     "Authorize local-shell-mcp",
     `<h1>Authorize local-shell-mcp</h1>
-<p class="warn">Only approve this request if you initiated this connection. An approved client can run commands on this machine.</p>
+<p class="warn">${WARNING}</p>
 ${v.error ? `<p class="err">${escapeHtml(v.error)}</p>` : ""}
 <dl><dt>Client</dt><dd>${escapeHtml(v.clientName ?? "Unknown client")}</dd>
 <dt>Client id</dt><dd>${escapeHtml(v.clientId)}</dd>
@@ -71,7 +89,7 @@ ${v.error ? `<p class="err">${escapeHtml(v.error)}</p>` : ""}
 <form method="post" action="${escapeHtml(v.action)}">${hidden}
 <p>${escapeHtml(hint)}</p>
 <p><label>Admin PIN <input type="password" name="pin" autocomplete="one-time-code"></label></p>
-<p><button type="submit" name="decision" value="approve">Approve</button><button type="submit" name="decision" value="deny">Deny</button></p>
+<p>${BUTTONS}</p>
 </form>`,
   );
 }

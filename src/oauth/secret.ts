@@ -14,7 +14,8 @@ function validate(text: string): Uint8Array {
   if (Buffer.byteLength(secret, "utf8") < MIN_SECRET_BYTES || PLACEHOLDERS.has(secret.toLowerCase())) {
     throw new ToolError(
       "oauth_secret_invalid",
-      `the OAuth signing secret file must hold a non-placeholder value of at least ${MIN_SECRET_BYTES} UTF-8 bytes; remove it to generate a new secret`,
+      `the OAuth signing secret file must hold a non-placeholder value of at least ${MIN_SECRET_BYTES} ` +
+        `UTF-8 bytes; remove it to generate a new secret`,
     );
   }
   return new TextEncoder().encode(secret);

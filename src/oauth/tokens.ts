@@ -128,7 +128,10 @@ export class TokenEndpoint {
     this.redeemed.set(sha256Hex(code), { ...r, untilMs: now + keepS * 1000 });
   }
 
-  /** Revokes what a replayed code issued: its access token and its refresh family (with the access tokens of later refreshes). */
+  /**
+   * Revokes what a replayed code issued: its access token and its refresh family (with the access tokens of later
+   * refreshes).
+   */
   private async revokeReplayed(code: string): Promise<boolean> {
     if (!code) return false;
     const key = sha256Hex(code);

@@ -38,8 +38,16 @@ sha256_of() {
 
 host_platform() {
   local os arch
-  case "$(uname -s)" in Linux) os=linux ;; Darwin) os=darwin ;; *) die "this operating system is not supported by the worker bundle" ;; esac
-  case "$(uname -m)" in x86_64|amd64) arch=x64 ;; aarch64|arm64) arch=arm64 ;; *) die "this CPU architecture is not supported by the worker bundle" ;; esac
+  case "$(uname -s)" in
+    Linux) os=linux ;;
+    Darwin) os=darwin ;;
+    *) die "this operating system is not supported by the worker bundle" ;;
+  esac
+  case "$(uname -m)" in
+    x86_64|amd64) arch=x64 ;;
+    aarch64|arm64) arch=arm64 ;;
+    *) die "this CPU architecture is not supported by the worker bundle" ;;
+  esac
   printf '%s-%s' "$os" "$arch"
 }
 
@@ -65,7 +73,10 @@ main() {
   local root
   if [ -n "${LOCAL_SHELL_MCP_WORKER_STATE_DIR:-}" ]; then root=$LOCAL_SHELL_MCP_WORKER_STATE_DIR
   else
-    case "${XDG_STATE_HOME:-}" in /*) root=$XDG_STATE_HOME/local-shell-mcp-worker ;; *) root=$HOME/.local/state/local-shell-mcp-worker ;; esac
+    case "${XDG_STATE_HOME:-}" in
+      /*) root=$XDG_STATE_HOME/local-shell-mcp-worker ;;
+      *) root=$HOME/.local/state/local-shell-mcp-worker ;;
+    esac
   fi
   mkdir -p -m 700 "$root/profiles" "$root/runtimes"
   [ ! -L "$root" ] || die "the worker state root must not be a symlink: $root"
@@ -89,17 +100,21 @@ main() {
   local scheme proto_opts
   scheme=${SERVER%%://*}
   proto_opts=(--proto "=$scheme" --max-redirs 0 -H 'Cache-Control: no-cache' -H 'Pragma: no-cache')
-  MANIFEST=$(curl -fsS "${proto_opts[@]}" --max-filesize 262144 "$SERVER$BUNDLE_PATH?manifest=1" </dev/null) || die "could not download the worker bundle manifest"
+  MANIFEST=$(curl -fsS "${proto_opts[@]}" --max-filesize 262144 "$SERVER$BUNDLE_PATH?manifest=1" </dev/null) \
+    || die "could not download the worker bundle manifest"
   case "$MANIFEST" in \{*\}) ;; *) die "the bundle manifest is not a JSON object" ;; esac
   case "$MANIFEST" in *\\*|*[[:cntrl:]]*) die "the bundle manifest holds unexpected characters" ;; esac
   local digest version size url platform expected_path want_platform
   manifest_field schema_version '1[,}]' >/dev/null || die "the bundle manifest has an unknown schema_version"
   digest=$(manifest_field sha256 '"[0-9a-f]{64}"') || die "the bundle manifest's sha256 is not 64 hex characters"
   # Unbounded patterns with the lengths checked afterwards: grep compiles a bounded {1,N} into a huge automaton.
-  version=$(manifest_field bundle_version '"[^"[:cntrl:]]+"') && [ "${#version}" -le 128 ] || die "the bundle manifest's version is missing or too long"
+  version=$(manifest_field bundle_version '"[^"[:cntrl:]]+"') && [ "${#version}" -le 128 ] \
+    || die "the bundle manifest's version is missing or too long"
   size=$(manifest_field size '[1-9][0-9]{0,11}') || die "the bundle manifest's size is missing"
-  url=$(manifest_field url '"[^"[:space:]]+"') && [ "${#url}" -le 4096 ] || die "the bundle manifest's url is missing or too long"
-  platform=$(manifest_field platform '"[a-z0-9-]+"') && [ "${#platform}" -le 64 ] || die "the bundle manifest's platform is missing"
+  url=$(manifest_field url '"[^"[:space:]]+"') && [ "${#url}" -le 4096 ] \
+    || die "the bundle manifest's url is missing or too long"
+  platform=$(manifest_field platform '"[a-z0-9-]+"') && [ "${#platform}" -le 64 ] \
+    || die "the bundle manifest's platform is missing"
   [ "$size" -le "$MAX_BUNDLE_BYTES" ] || die "the worker bundle is larger than 256 MiB"
   expected_path="$BUNDLE_PATH?sha256=$digest"
   case "$url" in
@@ -120,24 +135,31 @@ main() {
   local scratch
   scratch=$(mktemp -d "$root/install.XXXXXX")
   trap 'rm -rf "$scratch"' EXIT
-  curl -fsS "${proto_opts[@]}" --max-filesize "$size" -o "$scratch/bundle.tgz" "$SERVER$expected_path" </dev/null || die "could not download the worker bundle"
-  [ "$(wc -c <"$scratch/bundle.tgz" | tr -d ' ')" = "$size" ] || die "the worker bundle has the wrong size; refusing to run it"
-  [ "$(sha256_of "$scratch/bundle.tgz")" = "$digest" ] || die "the worker bundle's SHA-256 does not match the manifest; refusing to run it"
+  curl -fsS "${proto_opts[@]}" --max-filesize "$size" -o "$scratch/bundle.tgz" "$SERVER$expected_path" </dev/null \
+    || die "could not download the worker bundle"
+  [ "$(wc -c <"$scratch/bundle.tgz" | tr -d ' ')" = "$size" ] \
+    || die "the worker bundle has the wrong size; refusing to run it"
+  [ "$(sha256_of "$scratch/bundle.tgz")" = "$digest" ] \
+    || die "the worker bundle's SHA-256 does not match the manifest; refusing to run it"
   # Verified: from here on the bytes are the controller's own executable.
-  [ "$(tar -tzf "$scratch/bundle.tgz" </dev/null)" = local-shell-mcp ] || die "the worker bundle must hold exactly one file"
+  [ "$(tar -tzf "$scratch/bundle.tgz" </dev/null)" = local-shell-mcp ] \
+    || die "the worker bundle must hold exactly one file"
   mkdir -m 700 "$scratch/bin"
-  tar -xzf "$scratch/bundle.tgz" -C "$scratch/bin" --no-same-owner local-shell-mcp </dev/null || die "could not unpack the worker bundle"
-  [ -f "$scratch/bin/local-shell-mcp" ] && [ ! -L "$scratch/bin/local-shell-mcp" ] || die "the worker bundle's member is not a regular file"
+  tar -xzf "$scratch/bundle.tgz" -C "$scratch/bin" --no-same-owner local-shell-mcp </dev/null \
+    || die "could not unpack the worker bundle"
+  [ -f "$scratch/bin/local-shell-mcp" ] && [ ! -L "$scratch/bin/local-shell-mcp" ] \
+    || die "the worker bundle's member is not a regular file"
   chmod 700 "$scratch/bin/local-shell-mcp"
 
   # The verified binary installs itself: under install.lock it unpacks into runtimes/<digest>.install.*,
   # smoke-runs that copy's --version, switches it in atomically and writes runtime.json, profile.json
   # and the launcher (src/worker/install.ts, the same code `worker update` uses).
   export LOCAL_SHELL_MCP_WORKER_STATE_DIR="$root"
-  local install_args=(worker install-runtime --bundle "$scratch/bundle.tgz" --sha256 "$digest" --bundle-version "$version"
-    --profile "$profile" --server "$SERVER" --workdir "$workdir")
+  local install_args=(worker install-runtime --bundle "$scratch/bundle.tgz" --sha256 "$digest"
+    --bundle-version "$version" --profile "$profile" --server "$SERVER" --workdir "$workdir")
   [ -z "$name" ] || install_args+=(--name "$name")
-  "$scratch/bin/local-shell-mcp" "${install_args[@]}" </dev/null >/dev/null || die "could not install the worker runtime (does the binary run on this host?)"
+  "$scratch/bin/local-shell-mcp" "${install_args[@]}" </dev/null >/dev/null \
+    || die "could not install the worker runtime (does the binary run on this host?)"
   rm -rf "$scratch"
   trap - EXIT
 

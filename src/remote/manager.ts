@@ -131,7 +131,8 @@ function workerError(
 function outcomeUnknown(machine: string, op: string): ToolError {
   return new ToolError(
     "remote_outcome_unknown",
-    `worker ${machine} lost its link while running ${op} and did not come back in time; it may have completed: check its effects before running it again`,
+    `worker ${machine} lost its link while running ${op} and did not come back in time; it may have ` +
+      `completed: check its effects before running it again`,
   );
 }
 
@@ -469,7 +470,9 @@ export class RemoteManager {
         const what =
           kind === "stale" ? "a call already settled (a duplicate or a late answer)" : "a call it was never sent";
         // A late answer is ordinary (a lost ack, a caller that gave up); one never asked for is not.
-        const line = `worker ${s.name} sent a result for ${what}; dropped (further ones on this link are counted, not logged)`;
+        const line =
+          `worker ${s.name} sent a result for ${what}; dropped (further ones on this link are counted, not ` +
+          `logged)`;
         if (kind === "stale") log.info(line);
         else log.warn(line);
       }

@@ -39,7 +39,9 @@ const SPACING_MIN = 4;
 const SPACING_MAX = 256;
 /** What a full collection must give back to count as helping (else the spacing doubles). */
 const HELPED_BYTES = 4 * 1024 * 1024;
-/** Above this multiple of the soft limit (90 MiB for the default 80) a full collection does not wait for the spacing. */
+/**
+ * Above this multiple of the soft limit (90 MiB for the default 80) a full collection does not wait for the spacing.
+ */
 const CEILING = 1.125;
 /** Growth since the last quiet spell that makes the next one collect even below the limit. */
 const IDLE_GROWTH_BYTES = 4 * 1024 * 1024;
@@ -107,7 +109,8 @@ export class MemoryGovernor {
     if (released === null) this.codePagesUnavailable = true;
     else
       log.debug(
-        `memory: dropped ${(released.bytes / 1048576).toFixed(1)} MiB of the executable's resident pages in ${released.ms.toFixed(1)} ms`,
+        `memory: dropped ${(released.bytes / 1048576).toFixed(1)} MiB of the executable's resident pages ` +
+          `in ${released.ms.toFixed(1)} ms`,
       );
   }
 

@@ -133,7 +133,8 @@ export class BoundedStdioTransport implements Transport {
     this.reply(
       id,
       INVALID_REQUEST,
-      `message of ${bytes} bytes exceeds the ${this.maxLineBytes}-byte limit (${this.limitName}); send smaller messages`,
+      `message of ${bytes} bytes exceeds the ${this.maxLineBytes}-byte limit (${this.limitName}); send ` +
+        `smaller messages`,
       {
         limit_bytes: this.maxLineBytes,
         message_bytes: bytes,

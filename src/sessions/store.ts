@@ -22,7 +22,10 @@ export const SessionRecordSchema = z.object({
   label: z.string().nullable().default(null),
   termination_requested_at: z.number().nullable().default(null),
   persistent_shell_ids: z.array(z.string()).default([]),
-  /** Remote sessions: ids of shells on the worker seen in this session's results, so a call by `shell_id` alone finds them. */
+  /**
+   * Remote sessions: ids of shells on the worker seen in this session's results, so a call by `shell_id` alone finds
+   * them.
+   */
   remote_shell_ids: z.array(z.string()).default([]),
   /** Null for sessions started without authentication (stdio, auth_mode=none): usable by anyone, as before. */
   owner: SessionOwnerSchema.nullable().default(null),
@@ -211,7 +214,8 @@ export class SessionStore {
       if (existing.length >= this.limits.maxSessions) {
         throw new ToolError(
           "session_limit_reached",
-          `agent session limit reached: ${this.limits.maxSessions}; end an active session or wait for retention cleanup`,
+          `agent session limit reached: ${this.limits.maxSessions}; end an active session or wait for ` +
+            `retention cleanup`,
           {
             limit: this.limits.maxSessions,
           },

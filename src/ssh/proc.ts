@@ -158,7 +158,9 @@ async function* chunks(
   }
 }
 
-/** Reads a stream to its end (or `stop`) keeping only the last `limit` bytes (diagnostic tails that are never shown). */
+/**
+ * Reads a stream to its end (or `stop`) keeping only the last `limit` bytes (diagnostic tails that are never shown).
+ */
 export async function drainTail(
   stream: ReadableStream<Uint8Array> | null | undefined,
   limit: number,

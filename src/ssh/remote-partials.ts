@@ -18,11 +18,13 @@ export async function sweepRemotePartials(remote: Remote, root: LocalRoot, key: 
   const minutes = Math.ceil(SWEEP_AGE_MS / 60_000);
   const checks = stale
     .map(
-      (p) => `p=${shq(p)}
+      (p) =>
+        `p=${shq(p)}
 if [ -L "$p" ]; then echo other
 elif [ ! -e "$p" ]; then echo gone
 elif [ ! -f "$p" ] || [ ! -O "$p" ]; then echo other
-elif [ -n "$(find "$p" -maxdepth 0 -mmin +${minutes} -print 2>/dev/null)" ]; then rm -f -- "$p" && echo removed || echo kept
+elif [ -n "$(find "$p" -maxdepth 0 -mmin +${minutes} -print 2>/dev/null)" ]; then rm -f -- "$p" && echo ` +
+        `removed || echo kept
 else echo kept; fi
 `,
     )

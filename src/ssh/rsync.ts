@@ -61,7 +61,9 @@ export interface RsyncRun {
   /** The mux-client argv rsync uses as its remote shell. */
   shell: string[];
   bwlimitKiB: number;
-  /** Follow a symlink source (downloads: the remote path is checked with `stat -L`, so it is followed like stat does). */
+  /**
+   * Follow a symlink source (downloads: the remote path is checked with `stat -L`, so it is followed like stat does).
+   */
   copyLinks: boolean;
   src: string;
   dst: string;

@@ -116,7 +116,8 @@ export class SshRegistry {
               .join("\n")
           : "";
       log.error(
-        `incident ${id}: ssh tool ${name} failed internally (${e instanceof Error ? e.name : typeof e})${frames ? `\n${frames}` : ""}`,
+        `incident ${id}: ssh tool ${name} failed internally ` +
+          `(${e instanceof Error ? e.name : typeof e})${frames ? `\n${frames}` : ""}`,
       );
       return fail("internal_error", `tool failed internally (incident ${id}; see the server log)`);
     }

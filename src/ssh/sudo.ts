@@ -51,6 +51,9 @@ export function privilegedScript(
       : `( printf '%s' "$lsm_cmd" | ( ${cd}${tag}; ` +
         `exec /bin/bash --noprofile --norc -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) ) </dev/null &`;
   const kill = `kill -s TERM -- -"$lsm_c"; lsm_sweep "$lsm_g"; kill -s KILL -- -"$lsm_c"`;
+  const watch = `while kill -s 0 "$lsm_p"; do sleep 1; done; kill -s TERM -- -"$lsm_d"; ${kill}`;
+  const stopAll = `kill -s TERM -- -"$lsm_d" -"$lsm_w" -"$lsm_c" 2>/dev/null`;
+  const onSignal = `${stopAll}; lsm_sweep "$lsm_g" >/dev/null 2>&1; exit 143`;
   return `{
 printf '%s\\n' ${startedMarker} >&2
 lsm_cmd=${shq(command)}
@@ -62,10 +65,10 @@ ${start}
 lsm_c=$!
 ( trap - TERM; sleep ${deadline}; ${kill} ) </dev/null >/dev/null 2>&1 &
 lsm_d=$!
-( trap - TERM; while kill -s 0 "$lsm_p"; do sleep 1; done; kill -s TERM -- -"$lsm_d"; ${kill} ) </dev/null >/dev/null 2>&1 &
+( trap - TERM; ${watch} ) </dev/null >/dev/null 2>&1 &
 lsm_w=$!
 set +m
-trap 'kill -s TERM -- -"$lsm_d" -"$lsm_w" -"$lsm_c" 2>/dev/null; lsm_sweep "$lsm_g" >/dev/null 2>&1; exit 143' HUP INT TERM
+trap '${onSignal}' HUP INT TERM
 wait "$lsm_c"
 lsm_r=$?
 kill -s TERM -- -"$lsm_c" -"$lsm_d" -"$lsm_w" 2>/dev/null
@@ -96,7 +99,8 @@ export function sudoFailure(r: ChannelResult): ToolError {
   if (SUDO_PASSWORD.some((m) => text.includes(m))) {
     return new ToolError(
       "sudo_password_required",
-      "sudo needs a password, or this account may not run this command as root (sudo -n cannot tell which before authenticating); only a NOPASSWD rule for /bin/bash --noprofile --norc -s as root works",
+      "sudo needs a password, or this account may not run this command as root (sudo -n cannot tell which " +
+        "before authenticating); only a NOPASSWD rule for /bin/bash --noprofile --norc -s as root works",
     );
   }
   if (SUDO_DENIED.some((m) => text.includes(m)))

@@ -363,10 +363,9 @@ export class TransferManager {
     const dir = posix.dirname(remote);
     // no wildcard characters in the partial's own name: the receiving rsync would keep a pattern
     // that matches nothing (a partial not yet created) verbatim, escapes included
-    const partial = posix.join(
-      dir,
-      `.${posix.basename(remote).replace(/[*?[]/g, "_")}.${token(["upload", cacheKey(this.session.target), srcDisplay, remote])}.lsm-partial`,
-    );
+    const base = posix.basename(remote).replace(/[*?[]/g, "_");
+    const tag = token(["upload", cacheKey(this.session.target), srcDisplay, remote]);
+    const partial = posix.join(dir, `.${base}.${tag}.lsm-partial`);
     const prep = await remoteScript(
       this.session,
       `f=${shq(remote)}; p=${shq(partial)}; d=${shq(dir)}
@@ -375,7 +374,8 @@ if [ ${overwrite ? 1 : 0} = 0 ]; then if [ -e "$f" ] || [ -L "$f" ]; then exit 8
 if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then exit 82; fi
 if [ -L "$p" ]; then exit 74; fi
 s=0
-if [ -e "$p" ]; then [ -f "$p" ] || exit 75; s=$(stat -c %s -- "$p") || exit 76; if [ "$s" -gt ${size} ]; then rm -f -- "$p" || exit 77; s=0; fi; fi
+if [ -e "$p" ]; then [ -f "$p" ] || exit 75; s=$(stat -c %s -- "$p") || exit 76; if [ "$s" -gt ${size} ]; ` +
+        `then rm -f -- "$p" || exit 77; s=0; fi; fi
 a=$(df -Pk -- "$d" 2>/dev/null | awk 'NR==2 {print $4}')
 printf '%s %s\\n' "$s" "\${a:-unknown}"
 `,

@@ -49,7 +49,8 @@ export class DeferredJournal {
     const body = JSON.stringify(RecordSchema.parse(rec));
     if (Buffer.byteLength(body) > MAX_DEFERRED_BYTES) throw new Error("deferred update too large");
     seq = (seq + 1) % 1_000_000;
-    const name = `${String(Date.now() * 1000 + (process.pid % 1000)).padStart(16, "0")}-${String(seq).padStart(6, "0")}-${id}.json`;
+    const stamp = String(Date.now() * 1000 + (process.pid % 1000)).padStart(16, "0");
+    const name = `${stamp}-${String(seq).padStart(6, "0")}-${id}.json`;
     writeFileAtomic(join(this.dir, name), body);
     return id;
   }

@@ -12,7 +12,10 @@ export function argumentDepthProblem(value: unknown): string | undefined {
     const [v, depth] = pending.pop()!;
     if (v === null || typeof v !== "object") continue;
     if (depth > MAX_ARGUMENT_DEPTH) {
-      return `arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels of objects and arrays; flatten them (no tool takes deeper values)`;
+      return (
+        `arguments are nested deeper than ${MAX_ARGUMENT_DEPTH} levels of objects and arrays; flatten them ` +
+        `(no tool takes deeper values)`
+      );
     }
     for (const child of Array.isArray(v) ? v : Object.values(v)) {
       if (child !== null && typeof child === "object") pending.push([child, depth + 1]);

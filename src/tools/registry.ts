@@ -125,7 +125,8 @@ function checkArgumentNames(def: AnyTool, raw: unknown): unknown {
     });
     throw new ToolError(
       "invalid_arguments",
-      `unknown argument${unknown.length > 1 ? "s" : ""} for ${def.name}: ${hints.join(", ")}; accepted: ${known.join(", ")}`,
+      `unknown argument${unknown.length > 1 ? "s" : ""} for ${def.name}: ${hints.join(", ")}; ` +
+        `accepted: ${known.join(", ")}`,
       {
         unknown,
       },
@@ -136,7 +137,10 @@ function checkArgumentNames(def: AnyTool, raw: unknown): unknown {
 
 function clipText(text: string): string {
   if (Buffer.byteLength(text) <= MAX_TEXT_BYTES) return text;
-  return `${Buffer.from(text).subarray(0, MAX_TEXT_BYTES).toString("utf8")}\n[text truncated; the structured result has the fields]`;
+  return (
+    `${Buffer.from(text).subarray(0, MAX_TEXT_BYTES).toString("utf8")}\n[text truncated; the structured ` +
+    `result has the fields]`
+  );
 }
 
 /**

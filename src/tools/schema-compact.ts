@@ -5,8 +5,8 @@
  * output schema before the first call. So the advertised schemas say only what a caller needs:
  * - inputs keep every argument and constraint, minus noise (safe-integer bounds zod adds to every
  *   `.int()`, `propertyNames: string`, `default: false`, length caps of 1000 or more, descriptions
- *   that the tool text already gives); a nullable argument keeps its null branch and `default: null` (the server accepts null,
- *   and a client that fills in defaults must not invent a value);
+ *   that the tool text already gives); a nullable argument keeps its null branch and `default: null` (the server
+ *   accepts null, and a client that fills in defaults must not invent a value);
  * - outputs type the stable top-level fields and leave the deep parts open (`{type: "object"}`)
  *   with no `required` list and no `enum`, while the registry still validates every result
  *   against the full zod schema;

@@ -7,8 +7,8 @@ import { WRITE_SLICE } from "./paths.ts";
 /**
  * The gateway's HTTP protocol at `/remote/transfer/{id}` (spec §2.5): HEAD (cursor), PUT (one
  * upload chunk, streamed to a private scratch file, checked, committed in order), GET (one bounded
- * range of a ready or growing object, streamed). Refusals answer `{ok:false, error:<code>, message, detail}` with a status chosen
- * by the code, never by message text.
+ * range of a ready or growing object, streamed). Refusals answer `{ok:false, error:<code>, message, detail}` with a
+ * status chosen by the code, never by message text.
  */
 
 export const TRANSFER_PATH = /^\/remote\/transfer\/([A-Za-z0-9_-]{24,80})$/;

@@ -256,7 +256,8 @@ export class GatewayStore {
       id =
         keyHash === null
           ? Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("base64url")
-          : `${Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("base64url")}${sha256hex(keyHash).slice(0, 32)}`;
+          : Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("base64url") +
+            sha256hex(keyHash).slice(0, 32);
     while (this.all().some((o) => o.transfer_id === id));
     const fd = openSync(
       this.spoolPath(id),

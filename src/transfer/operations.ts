@@ -76,7 +76,8 @@ function op<S extends z.ZodObject>(
     if (!parsed.success)
       throw new ToolError(
         "invalid_arguments",
-        `invalid transfer arguments: ${parsed.error.issues.map((i) => `${i.path.join(".") || "args"}: ${i.message}`).join("; ")}`,
+        `invalid transfer ` +
+          `arguments: ${parsed.error.issues.map((i) => `${i.path.join(".") || "args"}: ${i.message}`).join("; ")}`,
       );
     const a = parsed.data as z.output<S> & OperationBinding;
     return run(bind({ session_id: a.workdir ? null : a.session_id, workdir: a.workdir }), a, bind, extra);

@@ -14,7 +14,8 @@ import { attachable, loadSnapshot, renderScreen, type Screen, SCREENS, type Snap
 
 const REFRESH_MS = 2000;
 const HELP =
-  "1-6/←→ screens  ↑↓ select/scroll  PgUp/PgDn  Enter/a attach (Shells)  y/s/n allow once/session/deny (Approvals)  r refresh  q quit";
+  "1-6/←→ screens  ↑↓ select/scroll  PgUp/PgDn  Enter/a attach (Shells)  y/s/n allow once/session/deny " +
+  "(Approvals)  r refresh  q quit";
 /** Log lines held while the renderer owns the screen, written after it gave the terminal back. */
 const MAX_HELD_LOG_LINES = 50;
 

@@ -100,7 +100,8 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
         `shells running  ${attachable(snap).length} of ${snap.shells.length}`,
         `jobs running    ${active.length} of ${snap.jobs.length}`,
         `audit rows      ${snap.audit.length} shown (newest first on Audit)`,
-        `approvals       ${snap.approvals.length} waiting${snap.approvals.length > 0 ? " (answer on Approvals, key 6)" : ""}`,
+        `approvals       ${snap.approvals.length} ` +
+          `waiting${snap.approvals.length > 0 ? " (answer on Approvals, key 6)" : ""}`,
         "",
         ...snap.sessions.slice(0, 5).map((s) => cut(`${s.session_id}  ${s.label ?? ""}  ${s.workdir}`, w)),
       ];
@@ -110,7 +111,8 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
       for (const s of snap.sessions) {
         lines.push(
           cut(
-            `${s.session_id}  ${s.target}  ${s.workdir}  shells ${s.shells}  updated ${clock(s.updated_at)}${s.label ? `  "${s.label}"` : ""}`,
+            `${s.session_id}  ${s.target}  ${s.workdir}  shells ${s.shells}  ` +
+              `updated ${clock(s.updated_at)}${s.label ? `  "${s.label}"` : ""}`,
             w,
           ),
         );
@@ -126,7 +128,8 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
       if (rows.length === 0) return ["No running persistent shells."];
       return rows.map((s, i) =>
         cut(
-          `${i === selected ? ">" : " "} ${s.shell_id}  ${s.cols}x${s.rows}  session ${s.session_id ?? "-"}  ${s.command}`,
+          `${i === selected ? ">" : " "} ${s.shell_id}  ${s.cols}x${s.rows}  session ${s.session_id ?? "-"} ` +
+            ` ${s.command}`,
           w,
         ),
       );
@@ -135,7 +138,9 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
       if (snap.jobs.length === 0) return ["No jobs."];
       return snap.jobs.map((j) =>
         cut(
-          `${j.job_id}  ${j.status.padEnd(9)} ${j.exit_code === null ? "   " : String(j.exit_code).padStart(3)}  ${j.session_id}  ${j.command}`,
+          `${j.job_id} ` +
+            ` ${j.status.padEnd(9)} ${j.exit_code === null ? "   " : String(j.exit_code).padStart(3)} ` +
+            ` ${j.session_id}  ${j.command}`,
           w,
         ),
       );
@@ -150,7 +155,8 @@ export function renderScreen(screen: Screen, snap: Snapshot, selected: number, w
       snap.approvals.forEach((a, i) => {
         lines.push(
           cut(
-            `${i === selected ? ">" : " "} ${a.tool} on ${a.machine}  session ${a.session ?? "-"}  cwd ${a.cwd ?? "-"}  rule "${a.rule}"  denied at ${clock(a.expires_at)}`,
+            `${i === selected ? ">" : " "} ${a.tool} on ${a.machine}  session ${a.session ?? "-"}  ` +
+              `cwd ${a.cwd ?? "-"}  rule "${a.rule}"  denied at ${clock(a.expires_at)}`,
             w,
           ),
         );

@@ -10,7 +10,8 @@ import { TERMINAL_PROTOCOL } from "./terminal-frames.ts";
 
 /** The index page's policy: scripts and styles only from us, no framing, no foreign connections. */
 export const UI_CSP =
-  "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
+  "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; connect-src " +
+  "'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
 
 const SECURITY_HEADERS = { "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" };
 
@@ -72,7 +73,12 @@ export function humanUi(app: App, oauth: OAuthServer | undefined): HumanUi {
     const styles = ENTRY_STYLES.map((n) => `<link rel="stylesheet" href="${escapeHtml(`${base}/assets/${n}`)}">`).join(
       "",
     );
-    const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>local-shell-mcp</title><link rel="icon" href="data:,">${styles}<script type="application/json" id="lsm-config">${json}</script><script type="module" src="${escapeHtml(`${base}/assets/${ENTRY_SCRIPT}`)}"></script></head><body><div id="app"></div></body></html>`;
+    const html =
+      `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" ` +
+      `content="width=device-width, initial-scale=1"><title>local-shell-mcp</title><link rel="icon" ` +
+      `href="data:,">${styles}<script type="application/json" id="lsm-config">${json}</script><script ` +
+      `type="module" src="${escapeHtml(`${base}/assets/${ENTRY_SCRIPT}`)}"></script></head><body><div ` +
+      `id="app"></div></body></html>`;
     return new Response(html, {
       headers: {
         "content-type": "text/html; charset=utf-8",

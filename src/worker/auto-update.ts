@@ -52,7 +52,8 @@ export class AutoUpdater {
     if (isDowngrade(current.bundle_version, offer.version)) {
       this.failed.add(offer.sha256);
       this.o.status(
-        `Status: the controller offers runtime ${offer.version}, older than ${current.bundle_version}; not updating (worker update --force does)`,
+        `Status: the controller offers runtime ${offer.version}, older than ${current.bundle_version}; not ` +
+          `updating (worker update --force does)`,
       );
       return;
     }
@@ -69,7 +70,8 @@ export class AutoUpdater {
       if (!(await channel.idle(DRAIN_MS))) {
         // Long calls keep running; the waiting ones go ahead, and the next welcome offers again.
         status(
-          `Status: calls still run after ${DRAIN_MS / 1000} s; the update to ${offer.version} waits for the next connection`,
+          `Status: calls still run after ${DRAIN_MS / 1000} s; the update to ${offer.version} waits for the ` +
+            `next connection`,
         );
         return;
       }

@@ -131,7 +131,8 @@ export class WorkerChannel {
       if (this.paused) continue;
       if (outcome.kind === "revoked") {
         this.options.status(
-          "Status: the controller revoked this worker; its identity is no longer accepted (enroll again with a new invite)",
+          "Status: the controller revoked this worker; its identity is no longer accepted (enroll again " +
+            "with a new invite)",
         );
         for (const ac of this.running.values()) ac.abort();
         return EXIT_REVOKED;

@@ -162,7 +162,8 @@ export async function register(input: {
       writeIdentity(input.root, identity);
       return identity;
     }
-    const why = `${reply?.error ?? `HTTP ${res.status}`}: ${String(reply?.message ?? "enrollment refused").slice(0, 300)}`;
+    const why =
+      `${reply?.error ?? `HTTP ${res.status}`}:` + ` ${String(reply?.message ?? "enrollment refused").slice(0, 300)}`;
     if (!retryable(res.status)) throw new WorkerCommandError(`enrollment refused (${why})`);
     throw new PassingProblem(why);
   };

@@ -200,7 +200,8 @@ export class WorkerService {
       throw new ToolError(
         "service_unavailable",
         this.manager === "systemd"
-          ? "the systemd user manager cannot be reached (no user bus: log in with a user session, or enable lingering); nothing was installed"
+          ? "the systemd user manager cannot be reached (no user bus: log in with a user session, or enable " +
+              "lingering); nothing was installed"
           : "launchctl is not available; nothing was installed",
       );
     }

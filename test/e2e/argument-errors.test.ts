@@ -54,20 +54,25 @@ test("a negative timeout is refused instead of running", async () => {
   expect(await Bun.file(marker).exists()).toBe(false);
 });
 
-test("200,000-deep nested arguments are refused with the documented depth cap, and the server keeps serving", async () => {
-  const depth = 200_000;
-  const id = raw.nextId();
-  const args = `{"session_id":"${sid}","command":"true","env":${"[".repeat(depth)}${"]".repeat(depth)}}`;
-  await raw.sendLine(`{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"bash","arguments":${args}}}`);
-  const e = toolError(await raw.answer(id));
-  expect(e.code).toBe("invalid_arguments");
-  expect(e.text).toMatch(/nested deeper than \d+ levels/);
-  // Still serving, and ordinary work still runs.
-  const ok = (await raw.call("bash", { session_id: sid, command: "echo still-here" })).result as {
-    structuredContent?: { result: { stdout: string } };
-  };
-  expect(ok.structuredContent?.result.stdout).toBe("still-here\n");
-});
+test(
+  "200,000-deep nested arguments are refused with the " + "documented depth cap, and the server keeps serving",
+  async () => {
+    const depth = 200_000;
+    const id = raw.nextId();
+    const args = `{"session_id":"${sid}","command":"true","env":${"[".repeat(depth)}${"]".repeat(depth)}}`;
+    await raw.sendLine(
+      `{"jsonrpc":"2.0","id":${id},"method":"tools/call","params":{"name":"bash","arguments":${args}}}`,
+    );
+    const e = toolError(await raw.answer(id));
+    expect(e.code).toBe("invalid_arguments");
+    expect(e.text).toMatch(/nested deeper than \d+ levels/);
+    // Still serving, and ordinary work still runs.
+    const ok = (await raw.call("bash", { session_id: sid, command: "echo still-here" })).result as {
+      structuredContent?: { result: { stdout: string } };
+    };
+    expect(ok.structuredContent?.result.stdout).toBe("still-here\n");
+  },
+);
 
 test("valid values at the edges still run", async () => {
   const ok = (

@@ -105,41 +105,44 @@ describe("audit log and audit_tail", () => {
     expect(await mcp.fails("audit_tail", { session_id: sid, entry_id: "nope" })).toBe("audit_entry_not_found");
   });
 
-  test("each event kind is on disk; no file under the state dir (other than the signing key) holds a secret", async () => {
-    await fetch(`${server.url}/mcp`, {
-      method: "POST",
-      body: "{}",
-      headers: { "content-type": "application/json", authorization: "Bearer bogus.token.value" },
-    });
-    await fetch(`${server.url}/oauth/token`, { method: "POST", body: "x".repeat(17_000_000) });
-    await mcp.ok("version");
-    await server.stop();
-    const state = join(dir.path, "state");
-    const log = readFileSync(join(state, "audit_log", "audit.jsonl"), "utf8");
-    for (const e of [
-      "tool_call_start",
-      "tool_call_end",
-      "oauth_client_registered",
-      "oauth_client_approved",
-      "oauth_code_issued",
-      "oauth_token_issued",
-      "oauth_auth_failed",
-      "auth_ok",
-      "http_request_rejected",
-    ]) {
-      expect(log).toContain(`"event":"${e}"`);
-    }
-    const secret = readFileSync(join(state, "oauth-jwt-secret"), "utf8").trim();
-    for (const file of walk(state)) {
-      if (file.endsWith("oauth-jwt-secret")) continue;
-      const bytes = readFileSync(file);
-      const text = file.endsWith(".gz") ? Buffer.from(Bun.gunzipSync(bytes)).toString() : bytes.toString("latin1");
-      expect(text).not.toContain(token);
-      expect(text).not.toContain(token.split(".")[2]!);
-      expect(text).not.toContain(PIN);
-      expect(text).not.toContain(secret);
-      expect(text).not.toContain(FAKE_GH);
-      expect(statSync(file).mode & 0o077).toBe(0);
-    }
-  });
+  test(
+    "each event kind is on disk; no file under the state " + "dir (other than the signing key) holds a secret",
+    async () => {
+      await fetch(`${server.url}/mcp`, {
+        method: "POST",
+        body: "{}",
+        headers: { "content-type": "application/json", authorization: "Bearer bogus.token.value" },
+      });
+      await fetch(`${server.url}/oauth/token`, { method: "POST", body: "x".repeat(17_000_000) });
+      await mcp.ok("version");
+      await server.stop();
+      const state = join(dir.path, "state");
+      const log = readFileSync(join(state, "audit_log", "audit.jsonl"), "utf8");
+      for (const e of [
+        "tool_call_start",
+        "tool_call_end",
+        "oauth_client_registered",
+        "oauth_client_approved",
+        "oauth_code_issued",
+        "oauth_token_issued",
+        "oauth_auth_failed",
+        "auth_ok",
+        "http_request_rejected",
+      ]) {
+        expect(log).toContain(`"event":"${e}"`);
+      }
+      const secret = readFileSync(join(state, "oauth-jwt-secret"), "utf8").trim();
+      for (const file of walk(state)) {
+        if (file.endsWith("oauth-jwt-secret")) continue;
+        const bytes = readFileSync(file);
+        const text = file.endsWith(".gz") ? Buffer.from(Bun.gunzipSync(bytes)).toString() : bytes.toString("latin1");
+        expect(text).not.toContain(token);
+        expect(text).not.toContain(token.split(".")[2]!);
+        expect(text).not.toContain(PIN);
+        expect(text).not.toContain(secret);
+        expect(text).not.toContain(FAKE_GH);
+        expect(statSync(file).mode & 0o077).toBe(0);
+      }
+    },
+  );
 });

@@ -58,47 +58,59 @@ async function serveIn(
 const gh = fixtureServer({ env: { GH_TOKEN: { secret: "token" } }, auth: { mode: "secret" } });
 
 describe("one Agent Bridge home per user", () => {
-  test("mcp secret set in $HOME, then serve started in a project folder: the upstream receives the secret", async () => {
-    using home = tempDir("lsm-home-");
-    const env = userEnv(home.path);
-    const bridgeDir = join(home.path, ".local", "state", "local-shell-mcp", "agent-bridge");
-    const project = join(home.path, "src", "project");
-    mkdirSync(project, { recursive: true });
-    mkdirSync(join(bridgeDir, "agent_config"), { recursive: true });
-    writeFileSync(join(bridgeDir, "agent_config", "config.json"), JSON.stringify({ version: 1, mcpServers: { gh } }));
+  test(
+    "mcp secret set in $HOME, then serve started in a " + "project folder: the upstream receives the secret",
+    async () => {
+      using home = tempDir("lsm-home-");
+      const env = userEnv(home.path);
+      const bridgeDir = join(home.path, ".local", "state", "local-shell-mcp", "agent-bridge");
+      const project = join(home.path, "src", "project");
+      mkdirSync(project, { recursive: true });
+      mkdirSync(join(bridgeDir, "agent_config"), { recursive: true });
+      writeFileSync(join(bridgeDir, "agent_config", "config.json"), JSON.stringify({ version: 1, mcpServers: { gh } }));
 
-    const secret = `gh-secret-${crypto.randomUUID()}`;
-    const set = await run(home.path, env, ["mcp", "secret", "set", "gh", "token", "--stdin"], `${secret}\n`);
-    expect(set.code).toBe(0);
-    expect(JSON.parse(set.stdout)).toEqual({ server: "gh", name: "token", stored: true, home: bridgeDir });
-    expect(statSync(join(bridgeDir, "agent_auth", "credentials.json")).mode & 0o777).toBe(0o600);
+      const secret = `gh-secret-${crypto.randomUUID()}`;
+      const set = await run(home.path, env, ["mcp", "secret", "set", "gh", "token", "--stdin"], `${secret}\n`);
+      expect(set.code).toBe(0);
+      expect(JSON.parse(set.stdout)).toEqual({ server: "gh", name: "token", stored: true, home: bridgeDir });
+      expect(statSync(join(bridgeDir, "agent_auth", "credentials.json")).mode & 0o777).toBe(0o600);
 
-    // The same store from another folder, by every command.
-    expect(JSON.parse((await run(project, env, ["mcp", "secret", "list"])).stdout)).toEqual({
-      secrets: { gh: ["token"] },
-      home: bridgeDir,
-    });
+      // The same store from another folder, by every command.
+      expect(JSON.parse((await run(project, env, ["mcp", "secret", "list"])).stdout)).toEqual({
+        secrets: { gh: ["token"] },
+        home: bridgeDir,
+      });
 
-    const mcp = await serveIn(project, env);
-    try {
-      const r = await mcp.call("gh", "env_digest", { name: "GH_TOKEN" });
-      expect(r.isError).toBeFalsy();
-      expect(firstText(r.structuredContent as Record<string, unknown>)).toBe(sha256(secret));
-      const status = (await mcp.client.callTool({ name: "agent_config_status", arguments: {} }))
-        .structuredContent as Record<string, unknown>;
-      expect(status.config_path).toBe(join(bridgeDir, "agent_config", "config.json"));
-    } finally {
-      await mcp.close();
-    }
-  });
+      const mcp = await serveIn(project, env);
+      try {
+        const r = await mcp.call("gh", "env_digest", { name: "GH_TOKEN" });
+        expect(r.isError).toBeFalsy();
+        expect(firstText(r.structuredContent as Record<string, unknown>)).toBe(sha256(secret));
+        const status = (await mcp.client.callTool({ name: "agent_config_status", arguments: {} }))
+          .structuredContent as Record<string, unknown>;
+        expect(status.config_path).toBe(join(bridgeDir, "agent_config", "config.json"));
+      } finally {
+        await mcp.close();
+      }
+    },
+  );
 
   test("mcp secret set for a server the manifest does not name is refused, naming the manifest to edit", async () => {
     using home = tempDir("lsm-home-");
     const env = userEnv(home.path);
     const r = await run(home.path, env, ["mcp", "secret", "set", "nosuch", "token", "--stdin"], "value\n");
     expect(r.code).toBe(2);
+    const manifest = join(
+      home.path,
+      ".local",
+      "state",
+      "local-shell-mcp",
+      "agent-bridge",
+      "agent_config",
+      "config.json",
+    );
     expect(r.stderr.trim()).toBe(
-      `local-shell-mcp mcp: no MCP server named nosuch in the Agent Bridge manifest ${join(home.path, ".local", "state", "local-shell-mcp", "agent-bridge", "agent_config", "config.json")}; add it there first`,
+      `local-shell-mcp mcp: no MCP server named nosuch in the Agent Bridge manifest ${manifest}; add it there first`,
     );
   });
 

@@ -42,34 +42,37 @@ describe("Agent Bridge passes upstream schemas and results through", () => {
     state?.[Symbol.dispose]();
   });
 
-  test("tools/list with token, api_key and password arguments validates in the SDK client, schemas unchanged", async () => {
-    const direct = await upstreamTools();
-    // listTools() of the official client validates the whole answer; one bad schema fails it all.
-    const listed = await waitFor(
-      async () => {
-        const tools = (await mcp.client.listTools()).tools as Listed[];
-        return tools.find((t) => t.name === "agent_mcp__fx__login") ? tools : undefined;
-      },
-      { what: "the upstream's tools among the dynamic tools" },
-    );
-    expect(listed.find((t) => t.name === "bash")).toBeDefined();
-    const login = listed.find((t) => t.name === "agent_mcp__fx__login")!;
-    expect(login.inputSchema).toEqual(direct.get("login")!.inputSchema);
-    expect(login.inputSchema.properties).toMatchObject({
-      token: { type: "string" },
-      api_key: { type: "string" },
-      password: { type: "string" },
-    });
+  test(
+    "tools/list with token, api_key and password arguments " + "validates in the SDK client, schemas unchanged",
+    async () => {
+      const direct = await upstreamTools();
+      // listTools() of the official client validates the whole answer; one bad schema fails it all.
+      const listed = await waitFor(
+        async () => {
+          const tools = (await mcp.client.listTools()).tools as Listed[];
+          return tools.find((t) => t.name === "agent_mcp__fx__login") ? tools : undefined;
+        },
+        { what: "the upstream's tools among the dynamic tools" },
+      );
+      expect(listed.find((t) => t.name === "bash")).toBeDefined();
+      const login = listed.find((t) => t.name === "agent_mcp__fx__login")!;
+      expect(login.inputSchema).toEqual(direct.get("login")!.inputSchema);
+      expect(login.inputSchema.properties).toMatchObject({
+        token: { type: "string" },
+        api_key: { type: "string" },
+        password: { type: "string" },
+      });
 
-    const rows = await mcp.ok<{ tools: Array<{ tool: string; input_schema: unknown }> }>("list_agent_mcp_tools", {
-      server: "fx",
-    });
-    for (const row of rows.tools) expect(row.input_schema).toEqual(direct.get(row.tool)!.inputSchema);
-    expect(rows.tools.some((r) => r.tool === "login")).toBe(true);
+      const rows = await mcp.ok<{ tools: Array<{ tool: string; input_schema: unknown }> }>("list_agent_mcp_tools", {
+        server: "fx",
+      });
+      for (const row of rows.tools) expect(row.input_schema).toEqual(direct.get(row.tool)!.inputSchema);
+      expect(rows.tools.some((r) => r.tool === "login")).toBe(true);
 
-    const called = await mcp.ok<Record<string, unknown>>("agent_mcp__fx__login", { token: "abc", password: "p" });
-    expect(called.content).toEqual([{ type: "text", text: "token of 3 characters" }]);
-  });
+      const called = await mcp.ok<Record<string, unknown>>("agent_mcp__fx__login", { token: "abc", password: "p" });
+      expect(called.content).toEqual([{ type: "text", text: "token of 3 characters" }]);
+    },
+  );
 
   test("a result with token_count, a 500-item array and 20-deep nesting arrives unchanged", async () => {
     for (const tool of ["call_agent_mcp_tool", "agent_mcp__fx__rich_result"]) {

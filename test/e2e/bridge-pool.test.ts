@@ -104,14 +104,17 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
     expect(after).not.toBe(before);
   });
 
-  test("an upstream that dies mid-call gives upstream_unavailable with its redacted stderr, then restarts", async () => {
-    const before = await pidOf("crashy");
-    const r = await mcp.call("call_agent_mcp_tool", { server: "crashy", tool: "crash" });
-    expect(r.isError).toBe(true);
-    expect((r.content[0] as { text: string }).text).toMatch(/^\[upstream_unavailable\]/);
-    await waitFor(() => processGone(before), { what: "the crashed upstream to be gone" });
-    expect(await pidOf("crashy")).not.toBe(before);
-  });
+  test(
+    "an upstream that dies mid-call gives " + "upstream_unavailable with its redacted stderr, then " + "restarts",
+    async () => {
+      const before = await pidOf("crashy");
+      const r = await mcp.call("call_agent_mcp_tool", { server: "crashy", tool: "crash" });
+      expect(r.isError).toBe(true);
+      expect((r.content[0] as { text: string }).text).toMatch(/^\[upstream_unavailable\]/);
+      await waitFor(() => processGone(before), { what: "the crashed upstream to be gone" });
+      expect(await pidOf("crashy")).not.toBe(before);
+    },
+  );
 
   test("a server that keeps failing to start backs off and fails fast meanwhile", async () => {
     const first = await mcp.call("call_agent_mcp_tool", { server: "dies", tool: "echo", args: { text: "x" } });
@@ -200,7 +203,8 @@ describe("Agent Bridge pool (stdio upstreams)", () => {
     expect(errorCode(flooded)).toBe("upstream_unavailable");
     // The error says why the upstream was stopped, not only that it was.
     expect((flooded.content[0] as { text: string }).text).toContain(
-      "floody stopped during the call: it wrote a stdout line over 16777216 bytes (16 MiB), more than any JSON-RPC message needs, so it was stopped",
+      "floody stopped during the call: it wrote a stdout line over 16777216 bytes (16 MiB), more than any " +
+        "JSON-RPC message needs, so it was stopped",
     );
     expect(rssKiB(serverPid) - rssBefore).toBeLessThan(64 * 1024);
     await waitFor(() => processGone(before), { what: "the flooding upstream to be stopped" });

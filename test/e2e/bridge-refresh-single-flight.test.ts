@@ -16,7 +16,8 @@ interface Stats {
 // The fixture's authorization server rotates refresh tokens and revokes the whole family when an
 // old one is presented again, and each refresh takes 300 ms, so every call that meets an expired
 // access token is inside the refresh window of the others. Two `serve` processes share one store.
-test("20 concurrent calls per serve after each expiry, two serves on one store: one refresh per expiry, none lost", async () => {
+test("20 concurrent calls per serve after each expiry, two serves on one store: one refresh per expiry, none " +
+  "lost", async () => {
   using scratch = tempDir("lsm-scratch-");
   using ws = tempDir("lsm-ws-");
   using st = tempDir("lsm-state-");

@@ -89,7 +89,8 @@ describe("cgroup v2 layer", () => {
     const r = await lim.ok<{ result: { stdout: string; stderr: string } }>("bash", {
       session_id: limSid,
       command:
-        "n=0; for i in $(seq 60); do sleep 5 & n=$((n+1)); done 2>/dev/null; echo running $(jobs -p | wc -l); kill $(jobs -p)",
+        "n=0; for i in $(seq 60); do sleep 5 & n=$((n+1)); done 2>/dev/null; echo running $(jobs -p | wc " +
+        "-l); kill $(jobs -p)",
       timeout_s: 30,
     });
     const running = Number(/running (\d+)/.exec(r.result.stdout)?.[1]);

@@ -1,8 +1,8 @@
 /**
  * Issue 9 item 1: containment must hold when cleanup is slow. Large fork trees, half of them
  * spinning on the CPU and ignoring SIGTERM, are run by `bash` with a 3 s timeout, 10 times with the
- * cgroup v2 layer and 10 times with it switched off. For every call: the result tells the truth (it says "stopped" only if
- * nothing of the tree survives, otherwise it fails with containment_unconfirmed and the tree still
+ * cgroup v2 layer and 10 times with it switched off. For every call: the result tells the truth (it says "stopped" only
+ * if nothing of the tree survives, otherwise it fails with containment_unconfirmed and the tree still
  * goes away), and it comes back within its deadline plus the cleanup budget.
  *
  * Scale: in the suite, binary trees of 511 to 2,047 processes (depth 8 to 10, forked by perl because
@@ -110,8 +110,12 @@ async function stressRun(l: Layer, i: number): Promise<RunFigure> {
   })) as CallToolResult;
   const ms = performance.now() - started;
   const reachedNow = statSync(counter).size;
+  const server = r.isError
+    ? r._meta?.["local-shell-mcp/error"]
+    : (r.structuredContent as { result: { duration_ms: number } }).result.duration_ms;
   console.log(
-    `stress ${l.name} run ${i}: ${reachedNow} processes, ${r.isError ? errorCode(r) : "stopped"} in ${Math.round(ms)} ms (server ${JSON.stringify(r.isError ? r._meta?.["local-shell-mcp/error"] : (r.structuredContent as { result: { duration_ms: number } }).result.duration_ms)})`,
+    `stress ${l.name} run ${i}: ${reachedNow} processes, ${r.isError ? errorCode(r) : "stopped"} ` +
+      `in ${Math.round(ms)} ms (server ${JSON.stringify(server)})`,
   );
   const left = survivors(script);
   const reached = statSync(counter).size;

@@ -211,7 +211,8 @@ describe.skipIf(needsRoot("the worker runs in its own network namespace (ip netn
       expect(all()).toEqual([]);
     }, 300_000);
 
-    test("a source changed on the worker during a remote->local copy reports source_changed, not transfer_not_found", async () => {
+    test("a source changed on the worker during a remote->local copy reports source_changed, not " +
+      "transfer_not_found", async () => {
       const codes: string[] = [];
       for (let i = 0; i < 3; i++) {
         bigFile(join(dirs.A, `moving-${i}.bin`), 64);

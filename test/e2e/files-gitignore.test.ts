@@ -92,29 +92,32 @@ for (const engine of ["ripgrep", "builtin"] as const) {
   });
 }
 
-test("rules above the workspace root never apply (ripgrep without parents at the root, the built-in walk below it)", async () => {
-  using dir = tempDir("lsm-gi-up-");
-  const ws = join(dir.path, "ws");
-  mkdirSync(join(ws, "app"), { recursive: true });
-  writeFileSync(join(dir.path, ".gitignore"), "*.md\n");
-  writeFileSync(join(ws, "app", "n.md"), "needle\n");
-  mkdirSync(join(dir.path, "state"));
-  const mcp = await connectStdio({ workspace: ws, state: join(dir.path, "state") });
-  try {
-    const root = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
-    const top = await mcp.ok<{ engine: string; count: number }>("search", { session_id: root, pattern: "needle" });
-    expect(top).toMatchObject({ engine: "ripgrep", count: 1 });
-    const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "app" })).session_id;
-    const s = await mcp.ok<{ engine: string; count: number }>("search", { session_id: sid, pattern: "needle" });
-    expect(s).toMatchObject({ engine: "builtin", count: 1 });
-    const glob = await mcp.ok<{ paths: string[] }>("glob_search", { session_id: sid, pattern: "*.md" });
-    expect(glob.paths).toEqual(["app/n.md"]);
-    // The connector pair is offered over HTTP only.
-    await using server = await startHttp({ workspace: ws, state: join(dir.path, "state") });
-    await using http = await connectHttp(server.url);
-    const found = await http.ok<{ results: Array<{ id: string }> }>("workspace_search", { query: "needle" });
-    expect(found.results.map((r) => r.id)).toEqual(["app/n.md"]);
-  } finally {
-    await mcp.close();
-  }
-});
+test(
+  "rules above the workspace root never apply (ripgrep " + "without parents at the root, the built-in walk below it)",
+  async () => {
+    using dir = tempDir("lsm-gi-up-");
+    const ws = join(dir.path, "ws");
+    mkdirSync(join(ws, "app"), { recursive: true });
+    writeFileSync(join(dir.path, ".gitignore"), "*.md\n");
+    writeFileSync(join(ws, "app", "n.md"), "needle\n");
+    mkdirSync(join(dir.path, "state"));
+    const mcp = await connectStdio({ workspace: ws, state: join(dir.path, "state") });
+    try {
+      const root = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
+      const top = await mcp.ok<{ engine: string; count: number }>("search", { session_id: root, pattern: "needle" });
+      expect(top).toMatchObject({ engine: "ripgrep", count: 1 });
+      const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "app" })).session_id;
+      const s = await mcp.ok<{ engine: string; count: number }>("search", { session_id: sid, pattern: "needle" });
+      expect(s).toMatchObject({ engine: "builtin", count: 1 });
+      const glob = await mcp.ok<{ paths: string[] }>("glob_search", { session_id: sid, pattern: "*.md" });
+      expect(glob.paths).toEqual(["app/n.md"]);
+      // The connector pair is offered over HTTP only.
+      await using server = await startHttp({ workspace: ws, state: join(dir.path, "state") });
+      await using http = await connectHttp(server.url);
+      const found = await http.ok<{ results: Array<{ id: string }> }>("workspace_search", { query: "needle" });
+      expect(found.results.map((r) => r.id)).toEqual(["app/n.md"]);
+    } finally {
+      await mcp.close();
+    }
+  },
+);

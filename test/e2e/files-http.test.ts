@@ -62,7 +62,8 @@ test("search grounds hashline_edit; edits keep CRLF and the missing final newlin
 
 test("view_image sends image content; other formats are refused", async () => {
   const png = Buffer.from(
-    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082",
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63000100000500010" +
+      "d0a2db40000000049454e44ae426082",
     "hex",
   );
   writeFileSync(join(ws(), "dot.png"), png);

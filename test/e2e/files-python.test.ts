@@ -55,7 +55,9 @@ describe("run_python_code modes", () => {
       result: { stdout: string; stderr: string; exit_code: number };
     }>("run_python_code", {
       session_id: sid,
-      code: "import sys, os, helper\nprint(helper.VALUE, sys.argv[0], __file__, __name__, 'LSM_PYTHON_SCRIPT' in os.environ)\nraise ValueError('boom')\n",
+      code:
+        "import sys, os, helper\nprint(helper.VALUE, sys.argv[0], __file__, __name__, 'LSM_PYTHON_SCRIPT' in " +
+        "os.environ)\nraise ValueError('boom')\n",
     });
     expect(r.mode).toBe("command");
     expect(r.script_path).toBe("<script>");

@@ -112,7 +112,8 @@ describe("a symlinked parent", () => {
       "--norc",
       "--noprofile",
       "-c",
-      `while [ ! -e "$4" ]; do ln -sfn "$2" "$1.tmp" && mv -T "$1.tmp" "$1"; ln -sfn "$3" "$1.tmp" && mv -T "$1.tmp" "$1"; done`,
+      `while [ ! -e "$4" ]; do ln -sfn "$2" "$1.tmp" && mv -T "$1.tmp" "$1"; ln -sfn "$3" "$1.tmp" && mv -T ` +
+        `"$1.tmp" "$1"; done`,
       "flipper",
       link,
       join(ws, "flip-in"),

@@ -215,36 +215,39 @@ describe("search", () => {
     expect(glob.count).toBe(2);
   });
 
-  test("order is by path segment, then line, whether ripgrep ran unsorted or (past 20,000 matches) sorted", async () => {
-    // "a/b" sorts before "a-c" segment by segment, though "-" < "/" as plain strings.
-    put("o/a/b.txt", "hit\n");
-    put("o/a-c.txt", "hit\n");
-    put("o/a.txt", "hit\n");
-    put("o/z/many.txt", "hit\n".repeat(20_001));
-    const key = (m: { path: string; line: number }) => `${m.path}:${m.line}`;
-    const few = await mcp.ok<{ engine: string; matches: Array<{ path: string; line: number }>; truncated: boolean }>(
-      "search",
-      { session_id: sid, pattern: "hit", paths: ["o/a", "o/a-c.txt", "o/a.txt"], context: 0 },
-    );
-    expect(few.engine).toBe("ripgrep");
-    expect(few.matches.map(key)).toEqual(["proj/o/a/b.txt:1", "proj/o/a-c.txt:1", "proj/o/a.txt:1"]);
-    const many = await mcp.ok<{ matches: Array<{ path: string; line: number }>; truncated: boolean }>("search", {
-      session_id: sid,
-      pattern: "hit",
-      paths: "o",
-      max_results: 5,
-      skip: 2,
-      context: 0,
-    });
-    expect(many.truncated).toBe(true);
-    expect(many.matches.map(key)).toEqual([
-      "proj/o/a.txt:1",
-      "proj/o/z/many.txt:1",
-      "proj/o/z/many.txt:2",
-      "proj/o/z/many.txt:3",
-      "proj/o/z/many.txt:4",
-    ]);
-  });
+  test(
+    "order is by path segment, then line, whether ripgrep " + "ran unsorted or (past 20,000 matches) sorted",
+    async () => {
+      // "a/b" sorts before "a-c" segment by segment, though "-" < "/" as plain strings.
+      put("o/a/b.txt", "hit\n");
+      put("o/a-c.txt", "hit\n");
+      put("o/a.txt", "hit\n");
+      put("o/z/many.txt", "hit\n".repeat(20_001));
+      const key = (m: { path: string; line: number }) => `${m.path}:${m.line}`;
+      const few = await mcp.ok<{ engine: string; matches: Array<{ path: string; line: number }>; truncated: boolean }>(
+        "search",
+        { session_id: sid, pattern: "hit", paths: ["o/a", "o/a-c.txt", "o/a.txt"], context: 0 },
+      );
+      expect(few.engine).toBe("ripgrep");
+      expect(few.matches.map(key)).toEqual(["proj/o/a/b.txt:1", "proj/o/a-c.txt:1", "proj/o/a.txt:1"]);
+      const many = await mcp.ok<{ matches: Array<{ path: string; line: number }>; truncated: boolean }>("search", {
+        session_id: sid,
+        pattern: "hit",
+        paths: "o",
+        max_results: 5,
+        skip: 2,
+        context: 0,
+      });
+      expect(many.truncated).toBe(true);
+      expect(many.matches.map(key)).toEqual([
+        "proj/o/a.txt:1",
+        "proj/o/z/many.txt:1",
+        "proj/o/z/many.txt:2",
+        "proj/o/z/many.txt:3",
+        "proj/o/z/many.txt:4",
+      ]);
+    },
+  );
 });
 
 describe("apply_patch", () => {
@@ -286,7 +289,8 @@ describe("apply_patch", () => {
   test("unified diff keeps CRLF and no-final-newline", async () => {
     put("pu/c.txt", "one\r\ntwo\r\nthree");
     const diff =
-      "--- a/pu/c.txt\n+++ b/pu/c.txt\n@@ -2,2 +2,2 @@\n two\n-three\n\\ No newline at end of file\n+THREE\n\\ No newline at end of file\n";
+      "--- a/pu/c.txt\n+++ b/pu/c.txt\n@@ -2,2 +2,2 @@\n two\n-three\n\\ No newline at end of " +
+      "file\n+THREE\n\\ No newline at end of file\n";
     await mcp.ok("apply_patch", { session_id: sid, patch: diff });
     expect(readFileSync(p("pu/c.txt"), "utf8")).toBe("one\r\ntwo\r\nTHREE");
   });
@@ -305,7 +309,8 @@ describe("apply_patch", () => {
     const r2 = await mcp.call("apply_patch", {
       session_id: sid,
       patch:
-        "*** Begin Patch\n*** Update File: pr/1.txt\n@@\n-a\n+A\n*** Add File: pr/dir.txt/inner/../../dir.txt\n+x\n*** End Patch",
+        "*** Begin Patch\n*** Update File: pr/1.txt\n@@\n-a\n+A\n*** Add File: " +
+        "pr/dir.txt/inner/../../dir.txt\n+x\n*** End Patch",
     });
     expect(r2.isError).toBe(true);
     expect(readFileSync(p("pr/1.txt"), "utf8")).toBe("a\n");
@@ -391,7 +396,8 @@ describe("todos, images, python, secrets, connector", () => {
 
   test("view_image returns image content; other formats are refused", async () => {
     const png = Buffer.from(
-      "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082",
+      "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c630001000005000" +
+        "10d0a2db40000000049454e44ae426082",
       "hex",
     );
     put("img/dot.png", png);
@@ -409,7 +415,8 @@ describe("todos, images, python, secrets, connector", () => {
   test("view_image scales images past 1568 px down in their own format; smaller ones go unchanged", async () => {
     const base = new Uint8Array(
       Buffer.from(
-        "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c63000100000500010d0a2db40000000049454e44ae426082",
+        "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d49444154789c6300010000050" +
+          "0010d0a2db40000000049454e44ae426082",
         "hex",
       ),
     );

@@ -54,7 +54,8 @@ const callBody = JSON.stringify({
 
 function post(hostLine: string): string {
   return (
-    `POST /mcp HTTP/1.1\r\n${hostLine}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n` +
+    `POST /mcp HTTP/1.1\r\n${hostLine}Content-Type: application/json\r\nAccept: application/json, ` +
+    `text/event-stream\r\n` +
     `Content-Length: ${Buffer.byteLength(callBody)}\r\nConnection: close\r\n\r\n${callBody}`
   );
 }

@@ -24,7 +24,8 @@ import { obtainToken } from "../oauth/flow.ts";
 
 /** The issue's policy, letter for letter. */
 const UI_CSP =
-  "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
+  "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; connect-src " +
+  "'self'; img-src 'self' data:; base-uri 'none'; frame-ancestors 'none'; form-action 'self'";
 
 const PIN = "browser-pin-31337";
 const CHROMIUM = "/usr/bin/chromium";
@@ -76,7 +77,8 @@ beforeAll(async () => {
   page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
   // Runs in the page (hence a string: the test's own TypeScript has no DOM types).
   await page.addInitScript(
-    `document.addEventListener("securitypolicyviolation", (e) => console.error("CSP violation: " + e.violatedDirective + " " + e.blockedURI));`,
+    `document.addEventListener("securitypolicyviolation", (e) => console.error("CSP violation: " + ` +
+      `e.violatedDirective + " " + e.blockedURI));`,
   );
   page.on("console", (m) => {
     if (/Content Security Policy|CSP violation/i.test(m.text())) cspProblems.push(m.text());

@@ -80,46 +80,49 @@ afterAll(async () => {
 });
 
 describe("Machines view data", () => {
-  test("the operator sees the enrolled worker online with its workdir, queue and reconnect command, and no secret", async () => {
-    const r = await machines({ "x-local-shell-mcp-ui-token": localToken() });
-    expect(r.status).toBe(200);
-    const data = (JSON.parse(r.text) as { data: { remote_enabled: boolean; machines: MachineRow[] } }).data;
-    expect(data.remote_enabled).toBe(true);
-    expect(data.machines.map((m) => m.name)).toEqual(["local", "ui-box"]);
-    expect(data.machines[0]).toMatchObject({ name: "local", remote: false, status: "online", workdir: dir.path });
-    const profile = (JSON.parse(worker.stdout().split("\n")[0]!) as { profile_id: string }).profile_id;
-    const row = data.machines[1]!;
-    expect(row).toMatchObject({
-      name: "ui-box",
-      remote: true,
-      status: "online",
-      workdir: wd.path,
-      queue_depth: 0,
-      reconnect_command: `${join(root.path, "run")} ${profile}`,
-    });
-    expect(typeof row.last_seen).toBe("number");
-    // Neither the worker token nor its digest, nor any other host fact the worker reported.
-    const token = (
-      JSON.parse(readFileSync(join(root.path, "profiles", profile, "identity.json"), "utf8")) as { token: string }
-    ).token;
-    expect(r.text).not.toContain(token);
-    expect(r.text).not.toContain(new Bun.CryptoHasher("sha256").update(token).digest("hex"));
-    expect(r.text).not.toContain("lsmcp_");
-    expect(Object.keys(row).sort()).toEqual([
-      "last_seen",
-      "name",
-      "queue_depth",
-      "reconnect_command",
-      "remote",
-      "status",
-      "workdir",
-    ]);
-    // The page learns that the view has data to show.
-    const boot = (await (
-      await fetch(`${server.url}/api/ui/bootstrap`, { headers: { "x-local-shell-mcp-ui-token": localToken() } })
-    ).json()) as { data: { features: { machines: boolean } } };
-    expect(boot.data.features.machines).toBe(true);
-  });
+  test(
+    "the operator sees the enrolled worker online with its " + "workdir, queue and reconnect command, and no secret",
+    async () => {
+      const r = await machines({ "x-local-shell-mcp-ui-token": localToken() });
+      expect(r.status).toBe(200);
+      const data = (JSON.parse(r.text) as { data: { remote_enabled: boolean; machines: MachineRow[] } }).data;
+      expect(data.remote_enabled).toBe(true);
+      expect(data.machines.map((m) => m.name)).toEqual(["local", "ui-box"]);
+      expect(data.machines[0]).toMatchObject({ name: "local", remote: false, status: "online", workdir: dir.path });
+      const profile = (JSON.parse(worker.stdout().split("\n")[0]!) as { profile_id: string }).profile_id;
+      const row = data.machines[1]!;
+      expect(row).toMatchObject({
+        name: "ui-box",
+        remote: true,
+        status: "online",
+        workdir: wd.path,
+        queue_depth: 0,
+        reconnect_command: `${join(root.path, "run")} ${profile}`,
+      });
+      expect(typeof row.last_seen).toBe("number");
+      // Neither the worker token nor its digest, nor any other host fact the worker reported.
+      const token = (
+        JSON.parse(readFileSync(join(root.path, "profiles", profile, "identity.json"), "utf8")) as { token: string }
+      ).token;
+      expect(r.text).not.toContain(token);
+      expect(r.text).not.toContain(new Bun.CryptoHasher("sha256").update(token).digest("hex"));
+      expect(r.text).not.toContain("lsmcp_");
+      expect(Object.keys(row).sort()).toEqual([
+        "last_seen",
+        "name",
+        "queue_depth",
+        "reconnect_command",
+        "remote",
+        "status",
+        "workdir",
+      ]);
+      // The page learns that the view has data to show.
+      const boot = (await (
+        await fetch(`${server.url}/api/ui/bootstrap`, { headers: { "x-local-shell-mcp-ui-token": localToken() } })
+      ).json()) as { data: { features: { machines: boolean } } };
+      expect(boot.data.features.machines).toBe(true);
+    },
+  );
 
   test("without credentials it is 401; a bearer token (a client, not the operator) gets 403", async () => {
     expect((await machines({})).status).toBe(401);

@@ -57,7 +57,8 @@ describe("background jobs through the binary", () => {
     const job = await startJob(
       mcp,
       sid,
-      `echo starting; bash -c 'exec -a "$0" sleep 300' "lsm-devserver-""${process.pid}" & echo "listening on \${PORT_HINT}"; wait`,
+      `echo starting; bash -c 'exec -a "$0" sleep 300' "lsm-devserver-""${process.pid}" & echo "listening ` +
+        `on \${PORT_HINT}"; wait`,
       { PORT_HINT: "4242" },
     );
     expect(job.status).toBe("running");

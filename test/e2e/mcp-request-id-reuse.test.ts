@@ -55,7 +55,8 @@ const bash = (id: number | string, sid: string, command: string) => ({
   params: { name: "bash", arguments: { session_id: sid, command } },
 });
 
-test("an id in flight is refused with a JSON-RPC error; the first request keeps its answer and the id is free after", async () => {
+test("an id in flight is refused with a JSON-RPC error; the first request keeps its answer and the id is free " +
+  "after", async () => {
   const init = await post({
     jsonrpc: "2.0",
     id: 0,

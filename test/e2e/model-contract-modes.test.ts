@@ -66,7 +66,9 @@ async function callEveryTool(mcp: McpHandle): Promise<Call[]> {
   await call("read", { session_id: sid, path: "." });
   const edited = await call("hashline_edit", {
     session_id: sid,
-    input: `[proj/a.py#${snapshotIn(read)}]\n1:def total(xs):\n+def grand_total(xs):\n\n5:print(total([1, 2]))\n+print(grand_total([1, 2]))`,
+    input:
+      `[proj/a.py#${snapshotIn(read)}]\n1:def total(xs):\n+def grand_total(xs):\n\n5:print(total([1, ` +
+      `2]))\n+print(grand_total([1, 2]))`,
   });
   // The edit's fresh rows are the lines it wrote (1 and 5); line 2 is read again.
   expect(textOf(edited)).toContain("\n5:print(grand_total([1, 2]))");

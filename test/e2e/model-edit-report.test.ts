@@ -53,7 +53,8 @@ describe("edit reports and the default bash timeout, as Claude Code's model read
     const header = /^\[[^\]]+\]/.exec(read)![0];
     const rows = [...read.matchAll(/^(\d+):(value_\d+ = total\(.*)$/gm)];
     expect(rows.length).toBe(HUNKS);
-    const input = `${header}\n${rows.map((r) => `${r[1]}:${r[2]}\n+${r[2]!.replace("total(", "grand_total(")}`).join("\n\n")}`;
+    const hunk = (r: RegExpMatchArray) => `${r[1]}:${r[2]}\n+${r[2]!.replace("total(", "grand_total(")}`;
+    const input = `${header}\n${rows.map(hunk).join("\n\n")}`;
     const edit = await mcp.call("hashline_edit", { session_id: sid, input });
     expect(edit.isError).toBeFalsy();
 
@@ -75,7 +76,8 @@ describe("edit reports and the default bash timeout, as Claude Code's model read
     const hashline = Buffer.byteLength(textOf(edit));
     const applied = Buffer.byteLength(textOf(patch));
     console.log(
-      `${HUNKS} hunks in one file: hashline_edit ${hashline} B, apply_patch ${applied} B (${(hashline / applied).toFixed(2)}x)`,
+      `${HUNKS} hunks in one file: hashline_edit ${hashline} B, apply_patch ${applied} B ` +
+        `(${(hashline / applied).toFixed(2)}x)`,
     );
     expect(hashline).toBeLessThanOrEqual(1.1 * applied);
     // Reported once for the file: one header and the fresh rows apply_patch shows, under one snapshot.

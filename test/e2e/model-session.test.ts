@@ -74,7 +74,8 @@ function report(label: string, records: CallRecord[]): void {
   const all = totals(records);
   const bounded = totals(records, BOUNDED);
   console.log(
-    `${label}: ${all.calls} calls, structured-first ${all.structuredFirst} B vs text ${all.text} B (${all.ratio.toFixed(2)}x); bounded tools ${bounded.ratio.toFixed(2)}x`,
+    `${label}: ${all.calls} calls, structured-first ${all.structuredFirst} B vs text ${all.text} B ` +
+      `(${all.ratio.toFixed(2)}x); bounded tools ${bounded.ratio.toFixed(2)}x`,
   );
 }
 
@@ -132,7 +133,8 @@ describe("recorded session: context bytes per client", () => {
     expect(t.structuredFirst).toBeLessThanOrEqual(1.3 * t.text);
   }, 180_000);
 
-  test(`auto as an unknown client: compact within ${UNKNOWN_CLIENT_RATIO}x of the text and every required field kept`, async () => {
+  test(`auto as an unknown client: compact within ${UNKNOWN_CLIENT_RATIO}x of the text and every required field ` +
+    `kept`, async () => {
     const { records, listed } = await session({ ws, state }, "some-new-client", "auto");
     report("auto/unknown", records);
     expect(listed.every((t) => t.outputSchema !== undefined)).toBe(true);

@@ -74,35 +74,38 @@ describe("traps a model falls into", () => {
     expect(text(r)).toContain("pass timeout_s up to 120 to allow longer, or run it in the background with async_=true");
   });
 
-  test("Ctrl-C alone needs no input_text and presses no Enter; the output limit stated is what bash keeps", async () => {
-    const shell = await mcp.ok<{ result: { shell_id: string } }>("bash", {
-      session_id: sid,
-      command: "sleep 60",
-      pty: true,
-      name: "interrupted",
-    });
-    const sent = await mcp.call("send_persistent_shell_input", {
-      session_id: sid,
-      shell_id: shell.result.shell_id,
-      keys: ["Ctrl-C"],
-    });
-    expect(sent.isError).toBeFalsy();
-    expect(text(sent)).toBe(`sent 0 bytes and C-c to ${shell.result.shell_id}`);
-    // The interrupt reached the program: sleep ends by SIGINT (exit 130), with no Enter after it.
-    const out = await mcp.ok<{ status: string; exit_code: number | null }>("read_persistent_shell_output", {
-      session_id: sid,
-      shell_id: shell.result.shell_id,
-      wait_for_idle_ms: 300,
-      timeout_s: 20,
-    });
-    expect(out).toMatchObject({ status: "exited", exit_code: 130 });
-    await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: shell.result.shell_id });
-    const started = await mcp.call("session_start", { workdir: "." });
-    expect(text(started)).toContain("output 30000 bytes per call (max_output_bytes up to 200000)");
-    const env = (started.structuredContent as { environment: { runtime: { python_implementation: string } } })
-      .environment;
-    expect(env.runtime.python_implementation).not.toBe("bun");
-  });
+  test(
+    "Ctrl-C alone needs no input_text and presses no " + "Enter; the output limit stated is what bash keeps",
+    async () => {
+      const shell = await mcp.ok<{ result: { shell_id: string } }>("bash", {
+        session_id: sid,
+        command: "sleep 60",
+        pty: true,
+        name: "interrupted",
+      });
+      const sent = await mcp.call("send_persistent_shell_input", {
+        session_id: sid,
+        shell_id: shell.result.shell_id,
+        keys: ["Ctrl-C"],
+      });
+      expect(sent.isError).toBeFalsy();
+      expect(text(sent)).toBe(`sent 0 bytes and C-c to ${shell.result.shell_id}`);
+      // The interrupt reached the program: sleep ends by SIGINT (exit 130), with no Enter after it.
+      const out = await mcp.ok<{ status: string; exit_code: number | null }>("read_persistent_shell_output", {
+        session_id: sid,
+        shell_id: shell.result.shell_id,
+        wait_for_idle_ms: 300,
+        timeout_s: 20,
+      });
+      expect(out).toMatchObject({ status: "exited", exit_code: 130 });
+      await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: shell.result.shell_id });
+      const started = await mcp.call("session_start", { workdir: "." });
+      expect(text(started)).toContain("output 30000 bytes per call (max_output_bytes up to 200000)");
+      const env = (started.structuredContent as { environment: { runtime: { python_implementation: string } } })
+        .environment;
+      expect(env.runtime.python_implementation).not.toBe("bun");
+    },
+  );
 
   test("job_not_found and shell_not_found name the other kind of handle", async () => {
     const shell = await mcp.ok<{ result: { shell_id: string } }>("bash", {
@@ -212,24 +215,27 @@ describe("traps a model falls into", () => {
     await mcp.ok("job", { session_id: sid, cancel: [id] });
   });
 
-  test("shell output after exit drops blank rows and tmux's Pane is dead line; the status is in the footer", async () => {
-    const shell = await mcp.ok<{ result: { shell_id: string } }>("bash", {
-      session_id: sid,
-      command: "echo first; echo last; exit 3",
-      pty: true,
-    });
-    const id = shell.result.shell_id;
-    let r: CallToolResult | undefined;
-    await waitFor(
-      async () => {
-        r = await mcp.call("read_persistent_shell_output", { session_id: sid, shell_id: id });
-        return (r.structuredContent as { status: string }).status === "exited";
-      },
-      { timeoutMs: 20_000, what: "the shell to exit" },
-    );
-    expect(text(r!)).toMatch(/^first\nlast\n\[next_offset \d+; exited 3\]$/);
-    await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: id });
-  });
+  test(
+    "shell output after exit drops blank rows and tmux's " + "Pane is dead line; the status is in the footer",
+    async () => {
+      const shell = await mcp.ok<{ result: { shell_id: string } }>("bash", {
+        session_id: sid,
+        command: "echo first; echo last; exit 3",
+        pty: true,
+      });
+      const id = shell.result.shell_id;
+      let r: CallToolResult | undefined;
+      await waitFor(
+        async () => {
+          r = await mcp.call("read_persistent_shell_output", { session_id: sid, shell_id: id });
+          return (r.structuredContent as { status: string }).status === "exited";
+        },
+        { timeoutMs: 20_000, what: "the shell to exit" },
+      );
+      expect(text(r!)).toMatch(/^first\nlast\n\[next_offset \d+; exited 3\]$/);
+      await mcp.ok("kill_persistent_shell", { session_id: sid, shell_id: id });
+    },
+  );
 
   describe("edits that retry in one shot", () => {
     const put = (name: string, body: string) => writeFileSync(join(ws, "proj", name), body);
@@ -242,7 +248,8 @@ describe("traps a model falls into", () => {
       const r = await mcp.call("hashline_edit", { session_id: sid, input: `${header}\n2:    return 1\n+\treturn 2` });
       expect(errorCode(r)).toBe("old_text_mismatch");
       expect(text(r)).toContain(
-        'line 2 does not read as sent (first difference at column 1):\n  sent:   "    return 1"\n  actual: "\\treturn 1"',
+        'line 2 does not read as sent (first difference at column 1):\n  sent:   "    return 1"\n  actual: ' +
+          '"\\treturn 1"',
       );
       expect(text(r)).toContain("2:\treturn 1");
     });
@@ -259,50 +266,58 @@ describe("traps a model falls into", () => {
       expect(text(r)).not.toContain("\n1:line 1\n");
     });
 
-    test("a failed apply_patch hunk shows the nearest actual lines under a snapshot; success returns fresh snapshots", async () => {
-      put(
-        "cfg.py",
-        ["import os", "", "def load():", "    path = os.environ['CFG']", "    return open(path).read()", ""].join("\n"),
-      );
-      const bad = await mcp.call("apply_patch", {
-        session_id: sid,
-        patch:
-          "*** Begin Patch\n*** Update File: cfg.py\n@@\n def load():\n-    path = os.environ['CONFIG']\n+    path = os.environ.get('CFG', 'cfg.ini')\n     return open(path).read()\n*** End Patch",
-      });
-      expect(errorCode(bad)).toBe("patch_failed");
-      const msg = text(bad);
-      expect(msg).toContain("Nearest lines in proj/cfg.py (1-5), as the file has them now:\n[proj/cfg.py#");
-      expect(msg).toContain("4:    path = os.environ['CFG']");
-      // A hunk none of whose lines the file has still shows lines to retry with (from its place).
-      const lost = await mcp.call("apply_patch", {
-        session_id: sid,
-        patch: "*** Begin Patch\n*** Update File: cfg.py\n@@\n-nothing like this\n+x\n*** End Patch",
-      });
-      expect(errorCode(lost)).toBe("patch_failed");
-      expect(text(lost)).toContain("Nearest lines in proj/cfg.py (1-");
-      expect(text(lost)).toContain("1:import os");
-      // The rows can be used as they are: the snapshot grounds a hashline_edit.
-      const snapHeader = /\[proj\/cfg\.py#[0-9a-f]+\]/.exec(msg)![0];
-      await mcp.ok("hashline_edit", {
-        session_id: sid,
-        input: `${snapHeader}\n4:    path = os.environ['CFG']\n+    path = os.environ.get('CFG', 'cfg.ini')`,
-      });
-      const good = await mcp.call("apply_patch", {
-        session_id: sid,
-        patch:
-          "*** Begin Patch\n*** Update File: cfg.py\n@@\n def load():\n     path = os.environ.get('CFG', 'cfg.ini')\n-    return open(path).read()\n+    with open(path) as f:\n+        return f.read()\n*** End Patch",
-      });
-      expect(good.isError).toBeFalsy();
-      const files = (good.structuredContent as { files: Array<{ context?: string }> }).files;
-      expect(files[0]!.context).toMatch(/^\[proj\/cfg\.py#[0-9a-f]+\]\n2:\n3:def load\(\):/);
-      expect(text(good)).toContain(`fresh context:\n${files[0]!.context}`);
-      const fresh = /^\[[^\]]+\]/.exec(files[0]!.context!)![0];
-      await mcp.ok("hashline_edit", {
-        session_id: sid,
-        input: `${fresh}\n6:        return f.read()\n+        return f.read().strip()`,
-      });
-      expect(readFileSync(join(ws, "proj", "cfg.py"), "utf8")).toContain("return f.read().strip()");
-    });
+    test(
+      "a failed apply_patch hunk shows the nearest actual lines " + "under a snapshot; success returns fresh snapshots",
+      async () => {
+        put(
+          "cfg.py",
+          ["import os", "", "def load():", "    path = os.environ['CFG']", "    return open(path).read()", ""].join(
+            "\n",
+          ),
+        );
+        const bad = await mcp.call("apply_patch", {
+          session_id: sid,
+          patch:
+            "*** Begin Patch\n*** Update File: cfg.py\n@@\n def load():\n-    path = os.environ['CONFIG']\n+  " +
+            "  path = os.environ.get('CFG', 'cfg.ini')\n     return open(path).read()\n*** End Patch",
+        });
+        expect(errorCode(bad)).toBe("patch_failed");
+        const msg = text(bad);
+        expect(msg).toContain("Nearest lines in proj/cfg.py (1-5), as the file has them now:\n[proj/cfg.py#");
+        expect(msg).toContain("4:    path = os.environ['CFG']");
+        // A hunk none of whose lines the file has still shows lines to retry with (from its place).
+        const lost = await mcp.call("apply_patch", {
+          session_id: sid,
+          patch: "*** Begin Patch\n*** Update File: cfg.py\n@@\n-nothing like this\n+x\n*** End Patch",
+        });
+        expect(errorCode(lost)).toBe("patch_failed");
+        expect(text(lost)).toContain("Nearest lines in proj/cfg.py (1-");
+        expect(text(lost)).toContain("1:import os");
+        // The rows can be used as they are: the snapshot grounds a hashline_edit.
+        const snapHeader = /\[proj\/cfg\.py#[0-9a-f]+\]/.exec(msg)![0];
+        await mcp.ok("hashline_edit", {
+          session_id: sid,
+          input: `${snapHeader}\n4:    path = os.environ['CFG']\n+    path = os.environ.get('CFG', 'cfg.ini')`,
+        });
+        const good = await mcp.call("apply_patch", {
+          session_id: sid,
+          patch:
+            "*** Begin Patch\n*** Update File: cfg.py\n@@\n def load():\n     path = os.environ.get('CFG', " +
+            "'cfg.ini')\n-    return open(path).read()\n+    with open(path) as f:\n+        return " +
+            "f.read()\n*** End Patch",
+        });
+        expect(good.isError).toBeFalsy();
+        const files = (good.structuredContent as { files: Array<{ context?: string }> }).files;
+        expect(files[0]!.context).toMatch(/^\[proj\/cfg\.py#[0-9a-f]+\]\n2:\n3:def load\(\):/);
+        expect(text(good)).toContain(`fresh context:\n${files[0]!.context}`);
+        const fresh = /^\[[^\]]+\]/.exec(files[0]!.context!)![0];
+        await mcp.ok("hashline_edit", {
+          session_id: sid,
+          input: `${fresh}\n6:        return f.read()\n+        return f.read().strip()`,
+        });
+        expect(readFileSync(join(ws, "proj", "cfg.py"), "utf8")).toContain("return f.read().strip()");
+      },
+    );
 
     test("an edit that changes nothing says so and writes nothing", async () => {
       put("same.txt", "one\ntwo\n");

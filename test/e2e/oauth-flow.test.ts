@@ -295,21 +295,24 @@ describe("OAuth authorization code flow (oauth4webapi client)", () => {
     expect(await late.json()).toEqual(USED);
   });
 
-  test("the library rejects a callback whose state does not match, and the Deny button returns access_denied", async () => {
-    const d = await discover(server.url);
-    const client = await register(d);
-    const req = await authorizeRequest(d, client);
-    const denied = await submitApproval(d, req, "", "deny");
-    expect(denied.status).toBe(302);
-    const loc = new URL(denied.headers.get("location")!);
-    expect(loc.searchParams.get("error")).toBe("access_denied");
-    expect(loc.searchParams.get("state")).toBe(req.state);
-    expect(loc.searchParams.get("iss")).toBe(server.url);
-    const fresh = await freshCode();
-    expect(fresh.code).toBeTruthy();
-    const again = await submitApproval(fresh.d, fresh.req, PIN);
-    expect(() => callbackParams(fresh.d, fresh.client, again.headers.get("location")!, "another-state")).toThrow();
-  });
+  test(
+    "the library rejects a callback whose state does not " + "match, and the Deny button returns access_denied",
+    async () => {
+      const d = await discover(server.url);
+      const client = await register(d);
+      const req = await authorizeRequest(d, client);
+      const denied = await submitApproval(d, req, "", "deny");
+      expect(denied.status).toBe(302);
+      const loc = new URL(denied.headers.get("location")!);
+      expect(loc.searchParams.get("error")).toBe("access_denied");
+      expect(loc.searchParams.get("state")).toBe(req.state);
+      expect(loc.searchParams.get("iss")).toBe(server.url);
+      const fresh = await freshCode();
+      expect(fresh.code).toBeTruthy();
+      const again = await submitApproval(fresh.d, fresh.req, PIN);
+      expect(() => callbackParams(fresh.d, fresh.client, again.headers.get("location")!, "another-state")).toThrow();
+    },
+  );
 
   test("a token signed for another audience or issuer, or without a jti, is refused", async () => {
     const secret = new TextEncoder().encode(readFileSync(join(dir.path, "state", "oauth-jwt-secret"), "utf8").trim());

@@ -166,19 +166,22 @@ describe("OAuth limits and start-up rules", () => {
     expect(corrupt.stderr).toContain("oauth-clients.json and its backup are unreadable");
     expect(readFileSync(join(state, "oauth-clients.json"), "utf8")).toBe("{not json");
   });
-  test("a public base_url without any admin PIN is refused at start-up, from the flag and from the environment", async () => {
-    using dir = tempDir();
-    const state = join(dir.path, "state");
-    const base = ["--workspace-root", dir.path, "--state-dir", state, "--port", "0", "--auth-mode", "oauth"];
-    const flag = await refused([...base, "--base-url", "https://shell.example.com"]);
-    expect(flag.code).toBe(2);
-    expect(flag.stderr).toContain("LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN must be set");
-    const env = await refused(base, { LOCAL_SHELL_MCP_BASE_URL: "https://shell.example.com" });
-    expect(env.code).toBe(2);
-    expect(env.stderr).toContain("LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN must be set");
-    // Nothing was created for a server that never started.
-    expect(existsSync(join(state, "oauth-jwt-secret"))).toBe(false);
-  });
+  test(
+    "a public base_url without any admin PIN is refused at " + "start-up, from the flag and from the environment",
+    async () => {
+      using dir = tempDir();
+      const state = join(dir.path, "state");
+      const base = ["--workspace-root", dir.path, "--state-dir", state, "--port", "0", "--auth-mode", "oauth"];
+      const flag = await refused([...base, "--base-url", "https://shell.example.com"]);
+      expect(flag.code).toBe(2);
+      expect(flag.stderr).toContain("LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN must be set");
+      const env = await refused(base, { LOCAL_SHELL_MCP_BASE_URL: "https://shell.example.com" });
+      expect(env.code).toBe(2);
+      expect(env.stderr).toContain("LOCAL_SHELL_MCP_OAUTH_ADMIN_PIN must be set");
+      // Nothing was created for a server that never started.
+      expect(existsSync(join(state, "oauth-jwt-secret"))).toBe(false);
+    },
+  );
 
   test("--unset-<name> removes a setting the environment gave, and cannot be combined with the flag", async () => {
     using dir = tempDir();

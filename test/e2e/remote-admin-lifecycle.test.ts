@@ -46,105 +46,113 @@ describe("remote_admin lifecycle", () => {
     return { exit: p.proc.exitCode, stderr: p.stderr(), stdout: p.stdout(), root: root.path };
   }
 
-  test("an invite survives a controller restart (stored as a digest with its expiry); an expired one is refused", async () => {
-    const kept = await invite(ctl.mcp, { name: "survivor" });
-    const expiring = await invite(ctl.mcp, { ttl_s: 5 });
-    // TTLs are clamped to [60, 86400].
-    expect(expiring.ttl_s).toBe(60);
-    await ctl.stop();
-    ctl = await startController({ state: state.path, workspace: ws.path, net: ctl.net });
-    const r = await enroll(kept.code);
-    expect(r.exit).toBe(0);
-    expect(JSON.parse(r.stdout)).toMatchObject({ name: "survivor", enrolled: true });
-    survivorRoot = r.root;
-    // Expiry is enforced from the stored record: move it into the past rather than wait a minute.
-    const file = join(state.path, "remote-workers.json");
-    const doc = JSON.parse(readFileSync(file, "utf8"));
-    for (const i of doc.invites) if (!i.used) i.expires_at = Date.now() / 1000 - 1;
-    writeFileSync(file, JSON.stringify(doc));
-    const late = await enroll(expiring.code);
-    expect(late.exit).toBe(1);
-    expect(late.stderr).toContain("invite_expired");
-  });
+  test(
+    "an invite survives a controller restart (stored as a " + "digest with its expiry); an expired one is refused",
+    async () => {
+      const kept = await invite(ctl.mcp, { name: "survivor" });
+      const expiring = await invite(ctl.mcp, { ttl_s: 5 });
+      // TTLs are clamped to [60, 86400].
+      expect(expiring.ttl_s).toBe(60);
+      await ctl.stop();
+      ctl = await startController({ state: state.path, workspace: ws.path, net: ctl.net });
+      const r = await enroll(kept.code);
+      expect(r.exit).toBe(0);
+      expect(JSON.parse(r.stdout)).toMatchObject({ name: "survivor", enrolled: true });
+      survivorRoot = r.root;
+      // Expiry is enforced from the stored record: move it into the past rather than wait a minute.
+      const file = join(state.path, "remote-workers.json");
+      const doc = JSON.parse(readFileSync(file, "utf8"));
+      for (const i of doc.invites) if (!i.used) i.expires_at = Date.now() / 1000 - 1;
+      writeFileSync(file, JSON.stringify(doc));
+      const late = await enroll(expiring.code);
+      expect(late.exit).toBe(1);
+      expect(late.stderr).toContain("invite_expired");
+    },
+  );
 
-  test("rename keeps the worker connected under its new name; reconnect_command names its launcher and profile", async () => {
-    const root = tempDir("lsm-worker-");
-    // A stable launcher, as the installer leaves it: the worker reports its path.
-    writeFileSync(join(root.path, "run"), "#!/bin/sh\n");
-    chmodSync(join(root.path, "run"), 0o700);
-    const wd = tempDir("lsm-worker-wd-");
-    dirs.push(root, wd);
-    const code = (await invite(ctl.mcp, {})).code;
-    const p = spawnWorker({ server: ctl.url, invite: code, workdir: wd.path, root: root.path, name: "old-name" });
-    const stop = async () => {
-      p.proc.kill();
-      await p.proc.exited;
-    };
-    workers.push({ stop, root: { path: root.path, [Symbol.dispose]: () => undefined } } as Worker);
-    await waitFor(() => p.stderr().includes("connected to the controller as old-name"), {
-      what: "the worker to connect",
-    });
-    const before = (
-      await ctl.mcp.ok<{ session_id: string }>("session_start", {
-        target: "remote",
+  test(
+    "rename keeps the worker connected under its new name; " + "reconnect_command names its launcher and profile",
+    async () => {
+      const root = tempDir("lsm-worker-");
+      // A stable launcher, as the installer leaves it: the worker reports its path.
+      writeFileSync(join(root.path, "run"), "#!/bin/sh\n");
+      chmodSync(join(root.path, "run"), 0o700);
+      const wd = tempDir("lsm-worker-wd-");
+      dirs.push(root, wd);
+      const code = (await invite(ctl.mcp, {})).code;
+      const p = spawnWorker({ server: ctl.url, invite: code, workdir: wd.path, root: root.path, name: "old-name" });
+      const stop = async () => {
+        p.proc.kill();
+        await p.proc.exited;
+      };
+      workers.push({ stop, root: { path: root.path, [Symbol.dispose]: () => undefined } } as Worker);
+      await waitFor(() => p.stderr().includes("connected to the controller as old-name"), {
+        what: "the worker to connect",
+      });
+      const before = (
+        await ctl.mcp.ok<{ session_id: string }>("session_start", {
+          target: "remote",
+          machine: "old-name",
+          workdir: wd.path,
+        })
+      ).session_id;
+      const profile = JSON.parse(p.stdout().split("\n")[0]!).profile_id as string;
+      const rc = await ctl.mcp.ok<{ data: { machine: string; profile_id: string; command: string } }>("remote_admin", {
+        action: "reconnect_command",
+        args: { machine: "old-name" },
+      });
+      expect(rc.data).toEqual({
         machine: "old-name",
-        workdir: wd.path,
-      })
-    ).session_id;
-    const profile = JSON.parse(p.stdout().split("\n")[0]!).profile_id as string;
-    const rc = await ctl.mcp.ok<{ data: { machine: string; profile_id: string; command: string } }>("remote_admin", {
-      action: "reconnect_command",
-      args: { machine: "old-name" },
-    });
-    expect(rc.data).toEqual({
-      machine: "old-name",
-      profile_id: profile,
-      command: `${join(root.path, "run")} ${profile}`,
-    });
-    // A call running across the rename still gets its result (the link is re-made under the new name).
-    // It runs until the test releases it, after the rename.
-    const hold = "touch .across-started; while [ ! -e .across-release ]; do sleep 0.05; done; echo across";
-    const holding = { session_id: before, command: hold, timeout_s: 60 };
-    const across = ctl.mcp.ok<{ result: { stdout: string } }>("bash", holding);
-    await waitFor(() => existsSync(join(wd.path, ".across-started")), { what: "the call to be running on the worker" });
-    const renamed = await ctl.mcp.ok<{ data: Record<string, string> }>("remote_admin", {
-      action: "rename",
-      args: { machine: "old-name", new_name: "new-name" },
-    });
-    expect(renamed.data).toEqual({ old_name: "old-name", new_name: "new-name" });
-    // Listed at once, while the worker re-makes its link under the new name: online, never offline.
-    const atOnce = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
-    expect(atOnce.data.machines.find((m) => m.name === "new-name")).toMatchObject({ status: "online" });
-    writeFileSync(join(wd.path, ".across-release"), "");
-    expect((await across).result.stdout).toBe("across\n");
-    await waitFor(() => p.stderr().includes("connected to the controller as new-name"), {
-      what: "the worker to reconnect under its new name",
-    });
-    const list = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
-    expect(list.data.machines.find((m) => m.name === "new-name")).toMatchObject({
-      status: "online",
-      profile_id: profile,
-    });
-    const sid = (
-      await ctl.mcp.ok<{ session_id: string }>("session_start", {
-        target: "remote",
-        machine: "new-name",
-        workdir: wd.path,
-      })
-    ).session_id;
-    expect(
-      (await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo renamed-ok" })).result
-        .stdout,
-    ).toBe("renamed-ok\n");
-    // A session started before the rename follows its machine.
-    expect(await ctl.mcp.ok("bash", { session_id: before, command: "true" })).toMatchObject({ mode: "command" });
-    expect(
-      await ctl.mcp.fails("remote_admin", { action: "rename", args: { machine: "new-name", new_name: "a/b" } }),
-    ).toBe("invalid_arguments");
-    expect(await ctl.mcp.fails("remote_admin", { action: "rename", args: { machine: "nobody", new_name: "x" } })).toBe(
-      "remote_machine_not_found",
-    );
-  });
+        profile_id: profile,
+        command: `${join(root.path, "run")} ${profile}`,
+      });
+      // A call running across the rename still gets its result (the link is re-made under the new name).
+      // It runs until the test releases it, after the rename.
+      const hold = "touch .across-started; while [ ! -e .across-release ]; do sleep 0.05; done; echo across";
+      const holding = { session_id: before, command: hold, timeout_s: 60 };
+      const across = ctl.mcp.ok<{ result: { stdout: string } }>("bash", holding);
+      await waitFor(() => existsSync(join(wd.path, ".across-started")), {
+        what: "the call to be running on the worker",
+      });
+      const renamed = await ctl.mcp.ok<{ data: Record<string, string> }>("remote_admin", {
+        action: "rename",
+        args: { machine: "old-name", new_name: "new-name" },
+      });
+      expect(renamed.data).toEqual({ old_name: "old-name", new_name: "new-name" });
+      // Listed at once, while the worker re-makes its link under the new name: online, never offline.
+      const atOnce = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
+      expect(atOnce.data.machines.find((m) => m.name === "new-name")).toMatchObject({ status: "online" });
+      writeFileSync(join(wd.path, ".across-release"), "");
+      expect((await across).result.stdout).toBe("across\n");
+      await waitFor(() => p.stderr().includes("connected to the controller as new-name"), {
+        what: "the worker to reconnect under its new name",
+      });
+      const list = await ctl.mcp.ok<List>("remote_admin", { action: "list", args: {} });
+      expect(list.data.machines.find((m) => m.name === "new-name")).toMatchObject({
+        status: "online",
+        profile_id: profile,
+      });
+      const sid = (
+        await ctl.mcp.ok<{ session_id: string }>("session_start", {
+          target: "remote",
+          machine: "new-name",
+          workdir: wd.path,
+        })
+      ).session_id;
+      expect(
+        (await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo renamed-ok" }))
+          .result.stdout,
+      ).toBe("renamed-ok\n");
+      // A session started before the rename follows its machine.
+      expect(await ctl.mcp.ok("bash", { session_id: before, command: "true" })).toMatchObject({ mode: "command" });
+      expect(
+        await ctl.mcp.fails("remote_admin", { action: "rename", args: { machine: "new-name", new_name: "a/b" } }),
+      ).toBe("invalid_arguments");
+      expect(
+        await ctl.mcp.fails("remote_admin", { action: "rename", args: { machine: "nobody", new_name: "x" } }),
+      ).toBe("remote_machine_not_found");
+    },
+  );
 
   test.skipIf(needsRoot("the revoked worker runs in its own network namespace (ip netns, veth)"))(
     "revocation closes the channel at once, fails the call in flight, the worker exits 78 and its token is refused",

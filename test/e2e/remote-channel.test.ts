@@ -63,28 +63,31 @@ describe("worker channel edges", () => {
     for (const d of [worker.root, ...dirs, ws, state]) d[Symbol.dispose]();
   });
 
-  test("no, malformed or unknown bearers are refused with 401 before the upgrade; a known one must upgrade", async () => {
-    for (const auth of [undefined, "Basic abc", "Bearer lsmcp_wk_unknown-token-value", `Bearer ${token}x`]) {
-      const r = await fetch(`${ctl.url}/remote/channel`, {
-        headers: { ...UPGRADE, ...(auth ? { authorization: auth } : {}) },
+  test(
+    "no, malformed or unknown bearers are refused with " + "401 before the upgrade; a known one must upgrade",
+    async () => {
+      for (const auth of [undefined, "Basic abc", "Bearer lsmcp_wk_unknown-token-value", `Bearer ${token}x`]) {
+        const r = await fetch(`${ctl.url}/remote/channel`, {
+          headers: { ...UPGRADE, ...(auth ? { authorization: auth } : {}) },
+        });
+        expect(r.status).toBe(401);
+        expect(((await r.json()) as { error: string }).error).toBe("worker_unauthorized");
+      }
+      // The right token without an upgrade request is not a 401: the bearer was accepted first.
+      const plain = await fetch(`${ctl.url}/remote/channel`, { headers: { authorization: `Bearer ${token}` } });
+      expect(plain.status).toBe(426);
+      // A raw WebSocket with an unknown token never opens.
+      const refused = new WebSocket(`${ctl.url.replace("http", "ws")}/remote/channel`, {
+        headers: { authorization: "Bearer lsmcp_wk_nope" },
+      } as never);
+      const outcome = await new Promise<string>((resolve) => {
+        refused.onopen = () => resolve("open");
+        refused.onerror = () => resolve("error");
+        refused.onclose = () => resolve("closed");
       });
-      expect(r.status).toBe(401);
-      expect(((await r.json()) as { error: string }).error).toBe("worker_unauthorized");
-    }
-    // The right token without an upgrade request is not a 401: the bearer was accepted first.
-    const plain = await fetch(`${ctl.url}/remote/channel`, { headers: { authorization: `Bearer ${token}` } });
-    expect(plain.status).toBe(426);
-    // A raw WebSocket with an unknown token never opens.
-    const refused = new WebSocket(`${ctl.url.replace("http", "ws")}/remote/channel`, {
-      headers: { authorization: "Bearer lsmcp_wk_nope" },
-    } as never);
-    const outcome = await new Promise<string>((resolve) => {
-      refused.onopen = () => resolve("open");
-      refused.onerror = () => resolve("error");
-      refused.onclose = () => resolve("closed");
-    });
-    expect(outcome).not.toBe("open");
-  });
+      expect(outcome).not.toBe("open");
+    },
+  );
 
   test("a frame above max_http_request_bytes closes that link with 1009; other workers are unaffected", async () => {
     const sock = new WebSocket(`${ctl.url.replace("http", "ws")}/remote/channel`, {
@@ -134,52 +137,63 @@ describe("worker channel edges", () => {
     expect(await closed).toBe(1002);
   });
 
-  test("a result larger than max_http_request_bytes is refused by the worker as remote_result_too_large; the next call works", async () => {
-    writeFileSync(join(worker.workdir, "big.txt"), `${"z".repeat(99)}\n`.repeat(6000));
-    const sid = (
-      await ctl.mcp.ok<{ session_id: string }>("session_start", {
-        target: "remote",
-        machine: "steady",
-        workdir: worker.workdir,
-      })
-    ).session_id;
-    expect(await ctl.mcp.fails("read", { session_id: sid, path: "big.txt:raw" })).toBe("remote_result_too_large");
-    expect(
-      (await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo after" })).result
-        .stdout,
-    ).toBe("after\n");
-  });
+  test(
+    "a result larger than max_http_request_bytes is refused by the worker as remote_result_too_large; the " +
+      "next call works",
+    async () => {
+      writeFileSync(join(worker.workdir, "big.txt"), `${"z".repeat(99)}\n`.repeat(6000));
+      const sid = (
+        await ctl.mcp.ok<{ session_id: string }>("session_start", {
+          target: "remote",
+          machine: "steady",
+          workdir: worker.workdir,
+        })
+      ).session_id;
+      expect(await ctl.mcp.fails("read", { session_id: sid, path: "big.txt:raw" })).toBe("remote_result_too_large");
+      expect(
+        (await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo after" })).result
+          .stdout,
+      ).toBe("after\n");
+    },
+  );
 
-  test("per worker, remote_max_concurrent_jobs calls run and remote_max_pending_jobs wait; more are refused", async () => {
-    const sid = (
-      await ctl.mcp.ok<{ session_id: string }>("session_start", {
-        target: "remote",
-        machine: "steady",
-        workdir: worker.workdir,
-      })
-    ).session_id;
-    const go = join(worker.workdir, "go");
-    const held = [0, 1, 2].map((i) =>
-      ctl.mcp.ok<{ result: { stdout: string } }>("bash", {
-        session_id: sid,
-        command: `until [ -e ${go} ]; do sleep 0.05; done; echo held-${i}`,
-        timeout_s: 60,
-      }),
-    );
-    await waitFor(
-      async () => {
-        const list = await ctl.mcp.ok<{ data: { machines: Array<{ name: string; queue_depth: number }> } }>(
-          "remote_admin",
-          { action: "list", args: {} },
-        );
-        return list.data.machines.find((m) => m.name === "steady")!.queue_depth === 3;
-      },
-      { what: "two running and one waiting call" },
-    );
-    expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("remote_queue_full");
-    writeFileSync(go, "");
-    expect((await Promise.all(held)).map((r) => r.result.stdout).sort()).toEqual(["held-0\n", "held-1\n", "held-2\n"]);
-  });
+  test(
+    "per worker, remote_max_concurrent_jobs calls run and " + "remote_max_pending_jobs wait; more are refused",
+    async () => {
+      const sid = (
+        await ctl.mcp.ok<{ session_id: string }>("session_start", {
+          target: "remote",
+          machine: "steady",
+          workdir: worker.workdir,
+        })
+      ).session_id;
+      const go = join(worker.workdir, "go");
+      const held = [0, 1, 2].map((i) =>
+        ctl.mcp.ok<{ result: { stdout: string } }>("bash", {
+          session_id: sid,
+          command: `until [ -e ${go} ]; do sleep 0.05; done; echo held-${i}`,
+          timeout_s: 60,
+        }),
+      );
+      await waitFor(
+        async () => {
+          const list = await ctl.mcp.ok<{ data: { machines: Array<{ name: string; queue_depth: number }> } }>(
+            "remote_admin",
+            { action: "list", args: {} },
+          );
+          return list.data.machines.find((m) => m.name === "steady")!.queue_depth === 3;
+        },
+        { what: "two running and one waiting call" },
+      );
+      expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("remote_queue_full");
+      writeFileSync(go, "");
+      expect((await Promise.all(held)).map((r) => r.result.stdout).sort()).toEqual([
+        "held-0\n",
+        "held-1\n",
+        "held-2\n",
+      ]);
+    },
+  );
 
   test("a worker whose runtime fails the gate is refused with 409 and its invite stays usable", async () => {
     const code = (await invite(ctl.mcp, {})).code;

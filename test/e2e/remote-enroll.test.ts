@@ -64,36 +64,47 @@ describe("remote worker enrollment", () => {
     expect(audit).not.toContain(inv.code);
   });
 
-  test("an invite works once; a used, expired or unknown invite and a taken name are refused without burning the invite", async () => {
-    const used = await invite(ctl.mcp, {});
-    const w = await startWorker(ctl.url, used.code, { name: "beta" });
-    workers.push(w);
-    const root = tempDir("lsm-worker-");
-    const wd = tempDir("lsm-worker-wd-");
-    const tryJoin = async (code: string, name?: string) => {
-      const p = spawnWorker({ server: ctl.url, invite: code, workdir: wd.path, root: root.path, name, mode: "enroll" });
-      await p.proc.exited;
-      return { code: p.proc.exitCode, stderr: p.stderr(), stdout: p.stdout() };
-    };
-    const again = await tryJoin(used.code);
-    expect(again.code).toBe(1);
-    expect(again.stderr).toContain("Status: worker command failed: enrollment refused (invite_used");
-    expect(again.stderr).not.toContain(used.code);
-    expect((await tryJoin("lsmcp_inv_nonsense")).stderr).toContain("invite_invalid");
-    const fresh = await invite(ctl.mcp, {});
-    expect((await tryJoin(fresh.code, "beta")).stderr).toContain("machine_name_taken");
-    // The refused name did not consume the invite.
-    const ok = await tryJoin(fresh.code, "gamma");
-    expect(ok.code).toBe(0);
-    expect(JSON.parse(ok.stdout)).toMatchObject({
-      schema_version: 1,
-      server: ctl.url,
-      name: "gamma",
-      workdir: wd.path,
-      enrolled: true,
-    });
-    expect(ok.stdout).not.toContain("lsmcp_");
-    root[Symbol.dispose]();
-    wd[Symbol.dispose]();
-  });
+  test(
+    "an invite works once; a used, expired or unknown invite and a taken name are refused without burning the " +
+      "invite",
+    async () => {
+      const used = await invite(ctl.mcp, {});
+      const w = await startWorker(ctl.url, used.code, { name: "beta" });
+      workers.push(w);
+      const root = tempDir("lsm-worker-");
+      const wd = tempDir("lsm-worker-wd-");
+      const tryJoin = async (code: string, name?: string) => {
+        const p = spawnWorker({
+          server: ctl.url,
+          invite: code,
+          workdir: wd.path,
+          root: root.path,
+          name,
+          mode: "enroll",
+        });
+        await p.proc.exited;
+        return { code: p.proc.exitCode, stderr: p.stderr(), stdout: p.stdout() };
+      };
+      const again = await tryJoin(used.code);
+      expect(again.code).toBe(1);
+      expect(again.stderr).toContain("Status: worker command failed: enrollment refused (invite_used");
+      expect(again.stderr).not.toContain(used.code);
+      expect((await tryJoin("lsmcp_inv_nonsense")).stderr).toContain("invite_invalid");
+      const fresh = await invite(ctl.mcp, {});
+      expect((await tryJoin(fresh.code, "beta")).stderr).toContain("machine_name_taken");
+      // The refused name did not consume the invite.
+      const ok = await tryJoin(fresh.code, "gamma");
+      expect(ok.code).toBe(0);
+      expect(JSON.parse(ok.stdout)).toMatchObject({
+        schema_version: 1,
+        server: ctl.url,
+        name: "gamma",
+        workdir: wd.path,
+        enrolled: true,
+      });
+      expect(ok.stdout).not.toContain("lsmcp_");
+      root[Symbol.dispose]();
+      wd[Symbol.dispose]();
+    },
+  );
 });

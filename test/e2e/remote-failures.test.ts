@@ -92,7 +92,8 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     expect(await ctl.mcp.fails("bash", { session_id: sid, command: "true" })).toBe("session_not_found");
   });
 
-  test("kill -9 of the worker mid-call: without a restart the call's outcome is unknown (never 'offline, try again'); a restarted worker reports remote_worker_restarted", async () => {
+  test("kill -9 of the worker mid-call: without a restart the call's outcome is unknown (never 'offline, try " +
+    "again'); a restarted worker reports remote_worker_restarted", async () => {
     const w = await enrolWorker(ctl, "fragile", { netns: true });
     workers.push(w);
     const sid = (
@@ -152,42 +153,45 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     await third.proc.exited;
   }, 180_000);
 
-  test("kill -9 and restart of the controller: the worker reconnects by itself and the session keeps working", async () => {
-    const w = await enrolWorker(ctl, "loyal", { netns: true });
-    workers.push(w);
-    const sid = (
-      await ctl.mcp.ok<{ session_id: string }>("session_start", {
-        target: "remote",
-        machine: "loyal",
-        workdir: w.workdir,
-      })
-    ).session_id;
-    const job = (
-      await ctl.mcp.ok<{ result: { job_id: string } }>("bash", {
+  test(
+    "kill -9 and restart of the controller: the worker " + "reconnects by itself and the session keeps working",
+    async () => {
+      const w = await enrolWorker(ctl, "loyal", { netns: true });
+      workers.push(w);
+      const sid = (
+        await ctl.mcp.ok<{ session_id: string }>("session_start", {
+          target: "remote",
+          machine: "loyal",
+          workdir: w.workdir,
+        })
+      ).session_id;
+      const job = (
+        await ctl.mcp.ok<{ result: { job_id: string } }>("bash", {
+          session_id: sid,
+          command: "sleep 3; echo outlived-the-controller",
+          async_: true,
+        })
+      ).result.job_id;
+      const port = ctl.port;
+      const net = ctl.net;
+      await ctl.stop("SIGKILL");
+      await waitFor(() => w.stderr().includes("reconnecting"), { what: "the worker to notice" });
+      // Same port behind the same proxy: the worker's base_url is unchanged.
+      ctl = await startController({ state: state.path, workspace: ws.path, port, net });
+      await waitFor(() => w.stderr().split("connected to the controller as loyal").length >= 3, {
+        timeoutMs: 60_000,
+        what: "the worker to reconnect by itself",
+      });
+      const r = await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo back" });
+      expect(r.result.stdout).toBe("back\n");
+      expect(w.proc.exitCode).toBeNull();
+      const polled = await ctl.mcp.ok<{ jobs: Array<{ status: string }>; outputs: Array<{ output: string }> }>("job", {
         session_id: sid,
-        command: "sleep 3; echo outlived-the-controller",
-        async_: true,
-      })
-    ).result.job_id;
-    const port = ctl.port;
-    const net = ctl.net;
-    await ctl.stop("SIGKILL");
-    await waitFor(() => w.stderr().includes("reconnecting"), { what: "the worker to notice" });
-    // Same port behind the same proxy: the worker's base_url is unchanged.
-    ctl = await startController({ state: state.path, workspace: ws.path, port, net });
-    await waitFor(() => w.stderr().split("connected to the controller as loyal").length >= 3, {
-      timeoutMs: 60_000,
-      what: "the worker to reconnect by itself",
-    });
-    const r = await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "echo back" });
-    expect(r.result.stdout).toBe("back\n");
-    expect(w.proc.exitCode).toBeNull();
-    const polled = await ctl.mcp.ok<{ jobs: Array<{ status: string }>; outputs: Array<{ output: string }> }>("job", {
-      session_id: sid,
-      poll: [job],
-      wait_s: 20,
-    });
-    expect(polled.jobs[0]!.status).toBe("succeeded");
-    expect(polled.outputs[0]!.output).toBe("outlived-the-controller");
-  });
+        poll: [job],
+        wait_s: 20,
+      });
+      expect(polled.jobs[0]!.status).toBe("succeeded");
+      expect(polled.outputs[0]!.output).toBe("outlived-the-controller");
+    },
+  );
 });

@@ -76,7 +76,8 @@ describe("link outage during a call", () => {
       }
       const r = await call;
       console.log(
-        `veth down ${OUTAGE_MS} ms: result ${Math.round(performance.now() - downAt - OUTAGE_MS)} ms after the link came back`,
+        `veth down ${OUTAGE_MS} ms: result ${Math.round(performance.now() - downAt - OUTAGE_MS)} ms after ` +
+          `the link came back`,
       );
       expect(r.result).toMatchObject({ exit_code: 0, stdout: "appended\n" });
       expect(readFileSync(join(worker.workdir, "appended.txt"), "utf8")).toBe("line\n");
@@ -88,41 +89,48 @@ describe("link outage during a call", () => {
     },
   );
 
-  test("the connection killed for 5 s while a command appends a line: one line, one result (re-sent from the outbox)", async () => {
-    const worker = await startWorker(`http://127.0.0.1:${proxy.port}`, (await invite(ctl.mcp, { name: "flaky" })).code);
-    workers.push(worker);
-    const sid = (
-      await ctl.mcp.ok<{ session_id: string }>("session_start", {
-        target: "remote",
-        machine: "flaky",
-        workdir: worker.workdir,
-      })
-    ).session_id;
-    const call = ctl.mcp.ok<{ result: { exit_code: number; stdout: string } }>("bash", {
-      session_id: sid,
-      command: "touch started; sleep 2; echo line >> appended.txt; echo appended",
-      timeout_s: 60,
-    });
-    await waitFor(() => existsSync(join(worker.workdir, "started")), { what: "the command to start" });
-    proxy.cut();
-    const cutAt = performance.now();
-    await waitFor(() => worker.stderr().includes("reconnecting"), { what: "the worker to see the link drop" });
-    // The command finishes on the worker while the link is down; its result waits in the outbox.
-    await waitFor(() => existsSync(join(worker.workdir, "appended.txt")), {
-      what: "the command to run during the outage",
-    });
-    await Bun.sleep(Math.max(0, OUTAGE_MS - (performance.now() - cutAt)));
-    proxy.restore();
-    const r = await call;
-    expect(r.result).toMatchObject({ exit_code: 0, stdout: "appended\n" });
-    expect(readFileSync(join(worker.workdir, "appended.txt"), "utf8")).toBe("line\n");
-    expect(
-      (await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "cat appended.txt" }))
-        .result.stdout,
-    ).toBe("line\n");
-  });
+  test(
+    "the connection killed for 5 s while a command appends a " + "line: one line, one result (re-sent from the outbox)",
+    async () => {
+      const worker = await startWorker(
+        `http://127.0.0.1:${proxy.port}`,
+        (await invite(ctl.mcp, { name: "flaky" })).code,
+      );
+      workers.push(worker);
+      const sid = (
+        await ctl.mcp.ok<{ session_id: string }>("session_start", {
+          target: "remote",
+          machine: "flaky",
+          workdir: worker.workdir,
+        })
+      ).session_id;
+      const call = ctl.mcp.ok<{ result: { exit_code: number; stdout: string } }>("bash", {
+        session_id: sid,
+        command: "touch started; sleep 2; echo line >> appended.txt; echo appended",
+        timeout_s: 60,
+      });
+      await waitFor(() => existsSync(join(worker.workdir, "started")), { what: "the command to start" });
+      proxy.cut();
+      const cutAt = performance.now();
+      await waitFor(() => worker.stderr().includes("reconnecting"), { what: "the worker to see the link drop" });
+      // The command finishes on the worker while the link is down; its result waits in the outbox.
+      await waitFor(() => existsSync(join(worker.workdir, "appended.txt")), {
+        what: "the command to run during the outage",
+      });
+      await Bun.sleep(Math.max(0, OUTAGE_MS - (performance.now() - cutAt)));
+      proxy.restore();
+      const r = await call;
+      expect(r.result).toMatchObject({ exit_code: 0, stdout: "appended\n" });
+      expect(readFileSync(join(worker.workdir, "appended.txt"), "utf8")).toBe("line\n");
+      expect(
+        (await ctl.mcp.ok<{ result: { stdout: string } }>("bash", { session_id: sid, command: "cat appended.txt" }))
+          .result.stdout,
+      ).toBe("line\n");
+    },
+  );
 
-  test("the connection cut for 60 s, past the grace, while a command completes: its real result, not 'offline'", async () => {
+  test("the connection cut for 60 s, past the grace, while a " +
+    "command completes: its real result, not 'offline'", async () => {
     const worker = await startWorker(`http://127.0.0.1:${proxy.port}`, (await invite(ctl.mcp, { name: "away" })).code);
     workers.push(worker);
     const sid = (

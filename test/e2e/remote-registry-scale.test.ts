@@ -3,8 +3,8 @@
  * enrolled workers (written as the registry file, so no 4,000 processes are needed). Every remote
  * call looks its worker up in that registry; the lookup must not cost in proportion to the fleet
  * (it cloned the whole parsed file on every read: 67 ms of controller CPU per call more than a
- * `version` call at this size on the 2-core test machine; about nothing now). Changes (rename, revoke) still work on the
- * shared read-only copy, and reads see them at once.
+ * `version` call at this size on the 2-core test machine; about nothing now). Changes (rename, revoke) still work on
+ * the shared read-only copy, and reads see them at once.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { chmodSync, readFileSync, writeFileSync } from "node:fs";
@@ -98,7 +98,8 @@ test("looking a worker up costs the same whatever the fleet's size", async () =>
   const lookups = cpuS(ctl.proc.pid) - cpu;
   const extraMs = ((lookups - plain) / CALLS) * 1000;
   console.log(
-    `controller CPU per call with ${FLEET} workers enrolled: lookup ${((lookups / CALLS) * 1000).toFixed(1)} ms, version ${((plain / CALLS) * 1000).toFixed(1)} ms`,
+    `controller CPU per call with ${FLEET} workers enrolled: ` +
+      `lookup ${((lookups / CALLS) * 1000).toFixed(1)} ms, version ${((plain / CALLS) * 1000).toFixed(1)} ms`,
   );
   // A whole-registry copy per read cost tens of ms more than a plain call here; now about nothing.
   expect(extraMs).toBeLessThan(15);

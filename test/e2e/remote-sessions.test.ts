@@ -47,39 +47,50 @@ describe.skipIf(needsRoot("the worker runs in its own network namespace (ip netn
     state[Symbol.dispose]();
   });
 
-  test("session_start(target=remote) returns the worker's orientation rebound to the controller's session", async () => {
-    const o = await ctl.mcp.ok<Orientation>("session_start", {
-      target: "remote",
-      machine: "box",
-      workdir: worker.workdir,
-    });
-    sid = o.session_id;
-    expect(o).toMatchObject({
-      target: "remote",
-      machine: "box",
-      workdir: worker.workdir,
-      workspace_root: worker.workdir,
-    });
-    expect(o.environment.workspace).toMatchObject({
-      target: "remote",
-      machine: "box",
-      worker_runtime: { active: true, bundle_version: null, service_kind: "manual", service_status: "running" },
-    });
-    expect(o.environment.capabilities!.remote_worker).toBe(true);
-    // base_url is the https origin and the worker speaks the gateway: transfers may use it.
-    expect(o.environment.capabilities!.http_transfer).toBe(true);
-    // The worker runs with full control (its operator enrolled it to be driven).
-    expect(o.environment.policy!.full_control).toBe(true);
-    // The controller's own session record names the worker's session; the worker has its own.
-    const rec = JSON.parse(readFileSync(join(state.path, "sessions", sid, "session.json"), "utf8"));
-    expect(rec).toMatchObject({ target: "remote", machine: "box", workdir: worker.workdir });
-    expect(rec.worker_session_id).not.toBe(sid);
-    expect(
-      existsSync(
-        join(worker.root.path, "profiles", worker.profile, "state", "sessions", rec.worker_session_id, "session.json"),
-      ),
-    ).toBe(true);
-  });
+  test(
+    "session_start(target=remote) returns the worker's " + "orientation rebound to the controller's session",
+    async () => {
+      const o = await ctl.mcp.ok<Orientation>("session_start", {
+        target: "remote",
+        machine: "box",
+        workdir: worker.workdir,
+      });
+      sid = o.session_id;
+      expect(o).toMatchObject({
+        target: "remote",
+        machine: "box",
+        workdir: worker.workdir,
+        workspace_root: worker.workdir,
+      });
+      expect(o.environment.workspace).toMatchObject({
+        target: "remote",
+        machine: "box",
+        worker_runtime: { active: true, bundle_version: null, service_kind: "manual", service_status: "running" },
+      });
+      expect(o.environment.capabilities!.remote_worker).toBe(true);
+      // base_url is the https origin and the worker speaks the gateway: transfers may use it.
+      expect(o.environment.capabilities!.http_transfer).toBe(true);
+      // The worker runs with full control (its operator enrolled it to be driven).
+      expect(o.environment.policy!.full_control).toBe(true);
+      // The controller's own session record names the worker's session; the worker has its own.
+      const rec = JSON.parse(readFileSync(join(state.path, "sessions", sid, "session.json"), "utf8"));
+      expect(rec).toMatchObject({ target: "remote", machine: "box", workdir: worker.workdir });
+      expect(rec.worker_session_id).not.toBe(sid);
+      expect(
+        existsSync(
+          join(
+            worker.root.path,
+            "profiles",
+            worker.profile,
+            "state",
+            "sessions",
+            rec.worker_session_id,
+            "session.json",
+          ),
+        ),
+      ).toBe(true);
+    },
+  );
 
   test("bash runs on the worker, in its workdir, on its host", async () => {
     const r = await ctl.mcp.ok<Bash>("bash", {

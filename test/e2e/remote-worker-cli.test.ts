@@ -47,35 +47,38 @@ describe("worker CLI", () => {
     for (const d of [ws, state, root]) d[Symbol.dispose]();
   });
 
-  test("--invite-stdin reads one line (CRLF or LF stripped), refuses more than 16 KiB, and nothing secret is printed", async () => {
-    const code = (await invite(ctl.mcp, {})).code;
-    const big = await worker(
-      ["enroll", "--server", ctl.url, "--invite-stdin", "--workdir", ws.path],
-      root.path,
-      "x".repeat(17 * 1024),
-    );
-    expect(big.code).toBe(1);
-    expect(big.stderr).toContain("Status: worker command failed: the invite on stdin is longer than 16 KiB");
-    const ok = await worker(
-      ["enroll", "--server", ctl.url, "--invite-stdin", "--workdir", ws.path, "--profile", "p_testprofile1"],
-      root.path,
-      `${code}\r\n`,
-    );
-    expect(ok.code).toBe(0);
-    expect(JSON.parse(ok.stdout)).toEqual({
-      schema_version: 1,
-      server: ctl.url,
-      name: expect.any(String),
-      workdir: ws.path,
-      profile_id: "p_testprofile1",
-      enrolled: true,
-    });
-    expect(ok.stdout + ok.stderr).not.toContain("lsmcp_");
-    // Enrolling the same profile again keeps its identity (no invite needed).
-    const again = await worker(["enroll", "--server", ctl.url, "--profile", "p_testprofile1"], root.path, "");
-    expect(JSON.parse(again.stdout)).toMatchObject({ profile_id: "p_testprofile1", enrolled: false });
-    expect(existsSync(join(root.path, "profiles", "p_testprofile1", "identity.json"))).toBe(true);
-  });
+  test(
+    "--invite-stdin reads one line (CRLF or LF stripped), " + "refuses more than 16 KiB, and nothing secret is printed",
+    async () => {
+      const code = (await invite(ctl.mcp, {})).code;
+      const big = await worker(
+        ["enroll", "--server", ctl.url, "--invite-stdin", "--workdir", ws.path],
+        root.path,
+        "x".repeat(17 * 1024),
+      );
+      expect(big.code).toBe(1);
+      expect(big.stderr).toContain("Status: worker command failed: the invite on stdin is longer than 16 KiB");
+      const ok = await worker(
+        ["enroll", "--server", ctl.url, "--invite-stdin", "--workdir", ws.path, "--profile", "p_testprofile1"],
+        root.path,
+        `${code}\r\n`,
+      );
+      expect(ok.code).toBe(0);
+      expect(JSON.parse(ok.stdout)).toEqual({
+        schema_version: 1,
+        server: ctl.url,
+        name: expect.any(String),
+        workdir: ws.path,
+        profile_id: "p_testprofile1",
+        enrolled: true,
+      });
+      expect(ok.stdout + ok.stderr).not.toContain("lsmcp_");
+      // Enrolling the same profile again keeps its identity (no invite needed).
+      const again = await worker(["enroll", "--server", ctl.url, "--profile", "p_testprofile1"], root.path, "");
+      expect(JSON.parse(again.stdout)).toMatchObject({ profile_id: "p_testprofile1", enrolled: false });
+      expect(existsSync(join(root.path, "profiles", "p_testprofile1", "identity.json"))).toBe(true);
+    },
+  );
 
   test("a running worker stopped with Ctrl-C (SIGINT) exits 130", async () => {
     const proc = Bun.spawn([binary(), "worker", "run", "p_testprofile1"], {
@@ -118,20 +121,23 @@ describe("worker CLI", () => {
 });
 
 describe("remote workers switched off", () => {
-  test("remote_admin is not offered, remote sessions fail remote_disabled, and the worker routes do not exist", async () => {
-    using ws = tempDir();
-    using state = tempDir();
-    const ctl = await startController({ state: state.path, workspace: ws.path, args: ["--remote-enabled", "false"] });
-    try {
-      const names = (await ctl.mcp.client.listTools()).tools.map((t) => t.name);
-      expect(names).not.toContain("remote_admin");
-      expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "any", workdir: "." })).toBe(
-        "remote_disabled",
-      );
-      expect((await fetch(`${ctl.url}/remote/register`, { method: "POST", body: "{}" })).status).toBe(404);
-      expect((await fetch(`${ctl.url}/remote/channel`)).status).toBe(404);
-    } finally {
-      await ctl.stop();
-    }
-  });
+  test(
+    "remote_admin is not offered, remote sessions fail " + "remote_disabled, and the worker routes do not exist",
+    async () => {
+      using ws = tempDir();
+      using state = tempDir();
+      const ctl = await startController({ state: state.path, workspace: ws.path, args: ["--remote-enabled", "false"] });
+      try {
+        const names = (await ctl.mcp.client.listTools()).tools.map((t) => t.name);
+        expect(names).not.toContain("remote_admin");
+        expect(await ctl.mcp.fails("session_start", { target: "remote", machine: "any", workdir: "." })).toBe(
+          "remote_disabled",
+        );
+        expect((await fetch(`${ctl.url}/remote/register`, { method: "POST", body: "{}" })).status).toBe(404);
+        expect((await fetch(`${ctl.url}/remote/channel`)).status).toBe(404);
+      } finally {
+        await ctl.stop();
+      }
+    },
+  );
 });

@@ -118,17 +118,20 @@ describe("worker protocol against a scripted controller", () => {
     });
   const resultsFor = (id: string) => received.filter((r) => r.frame.type === "result" && r.frame.id === id);
 
-  test("hello announces the protocol, a boot id and the runtime; bytes travel raw in binary frames both ways", async () => {
-    const hello = received.find((r) => r.frame.type === "hello")!.frame;
-    expect(hello).toMatchObject({ protocol: 1, running: [], unacked: [], workdir: wd.path });
-    expect(hello.boot_id).toMatch(/^[0-9a-f]{32}$/);
-    expect((hello.runtime as { build_digest: string }).build_digest).toMatch(/^[0-9a-f]{64}$/);
-    const bytes = crypto.getRandomValues(new Uint8Array(150_000));
-    sock!.send(encode({ type: "call", id: "bin-1", op: "ping", args: {}, deadline_ms: 10_000 }, bytes));
-    const r = await resultFor("bin-1");
-    expect(r.frame).toMatchObject({ ok: true, data: { pong: true, bytes: 150_000 } });
-    expect(Buffer.from(r.body!).equals(Buffer.from(bytes))).toBe(true);
-  });
+  test(
+    "hello announces the protocol, a boot id and the " + "runtime; bytes travel raw in binary frames both ways",
+    async () => {
+      const hello = received.find((r) => r.frame.type === "hello")!.frame;
+      expect(hello).toMatchObject({ protocol: 1, running: [], unacked: [], workdir: wd.path });
+      expect(hello.boot_id).toMatch(/^[0-9a-f]{32}$/);
+      expect((hello.runtime as { build_digest: string }).build_digest).toMatch(/^[0-9a-f]{64}$/);
+      const bytes = crypto.getRandomValues(new Uint8Array(150_000));
+      sock!.send(encode({ type: "call", id: "bin-1", op: "ping", args: {}, deadline_ms: 10_000 }, bytes));
+      const r = await resultFor("bin-1");
+      expect(r.frame).toMatchObject({ ok: true, data: { pong: true, bytes: 150_000 } });
+      expect(Buffer.from(r.body!).equals(Buffer.from(bytes))).toBe(true);
+    },
+  );
 
   test("a call id runs at most once: a repeated call gets the kept result, not a second run", async () => {
     autoAck = false;
@@ -157,32 +160,37 @@ describe("worker protocol against a scripted controller", () => {
     expect(resultsFor("once-2")[1]!.frame).toEqual(resultsFor("once-2")[0]!.frame);
   });
 
-  test("after a reconnect, hello lists unacknowledged results and running calls, and the results are re-sent", async () => {
-    const sid = ((await resultFor("once-1")).frame.data as { structured: { session_id: string } }).structured
-      .session_id;
-    // It runs until the test releases it, so it is still running across the drop and the reconnect.
-    const hold = "touch .long-started; while [ ! -e .long-release ]; do sleep 0.05; done; echo slow";
-    const args = { name: "bash", args: { session_id: sid, command: hold } };
-    sock!.send(encode({ type: "call", id: "long-1", op: "tool", args, deadline_ms: 30_000 }));
-    await waitFor(() => existsSync(join(wd.path, ".long-started")), { what: "long-1 to run" });
-    const before = connections;
-    sock!.close(1011, "scripted drop");
-    await waitFor(() => connections > before && received.filter((r) => r.frame.type === "hello").length >= 2, {
-      what: "the worker to reconnect",
-    });
-    const hello = received.filter((r) => r.frame.type === "hello").at(-1)!.frame;
-    expect(hello.running).toEqual(["long-1"]);
-    expect(hello.unacked as string[]).toEqual(expect.arrayContaining(["once-1", "once-2"]));
-    // Re-sent after the welcome, and the long call's result arrives on the new link.
-    await waitFor(() => resultsFor("once-1").length >= 2, { what: "once-1 to be re-sent" });
-    autoAck = true;
-    writeFileSync(join(wd.path, ".long-release"), "");
-    const slow = await resultFor("long-1");
-    expect((slow.frame.data as { structured: { result: { stdout: string } } }).structured.result.stdout).toBe("slow\n");
-    // Acknowledged now: a later reconnect carries nothing over.
-    sock!.send(encode({ type: "ack", id: "once-1" }));
-    sock!.send(encode({ type: "ack", id: "once-2" }));
-  });
+  test(
+    "after a reconnect, hello lists unacknowledged results " + "and running calls, and the results are re-sent",
+    async () => {
+      const sid = ((await resultFor("once-1")).frame.data as { structured: { session_id: string } }).structured
+        .session_id;
+      // It runs until the test releases it, so it is still running across the drop and the reconnect.
+      const hold = "touch .long-started; while [ ! -e .long-release ]; do sleep 0.05; done; echo slow";
+      const args = { name: "bash", args: { session_id: sid, command: hold } };
+      sock!.send(encode({ type: "call", id: "long-1", op: "tool", args, deadline_ms: 30_000 }));
+      await waitFor(() => existsSync(join(wd.path, ".long-started")), { what: "long-1 to run" });
+      const before = connections;
+      sock!.close(1011, "scripted drop");
+      await waitFor(() => connections > before && received.filter((r) => r.frame.type === "hello").length >= 2, {
+        what: "the worker to reconnect",
+      });
+      const hello = received.filter((r) => r.frame.type === "hello").at(-1)!.frame;
+      expect(hello.running).toEqual(["long-1"]);
+      expect(hello.unacked as string[]).toEqual(expect.arrayContaining(["once-1", "once-2"]));
+      // Re-sent after the welcome, and the long call's result arrives on the new link.
+      await waitFor(() => resultsFor("once-1").length >= 2, { what: "once-1 to be re-sent" });
+      autoAck = true;
+      writeFileSync(join(wd.path, ".long-release"), "");
+      const slow = await resultFor("long-1");
+      expect((slow.frame.data as { structured: { result: { stdout: string } } }).structured.result.stdout).toBe(
+        "slow\n",
+      );
+      // Acknowledged now: a later reconnect carries nothing over.
+      sock!.send(encode({ type: "ack", id: "once-1" }));
+      sock!.send(encode({ type: "ack", id: "once-2" }));
+    },
+  );
 
   test("an unknown operation fails with a stable code", async () => {
     sock!.send(encode({ type: "call", id: "nope-1", op: "no_such_op", args: {}, deadline_ms: 5000 }));

@@ -142,7 +142,8 @@ describe("REST debug API (serve --mode http)", () => {
     const host = new URL(server.url).host;
     // 1. Declared: an oversize Content-Length is refused without sending (or reading) the body.
     const declared = await raw(server.url, [
-      `POST /oauth/token HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${LIMIT * 3}\r\n\r\n`,
+      `POST /oauth/token HTTP/1.1\r\nHost: ${host}\r\nContent-Type: ` +
+        `application/x-www-form-urlencoded\r\nContent-Length: ${LIMIT * 3}\r\n\r\n`,
     ]);
     expect(statusLines(declared)[0]).toBe(413);
     expect(declared).toContain('"error":"request_too_large"');
@@ -150,7 +151,8 @@ describe("REST debug API (serve --mode http)", () => {
     // 2. Chunked: counted as it arrives.
     const chunk = (s: string) => `${s.length.toString(16)}\r\n${s}\r\n`;
     const chunked = await raw(server.url, [
-      `POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      `POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nAuthorization: ` +
+        `Bearer ${token}\r\nTransfer-Encoding: chunked\r\n\r\n`,
       chunk(big.slice(0, LIMIT)),
       chunk(big.slice(LIMIT)),
       "0\r\n\r\n",
@@ -176,7 +178,8 @@ describe("REST debug API (serve --mode http)", () => {
     const understated = await raw(
       server.url,
       [
-        `POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}${big}\r\n\r\n`,
+        `POST /tools/version HTTP/1.1\r\nHost: ${host}\r\nAuthorization: Bearer ${token}\r\nContent-Type: ` +
+          `application/json\r\nContent-Length: 2\r\n\r\n{}${big}\r\n\r\n`,
       ],
       2,
     );

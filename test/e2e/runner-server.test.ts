@@ -116,29 +116,32 @@ async function liveRunner(): Promise<number> {
 }
 
 describe("the long-lived runner", () => {
-  test("runs bounded commands: one runner for many concurrent calls, which holds no descriptor afterwards", async () => {
-    expect((await bash("echo warm")).stdout).toBe("warm\n");
-    const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner to be running" });
-    // Between calls it holds its own descriptors and the pipes of the supervisor it forked ahead.
-    await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), {
-      what: "the runner to hold only its own and its waiting supervisor's descriptors",
-    });
-    const results = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => bash(`echo out-${i}; echo err-${i} >&2; exit ${i % 3}`)),
-    );
-    results.forEach((r, i) => {
-      expect(r.stdout).toBe(`out-${i}\n`);
-      expect(r.stderr).toBe(`err-${i}\n`);
-      expect(r.exit_code).toBe(i % 3);
-    });
-    // The same runner served them all (no per-call runner took over), and it is back to its own
-    // descriptors (stdin, stdout, stderr, its signalfd) and the next waiting supervisor's pipes,
-    // none of any finished call.
-    expect(runnerServerPid()).toBe(runner);
-    await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), {
-      what: "the runner to let go of every finished call's descriptors",
-    });
-  });
+  test(
+    "runs bounded commands: one runner for many " + "concurrent calls, which holds no descriptor " + "afterwards",
+    async () => {
+      expect((await bash("echo warm")).stdout).toBe("warm\n");
+      const runner = await waitFor(() => runnerServerPid(), { what: "the long-lived runner to be running" });
+      // Between calls it holds its own descriptors and the pipes of the supervisor it forked ahead.
+      await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), {
+        what: "the runner to hold only its own and its waiting supervisor's descriptors",
+      });
+      const results = await Promise.all(
+        Array.from({ length: 40 }, (_, i) => bash(`echo out-${i}; echo err-${i} >&2; exit ${i % 3}`)),
+      );
+      results.forEach((r, i) => {
+        expect(r.stdout).toBe(`out-${i}\n`);
+        expect(r.stderr).toBe(`err-${i}\n`);
+        expect(r.exit_code).toBe(i % 3);
+      });
+      // The same runner served them all (no per-call runner took over), and it is back to its own
+      // descriptors (stdin, stdout, stderr, its signalfd) and the next waiting supervisor's pipes,
+      // none of any finished call.
+      expect(runnerServerPid()).toBe(runner);
+      await waitFor(() => extraFdsAreTheWaitingSupervisors(runner), {
+        what: "the runner to let go of every finished call's descriptors",
+      });
+    },
+  );
 
   test("a command starts with no signal ignored or blocked", async () => {
     // The supervisor is forked, not exec'd, from the server: what the server inherited or set up for
@@ -215,33 +218,36 @@ describe("the long-lived runner", () => {
     expect(next).not.toBe(runner);
   });
 
-  test("a supervisor killed mid-call: its escaped processes are stopped by the runner and the call fails closed", async () => {
-    const runner = await liveRunner();
-    const pidFile = join(ws.path, "escapee.pid");
-    // A double fork and setsid: the sleep's parent exits, so it hangs off the supervisor alone.
-    const call = mcp.call("bash", {
-      session_id: sid,
-      command: `(setsid sleep 301 & echo $! > ${pidFile}) ; sleep 300`,
-      timeout_s: 120,
-    });
-    const escapee = await waitFor(
-      () => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")),
-      { what: "the escapee to start" },
-    );
-    // The call's supervisor is the runner's child with a child of its own (the shell).
-    const supervisor = await waitFor(() => childrenOf(runner).find((p) => childrenOf(p).length > 0), {
-      what: "the call's supervisor",
-    });
-    expect(pidAlive(escapee)).toBe(true);
-    process.kill(supervisor, "SIGKILL");
-    const r = await call;
-    expect(r.isError).toBe(true);
-    expect(errorCode(r)).toBe("containment_unconfirmed");
-    await waitFor(() => !pidAlive(escapee), { timeoutMs: 30_000, what: "the escapee to be stopped" });
-    // The runner itself survived and keeps serving.
-    expect(runnerServerPid()).toBe(runner);
-    expect((await bash("echo still")).stdout).toBe("still\n");
-  });
+  test(
+    "a supervisor killed mid-call: its escaped processes are " + "stopped by the runner and the call fails closed",
+    async () => {
+      const runner = await liveRunner();
+      const pidFile = join(ws.path, "escapee.pid");
+      // A double fork and setsid: the sleep's parent exits, so it hangs off the supervisor alone.
+      const call = mcp.call("bash", {
+        session_id: sid,
+        command: `(setsid sleep 301 & echo $! > ${pidFile}) ; sleep 300`,
+        timeout_s: 120,
+      });
+      const escapee = await waitFor(
+        () => existsSync(pidFile) && Number(readFileSync(pidFile, "utf8")) > 0 && Number(readFileSync(pidFile, "utf8")),
+        { what: "the escapee to start" },
+      );
+      // The call's supervisor is the runner's child with a child of its own (the shell).
+      const supervisor = await waitFor(() => childrenOf(runner).find((p) => childrenOf(p).length > 0), {
+        what: "the call's supervisor",
+      });
+      expect(pidAlive(escapee)).toBe(true);
+      process.kill(supervisor, "SIGKILL");
+      const r = await call;
+      expect(r.isError).toBe(true);
+      expect(errorCode(r)).toBe("containment_unconfirmed");
+      await waitFor(() => !pidAlive(escapee), { timeoutMs: 30_000, what: "the escapee to be stopped" });
+      // The runner itself survived and keeps serving.
+      expect(runnerServerPid()).toBe(runner);
+      expect((await bash("echo still")).stdout).toBe("still\n");
+    },
+  );
 
   test("a waiting supervisor killed from outside: nothing had run, and the next calls run contained", async () => {
     const runner = await liveRunner();

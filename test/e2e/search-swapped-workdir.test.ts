@@ -91,7 +91,8 @@ for (const engine of ["ripgrep", "builtin"] as const) {
     });
 
     for (const c of table) {
-      test(`${c.tool} ${JSON.stringify(c.args("SID", "SNAP")).slice(0, 90)} refuses with path_outside_workdir`, async () => {
+      const shown = JSON.stringify(c.args("SID", "SNAP")).slice(0, 90);
+      test(`${c.tool} ${shown} refuses with path_outside_workdir`, async () => {
         const r = await mcp.call(c.tool, c.args(sid, snap));
         expect(JSON.stringify(r)).not.toContain(SECRET);
         expect(r.isError).toBe(true);

@@ -164,7 +164,8 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
     expect(leftovers(A)).toEqual([]);
   }, 420_000);
 
-  test("remote → local: the link is cut mid-copy; job retry resumes the upload from the gateway's cursor", async () => {
+  test("remote → local: the link is cut mid-copy; " +
+    "job retry resumes the upload from the gateway's cursor", async () => {
     const started = (
       await ctl.mcp.ok<{ result: Job }>("session_copy", {
         src_session_id: sA,
@@ -179,7 +180,8 @@ describe("1 GiB http_stream copies survive a cut link and a killed controller", 
     expect(leftovers(L)).toEqual([]);
   }, 420_000);
 
-  test("kill -9 of the controller during a worker → controller gateway copy: restarted, the worker returns by itself, job retry resumes", async () => {
+  test("kill -9 of the controller during a worker → controller gateway copy: restarted, the worker returns by " +
+    "itself, job retry resumes", async () => {
     const started = (
       await ctl.mcp.ok<{ result: Job }>("session_copy", {
         src_session_id: sA,

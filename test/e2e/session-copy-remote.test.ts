@@ -104,7 +104,8 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
     const copy = (args: Record<string, unknown>) =>
       ctl.mcp.ok<{ result: Copy }>("session_copy", args).then((r) => r.result);
 
-    test("files over every route: worker_rpc below the threshold, http_stream above it, same_worker on one worker; SHA-256 equal", async () => {
+    test("files over every route: worker_rpc below the threshold, http_stream above it, same_worker on one " +
+      "worker; SHA-256 equal", async () => {
       bigFile(join(dirs.L, "small.bin"), 4);
       bigFile(join(dirs.L, "big.bin"), 32);
       const small = sha(join(dirs.L, "small.bin"));
@@ -134,7 +135,8 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
         expect(sha(join(dirs[to], dst))).toBe(want);
         expect(leftovers(dirs[to])).toEqual([]);
         console.log(
-          `${route} ${transport}: ${r.bytes! >> 20} MiB in ${Math.round(ms)} ms (${(r.bytes! / (1 << 20) / (ms / 1000)).toFixed(0)} MiB/s)`,
+          `${route} ${transport}: ${r.bytes! >> 20} MiB in ${Math.round(ms)} ms ` +
+            `(${(r.bytes! / (1 << 20) / (ms / 1000)).toFixed(0)} MiB/s)`,
         );
       }
       // A 4 MiB chunk size does not fit the controller's 2 MB frames: a worker source reads shorter chunks.
@@ -246,7 +248,8 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
       ["worker_rpc", 6],
       ["http_stream", 32],
     ] as const) {
-      test(`overwrite=false is checked at commit on a remote destination (${transport}): a file created mid-copy is kept`, async () => {
+      test(`overwrite=false is checked at commit on a remote destination (${transport}): a file created mid-copy ` +
+        `is kept`, async () => {
         const name = `mid-${transport}.bin`;
         bigFile(join(dirs.L, name), mib);
         // Chunks of 64 KiB: hundreds of writes, so the freeze lands mid-copy.
@@ -290,7 +293,8 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
       }, 60_000);
     }
 
-    test("job cancel of a copy into a remote session stops it on the controller and removes the partial file", async () => {
+    test("job cancel of a copy into a remote session stops it " +
+      "on the controller and removes the partial file", async () => {
       bigFile(join(dirs.L, "cancel.bin"), 6);
       const started = (
         await ctl.mcp.ok<{ result: Job }>("session_copy", {
@@ -331,7 +335,8 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
       expect(leftovers(dirs.A2)).toEqual([]);
     }, 60_000);
 
-    test("job list on a remote session shows the worker's jobs and the controller's background copies into it", async () => {
+    test("job list on a remote session shows the worker's jobs " +
+      "and the controller's background copies into it", async () => {
       const sid = (
         await ctl.mcp.ok<{ session_id: string }>("session_start", {
           target: "remote",
@@ -384,7 +389,8 @@ describe.skipIf(needsRoot("the workers run in their own network namespaces (ip n
       expect(active.counts).toEqual({ succeeded: 2 });
     }, 60_000);
 
-    test("kill -9 of the worker mid http_stream copy: nothing is published, the restarted worker resumes on job retry", async () => {
+    test("kill -9 of the worker mid http_stream copy: nothing is published, the restarted worker resumes on job " +
+      "retry", async () => {
       bigFile(join(dirs.L, "huge.bin"), 200);
       const want = sha(join(dirs.L, "huge.bin"));
       const out = join(dirs.A1, "huge.bin");

@@ -80,7 +80,9 @@ async function pollJob(mcp: McpHandle, sid: string, id: string): Promise<Job> {
 }
 
 describe("session_copy between local sessions", () => {
-  test("a file is copied with its digest, route and transport; kind mismatch and missing source are refused", async () => {
+  test("a file is copied with its digest, route and " +
+    "transport; kind mismatch and missing source are " +
+    "refused", async () => {
     await using mcp = await connectStdio(server);
     const [a, b] = await sessions(mcp);
     writeFileSync(join(server.workspace, "a", "data.bin"), Buffer.from("hello session copy\n".repeat(5000)));
@@ -175,7 +177,8 @@ describe("session_copy between local sessions", () => {
     expect(readFileSync(join(server.workspace, "b", "target.txt"), "utf8")).toBe("untouched");
   }, 60_000);
 
-  test("a directory is copied with its tree and modes; links refuse it; overwrite=false protects a full directory", async () => {
+  test("a directory is copied with its tree and modes; links refuse it; overwrite=false protects a full " +
+    "directory", async () => {
     await using mcp = await connectStdio(server);
     const [a, b] = await sessions(mcp);
     const tree = join(server.workspace, "a", "tree");
@@ -304,7 +307,8 @@ describe("long copies: background jobs, resume, progress and cancellation", () =
     expect(leftovers(join(server.workspace, "b"))).toEqual([]);
   }, 240_000);
 
-  test("overwrite=false is checked at commit: a destination created mid-copy is kept and nothing is published", async () => {
+  test("overwrite=false is checked at commit: a destination " +
+    "created mid-copy is kept and nothing is published", async () => {
     await using mcp = await connectStdio(server);
     const [a, b] = await sessions(mcp);
     bigFile(join(server.workspace, "a", "mid.bin"), 32);

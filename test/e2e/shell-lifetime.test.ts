@@ -45,18 +45,21 @@ describe("persistent shell lifetime", () => {
     expect(processesMatching(dir.path)).toEqual([]);
   });
 
-  test("a server left running whose state dir is the temp dir itself is stopped when that dir is disposed", async () => {
-    using workspace = tempDir("lsm-lifetime-ws-");
-    const state = tempDir("lsm-lifetime-state-");
-    const mcp = await connectStdio({ workspace: workspace.path, state: state.path });
-    const serverPid = mcp.pid()!;
-    try {
-      expect(pidAlive(serverPid)).toBe(true);
-      state[Symbol.dispose]();
-      // The server is our child: the transport reaps it once it has exited.
-      await waitFor(() => !pidAlive(serverPid), { what: "the forgotten server to be stopped" });
-    } finally {
-      await mcp.close();
-    }
-  });
+  test(
+    "a server left running whose state dir is the temp " + "dir itself is stopped when that dir is disposed",
+    async () => {
+      using workspace = tempDir("lsm-lifetime-ws-");
+      const state = tempDir("lsm-lifetime-state-");
+      const mcp = await connectStdio({ workspace: workspace.path, state: state.path });
+      const serverPid = mcp.pid()!;
+      try {
+        expect(pidAlive(serverPid)).toBe(true);
+        state[Symbol.dispose]();
+        // The server is our child: the transport reaps it once it has exited.
+        await waitFor(() => !pidAlive(serverPid), { what: "the forgotten server to be stopped" });
+      } finally {
+        await mcp.close();
+      }
+    },
+  );
 });

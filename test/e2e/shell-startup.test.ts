@@ -12,7 +12,9 @@ let sid: string;
 
 const RC_FILES = [".bash_profile", ".bash_login", ".profile", ".bashrc", ".bash_logout"];
 /** What a command prints about how its shell was started. */
-const PROBE = `shopt -q login_shell && echo login=yes || echo login=no; case $- in *i*) echo interactive=yes;; *) echo interactive=no;; esac; echo "arg0=$0"`;
+const PROBE =
+  `shopt -q login_shell && echo login=yes || echo login=no; case $- in *i*) echo interactive=yes;; *) echo ` +
+  `interactive=no;; esac; echo "arg0=$0"`;
 
 beforeAll(async () => {
   dir = tempDir("lsm-startup-");

@@ -246,7 +246,8 @@ describe("stopping the last shell", () => {
 });
 
 describe("persistent shell environment", () => {
-  test("a persistent shell's env values reach the shell but no process command line, and stay out of other shells", async () => {
+  test("a persistent shell's env values reach the shell but no process command line, and stay out of other " +
+    "shells", async () => {
     const secret = `s3cr3t-${process.pid}-${Date.now()}`;
     const started = await mcp.ok<{ result: { shell_id: string } }>("bash", {
       session_id: sid,

@@ -47,9 +47,8 @@ test.skipIf(needsRoot("runs the server as another uid (chown, setpriv) to show i
     );
     try {
       // Wait until the server answers, so setpriv has exec'd it and start-up has run.
-      proc.stdin.write(
-        `${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "0" } } })}\n`,
-      );
+      const params = { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "0" } };
+      proc.stdin.write(`${JSON.stringify({ jsonrpc: "2.0", id: 1, method: "initialize", params })}\n`);
       proc.stdin.flush();
       const reader = proc.stdout.getReader();
       const first = await reader.read();

@@ -288,7 +288,9 @@ describe.each(["stdio", "http"] as const)("over %s", (transport) => {
       // Durations unique to this run: leftovers of another run can never be mistaken for ours.
       const tag = `9${process.pid % 1000}${Date.now() % 100000}`;
       const pids = pidFiles(`timeout-${tag}`);
-      const tree = `(${pids.sleeper(1, `${tag}1`)} & ${pids.sleeper(2, `${tag}2`)}; echo never) & ${pids.sleeper(3, `${tag}3`)}`;
+      const tree =
+        `(${pids.sleeper(1, `${tag}1`)} & ${pids.sleeper(2, `${tag}2`)}; echo never) ` +
+        `& ${pids.sleeper(3, `${tag}3`)}`;
       const started = Date.now();
       const r = await mcp.ok<Cmd>("bash", { session_id: sid, command: tree, timeout_s: 5 });
       expect(r.result.timed_out).toBe(true);

@@ -40,7 +40,8 @@ async function execRatio(label: string, command: string): Promise<{ ratio: numbe
   const bytes = responseBytes(raw);
   const ratio = bytes / captured;
   figures.push(
-    `${label}: ${captured} captured bytes -> ${bytes} response bytes (${ratio.toFixed(2)} per byte, ${r.stdout.encoding})`,
+    `${label}: ${captured} captured bytes -> ${bytes} response bytes (${ratio.toFixed(2)} per ` +
+      `byte, ${r.stdout.encoding})`,
   );
   return { ratio, stdout: r.stdout, bytes };
 }

@@ -73,7 +73,8 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     expect(readdirSync(partialDir)).toEqual([]);
   }, 60_000);
 
-  test("a destination parent swapped for an outside symlink right after download_start: 50 races, 0 bytes outside", async () => {
+  test("a destination parent swapped for an outside symlink right after download_start: 50 races, 0 bytes " +
+    "outside", async () => {
     const dir = join(root.path, "race");
     const moved = join(root.path, "race-moved");
     const outcomes: Record<string, number> = {};

@@ -356,7 +356,8 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
     expect(sha(readFileSync(join(h, "big-up.bin")))).toBe(sha(big));
   }, 60_000);
 
-  test("master killed from outside: connection_lost, no silent reconnect; download resumes after reconnect", async () => {
+  test("master killed from outside: connection_lost, no " +
+    "silent reconnect; download resumes after reconnect", async () => {
     const h = sshd.home;
     const before = accepted();
     const d1 = await srv.ok("download_start", { ...k(), remote_path: `${h}/big.bin`, local_path: "big2.bin" });

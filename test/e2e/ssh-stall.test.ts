@@ -59,7 +59,8 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
       sshd.thaw(frozen);
     }
     console.log(
-      `stall figures: exec {timeout: 3} returned after ${Math.round(execMs)} ms; transfer_cancel after ${Math.round(cancelMs)} ms`,
+      `stall figures: exec {timeout: 3} returned after ${Math.round(execMs)} ms; transfer_cancel ` +
+        `after ${Math.round(cancelMs)} ms`,
     );
     // The issue asks for <= 5 s and <= 2 s; the bounds carry ~2.5x headroom for a loaded 2-core machine.
     expect(execMs).toBeLessThan(12_000);

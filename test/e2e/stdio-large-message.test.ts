@@ -50,7 +50,8 @@ async function stillServes(): Promise<void> {
 }
 
 for (const mb of [100, 34]) {
-  test(`a ${mb} MB line is answered with an error naming the limit, without buffering it, and serving goes on`, async () => {
+  test(`a ${mb} MB line is answered with an error naming the ` +
+    `limit, without buffering it, and serving goes on`, async () => {
     const before = peakRssKiB(raw.proc.pid);
     const id = await streamPing(mb * 1_000_000);
     const answer = await raw.answer(id, 120_000);

@@ -74,67 +74,78 @@ describe("the advertised tool list", () => {
     expect(Buffer.byteLength(mcp.client.getInstructions() ?? "")).toBeLessThanOrEqual(INSTRUCTIONS_BUDGET_BYTES);
   });
 
-  test("single-type dialects: anyOf instead of type arrays anywhere, no empty {} schema, no safe-integer bounds", () => {
-    const problems: string[] = [];
-    for (const tool of tools) {
-      for (const [which, root] of [
-        ["input", tool.inputSchema],
-        ["output", tool.outputSchema],
-      ] as const) {
-        for (const [path, s] of subSchemas(root, `${tool.name}.${which}`)) {
-          if (Array.isArray(s.type)) problems.push(`${path}: type array`);
-          if (Object.keys(s).length === 0) problems.push(`${path}: {}`);
-          if (
-            Math.abs(Number(s.minimum)) === Number.MAX_SAFE_INTEGER ||
-            Math.abs(Number(s.maximum)) === Number.MAX_SAFE_INTEGER
-          )
-            problems.push(`${path}: ±2^53 bound`);
-          if (s.description !== undefined) problems.push(`${path}: description inside a schema`);
+  test(
+    "single-type dialects: anyOf instead of type arrays " + "anywhere, no empty {} schema, no safe-integer bounds",
+    () => {
+      const problems: string[] = [];
+      for (const tool of tools) {
+        for (const [which, root] of [
+          ["input", tool.inputSchema],
+          ["output", tool.outputSchema],
+        ] as const) {
+          for (const [path, s] of subSchemas(root, `${tool.name}.${which}`)) {
+            if (Array.isArray(s.type)) problems.push(`${path}: type array`);
+            if (Object.keys(s).length === 0) problems.push(`${path}: {}`);
+            if (
+              Math.abs(Number(s.minimum)) === Number.MAX_SAFE_INTEGER ||
+              Math.abs(Number(s.maximum)) === Number.MAX_SAFE_INTEGER
+            )
+              problems.push(`${path}: ±2^53 bound`);
+            if (s.description !== undefined) problems.push(`${path}: description inside a schema`);
+          }
         }
       }
-    }
-    expect(problems).toEqual([]);
-  });
+      expect(problems).toEqual([]);
+    },
+  );
 
-  test("outputs: every top-level field typed by one `type` keyword, or anyOf single-type branches when it may be null", () => {
-    const jsonTypes = new Set(["string", "number", "integer", "boolean", "object", "array", "null"]);
-    const problems: string[] = [];
-    let fields = 0;
-    for (const tool of tools) {
-      const out = tool.outputSchema as Schema | undefined;
-      if (!out) {
-        problems.push(`${tool.name}: no output schema`);
-        continue;
+  test(
+    "outputs: every top-level field typed by one `type` keyword, or anyOf single-type branches when it may be " +
+      "null",
+    () => {
+      const jsonTypes = new Set(["string", "number", "integer", "boolean", "object", "array", "null"]);
+      const problems: string[] = [];
+      let fields = 0;
+      for (const tool of tools) {
+        const out = tool.outputSchema as Schema | undefined;
+        if (!out) {
+          problems.push(`${tool.name}: no output schema`);
+          continue;
+        }
+        if (JSON.stringify(Object.keys(out).sort()) !== JSON.stringify(["properties", "type"]))
+          problems.push(`${tool.name}: keywords ${Object.keys(out)}`);
+        for (const [name, field] of Object.entries(out.properties as Record<string, Schema>)) {
+          fields++;
+          const branches = Array.isArray(field.anyOf) ? (field.anyOf as Schema[]) : [field];
+          const types = branches.map((b) => (Object.keys(b).join() === "type" ? b.type : undefined));
+          if (Object.keys(field).length !== 1) problems.push(`${tool.name}.${name}: ${JSON.stringify(field)}`);
+          else if (
+            types.length === 0 ||
+            !types.every((t) => jsonTypes.has(t as string)) ||
+            new Set(types).size !== types.length
+          )
+            problems.push(`${tool.name}.${name}: type ${JSON.stringify(field.type)}`);
+        }
       }
-      if (JSON.stringify(Object.keys(out).sort()) !== JSON.stringify(["properties", "type"]))
-        problems.push(`${tool.name}: keywords ${Object.keys(out)}`);
-      for (const [name, field] of Object.entries(out.properties as Record<string, Schema>)) {
-        fields++;
-        const branches = Array.isArray(field.anyOf) ? (field.anyOf as Schema[]) : [field];
-        const types = branches.map((b) => (Object.keys(b).join() === "type" ? b.type : undefined));
-        if (Object.keys(field).length !== 1) problems.push(`${tool.name}.${name}: ${JSON.stringify(field)}`);
-        else if (
-          types.length === 0 ||
-          !types.every((t) => jsonTypes.has(t as string)) ||
-          new Set(types).size !== types.length
-        )
-          problems.push(`${tool.name}.${name}: type ${JSON.stringify(field.type)}`);
-      }
-    }
-    expect(problems).toEqual([]);
-    expect(fields).toBeGreaterThan(100);
-  });
+      expect(problems).toEqual([]);
+      expect(fields).toBeGreaterThan(100);
+    },
+  );
 
-  test(`the SDK client's Ajv generates at most ${OUTPUT_VALIDATOR_CODE_BUDGET_BYTES} bytes of validators for the output schemas`, () => {
-    // The SDK's own Ajv instance, with its options (strict off, all errors, formats), as the client
-    // builds it; compiled functions print their generated source.
-    const ajv = (new AjvJsonSchemaValidator() as unknown as { _ajv: { compile(s: object): { toString(): string } } })
-      ._ajv;
-    let bytes = 0;
-    for (const tool of tools) if (tool.outputSchema) bytes += ajv.compile(tool.outputSchema).toString().length;
-    expect(bytes).toBeGreaterThan(10_000);
-    expect(bytes).toBeLessThanOrEqual(OUTPUT_VALIDATOR_CODE_BUDGET_BYTES);
-  });
+  test(
+    `the SDK client's Ajv generates at most ${OUTPUT_VALIDATOR_CODE_BUDGET_BYTES} bytes of validators for the ` +
+      `output schemas`,
+    () => {
+      // The SDK's own Ajv instance, with its options (strict off, all errors, formats), as the client
+      // builds it; compiled functions print their generated source.
+      const ajv = (new AjvJsonSchemaValidator() as unknown as { _ajv: { compile(s: object): { toString(): string } } })
+        ._ajv;
+      let bytes = 0;
+      for (const tool of tools) if (tool.outputSchema) bytes += ajv.compile(tool.outputSchema).toString().length;
+      expect(bytes).toBeGreaterThan(10_000);
+      expect(bytes).toBeLessThanOrEqual(OUTPUT_VALIDATOR_CODE_BUDGET_BYTES);
+    },
+  );
 
   test("descriptions carry no line breaks that only wrap the source (paragraphs and list items keep theirs)", () => {
     // A line that continues a paragraph: neither a list item nor after a blank line or a list item.

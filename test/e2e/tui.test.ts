@@ -37,9 +37,8 @@ const { sock, tmux, screen, keys, shows } = tuiPane(() => dir.path);
 beforeAll(async () => {
   dir = tempDir();
   srv = await startHttpServer({ workspace: dir.path, state: state() }, { mode: "mcp", auth: "oauth", pin: PIN });
-  mcp = await connectHttp(srv.url, {
-    authorization: `Bearer ${(await obtainToken(srv.url, PIN, "shell:read shell:write shell:execute audit:read")).token}`,
-  });
+  const token = (await obtainToken(srv.url, PIN, "shell:read shell:write shell:execute audit:read")).token;
+  mcp = await connectHttp(srv.url, { authorization: `Bearer ${token}` });
   sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
   await mcp.ok("write_todos", { session_id: sid, todos: [{ content: "watch the tui", status: "in_progress" }] });
   shellId = (
@@ -241,33 +240,37 @@ describe("tui in tmux", () => {
 });
 
 describe("tui command", () => {
-  test("ui_tui_command gets the API base and the token in its environment, never on argv, and its exit status", async () => {
-    const out = join(dir.path, "external.txt");
-    const script = join(dir.path, "external.sh");
-    writeFileSync(
-      script,
-      `printf '%s\\n' "$LOCAL_SHELL_MCP_UI_API_BASE" "$LOCAL_SHELL_MCP_UI_MODE" "$LOCAL_SHELL_MCP_UI_LOCAL_TOKEN" "$*" > '${out}'\nexit 7\n`,
-    );
-    const p = Bun.spawn(
-      [
-        binary(),
-        "tui",
-        "--api-base",
-        `${srv.url}/api/ui`,
-        "--state-dir",
-        state(),
-        "--ui-tui-command",
-        `sh '${script}' first-arg`,
-      ],
-      { env: serverEnv(), stdout: "pipe", stderr: "pipe" },
-    );
-    expect(await p.exited).toBe(7);
-    const [base, mode, token, argv] = readFileSync(out, "utf8").split("\n");
-    expect(base).toBe(`${srv.url}/api/ui`);
-    expect(mode).toBe("tui");
-    expect(token).toBe(readFileSync(join(state(), "ui", "local-token"), "utf8").trim());
-    expect(argv).toBe("first-arg");
-  });
+  test(
+    "ui_tui_command gets the API base and the token in its " + "environment, never on argv, and its exit status",
+    async () => {
+      const out = join(dir.path, "external.txt");
+      const script = join(dir.path, "external.sh");
+      writeFileSync(
+        script,
+        `printf '%s\\n' "$LOCAL_SHELL_MCP_UI_API_BASE" "$LOCAL_SHELL_MCP_UI_MODE" ` +
+          `"$LOCAL_SHELL_MCP_UI_LOCAL_TOKEN" "$*" > '${out}'\nexit 7\n`,
+      );
+      const p = Bun.spawn(
+        [
+          binary(),
+          "tui",
+          "--api-base",
+          `${srv.url}/api/ui`,
+          "--state-dir",
+          state(),
+          "--ui-tui-command",
+          `sh '${script}' first-arg`,
+        ],
+        { env: serverEnv(), stdout: "pipe", stderr: "pipe" },
+      );
+      expect(await p.exited).toBe(7);
+      const [base, mode, token, argv] = readFileSync(out, "utf8").split("\n");
+      expect(base).toBe(`${srv.url}/api/ui`);
+      expect(mode).toBe("tui");
+      expect(token).toBe(readFileSync(join(state(), "ui", "local-token"), "utf8").trim());
+      expect(argv).toBe("first-arg");
+    },
+  );
 
   test("--api-base must be loopback /api/ui; a missing token file is a clear error", async () => {
     for (const bad of [

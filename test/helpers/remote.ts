@@ -168,7 +168,9 @@ async function connectNetOperator(url: string, net: RemoteNet): Promise<McpHandl
   return connectHttp(url, { authorization: `Bearer ${net.operatorToken}` });
 }
 
-/** An MCP client of the controller at loopback `url` with a token of every scope (the PIN typed as an operator would). */
+/**
+ * An MCP client of the controller at loopback `url` with a token of every scope (the PIN typed as an operator would).
+ */
 export async function connectOperator(url: string): Promise<McpHandle> {
   return connectHttp(url, {
     authorization: `Bearer ${(await obtainToken(url, NET_ADMIN_PIN, SCOPES.join(" "))).token}`,

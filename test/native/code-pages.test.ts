@@ -4,7 +4,10 @@ import { CodePages, parseSmaps, releasable } from "../../src/native/code-pages.t
 /** Which mappings the idle release may unmap: a wrong pick would lose data or touch other files. */
 const EXE = "/opt/lsm/local-shell-mcp";
 function mapping(range: string, perms: string, path: string, rssKb: number, anonKb: number): string {
-  return `${range} ${perms} 00000000 08:01 1234 ${path}\nSize: 100 kB\nRss: ${rssKb} kB\nPss: ${rssKb} kB\nAnonymous: ${anonKb} kB\nVmFlags: rd mr mw me\n`;
+  return (
+    `${range} ${perms} 00000000 08:01 1234 ${path}\nSize: 100 kB\nRss: ${rssKb} kB\nPss: ${rssKb} ` +
+    `kB\nAnonymous: ${anonKb} kB\nVmFlags: rd mr mw me\n`
+  );
 }
 const SMAPS = [
   mapping("00200000-01a38000", "r--p", EXE, 5000, 0), // constant data
@@ -45,20 +48,23 @@ describe("code-pages mapping selection", () => {
 });
 
 describe("code-pages in this process", () => {
-  test("drops this runtime's read-only pages and the process runs on (they come back from the page cache)", async () => {
-    const released = await new CodePages().release();
-    if (process.platform !== "linux") {
-      expect(released).toBeNull();
-      return;
-    }
-    // bun itself is the executable here: its machine code was resident, so something was dropped.
-    expect(released).not.toBeNull();
-    expect(released!.bytes).toBeGreaterThan(1024 * 1024);
-    // Code that needs the dropped pages (parser, regexp engine, hashing) still runs correctly.
-    expect(JSON.parse('{"a":[1,2,3]}').a).toEqual([1, 2, 3]);
-    expect(/n(\d+)/.exec("n42")![1]).toBe("42");
-    expect(new Bun.CryptoHasher("sha256").update("abc").digest("hex")).toBe(
-      "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
-    );
-  });
+  test(
+    "drops this runtime's read-only pages and the process " + "runs on (they come back from the page cache)",
+    async () => {
+      const released = await new CodePages().release();
+      if (process.platform !== "linux") {
+        expect(released).toBeNull();
+        return;
+      }
+      // bun itself is the executable here: its machine code was resident, so something was dropped.
+      expect(released).not.toBeNull();
+      expect(released!.bytes).toBeGreaterThan(1024 * 1024);
+      // Code that needs the dropped pages (parser, regexp engine, hashing) still runs correctly.
+      expect(JSON.parse('{"a":[1,2,3]}').a).toEqual([1, 2, 3]);
+      expect(/n(\d+)/.exec("n42")![1]).toBe("42");
+      expect(new Bun.CryptoHasher("sha256").update("abc").digest("hex")).toBe(
+        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+      );
+    },
+  );
 });

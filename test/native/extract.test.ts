@@ -12,7 +12,8 @@ async function extractFresh(name: string, source: string, dir: string): Promise<
     [
       process.execPath,
       "-e",
-      `const { extractHelper } = await import(${JSON.stringify(EXTRACT)}); console.log(await extractHelper(${JSON.stringify(name)}, ${JSON.stringify(source)}, ${JSON.stringify(dir)}));`,
+      `const { extractHelper } = await import(${JSON.stringify(EXTRACT)}); console.log(await ` +
+        `extractHelper(${JSON.stringify(name)}, ${JSON.stringify(source)}, ${JSON.stringify(dir)}));`,
     ],
     { stdout: "pipe", stderr: "pipe" },
   );

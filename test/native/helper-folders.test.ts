@@ -102,7 +102,8 @@ const buildFolders = () => readdirSync(helpers).filter((n) => /^\d+\.\d+\.\d+-[0
 const PRUNE_LINE = /helper folders of other builds: (\d+) removed, (\d+) in use, (\d+) recent/;
 
 describe("helper folders of other builds", () => {
-  test("are removed once unused; a folder in use by a live process, a link, a recent or foreign entry is kept", async () => {
+  test("are removed once unused; a folder in use by a live " +
+    "process, a link, a recent or foreign entry is kept", async () => {
     // The older build starts first: it extracts its tmux and holds its folder while it runs.
     const old = serve(oldBinary, "old");
     await waitFor(
@@ -183,21 +184,24 @@ describe("helper folders of other builds", () => {
 });
 
 describe("holding a helper folder", () => {
-  test("a holder kept waiting by a pruner ends up holding the lock of the folder made again after the removal", async () => {
-    using scratch = tempDir("lsm-hold-");
-    const folder = join(scratch.path, "0.0.3-eeeeeeeeeeeeeeee");
-    mkdirSync(folder, { mode: 0o700 });
-    // The pruner's side: exclusive lock taken, so the holder has to wait.
-    const pruner = FileLock.attempt(join(folder, IN_USE_LOCK), "exclusive");
-    if (pruner.status !== "acquired") throw new Error("the test could not take the exclusive lock");
-    // Its first attempt (made before the call returns) finds the lock taken; it polls from then on.
-    const holding = holdHelperFolder(folder);
-    // The folder goes, as a pruner renames and deletes it, and the lock of the deleted file is released last.
-    removeDir(folder);
-    pruner.lock.release();
-    expect(await holding).toBe(true);
-    // The folder was made again and its lock file is the one the holder has: an exclusive attempt is refused.
-    expect(lstatSync(folder).isDirectory()).toBe(true);
-    expect(FileLock.attempt(join(folder, IN_USE_LOCK), "exclusive").status).toBe("busy");
-  });
+  test(
+    "a holder kept waiting by a pruner ends up holding the " + "lock of the folder made again after the removal",
+    async () => {
+      using scratch = tempDir("lsm-hold-");
+      const folder = join(scratch.path, "0.0.3-eeeeeeeeeeeeeeee");
+      mkdirSync(folder, { mode: 0o700 });
+      // The pruner's side: exclusive lock taken, so the holder has to wait.
+      const pruner = FileLock.attempt(join(folder, IN_USE_LOCK), "exclusive");
+      if (pruner.status !== "acquired") throw new Error("the test could not take the exclusive lock");
+      // Its first attempt (made before the call returns) finds the lock taken; it polls from then on.
+      const holding = holdHelperFolder(folder);
+      // The folder goes, as a pruner renames and deletes it, and the lock of the deleted file is released last.
+      removeDir(folder);
+      pruner.lock.release();
+      expect(await holding).toBe(true);
+      // The folder was made again and its lock file is the one the holder has: an exclusive attempt is refused.
+      expect(lstatSync(folder).isDirectory()).toBe(true);
+      expect(FileLock.attempt(join(folder, IN_USE_LOCK), "exclusive").status).toBe("busy");
+    },
+  );
 });

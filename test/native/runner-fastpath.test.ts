@@ -102,7 +102,9 @@ describe("the runner's no-child short cut never confirms a live tree", () => {
       const f = pidFile();
       const fifo = join(dir, `fifo-${i}`);
       const middle = `sleep 3003 ${QUIET} & echo $! > ${f}; read x < ${fifo}`;
-      const script = `set -m; mkfifo ${fifo}; bash -c '${middle}' ${QUIET} & until [ -s ${f} ]; do sleep 0.005; done; echo go > ${fifo}; exit 0`;
+      const script =
+        `set -m; mkfifo ${fifo}; bash -c '${middle}' ${QUIET} & until [ -s ${f} ]; do sleep 0.005; done; echo ` +
+        `go > ${fifo}; exit 0`;
       const r = await run(["--", "bash", "-c", script]);
       expect(r.code).toBe(0);
       pids.push(readPid(f));
@@ -119,7 +121,8 @@ describe("the runner's no-child short cut never confirms a live tree", () => {
       "--",
       "bash",
       "-c",
-      `set -m; sh -c 'echo $$ > ${f}; exec sleep 3004' ${QUIET} & until [ -s ${f} ]; do sleep 0.01; done; kill -STOP $(cat ${f}); echo stopped`,
+      `set -m; sh -c 'echo $$ > ${f}; exec sleep 3004' ${QUIET} & until [ -s ${f} ]; do sleep 0.01; done; ` +
+        `kill -STOP $(cat ${f}); echo stopped`,
     ]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("stopped\n");

@@ -62,36 +62,39 @@ describe("the runner server driven directly", () => {
     expect(await long.p.exited).toBe(143);
   });
 
-  test("a supervisor is forked ahead again after each hand-over: once the command ended, or while a long one runs", async () => {
-    const children = () =>
-      readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, "utf8")
-        .trim()
-        .split(" ")
-        .filter(Boolean)
-        .map(Number);
-    const first = run("exit 0");
-    expect(await first.p.exited).toBe(0);
-    await waitFor(
-      () => {
-        const now = children();
-        return now.length === 1 && now[0] !== first.p.pid;
-      },
-      { what: "a waiting supervisor after a short command" },
-    );
-    const ahead = children()[0];
-    // The next command goes to that supervisor: nothing was forked between its request and its start.
-    const long = run("echo started; exec sleep 600");
-    await waitFor(() => long.out() === "started\n", { what: "the long command's first line" });
-    expect(long.p.pid).toBe(ahead!);
-    // Not held back until the long command ends: a waiting supervisor comes next to it.
-    await waitFor(() => children().length === 2, { what: "a waiting supervisor beside a running command" });
-    const next = children().find((c) => c !== long.p.pid);
-    const short = run("echo hi");
-    expect(await short.p.exited).toBe(0);
-    expect(short.p.pid).toBe(next!);
-    long.p.kill();
-    expect(await long.p.exited).toBe(143);
-  });
+  test(
+    "a supervisor is forked ahead again after each hand-over: " + "once the command ended, or while a long one runs",
+    async () => {
+      const children = () =>
+        readFileSync(`/proc/${server.pid}/task/${server.pid}/children`, "utf8")
+          .trim()
+          .split(" ")
+          .filter(Boolean)
+          .map(Number);
+      const first = run("exit 0");
+      expect(await first.p.exited).toBe(0);
+      await waitFor(
+        () => {
+          const now = children();
+          return now.length === 1 && now[0] !== first.p.pid;
+        },
+        { what: "a waiting supervisor after a short command" },
+      );
+      const ahead = children()[0];
+      // The next command goes to that supervisor: nothing was forked between its request and its start.
+      const long = run("echo started; exec sleep 600");
+      await waitFor(() => long.out() === "started\n", { what: "the long command's first line" });
+      expect(long.p.pid).toBe(ahead!);
+      // Not held back until the long command ends: a waiting supervisor comes next to it.
+      await waitFor(() => children().length === 2, { what: "a waiting supervisor beside a running command" });
+      const next = children().find((c) => c !== long.p.pid);
+      const short = run("echo hi");
+      expect(await short.p.exited).toBe(0);
+      expect(short.p.pid).toBe(next!);
+      long.p.kill();
+      expect(await long.p.exited).toBe(143);
+    },
+  );
 
   test("a request naming its own procfs still proves enumeration there before anything runs", async () => {
     // The server proved enumeration on /proc at its start, and its supervisors rely on that; a
@@ -166,30 +169,33 @@ describe("the runner server's request stream", () => {
     expect(await new Response(proc.stderr).text()).toContain("malformed request");
   });
 
-  test("garbage on the request pipe: the call in flight ends interrupted (unconfirmed), never with a bare 143", async () => {
-    const own = new RunnerServer(join(dir, "lsm-runner"));
-    expect(await own.ready).toBe(true);
-    try {
-      let out = "";
-      const p = own.run(
-        ["--timeout-ms", "60000", "--", "sh", "-c", "echo started; sleep 600"],
-        dir,
-        env,
-        (_s, c) => (out += new TextDecoder().decode(c)),
-      );
-      if (!p) throw new Error("the runner server is gone");
-      await waitFor(() => out === "started\n", { what: "the command to start" });
-      // What a hostile writer on the request pipe would send: a frame too short to be one.
-      const stdin = (own as unknown as { proc: { stdin: { write(b: Uint8Array): void; flush(): void } } }).proc.stdin;
-      stdin.write(new Uint8Array([2, 0, 0, 0, 0x5a, 0xff, 0xfe, 0xfd, 0xfc]));
-      stdin.flush();
-      await p.exited;
-      expect(String(p.signalCode)).toContain("runner server stopped (malformed request)");
-      expect(own.alive).toBe(false);
-      // No new call goes to a server that stopped itself.
-      expect(own.run(["--", "true"], dir, env, () => undefined)).toBeUndefined();
-    } finally {
-      own.stop();
-    }
-  });
+  test(
+    "garbage on the request pipe: the call in flight ends " + "interrupted (unconfirmed), never with a bare 143",
+    async () => {
+      const own = new RunnerServer(join(dir, "lsm-runner"));
+      expect(await own.ready).toBe(true);
+      try {
+        let out = "";
+        const p = own.run(
+          ["--timeout-ms", "60000", "--", "sh", "-c", "echo started; sleep 600"],
+          dir,
+          env,
+          (_s, c) => (out += new TextDecoder().decode(c)),
+        );
+        if (!p) throw new Error("the runner server is gone");
+        await waitFor(() => out === "started\n", { what: "the command to start" });
+        // What a hostile writer on the request pipe would send: a frame too short to be one.
+        const stdin = (own as unknown as { proc: { stdin: { write(b: Uint8Array): void; flush(): void } } }).proc.stdin;
+        stdin.write(new Uint8Array([2, 0, 0, 0, 0x5a, 0xff, 0xfe, 0xfd, 0xfc]));
+        stdin.flush();
+        await p.exited;
+        expect(String(p.signalCode)).toContain("runner server stopped (malformed request)");
+        expect(own.alive).toBe(false);
+        // No new call goes to a server that stopped itself.
+        expect(own.run(["--", "true"], dir, env, () => undefined)).toBeUndefined();
+      } finally {
+        own.stop();
+      }
+    },
+  );
 });

@@ -195,7 +195,9 @@ describe("lsm-runner containment", () => {
   test("setsid, double-forked and nohup'd children die with the command", async () => {
     const [a, b, c] = [tag(), tag(), tag()];
     const m = marks();
-    const script = `setsid ${m.marked(a)} ${QUIET} & (${m.marked(b)} ${QUIET} &) ; nohup ${m.marked(c)} ${QUIET} & ${m.awaitMarks()}; echo started`;
+    const script =
+      `setsid ${m.marked(a)} ${QUIET} & (${m.marked(b)} ${QUIET} &) ; nohup ${m.marked(c)} ${QUIET} ` +
+      `& ${m.awaitMarks()}; echo started`;
     const r = await run(["--", "bash", "-c", script]);
     expect(r.stdout).toBe("started\n");
     expect(r.code).toBe(0);
@@ -209,7 +211,9 @@ describe("lsm-runner containment", () => {
   test("a child ignoring SIGTERM is SIGKILLed after the grace period", async () => {
     const s = tag();
     const m = marks();
-    const script = `(trap '' TERM; echo $BASHPID > ${m.file("ignorer")}; exec sleep ${s}) ${QUIET} & ${m.awaitMarks()}; echo started`;
+    const script =
+      `(trap '' TERM; echo $BASHPID > ${m.file("ignorer")}; exec sleep ${s}) ${QUIET} & ${m.awaitMarks()}; ` +
+      `echo started`;
     const r = await run(["--grace-ms", "200", "--", "bash", "-c", script]);
     expect(r.code).toBe(0);
     expect(r.stdout).toBe("started\n");
@@ -243,7 +247,9 @@ describe("lsm-runner containment", () => {
   test("SIGTERM to the runner tears the tree down and exits 143", async () => {
     const [a, b, c] = [tag(), tag(), tag()];
     const m = marks();
-    const script = `setsid ${m.marked(a)} ${QUIET} & (${m.marked(b)} ${QUIET} &); ${m.awaitMarks()}; echo started; exec sleep ${c}`;
+    const script =
+      `setsid ${m.marked(a)} ${QUIET} & (${m.marked(b)} ${QUIET} &); ${m.awaitMarks()}; echo started; exec ` +
+      `sleep ${c}`;
     const { proc } = start(["--", "bash", "-c", script]);
     const reader = (proc.stdout as ReadableStream<Uint8Array>).getReader();
     let seen = "";
@@ -324,7 +330,9 @@ describe("lsm-runner containment", () => {
     const m = marks();
     // A loop that keeps spawning through the TERM phase; it records its pid once the first sleeper
     // is out, so the command returns while it is demonstrably busy.
-    const loop = `trap '' TERM; i=0; while [ $i -lt 2000 ]; do sleep ${s} ${QUIET} & i=$((i+1)); [ $i = 1 ] && echo $BASHPID > ${m.file("loop")}; sleep 0.005; done`;
+    const loop =
+      `trap '' TERM; i=0; while [ $i -lt 2000 ]; do sleep ${s} ${QUIET} & i=$((i+1)); [ $i = 1 ] && echo ` +
+      `$BASHPID > ${m.file("loop")}; sleep 0.005; done`;
     const script = `(${loop}) ${QUIET} & ${m.awaitMarks()}; echo started`;
     const r = await run(["--grace-ms", "300", "--", "bash", "-c", script]);
     expect(r.code).toBe(0);
@@ -406,7 +414,9 @@ describe("lsm-runner fails closed", () => {
     // The sleeper touches the marker only once it is in its own session, and the command waits for
     // it: a sleeper still in the command's group when the command ends would be stopped with the
     // group (rightly, and then the tree is gone), which a loaded machine made happen.
-    const corrupt = `setsid sh -c 'touch "$1"; exec sleep ${s}' sh '${marker}' ${QUIET} & while [ ! -e '${marker}' ]; do sleep 0.01; done; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
+    const corrupt =
+      `setsid sh -c 'touch "$1"; exec sleep ${s}' sh '${marker}' ${QUIET} & while [ ! -e '${marker}' ]; do ` +
+      `sleep 0.01; done; echo x > "${fake}/$PPID/task/$PPID/children"; echo x > "${fake}/$PPID/status"`;
     const r = await viaFakeProc(
       fake,
       plant,

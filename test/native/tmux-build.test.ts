@@ -65,7 +65,8 @@ const canHideTerminfo = (() => {
 })();
 if (!canHideTerminfo) {
   console.warn(
-    "skip (needs root): the terminfo-fallback test hides the host's terminfo in a private mount namespace; not available here",
+    "skip (needs root): the terminfo-fallback test hides the host's terminfo in a private mount namespace; " +
+      "not available here",
   );
 }
 
@@ -143,7 +144,9 @@ describe("native/tmux/build.sh", () => {
       const inner = join(dir, "inner.sock");
       sockets.push(inner, outer);
       const q = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
-      const innerCmd = `env -i TERM=xterm-256color ${q(bin)} -S ${q(inner)} -f /dev/null new-session -s inner -x 78 -y 20 ${q(PANE_SHELL)}`;
+      const innerCmd =
+        `env -i TERM=xterm-256color ${q(bin)} -S ${q(inner)} -f /dev/null new-session -s inner -x 78 -y ` +
+        `20 ${q(PANE_SHELL)}`;
       const script = [
         "set -e",
         "for d in /usr/share/terminfo /lib/terminfo /etc/terminfo; do [ -d $d ] && mount -t tmpfs lsm-empty $d; done",

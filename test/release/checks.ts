@@ -52,7 +52,8 @@ export async function runsInRoot(root: string, inside: string, folder: string, t
     const sid = (await mcp.ok<{ session_id: string }>("session_start", { workdir: "." })).session_id;
     // A double-forked, session-leading sleeper: the runner must find and end it anyway.
     const cmd =
-      "( setsid sleep 600 & echo $! > sleeper.pid ) ; while [ ! -s sleeper.pid ]; do :; done; kill -0 $(cat sleeper.pid) && echo sleeper-up";
+      "( setsid sleep 600 & echo $! > sleeper.pid ) ; while [ ! -s sleeper.pid ]; do :; done; kill -0 $(cat " +
+      "sleeper.pid) && echo sleeper-up";
     const r = await mcp.ok<{ result: { stdout: string; stderr: string; exit_code: number } }>("bash", {
       session_id: sid,
       command: cmd,

@@ -132,15 +132,18 @@ function run(s: Scenario, opts: { stop?: Promise<number>; persist?: boolean } = 
 }
 
 describe("macOS bounded runner orchestration (fake host)", () => {
-  test("the command's exit code, after the leftover sleeper in the coalition is ended; nothing else touched", async () => {
-    const { host, done } = run({ exit: { code: 3 } });
-    expect(await done).toBe(3);
-    expect(host.calls).toEqual(["bootstrap", "release", "bootout", `SIGTERM ${SLEEPER}`]);
-    expect(host.procs.has(SLEEPER)).toBe(false);
-    for (const pid of [SERVER, RUNNER, OTHER_USER]) expect(host.procs.has(pid)).toBe(true);
-    expect(host.lines).toEqual([]);
-    expect(host.job!.label).toBe("local-shell-mcp.bounded.1000.u");
-  });
+  test(
+    "the command's exit code, after the leftover sleeper " + "in the coalition is ended; nothing else touched",
+    async () => {
+      const { host, done } = run({ exit: { code: 3 } });
+      expect(await done).toBe(3);
+      expect(host.calls).toEqual(["bootstrap", "release", "bootout", `SIGTERM ${SLEEPER}`]);
+      expect(host.procs.has(SLEEPER)).toBe(false);
+      for (const pid of [SERVER, RUNNER, OTHER_USER]) expect(host.procs.has(pid)).toBe(true);
+      expect(host.lines).toEqual([]);
+      expect(host.job!.label).toBe("local-shell-mcp.bounded.1000.u");
+    },
+  );
 
   test("a command ended by a signal reports 128 + signal", async () => {
     expect(await run({ exit: { signal: 9 } }).done).toBe(137);

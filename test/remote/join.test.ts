@@ -295,7 +295,8 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
       }
     }, 300_000);
 
-    test("--background starts the worker under nohup logging to the profile, reusing the installed runtime", async () => {
+    test("--background starts the worker under nohup logging " +
+      "to the profile, reusing the installed runtime", async () => {
       const root = join(dir(), "worker");
       const workdir = dir();
       expect((await joinCommand(root, workdir)).code).toBe(1);

@@ -83,7 +83,8 @@ async function serve(exe: string, state: string, workspace: string, baseUrl: str
 /** A one-member bundle whose `local-shell-mcp` answers --version but exits 3 for anything else. */
 function brokenBundle(): { bytes: Uint8Array; sha256: string } {
   const script = Buffer.from(
-    `#!/bin/sh\nif [ "$1" = --version ]; then echo "local-shell-mcp ${NEW_VERSION} broken"; exit 0; fi\necho "this runtime cannot serve" >&2\nexit 3\n`,
+    `#!/bin/sh\nif [ "$1" = --version ]; then echo "local-shell-mcp ${NEW_VERSION} broken"; exit 0; ` +
+      `fi\necho "this runtime cannot serve" >&2\nexit 3\n`,
   );
   const tar = Buffer.concat([
     tarHeader("local-shell-mcp", script.length, 0o755),
@@ -281,7 +282,8 @@ describe.skipIf(needsRoot("the update test fronts the controllers with a TLS pro
       expect(runtime).toMatchObject({ worker_version: NEW_VERSION, bundle_version: NEW_VERSION });
     }, 120_000);
 
-    test("a busy worker updates after its call finishes; a call arriving meanwhile waits and runs on the new runtime", async () => {
+    test("a busy worker updates after its call finishes; a call arriving meanwhile waits and runs on the new " +
+      "runtime", async () => {
       // The offer is held back until a call runs, so the worker is busy when it arrives.
       proxy.down = (text) => (frameType(text) === "runtime" ? null : undefined);
       try {
@@ -335,7 +337,8 @@ describe.skipIf(needsRoot("the update test fronts the controllers with a TLS pro
       }
     }, 120_000);
 
-    test("a new runtime that does not come up is rolled back: profile restored, the old worker carries on", async () => {
+    test("a new runtime that does not come up is rolled back: " +
+      "profile restored, the old worker carries on", async () => {
       const broken = brokenBundle();
       // The controller's offer, manifest and bundle all name the broken bundle (it passes --version).
       proxy.down = (text) =>

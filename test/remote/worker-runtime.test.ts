@@ -109,7 +109,8 @@ describe("worker runtime installation", () => {
     return { root, id };
   }
 
-  test("install-runtime verifies, unpacks privately, writes runtime.json and the launcher; a second run reuses it", async () => {
+  test("install-runtime verifies, unpacks privately, writes runtime.json and the launcher; a second run reuses " +
+    "it", async () => {
     const root = join(dir(), "w");
     const first = await installRuntime(root, bundle, manifest.sha256);
     expect(first.code).toBe(0);
@@ -169,7 +170,8 @@ describe("worker runtime installation", () => {
     });
   }, 60_000);
 
-  test("under launchd the launcher turns a real revocation into a clean stop (no restart); systemd gets exit 78", async () => {
+  test("under launchd the launcher turns a real revocation into " +
+    "a clean stop (no restart); systemd gets exit 78", async () => {
     const mcp = await connectHttp(controller.url);
     try {
       for (const [kind, want] of [
@@ -337,7 +339,8 @@ describe("worker runtime installation", () => {
     const home = dir();
     writeFileSync(
       join(stubs, "systemctl"),
-      `#!/bin/bash\nprintf '%s\\n' "$*" >> "${stubs}/log"\nif [ "$1 $2" = "--user show" ]; then printf 'ActiveState=active\\nSubState=running\\nMainPID=99\\nUnitFileState=enabled\\n'; fi\nexit 0\n`,
+      `#!/bin/bash\nprintf '%s\\n' "$*" >> "${stubs}/log"\nif [ "$1 $2" = "--user show" ]; then printf ` +
+        `'ActiveState=active\\nSubState=running\\nMainPID=99\\nUnitFileState=enabled\\n'; fi\nexit 0\n`,
       { mode: 0o755 },
     );
     const env = { PATH: `${stubs}:${process.env.PATH}`, HOME: home, LOCAL_SHELL_MCP_WORKER_SERVICE_MANAGER: "systemd" };

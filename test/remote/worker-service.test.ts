@@ -286,7 +286,8 @@ describe("worker service commands", () => {
     });
     expect(mutations()).toEqual([
       `launchctl enable gui/${uid}/com.fwerkor.local-shell-mcp-worker`,
-      `launchctl bootstrap gui/${uid} ${join(home, "Library", "LaunchAgents", "com.fwerkor.local-shell-mcp-worker.plist")}`,
+      `launchctl bootstrap ` +
+        `gui/${uid} ${join(home, "Library", "LaunchAgents", "com.fwerkor.local-shell-mcp-worker.plist")}`,
     ]);
     const x = (s: string) =>
       s
@@ -315,7 +316,8 @@ describe("worker service commands", () => {
         "\t\t<key>LOCAL_SHELL_MCP_WORKER_STATE_DIR</key>",
         `\t\t<string>${x(root)}</string>`,
         "\t\t<key>PATH</key>",
-        `\t\t<string>${x(root)}:/opt/homebrew/bin:/opt/homebrew/sbin:/usr/local/bin:/usr/local/sbin:/custom/bin:/usr/bin:/bin:/usr/sbin:/sbin</string>`,
+        `\t\t<string>${x(root)}:/opt/homebrew/bin:/opt/homebrew/sbin:/usr/local/bin:/usr/local/sbin:/custom/` +
+          `bin:/usr/bin:/bin:/usr/sbin:/sbin</string>`,
         "\t</dict>",
         // Restarted only after an unsuccessful exit: the launcher reports a revoked worker as a success.
         "\t<key>KeepAlive</key>",
@@ -374,59 +376,64 @@ describe("worker service commands", () => {
     expect(mutations()).toEqual([`launchctl bootout ${label}`]);
   });
 
-  test("the launcher under launchd turns a revoked worker's exit 78 into a success and any other end into a failure; elsewhere it execs", async () => {
-    // A stand-in runtime for the profile's digest: exits as told, or records a SIGTERM it receives.
-    const runtime = join(root, "runtimes", "d".repeat(64));
-    mkdirSync(runtime, { recursive: true, mode: 0o700 });
-    writeFileSync(join(runtime, "runtime.json"), "{}");
-    writeFileSync(
-      join(runtime, "local-shell-mcp"),
-      `#!/bin/bash\necho "$$ $*" > "$STUB_DIR/ran"\ntrap 'echo term > "$STUB_DIR/term"; kill $! 2>/dev/null; exit 143' TERM\n[ "$STUB_EXIT" = wait ] && { sleep 60 & wait; }\nexit "$STUB_EXIT"\n`,
-    );
-    chmodSync(join(runtime, "local-shell-mcp"), 0o700);
-    const launch = (exit: string, kind?: string) =>
-      Bun.spawn([join(root, "run"), PROFILE], {
-        env: {
-          PATH: "/usr/bin:/bin",
-          STUB_DIR: stubs,
-          STUB_EXIT: exit,
-          ...(kind ? { LOCAL_SHELL_MCP_WORKER_SERVICE_KIND: kind } : {}),
-        },
-        stdout: "pipe",
-        stderr: "pipe",
+  test(
+    "the launcher under launchd turns a revoked worker's exit 78 into a success and any other end into a " +
+      "failure; elsewhere it execs",
+    async () => {
+      // A stand-in runtime for the profile's digest: exits as told, or records a SIGTERM it receives.
+      const runtime = join(root, "runtimes", "d".repeat(64));
+      mkdirSync(runtime, { recursive: true, mode: 0o700 });
+      writeFileSync(join(runtime, "runtime.json"), "{}");
+      writeFileSync(
+        join(runtime, "local-shell-mcp"),
+        `#!/bin/bash\necho "$$ $*" > "$STUB_DIR/ran"\ntrap 'echo term > "$STUB_DIR/term"; kill $! ` +
+          `2>/dev/null; exit 143' TERM\n[ "$STUB_EXIT" = wait ] && { sleep 60 & wait; }\nexit "$STUB_EXIT"\n`,
+      );
+      chmodSync(join(runtime, "local-shell-mcp"), 0o700);
+      const launch = (exit: string, kind?: string) =>
+        Bun.spawn([join(root, "run"), PROFILE], {
+          env: {
+            PATH: "/usr/bin:/bin",
+            STUB_DIR: stubs,
+            STUB_EXIT: exit,
+            ...(kind ? { LOCAL_SHELL_MCP_WORKER_SERVICE_KIND: kind } : {}),
+          },
+          stdout: "pipe",
+          stderr: "pipe",
+        });
+      const outcome = async (exit: string, kind?: string) => {
+        const p = launch(exit, kind);
+        const [stderr, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
+        return { code, stderr, pid: p.pid };
+      };
+      const revoked = await outcome("78", "launchd");
+      expect(revoked).toMatchObject({
+        code: 0,
+        stderr: `local-shell-mcp worker: profile ${PROFILE} was revoked; launchd will not start it again\n`,
       });
-    const outcome = async (exit: string, kind?: string) => {
-      const p = launch(exit, kind);
-      const [stderr, code] = await Promise.all([new Response(p.stderr).text(), p.exited]);
-      return { code, stderr, pid: p.pid };
-    };
-    const revoked = await outcome("78", "launchd");
-    expect(revoked).toMatchObject({
-      code: 0,
-      stderr: `local-shell-mcp worker: profile ${PROFILE} was revoked; launchd will not start it again\n`,
-    });
-    // The runtime ran as the launcher's child, with the profile.
-    const [childPid, ...argv] = readFileSync(join(stubs, "ran"), "utf8").trim().split(" ");
-    expect(argv).toEqual(["worker", "run", PROFILE]);
-    expect(Number(childPid)).not.toBe(revoked.pid);
-    // A clean exit (an update's predecessor handing over) must be restarted: reported as a failure.
-    expect(await outcome("0", "launchd")).toMatchObject({ code: 1, stderr: "" });
-    expect(await outcome("3", "launchd")).toMatchObject({ code: 3, stderr: "" });
-    // systemd (RestartPreventExitStatus=78) and a manual run: the launcher execs, the status is the worker's.
-    for (const kind of ["systemd", undefined]) {
-      const direct = await outcome("78", kind);
-      expect(direct).toMatchObject({ code: 78, stderr: "" });
-      expect(readFileSync(join(stubs, "ran"), "utf8")).toStartWith(`${direct.pid} `);
-    }
-    // Stopping the launchd job (SIGTERM to the launcher) stops the worker too.
-    rmSync(join(stubs, "ran"), { force: true });
-    rmSync(join(stubs, "term"), { force: true });
-    const running = launch("wait", "launchd");
-    await waitFor(() => existsSync(join(stubs, "ran")), { what: "the stand-in worker to start" });
-    running.kill("SIGTERM");
-    expect(await running.exited).not.toBe(0);
-    expect(readFileSync(join(stubs, "term"), "utf8")).toBe("term\n");
-  });
+      // The runtime ran as the launcher's child, with the profile.
+      const [childPid, ...argv] = readFileSync(join(stubs, "ran"), "utf8").trim().split(" ");
+      expect(argv).toEqual(["worker", "run", PROFILE]);
+      expect(Number(childPid)).not.toBe(revoked.pid);
+      // A clean exit (an update's predecessor handing over) must be restarted: reported as a failure.
+      expect(await outcome("0", "launchd")).toMatchObject({ code: 1, stderr: "" });
+      expect(await outcome("3", "launchd")).toMatchObject({ code: 3, stderr: "" });
+      // systemd (RestartPreventExitStatus=78) and a manual run: the launcher execs, the status is the worker's.
+      for (const kind of ["systemd", undefined]) {
+        const direct = await outcome("78", kind);
+        expect(direct).toMatchObject({ code: 78, stderr: "" });
+        expect(readFileSync(join(stubs, "ran"), "utf8")).toStartWith(`${direct.pid} `);
+      }
+      // Stopping the launchd job (SIGTERM to the launcher) stops the worker too.
+      rmSync(join(stubs, "ran"), { force: true });
+      rmSync(join(stubs, "term"), { force: true });
+      const running = launch("wait", "launchd");
+      await waitFor(() => existsSync(join(stubs, "ran")), { what: "the stand-in worker to start" });
+      running.kill("SIGTERM");
+      expect(await running.exited).not.toBe(0);
+      expect(readFileSync(join(stubs, "term"), "utf8")).toBe("term\n");
+    },
+  );
 
   test("launchd: logs print a bounded tail of the private log file", () => {
     mkdirSync(join(root, "service"), { recursive: true, mode: 0o700 });

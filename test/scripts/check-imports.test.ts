@@ -34,7 +34,8 @@ describe("import layering", () => {
       "store/d.ts": 'import { type C } from "./c.ts";\nexport type D = C;',
       "config/e.ts": 'import { t } from "../tools/t.ts";\nexport const e = t;',
       "tools/t.ts":
-        'import data from "../core/blob.bin" with { type: "file" };\nexport const t = data;\nconst lazy = () => import("../cli/x.ts");',
+        'import data from "../core/blob.bin" with { type: "file" };\nexport const t = data;\nconst lazy = ' +
+        '() => import("../cli/x.ts");',
       "core/blob.bin": "",
       "cli/x.ts": "export {};",
     });

@@ -103,7 +103,9 @@ for (const leader of [true, false]) {
       // The job records its pid once it runs and the script waits for that, so the check below is
       // about a process that really was running when the command ended.
       const mark = `${marks.path}/job.pid`;
-      const script = `sh -c 'echo $$ > ${mark}; exec sleep ${tag}' >/dev/null 2>&1 &\nuntil [ -s ${mark} ]; do sleep 0.01; done\necho started\n`;
+      const script =
+        `sh -c 'echo $$ > ${mark}; exec sleep ${tag}' >/dev/null 2>&1 &\nuntil [ -s ${mark} ]; do sleep 0.01; ` +
+        `done\necho started\n`;
       const r = await run(script, { leader, tmp: d.path });
       expect(r).toMatchObject({ code: 0, out: "started\n" });
       expect(Number(readFileSync(mark, "utf8"))).toBeGreaterThan(0);
@@ -130,19 +132,24 @@ for (const leader of [true, false]) {
 }
 
 for (const leader of [true, false]) {
-  test(`the sudo kind feeds the script on stdin to exactly the fixed sudo program (${leader ? "leader" : "fallback"})`, async () => {
-    using d = tempDir();
-    // A stand-in sudo that insists on the fixed argv and LC_ALL=C, then runs the shell as sudo would.
-    await Bun.write(
-      `${d.path}/sudo`,
-      `#!/bin/sh\n[ "$*" = "-n -k -- /bin/bash --noprofile --norc -s" ] || exit 99\n[ "$LC_ALL" = C ] || exit 98\nexec /bin/bash --noprofile --norc -s\n`,
-    );
-    await $`chmod 0755 ${d.path}/sudo`;
-    const r = await run("{\necho from-bash $BASH_VERSION | cut -c1-9; cat\n} </dev/null\necho after\n", {
-      leader,
-      kind: "sudo",
-      path: `${d.path}:${process.env.PATH}`,
-    });
-    expect(r).toMatchObject({ code: 0, out: "from-bash\nafter\n" });
-  });
+  test(
+    `the sudo kind feeds the script on stdin to exactly the fixed sudo program ` +
+      `(${leader ? "leader" : "fallback"})`,
+    async () => {
+      using d = tempDir();
+      // A stand-in sudo that insists on the fixed argv and LC_ALL=C, then runs the shell as sudo would.
+      await Bun.write(
+        `${d.path}/sudo`,
+        `#!/bin/sh\n[ "$*" = "-n -k -- /bin/bash --noprofile --norc -s" ] || exit 99\n[ "$LC_ALL" = C ] || ` +
+          `exit 98\nexec /bin/bash --noprofile --norc -s\n`,
+      );
+      await $`chmod 0755 ${d.path}/sudo`;
+      const r = await run("{\necho from-bash $BASH_VERSION | cut -c1-9; cat\n} </dev/null\necho after\n", {
+        leader,
+        kind: "sudo",
+        path: `${d.path}:${process.env.PATH}`,
+      });
+      expect(r).toMatchObject({ code: 0, out: "from-bash\nafter\n" });
+    },
+  );
 }

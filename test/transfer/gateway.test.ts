@@ -174,52 +174,61 @@ describe("gateway upload and download", () => {
     await store.finish(p.transfer_id, "consumed");
   });
 
-  test("chunks sent in parallel commit in order; a restarted store continues the digest; a resume key rotates the capabilities", async () => {
-    const p = await prepare("job_0123456789ab");
-    const parts = [0, 1, 2].map((i) => data.subarray(i * CHUNK, (i + 1) * CHUNK));
-    // The second chunk arrives first and waits for the first.
-    const second = put(p.transfer_id, p.upload_authorization, CHUNK, parts[1]!);
-    const first = put(p.transfer_id, p.upload_authorization, 0, parts[0]!);
-    expect((await first).status).toBe(200);
-    expect(await (await second).json()).toEqual({ offset: 2 * CHUNK, state: "uploading", replayed: false });
-    // A controller restart: this process's memory is gone; the same key gets fresh capabilities and
-    // resumes from the last checkpoint (the first chunk is always one; the second may not be yet).
-    // A spool longer than the saved cursor is cut back to it.
-    store.forgetProcessState();
-    const again = await store.prepare({
-      expected_bytes: data.length,
-      expected_sha256: sha(data),
-      upload_worker: "up-box",
-      download_worker: "down-box",
-      source_session_id: "Srcsess1",
-      destination_session_id: "Dstsess1",
-      resume_key: "job_0123456789ab",
-      snapshot: null,
-    });
-    expect(again.transfer_id).toBe(p.transfer_id);
-    expect([CHUNK, 2 * CHUNK]).toContain(again.offset);
-    expect(statSync(store.spoolPath(p.transfer_id)).size).toBe(again.offset);
-    await refused(
-      await put(p.transfer_id, p.upload_authorization, again.offset, data.subarray(again.offset, again.offset + CHUNK)),
-      401,
-      "transfer_unauthorized",
-    );
-    for (let at = again.offset; at < 3 * CHUNK; at += CHUNK)
-      expect((await put(p.transfer_id, again.upload_authorization, at, data.subarray(at, at + CHUNK))).status).toBe(
-        200,
+  test(
+    "chunks sent in parallel commit in order; a restarted store continues the digest; a resume key rotates " +
+      "the capabilities",
+    async () => {
+      const p = await prepare("job_0123456789ab");
+      const parts = [0, 1, 2].map((i) => data.subarray(i * CHUNK, (i + 1) * CHUNK));
+      // The second chunk arrives first and waits for the first.
+      const second = put(p.transfer_id, p.upload_authorization, CHUNK, parts[1]!);
+      const first = put(p.transfer_id, p.upload_authorization, 0, parts[0]!);
+      expect((await first).status).toBe(200);
+      expect(await (await second).json()).toEqual({ offset: 2 * CHUNK, state: "uploading", replayed: false });
+      // A controller restart: this process's memory is gone; the same key gets fresh capabilities and
+      // resumes from the last checkpoint (the first chunk is always one; the second may not be yet).
+      // A spool longer than the saved cursor is cut back to it.
+      store.forgetProcessState();
+      const again = await store.prepare({
+        expected_bytes: data.length,
+        expected_sha256: sha(data),
+        upload_worker: "up-box",
+        download_worker: "down-box",
+        source_session_id: "Srcsess1",
+        destination_session_id: "Dstsess1",
+        resume_key: "job_0123456789ab",
+        snapshot: null,
+      });
+      expect(again.transfer_id).toBe(p.transfer_id);
+      expect([CHUNK, 2 * CHUNK]).toContain(again.offset);
+      expect(statSync(store.spoolPath(p.transfer_id)).size).toBe(again.offset);
+      await refused(
+        await put(
+          p.transfer_id,
+          p.upload_authorization,
+          again.offset,
+          data.subarray(again.offset, again.offset + CHUNK),
+        ),
+        401,
+        "transfer_unauthorized",
       );
-    // The restarted store has no running digest: it hashes the committed prefix once, then goes on.
-    expect(
-      await store.commitChunk(
-        p.transfer_id,
-        3 * CHUNK,
-        data.length,
-        sha(data.subarray(3 * CHUNK)),
-        data.subarray(3 * CHUNK),
-      ),
-    ).toEqual({ offset: data.length, state: "ready", replayed: false });
-    await store.finish(p.transfer_id, "consumed");
-  });
+      for (let at = again.offset; at < 3 * CHUNK; at += CHUNK)
+        expect((await put(p.transfer_id, again.upload_authorization, at, data.subarray(at, at + CHUNK))).status).toBe(
+          200,
+        );
+      // The restarted store has no running digest: it hashes the committed prefix once, then goes on.
+      expect(
+        await store.commitChunk(
+          p.transfer_id,
+          3 * CHUNK,
+          data.length,
+          sha(data.subarray(3 * CHUNK)),
+          data.subarray(3 * CHUNK),
+        ),
+      ).toEqual({ offset: data.length, state: "ready", replayed: false });
+      await store.finish(p.transfer_id, "consumed");
+    },
+  );
 });
 
 describe("gateway refusals (one per §2.5 rule)", () => {
@@ -557,26 +566,29 @@ describe("http_stream orchestration (endpoints standing in for workers)", () => 
     expect(sha(readFileSync(join(ws, "steady-out.bin")))).toBe(sha(bytes));
   });
 
-  test("a local source changed between attempts: the retry starts over from byte 0 and copies the new content", async () => {
-    const before = crypto.getRandomValues(new Uint8Array(CHUNK * 6 + 17));
-    writeFileSync(join(ws, "changing.bin"), before);
-    const retry = await interrupted("changing.bin", "changing-out.bin", "job_changing01");
-    const kept = readdirSync(store.dir)
-      .filter((n) => n.endsWith(".json"))
-      .map((n) => store.object(n.slice(0, -5)))
-      .find((m) => m.resume_key_hash === sha(new TextEncoder().encode("job_changing01")))!;
-    expect(kept.source_identity).toBeString();
-    // Same size, same inode, new bytes (and so a new mtime/ctime).
-    const after = crypto.getRandomValues(new Uint8Array(before.length));
-    writeFileSync(join(ws, "changing.bin"), after);
-    const r = await httpStreamCopy({ ...retry, stat: await ep.stat({ path: "changing.bin" }, { sha256: false }) });
-    expect(r.sha256).toBe(sha(after));
-    expect(r.resumed_bytes).toBe(0);
-    expect(sha(readFileSync(join(ws, "changing-out.bin")))).toBe(sha(after));
-    // The old object is gone with its spool; the destination's old partial file was not continued.
-    expect(existsSync(store.spoolPath(kept.transfer_id))).toBe(false);
-    expect(readdirSync(ws).filter((n) => n.startsWith(".changing-out.bin."))).toEqual([]);
-  });
+  test(
+    "a local source changed between attempts: the retry " + "starts over from byte 0 and copies the new content",
+    async () => {
+      const before = crypto.getRandomValues(new Uint8Array(CHUNK * 6 + 17));
+      writeFileSync(join(ws, "changing.bin"), before);
+      const retry = await interrupted("changing.bin", "changing-out.bin", "job_changing01");
+      const kept = readdirSync(store.dir)
+        .filter((n) => n.endsWith(".json"))
+        .map((n) => store.object(n.slice(0, -5)))
+        .find((m) => m.resume_key_hash === sha(new TextEncoder().encode("job_changing01")))!;
+      expect(kept.source_identity).toBeString();
+      // Same size, same inode, new bytes (and so a new mtime/ctime).
+      const after = crypto.getRandomValues(new Uint8Array(before.length));
+      writeFileSync(join(ws, "changing.bin"), after);
+      const r = await httpStreamCopy({ ...retry, stat: await ep.stat({ path: "changing.bin" }, { sha256: false }) });
+      expect(r.sha256).toBe(sha(after));
+      expect(r.resumed_bytes).toBe(0);
+      expect(sha(readFileSync(join(ws, "changing-out.bin")))).toBe(sha(after));
+      // The old object is gone with its spool; the destination's old partial file was not continued.
+      expect(existsSync(store.spoolPath(kept.transfer_id))).toBe(false);
+      expect(readdirSync(ws).filter((n) => n.startsWith(".changing-out.bin."))).toEqual([]);
+    },
+  );
 
   test("a snapshot refuses a source whose size is not the object's, even when its identity is current", async () => {
     writeFileSync(join(ws, "grown.bin"), data);

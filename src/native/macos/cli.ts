@@ -61,7 +61,8 @@ export function selfArgv(): string[] {
 export async function boundedRunnerMain(args: string[], platform: string = process.platform): Promise<number> {
   if (platform !== "darwin") {
     process.stderr.write(
-      "lsm-runner: containment unavailable: bounded-runner is the macOS runner; this system uses the embedded lsm-runner\n",
+      "lsm-runner: containment unavailable: bounded-runner is the macOS runner; this system uses the " +
+        "embedded lsm-runner\n",
     );
     return CONTAINMENT_FAILED;
   }

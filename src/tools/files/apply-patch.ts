@@ -193,10 +193,10 @@ export const applyPatch = defineTool({
           line + 12,
         ).content;
       }
-      const summary = files.map(
-        (f) =>
-          `${f.action === "move" ? `M ${f.moved_from} -> ${f.path}` : `${f.action[0]!.toUpperCase()} ${f.path}`} (+${f.added} -${f.removed})`,
-      );
+      const summary = files.map((f) => {
+        const what = f.action === "move" ? `M ${f.moved_from} -> ${f.path}` : `${f.action[0]!.toUpperCase()} ${f.path}`;
+        return `${what} (+${f.added} -${f.removed})`;
+      });
       return {
         ok: true,
         exit_code: 0,
@@ -246,7 +246,8 @@ function withNearestLines(
     const fresh = contextFor(ctx, sid, rel, l.doc, l.sha, l.bytes, start - 2, start + count + 1);
     return new ToolError(
       "patch_failed",
-      `${err.message}\nNearest lines in ${rel} (${fresh.start_line}-${fresh.end_line}), as the file has them now:\n${fresh.content}`,
+      `${err.message}\nNearest lines in ${rel} (${fresh.start_line}-${fresh.end_line}), as the file has ` +
+        `them now:\n${fresh.content}`,
       {
         ...err.details,
         snapshot_id: fresh.snapshot_id,

@@ -161,7 +161,9 @@ export function diffSection(
   const before = beforeLine >= 1 && !touched(beforeLine) ? [oldDoc[beforeLine - 1]!] : [];
   const after = afterLine <= oldDoc.length && !touched(afterLine) ? [oldDoc[afterLine - 1]!] : [];
   const span = (n: number) => before.length + n + after.length;
-  const head = `@@ -${oldStart - before.length},${span(oldLines.length)} +${newStart - before.length},${span(newLines.length)} @@`;
+  const head =
+    `@@ -${oldStart - before.length},${span(oldLines.length)} ` +
+    `+${newStart - before.length},${span(newLines.length)} @@`;
   const body = [
     ...before.map((l) => ` ${l}`),
     ...oldLines.map((l) => `-${l}`),
@@ -181,7 +183,9 @@ export function blockDiff(
   after: readonly string[],
 ): string {
   const oldStart = start - before.length;
-  const head = `@@ -${oldStart},${before.length + oldLines.length + after.length} +${oldStart},${before.length + newLines.length + after.length} @@`;
+  const head =
+    `@@ -${oldStart},${before.length + oldLines.length + after.length} ` +
+    `+${oldStart},${before.length + newLines.length + after.length} @@`;
   const body = [
     ...before.map((l) => ` ${l}`),
     ...oldLines.map((l) => `-${l}`),

@@ -109,6 +109,7 @@ export const editLines = defineTool({
   compact: compactLineEdit,
   text: (o) =>
     o.diff === ""
-      ? `no change: the replacement equals the current lines; nothing was written\ncurrent context:\n${o.context.content}`
+      ? `no change: the replacement equals the current lines; nothing was written\ncurrent ` +
+        `context:\n${o.context.content}`
       : `${o.diff}\nfresh context:\n${o.context.content}`,
 });

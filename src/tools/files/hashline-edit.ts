@@ -108,7 +108,9 @@ export const hashlineEdit = defineTool({
                 throw withFreshContext(
                   g,
                   "old_text_mismatch",
-                  `line ${hunk.start + i} does not read as sent${where}:\n  sent:   ${visible(sent)}\n  actual: ${visible(actual)}\nCopy the rows exactly as shown below (after "N:"), or use SWAP ${hunk.start}-${hunk.end}: to replace them without repeating their text`,
+                  `line ${hunk.start + i} does not read as sent${where}:\n  sent:   ${visible(sent)}\n  ` +
+                    `actual: ${visible(actual)}\nCopy the rows exactly as shown below (after "N:"), or use ` +
+                    `SWAP ${hunk.start}-${hunk.end}: to replace them without repeating their text`,
                   hunk.start,
                   hunk.end,
                 );

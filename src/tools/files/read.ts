@@ -114,7 +114,8 @@ export const read = defineTool({
     const notes: string[] = [];
     if (f.truncated && f.end_line !== null)
       notes.push(
-        `[truncated at ${f.bytes_read} bytes after line ${f.end_line} of ${f.total_lines}; read ${o.path}:${f.end_line + 1}- for more]`,
+        `[truncated at ${f.bytes_read} bytes after line ${f.end_line} of ${f.total_lines}; ` +
+          `read ${o.path}:${f.end_line + 1}- for more]`,
       );
     else if (f.truncated) notes.push(`[truncated: the first selected line exceeds the read budget]`);
     else if (f.line_count === 0) notes.push(`[no lines selected; the file has ${f.total_lines} lines]`);

@@ -9,11 +9,13 @@ import { defineTool, READ_ONLY } from "../define.ts";
 import { policyFor } from "./common.ts";
 import description from "./secret-scan.md" with { type: "text" };
 
-const PLACEHOLDER =
-  /\$\{[^}]+\}|\$[A-Z_]|<[^>]*>|change[-_ ]?me|replace[-_ ]?me|placeholder|example|dummy|fake|fixture|test[-_ ]?only|local[-_ ]?only|your[-_]|x{6,}|\*{4,}/i;
+const PLACEHOLDERS = [
+  /\$\{[^}]+\}|\$[A-Z_]|<[^>]*>|change[-_ ]?me|replace[-_ ]?me|placeholder|example|dummy|fake/i,
+  /fixture|test[-_ ]?only|local[-_ ]?only|your[-_]|x{6,}|\*{4,}/i,
+];
 
 function isPlaceholder(v: string): boolean {
-  if (v === "" || PLACEHOLDER.test(v)) return true;
+  if (v === "" || PLACEHOLDERS.some((p) => p.test(v))) return true;
   return new Set(v.replace(/[^A-Za-z0-9]/g, "").toLowerCase()).size <= 2;
 }
 

@@ -76,5 +76,7 @@ export const createFileLink = defineTool({
     }
   },
   text: (o) =>
-    `link to ${o.path === null ? "?" : visibleName(o.path)} (${o.bytes} bytes, expires in ${o.ttl_remaining_s}s${o.max_downloads > 0 ? `, ${o.max_downloads} download(s)` : ""}): ${o.url}\nAnyone with this URL can download the snapshot; treat it as a secret.`,
+    `link to ${o.path === null ? "?" : visibleName(o.path)} (${o.bytes} bytes, expires ` +
+    `in ${o.ttl_remaining_s}s${o.max_downloads > 0 ? `, ${o.max_downloads} download(s)` : ""}): ${o.url}\nAny` +
+    `one with this URL can download the snapshot; treat it as a secret.`,
 });

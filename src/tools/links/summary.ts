@@ -44,7 +44,10 @@ export function summarize(l: LinkRecord, token: string, url: string, now = Date.
 export function summaryText(s: FileLinkSummary): string {
   const uses = s.max_downloads > 0 ? `${s.downloads}/${s.max_downloads} downloads` : `${s.downloads} downloads`;
   // The path is the file's real name, which may hold a right-to-left override: shown escaped.
-  return `${s.token}  ${s.path === null ? "?" : visibleName(s.path)} as ${visibleName(s.filename ?? "download")} (${s.bytes ?? 0} bytes, ${uses}, ${s.ttl_remaining_s}s left)`;
+  return (
+    `${s.token}  ${s.path === null ? "?" : visibleName(s.path)} as ${visibleName(s.filename ?? "download")} ` +
+    `(${s.bytes ?? 0} bytes, ${uses}, ${s.ttl_remaining_s}s left)`
+  );
 }
 
 /** Annotation and scope shared by the three link tools. */

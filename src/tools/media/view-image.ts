@@ -37,8 +37,8 @@ interface Prepared {
 /**
  * Scales an image whose long edge exceeds MAX_IMAGE_EDGE down to it (aspect kept, Lanczos-3) with
  * Bun's built-in codecs (libjpeg-turbo, libspng, libwebp), re-encoded in its own format (JPEG and
- * WebP at quality 90; GIF, which Bun cannot encode, becomes a PNG of its first frame). Images within the edge are sent byte for byte. An image whose header cannot be decoded
- * is sent as it is, with a note.
+ * WebP at quality 90; GIF, which Bun cannot encode, becomes a PNG of its first frame). Images within the edge are sent
+ * byte for byte. An image whose header cannot be decoded is sent as it is, with a note.
  */
 async function prepare(data: Uint8Array, mime: string): Promise<Prepared> {
   let width: number;
@@ -87,6 +87,8 @@ async function prepare(data: Uint8Array, mime: string): Promise<Prepared> {
       outMime = "image/png";
     }
     const out = await img.bytes();
+    const sentAs = outMime !== mime ? `; sent as ${outMime}` : "";
+    const scaled = `${img.width}x${img.height}`;
     return {
       data: out,
       mime: outMime,
@@ -95,7 +97,7 @@ async function prepare(data: Uint8Array, mime: string): Promise<Prepared> {
       original_width: width,
       original_height: height,
       resized: true,
-      note: `scaled down from ${width}x${height} to ${img.width}x${img.height} (long edge ${MAX_IMAGE_EDGE} px)${outMime !== mime ? `; sent as ${outMime}` : ""}`,
+      note: `scaled down from ${width}x${height} to ${scaled} (long edge ${MAX_IMAGE_EDGE} px)${sentAs}`,
     };
   } catch {
     return { ...same, note: `the image could not be scaled down from ${width}x${height}; sent unchanged` };
@@ -177,6 +179,8 @@ export const viewImage = defineTool({
       note: p.note,
     };
   },
-  text: (o) =>
-    `${o.path} (${o.mime_type}, ${o.bytes} bytes${o.width !== null ? `, ${o.width}x${o.height}` : ""})${o.note ? `; ${o.note}` : ""}`,
+  text: (o) => {
+    const size = o.width !== null ? `, ${o.width}x${o.height}` : "";
+    return `${o.path} (${o.mime_type}, ${o.bytes} bytes${size})${o.note ? `; ${o.note}` : ""}`;
+  },
 });

@@ -38,5 +38,6 @@ export const version = defineTool({
     };
   },
   text: (o) =>
-    `local-shell-mcp ${o.version} ${o.target} build ${o.build_digest.slice(0, 16)} (${o.runtime}, ${o.platform})\ncommand containment: ${o.containment}`,
+    `local-shell-mcp ${o.version} ${o.target} build ${o.build_digest.slice(0, 16)} ` +
+    `(${o.runtime}, ${o.platform})\ncommand containment: ${o.containment}`,
 });

@@ -33,7 +33,8 @@ const LOADER = [
   "sys.argv[0] = '<script>'",
   // The interpreter's own traceback printer reads source files from disk; this one uses linecache,
   // and drops the loader's frame.
-  "sys.excepthook = lambda t, v, tb: traceback.print_exception(t, v, tb.tb_next if tb is not None and tb.tb_frame.f_code.co_filename == '<string>' else tb)",
+  "sys.excepthook = lambda t, v, tb: traceback.print_exception(t, v, tb.tb_next if tb is not None and " +
+    "tb.tb_frame.f_code.co_filename == '<string>' else tb)",
   "m = types.ModuleType('__main__')",
   "m.__file__ = '<script>'",
   "m.__builtins__ = __builtins__",

@@ -141,7 +141,8 @@ export class PythonScripts {
     if (entries.length + 1 > maxFiles || bytes + size > maxBytes) {
       throw new ToolError(
         "tmp_space_exhausted",
-        `the private temp folder holds ${entries.length} live script(s) (${bytes} bytes; limits ${maxFiles} files, ${maxBytes} bytes); wait for or cancel running Python jobs and shells, then retry`,
+        `the private temp folder holds ${entries.length} live script(s) (${bytes} bytes; limits ${maxFiles} ` +
+          `files, ${maxBytes} bytes); wait for or cancel running Python jobs and shells, then retry`,
       );
     }
     const token = `script-${Buffer.from(crypto.getRandomValues(new Uint8Array(16))).toString("hex")}`;

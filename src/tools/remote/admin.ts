@@ -4,7 +4,10 @@
  * satisfies this interface by its shape, so the tools name no type of the layer above them.
  */
 
-/** An enrolled worker as the controller records it (the token digest is never read here; read-only: the registry shares one frozen copy). */
+/**
+ * An enrolled worker as the controller records it (the token digest is never read here; read-only: the registry shares
+ * one frozen copy).
+ */
 export interface EnrolledWorker {
   readonly name: string;
   readonly workdir: string;

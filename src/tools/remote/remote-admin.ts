@@ -145,7 +145,8 @@ export const remoteAdmin = defineTool({
         if (!rc)
           throw new ToolError(
             "remote_reconnect_unavailable",
-            `worker ${machine} did not report a launcher and profile; run its worker connect command again on that host`,
+            `worker ${machine} did not report a launcher and profile; run its worker connect command again ` +
+              `on that host`,
           );
         return { action: input.action, data: { machine, ...rc } };
       }

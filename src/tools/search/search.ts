@@ -185,7 +185,8 @@ export const search = defineTool({
     const skipped = o.skipped ? ` after skipping ${o.skipped}` : "";
     const shape = o.files
       ? ""
-      : `; ${o.context_radius} context line(s) around each (context up to ${MAX_CONTEXT}); "N:" is a match, "N-" context`;
+      : `; ${o.context_radius} context line(s) around each (context up to ${MAX_CONTEXT}); "N:" is a match, ` +
+        `"N-" context`;
     const head = `${o.count} match(es) in ${files} file(s)${skipped}${more}${o.count ? shape : ""}`;
     return [head, o.numbered_content, o.stderr ? `[stderr] ${o.stderr}` : ""].filter(Boolean).join("\n");
   },

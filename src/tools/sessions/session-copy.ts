@@ -132,7 +132,10 @@ export const sessionCopy = defineTool({
   text: (o) => {
     const r = o.result as Record<string, unknown>;
     if ("job_id" in r)
-      return `copy started in the background as ${r.job_id} (${r.name}); follow it with job poll in session ${r.session_id}`;
+      return (
+        `copy started in the background as ${r.job_id} (${r.name}); follow it with job poll in ` +
+        `session ${r.session_id}`
+      );
     const c = r as z.infer<typeof SessionCopyOutput>;
     const what =
       c.kind === "file"
@@ -140,6 +143,10 @@ export const sessionCopy = defineTool({
         : `${c.entries} entries (archive ${c.archive_bytes} bytes)`;
     const resumed = c.resumed_bytes > 0 ? `, resumed after ${c.resumed_bytes} bytes` : "";
     const cleanup = c.cleanup_errors.length ? `\ncleanup problems: ${c.cleanup_errors.join("; ")}` : "";
-    return `copied ${c.kind} ${c.source.session_id}:${c.source.path} -> ${c.destination.session_id}:${c.destination.path} (${what}; ${c.transport}, ${c.relation.route}${resumed})${cleanup}`;
+    return (
+      `copied ${c.kind} ${c.source.session_id}:${c.source.path} ` +
+      `-> ${c.destination.session_id}:${c.destination.path} ` +
+      `(${what}; ${c.transport}, ${c.relation.route}${resumed})${cleanup}`
+    );
   },
 });

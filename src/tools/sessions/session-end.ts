@@ -52,6 +52,9 @@ export const sessionEnd = defineTool({
   },
   compact: (o) =>
     pick(o, ["session_id", "target", "ended", "stopped_jobs", "stopped_shells"], ["session_id", "target", "ended"]),
-  text: (o) =>
-    `session ${o.session_id} ended${o.stopped_jobs.length ? `; stopped jobs: ${o.stopped_jobs.join(", ")}` : ""}${o.stopped_shells.length ? `; stopped shells: ${o.stopped_shells.join(", ")}` : ""}`,
+  text: (o) => {
+    const jobs = o.stopped_jobs.length ? `; stopped jobs: ${o.stopped_jobs.join(", ")}` : "";
+    const shells = o.stopped_shells.length ? `; stopped shells: ${o.stopped_shells.join(", ")}` : "";
+    return `session ${o.session_id} ended${jobs}${shells}`;
+  },
 });

@@ -61,5 +61,8 @@ function limitsLine(p: {
   max_output_bytes: number;
 }): string {
   const kept = Math.min(DEFAULT_OUTPUT_BYTES, p.max_output_bytes);
-  return `limits: bash timeout ${p.shell_default_timeout_s}s (max ${p.shell_max_timeout_s}s), output ${kept} bytes per call (max_output_bytes up to ${p.max_output_bytes})`;
+  return (
+    `limits: bash timeout ${p.shell_default_timeout_s}s (max ${p.shell_max_timeout_s}s), output ${kept} bytes ` +
+    `per call (max_output_bytes up to ${p.max_output_bytes})`
+  );
 }

@@ -32,7 +32,9 @@ function commandReachesExec(command: string, issues: z.RefinementCtx): void {
   if (bytes > MAX_ARG_STRING_BYTES) {
     issues.addIssue({
       code: "custom",
-      message: `is ${bytes} bytes; the kernel passes at most ${MAX_ARG_STRING_BYTES} bytes as one command. Save the script with write_file and run it by path`,
+      message:
+        `is ${bytes} bytes; the kernel passes at most ${MAX_ARG_STRING_BYTES} bytes as one command. Save the ` +
+        `script with write_file and run it by path`,
     });
   }
 }
@@ -160,7 +162,13 @@ export function bashText(o: { mode: string; result: Record<string, unknown> }): 
     command?: string;
   };
   if (o.mode === "job") {
-    return `started job_id=${r.job_id} (${r.status}) in ${r.cwd}: ${r.command}\nnext: job poll=["${r.job_id}"] (offset, wait_for) or job cancel=["${r.job_id}"]`;
+    return (
+      `started job_id=${r.job_id} (${r.status}) in ${r.cwd}: ${r.command}\nnext: job poll=["${r.job_id}"] ` +
+      `(offset, wait_for) or job cancel=["${r.job_id}"]`
+    );
   }
-  return `started shell_id=${r.shell_id} in ${r.cwd}: ${r.command}\nnext: read_persistent_shell_output (wait_for), send_persistent_shell_input, kill_persistent_shell`;
+  return (
+    `started shell_id=${r.shell_id} in ${r.cwd}: ${r.command}\nnext: read_persistent_shell_output (wait_for), ` +
+    `send_persistent_shell_input, kill_persistent_shell`
+  );
 }

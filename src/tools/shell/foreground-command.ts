@@ -64,7 +64,10 @@ export const shellToolTimeoutS = (s: {
   containment_cleanup_s: number;
 }) => Math.max(s.tool_timeout_s, s.run_shell_max_timeout_s + s.containment_cleanup_s + 5);
 
-/** Effective bounded timeout: null/0 → default, above the cap → clamped with a note (negative is refused by the schema). */
+/**
+ * Effective bounded timeout: null/0 → default, above the cap → clamped with a note (negative is refused by
+ * the schema).
+ */
 export function effectiveTimeout(
   requested: number | null,
   def: number,
@@ -74,7 +77,9 @@ export function effectiveTimeout(
   if (requested > max) {
     return {
       seconds: max,
-      note: `timeout_s ${requested} was clamped to the ${max} s maximum for bounded commands; use async_=true for longer work`,
+      note:
+        `timeout_s ${requested} was clamped to the ${max} s maximum for bounded commands; use async_=true for ` +
+        `longer work`,
     };
   }
   return { seconds: requested };
@@ -130,7 +135,9 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       // Nothing says the command ended: only that the runner watching it is gone.
       throw new ToolError(
         "containment_unconfirmed",
-        `the runner supervising the ${req.noun} was stopped from outside while the ${req.noun} was running, so whether it finished is unknown and that everything it started was stopped is not confirmed (its supervisor stops the tree when the runner goes)`,
+        `the runner supervising the ${req.noun} was stopped from outside while the ${req.noun} was running, ` +
+          `so whether it finished is unknown and that everything it started was stopped is not confirmed (its ` +
+          `supervisor stops the tree when the runner goes)`,
         { timed_out: false, cancelled: false, duration_ms: r.duration_ms, runner_interrupted: true },
       );
     }
@@ -138,7 +145,9 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       const how = r.timed_out ? `timed out after ${timeout.seconds} s` : r.cancelled ? "was cancelled" : "finished";
       throw new ToolError(
         "containment_unconfirmed",
-        `the ${req.noun} ${how}, but stopping everything it started was not confirmed within the ${settings.containment_cleanup_s} s cleanup budget; the remaining processes are tracked and still being stopped in the background`,
+        `the ${req.noun} ${how}, but stopping everything it started was not confirmed within ` +
+          `the ${settings.containment_cleanup_s} s cleanup budget; the remaining processes are tracked and ` +
+          `still being stopped in the background`,
         { timed_out: r.timed_out, cancelled: r.cancelled, duration_ms: r.duration_ms },
       );
     }
@@ -149,7 +158,9 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
           ? `pass timeout_s up to ${settings.run_shell_max_timeout_s} to allow longer, or `
           : "";
       notes.push(
-        `timed out after ${timeout.seconds} s; the ${req.noun} and everything it started were stopped. To finish it, ${longer}run it in the background with async_=true and follow it with job poll (wait_for a line such as "ready")`,
+        `timed out after ${timeout.seconds} s; the ${req.noun} and everything it started were stopped. To ` +
+          `finish it, ${longer}run it in the background with async_=true and follow it with job poll (wait_for ` +
+          `a line such as "ready")`,
       );
     }
     if (r.truncated) {
@@ -162,7 +173,9 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
       const more =
         maxOutput < settings.max_output_bytes ? `, or pass max_output_bytes up to ${settings.max_output_bytes}` : "";
       notes.push(
-        `output truncated to ${maxOutput} bytes: the middle of ${dropped || "the output"} was left out (${r.stdout_bytes} stdout and ${r.stderr_bytes} stderr bytes in all). To see it, redirect to a file (… > out.log 2>&1) and read out.log with a line range${more}`,
+        `output truncated to ${maxOutput} bytes: the middle of ${dropped || "the output"} was left out ` +
+          `(${r.stdout_bytes} stdout and ${r.stderr_bytes} stderr bytes in all). To see it, redirect to a file ` +
+          `(… > out.log 2>&1) and read out.log with a line range${more}`,
       );
     }
     if (r.cancelled) notes.push(`cancelled; the ${req.noun} and everything it started were stopped`);
@@ -191,7 +204,8 @@ export function runForeground(ctx: ToolContext, req: ForegroundRequest): Promise
 /** The compact text block for a command result: status line, stdout, `[stderr]`, notes. */
 export function commandText(r: CommandResult): string {
   const parts = [
-    `exit ${r.exit_code ?? "none"}${r.timed_out ? " (timed out)" : ""} in ${r.duration_ms} ms${r.truncated ? ", output truncated" : ""}`,
+    `exit ${r.exit_code ?? "none"}${r.timed_out ? " (timed out)" : ""} in ${r.duration_ms} ` +
+      `ms${r.truncated ? ", output truncated" : ""}`,
   ];
   if (r.stdout) parts.push(r.stdout.replace(/\n$/, ""));
   if (r.stderr) parts.push(`[stderr]\n${r.stderr.replace(/\n$/, "")}`);

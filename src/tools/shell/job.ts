@@ -68,7 +68,8 @@ export async function withJobHint<T>(ctx: ToolContext, sessionId: string, fn: ()
     if (id && shells.some((s) => s.shell_id === id)) {
       throw new ToolError(
         "job_not_found",
-        `${id} is a persistent shell, not a job: use read_persistent_shell_output, send_persistent_shell_input or kill_persistent_shell with shell_id="${id}"`,
+        `${id} is a persistent shell, not a job: use read_persistent_shell_output, ` +
+          `send_persistent_shell_input or kill_persistent_shell with shell_id="${id}"`,
         { job_id: id, shell_id: id },
       );
     }
@@ -78,7 +79,10 @@ export async function withJobHint<T>(ctx: ToolContext, sessionId: string, fn: ()
 
 function statusLine(j: z.infer<typeof JobInfo>): string {
   const name = j.name !== j.job_id ? ` (${j.name})` : "";
-  return `${j.job_id}${name} ${j.status}${j.exit_code !== null ? ` exit ${j.exit_code}` : ""}${j.attempts > 1 ? ` attempt ${j.attempts}` : ""}: ${j.command.length > 80 ? `${j.command.slice(0, 80)}…` : j.command}`;
+  const exit = j.exit_code !== null ? ` exit ${j.exit_code}` : "";
+  const attempt = j.attempts > 1 ? ` attempt ${j.attempts}` : "";
+  const command = j.command.length > 80 ? `${j.command.slice(0, 80)}…` : j.command;
+  return `${j.job_id}${name} ${j.status}${exit}${attempt}: ${command}`;
 }
 
 function message(j: JobView): string | null {

@@ -60,7 +60,8 @@ async function withShellHint<T>(ctx: ToolContext, id: string, fn: () => Promise<
     if (isJob) {
       throw new ToolError(
         "shell_not_found",
-        `${id} is a background job, not a persistent shell: use job poll=["${id}"] (offset, wait_for) or job cancel=["${id}"]`,
+        `${id} is a background job, not a persistent shell: use job poll=["${id}"] (offset, wait_for) or ` +
+          `job cancel=["${id}"]`,
         { shell_id: id, job_id: id },
       );
     }
@@ -108,7 +109,8 @@ export const listPersistentShells = defineTool({
       ? o.shells
           .map(
             (s) =>
-              `${s.shell_id} [${s.status}${s.exit_code !== null ? ` ${s.exit_code}` : ""}] session ${s.session_id} ${s.cols}x${s.rows} ${s.command ?? ""}`,
+              `${s.shell_id} [${s.status}${s.exit_code !== null ? ` ${s.exit_code}` : ""}] ` +
+              `session ${s.session_id} ${s.cols}x${s.rows} ${s.command ?? ""}`,
           )
           .join("\n")
       : "no persistent shells",
@@ -228,7 +230,8 @@ export const sendPersistentShellInput = defineTool({
   },
   compact: (o) => ({ shell_id: o.shell_id, sent_bytes: o.sent_bytes, enter: o.enter }),
   text: (o) =>
-    `sent ${o.sent_bytes} bytes${o.keys.length ? ` and ${o.keys.join(" ")}` : ""}${o.enter ? " + Enter" : ""} to ${o.shell_id}`,
+    `sent ${o.sent_bytes} ` +
+    `bytes${o.keys.length ? ` and ${o.keys.join(" ")}` : ""}${o.enter ? " + Enter" : ""} to ${o.shell_id}`,
 });
 
 export const resizePersistentShell = defineTool({
