@@ -140,8 +140,7 @@ lsm_sweep() {
  * group through `setsid` and reads the script from a pipe before running it with stdin /dev/null;
  * the same sweeps follow.
  */
-export const SUPERVISOR =
-  `printf '${SUPERVISOR_STARTED}'
+export const SUPERVISOR = `printf '${SUPERVISOR_STARTED}'
 exec 3<&0
 IFS= read -r n || exit 70
 case $n in ''|*[!0-9]*) exit 71;; esac
@@ -164,20 +163,20 @@ g=${CALL_TAG_NAME}=$2
 trap 'exit 129' HUP INT TERM
 if kill -s 0 -- -$$ 2>/dev/null; then
   if [ "$1" = sudo ]; then
-    ( trap - HUP INT TERM; printf 'lsm_p=%s\\n%s' "$$" "$t" | LC_ALL=C sudo -n -k -- /bin/bash ` +
-  `--noprofile --norc -s ) </dev/null 3<&- &
+    ( trap - HUP INT TERM
+      printf 'lsm_p=%s\\n%s' "$$" "$t" | LC_ALL=C sudo -n -k -- /bin/bash --noprofile --norc -s ) </dev/null 3<&- &
   else
     if [ "$n" -le ${ENV_SCRIPT_LIMIT} ]; then
       ( trap - HUP INT TERM; ${CALL_TAG_NAME}=$2; LSM_SSH_SCRIPT=$t; export ${CALL_TAG_NAME} LSM_SSH_SCRIPT
         exec /bin/sh -c ${shq(ENV_SCRIPT_RUNNER)} lsm-ssh ) </dev/null 3<&- &
     else
-      printf '%s' "$t" | ( trap - HUP INT TERM; ${CALL_TAG_NAME}=$2; export ${CALL_TAG_NAME}; exec ` +
-  `/bin/sh -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) 3<&- &
+      printf '%s' "$t" | ( trap - HUP INT TERM; ${CALL_TAG_NAME}=$2; export ${CALL_TAG_NAME}
+        exec /bin/sh -c ${shq(PIPED_SCRIPT_RUNNER)} lsm-ssh ) 3<&- &
     fi
   fi
   c=$!
-  { while IFS= read -r _; do :; done; trap '' TERM; kill -s TERM 0; lsm_sweep "$g"; kill -s KILL 0; } <&3 ` +
-  `>/dev/null 2>&1 &
+  { while IFS= read -r _; do :; done; trap '' TERM
+    kill -s TERM 0; lsm_sweep "$g"; kill -s KILL 0; } <&3 >/dev/null 2>&1 &
   wait "$c"
   r=$?
   trap '' TERM
@@ -192,8 +191,8 @@ else
 fi
 c=$!
 trap 'kill -s KILL -- -"$c" 2>/dev/null; lsm_sweep "$g" >/dev/null 2>&1; exit 129' HUP INT TERM
-{ while IFS= read -r _; do :; done; kill -s TERM -- -"$c"; lsm_sweep "$g"; kill -s KILL -- -"$c"; } <&3 ` +
-  `>/dev/null 2>&1 &
+{ while IFS= read -r _; do :; done
+  kill -s TERM -- -"$c"; lsm_sweep "$g"; kill -s KILL -- -"$c"; } <&3 >/dev/null 2>&1 &
 w=$!
 wait "$c"
 r=$?

@@ -274,14 +274,13 @@ export async function listDirectory(
 }> {
   checkRemotePath(path);
   const findPath = path.startsWith("-") ? `./${path}` : path;
-  const script =
-    `p=${shq(path)}
+  const script = `p=${shq(path)}
 ${TYPE_CHECK_EXITS}[ $(( 0x$m & 61440 )) -eq 16384 ] || exit 91
 [ -r "$p" ] && [ -x "$p" ] || exit 90
 f=${shq(findPath)}
 LC_ALL=C find "$f" -mindepth 1 -maxdepth 1 -printf x 2>/dev/null | wc -c
-LC_ALL=C find "$f" -mindepth 1 -maxdepth 1 -printf '%f/%y/%s/%T@/%m/%l\\0' 2>/dev/null | LC_ALL=C sort -z ` +
-    `-t/ -k1,1 | tail -z -n +${offset + 1} | head -z -n ${limit}
+LC_ALL=C find "$f" -mindepth 1 -maxdepth 1 -printf '%f/%y/%s/%T@/%m/%l\\0' 2>/dev/null |
+  LC_ALL=C sort -z -t/ -k1,1 | tail -z -n +${offset + 1} | head -z -n ${limit}
 `;
   const r = await inspect(session, settings, script, settings.maxOutputBytes, signal);
   if (r.code === 90) throw new ToolError("remote_path_not_found", "remote path does not exist or is not accessible");

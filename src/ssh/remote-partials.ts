@@ -23,8 +23,8 @@ export async function sweepRemotePartials(remote: Remote, root: LocalRoot, key: 
 if [ -L "$p" ]; then echo other
 elif [ ! -e "$p" ]; then echo gone
 elif [ ! -f "$p" ] || [ ! -O "$p" ]; then echo other
-elif [ -n "$(find "$p" -maxdepth 0 -mmin +${minutes} -print 2>/dev/null)" ]; then rm -f -- "$p" && echo ` +
-        `removed || echo kept
+elif [ -n "$(find "$p" -maxdepth 0 -mmin +${minutes} -print 2>/dev/null)" ]; then
+  rm -f -- "$p" && echo removed || echo kept
 else echo kept; fi
 `,
     )

@@ -374,8 +374,11 @@ if [ ${overwrite ? 1 : 0} = 0 ]; then if [ -e "$f" ] || [ -L "$f" ]; then exit 8
 if [ -L "$f" ] || { [ -e "$f" ] && [ ! -f "$f" ]; }; then exit 82; fi
 if [ -L "$p" ]; then exit 74; fi
 s=0
-if [ -e "$p" ]; then [ -f "$p" ] || exit 75; s=$(stat -c %s -- "$p") || exit 76; if [ "$s" -gt ${size} ]; ` +
-        `then rm -f -- "$p" || exit 77; s=0; fi; fi
+if [ -e "$p" ]; then
+  [ -f "$p" ] || exit 75
+  s=$(stat -c %s -- "$p") || exit 76
+  if [ "$s" -gt ${size} ]; then rm -f -- "$p" || exit 77; s=0; fi
+fi
 a=$(df -Pk -- "$d" 2>/dev/null | awk 'NR==2 {print $4}')
 printf '%s %s\\n' "$s" "\${a:-unknown}"
 `,

@@ -13,8 +13,7 @@ import { readFileSync } from "node:fs";
 import { writeFileAtomic } from "../store/atomic.ts";
 import { EXIT_REVOKED, workerPaths } from "./layout.ts";
 
-export const LAUNCHER_SCRIPT =
-  `#!/usr/bin/env bash
+export const LAUNCHER_SCRIPT = `#!/usr/bin/env bash
 # local-shell-mcp worker launcher: run <profile_id>. Generated; rewritten by installs and updates.
 set -euo pipefail
 root=$(cd "$(dirname "\${BASH_SOURCE[0]}")" && pwd -P)
@@ -26,8 +25,8 @@ fi
 profile="$root/profiles/$id/profile.json"
 [ -f "$profile" ] || { echo "local-shell-mcp worker: no profile $id under $root" >&2; exit 1; }
 digest=$(grep -oE '"runtime_sha256": *"[0-9a-f]{64}"' "$profile" | grep -oE '[0-9a-f]{64}' || true)
-[ "$(printf '%s\\n' "$digest" | grep -c .)" = 1 ] || { echo "local-shell-mcp worker: profile $id names no ` +
-  `runtime" >&2; exit 1; }
+[ "$(printf '%s\\n' "$digest" | grep -c .)" = 1 ] ||
+  { echo "local-shell-mcp worker: profile $id names no runtime" >&2; exit 1; }
 bin="$root/runtimes/$digest/local-shell-mcp"
 if [ ! -f "$root/runtimes/$digest/runtime.json" ] || [ ! -x "$bin" ]; then
   echo "local-shell-mcp worker: the runtime of profile $id is not installed; run the join command again" >&2
