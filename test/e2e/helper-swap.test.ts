@@ -66,12 +66,15 @@ async function useHelpers(mcp: McpHandle, sid: string, i: number): Promise<void>
   const r = (await mcp.ok<{ result: Bash }>("bash", { session_id: sid, command: `echo run-${i}` })).result;
   expect(r.exit_code).toBe(0);
   expect(r.stdout).toContain(`run-${i}`);
-  await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: "swap", input_text: `echo shell-${i}` });
+  // The first line may be typed before sh prints its first prompt: the terminal echoes it at once,
+  // and the command's output then follows that prompt on one line ("$ shell-0"). So the pattern is
+  // not anchored at the start; the quotes keep it from matching the echoed command line itself.
+  await mcp.ok("send_persistent_shell_input", { session_id: sid, shell_id: "swap", input_text: `echo shell-"${i}"` });
   const out = await mcp.ok<{ output: string; matched: boolean }>("read_persistent_shell_output", {
     session_id: sid,
     shell_id: "swap",
     offset: 0,
-    wait_for: `^shell-${i}$`,
+    wait_for: `shell-${i}$`,
     timeout_s: 30,
   });
   expect(out.matched).toBe(true);
