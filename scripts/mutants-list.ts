@@ -562,6 +562,33 @@ export const GUARANTEES: Guarantee[] = [
       },
     ],
   },
+  // ---- Lifecycle ----
+  {
+    name: "stdio-stoppable",
+    promise: "a stdio server stops on SIGTERM whatever its stdin is, an endless character device included",
+    tests: ["test/e2e/spine-cli.test.ts"],
+    filter: "character device",
+    mutants: [
+      {
+        name: "device-read-on-process-stdin",
+        what: "a character device on stdin is read through process.stdin, whose loop never yields",
+        edits: [one("src/core/stdin.ts", "isCharacterDevice() && !isatty(0)", "isCharacterDevice() && false")],
+      },
+    ],
+  },
+  {
+    name: "ssh-stdin-bounded",
+    promise: "the ssh server refuses an MCP message over 16 MB as it streams in, without holding it (ssh.md)",
+    tests: ["test/e2e/ssh-stdin-bounds.test.ts"],
+    filter: "line is refused",
+    mutants: [
+      {
+        name: "ssh-message-unbounded",
+        what: "the ssh server reads MCP messages of any length",
+        edits: [one("src/ssh/server.ts", "const MAX_MESSAGE_BYTES = 16_000_000;", "const MAX_MESSAGE_BYTES = 0;")],
+      },
+    ],
+  },
   // ---- Approvals (docs/approvals.md) ----
   {
     name: "approval-gate",

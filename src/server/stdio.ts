@@ -1,8 +1,9 @@
 import type { JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
+import { mcpStdin } from "../core/stdin.ts";
 import type { App } from "./app.ts";
 import { onShutdown, shutdown } from "./lifecycle.ts";
 import { createMcpServer } from "./mcp.ts";
-import { BoundedStdioTransport } from "./stdio-transport.ts";
+import { BoundedStdioTransport } from "../core/mcp-stdio-transport.ts";
 
 /**
  * Serves MCP over stdin/stdout; the client closing stdin ends the server. One message (line) may
@@ -11,10 +12,12 @@ import { BoundedStdioTransport } from "./stdio-transport.ts";
  */
 export async function serveStdio(app: App): Promise<void> {
   const server = createMcpServer(app, "stdio");
-  const transport = new BoundedStdioTransport(app.services.settings.max_http_request_bytes, "max_http_request_bytes");
+  const stdin = mcpStdin();
+  const limit = app.services.settings.max_http_request_bytes;
+  const transport = new BoundedStdioTransport(limit, "max_http_request_bytes", stdin);
   onShutdown(() => server.close());
-  process.stdin.on("end", () => void shutdown("stdin closed"));
-  process.stdin.on("close", () => void shutdown("stdin closed"));
+  stdin.on("end", () => void shutdown("stdin closed"));
+  stdin.on("close", () => void shutdown("stdin closed"));
   await server.connect(transport);
   // A request goes straight to the server's dispatch (the SDK's own message routing runs three
   // schemas on it first to tell a request from a response). Where a later SDK has no such method,

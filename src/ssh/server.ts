@@ -3,10 +3,11 @@
  * wraps every answer in the `{ok, result, error}` envelope and never lets internal details out.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { ToolError } from "../core/errors.ts";
+import { BoundedStdioTransport } from "../core/mcp-stdio-transport.ts";
+import { mcpStdin } from "../core/stdin.ts";
 import { log } from "../core/log.ts";
 import { randomHex } from "../core/random.ts";
 import { VERSION } from "../core/version.ts";
@@ -18,6 +19,12 @@ import type { SshSettings } from "./settings.ts";
 import { type SshContext, type SshTool, sshTools } from "./tools.ts";
 
 const BASE_INVALID = "tool arguments failed strict validation";
+/**
+ * One MCP message from the client. Arguments are paths, commands and small texts (file bodies move
+ * by rsync), so the serve default for max_http_request_bytes is ample; a longer line is answered with
+ * an error and discarded as it streams in instead of growing in memory.
+ */
+const MAX_MESSAGE_BYTES = 16_000_000;
 
 /** The strict-validation message: field names only, never values or unknown names. */
 export function invalidArgumentsMessage(error: z.ZodError): string {
@@ -169,9 +176,10 @@ export async function serveSsh(settings: SshSettings): Promise<void> {
       void shutdown(sig);
     });
   }
-  process.stdin.on("end", () => void shutdown("stdin closed"));
-  process.stdin.on("close", () => void shutdown("stdin closed"));
-  await server.connect(new StdioServerTransport());
+  const stdin = mcpStdin();
+  stdin.on("end", () => void shutdown("stdin closed"));
+  stdin.on("close", () => void shutdown("stdin closed"));
+  await server.connect(new BoundedStdioTransport(MAX_MESSAGE_BYTES, "the ssh server's message limit", stdin));
   const swept = settings.localRoot.sweep();
   if (swept.spools + swept.partials > 0)
     log.info(`swept ${swept.spools} stale spool files and ${swept.partials} stale partials`);

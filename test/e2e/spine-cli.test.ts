@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, statSync } from "node:fs";
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import {
   binary,
@@ -126,6 +126,28 @@ describe("command line", () => {
     p.stdin.end();
     // A generous bound: an exit is immediate, a hang is forever.
     const code = await Promise.race([p.exited, Bun.sleep(20_000).then(() => "hung")]);
+    expect(code).toBe(0);
+  });
+
+  test("SIGTERM stops a stdio server reading an endless character device (< /dev/zero)", async () => {
+    using ws = tempDir();
+    using st = tempDir();
+    const zero = openSync("/dev/zero", "r");
+    const args = ["serve", "--mode", "stdio", "--workspace-root", ws.path, "--state-dir", st.path];
+    const p = Bun.spawn([binary(), ...args, "--max-http-request-bytes", "65536"], {
+      env: serverEnv(),
+      stdin: zero,
+      stdout: "ignore",
+      stderr: "ignore",
+    });
+    closeSync(zero);
+    // 64 MiB read from stdin shows the server is inside its read loop (/proc/PID/io counts reads).
+    await waitFor(() => Number(/^rchar: (\d+)/m.exec(readFileSync(`/proc/${p.pid}/io`, "utf8"))?.[1]) > 64 << 20, {
+      what: "the server to read from /dev/zero",
+    });
+    p.kill("SIGTERM");
+    const code = await Promise.race([p.exited, Bun.sleep(20_000).then(() => "hung")]);
+    if (code === "hung") p.kill("SIGKILL");
     expect(code).toBe(0);
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { JSONRPCRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { isPlainRequest } from "../../src/server/stdio-transport.ts";
+import { isPlainRequest } from "../../src/core/mcp-stdio-transport.ts";
 
 describe("stdio request short cut", () => {
   const accepted = [

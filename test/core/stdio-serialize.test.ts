@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
-import { serializeMessage, serializePieces } from "../../src/server/stdio-transport.ts";
+import { serializeMessage, serializePieces } from "../../src/core/mcp-stdio-transport.ts";
 
 describe("stdio reply serialization", () => {
   test("is byte for byte JSON.stringify, with a large string shared by the text block and structured content", () => {

@@ -1,9 +1,9 @@
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import { JSONRPCMessageSchema, type JSONRPCMessage, type JSONRPCRequest } from "@modelcontextprotocol/sdk/types.js";
-import { LineSplitter } from "../core/line-splitter.ts";
-import { log } from "../core/log.ts";
-import { HAS_RAW_JSON, LARGE_STRING_CHARS, LargeStringMemo, rawJsonString } from "../core/large-memo.ts";
-import { outputStarted } from "../core/output-flush.ts";
+import { LineSplitter } from "./line-splitter.ts";
+import { log } from "./log.ts";
+import { HAS_RAW_JSON, LARGE_STRING_CHARS, LargeStringMemo, rawJsonString } from "./large-memo.ts";
+import { outputStarted } from "./output-flush.ts";
 
 /** JSON-RPC error codes we answer with when a line cannot become a message. */
 const PARSE_ERROR = -32700;
