@@ -202,3 +202,45 @@ export function totals(records: CallRecord[], tools?: readonly string[]): Sessio
   const text = picked.reduce((n, r) => n + r.text, 0);
   return { calls: picked.length, structuredFirst, text, ratio: text ? structuredFirst / text : 0 };
 }
+
+type Schema = {
+  $ref?: string;
+  $defs?: Record<string, Schema>;
+  definitions?: Record<string, Schema>;
+  type?: string | string[];
+  anyOf?: Schema[];
+  oneOf?: Schema[];
+  properties?: Record<string, Schema>;
+  required?: string[];
+  items?: Schema;
+};
+
+/**
+ * `value` cut down to what `schema` requires, at every depth: the least any result could carry and
+ * still validate. It gives the floor under what `compact` can cost against the text.
+ */
+export function requiredOnly(value: unknown, schema: Schema, root: Schema = schema): unknown {
+  let s: Schema | undefined = schema;
+  while (s?.$ref) s = (root.$defs ?? root.definitions)?.[s.$ref.split("/").pop() ?? ""];
+  if (!s) return value;
+  const branches = s.anyOf ?? s.oneOf;
+  if (branches) {
+    const kind = value === null ? "null" : Array.isArray(value) ? "array" : typeof value;
+    const branch = branches.find((b) => {
+      let r: Schema | undefined = b;
+      while (r?.$ref) r = (root.$defs ?? root.definitions)?.[r.$ref.split("/").pop() ?? ""];
+      return r?.type === kind || (kind === "object" && r?.properties !== undefined);
+    });
+    return branch ? requiredOnly(value, branch, root) : value;
+  }
+  if (Array.isArray(value)) return s.items ? value.map((v) => requiredOnly(v, s.items as Schema, root)) : value;
+  if (value && typeof value === "object") {
+    const kept: Record<string, unknown> = {};
+    for (const key of s.required ?? []) {
+      if (key in value)
+        kept[key] = requiredOnly((value as Record<string, unknown>)[key], s.properties?.[key] ?? {}, root);
+    }
+    return kept;
+  }
+  return value;
+}
