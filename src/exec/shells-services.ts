@@ -5,8 +5,8 @@ import type { SessionStore } from "../sessions/store.ts";
 import { LifecycleLocks } from "../store/lifecycle.ts";
 import type { SessionTeardown } from "../sessions/store.ts";
 import type { Capabilities } from "../sessions/orientation.ts";
-import { JobManager } from "./jobs.ts";
-import { ManagedJobs } from "./managed-jobs.ts";
+import { JobManager } from "./jobs/manager.ts";
+import { ManagedJobs } from "./jobs/managed.ts";
 import { ShellManager } from "./shells.ts";
 import { TmuxServer } from "./tmux.ts";
 
