@@ -9,7 +9,7 @@ import { memoryGovernor } from "./memory.ts";
 import type { Settings } from "../config/schema.ts";
 import { ForegroundWork } from "../exec/foreground.ts";
 import { Semaphore } from "../exec/semaphore.ts";
-import { createShellServices } from "../exec/shells-services.ts";
+import { createShellServices } from "../exec/persistent-shells/services.ts";
 import { canonicalRoot } from "../fs/paths.ts";
 import { FileServices } from "../fs/services.ts";
 import { FileLinks } from "../links/index.ts";

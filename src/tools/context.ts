@@ -3,10 +3,10 @@ import type { AuditLog } from "../audit/log.ts";
 import type { ApprovalAsker, Approvals } from "../approvals/service.ts";
 import type { AgentBridge } from "../bridge/service.ts";
 import type { Settings } from "../config/schema.ts";
-import type { JobManager } from "../exec/jobs.ts";
-import type { ManagedJobs } from "../exec/managed-jobs.ts";
+import type { JobManager } from "../exec/jobs/manager.ts";
+import type { ManagedJobs } from "../exec/jobs/managed.ts";
 import type { SessionCopyDeps } from "../transfer/session-copy.ts";
-import type { ShellManager } from "../exec/shells.ts";
+import type { PersistentShellManager } from "../exec/persistent-shells/manager.ts";
 import type { Semaphore } from "../exec/semaphore.ts";
 import type { FileServices } from "../fs/services.ts";
 import type { FileLinks } from "../links/index.ts";
@@ -49,7 +49,7 @@ export interface AppServices {
   /** Per-session lifecycle locks shared across server processes (shared = work, exclusive = teardown). */
   lifecycle: LifecycleLocks;
   /** Persistent tmux shells on the private socket. */
-  shells: ShellManager;
+  shells: PersistentShellManager;
   /** Durable background jobs. */
   jobs: JobManager;
   /** Jobs run by this server process itself (background session_copy). */

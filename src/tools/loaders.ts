@@ -8,8 +8,8 @@ import type { AnyTool } from "./define.ts";
  * from the same list, in this order (the order of tools/list). test/tools/loaders.test.ts checks
  * that each entry's names are the names of the tools its module gives.
  *
- * Adding a tool: its module and description beside it, then one line here (or one more name and
- * export in an existing entry).
+ * Adding a tool: its module and its description beside it under the same name (one module per tool;
+ * test/scripts/tool-files.test.ts checks the names), then one line here.
  */
 type Entry = readonly [names: readonly string[], load: () => Promise<readonly AnyTool[]>];
 const MODULES: readonly Entry[] = [
@@ -26,37 +26,32 @@ const MODULES: readonly Entry[] = [
   [["apply_patch"], () => import("./files/apply-patch.ts").then((m) => [m.applyPatch])],
   [["write_file"], () => import("./files/write-file.ts").then((m) => [m.writeFile])],
   [["delete_file_or_dir"], () => import("./files/delete.ts").then((m) => [m.deleteFileOrDir])],
-  [
-    ["list_files", "tree_view", "glob_search"],
-    () => import("./files/discovery.ts").then((m) => [m.listFiles, m.treeView, m.globSearch]),
-  ],
+  [["list_files"], () => import("./files/list-files.ts").then((m) => [m.listFiles])],
+  [["tree_view"], () => import("./files/tree-view.ts").then((m) => [m.treeView])],
+  [["glob_search"], () => import("./files/glob-search.ts").then((m) => [m.globSearch])],
   [["search"], () => import("./search/search.ts").then((m) => [m.search])],
-  [["read_todos", "write_todos"], () => import("./todos/todos.ts").then((m) => [m.readTodos, m.writeTodos])],
+  [["read_todos"], () => import("./todos/read-todos.ts").then((m) => [m.readTodos])],
+  [["write_todos"], () => import("./todos/write-todos.ts").then((m) => [m.writeTodos])],
   [["view_image"], () => import("./media/view-image.ts").then((m) => [m.viewImage])],
   [["run_python_code"], () => import("./python/run-python-code.ts").then((m) => [m.runPythonCode])],
   [["secret_scan"], () => import("./files/secret-scan.ts").then((m) => [m.secretScan])],
-  [
-    ["workspace_search", "fetch"],
-    () => import("./connector/connector.ts").then((m) => [m.workspaceSearch, m.fetchDocument]),
-  ],
+  [["workspace_search"], () => import("./connector/workspace-search.ts").then((m) => [m.workspaceSearch])],
+  [["fetch"], () => import("./connector/fetch.ts").then((m) => [m.fetchDocument])],
   [["job"], () => import("./shell/job.ts").then((m) => [m.job])],
+  [["list_persistent_shells"], () => import("./shell/list-persistent-shells.ts").then((m) => [m.listPersistentShells])],
   [
-    [
-      "list_persistent_shells",
-      "read_persistent_shell_output",
-      "send_persistent_shell_input",
-      "resize_persistent_shell",
-      "kill_persistent_shell",
-    ],
-    () =>
-      import("./shell/persistent-shells.ts").then((m) => [
-        m.listPersistentShells,
-        m.readPersistentShellOutput,
-        m.sendPersistentShellInput,
-        m.resizePersistentShell,
-        m.killPersistentShell,
-      ]),
+    ["read_persistent_shell_output"],
+    () => import("./shell/read-persistent-shell-output.ts").then((m) => [m.readPersistentShellOutput]),
   ],
+  [
+    ["send_persistent_shell_input"],
+    () => import("./shell/send-persistent-shell-input.ts").then((m) => [m.sendPersistentShellInput]),
+  ],
+  [
+    ["resize_persistent_shell"],
+    () => import("./shell/resize-persistent-shell.ts").then((m) => [m.resizePersistentShell]),
+  ],
+  [["kill_persistent_shell"], () => import("./shell/kill-persistent-shell.ts").then((m) => [m.killPersistentShell])],
   [["create_file_link"], () => import("./links/create-file-link.ts").then((m) => [m.createFileLink])],
   [["list_file_links"], () => import("./links/list-file-links.ts").then((m) => [m.listFileLinks])],
   [["revoke_file_link"], () => import("./links/revoke-file-link.ts").then((m) => [m.revokeFileLink])],

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Settings } from "../config/schema.ts";
 import { ToolError } from "../core/errors.ts";
-import type { ManagedAttempt, ManagedRunner } from "../exec/managed-jobs.ts";
+import type { ManagedAttempt, ManagedRunner } from "../exec/jobs/managed.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
 import { copyBetween, type CopyOutcome, type CopyProgress, normalizeChunkSize } from "./copy.ts";
 import type { TransferEndpoint } from "./endpoint.ts";

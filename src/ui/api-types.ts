@@ -6,8 +6,8 @@
  * `fetch`'s Response, which both runtimes have.
  *
  * A row lists the fields the server promises; it may send more (a shell's `created`, a job's whole
- * record), which the readers ignore. Rows that mirror a domain type (ShellRow and exec's ShellView)
- * are kept in step by those annotations, since this module cannot import the domain's.
+ * record), which the readers ignore. Rows that mirror a domain type (ShellRow and exec's
+ * PersistentShellView) are kept in step by those annotations, since this module cannot import the domain's.
  */
 
 /** How every answer is wrapped (src/http/json.ts writes the error side for every route we own). */

@@ -394,7 +394,7 @@ const ENDPOINTS: Record<string, Endpoint> = {
     // still checked as the tool would (a bearer token sees only its own client's sessions).
     run: async ({ app, principal, url }) => {
       const rec = app.services.sessions.requireFor(str(url.searchParams.get("session_id"), "session_id"), principal);
-      const { loadTodoList } = await import("../tools/todos/todos.ts");
+      const { loadTodoList } = await import("../tools/todos/todo-list.ts");
       return ok(loadTodoList(app.services, rec.session_id) satisfies TodosAnswer);
     },
   },

@@ -1,6 +1,6 @@
 import type { ServerWebSocket } from "bun";
 import type { Settings } from "../config/schema.ts";
-import { ShellAttachments, type Viewer } from "../exec/shells-attach.ts";
+import { PersistentShellAttachments, type Viewer } from "../exec/persistent-shells/attach.ts";
 import type { SocketHandler } from "../http/route.ts";
 import type { App } from "../server/app.ts";
 import { BINDING_PROTOCOL_PREFIX, uiOrigin, type UiSessions } from "./auth.ts";
@@ -29,7 +29,7 @@ function clampInt(v: string | null, lo: number, hi: number, dflt: number): numbe
 type Admission = { refuse: number; reason: string } | { shellId: string; cols: number; rows: number; session?: string };
 
 export class TerminalSockets {
-  readonly attachments: ShellAttachments;
+  readonly attachments: PersistentShellAttachments;
   private open = 0;
   /** Open sockets by the cookie session that admitted them, closed when that session ends. */
   private readonly bySession = new Map<string, Set<Socket>>();
@@ -38,7 +38,7 @@ export class TerminalSockets {
     private readonly app: App,
     private readonly sessions: UiSessions,
   ) {
-    this.attachments = new ShellAttachments(app.services.shells.tmux, app.services.audit);
+    this.attachments = new PersistentShellAttachments(app.services.shells.tmux, app.services.audit);
     sessions.onEnded.add((session) => {
       for (const ws of this.bySession.get(session) ?? []) ws.close(4401, "signed out");
       this.bySession.delete(session);

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ToolError } from "../../src/core/errors.ts";
-import { JobManager } from "../../src/exec/jobs.ts";
+import { JobManager } from "../../src/exec/jobs/manager.ts";
 import { containmentRunner } from "../../src/native/helpers.ts";
 import { jobsLockPath } from "../../src/store/lifecycle.ts";
 import { FileLock } from "../../src/store/lock.ts";

@@ -1,14 +1,14 @@
 import { describe, expect, test } from "bun:test";
 import { ToolError } from "../../src/core/errors.ts";
-import { sanitizeShellName, tmuxKey, tmuxLiteral } from "../../src/exec/shells-keys.ts";
+import { sanitizePersistentShellName, tmuxKey, tmuxLiteral } from "../../src/exec/persistent-shells/keys.ts";
 
 describe("persistent shell helpers", () => {
   test("shell names are sanitized to tmux-safe ids", () => {
-    expect(sanitizeShellName("dev server.v2")).toBe("dev-server-v2");
-    expect(sanitizeShellName("--x--")).toBe("x");
-    expect(sanitizeShellName("a:b;c")).toBe("a-b-c");
-    expect(sanitizeShellName("é".repeat(10))).toBe("");
-    expect(sanitizeShellName("y".repeat(100)).length).toBe(64);
+    expect(sanitizePersistentShellName("dev server.v2")).toBe("dev-server-v2");
+    expect(sanitizePersistentShellName("--x--")).toBe("x");
+    expect(sanitizePersistentShellName("a:b;c")).toBe("a-b-c");
+    expect(sanitizePersistentShellName("é".repeat(10))).toBe("");
+    expect(sanitizePersistentShellName("y".repeat(100)).length).toBe(64);
   });
 
   test("arguments ending in ';' stay literal for tmux", () => {

@@ -5,7 +5,7 @@ import { SessionStore } from "../../src/sessions/store.ts";
 import { LifecycleLocks } from "../../src/store/lifecycle.ts";
 import { FileLock } from "../../src/store/lock.ts";
 import { loadSettings } from "../../src/config/load.ts";
-import { createShellServices } from "../../src/exec/shells-services.ts";
+import { createShellServices } from "../../src/exec/persistent-shells/services.ts";
 import { containmentRunner } from "../../src/native/helpers.ts";
 import { baseCapabilities } from "../../src/sessions/orientation.ts";
 import { ProbeCache } from "../../src/sessions/probes.ts";

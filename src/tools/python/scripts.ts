@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
-import { isActive } from "../../exec/jobs.ts";
+import { isActive } from "../../exec/jobs/manager.ts";
 import { ensurePrivateDir, writeFileAtomic } from "../../store/atomic.ts";
 import type { AppServices } from "../context.ts";
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
-import { isActive, JOB_STATUSES, type JobView } from "../../exec/jobs.ts";
+import { isActive, JOB_STATUSES, type JobView } from "../../exec/jobs/manager.ts";
 import { toWorkspaceRelative } from "../../fs/paths.ts";
 import { SessionId } from "../common.ts";
 import { pick } from "../compact.ts";

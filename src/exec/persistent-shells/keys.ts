@@ -1,11 +1,11 @@
 /** What a caller types into a persistent shell, made exact for tmux: shell names, literal text, key names. */
-import { ToolError } from "../core/errors.ts";
+import { ToolError } from "../../core/errors.ts";
 
 /**
  * `[^A-Za-z0-9_-]` → `-`, at most 64 chars, no leading/trailing `-`; dots are replaced because tmux
  * rewrites them.
  */
-export function sanitizeShellName(name: string): string {
+export function sanitizePersistentShellName(name: string): string {
   return name
     .replace(/[^A-Za-z0-9_-]/g, "-")
     .slice(0, 64)

@@ -10,7 +10,7 @@
  *
  * When the command ends it also records the job's end in the registry's deferred journal, so every
  * reader (the UI, `tui`, another server after a restart) sees the job finished at once, whether or
- * not anyone polls it; the next writer of the registry folds the record in (jobs-store.ts).
+ * not anyone polls it; the next writer of the registry folds the record in (store.ts).
  */
 import {
   closeSync,

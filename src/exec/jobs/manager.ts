@@ -1,20 +1,20 @@
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
-import { ToolError } from "../core/errors.ts";
-import { randomHex } from "../core/random.ts";
-import { extractHelper } from "../native/extract.ts";
-import { isCompiledBinary } from "../sessions/orientation.ts";
-import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
-import { acquireLease, leaseState } from "../store/lease.ts";
-import type { FileLock } from "../store/lock.ts";
-import { childEnv } from "./env.ts";
-import { isActive, JobRow, type JobView, type ManagedHooks } from "./job-records.ts";
-import { type JobLogSlice, readJobLog } from "./jobs-log.ts";
-import { type JobTerminalPatch, JobStore, now } from "./jobs-store.ts";
-import supervisorScript from "./jobs-supervisor.ts" with { type: "file" };
+import { ToolError } from "../../core/errors.ts";
+import { randomHex } from "../../core/random.ts";
+import { extractHelper } from "../../native/extract.ts";
+import { isCompiledBinary } from "../../sessions/orientation.ts";
+import { ensurePrivateDir, writeFileAtomic } from "../../store/atomic.ts";
+import { acquireLease, leaseState } from "../../store/lease.ts";
+import type { FileLock } from "../../store/lock.ts";
+import { childEnv } from "../env.ts";
+import { isActive, JobRow, type JobView, type ManagedHooks } from "./records.ts";
+import { type JobLogSlice, readJobLog } from "./log.ts";
+import { type JobTerminalPatch, JobStore, now } from "./store.ts";
+import supervisorScript from "./supervisor.ts" with { type: "file" };
 
-export { isActive, JOB_STATUSES, type JobRow, type JobStatus, type JobView } from "./job-records.ts";
+export { isActive, JOB_STATUSES, type JobRow, type JobStatus, type JobView } from "./records.ts";
 
 const JOB_GRACE_MS = 1500;
 const STOP_WAIT_MS = JOB_GRACE_MS + 8000;
@@ -29,13 +29,13 @@ export interface JobSettings {
 
 /**
  * Durable background jobs. Each attempt runs in a detached supervisor process (see
- * jobs-supervisor.ts) that holds the job's liveness lease; any server process sharing the state dir
+ * supervisor.ts) that holds the job's liveness lease; any server process sharing the state dir
  * reconciles a job from that lease and the attempt's durable status file: held = running,
  * unlocked with a status = finished, unlocked without one = lost, undecidable = left as is
- * (jobs-store.ts). This class starts, waits for, stops and retries attempts.
+ * (store.ts). This class starts, waits for, stops and retries attempts.
  */
 export class JobManager extends JobStore {
-  /** Runs controller-managed jobs in this process (managed-jobs.ts); set at wiring time. */
+  /** Runs controller-managed jobs in this process (managed.ts); set at wiring time. */
   managed: ManagedHooks | undefined;
 
   constructor(private readonly cfg: JobSettings) {

@@ -1,7 +1,7 @@
-import type { AuditSink } from "../audit/log.ts";
-import { ToolError } from "../core/errors.ts";
-import { childEnv } from "./env.ts";
-import { paneTarget, sessionTarget, type TmuxServer } from "./tmux.ts";
+import type { AuditSink } from "../../audit/log.ts";
+import { ToolError } from "../../core/errors.ts";
+import { childEnv } from "../env.ts";
+import { paneTarget, sessionTarget, type TmuxServer } from "../tmux.ts";
 
 /**
  * Raw terminal attachments: a real tmux client (`attach-session`) on a pseudo-terminal, per persistent
@@ -43,7 +43,7 @@ interface Attachment {
   before: { cols: number; rows: number } | undefined;
 }
 
-export class ShellAttachments {
+export class PersistentShellAttachments {
   private readonly attachments = new Map<string, Attachment>();
   private readonly opening = new Map<string, Promise<Attachment>>();
 

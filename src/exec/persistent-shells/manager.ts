@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
-import { ToolError } from "../core/errors.ts";
-import type { SessionRecord, SessionStore } from "../sessions/store.ts";
-import { tmuxAdmissionLockPath } from "../store/lifecycle.ts";
-import { withFileLock } from "../store/lock.ts";
-import { randomHex } from "../core/random.ts";
-import { sanitizeShellName, tmuxKey, tmuxLiteral } from "./shells-keys.ts";
-import { type ReadOptions, type ReadResult, ShellOutputReader } from "./shells-output.ts";
+import { ToolError } from "../../core/errors.ts";
+import type { SessionRecord, SessionStore } from "../../sessions/store.ts";
+import { tmuxAdmissionLockPath } from "../../store/lifecycle.ts";
+import { withFileLock } from "../../store/lock.ts";
+import { randomHex } from "../../core/random.ts";
+import { sanitizePersistentShellName, tmuxKey, tmuxLiteral } from "./keys.ts";
+import { type ReadOptions, type ReadResult, PersistentShellOutputReader } from "./output.ts";
 import {
   DEFAULT_COLS,
   DEFAULT_ROWS,
@@ -17,7 +17,7 @@ import {
   sessionTarget,
   type TmuxServer,
   type TmuxShellInfo,
-} from "./tmux.ts";
+} from "../tmux.ts";
 
 /** Time the containment runner gives a shell's processes between SIGTERM and SIGKILL. */
 const SHELL_GRACE_MS = 1000;
@@ -29,7 +29,7 @@ const STOP_CONFIRM_MS = 5000;
 const ADMISSION_WAIT_MS = 15_000;
 const POLL_MS = 40;
 
-export interface ShellView {
+export interface PersistentShellView {
   shell_id: string;
   session_id: string | null;
   name: string;
@@ -91,8 +91,8 @@ function startFailure(
  * containment runner (so killing the shell leaves no descendants), tagged with the owning agent
  * session, kept after the program exits (remain-on-exit) until killed.
  */
-export class ShellManager {
-  private readonly output: ShellOutputReader;
+export class PersistentShellManager {
+  private readonly output: PersistentShellOutputReader;
 
   constructor(
     private readonly stateDir: string,
@@ -102,7 +102,7 @@ export class ShellManager {
     private readonly shell: string,
     private readonly maxShells: number,
   ) {
-    this.output = new ShellOutputReader(tmux);
+    this.output = new PersistentShellOutputReader(tmux);
   }
 
   private admission<T>(fn: () => Promise<T>): Promise<T> {
@@ -127,7 +127,7 @@ export class ShellManager {
     const sid = input.session.session_id;
     let id: string;
     if (input.name !== null) {
-      id = sanitizeShellName(input.name);
+      id = sanitizePersistentShellName(input.name);
       if (!id) throw new ToolError("shell_name_invalid", "name must contain at least one letter, digit, '_' or '-'");
     } else {
       id = `mcp-${randomHex(4)}`;
@@ -267,7 +267,7 @@ export class ShellManager {
     }
   }
 
-  private view(s: TmuxShellInfo): ShellView {
+  private view(s: TmuxShellInfo): PersistentShellView {
     return {
       shell_id: s.name,
       session_id: s.owner,
@@ -295,7 +295,7 @@ export class ShellManager {
   }
 
   /** Shells of `sid`, or without it those of every live session. Reconciles stale reservations. */
-  async list(sid: string | null): Promise<ShellView[]> {
+  async list(sid: string | null): Promise<PersistentShellView[]> {
     const shells = (await this.tmux.requireInventory()).filter(
       (s) => s.kind === "shell" && (sid ? s.owner === sid : this.ownerLive(s.owner)),
     );

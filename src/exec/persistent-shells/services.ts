@@ -1,18 +1,18 @@
-import type { Settings } from "../config/schema.ts";
-import { embeddedProbe, resolveTmux } from "../native/tmux.ts";
-import type { ProbeCache } from "../sessions/probes.ts";
-import type { SessionStore } from "../sessions/store.ts";
-import { LifecycleLocks } from "../store/lifecycle.ts";
-import type { SessionTeardown } from "../sessions/store.ts";
-import type { Capabilities } from "../sessions/orientation.ts";
-import { JobManager } from "./jobs.ts";
-import { ManagedJobs } from "./managed-jobs.ts";
-import { ShellManager } from "./shells.ts";
-import { TmuxServer } from "./tmux.ts";
+import type { Settings } from "../../config/schema.ts";
+import { embeddedProbe, resolveTmux } from "../../native/tmux.ts";
+import type { ProbeCache } from "../../sessions/probes.ts";
+import type { SessionStore } from "../../sessions/store.ts";
+import { LifecycleLocks } from "../../store/lifecycle.ts";
+import type { SessionTeardown } from "../../sessions/store.ts";
+import type { Capabilities } from "../../sessions/orientation.ts";
+import { JobManager } from "../jobs/manager.ts";
+import { ManagedJobs } from "../jobs/managed.ts";
+import { PersistentShellManager } from "./manager.ts";
+import { TmuxServer } from "../tmux.ts";
 
 export interface ShellServices {
   lifecycle: LifecycleLocks;
-  shells: ShellManager;
+  shells: PersistentShellManager;
   jobs: JobManager;
   managedJobs: ManagedJobs;
 }
@@ -34,7 +34,7 @@ export function createShellServices(input: {
   const { settings, sessions } = input;
   const lifecycle = new LifecycleLocks((sid) => sessions.lifecyclePath(sid));
   const tmux = new TmuxServer(settings.state_dir, () => resolveTmux(settings.tmux_bin), settings.shell_executable);
-  const shells = new ShellManager(
+  const shells = new PersistentShellManager(
     settings.state_dir,
     tmux,
     sessions,

@@ -1,13 +1,13 @@
 import { readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { z } from "zod";
-import { ToolError } from "../core/errors.ts";
-import { log } from "../core/log.ts";
-import { ensurePrivateDir, readJsonWithBackup, writeJsonWithBackup } from "../store/atomic.ts";
-import { DeferredJournal, type DeferredUpdate } from "../store/journal.ts";
-import { leaseState, type LeaseState } from "../store/lease.ts";
-import { jobsLockPath } from "../store/lifecycle.ts";
-import { FileLock } from "../store/lock.ts";
+import { ToolError } from "../../core/errors.ts";
+import { log } from "../../core/log.ts";
+import { ensurePrivateDir, readJsonWithBackup, writeJsonWithBackup } from "../../store/atomic.ts";
+import { DeferredJournal, type DeferredUpdate } from "../../store/journal.ts";
+import { leaseState, type LeaseState } from "../../store/lease.ts";
+import { jobsLockPath } from "../../store/lifecycle.ts";
+import { FileLock } from "../../store/lock.ts";
 import {
   isActive,
   JobFile,
@@ -17,7 +17,7 @@ import {
   ProgressFile,
   StatusFile,
   TerminalPatch,
-} from "./job-records.ts";
+} from "./records.ts";
 
 /** Lock budget for the job registry; past it, terminal updates go to the deferred journal. */
 export const JOBS_LOCK_MS = 2000;

@@ -1,4 +1,4 @@
-import { DEFAULT_ROWS, HISTORY_LIMIT, paneTarget, type TmuxServer } from "./tmux.ts";
+import { DEFAULT_ROWS, HISTORY_LIMIT, paneTarget, type TmuxServer } from "../tmux.ts";
 
 const POLL_MS = 40;
 /**
@@ -52,7 +52,7 @@ interface Snapshot {
  * Reads a persistent shell's screen and scrollback as numbered rows: the latest lines, or what
  * follows an offset from an earlier read, optionally waiting for a pattern or for output to settle.
  */
-export class ShellOutputReader {
+export class PersistentShellOutputReader {
   constructor(private readonly tmux: TmuxServer) {}
 
   /** History size seen last per shell: the guess that lets one tmux call read an absolute row range. */

@@ -1,11 +1,11 @@
 import { rmSync } from "node:fs";
-import { ToolError, toToolError } from "../core/errors.ts";
-import { randomHex } from "../core/random.ts";
-import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
-import { acquireLease } from "../store/lease.ts";
-import type { FileLock } from "../store/lock.ts";
-import { JobRow, type JobView, type ManagedHooks } from "./job-records.ts";
-import type { JobManager } from "./jobs.ts";
+import { ToolError, toToolError } from "../../core/errors.ts";
+import { randomHex } from "../../core/random.ts";
+import { ensurePrivateDir, writeFileAtomic } from "../../store/atomic.ts";
+import { acquireLease } from "../../store/lease.ts";
+import type { FileLock } from "../../store/lock.ts";
+import { JobRow, type JobView, type ManagedHooks } from "./records.ts";
+import type { JobManager } from "./manager.ts";
 
 /** One attempt of a managed job, as its runner sees it. */
 export interface ManagedAttempt {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { FileLock } from "../store/lock.ts";
+import type { FileLock } from "../../store/lock.ts";
 
 /**
  * The durable shapes of background jobs: the registry row in `jobs.json`, the supervisor's status
@@ -93,7 +93,7 @@ export const TerminalPatch = z.object({
   log_truncated: z.boolean(),
 });
 
-/** What the job registry needs from the runner of managed jobs (managed-jobs.ts). */
+/** What the job registry needs from the runner of managed jobs (managed.ts). */
 export interface ManagedHooks {
   /** Whether this process runs the job's current attempt. */
   isLocal(jobId: string): boolean;

@@ -2,55 +2,17 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { z } from "zod";
 import { ToolError } from "../../core/errors.ts";
-import { readJsonWithBackup, writeJsonWithBackup } from "../../store/atomic.ts";
+import { writeJsonWithBackup } from "../../store/atomic.ts";
 import { withFileLock } from "../../store/lock.ts";
 import { SessionId } from "../common.ts";
-import type { AppServices, ToolContext } from "../context.ts";
-import { defineTool, READ_ONLY } from "../define.ts";
-import readDescription from "./read-todos.md" with { type: "text" };
-import writeDescription from "./write-todos.md" with { type: "text" };
-
-/** A stored item: the four normalised fields plus whatever else the client sent, kept as is. */
-const TodoItem = z.looseObject({ id: z.string(), content: z.string(), status: z.string(), priority: z.string() });
-const TodoList = z.object({
-  revision: z.number().int().min(0),
-  updated_at: z.number().nullable(),
-  todos: z.array(TodoItem),
-});
-type TodoList = z.infer<typeof TodoList>;
+import type { ToolContext } from "../context.ts";
+import { defineTool } from "../define.ts";
+import { loadTodoList, TodoList } from "./todo-list.ts";
+import description from "./write-todos.md" with { type: "text" };
 
 function todoFile(ctx: ToolContext, sid: string): string {
   return join(ctx.app.sessions.root, sid, "todos.json");
 }
-
-/** A session's stored list (empty before the first write); also what the Human UI shows. */
-export function loadTodoList(app: AppServices, sid: string): TodoList {
-  const file = join(app.sessions.root, sid, "todos.json");
-  const r = readJsonWithBackup(file, (v) => TodoList.parse(v), app.settings.max_todo_bytes * 2 + 1024);
-  return r.status === "ok" ? r.value : { revision: 0, updated_at: null, todos: [] };
-}
-
-const load = (ctx: ToolContext, sid: string): TodoList => loadTodoList(ctx.app, sid);
-
-export const readTodos = defineTool({
-  name: "read_todos",
-  title: "Read todo list",
-  description: readDescription,
-  scopes: ["shell:read"],
-  annotations: READ_ONLY,
-  input: z.object({ session_id: SessionId }),
-  output: TodoList,
-  async run(ctx, input) {
-    const session = ctx.requireSession(input.session_id);
-    return load(ctx, session.session_id);
-  },
-  text: (o) =>
-    `${
-      o.todos.length
-        ? o.todos.map((t) => `[${t.status}] (${t.priority}) ${t.id}: ${t.content}`).join("\n")
-        : "(no todos)"
-    }\nrevision ${o.revision}`,
-});
 
 /**
  * A free-form item as the tool contract declares: `content` is required; `status` and `priority`
@@ -67,7 +29,7 @@ const InputItem = z.looseObject({
 export const writeTodos = defineTool({
   name: "write_todos",
   title: "Replace todo list",
-  description: writeDescription,
+  description,
   scopes: ["shell:read", "shell:write"],
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
   input: z.object({
@@ -96,7 +58,7 @@ export const writeTodos = defineTool({
     const dir = join(ctx.app.sessions.root, session.session_id);
     if (!existsSync(dir)) throw new ToolError("session_not_found", "session state is gone; call session_start again");
     return withFileLock(join(dir, ".todos.lock"), () => {
-      const cur = load(ctx, session.session_id);
+      const cur = loadTodoList(ctx.app, session.session_id);
       if (input.expected_revision !== null && input.expected_revision !== cur.revision) {
         throw new ToolError(
           "todo_conflict",
