@@ -9,7 +9,7 @@ import { memoryGovernor } from "./memory.ts";
 import type { Settings } from "../config/schema.ts";
 import { ForegroundWork } from "../exec/foreground.ts";
 import { Semaphore } from "../exec/semaphore.ts";
-import { createShellServices } from "../exec/persistent-shells/services.ts";
+import { createExecServices } from "../exec/services.ts";
 import { canonicalRoot } from "../fs/paths.ts";
 import { FileServices } from "../fs/services.ts";
 import { FileLinks } from "../links/index.ts";
@@ -77,7 +77,7 @@ export function createApp(settings: Settings): App {
   liveBridgeCapabilities(capabilities, settings);
   const probes = new ProbeCache();
   const sessionTeardowns: AppServices["sessionTeardowns"] = [];
-  const shellServices = createShellServices({
+  const execServices = createExecServices({
     settings,
     sessions,
     runner: containmentRunner,
@@ -109,7 +109,7 @@ export function createApp(settings: Settings): App {
         : undefined,
   };
   // Registered at start so `job retry` works in a new process; the module loads with the first copy.
-  shellServices.managedJobs.register("session-copy", async (attempt) =>
+  execServices.managedJobs.register("session-copy", async (attempt) =>
     (await import("../transfer/session-copy.ts")).sessionCopyRunner(transfer)(attempt),
   );
   const audit = new AuditLog(settings);
@@ -123,7 +123,7 @@ export function createApp(settings: Settings): App {
     runner: boundedRunner,
     foreground: new ForegroundWork(),
     sessionTeardowns,
-    ...shellServices,
+    ...execServices,
     files,
     transfer,
     audit,

@@ -5,7 +5,7 @@ import { SessionStore } from "../../src/sessions/store.ts";
 import { LifecycleLocks } from "../../src/store/lifecycle.ts";
 import { FileLock } from "../../src/store/lock.ts";
 import { loadSettings } from "../../src/config/load.ts";
-import { createShellServices } from "../../src/exec/persistent-shells/services.ts";
+import { createExecServices } from "../../src/exec/services.ts";
 import { containmentRunner } from "../../src/native/helpers.ts";
 import { baseCapabilities } from "../../src/sessions/orientation.ts";
 import { ProbeCache } from "../../src/sessions/probes.ts";
@@ -48,15 +48,15 @@ describe("session pruning with live work", () => {
   });
 });
 
-// The same rules through the real wiring: createShellServices installs the job guard and the
+// The same rules through the real wiring: createExecServices installs the job guard and the
 // lifecycle prune lock on the store (nothing injected by the test).
-describe("session pruning wired by createShellServices", () => {
+describe("session pruning wired by createExecServices", () => {
   test("a session with a running job or a held lifecycle lock survives; once both end it is pruned", async () => {
     using dir = tempDir();
     const state = join(dir.path, "state");
     const settings = loadSettings({ flags: { state_dir: state, workspace_root: dir.path }, env: {}, cwd: dir.path });
     const store = new SessionStore(state, { maxSessions: 100, retentionS: 60 });
-    const services = createShellServices({
+    const services = createExecServices({
       settings,
       sessions: store,
       runner: containmentRunner,

@@ -1,16 +1,16 @@
-import type { Settings } from "../../config/schema.ts";
-import { embeddedProbe, resolveTmux } from "../../native/tmux.ts";
-import type { ProbeCache } from "../../sessions/probes.ts";
-import type { SessionStore } from "../../sessions/store.ts";
-import { LifecycleLocks } from "../../store/lifecycle.ts";
-import type { SessionTeardown } from "../../sessions/store.ts";
-import type { Capabilities } from "../../sessions/orientation.ts";
-import { JobManager } from "../jobs/manager.ts";
-import { ManagedJobs } from "../jobs/managed.ts";
-import { PersistentShellManager } from "./manager.ts";
-import { TmuxServer } from "../tmux.ts";
+import type { Settings } from "../config/schema.ts";
+import { embeddedProbe, resolveTmux } from "../native/tmux.ts";
+import type { ProbeCache } from "../sessions/probes.ts";
+import type { SessionStore } from "../sessions/store.ts";
+import { LifecycleLocks } from "../store/lifecycle.ts";
+import type { SessionTeardown } from "../sessions/store.ts";
+import type { Capabilities } from "../sessions/orientation.ts";
+import { JobManager } from "./jobs/manager.ts";
+import { ManagedJobs } from "./jobs/managed.ts";
+import { PersistentShellManager } from "./persistent-shells/manager.ts";
+import { TmuxServer } from "./tmux.ts";
 
-export interface ShellServices {
+export interface ExecServices {
   lifecycle: LifecycleLocks;
   shells: PersistentShellManager;
   jobs: JobManager;
@@ -21,7 +21,7 @@ export interface ShellServices {
  * Builds persistent shells, jobs and lifecycle locks for one server process and hooks them into
  * the session store (pruning guards), session teardown, capabilities and the tmux probe.
  */
-export function createShellServices(input: {
+export function createExecServices(input: {
   settings: Settings;
   sessions: SessionStore;
   runner: () => Promise<string>;
@@ -30,7 +30,7 @@ export function createShellServices(input: {
   teardowns: SessionTeardown[];
   capabilities: Capabilities;
   probes: ProbeCache;
-}): ShellServices {
+}): ExecServices {
   const { settings, sessions } = input;
   const lifecycle = new LifecycleLocks((sid) => sessions.lifecyclePath(sid));
   const tmux = new TmuxServer(settings.state_dir, () => resolveTmux(settings.tmux_bin), settings.shell_executable);
