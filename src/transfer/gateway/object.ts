@@ -1,5 +1,5 @@
 import type { BigIntStats } from "node:fs";
-import { randomHex } from "../core/random.ts";
+import { randomHex } from "../../core/random.ts";
 
 /** The gateway's object records and the small helpers its store uses (spec §2.4). */
 

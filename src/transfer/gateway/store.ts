@@ -10,10 +10,10 @@ import {
   type BigIntStats,
 } from "node:fs";
 import { join } from "node:path";
-import { ToolError } from "../core/errors.ts";
-import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
-import { FileLock } from "../store/lock.ts";
-import { SpoolAppends } from "./gateway-spool.ts";
+import { ToolError } from "../../core/errors.ts";
+import { ensurePrivateDir, writeFileAtomic } from "../../store/atomic.ts";
+import { FileLock } from "../../store/lock.ts";
+import { SpoolAppends } from "./spool.ts";
 import {
   type Direction,
   type GatewayLimits,
@@ -30,7 +30,7 @@ import {
   TRANSFER_OBJECT_ID,
   timingSafeEqualHex,
   token,
-} from "./gateway-object.ts";
+} from "./object.ts";
 
 export {
   gatewayLimits,
@@ -40,16 +40,16 @@ export {
   type ObjectState,
   type Prepared,
   TRANSFER_OBJECT_ID,
-} from "./gateway-object.ts";
+} from "./object.ts";
 
 /**
  * The controller's resumable transfer gateway store (spec §2.4): objects under
  * `<state_dir>/remote_transfers` (0700) behind one lock, each a metadata file and an append-only
  * spool. Capabilities are random tokens of which only the SHA-256 is kept, each bound to one
  * direction, one worker name and the object, with a sliding expiry; `prepare` rotates them.
- * Errors carry explicit codes (gateway-routes.ts maps them to statuses).
+ * Errors carry explicit codes (gateway/routes.ts maps them to statuses).
  *
- * Appends, their running digest and checkpointed durability are in gateway-spool.ts. Capability
+ * Appends, their running digest and checkpointed durability are in gateway/spool.ts. Capability
  * expiry slides in memory and is saved when it lags by more than 5 % of the TTL; a claim is saved
  * when it changes hands or direction, not on every request.
  */
@@ -58,7 +58,7 @@ export interface PrepareInput {
   expected_bytes: number;
   /** Null for a local source: its snapshot settles the digest (then `source_identity` is required). */
   expected_sha256: string | null;
-  /** A local source's identity (gateway-object.ts `sourceIdentity`); null for a worker's upload. */
+  /** A local source's identity (gateway/object.ts `sourceIdentity`); null for a worker's upload. */
   source_identity?: string | null;
   upload_worker: string | null;
   download_worker: string | null;
@@ -73,7 +73,7 @@ export class GatewayStore {
   readonly dir: string;
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly claims = new Map<string, number>();
-  /** Appends in progress here: running digests, unsaved cursors, checkpoints (gateway-spool.ts). */
+  /** Appends in progress here: running digests, unsaved cursors, checkpoints (gateway/spool.ts). */
   private readonly spool = new SpoolAppends(this);
 
   constructor(
@@ -163,7 +163,7 @@ export class GatewayStore {
   /**
    * Creates an object, or resumes the one of `resume_key` when it describes the same transfer, and
    * issues fresh capabilities. A local source (`snapshot`) gets no upload capability: the controller
-   * copies it into the spool itself (gateway-snapshot.ts), while downloads may already read what is there.
+   * copies it into the spool itself (gateway/snapshot.ts), while downloads may already read what is there.
    */
   async prepare(input: PrepareInput): Promise<Prepared> {
     const shaOk =
