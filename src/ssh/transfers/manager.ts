@@ -10,16 +10,16 @@ import { lstatSync, rmSync, statfsSync } from "node:fs";
 import { dirname } from "node:path";
 import { posix } from "node:path";
 import type { Subprocess } from "bun";
-import { ToolError, toToolError } from "../core/errors.ts";
-import { log } from "../core/log.ts";
-import { FollowingHasher, hashLocalFile } from "./hashing.ts";
-import { destination, type Target } from "./master.ts";
-import { checkRemotePath, MAX_NAME_BYTES, remoteHash, remoteScript, statPath } from "./ops.ts";
-import { shq, stopGroup } from "./proc.ts";
-import { rsyncFailure, rsyncRemote, runRsync } from "./rsync.ts";
-import type { Remote } from "./channel.ts";
-import type { SshSettings } from "./settings.ts";
-import { sweepRemotePartials } from "./remote-partials.ts";
+import { ToolError, toToolError } from "../../core/errors.ts";
+import { log } from "../../core/log.ts";
+import { FollowingHasher, hashLocalFile } from "../hashing.ts";
+import { destination, type Target } from "../master.ts";
+import { checkRemotePath, MAX_NAME_BYTES, remoteHash, remoteScript, statPath } from "../ops.ts";
+import { shq, stopGroup } from "../proc.ts";
+import { rsyncFailure, rsyncRemote, runRsync } from "../rsync.ts";
+import type { Remote } from "../channel.ts";
+import type { SshSettings } from "../settings.ts";
+import { sweepRemotePartials } from "../remote-partials.ts";
 
 const RSYNC_STOP_GRACE_MS = 5000;
 const RETENTION_MS = 3600 * 1000;
@@ -444,7 +444,7 @@ fi
     op.data.sha256 = localSum;
   }
 
-  /** Sweeps this target's stale recorded upload partials (see remote-partials.ts). */
+  /** Sweeps this target's stale recorded upload partials (see ../remote-partials.ts). */
   sweepRemote(): Promise<number> {
     return sweepRemotePartials(this.session, this.settings.localRoot, cacheKey(this.session.target));
   }
