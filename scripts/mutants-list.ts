@@ -302,7 +302,7 @@ export const GUARANTEES: Guarantee[] = [
         what: "a download capability works for any worker",
         edits: [
           one(
-            "src/transfer/gateway-store.ts",
+            "src/transfer/gateway/capability.ts",
             "|| worker === null || bound !== worker)",
             '|| worker === null || (direction === "upload" && bound !== worker))',
           ),
@@ -313,7 +313,7 @@ export const GUARANTEES: Guarantee[] = [
         what: "an upload capability works for any worker",
         edits: [
           one(
-            "src/transfer/gateway-store.ts",
+            "src/transfer/gateway/capability.ts",
             "|| worker === null || bound !== worker)",
             '|| worker === null || (direction === "download" && bound !== worker))',
           ),

@@ -26,7 +26,7 @@ import { existsSync } from "node:fs";
 import { offersOf } from "../tools/define.ts";
 import type { AgentBridge } from "../bridge/service.ts";
 import type { SessionCopyDeps } from "../transfer/session-copy.ts";
-import { gatewayLimits, gatewayStore } from "../transfer/gateway-store.ts";
+import { gatewayLimits, gatewayStore } from "../transfer/gateway/store.ts";
 import type { AppServices, Principal, ToolContext, Transport } from "../tools/context.ts";
 import { BridgeDynamicTools } from "../tools/bridge/dynamic.ts";
 import { ToolRegistry } from "../tools/registry.ts";

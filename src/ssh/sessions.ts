@@ -8,7 +8,7 @@ import { log } from "../core/log.ts";
 import { ChannelSet } from "./channel.ts";
 import { Master, resolveIdentity, type Target, targetLabel } from "./master.ts";
 import type { SshSettings } from "./settings.ts";
-import { TransferManager } from "./transfers.ts";
+import { TransferManager } from "./transfers/manager.ts";
 
 export type SessionState = "starting" | "ready" | "lost" | "closing" | "closed";
 

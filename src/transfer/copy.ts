@@ -1,6 +1,6 @@
 import { ToolError } from "../core/errors.ts";
 import type { StatResult, TransferEndpoint } from "./endpoint.ts";
-import { FINAL_COPY_ERRORS, type GatewayConfig, httpStreamCopy } from "./gateway-copy.ts";
+import { FINAL_COPY_ERRORS, type GatewayConfig, httpStreamCopy } from "./gateway/copy.ts";
 import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
 
 /**
@@ -296,7 +296,7 @@ export async function copyBetween(req: CopyRequest): Promise<CopyOutcome> {
       };
     }
     // A local source going through the gateway is not hashed up front: its snapshot into the spool
-    // hashes it as it copies, and the destination verifies against that digest (gateway-snapshot.ts).
+    // hashes it as it copies, and the destination verifies against that digest (gateway/snapshot.ts).
     const snapshotted =
       src.endpoint.target === "local" && useGateway(req, src.endpoint, dst.endpoint, first.size) !== undefined;
     const stat = await src.endpoint.stat(srcPath, { sha256: !snapshotted });

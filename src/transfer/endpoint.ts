@@ -67,7 +67,7 @@ export interface TransferEndpoint {
   deleteTemp(p: TransferPath): Promise<void>;
   /** Whether the endpoint speaks the gateway protocol (a worker advertising `http-transfer-v1`). */
   readonly httpTransfer: boolean;
-  /** Worker side of http_stream: upload this file to the controller gateway (gateway-client.ts). */
+  /** Worker side of http_stream: upload this file to the controller gateway (gateway/client.ts). */
   httpUpload(
     p: TransferPath,
     call: HttpCall,

@@ -13,7 +13,7 @@ import type {
   TransferEndpoint,
   UnpackArchive,
 } from "./endpoint.ts";
-import { httpDownload, httpUpload } from "./gateway-client.ts";
+import { httpDownload, httpUpload } from "./gateway/client.ts";
 import { ownedStem, sweepTransferTmp } from "./leftovers.ts";
 import {
   destinationPath,

@@ -5,7 +5,7 @@ import type { ManagedAttempt, ManagedRunner } from "../exec/jobs/managed.ts";
 import type { SessionRecord, SessionStore } from "../sessions/store.ts";
 import { copyBetween, type CopyOutcome, type CopyProgress, normalizeChunkSize } from "./copy.ts";
 import type { TransferEndpoint } from "./endpoint.ts";
-import type { GatewayConfig } from "./gateway-copy.ts";
+import type { GatewayConfig } from "./gateway/copy.ts";
 import { LocalTransferEndpoint } from "./local-endpoint.ts";
 
 /**

@@ -22,10 +22,10 @@ import {
   httpUpload,
   validateTransferUrl,
   WORKER_CREDENTIAL_HEADER,
-} from "../../src/transfer/gateway-client.ts";
-import { type GatewayStore, gatewayStore } from "../../src/transfer/gateway-store.ts";
-import { httpStreamCopy } from "../../src/transfer/gateway-copy.ts";
-import { localSourceIdentity, snapshotSource } from "../../src/transfer/gateway-snapshot.ts";
+} from "../../src/transfer/gateway/client.ts";
+import { type GatewayStore, gatewayStore } from "../../src/transfer/gateway/store.ts";
+import { httpStreamCopy } from "../../src/transfer/gateway/copy.ts";
+import { localSourceIdentity, snapshotSource } from "../../src/transfer/gateway/snapshot.ts";
 import type { TransferEndpoint } from "../../src/transfer/endpoint.ts";
 import { LocalTransferEndpoint } from "../../src/transfer/local-endpoint.ts";
 import { tempDir, type TempDir } from "../helpers/harness.ts";

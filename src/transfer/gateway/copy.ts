@@ -1,9 +1,9 @@
 import { closeSync, constants, readSync } from "node:fs";
-import { ToolError } from "../core/errors.ts";
-import type { StatResult, TransferEndpoint } from "./endpoint.ts";
-import type { GatewayStore } from "./gateway-store.ts";
-import { localSourceIdentity, snapshotSource } from "./gateway-snapshot.ts";
-import { transferIdFor, type TransferPath, yieldToLoop } from "./paths.ts";
+import { ToolError } from "../../core/errors.ts";
+import type { StatResult, TransferEndpoint } from "../endpoint.ts";
+import type { GatewayStore } from "./store.ts";
+import { localSourceIdentity, snapshotSource } from "./snapshot.ts";
+import { transferIdFor, type TransferPath, yieldToLoop } from "../paths.ts";
 
 /**
  * The controller side of `http_stream` (spec §2.6): prepare a gateway object, have the source

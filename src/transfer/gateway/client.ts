@@ -1,7 +1,7 @@
-import { type Backoff, backoffMs, retry } from "../core/backoff.ts";
-import { ToolError } from "../core/errors.ts";
-import type { HttpCall, TransferEndpoint } from "./endpoint.ts";
-import type { TransferPath } from "./paths.ts";
+import { type Backoff, backoffMs, retry } from "../../core/backoff.ts";
+import { ToolError } from "../../core/errors.ts";
+import type { HttpCall, TransferEndpoint } from "../endpoint.ts";
+import type { TransferPath } from "../paths.ts";
 
 /**
  * The worker side of the gateway (spec §2.6): upload a file of this host to the controller, or
@@ -10,7 +10,7 @@ import type { TransferPath } from "./paths.ts";
  * after network trouble, re-synchronising the cursor through HEAD.
  */
 
-/** The header carrying the worker's channel token to the gateway (gateway-routes.ts). */
+/** The header carrying the worker's channel token to the gateway (gateway/routes.ts). */
 export const WORKER_CREDENTIAL_HEADER = "x-local-shell-mcp-worker-token";
 
 const PATH = /^\/remote\/transfer\/[A-Za-z0-9_-]{24,80}$/;

@@ -1,19 +1,12 @@
-import {
-  closeSync,
-  constants,
-  fstatSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  lstatSync,
-  type BigIntStats,
-} from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { ToolError } from "../core/errors.ts";
-import { ensurePrivateDir, writeFileAtomic } from "../store/atomic.ts";
-import { FileLock } from "../store/lock.ts";
-import { SpoolAppends } from "./gateway-spool.ts";
+import { ToolError } from "../../core/errors.ts";
+import { ensurePrivateDir, writeFileAtomic } from "../../store/atomic.ts";
+import { FileLock } from "../../store/lock.ts";
+import { checkPrepareInput, checkRoom, resumable } from "./admission.ts";
+import { checkCapability, token } from "./capability.ts";
+import { createObject, metaPath, newObjectId, openSpool, readMeta, spoolPath } from "./object-files.ts";
+import { SpoolAppends } from "./spool.ts";
 import {
   type Direction,
   type GatewayLimits,
@@ -22,15 +15,14 @@ import {
   type ObjectState,
   pidAlive,
   type Prepared,
+  type PrepareInput,
   PROCESS_NONCE,
   now,
   sha256hex,
   SUSPEND_S,
   TERMINAL,
   TRANSFER_OBJECT_ID,
-  timingSafeEqualHex,
-  token,
-} from "./gateway-object.ts";
+} from "./object.ts";
 
 export {
   gatewayLimits,
@@ -39,41 +31,29 @@ export {
   type ObjectMeta,
   type ObjectState,
   type Prepared,
+  type PrepareInput,
   TRANSFER_OBJECT_ID,
-} from "./gateway-object.ts";
+} from "./object.ts";
 
 /**
  * The controller's resumable transfer gateway store (spec §2.4): objects under
  * `<state_dir>/remote_transfers` (0700) behind one lock, each a metadata file and an append-only
  * spool. Capabilities are random tokens of which only the SHA-256 is kept, each bound to one
  * direction, one worker name and the object, with a sliding expiry; `prepare` rotates them.
- * Errors carry explicit codes (gateway-routes.ts maps them to statuses).
+ * Errors carry explicit codes (gateway/routes.ts maps them to statuses).
  *
- * Appends, their running digest and checkpointed durability are in gateway-spool.ts. Capability
- * expiry slides in memory and is saved when it lags by more than 5 % of the TTL; a claim is saved
- * when it changes hands or direction, not on every request.
+ * Appends, their running digest and checkpointed durability are in gateway/spool.ts; the object's
+ * files on disk in gateway/object-files.ts; what a capability is bound to in gateway/capability.ts;
+ * what `prepare` admits (resumes, limits) in gateway/admission.ts. Capability expiry slides in
+ * memory and is saved when it lags by more than 5 % of the TTL; a claim is saved when it changes
+ * hands or direction, not on every request.
  */
-
-export interface PrepareInput {
-  expected_bytes: number;
-  /** Null for a local source: its snapshot settles the digest (then `source_identity` is required). */
-  expected_sha256: string | null;
-  /** A local source's identity (gateway-object.ts `sourceIdentity`); null for a worker's upload. */
-  source_identity?: string | null;
-  upload_worker: string | null;
-  download_worker: string | null;
-  source_session_id: string;
-  destination_session_id: string;
-  resume_key: string | null;
-  /** A local source's confined real path, which the controller snapshots; null for a worker's upload. */
-  snapshot: string | null;
-}
 
 export class GatewayStore {
   readonly dir: string;
   private readonly waiters = new Map<string, Set<() => void>>();
   private readonly claims = new Map<string, number>();
-  /** Appends in progress here: running digests, unsaved cursors, checkpoints (gateway-spool.ts). */
+  /** Appends in progress here: running digests, unsaved cursors, checkpoints (gateway/spool.ts). */
   private readonly spool = new SpoolAppends(this);
 
   constructor(
@@ -84,11 +64,8 @@ export class GatewayStore {
     ensurePrivateDir(this.dir);
   }
 
-  private metaPath(id: string) {
-    return join(this.dir, `${id}.json`);
-  }
   spoolPath(id: string) {
-    return join(this.dir, `${id}.spool`);
+    return spoolPath(this.dir, id);
   }
 
   async locked<T>(fn: () => T | Promise<T>): Promise<T> {
@@ -104,26 +81,13 @@ export class GatewayStore {
     if (!TRANSFER_OBJECT_ID.test(id)) throw new ToolError("transfer_not_found", "transfer not found");
     const a = this.spool.current(id);
     if (a) return a;
-    let raw: string;
-    try {
-      const fd = openSync(this.metaPath(id), constants.O_RDONLY | constants.O_NOFOLLOW);
-      try {
-        raw = readFileSync(fd, "utf8");
-      } finally {
-        closeSync(fd);
-      }
-    } catch {
-      throw new ToolError("transfer_not_found", "transfer not found");
-    }
-    const m = JSON.parse(raw) as ObjectMeta;
-    if (m.version !== 1 || m.transfer_id !== id) throw new ToolError("transfer_not_found", "transfer not found");
-    return m;
+    return readMeta(this.dir, id);
   }
 
   /** Saves metadata; for an active object only its durable cursor, never bytes not yet fsynced. */
   save(m: ObjectMeta): void {
     m.updated_at = now();
-    writeFileAtomic(this.metaPath(m.transfer_id), JSON.stringify(this.spool.savedView(m)));
+    writeFileAtomic(metaPath(this.dir, m.transfer_id), JSON.stringify(this.spool.savedView(m)));
   }
 
   private all(): ObjectMeta[] {
@@ -156,32 +120,23 @@ export class GatewayStore {
 
   private remove(id: string): void {
     rmSync(this.spoolPath(id), { force: true });
-    rmSync(this.metaPath(id), { force: true });
+    rmSync(metaPath(this.dir, id), { force: true });
     this.spool.drop(id);
   }
 
   /**
    * Creates an object, or resumes the one of `resume_key` when it describes the same transfer, and
    * issues fresh capabilities. A local source (`snapshot`) gets no upload capability: the controller
-   * copies it into the spool itself (gateway-snapshot.ts), while downloads may already read what is there.
+   * copies it into the spool itself (gateway/snapshot.ts), while downloads may already read what is there.
    */
   async prepare(input: PrepareInput): Promise<Prepared> {
-    const shaOk =
-      input.expected_sha256 === null
-        ? input.snapshot !== null && (input.source_identity ?? null) !== null
-        : /^[0-9a-f]{64}$/.test(input.expected_sha256);
-    if (!shaOk || !Number.isSafeInteger(input.expected_bytes) || input.expected_bytes <= 0) {
-      throw new ToolError(
-        "invalid_arguments",
-        "a gateway object needs a positive size and a sha256 (or a local source's identity)",
-      );
-    }
+    checkPrepareInput(input);
     return this.locked(() => {
       this.cleanup();
       const keyHash = input.resume_key === null ? null : sha256hex(input.resume_key);
       let m = keyHash === null ? undefined : this.all().find((o) => o.resume_key_hash === keyHash);
       if (m && !this.spool.current(m.transfer_id)) this.spool.recover(m);
-      if (m && !this.resumable(m, input)) {
+      if (m && !resumable(m, input, this.spoolPath(m.transfer_id))) {
         this.remove(m.transfer_id);
         m = undefined;
       }
@@ -210,95 +165,16 @@ export class GatewayStore {
     });
   }
 
-  /**
-   * A kept object continues only the same transfer: same sessions and size, and the same local
-   * source file unchanged since (its identity), or the same announced digest for a worker's upload.
-   */
-  private resumable(m: ObjectMeta, input: PrepareInput): boolean {
-    if (m.expected_bytes !== input.expected_bytes) return false;
-    if (
-      (input.source_identity ?? null) !== null
-        ? (m.source_identity ?? null) !== input.source_identity
-        : m.expected_sha256 !== input.expected_sha256
-    )
-      return false;
-    if (input.expected_sha256 !== null && m.expected_sha256 !== null && m.expected_sha256 !== input.expected_sha256)
-      return false;
-    if (m.source_session_id !== input.source_session_id || m.destination_session_id !== input.destination_session_id)
-      return false;
-    if (TERMINAL.has(m.state)) return false;
-    try {
-      const fd = this.openSpool(m, constants.O_RDONLY);
-      const size = fstatSync(fd).size;
-      closeSync(fd);
-      return size === m.offset;
-    } catch {
-      return false;
-    }
-  }
-
   private create(input: PrepareInput, keyHash: string | null): ObjectMeta {
-    const live = this.all().filter((o) => !TERMINAL.has(o.state));
-    if (input.expected_bytes > this.limits.maxSpoolBytes)
-      throw new ToolError("transfer_quota_exceeded", "the object is larger than remote_http_transfer_max_spool_bytes");
-    if (live.length >= this.limits.maxActive)
-      throw new ToolError(
-        "transfer_quota_exceeded",
-        "too many active gateway transfers (remote_http_transfer_max_active)",
-      );
-    if (live.reduce((s, o) => s + o.expected_bytes, 0) + input.expected_bytes > this.limits.maxSpoolBytes)
-      throw new ToolError(
-        "transfer_quota_exceeded",
-        "the gateway spool is full (remote_http_transfer_max_spool_bytes)",
-      );
-    let id: string;
-    do
-      id =
-        keyHash === null
-          ? Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString("base64url")
-          : Buffer.from(crypto.getRandomValues(new Uint8Array(6))).toString("base64url") +
-            sha256hex(keyHash).slice(0, 32);
-    while (this.all().some((o) => o.transfer_id === id));
-    const fd = openSync(
-      this.spoolPath(id),
-      constants.O_RDWR | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-      0o600,
+    checkRoom(
+      this.all().filter((o) => !TERMINAL.has(o.state)),
+      input.expected_bytes,
+      this.limits,
     );
-    let st: BigIntStats;
-    const offset = 0;
-    try {
-      st = fstatSync(fd, { bigint: true });
-    } catch (e) {
-      closeSync(fd);
-      rmSync(this.spoolPath(id), { force: true });
-      throw e;
-    }
-    closeSync(fd);
-    const t = now();
-    return {
-      version: 1,
-      transfer_id: id,
-      resume_key_hash: keyHash,
-      source_session_id: input.source_session_id,
-      destination_session_id: input.destination_session_id,
-      expected_bytes: input.expected_bytes,
-      expected_sha256: input.expected_sha256,
-      source_identity: input.source_identity ?? null,
-      offset,
-      state: "uploading",
-      spool_identity_a: Number(st.dev),
-      spool_identity_b: Number(st.ino),
-      spool_identity_c: generation(st),
-      created_at: t,
-      updated_at: t,
-      expires_at: t + this.limits.ticketTtlS,
-      claim: null,
-      last_chunk: null,
-      upload_worker: null,
-      upload_token_hash: null,
-      download_worker: null,
-      download_token_hash: null,
-    };
+    let id: string;
+    do id = newObjectId(keyHash);
+    while (this.all().some((o) => o.transfer_id === id));
+    return createObject(this.dir, id, input, keyHash, this.limits.ticketTtlS);
   }
 
   /** Drops what this process holds in memory (running digests, unsaved cursors), as a restart does. */
@@ -309,23 +185,7 @@ export class GatewayStore {
 
   /** Opens the spool without following links and checks it is the file the metadata names. */
   openSpool(m: ObjectMeta, flags: number): number {
-    let fd: number;
-    try {
-      fd = openSync(this.spoolPath(m.transfer_id), flags | constants.O_NOFOLLOW);
-    } catch {
-      throw new ToolError("transfer_spool_changed", "the transfer spool is missing or was replaced");
-    }
-    const st = fstatSync(fd, { bigint: true });
-    if (
-      !st.isFile() ||
-      Number(st.dev) !== m.spool_identity_a ||
-      Number(st.ino) !== m.spool_identity_b ||
-      generation(st) !== m.spool_identity_c
-    ) {
-      closeSync(fd);
-      throw new ToolError("transfer_spool_changed", "the transfer spool is missing or was replaced");
-    }
-    return fd;
+    return openSpool(this.spoolPath(m.transfer_id), m, flags);
   }
 
   /**
@@ -340,13 +200,7 @@ export class GatewayStore {
   ): Promise<ObjectMeta> {
     return this.locked(() => {
       const m = this.object(id);
-      const cap = /^Transfer ([A-Za-z0-9_-]{16,128})$/.exec(authorization ?? "")?.[1];
-      const want = direction === "upload" ? m.upload_token_hash : m.download_token_hash;
-      const bound = direction === "upload" ? m.upload_worker : m.download_worker;
-      const capOk = cap !== undefined && want !== null && timingSafeEqualHex(sha256hex(cap), want);
-      if (!capOk || worker === null || bound !== worker)
-        throw new ToolError("transfer_unauthorized", "transfer authorization was refused");
-      if (m.expires_at < now()) throw new ToolError("transfer_expired", "transfer authorization expired");
+      checkCapability(m, direction, worker, authorization);
       // A failed object's bytes did not match the digest its copy announced: the source changed
       // while it was uploaded. Say so to the requests still in flight, rather than "not found".
       if (m.state === "failed")

@@ -1,5 +1,5 @@
 import type { BigIntStats } from "node:fs";
-import { randomHex } from "../core/random.ts";
+import { randomHex } from "../../core/random.ts";
 
 /** The gateway's object records and the small helpers its store uses (spec §2.4). */
 
@@ -47,6 +47,21 @@ export interface GatewayLimits {
   maxSpoolBytes: number;
 }
 
+export interface PrepareInput {
+  expected_bytes: number;
+  /** Null for a local source: its snapshot settles the digest (then `source_identity` is required). */
+  expected_sha256: string | null;
+  /** A local source's identity (`sourceIdentity` below); null for a worker's upload. */
+  source_identity?: string | null;
+  upload_worker: string | null;
+  download_worker: string | null;
+  source_session_id: string;
+  destination_session_id: string;
+  resume_key: string | null;
+  /** A local source's confined real path, which the controller snapshots; null for a worker's upload. */
+  snapshot: string | null;
+}
+
 export interface Prepared {
   transfer_id: string;
   /** `Transfer <token>` for the uploading worker; null when the controller snapshotted a local source. */
@@ -63,17 +78,6 @@ export const sha256hex = (s: string | Uint8Array) => new Bun.CryptoHasher("sha25
 export const now = () => Date.now() / 1000;
 /** Our process instance: a claim by another instance whose process is gone is stale. */
 export const PROCESS_NONCE = randomHex(12);
-
-export function token(): string {
-  return Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
-}
-
-export function timingSafeEqualHex(a: string, b: string): boolean {
-  if (a.length !== b.length) return false;
-  let d = 0;
-  for (let i = 0; i < a.length; i++) d |= a.charCodeAt(i) ^ b.charCodeAt(i);
-  return d === 0;
-}
 
 export function generation(st: BigIntStats): string {
   // biome-ignore lint/complexity/useMathMinMax: the times are bigints, which Math.max does not take

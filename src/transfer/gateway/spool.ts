@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, fsync, fsyncSync, ftruncateSync, openSync } from "node:fs";
-import { ToolError } from "../core/errors.ts";
-import { generation, type GatewayLimits, type ObjectMeta } from "./gateway-object.ts";
-import { hashRange, writeHashed } from "./paths.ts";
+import { ToolError } from "../../core/errors.ts";
+import { generation, type GatewayLimits, type ObjectMeta } from "./object.ts";
+import { hashRange, writeHashed } from "../paths.ts";
 
 /**
  * Appending to gateway spools (spec §2.4–2.5), for GatewayStore: the running whole-object digest,

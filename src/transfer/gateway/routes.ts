@@ -1,8 +1,8 @@
 import { closeSync, constants, readSync } from "node:fs";
-import { incidentError, ToolError } from "../core/errors.ts";
-import { WORKER_CREDENTIAL_HEADER } from "./gateway-client.ts";
-import type { Direction, GatewayStore, ObjectMeta } from "./gateway-store.ts";
-import { WRITE_SLICE } from "./paths.ts";
+import { incidentError, ToolError } from "../../core/errors.ts";
+import { WORKER_CREDENTIAL_HEADER } from "./client.ts";
+import type { Direction, GatewayStore, ObjectMeta } from "./store.ts";
+import { WRITE_SLICE } from "../paths.ts";
 
 /**
  * The gateway's HTTP protocol at `/remote/transfer/{id}` (spec §2.5): HEAD (cursor), PUT (one

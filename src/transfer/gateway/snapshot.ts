@@ -1,7 +1,7 @@
 import { closeSync, constants, fstatSync, openSync, readSync } from "node:fs";
-import { ToolError } from "../core/errors.ts";
-import { sourceIdentity } from "./gateway-object.ts";
-import type { GatewayStore } from "./gateway-store.ts";
+import { ToolError } from "../../core/errors.ts";
+import { sourceIdentity } from "./object.ts";
+import type { GatewayStore } from "./store.ts";
 
 /**
  * The controller's snapshot of a local source into a gateway spool (seed: "Local sources are copied
@@ -30,7 +30,7 @@ export function localSourceIdentity(path: string): string {
  * be the one the object was prepared for (its recorded identity: device, inode, size, mtime, ctime)
  * when opened and again after the last piece was read, before that piece settles the object: a
  * source written meanwhile never becomes a `ready` object, and a retry after such a change starts a
- * new object (gateway-store.ts `resumable`).
+ * new object (gateway/store.ts `resumable`).
  */
 export async function snapshotSource(
   store: GatewayStore,
