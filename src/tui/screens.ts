@@ -7,7 +7,7 @@ import type {
   JobsAnswer,
   SessionRow,
   SessionsAnswer,
-  ShellRow,
+  PersistentShellRow,
   TerminalsAnswer,
   TodoRow,
   TodosAnswer,
@@ -27,7 +27,7 @@ export interface Snapshot {
   uiPath: string;
   sessions: SessionRow[];
   todos: Map<string, TodoRow[]>;
-  shells: ShellRow[];
+  shells: PersistentShellRow[];
   jobs: JobRow[];
   audit: AuditRow[];
   approvals: ApprovalRow[];
@@ -84,7 +84,7 @@ function cut(s: string, width: number): string {
 }
 
 /** Shells that can be attached to, in the order the Shells screen lists them. */
-export function attachable(snap: Snapshot): ShellRow[] {
+export function attachable(snap: Snapshot): PersistentShellRow[] {
   return snap.shells.filter((s) => s.status === "running");
 }
 

@@ -6,7 +6,7 @@
  * `fetch`'s Response, which both runtimes have.
  *
  * A row lists the fields the server promises; it may send more (a shell's `created`, a job's whole
- * record), which the readers ignore. Rows that mirror a domain type (ShellRow and exec's
+ * record), which the readers ignore. Rows that mirror a domain type (PersistentShellRow and exec's
  * PersistentShellView) are kept in step by those annotations, since this module cannot import the domain's.
  */
 
@@ -61,7 +61,7 @@ export interface SessionRow {
 }
 
 /** One row of GET terminals: a persistent shell. */
-export interface ShellRow {
+export interface PersistentShellRow {
   shell_id: string;
   session_id: string | null;
   name: string;
@@ -141,7 +141,7 @@ export interface SessionsAnswer {
 export interface TerminalsAnswer {
   machine: string;
   remote: boolean;
-  shells: ShellRow[];
+  shells: PersistentShellRow[];
 }
 export interface JobsAnswer {
   jobs: JobRow[];
