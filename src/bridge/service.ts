@@ -14,7 +14,8 @@ import {
   type ValueOrSecret,
 } from "./manifest.ts";
 import { authRequired, StoreOAuthProvider, storedOAuth } from "./oauth-provider.ts";
-import { UpstreamPool, type UpstreamResolver } from "./pool.ts";
+import { UpstreamPool } from "./pool.ts";
+import type { UpstreamResolver } from "./upstream-connection.ts";
 import { RefreshGate } from "./refresh-gate.ts";
 import { SecretScrubber } from "./scrub.ts";
 import { type SkillScan, scanSkills, skillSources } from "./skills.ts";

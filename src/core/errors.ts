@@ -47,7 +47,7 @@ export function isDiskFull(value: unknown): boolean {
 
 /**
  * The disk of the machine that ran the operation is full. A worker's `local_disk_full` reaches the
- * controller's caller as `remote_disk_full` (remote/manager.ts), as in the ssh server's family.
+ * controller's caller as `remote_disk_full` (remote/call-errors.ts), as in the ssh server's family.
  */
 export function diskFull(): ToolError {
   return new ToolError("local_disk_full", "the disk filled up (no space or quota left)");

@@ -11,7 +11,8 @@ import { isToolError, ToolError } from "../core/errors.ts";
 import { log } from "../core/log.ts";
 import { errorResponse, incidentResponse, jsonResponse } from "../http/json.ts";
 import { type Route, type SocketHandler, UPGRADED } from "../http/route.ts";
-import type { LinkHandle, RemoteManager } from "./manager.ts";
+import type { LinkHandle } from "./link.ts";
+import type { RemoteManager } from "./manager.ts";
 import { cleanText, WORKER_TOKEN_PREFIX } from "./names.ts";
 import { CLOSE_PROTOCOL, CLOSE_TOO_BIG, decodeFrame, Hello, PROTOCOL_VERSION, WorkerFrame } from "./protocol.ts";
 

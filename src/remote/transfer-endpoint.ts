@@ -16,7 +16,8 @@ import type {
 } from "../transfer/endpoint.ts";
 import type { TransferPath } from "../transfer/paths.ts";
 import type { PinnedSide } from "../transfer/session-copy.ts";
-import type { CallResult, RemoteManager } from "./manager.ts";
+import type { RemoteManager } from "./manager.ts";
+import type { CallResult } from "./worker-channel.ts";
 
 /** Chunk and bookkeeping calls are quick; a stalled worker must not hold a copy for the job timeout. */
 const CHUNK_DEADLINE_MS = 120_000;
