@@ -48,6 +48,10 @@ describe("job registry", () => {
     const jobs = manager(dir.path);
     const j = await jobs.start({ sessionId: SID, command: "true", cwd: dir.path, env: {}, name: null });
     await jobs.poll(SID, [j.job_id], 10_000);
+    // The supervisor records the end and then exits; until it has, its lease still guards the
+    // session (the .bak may hold the row as running), which is not what this test is about.
+    const pid = jobs.readRows()[0]!.supervisor_pid!;
+    await waitFor(() => !pidAlive(pid), { what: "the supervisor to exit" });
     const file = join(dir.path, "jobs.json");
     writeFileSync(file, "{not json");
     expect(jobs.readRows().map((r) => r.job_id)).toEqual([j.job_id]);
