@@ -13,7 +13,7 @@ const kib = (pid: number, field: string) =>
   Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]);
 
 describe("ssh server stdin", () => {
-  test("a 100 MiB line is refused with a JSON-RPC error, memory stays bounded, the next request is served", async () => {
+  test("a 100 MiB line is refused with a JSON-RPC error; memory stays flat; the next request is served", async () => {
     using root = tempDir();
     const proc = Bun.spawn([binary(), "ssh", "--local-root", root.path], {
       stdin: "pipe",
