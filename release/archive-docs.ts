@@ -65,7 +65,7 @@ export function archiveReadme(
     .replaceAll("{{TARGET}}", target)
     .replaceAll("{{TMUX_WORD}}", darwin ? "" : ", no tmux")
     .replaceAll("{{TMUX_HELPER}}", darwin ? "" : " and tmux")
-    .replaceAll("{{LICENCE_WORDS}}", darwin ? "" : ", tmux, libevent, ncurses, musl")
+    .replaceAll("{{LICENCE_WORDS}}", darwin ? "" : ", tmux, libevent, ncurses, mimalloc, musl")
     .replaceAll("{{PLATFORM_SECTION}}", platform);
 }
 

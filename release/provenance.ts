@@ -15,9 +15,10 @@ export const END = "<!-- provenance:end -->";
 const sha256 = (bytes: Uint8Array | string) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 
 function shellVar(file: string, name: string): string {
-  const m = new RegExp(`^${name}=(\\S+)$`, "m").exec(readFileSync(file, "utf8"));
+  // A bare word, or a double-quoted value with spaces (and no quote inside).
+  const m = new RegExp(`^${name}=(?:"([^"$\`\\\\]*)"|(\\S+))$`, "m").exec(readFileSync(file, "utf8"));
   if (!m) throw new Error(`${name} not found in ${file}`);
-  return m[1]!;
+  return (m[1] ?? m[2])!;
 }
 
 /** The pins and the lockfile, read from where the build takes them. */
@@ -50,6 +51,11 @@ export function collectPins(root: string): ProvenanceRecord {
     `${shellVar(tmux, "NCURSES_DEBVER")} ${shellVar(tmux, "NCURSES_ORIG")} ${shellVar(tmux, "NCURSES_ORIG_SHA256")}`,
   );
   r.set("ncurses fallbacks", shellVar(tmux, "TERM_FALLBACKS"));
+  r.set(
+    "mimalloc source",
+    `${shellVar(tmux, "MIMALLOC_DEBVER")} ${shellVar(tmux, "MIMALLOC_ORIG")} ${shellVar(tmux, "MIMALLOC_ORIG_SHA256")}`,
+  );
+  r.set("mimalloc flags", shellVar(tmux, "MIMALLOC_CFLAGS"));
   r.set(
     "musl source (arm64 sysroot)",
     `${shellVar(cross, "MUSL_DEBVER")} ${shellVar(cross, "MUSL_ORIG")} ${shellVar(cross, "MUSL_ORIG_SHA256")}`,

@@ -38,7 +38,13 @@ if (!/^\d+$/.test(epoch)) throw new Error(`no commit time for SOURCE_DATE_EPOCH:
 const sha256 = (bytes: Uint8Array) => new Bun.CryptoHasher("sha256").update(bytes).digest("hex");
 const lic = join(root, "release", "licenses");
 /** Licence texts per embedded part, as file name in licenses/ → source in release/licenses/. */
-const NATIVE_LICENCES = ["tmux-COPYING.txt", "libevent-LICENSE.txt", "ncurses-COPYING.txt", "musl-COPYRIGHT.txt"];
+const NATIVE_LICENCES = [
+  "tmux-COPYING.txt",
+  "libevent-LICENSE.txt",
+  "ncurses-COPYING.txt",
+  "mimalloc-LICENSE.txt",
+  "musl-COPYRIGHT.txt",
+];
 const BUN_LICENCES = ["bun.txt", "LGPL-2.0.txt", "LGPL-2.1.txt", "Apache-2.0.txt"];
 /** GCC's libstdc++/libgcc (GPL-3 with the GCC Runtime Library Exception), for lib/ of musl targets. */
 const LIBSTDCXX_LICENCES = ["libstdc++-COPYRIGHT.txt", "GPL-3.0.txt"];

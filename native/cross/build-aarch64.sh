@@ -28,9 +28,10 @@ MUSL_VERSION=1.2.3
 MUSL_DEBVER=1.2.3-1
 MUSL_ORIG=musl_1.2.3.orig.tar.gz
 MUSL_ORIG_SHA256=7d5b0b6062521e4627e099e4c9dc8248d32a30285e959b7eecaa780cf8cfd4a4
-# The tmux/libevent/ncurses pins are the x86_64 build's own, read from its script so the two
+# The tmux/libevent/ncurses/mimalloc pins are the x86_64 build's own, read from its script so the two
 # targets can never drift apart.
-PINS_RE='^(TMUX|LIBEVENT|NCURSES)_(VERSION|DEBVER|ORIG|ORIG_SHA256|DEBIAN|DEBIAN_SHA256)=|^TERM_FALLBACKS='
+PINS_RE='^(TMUX|LIBEVENT|NCURSES|MIMALLOC)_(VERSION|DEBVER|ORIG|ORIG_SHA256|DEBIAN|DEBIAN_SHA256|CFLAGS)='
+PINS_RE="$PINS_RE|^TERM_FALLBACKS="
 eval "$(grep -E "$PINS_RE" "$TMUX_SCRIPT")"
 TRIPLE=aarch64-linux-gnu
 XCC=$TRIPLE-gcc
@@ -51,6 +52,7 @@ MUSL_DIR=$CACHE_ROOT/musl-aarch64-$MUSL_KEY
 TMUX_KEY=$({
   cat "$0"
   echo "$MUSL_KEY $TMUX_DEBVER $TMUX_ORIG_SHA256 $LIBEVENT_ORIG_SHA256 $NCURSES_ORIG_SHA256 $TERM_FALLBACKS"
+  echo "$MIMALLOC_ORIG_SHA256 $MIMALLOC_CFLAGS"
 } | sha256sum | cut -c1-16)
 TMUX_DIR=$CACHE_ROOT/tmux-aarch64-$TMUX_KEY
 RUNNER_KEY=$({ cat "$0" "${RUNNER_SRC[@]}" "$RUNNER_HDR"; echo "$MUSL_KEY"; } | sha256sum | cut -c1-16)
@@ -130,7 +132,7 @@ fi
 if [[ ! -f "$TMUX_DIR/tmux" ]]; then
   say "building tmux $TMUX_VERSION for aarch64 (once; several minutes)"
   for f in "$TMUX_ORIG:$TMUX_ORIG_SHA256" "$LIBEVENT_ORIG:$LIBEVENT_ORIG_SHA256" \
-    "$NCURSES_ORIG:$NCURSES_ORIG_SHA256"; do
+    "$NCURSES_ORIG:$NCURSES_ORIG_SHA256" "$MIMALLOC_ORIG:$MIMALLOC_ORIG_SHA256"; do
     if ! sha_ok "$SRC_CACHE/${f%%:*}" "${f#*:}"; then
       # The x86_64 build fetches and checks these; let it do so (it also fills its own cache).
       bash "$TMUX_SCRIPT" "$WORK/tmux-x64" >/dev/null
@@ -140,6 +142,7 @@ if [[ ! -f "$TMUX_DIR/tmux" ]]; then
   S=$WORK/src P=$WORK/prefix
   mkdir -p "$S" "$P"
   for f in "$LIBEVENT_ORIG" "$NCURSES_ORIG" "$TMUX_ORIG"; do tar -xzf "$SRC_CACHE/$f" -C "$S"; done
+  tar -xJf "$SRC_CACHE/$MIMALLOC_ORIG" -C "$S"
   # Same SOURCE_DATE_EPOCH as the x86_64 build: the newest Debian tmux changelog entry.
   tar -xJf "$SRC_CACHE/$TMUX_DEBIAN" -C "$WORK" debian/changelog
   SOURCE_DATE_EPOCH=$(date -u -d "$(sed -n '/^ -- .*>  /{s/^ -- .*>  \(.*\)$/\1/p;q;}' "$WORK/debian/changelog")" +%s)
@@ -160,9 +163,17 @@ if [[ ! -f "$TMUX_DIR/tmux" ]]; then
       --with-default-terminfo-dir=/usr/share/terminfo \
       --with-fallbacks="$TERM_FALLBACKS" --disable-db-install --with-build-cc=gcc &&
     run ncurses make -j"$JOBS" && run ncurses make install)
+  # The allocator, as in the x86_64 build (native/tmux/README.md, "Allocator"). A cross configure
+  # cannot run tmux's reallocarray test, so tmux compiles its own; mimalloc's would then be defined
+  # twice, so it is renamed away (tmux's calls realloc, which is mimalloc's).
+  (cd "$S/mimalloc-$MIMALLOC_VERSION" &&
+    run mimalloc "$MUSL_GCC" $MIMALLOC_CFLAGS -Dreallocarray=mi_unexported_reallocarray \
+      -ffile-prefix-map="$WORK"=/usr/src/lsm-tmux \
+      -Iinclude -c src/static.c -o "$P/lib/mimalloc.o")
   (cd "$S/tmux-$TMUX_VERSION" &&
     run tmux env CC="$MUSL_GCC" PKG_CONFIG_PATH="$P/lib/pkgconfig" PKG_CONFIG_LIBDIR="$P/lib/pkgconfig" \
       CFLAGS="$CF -I$P/include -I$P/include/ncursesw" LDFLAGS="-L$P/lib -static" \
+      LIBS="$P/lib/mimalloc.o -lpthread" \
       ./configure --host=$HOST --build=x86_64-linux-gnu --enable-static --with-TERM=tmux-256color &&
     run tmux make -j"$JOBS")
   BIN=$S/tmux-$TMUX_VERSION/tmux
@@ -170,6 +181,7 @@ if [[ ! -f "$TMUX_DIR/tmux" ]]; then
   is_static_aarch64 "$BIN"
   v=$(env -i "$BIN" -V) || die "the aarch64 tmux does not run under qemu"
   [[ "$v" == "tmux $TMUX_VERSION" ]] || die "unexpected tmux -V: $v"
+  grep -q 'mimalloc: ' "$BIN" || die "mimalloc is not linked into the aarch64 tmux"
   rm -rf -- "$TMUX_DIR"; mkdir -p "$TMUX_DIR.tmp"; cp "$BIN" "$TMUX_DIR.tmp/tmux"
   (cd "$TMUX_DIR.tmp" && sha256sum tmux >tmux.sha256)
   mv "$TMUX_DIR.tmp" "$TMUX_DIR"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build a fully static tmux (musl libc + libevent + ncurses with built-in
-# terminfo fallbacks) from Debian source packages, with a content-keyed cache.
+# terminfo fallbacks, mimalloc as its allocator) from Debian source packages,
+# with a content-keyed cache.
 #
 # Usage: native/tmux/build.sh OUT_FILE
 #
@@ -42,6 +43,15 @@ NCURSES_DEBVER=6.4-4
 NCURSES_ORIG=ncurses_6.4.orig.tar.gz
 NCURSES_ORIG_SHA256=6931283d9ac87c5073f30b6290c4c75f21632bb4fc3603ac8100812bed248159
 
+# The allocator linked in place of musl's own (see README.md, "Allocator").
+MIMALLOC_VERSION=2.0.9+ds
+MIMALLOC_DEBVER=2.0.9+ds-2
+MIMALLOC_ORIG=mimalloc_2.0.9+ds.orig.tar.xz
+MIMALLOC_ORIG_SHA256=cbc9d207ff105ad1f0cb739c378076143a6452b8d0624309cea0abfb040e972b
+# Secure mode 4: guard pages, encoded free lists, double-free detection and
+# randomised allocation, so the hardening musl's allocator gave is kept.
+MIMALLOC_CFLAGS="-O2 -DNDEBUG -DMI_MALLOC_OVERRIDE -DMI_SECURE=4"
+
 # Terminal descriptions compiled into the binary, so tmux works on hosts
 # without a terminfo database for these names.
 TERM_FALLBACKS=tmux-256color,screen-256color,xterm-256color,screen,xterm,linux,vt100
@@ -53,6 +63,7 @@ APT_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 PINS="tmux=$TMUX_DEBVER:$TMUX_ORIG_SHA256:$TMUX_DEBIAN_SHA256
 libevent=$LIBEVENT_DEBVER:$LIBEVENT_ORIG_SHA256
 ncurses=$NCURSES_DEBVER:$NCURSES_ORIG_SHA256
+mimalloc=$MIMALLOC_DEBVER:$MIMALLOC_ORIG_SHA256:$MIMALLOC_CFLAGS
 fallbacks=$TERM_FALLBACKS"
 
 # ------------------------------------------------------------ cache key ------
@@ -190,7 +201,8 @@ sources_cached() {
   sha_ok "$SRC_CACHE/$TMUX_ORIG" "$TMUX_ORIG_SHA256" &&
     sha_ok "$SRC_CACHE/$TMUX_DEBIAN" "$TMUX_DEBIAN_SHA256" &&
     sha_ok "$SRC_CACHE/$LIBEVENT_ORIG" "$LIBEVENT_ORIG_SHA256" &&
-    sha_ok "$SRC_CACHE/$NCURSES_ORIG" "$NCURSES_ORIG_SHA256"
+    sha_ok "$SRC_CACHE/$NCURSES_ORIG" "$NCURSES_ORIG_SHA256" &&
+    sha_ok "$SRC_CACHE/$MIMALLOC_ORIG" "$MIMALLOC_ORIG_SHA256"
 }
 
 fetch_sources() {
@@ -223,18 +235,19 @@ EOF
   run apt-update apt-get "${apt_opts[@]}" update
   cd "$dl" # apt-get source downloads into the current directory
   run apt-source apt-get "${apt_opts[@]}" source --download-only \
-    "tmux=$TMUX_DEBVER" "libevent=$LIBEVENT_DEBVER" "ncurses=$NCURSES_DEBVER"
+    "tmux=$TMUX_DEBVER" "libevent=$LIBEVENT_DEBVER" "ncurses=$NCURSES_DEBVER" "mimalloc=$MIMALLOC_DEBVER"
   cd "$WORK"
 
   local f want
   for f in "$TMUX_ORIG:$TMUX_ORIG_SHA256" "$TMUX_DEBIAN:$TMUX_DEBIAN_SHA256" \
-    "$LIBEVENT_ORIG:$LIBEVENT_ORIG_SHA256" "$NCURSES_ORIG:$NCURSES_ORIG_SHA256"; do
+    "$LIBEVENT_ORIG:$LIBEVENT_ORIG_SHA256" "$NCURSES_ORIG:$NCURSES_ORIG_SHA256" \
+    "$MIMALLOC_ORIG:$MIMALLOC_ORIG_SHA256"; do
     want=${f#*:}
     f=${f%%:*}
     sha_ok "$dl/$f" "$want" || die "checksum mismatch or missing file: $f (pinned sha256 $want)"
   done
   mkdir -p "$SRC_CACHE"
-  for f in "$TMUX_ORIG" "$TMUX_DEBIAN" "$LIBEVENT_ORIG" "$NCURSES_ORIG"; do
+  for f in "$TMUX_ORIG" "$TMUX_DEBIAN" "$LIBEVENT_ORIG" "$NCURSES_ORIG" "$MIMALLOC_ORIG"; do
     cp "$dl/$f" "$SRC_CACHE/.$f.tmp.$$"
     mv -f "$SRC_CACHE/.$f.tmp.$$" "$SRC_CACHE/$f"
   done
@@ -251,6 +264,7 @@ mkdir -p "$SRC" "$P"
 tar -xzf "$SRC_CACHE/$LIBEVENT_ORIG" -C "$SRC"
 tar -xzf "$SRC_CACHE/$NCURSES_ORIG" -C "$SRC"
 tar -xzf "$SRC_CACHE/$TMUX_ORIG" -C "$SRC"
+tar -xJf "$SRC_CACHE/$MIMALLOC_ORIG" -C "$SRC"
 
 # SOURCE_DATE_EPOCH: the date of the newest entry in Debian's tmux changelog.
 tar -xJf "$SRC_CACHE/$TMUX_DEBIAN" -C "$WORK" debian/changelog
@@ -285,11 +299,17 @@ run ncurses-configure env CFLAGS="$CFLAGS_COMMON" ./configure \
 run ncurses-make make -j"$JOBS"
 run ncurses-install make install
 
+# mimalloc as one object that defines malloc, free and the rest: linked before
+# libc.a, it leaves musl's allocator out of the binary.
+cd "$SRC/mimalloc-$MIMALLOC_VERSION"
+run mimalloc-compile musl-gcc $MIMALLOC_CFLAGS -ffile-prefix-map="$WORK"=/usr/src/lsm-tmux \
+  -Iinclude -c src/static.c -o "$P/lib/mimalloc.o"
+
 cd "$SRC/tmux-$TMUX_VERSION"
 run tmux-configure env \
   PKG_CONFIG_PATH="$P/lib/pkgconfig" PKG_CONFIG_LIBDIR="$P/lib/pkgconfig" \
   CFLAGS="$CFLAGS_COMMON -I$P/include -I$P/include/ncursesw" \
-  LDFLAGS="-L$P/lib -static" \
+  LDFLAGS="-L$P/lib -static" LIBS="$P/lib/mimalloc.o -lpthread" \
   ./configure --enable-static --with-TERM=tmux-256color
 run tmux-make make -j"$JOBS"
 run tmux-strip strip --strip-all tmux
@@ -309,6 +329,8 @@ fi
 version_out=$(env -i "$BIN" -V)
 echo "-V: $version_out" >>"$LAST_LOG"
 [[ "$version_out" == "tmux $TMUX_VERSION" ]] || die "unexpected -V output: $version_out"
+# mimalloc's own messages are in the binary only when it, not musl, is the allocator.
+grep -q 'mimalloc: ' "$BIN" || die "mimalloc is not linked in (musl's allocator would be used)"
 
 SMOKE=$WORK/smoke
 mkdir -p "$SMOKE"
@@ -336,7 +358,8 @@ cp "$BIN" "$STAGE/tmux"
 chmod 0755 "$STAGE/tmux"
 (cd "$STAGE" && sha256sum tmux >tmux.sha256)
 {
-  echo "tmux $TMUX_VERSION (Debian $TMUX_DEBVER), libevent $LIBEVENT_DEBVER, ncurses $NCURSES_DEBVER"
+  echo "tmux $TMUX_VERSION (Debian $TMUX_DEBVER), libevent $LIBEVENT_DEBVER, ncurses $NCURSES_DEBVER," \
+    "mimalloc $MIMALLOC_DEBVER ($MIMALLOC_CFLAGS)"
   echo "musl-tools $(dpkg-query -W -f='${Version}' musl-tools 2>/dev/null || echo '?')"
   echo "gcc $(gcc -dumpfullversion 2>/dev/null || echo '?')"
   echo "binutils $(dpkg-query -W -f='${Version}' binutils 2>/dev/null || echo '?')"

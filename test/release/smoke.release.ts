@@ -112,7 +112,7 @@ describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap a
           unpacked = unpackInto(roots.get(t.target)!, archive(), t.target);
         });
 
-        test("one folder: executable, docs, licences (tmux, libevent, ncurses, musl, Bun, npm)", () => {
+        test("one folder: executable, docs, licences (tmux, libevent, ncurses, mimalloc, musl, Bun, npm)", () => {
           const list = Bun.spawnSync(["tar", "-tzvf", archive()]).stdout.toString().trim().split("\n");
           for (const line of list)
             expect(line).toMatch(new RegExp(`^(-rw-r--r--|-rwxr-xr-x|drwxr-xr-x) 0/0 .* ${folder}/`));
@@ -126,6 +126,7 @@ describe.skipIf(needsRoot("the bare root filesystems are made with debootstrap a
             "licenses/tmux-COPYING.txt",
             "licenses/libevent-LICENSE.txt",
             "licenses/ncurses-COPYING.txt",
+            "licenses/mimalloc-LICENSE.txt",
             "licenses/musl-COPYRIGHT.txt",
             "licenses/bun.txt",
           ]) {
