@@ -5,10 +5,12 @@ const POLL_MS = 40;
  * A wait for a pattern that is still unmatched after this long, on a pane whose output keeps
  * changing, polls less often (each poll is a tmux client, which costs the tmux server a few
  * milliseconds of CPU while it is busy drawing that output): the interval grows by half each poll
- * up to MAX_POLL_MS. Idle waits keep POLL_MS (their accuracy depends on it).
+ * up to MAX_POLL_MS. Idle waits keep POLL_MS (their accuracy depends on it). The cap is also how
+ * late the end of a flood can be seen: 100 ms costs the tmux server ~5 % of a core in clients and
+ * took ~0.1 s off a 5 MB flood against 200 ms (docs/benchmarks.md, "Persistent-shell output").
  */
 const BACKOFF_AFTER_MS = 500;
-const MAX_POLL_MS = 200;
+const MAX_POLL_MS = 100;
 
 export interface ReadOptions {
   lines: number;
