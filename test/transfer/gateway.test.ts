@@ -174,6 +174,42 @@ describe("gateway upload and download", () => {
     await store.finish(p.transfer_id, "consumed");
   });
 
+  test("an upload with no announced digest is hashed by the gateway, which settles it; its identity is required", async () => {
+    const base = {
+      expected_bytes: data.length,
+      expected_sha256: null,
+      upload_worker: "up-box",
+      download_worker: null,
+      source_session_id: "Srcsess1",
+      destination_session_id: "Dstsess1",
+      resume_key: null,
+      snapshot: null,
+    };
+    // Neither a digest nor the source's identity: nothing would tell a changed source on a resume.
+    expect(
+      await store.prepare(base).then(
+        () => "ok",
+        (e) => e.code,
+      ),
+    ).toBe("invalid_arguments");
+    const p = await store.prepare({ ...base, source_identity: "worker:up-box:1:2:3" });
+    const call = {
+      url: `${server.url}/remote/transfer/${p.transfer_id}`,
+      controller_url: server.url,
+      authorization: p.upload_authorization!,
+      worker: "up-box",
+      credential: creds["up-box"],
+      expected_bytes: data.length,
+      expected_sha256: null,
+      chunk_size: CHUNK,
+    };
+    const up = await httpUpload(ep, { path: "src.bin" }, call);
+    // The digest the worker reports is the one the gateway computed over what it committed.
+    expect(up).toMatchObject({ bytes: data.length, sha256: sha(data), completed: true });
+    expect(store.object(p.transfer_id)).toMatchObject({ state: "ready", expected_sha256: sha(data) });
+    await store.finish(p.transfer_id, "consumed");
+  });
+
   test(
     "chunks sent in parallel commit in order; a restarted store continues the digest; a resume key rotates " +
       "the capabilities",
