@@ -3,6 +3,7 @@
  * ready (spawn → initialize → tools/list returned), tools/list bytes, `echo hi` exec, read of a
  * 256 KiB file, content search over 2,000 files, RSS after the run; then 100 concurrent Streamable
  * HTTP sessions of ours each running `bash echo`, next to 100 concurrent raw spawns.
+ * Each measure is sampled round-robin across the servers, so a ratio compares the same moments.
  * Peers are pinned devDependencies (node_modules). Keep runs short on a shared machine.
  * Usage: bun scripts/bench/peers.ts [binary] [calls=50]
  */
@@ -129,25 +130,49 @@ async function connect(
 
 const fmt = (ms: number | undefined) => (ms === undefined ? "—" : `${ms.toFixed(1)} ms`);
 const rows: string[] = [];
-for (const p of peers) {
-  const ready: number[] = [];
-  let listBytes = 0;
-  for (let i = 0; i < 5; i++) {
+// Ready is sampled round-robin (every server once per round, the order rotating), so each ratio
+// compares the same moments of a shared machine; the first round warms this client's own code.
+const READY_ROUNDS = 10;
+const ready = new Map<Peer, number[]>(peers.map((p) => [p, []]));
+const listBytes = new Map<Peer, number>();
+for (let round = -1; round < READY_ROUNDS; round++) {
+  for (let k = 0; k < peers.length; k++) {
+    const p = peers[(k + Math.max(round, 0)) % peers.length]!;
     const c = await connect(p);
-    ready.push(c.readyMs);
-    listBytes = c.listBytes;
+    if (round >= 0) ready.get(p)!.push(c.readyMs);
+    listBytes.set(p, c.listBytes);
     await c.client.close();
   }
+}
+// Every server connected at once, and each operation timed round-robin across them (one call of
+// each server per round, after three warm-up calls each), again so ratios compare the same moments.
+const live: { p: Peer; c: Awaited<ReturnType<typeof connect>>; ops: Awaited<ReturnType<Peer["setup"]>> }[] = [];
+for (const p of peers) {
   const c = await connect(p);
-  const ops = await p.setup(c.client);
-  const exec = ops.exec && (await timed(calls, ops.exec));
-  const read = ops.read && (await timed(calls, ops.read));
-  const search = ops.search && (await timed(Math.min(calls, 20), ops.search));
+  live.push({ p, c, ops: await p.setup(c.client) });
+}
+async function interleaved(kind: "exec" | "read" | "search", n: number): Promise<Map<Peer, number>> {
+  const xs = new Map<Peer, number[]>();
+  const runs = live.filter((l) => l.ops[kind]).map((l) => ({ p: l.p, fn: l.ops[kind]! }));
+  for (const r of runs) for (let i = 0; i < 3; i++) await r.fn();
+  for (let i = 0; i < n; i++)
+    for (let k = 0; k < runs.length; k++) {
+      const r = runs[(k + i) % runs.length]!;
+      const t = performance.now();
+      await r.fn();
+      xs.set(r.p, [...(xs.get(r.p) ?? []), performance.now() - t]);
+    }
+  return new Map([...xs].map(([p, v]) => [p, percentile(v, 50)]));
+}
+const execs = await interleaved("exec", calls);
+const reads = await interleaved("read", calls);
+const searches = await interleaved("search", Math.min(calls, 20));
+for (const { p, c } of live) {
   const rss = rssMiB(c.transport.pid);
   await c.client.close();
   rows.push(
-    `| ${p.name} | ${percentile(ready, 50).toFixed(0)} ms | ${(listBytes / 1024).toFixed(1)} KiB ` +
-      `| ${fmt(exec)} | ${fmt(read)} | ${fmt(search)} | ${rss.toFixed(0)} MiB |`,
+    `| ${p.name} | ${percentile(ready.get(p)!, 50).toFixed(0)} ms | ${(listBytes.get(p)! / 1024).toFixed(1)} KiB ` +
+      `| ${fmt(execs.get(p))} | ${fmt(reads.get(p))} | ${fmt(searches.get(p))} | ${rss.toFixed(0)} MiB |`,
   );
 }
 

@@ -38,6 +38,9 @@ const LINK = linkAt >= 0 ? argv.splice(linkAt, 2)[1] : undefined;
 if (linkAt >= 0 && !/^\d+(\.\d+)?[kmg]?bit$/.test(LINK ?? ""))
   throw new Error("--link wants a tc rate such as 1gbit or 500mbit");
 if (LINK && process.getuid?.() !== 0) throw new Error("--link needs root (network namespaces, tc)");
+const chunkAt = argv.indexOf("--chunk");
+/** `--chunk <bytes>`: session_copy's chunk_size and the gateway's chunk limit (default: the settings'). */
+const CHUNK = chunkAt >= 0 ? Number(argv.splice(chunkAt, 2)[1]) : undefined;
 const [binArg, mibArg, roundsArg] = argv;
 if (binArg) process.env.LSM_TEST_BINARY = resolve(binArg);
 const MIB = Math.max(8, Number(mibArg ?? 1024));
@@ -89,6 +92,7 @@ const state = tempDir("lsm-bench-copy-state-");
 const thresholds = {
   LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_THRESHOLD_BYTES: String(SIZE),
   LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_MAX_SPOOL_BYTES: String(4 * SIZE),
+  ...(CHUNK ? { LOCAL_SHELL_MCP_REMOTE_HTTP_TRANSFER_CHUNK_BYTES: String(CHUNK) } : {}),
 };
 let ctl: Controller | undefined;
 let worker: Worker | undefined;
@@ -181,7 +185,16 @@ try {
   const copy = (from: string, src: string, to: string, dst: string, transport: string) => async () => {
     // A foreground copy of a GiB on two busy cores can outlast the SDK's default 60 s request timeout.
     const res = (await mcp.client.callTool(
-      { name: "session_copy", arguments: { src_session_id: from, src_path: src, dst_session_id: to, dst_path: dst } },
+      {
+        name: "session_copy",
+        arguments: {
+          src_session_id: from,
+          src_path: src,
+          dst_session_id: to,
+          dst_path: dst,
+          ...(CHUNK ? { chunk_size: CHUNK } : {}),
+        },
+      },
       undefined,
       { timeout: 900_000 },
     )) as { isError?: boolean; content: unknown; structuredContent?: { result: { transport: string; bytes: number } } };
