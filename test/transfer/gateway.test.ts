@@ -174,7 +174,7 @@ describe("gateway upload and download", () => {
     await store.finish(p.transfer_id, "consumed");
   });
 
-  test("an upload with no announced digest is hashed by the gateway, which settles it; its identity is required", async () => {
+  test("an unannounced upload gets the digest the gateway settles; the source identity is then required", async () => {
     const base = {
       expected_bytes: data.length,
       expected_sha256: null,
