@@ -321,6 +321,38 @@ export const GUARANTEES: Guarantee[] = [
       },
     ],
   },
+  {
+    name: "gateway-digest",
+    promise:
+      "a gateway object is ready only when its bytes hash to the announced digest, or, with none announced, " +
+      "the gateway settles it and the source's identity is required",
+    tests: ["test/transfer/gateway.test.ts"],
+    filter: "digest",
+    mutants: [
+      {
+        name: "ready-on-digest-mismatch",
+        what: "an object whose bytes do not match the announced digest becomes ready",
+        edits: [
+          one(
+            "src/transfer/gateway/spool.ts",
+            'm.state = digest === m.expected_sha256 ? "ready" : "failed";',
+            'm.state = "ready";',
+          ),
+        ],
+      },
+      {
+        name: "unannounced-without-identity",
+        what: "an upload with neither an announced digest nor the source's identity is admitted",
+        edits: [
+          one(
+            "src/transfer/gateway/admission.ts",
+            "(input.snapshot !== null || input.upload_worker !== null) && (input.source_identity ?? null) !== null",
+            "input.snapshot !== null || input.upload_worker !== null",
+          ),
+        ],
+      },
+    ],
+  },
   // ---- File tools (docs/file-tools.md, docs/security.md "File tools") ----
   {
     name: "writes-by-rename",

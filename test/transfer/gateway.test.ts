@@ -210,6 +210,29 @@ describe("gateway upload and download", () => {
     await store.finish(p.transfer_id, "consumed");
   });
 
+  test("an upload whose bytes do not hash to the announced digest never becomes ready", async () => {
+    const p = await prepare(null, data.length, sha(new Uint8Array(data.length)));
+    const call = {
+      url: `${server.url}/remote/transfer/${p.transfer_id}`,
+      controller_url: server.url,
+      authorization: p.upload_authorization!,
+      worker: "up-box",
+      credential: creds["up-box"],
+      expected_bytes: data.length,
+      expected_sha256: sha(new Uint8Array(data.length)),
+      chunk_size: CHUNK,
+    };
+    // Every chunk matches its own digest; only the whole object does not match what was announced.
+    expect(
+      await httpUpload(ep, { path: "src.bin" }, call).then(
+        () => "ok",
+        (e) => e.code,
+      ),
+    ).toBe("source_changed");
+    expect(store.object(p.transfer_id).state).toBe("failed");
+    await store.finish(p.transfer_id, "aborted").catch(() => undefined);
+  });
+
   test(
     "chunks sent in parallel commit in order; a restarted store continues the digest; a resume key rotates " +
       "the capabilities",
