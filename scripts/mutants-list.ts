@@ -323,9 +323,7 @@ export const GUARANTEES: Guarantee[] = [
   },
   {
     name: "gateway-digest",
-    promise:
-      "a gateway object is ready only when its bytes hash to the announced digest, or, with none announced, " +
-      "the gateway settles it and the source's identity is required",
+    promise: "a worker's upload becomes a ready gateway object only when its bytes hash to the digest it announced",
     tests: ["test/transfer/gateway.test.ts"],
     filter: "digest",
     mutants: [
@@ -337,17 +335,6 @@ export const GUARANTEES: Guarantee[] = [
             "src/transfer/gateway/spool.ts",
             'm.state = digest === m.expected_sha256 ? "ready" : "failed";',
             'm.state = "ready";',
-          ),
-        ],
-      },
-      {
-        name: "unannounced-without-identity",
-        what: "an upload with neither an announced digest nor the source's identity is admitted",
-        edits: [
-          one(
-            "src/transfer/gateway/admission.ts",
-            "(input.snapshot !== null || input.upload_worker !== null) && (input.source_identity ?? null) !== null",
-            "input.snapshot !== null || input.upload_worker !== null",
           ),
         ],
       },

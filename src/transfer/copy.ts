@@ -135,8 +135,8 @@ async function moveFile(
   rep: Reporter,
 ): Promise<Relay & { transport: Transport }> {
   const gateway = useGateway(req, src, dst, stat.size);
-  // The gateway settles the digest of what it receives; the chunk relay checks against the source's.
-  if (!gateway && !stat.sha256)
+  // Only a local source's snapshot settles its own digest; everything else is checked against the source's.
+  if ((!gateway || src.target !== "local") && !stat.sha256)
     throw new ToolError(
       "source_changed",
       "the source changed during the copy (its size no longer fits the transport chosen for it)",
@@ -295,11 +295,11 @@ export async function copyBetween(req: CopyRequest): Promise<CopyOutcome> {
         destination_resolved: r.resolved_path,
       };
     }
-    // A source going through the gateway is not hashed up front: the gateway hashes its bytes as
-    // they reach the spool (a local source's snapshot, a worker's upload) and settles the digest the
-    // destination verifies against (gateway/spool.ts). Reading it twice cost ~10 % of a copy.
-    const throughGateway = useGateway(req, src.endpoint, dst.endpoint, first.size) !== undefined;
-    const stat = await src.endpoint.stat(srcPath, { sha256: !throughGateway });
+    // A local source going through the gateway is not hashed up front: its snapshot into the spool
+    // hashes it as it copies, and the destination verifies against that digest (gateway/snapshot.ts).
+    const snapshotted =
+      src.endpoint.target === "local" && useGateway(req, src.endpoint, dst.endpoint, first.size) !== undefined;
+    const stat = await src.endpoint.stat(srcPath, { sha256: !snapshotted });
     if (stat.kind !== "file" || stat.identity !== first.identity)
       throw new ToolError("source_changed", `the source changed during the copy: ${src.path}`);
     const r = await moveFile(

@@ -174,42 +174,6 @@ describe("gateway upload and download", () => {
     await store.finish(p.transfer_id, "consumed");
   });
 
-  test("an unannounced upload gets the digest the gateway settles; the source identity is then required", async () => {
-    const base = {
-      expected_bytes: data.length,
-      expected_sha256: null,
-      upload_worker: "up-box",
-      download_worker: null,
-      source_session_id: "Srcsess1",
-      destination_session_id: "Dstsess1",
-      resume_key: null,
-      snapshot: null,
-    };
-    // Neither a digest nor the source's identity: nothing would tell a changed source on a resume.
-    expect(
-      await store.prepare(base).then(
-        () => "ok",
-        (e) => e.code,
-      ),
-    ).toBe("invalid_arguments");
-    const p = await store.prepare({ ...base, source_identity: "worker:up-box:1:2:3" });
-    const call = {
-      url: `${server.url}/remote/transfer/${p.transfer_id}`,
-      controller_url: server.url,
-      authorization: p.upload_authorization!,
-      worker: "up-box",
-      credential: creds["up-box"],
-      expected_bytes: data.length,
-      expected_sha256: null,
-      chunk_size: CHUNK,
-    };
-    const up = await httpUpload(ep, { path: "src.bin" }, call);
-    // The digest the worker reports is the one the gateway computed over what it committed.
-    expect(up).toMatchObject({ bytes: data.length, sha256: sha(data), completed: true });
-    expect(store.object(p.transfer_id)).toMatchObject({ state: "ready", expected_sha256: sha(data) });
-    await store.finish(p.transfer_id, "consumed");
-  });
-
   test("an upload whose bytes do not hash to the announced digest never becomes ready", async () => {
     const p = await prepare(null, data.length, sha(new Uint8Array(data.length)));
     const call = {

@@ -9,14 +9,11 @@ import { type GatewayLimits, type ObjectMeta, type PrepareInput, TERMINAL } from
  * the bytes they announce together).
  */
 
-/**
- * A positive size and either a digest or, for a source whose bytes the gateway hashes as they arrive
- * (a local snapshot, a worker's upload), the source's identity.
- */
+/** A positive size and either a digest or, for a local source that is snapshotted, its identity. */
 export function checkPrepareInput(input: PrepareInput): void {
   const shaOk =
     input.expected_sha256 === null
-      ? (input.snapshot !== null || input.upload_worker !== null) && (input.source_identity ?? null) !== null
+      ? input.snapshot !== null && (input.source_identity ?? null) !== null
       : /^[0-9a-f]{64}$/.test(input.expected_sha256);
   if (!shaOk || !Number.isSafeInteger(input.expected_bytes) || input.expected_bytes <= 0) {
     throw new ToolError(

@@ -158,12 +158,13 @@ function quiet<T>(p: Promise<T>): Promise<T> {
 /**
  * Uploads `path` of `source` to the gateway object, resuming from the gateway's cursor, with up to
  * DEPTH chunks in flight (the gateway commits them in order). The source is not hashed whole here:
- * each chunk carries its digest, the source's size and identity are checked with every chunk and
- * after the last, and the gateway hashes the object as it commits it (checking it at the last byte
- * against a digest announced by the call, if any). The digest returned is the gateway's.
+ * each chunk carries its digest, the gateway checks the whole object against the expected digest at
+ * the last byte, and the source's size and identity are checked before and after.
  */
 export async function httpUpload(source: TransferEndpoint, path: TransferPath, call: GatewayCall) {
   const u = validateTransferUrl(call.url, call.controller_url);
+  if (call.expected_sha256 === null)
+    throw new ToolError("invalid_arguments", "an upload announces the source's sha256");
   const st = await source.stat(path, { sha256: false });
   if (st.kind !== "file" || st.size !== call.expected_bytes)
     throw new ToolError("source_changed", "the source no longer matches the size the copy started with");
@@ -241,12 +242,9 @@ export async function httpUpload(source: TransferEndpoint, path: TransferPath, c
         ? "the uploaded object does not match the source's sha256 (the source changed during the copy)"
         : `the gateway did not accept the whole object (state ${end.state})`,
     );
-  const sha256 = end.expected_sha256;
-  if (sha256 === null || !/^[0-9a-f]{64}$/.test(sha256) || (call.expected_sha256 ?? sha256) !== sha256)
-    throw new ToolError("transfer_incomplete", "the gateway's answer has no valid digest for the uploaded object");
   return {
     bytes: st.size,
-    sha256,
+    sha256: call.expected_sha256 as string,
     chunks,
     chunk_size: call.chunk_size,
     resumed_bytes: resumed,

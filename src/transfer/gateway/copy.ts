@@ -50,6 +50,9 @@ export async function httpStreamCopy(input: {
   onBytes?: (bytes: number, chunks: number) => void;
 }): Promise<{ bytes: number; sha256: string; chunks: number; resumed_bytes: number; resolved_path: string }> {
   const { gateway, src, dst, stat } = input;
+  // A worker's upload announces its digest; a local source's is settled by its snapshot.
+  if (!stat.sha256 && src.endpoint.target !== "local")
+    throw new ToolError("internal_error", "an upload through the gateway needs the source digest");
   const store = gateway.store;
   const chunk = Math.min(input.chunkSize, store.limits.chunkBytes);
   if (src.endpoint.target === "local" && src.localPath === undefined)
@@ -58,14 +61,7 @@ export async function httpStreamCopy(input: {
   const prepared = await store.prepare({
     expected_bytes: stat.size,
     expected_sha256: stat.sha256,
-    // Without an announced digest, a kept object continues only from the same unchanged source: a
-    // local file's identity, or the one the source worker reports (its own bytes either way).
-    source_identity:
-      localSource !== undefined
-        ? localSourceIdentity(localSource)
-        : stat.sha256 === null
-          ? `worker:${src.endpoint.machine}:${stat.identity}`
-          : null,
+    source_identity: localSource === undefined ? null : localSourceIdentity(localSource),
     upload_worker: src.endpoint.target === "remote" ? src.endpoint.machine : null,
     download_worker: dst.endpoint.target === "remote" ? dst.endpoint.machine : null,
     source_session_id: src.sessionId,
@@ -103,7 +99,7 @@ export async function httpStreamCopy(input: {
         authorization: prepared.upload_authorization!,
         worker: src.endpoint.machine!,
         expected_bytes: stat.size,
-        expected_sha256: stat.sha256,
+        expected_sha256: stat.sha256!,
         chunk_size: chunk,
         signal: input.signal,
       });
@@ -139,15 +135,7 @@ export async function httpStreamCopy(input: {
       ]);
       if (snapshot) await snapshot;
     } else {
-      // The upload is complete: the gateway settled the digest from the bytes it received.
-      const sha256 = stat.sha256 ?? store.object(id).expected_sha256;
-      down = await spoolToLocal(store, id, dst.endpoint, dst.path, {
-        ...input,
-        stat: { ...stat, sha256 },
-        chunk,
-        transferId,
-        upChunks,
-      });
+      down = await spoolToLocal(store, id, dst.endpoint, dst.path, { ...input, chunk, transferId, upChunks });
     }
     await store.finish(id, "consumed");
     return {
@@ -196,7 +184,7 @@ async function spoolToLocal(
   },
 ) {
   const size = o.stat.size;
-  // The source was a worker's upload: the digest of the verified spool (announced, or settled by it).
+  // The source was a worker's upload: its announced digest, which the spool was verified against.
   const expected = o.stat.sha256;
   if (expected === null) throw new ToolError("internal_error", "a local delivery needs the uploaded object's digest");
   if (dst.adoptFile) {

@@ -49,12 +49,9 @@ export interface GatewayLimits {
 
 export interface PrepareInput {
   expected_bytes: number;
-  /**
-   * Null when the gateway settles the digest from the bytes it receives (a local source's snapshot,
-   * a worker's upload); `source_identity` is then required.
-   */
+  /** Null for a local source: its snapshot settles the digest (then `source_identity` is required). */
   expected_sha256: string | null;
-  /** The source's identity: a local file's (`sourceIdentity` below) or the one its worker reports. */
+  /** A local source's identity (`sourceIdentity` below); null for a worker's upload. */
   source_identity?: string | null;
   upload_worker: string | null;
   download_worker: string | null;

@@ -148,8 +148,7 @@ export class SpoolAppends {
       const last = m.offset === m.expected_bytes;
       if (last) {
         const digest = h.hasher.digest("hex");
-        // A digest not announced (a snapshot, a worker's upload) is settled here; an announced one
-        // must match.
+        // A snapshot's digest is settled here; a worker's upload must match the digest it announced.
         if (m.expected_sha256 === null) m.expected_sha256 = digest;
         m.state = digest === m.expected_sha256 ? "ready" : "failed";
         this.hashers.delete(m.transfer_id);
