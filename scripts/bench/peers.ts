@@ -152,15 +152,15 @@ for (const p of peers) {
   live.push({ p, c, ops: await p.setup(c.client) });
 }
 async function interleaved(kind: "exec" | "read" | "search", n: number): Promise<Map<Peer, number>> {
-  const xs = new Map<Peer, number[]>();
   const runs = live.filter((l) => l.ops[kind]).map((l) => ({ p: l.p, fn: l.ops[kind]! }));
+  const xs = new Map<Peer, number[]>(runs.map((r) => [r.p, []]));
   for (const r of runs) for (let i = 0; i < 3; i++) await r.fn();
   for (let i = 0; i < n; i++)
     for (let k = 0; k < runs.length; k++) {
       const r = runs[(k + i) % runs.length]!;
       const t = performance.now();
       await r.fn();
-      xs.set(r.p, [...(xs.get(r.p) ?? []), performance.now() - t]);
+      xs.get(r.p)!.push(performance.now() - t);
     }
   return new Map([...xs].map(([p, v]) => [p, percentile(v, 50)]));
 }
