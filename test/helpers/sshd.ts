@@ -18,7 +18,7 @@ import {
 } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /**
  * nopasswd: the one usable rule. password: the same rule needing a password. denied: `!authenticate`
@@ -79,19 +79,28 @@ function randomName(): string {
   return `lsmssh${Math.random().toString(36).slice(2, 8)}`;
 }
 
-/** Removes users and sudoers files left by an earlier run that was killed (their fixture dir is gone). */
+/**
+ * Removes users and sudoers files left by an earlier run that was killed. A user is left over when
+ * its fixture folder (its home's parent, made before `useradd` and removed after `userdel`) is
+ * gone. Its home itself is no sign: `useradd -m` writes the user before it makes the home, and
+ * another test file starting its own sshd at that moment must not lose its user.
+ */
 async function sweepLeftovers(): Promise<void> {
-  const passwd = readFileSync("/etc/passwd", "utf8");
-  for (const line of passwd.split("\n")) {
+  const isFixtureUser = (name: string | undefined) => !!name && /^lsmssh[a-z0-9]{6}$/.test(name);
+  for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
     const [name, , , , , home] = line.split(":");
-    if (!name || !/^lsmssh[a-z0-9]{6}$/.test(name) || !home || existsSync(home)) continue;
+    if (!isFixtureUser(name) || !home || existsSync(dirname(home))) continue;
     await $`userdel -f ${name}`.quiet().nothrow();
     rmSync(`/etc/sudoers.d/${name}`, { force: true });
   }
-  for (const f of readdirSync("/etc/sudoers.d")) {
-    if (/^lsmssh[a-z0-9]{6}$/.test(f) && !passwd.includes(`\n${f}:`) && !passwd.startsWith(`${f}:`))
-      rmSync(`/etc/sudoers.d/${f}`, { force: true });
-  }
+  // Listed before /etc/passwd is read: a rule seen here belongs to a user who already existed.
+  const rules = readdirSync("/etc/sudoers.d").filter(isFixtureUser);
+  const users = new Set(
+    readFileSync("/etc/passwd", "utf8")
+      .split("\n")
+      .map((l) => l.split(":")[0]),
+  );
+  for (const f of rules) if (!users.has(f)) rmSync(`/etc/sudoers.d/${f}`, { force: true });
 }
 
 const NOSUDO_TOOLS = [
