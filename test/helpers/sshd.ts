@@ -85,7 +85,7 @@ function randomName(): string {
  * gone. Its home itself is no sign: `useradd -m` writes the user before it makes the home, and
  * another test file starting its own sshd at that moment must not lose its user.
  */
-async function sweepLeftovers(): Promise<void> {
+export async function sweepLeftovers(): Promise<void> {
   const isFixtureUser = (name: string | undefined) => !!name && /^lsmssh[a-z0-9]{6}$/.test(name);
   for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
     const [name, , , , , home] = line.split(":");
