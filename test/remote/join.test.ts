@@ -157,17 +157,19 @@ describe.skipIf(needsRoot("the join test builds a network namespace and a veth p
       const out = collect(proc.stdout);
       const err = collect(proc.stderr);
       try {
-        const id = await waitFor(
+        // Both lines: the script prints them with two writes, and a read may land between them.
+        const [, id = "", reconnect] = await waitFor(
           () =>
-            /^Worker profile: (p_[0-9a-f]{16})$/m.exec(out())?.[1] ??
+            /^Worker profile: (p_[0-9a-f]{16})\nReconnect with: (.*)\n/m.exec(out()) ??
             (proc.exitCode !== null ? Promise.reject(new Error(`join exited ${proc.exitCode}: ${err()}`)) : undefined),
           { timeoutMs: 60_000, what: "the join to install" },
         );
-        expect(out()).toContain(`Reconnect with: ${root}/run ${id}\n`);
-        // The worker's `ws` client trusts the test CA through NODE_EXTRA_CA_CERTS (TLS checked).
+        expect(reconnect).toBe(`${root}/run ${id}`);
+        // The worker's `ws` client trusts the test CA through NODE_EXTRA_CA_CERTS (TLS checked). Its
+        // enrolment line goes to stdout before it connects, but the two pipes are read separately.
         await waitFor(
           () =>
-            err().includes("connected to the controller as box one") ||
+            (err().includes("connected to the controller as box one") && /^\{.*\}$/m.test(out())) ||
             (proc.exitCode !== null ? Promise.reject(new Error(`join exited ${proc.exitCode}: ${err()}`)) : undefined),
           { timeoutMs: 30_000, what: "the worker to connect" },
         );
