@@ -5,20 +5,27 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { $ } from "bun";
 import { createHash, randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { needsRoot, tempDir, type TempDir, tmpSnapshot } from "../helpers/harness.ts";
+import { needsRoot, tempDir, type TempDir } from "../helpers/harness.ts";
 import { fixtureProcesses, type SshClient, startSshClient, transferDone } from "../helpers/ssh-client.ts";
 import { type Sshd, startSshd } from "../helpers/sshd.ts";
 import { pidAlive, waitFor } from "../helpers/wait.ts";
-
-/** Taken before this file's servers start: only /tmp entries they add are checked. */
-const tmp = tmpSnapshot();
 
 let sshd: Sshd;
 let root: TempDir;
 let srv: SshClient;
 const servers: SshClient[] = [];
+
+/**
+ * Entries of /tmp owned by the fixture's login user. The user is new to this file and its commands
+ * here write nothing there, so whatever is found was left by the remote side (another file's sshd
+ * runs as other users).
+ */
+async function loginUserTempEntries(): Promise<string[]> {
+  const uid = Number((await $`id -u ${sshd.user}`.text()).trim());
+  return readdirSync("/tmp").filter((n) => lstatSync(join("/tmp", n), { throwIfNoEntry: false })?.uid === uid);
+}
 
 /**
  * Transfers here run at 512 KiB/s, so the 3 MiB file takes about 6 s: tests that cancel, kill or
@@ -201,7 +208,7 @@ describe.skipIf(needsRoot("the throwaway sshd creates system users and sudoers r
         (await $`pgrep -u ${sshd.user} -f "sleep 30[01]"`.nothrow().text()).trim() === "" ? true : undefined,
       { what: "remote sleeps to end" },
     );
-    expect(tmp.added("lsm-ssh.")).toEqual([]);
+    expect(await loginUserTempEntries()).toEqual([]);
   });
 
   test("sudo_exec: success, command failure, password rule, no rule, no sudo", async () => {
