@@ -131,7 +131,9 @@ describe.skipIf(needsRoot("workers run in their own network namespaces (ip netns
     const twin = w.respawn();
     await twin.proc.exited;
     expect(twin.proc.exitCode).toBe(1);
-    expect(twin.stderr()).toContain(`another worker already runs profile ${w.profile}`);
+    // Printed just before the exit; the pipe may be read after the exit is seen.
+    const refusal = `another worker already runs profile ${w.profile}`;
+    await waitFor(() => twin.stderr().includes(refusal), { timeoutMs: 10_000, what: "the twin's refusal" });
     call = ctl.mcp.call("bash", { session_id: sid, command: "touch .second-started; sleep 30", timeout_s: 60 });
     await waitFor(() => existsSync(join(w.workdir, ".second-started")), { what: "the call to run again" });
     again.proc.kill("SIGKILL");
